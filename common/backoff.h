@@ -1,0 +1,33 @@
+#pragma once
+
+#include <algorithm>
+
+#include "absl/random/random.h"
+#include "absl/time/time.h"
+
+namespace cohort {
+
+// Exponential backoff with full jitter: attempt k waits U(0, min(cap, initial * 2^k)). Jitter
+// spreads 1,000 agents reconnecting at once instead of letting them retry in lock step.
+// Not thread-safe; one per retry loop.
+class Backoff {
+ public:
+  Backoff(absl::Duration initial, absl::Duration cap) : initial_(initial), cap_(cap) {}
+
+  absl::Duration Next() {
+    absl::Duration ceiling = std::min(cap_, initial_ * (int64_t{1} << std::min(attempt_, 20)));
+    ++attempt_;
+    return absl::Nanoseconds(
+        absl::Uniform<int64_t>(gen_, absl::ToInt64Nanoseconds(ceiling) / 2,
+                               absl::ToInt64Nanoseconds(ceiling) + 1));
+  }
+  int attempts() const { return attempt_; }
+
+ private:
+  absl::Duration initial_;
+  absl::Duration cap_;
+  int attempt_ = 0;
+  absl::BitGen gen_;
+};
+
+}  // namespace cohort

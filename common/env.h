@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+// The environment contract of a job pod (DESIGN.md). This is the one place that names each
+// variable; libdist and the sidecar read them through these helpers.
+namespace cohort::env {
+
+inline constexpr char kCoordinatorAddress[] = "COHORT_COORDINATOR_ADDRESS";
+inline constexpr char kNumProcesses[] = "COHORT_NUM_PROCESSES";
+inline constexpr char kProcessId[] = "COHORT_PROCESS_ID";
+inline constexpr char kIncarnation[] = "COHORT_INCARNATION";
+inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
+inline constexpr char kJobName[] = "COHORT_JOB_NAME";
+inline constexpr char kNamespace[] = "COHORT_NAMESPACE";
+inline constexpr char kPodIp[] = "COHORT_POD_IP";
+// Job token: the value itself, or a file holding it (the operator mounts the job's Secret).
+inline constexpr char kToken[] = "COHORT_TOKEN";
+inline constexpr char kTokenFile[] = "COHORT_TOKEN_FILE";
+// Timeouts: a duration ("30s", "5m", "1.5s") or a number of seconds.
+inline constexpr char kInitializationTimeout[] = "COHORT_INITIALIZATION_TIMEOUT";
+inline constexpr char kHeartbeatTimeout[] = "COHORT_HEARTBEAT_TIMEOUT";
+inline constexpr char kShutdownTimeout[] = "COHORT_SHUTDOWN_TIMEOUT";
+// libdist mode: "agent" (sidecar on COHORT_AGENT_SOCKET) or "standalone" (agent in-process,
+// service in process 0). Default: agent when COHORT_AGENT_SOCKET is set, else standalone.
+inline constexpr char kMode[] = "COHORT_MODE";
+
+// The variable's value, or nullopt when it is unset or empty.
+std::optional<std::string> Get(const char* name);
+
+// Parses the variable as an integer. InvalidArgument (naming the variable and its value) when it
+// is set but not an integer.
+absl::StatusOr<std::optional<int64_t>> GetInt(const char* name);
+
+// Parses the variable as a duration. InvalidArgument when malformed or negative.
+absl::StatusOr<std::optional<absl::Duration>> GetDuration(const char* name);
+
+// "30s", "250ms", "5m" or a plain number of seconds ("30", "0.5").
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
+
+}  // namespace cohort::env

@@ -1,0 +1,62 @@
+#include "common/grpc_util.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/token.h"
+
+namespace cohort {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+void AddToken(grpc::ClientContext* context, const std::string& token) {
+  if (!token.empty()) context->AddMetadata(kTokenMetadataKey, absl::StrCat(kTokenMetadataPrefix, token));
+}
+
+absl::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token) {
+  if (token.empty()) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kTokenMetadataKey);
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError(
+        "missing job token: the request carried no 'authorization' metadata; set COHORT_TOKEN or "
+        "COHORT_TOKEN_FILE to the job's token");
+  }
+  if (!TokenMatches(absl::string_view(it->second.data(), it->second.size()), token)) {
+    return absl::UnauthenticatedError(
+        "wrong job token: the request's token does not match this job's; check that "
+        "COHORT_TOKEN/COHORT_TOKEN_FILE name this job's Secret");
+  }
+  return absl::OkStatus();
+}
+
+std::chrono::system_clock::time_point ToChronoDeadline(absl::Duration timeout) {
+  // Cap "infinite" so chrono arithmetic cannot overflow.
+  absl::Duration capped = std::min(timeout, absl::Hours(24 * 365));
+  return absl::ToChronoTime(absl::Now() + capped);
+}
+
+grpc::ChannelArguments DefaultChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2'000);
+  args.SetMaxReceiveMessageSize(16 << 20);
+  // Separate channels per client object: do not share subchannels across them.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+}  // namespace cohort

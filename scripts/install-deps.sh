@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian (bookworm) packages Cohort builds and tests with, if any is missing.
+# The single source of truth for the build environment: used by `make deps`, CI and the
+# Dockerfile.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev
+  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus python3
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "cohort: installing missing packages: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "cohort: not root and no sudo; install these packages by hand: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
