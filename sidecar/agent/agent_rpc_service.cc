@@ -1,0 +1,323 @@
+#include "sidecar/agent/agent_rpc_service.h"
+
+#include <pthread.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_event_stream.h"
+#include "common/log.h"
+#include "sidecar/coordination/coordination_rpc_service.h"
+#include "sidecar/metrics/sidecar_metrics.h"
+
+namespace cohort::agent {
+namespace {
+
+using coordination::FailureCause;
+using coordination::PreemptionNotice;
+using coordination::TaskFailure;
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+agentpb::AgentEvent ToAgentEvent(const coordination::JobEvent& event) {
+  agentpb::AgentEvent out;
+  coordination::pb::JobEvent job = coordination::ToProto(event);
+  if (job.has_task_failure()) *out.mutable_task_failure() = job.task_failure();
+  if (job.has_preemption()) *out.mutable_preemption() = job.preemption();
+  return out;
+}
+
+}  // namespace
+
+AgentRpcService::AgentRpcService(AgentOptions options, SidecarMetrics* metrics)
+    : options_(std::move(options)), metrics_(metrics) {}
+
+AgentRpcService::~AgentRpcService() {
+  std::shared_ptr<Agent> agent;
+  {
+    absl::MutexLock lock(&mu_);
+    agent = agent_;
+  }
+  if (agent) agent->Cancel();
+  if (connect_thread_.joinable()) connect_thread_.join();
+}
+
+bool AgentRpcService::agent_connected() const {
+  absl::MutexLock lock(&mu_);
+  return agent_ != nullptr && agent_->connected();
+}
+
+void AgentRpcService::SetOutcome(TrainerOutcome outcome) {
+  absl::MutexLock lock(&mu_);
+  if (outcome_ == TrainerOutcome::kRunning) outcome_ = outcome;
+}
+
+TrainerOutcome AgentRpcService::WaitForTrainer(absl::Time deadline) {
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return outcome_ != TrainerOutcome::kRunning || stop_waiting_;
+  };
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  return outcome_;
+}
+
+void AgentRpcService::StopWaiting() {
+  absl::MutexLock lock(&mu_);
+  stop_waiting_ = true;
+}
+
+bool AgentRpcService::trainer_attached() const {
+  absl::MutexLock lock(&mu_);
+  return attached_ && outcome_ == TrainerOutcome::kRunning;
+}
+
+absl::StatusOr<std::shared_ptr<Agent>> AgentRpcService::ConnectedAgent() {
+  absl::MutexLock lock(&mu_);
+  if (agent_ == nullptr || !agent_->connected()) {
+    return absl::FailedPreconditionError(
+        "this rank is not connected to the job yet: call initialize() and wait for it to return "
+        "before using the key-value store or barriers");
+  }
+  return agent_;
+}
+
+grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
+    grpc::CallbackServerContext* ctx, const agentpb::AttachRequest* req) {
+  auto* stream = new EventStream<agentpb::AgentEvent>();
+  auto sink = stream->sink();
+  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) {
+    sink->FinishWith(auth);
+    return stream;
+  }
+  if (req->process_id() != options_.task || req->num_processes() != options_.num_tasks) {
+    sink->FinishWith(absl::InvalidArgumentError(absl::StrCat(
+        "the trainer says it is process ", req->process_id(), " of ", req->num_processes(),
+        " but its sidecar serves process ", options_.task, " of ", options_.num_tasks,
+        "; the trainer and the sidecar must see the same COHORT_PROCESS_ID and "
+        "COHORT_NUM_PROCESSES")));
+    return stream;
+  }
+  std::shared_ptr<Agent> agent;
+  {
+    absl::MutexLock lock(&mu_);
+    if (attached_) {
+      sink->FinishWith(absl::AlreadyExistsError(
+          "another trainer process is already attached to this sidecar; run one trainer per "
+          "rank (a restarted trainer needs a new job incarnation)"));
+      return stream;
+    }
+    attached_ = true;
+    AgentOptions options = options_;
+    if (req->initialization_timeout_ms() > 0) {
+      options.initialization_timeout = absl::Milliseconds(req->initialization_timeout_ms());
+    }
+    agent_ = std::make_shared<Agent>(options);
+    agent = agent_;
+  }
+  if (metrics_) metrics_->SetTrainerAttached(true);
+  int64_t pid = req->pid();
+  LogInfo("trainer pid ", pid, " attached; registering rank ", options_.task, " of ",
+          options_.num_tasks, " with ", options_.coordinator_address);
+  stream->set_on_end([this, pid] { OnTrainerGone(pid); });
+
+  // Connect blocks until every rank registered: run it off the gRPC threads.
+  if (connect_thread_.joinable()) connect_thread_.join();
+  connect_thread_ = std::thread([this, agent, sink] {
+    pthread_setname_np(pthread_self(), "agent-connect");
+    absl::Status s = agent->Connect([this, sink](const coordination::JobEvent& e) {
+      if (const auto* f = std::get_if<TaskFailure>(&e)) {
+        if (metrics_) metrics_->CountFailure(f->cause);
+        LogError("job failure: ", f->message);
+      } else if (metrics_) {
+        metrics_->CountPreemptionNotice();
+      }
+      sink->Push(ToAgentEvent(e));
+    });
+    if (!s.ok()) {
+      LogError("rank ", options_.task, " could not join the job: ", s.message());
+      SetOutcome(TrainerOutcome::kFailed);
+      sink->FinishWith(s);
+      return;
+    }
+    if (metrics_) metrics_->SetAgentConnected(true);
+    LogInfo("rank ", options_.task, " connected: all ", options_.num_tasks, " ranks registered");
+    bool report_preemption = false;
+    {
+      absl::MutexLock lock(&mu_);
+      report_preemption = preemption_signalled_;
+    }
+    agentpb::AgentEvent connected;
+    connected.mutable_connected()->set_process_id(options_.task);
+    connected.mutable_connected()->set_num_processes(options_.num_tasks);
+    connected.mutable_connected()->set_incarnation(agent->incarnation());
+    sink->Push(std::move(connected));
+    if (report_preemption) OnPreemptionSignal();
+  });
+  return stream;
+}
+
+void AgentRpcService::OnTrainerGone(int64_t pid) {
+  std::shared_ptr<Agent> agent;
+  bool clean = false;
+  {
+    absl::MutexLock lock(&mu_);
+    agent = agent_;
+    clean = trainer_shut_down_;
+  }
+  if (metrics_) metrics_->SetTrainerAttached(false);
+  if (clean || agent == nullptr) {
+    LogInfo("trainer pid ", pid, " detached after shutdown");
+    SetOutcome(TrainerOutcome::kShutDown);
+    return;
+  }
+  if (!agent->connected()) {
+    // Died while waiting for its peers: withdraw the registration so the rank can be retaken.
+    LogWarning("trainer pid ", pid, " went away before the job started");
+    agent->Cancel();
+    SetOutcome(TrainerOutcome::kFailed);
+    return;
+  }
+  FailureCause cause =
+      agent->preemption_reported() ? FailureCause::kPreempted : FailureCause::kProcessExited;
+  std::string message =
+      absl::StrCat("trainer process (pid ", pid, ") exited without calling shutdown()",
+                   cause == FailureCause::kPreempted
+                       ? " after a preemption notice"
+                       : ": it crashed, was killed (e.g. kill -9 or OOM), or returned early");
+  LogError(message, "; reporting it to the job");
+  agent->ReportError(cause, message, [this](absl::Status s, const pb::ReportErrorResponse&) {
+    if (!s.ok()) LogWarning("could not report the trainer's exit: ", s.message());
+    SetOutcome(TrainerOutcome::kFailed);
+  });
+}
+
+void AgentRpcService::OnPreemptionSignal() {
+  std::shared_ptr<Agent> agent;
+  {
+    absl::MutexLock lock(&mu_);
+    preemption_signalled_ = true;
+    agent = agent_;
+  }
+  if (agent == nullptr || !agent->connected()) return;  // Reported once connected.
+  agent->ReportPreemption([](absl::Status s, const pb::ReportPreemptionResponse&) {
+    if (!s.ok()) LogWarning("could not report the preemption notice: ", s.message());
+  });
+}
+
+// Forwards a call to the connected agent and completes the server call with its result.
+#define COHORT_FORWARD(Method, Resp, metric_op)                                          \
+  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) {                \
+    return FinishNow(ctx, auth);                                                         \
+  }                                                                                      \
+  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();                       \
+  if (!agent.ok()) return FinishNow(ctx, agent.status());                                \
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();                             \
+  (*agent)->Method(*req, [this, reactor, resp](absl::Status s, const Resp& r) {          \
+    if (s.ok()) *resp = r;                                                               \
+    if (metrics_ && metric_op[0] != '\0') metrics_->CountKeyValue(metric_op, s);         \
+    reactor->Finish(ToGrpcStatus(s));                                                    \
+  });                                                                                    \
+  return reactor;
+
+grpc::ServerUnaryReactor* AgentRpcService::InsertKeyValue(grpc::CallbackServerContext* ctx,
+                                                          const pb::InsertKeyValueRequest* req,
+                                                          pb::InsertKeyValueResponse* resp) {
+  COHORT_FORWARD(InsertKeyValue, pb::InsertKeyValueResponse, "set");
+}
+grpc::ServerUnaryReactor* AgentRpcService::GetKeyValue(grpc::CallbackServerContext* ctx,
+                                                       const pb::GetKeyValueRequest* req,
+                                                       pb::GetKeyValueResponse* resp) {
+  COHORT_FORWARD(GetKeyValue, pb::GetKeyValueResponse, "get");
+}
+grpc::ServerUnaryReactor* AgentRpcService::TryGetKeyValue(grpc::CallbackServerContext* ctx,
+                                                          const pb::TryGetKeyValueRequest* req,
+                                                          pb::TryGetKeyValueResponse* resp) {
+  COHORT_FORWARD(TryGetKeyValue, pb::TryGetKeyValueResponse, "try_get");
+}
+grpc::ServerUnaryReactor* AgentRpcService::GetKeyValueDir(grpc::CallbackServerContext* ctx,
+                                                          const pb::GetKeyValueDirRequest* req,
+                                                          pb::GetKeyValueDirResponse* resp) {
+  COHORT_FORWARD(GetKeyValueDir, pb::GetKeyValueDirResponse, "dir");
+}
+grpc::ServerUnaryReactor* AgentRpcService::DeleteKeyValue(grpc::CallbackServerContext* ctx,
+                                                          const pb::DeleteKeyValueRequest* req,
+                                                          pb::DeleteKeyValueResponse* resp) {
+  COHORT_FORWARD(DeleteKeyValue, pb::DeleteKeyValueResponse, "delete");
+}
+grpc::ServerUnaryReactor* AgentRpcService::IncrementKeyValue(
+    grpc::CallbackServerContext* ctx, const pb::IncrementKeyValueRequest* req,
+    pb::IncrementKeyValueResponse* resp) {
+  COHORT_FORWARD(IncrementKeyValue, pb::IncrementKeyValueResponse, "increment");
+}
+grpc::ServerUnaryReactor* AgentRpcService::CancelBarrier(grpc::CallbackServerContext* ctx,
+                                                         const pb::CancelBarrierRequest* req,
+                                                         pb::CancelBarrierResponse* resp) {
+  COHORT_FORWARD(CancelBarrier, pb::CancelBarrierResponse, "");
+}
+
+#undef COHORT_FORWARD
+
+grpc::ServerUnaryReactor* AgentRpcService::Barrier(grpc::CallbackServerContext* ctx,
+                                                   const pb::BarrierRequest* req,
+                                                   pb::BarrierResponse* resp) {
+  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
+  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
+  if (!agent.ok()) return FinishNow(ctx, agent.status());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::Time start = absl::Now();
+  (*agent)->Barrier(*req, [this, reactor, resp, start](absl::Status s, const pb::BarrierResponse& r) {
+    if (s.ok()) *resp = r;
+    if (metrics_) metrics_->ObserveBarrier(absl::Now() - start, s);
+    reactor->Finish(ToGrpcStatus(s));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentRpcService::ReportPreemption(grpc::CallbackServerContext* ctx,
+                                                            const pb::ReportPreemptionRequest*,
+                                                            pb::ReportPreemptionResponse*) {
+  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
+  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
+  if (!agent.ok()) return FinishNow(ctx, agent.status());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  (*agent)->ReportPreemption([reactor](absl::Status s, const pb::ReportPreemptionResponse&) {
+    reactor->Finish(ToGrpcStatus(s));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentRpcService::ReportError(grpc::CallbackServerContext* ctx,
+                                                       const pb::ReportErrorRequest* req,
+                                                       pb::ReportErrorResponse*) {
+  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
+  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
+  if (!agent.ok()) return FinishNow(ctx, agent.status());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  (*agent)->ReportError(coordination::FromProto(req->cause()), req->message(),
+                        [reactor](absl::Status s, const pb::ReportErrorResponse&) {
+                          reactor->Finish(ToGrpcStatus(s));
+                        });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentRpcService::ShutdownTask(grpc::CallbackServerContext* ctx,
+                                                        const pb::ShutdownTaskRequest*,
+                                                        pb::ShutdownTaskResponse*) {
+  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
+  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
+  if (!agent.ok()) return FinishNow(ctx, agent.status());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  (*agent)->Shutdown([this, reactor](absl::Status s, const pb::ShutdownTaskResponse&) {
+    if (s.ok()) {
+      absl::MutexLock lock(&mu_);
+      trainer_shut_down_ = true;
+    }
+    if (metrics_) metrics_->SetAgentConnected(false);
+    reactor->Finish(ToGrpcStatus(s));
+  });
+  return reactor;
+}
+
+}  // namespace cohort::agent

@@ -1,0 +1,104 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cohort/agent/v1/agent.grpc.pb.h"
+#include "sidecar/agent/agent.h"
+
+namespace cohort::agent {
+
+namespace agentpb = ::cohort::agent::v1;
+
+class SidecarMetrics;
+
+// How the attached trainer ended, for the sidecar's exit decision.
+enum class TrainerOutcome {
+  kRunning,       // Still attached (or never attached).
+  kShutDown,      // Passed the shutdown barrier.
+  kFailed,        // Died, or the job failed.
+};
+
+// Serves libdist on the sidecar's Unix socket. A trainer's Attach creates this rank's Agent,
+// which registers with the coordination service; the Attach stream then carries job events to
+// the trainer. If the stream breaks before the trainer shut down (crash, kill -9, OOM), the
+// agent reports the trainer's death at once, so peers learn of it in milliseconds rather than
+// after a heartbeat timeout. Other calls are forwarded to the Agent without blocking a thread.
+//
+// One trainer at a time. Thread-safe.
+class AgentRpcService final : public agentpb::Agent::CallbackService {
+ public:
+  // `options` names this sidecar's rank, job size, coordinator and token; `metrics` may be null.
+  AgentRpcService(AgentOptions options, SidecarMetrics* metrics);
+  ~AgentRpcService() override;
+
+  grpc::ServerWriteReactor<agentpb::AgentEvent>* Attach(
+      grpc::CallbackServerContext* ctx, const agentpb::AttachRequest* req) override;
+  grpc::ServerUnaryReactor* ShutdownTask(grpc::CallbackServerContext* ctx,
+                                         const pb::ShutdownTaskRequest* req,
+                                         pb::ShutdownTaskResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportError(grpc::CallbackServerContext* ctx,
+                                        const pb::ReportErrorRequest* req,
+                                        pb::ReportErrorResponse* resp) override;
+  grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
+                                           const pb::InsertKeyValueRequest* req,
+                                           pb::InsertKeyValueResponse* resp) override;
+  grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext* ctx,
+                                        const pb::GetKeyValueRequest* req,
+                                        pb::GetKeyValueResponse* resp) override;
+  grpc::ServerUnaryReactor* TryGetKeyValue(grpc::CallbackServerContext* ctx,
+                                           const pb::TryGetKeyValueRequest* req,
+                                           pb::TryGetKeyValueResponse* resp) override;
+  grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext* ctx,
+                                           const pb::GetKeyValueDirRequest* req,
+                                           pb::GetKeyValueDirResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,
+                                           const pb::DeleteKeyValueRequest* req,
+                                           pb::DeleteKeyValueResponse* resp) override;
+  grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
+                                              const pb::IncrementKeyValueRequest* req,
+                                              pb::IncrementKeyValueResponse* resp) override;
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
+                                    const pb::BarrierRequest* req,
+                                    pb::BarrierResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelBarrier(grpc::CallbackServerContext* ctx,
+                                          const pb::CancelBarrierRequest* req,
+                                          pb::CancelBarrierResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportPreemption(grpc::CallbackServerContext* ctx,
+                                             const pb::ReportPreemptionRequest* req,
+                                             pb::ReportPreemptionResponse* resp) override;
+
+  // The sidecar received SIGTERM: tell the job (once the rank is connected).
+  void OnPreemptionSignal();
+
+  // Waits until the trainer shut down or failed, StopWaiting() is called, or the deadline passes.
+  TrainerOutcome WaitForTrainer(absl::Time deadline);
+  void StopWaiting();
+  bool trainer_attached() const;
+  bool agent_connected() const;
+
+ private:
+  class AttachReactor;
+  // The connected agent, or FailedPrecondition explaining that initialize() must come first.
+  absl::StatusOr<std::shared_ptr<Agent>> ConnectedAgent();
+  void OnTrainerGone(int64_t pid);
+  void SetOutcome(TrainerOutcome outcome);
+
+  const AgentOptions options_;
+  SidecarMetrics* const metrics_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<Agent> agent_ ABSL_GUARDED_BY(mu_);
+  bool attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool trainer_shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool preemption_signalled_ ABSL_GUARDED_BY(mu_) = false;
+  TrainerOutcome outcome_ ABSL_GUARDED_BY(mu_) = TrainerOutcome::kRunning;
+  bool stop_waiting_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread connect_thread_;  // Runs Agent::Connect, which blocks until all ranks register.
+};
+
+}  // namespace cohort::agent

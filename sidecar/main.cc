@@ -1,0 +1,296 @@
+// cohort-sidecar: runs next to every trainer. On rank 0 it hosts the coordination service; on
+// every rank it hosts the agent that libdist attaches to over a Unix socket, and serves
+// /metrics, /healthz and /readyz. Every flag falls back to the COHORT_* environment the operator
+// (or cohort-run) sets. See docs/sidecar.md.
+//
+// Exit codes: 0 the trainer shut down cleanly; 1 the trainer or the job failed; 2 bad
+// configuration.
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "common/token.h"
+#include "sidecar/agent/agent_rpc_service.h"
+#include "sidecar/coordination/coordination_server.h"
+#include "sidecar/metrics/http_server.h"
+#include "sidecar/metrics/sidecar_metrics.h"
+
+namespace cohort {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct Flags {
+  int rank = -1;
+  int num_processes = 0;
+  std::string coordinator_address;
+  std::string coordinator_bind_address = "0.0.0.0";
+  std::string agent_socket;
+  std::string token_file;
+  std::string http_address = "0.0.0.0";
+  int http_port = 9400;
+  std::string http_port_file;
+  std::string initialization_timeout;
+  std::string heartbeat_timeout;
+  std::string shutdown_timeout;
+  size_t per_rank_metrics_limit = 4096;
+};
+
+int Fail(const std::string& message) {
+  LogError(message);
+  return kExitUsage;
+}
+
+// Flag value, else environment, else default; with a clear error naming both.
+absl::StatusOr<absl::Duration> DurationSetting(const std::string& flag_value, const char* env_name,
+                                               absl::Duration fallback) {
+  if (!flag_value.empty()) return env::ParseDuration(flag_value);
+  absl::StatusOr<std::optional<absl::Duration>> from_env = env::GetDuration(env_name);
+  if (!from_env.ok()) return from_env.status();
+  return from_env->value_or(fallback);
+}
+
+absl::StatusOr<int> PortOf(const std::string& address) {
+  size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "coordinator address '", address,
+        "' has no valid port; write it as host:port, e.g. myjob-0.myjob.default.svc:8476"));
+  }
+  return port;
+}
+
+// SIGTERM (a preemption or a pod deletion) and SIGINT are taken by one thread with sigwait, so
+// handling them can use locks and RPCs.
+struct SignalState {
+  absl::Mutex mu;
+  int count ABSL_GUARDED_BY(mu) = 0;
+};
+
+int Run(int argc, char** argv) {
+  InitLogging("cohort-sidecar");
+  Flags f;
+  CLI::App app{"cohort-sidecar: coordination service (rank 0), agent and metrics for one rank"};
+  app.add_option("--rank", f.rank, "This pod's rank (env COHORT_PROCESS_ID)");
+  app.add_option("--num-processes", f.num_processes, "Job size (env COHORT_NUM_PROCESSES)");
+  app.add_option("--coordinator-address", f.coordinator_address,
+                 "host:port of rank 0's coordination service (env COHORT_COORDINATOR_ADDRESS)");
+  app.add_option("--coordinator-bind-address", f.coordinator_bind_address,
+                 "Rank 0: interface the coordination service listens on; the port comes from "
+                 "the coordinator address")
+      ->capture_default_str();
+  app.add_option("--agent-socket", f.agent_socket,
+                 "Unix socket libdist attaches to (env COHORT_AGENT_SOCKET)");
+  app.add_option("--token-file", f.token_file,
+                 "File holding the job token (env COHORT_TOKEN_FILE, or COHORT_TOKEN)");
+  app.add_option("--http-address", f.http_address, "Interface of /metrics, /healthz, /readyz")
+      ->capture_default_str();
+  app.add_option("--http-port", f.http_port, "Port of /metrics, /healthz, /readyz; 0 picks one")
+      ->capture_default_str();
+  app.add_option("--http-port-file", f.http_port_file, "Write the chosen HTTP port here");
+  app.add_option("--initialization-timeout", f.initialization_timeout,
+                 "How long ranks may take to register (env COHORT_INITIALIZATION_TIMEOUT, "
+                 "default 5m)");
+  app.add_option("--heartbeat-timeout", f.heartbeat_timeout,
+                 "A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, default 10s)");
+  app.add_option("--shutdown-timeout", f.shutdown_timeout,
+                 "Bound on the shutdown barrier, and on how long rank 0 keeps the service up "
+                 "for slower ranks (env COHORT_SHUTDOWN_TIMEOUT, default 5m)");
+  app.add_option("--per-rank-metrics-limit", f.per_rank_metrics_limit,
+                 "Rank 0 exports per-rank series up to this job size")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  // Fill unset flags from the environment contract.
+  auto int_setting = [](int flag, const char* name) -> absl::StatusOr<int> {
+    if (flag >= 0 && !(flag == 0 && std::string(name) == env::kNumProcesses)) return flag;
+    absl::StatusOr<std::optional<int64_t>> v = env::GetInt(name);
+    if (!v.ok()) return v.status();
+    if (!v->has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("set ", name, " or pass the flag"));
+    }
+    return static_cast<int>(**v);
+  };
+  absl::StatusOr<int> rank = int_setting(f.rank, env::kProcessId);
+  if (!rank.ok()) return Fail(absl::StrCat("rank unknown: ", rank.status().message()));
+  absl::StatusOr<int> num = int_setting(f.num_processes, env::kNumProcesses);
+  if (!num.ok()) return Fail(absl::StrCat("job size unknown: ", num.status().message()));
+  if (*num < 1) return Fail(absl::StrCat("COHORT_NUM_PROCESSES=", *num, " must be at least 1"));
+  if (*rank < 0 || *rank >= *num) {
+    return Fail(absl::StrCat("COHORT_PROCESS_ID=", *rank, " is out of range for a job of ", *num,
+                             " processes; valid ranks are 0..", *num - 1));
+  }
+  if (f.coordinator_address.empty()) {
+    f.coordinator_address = env::Get(env::kCoordinatorAddress).value_or("");
+  }
+  if (f.coordinator_address.empty()) {
+    return Fail("coordinator address unknown: set COHORT_COORDINATOR_ADDRESS or "
+                "--coordinator-address (host:port of rank 0)");
+  }
+  if (f.agent_socket.empty()) f.agent_socket = env::Get(env::kAgentSocket).value_or("");
+  if (f.agent_socket.empty()) {
+    return Fail("agent socket unknown: set COHORT_AGENT_SOCKET or --agent-socket to a path in a "
+                "directory shared with the trainer");
+  }
+  if (f.agent_socket.size() > 100) {
+    return Fail(absl::StrCat("agent socket path '", f.agent_socket,
+                             "' is too long for a Unix socket (limit ~100 bytes); use a shorter "
+                             "path"));
+  }
+  absl::StatusOr<absl::Duration> init_timeout =
+      DurationSetting(f.initialization_timeout, env::kInitializationTimeout, absl::Minutes(5));
+  absl::StatusOr<absl::Duration> hb_timeout =
+      DurationSetting(f.heartbeat_timeout, env::kHeartbeatTimeout, absl::Seconds(10));
+  absl::StatusOr<absl::Duration> shutdown_timeout =
+      DurationSetting(f.shutdown_timeout, env::kShutdownTimeout, absl::Minutes(5));
+  for (const auto* d : {&init_timeout, &hb_timeout, &shutdown_timeout}) {
+    if (!d->ok()) return Fail(std::string(d->status().message()));
+  }
+  absl::StatusOr<std::string> token = LoadToken(f.token_file);
+  if (!token.ok()) return Fail(std::string(token.status().message()));
+  if (token->empty()) LogWarning("no job token configured (COHORT_TOKEN/COHORT_TOKEN_FILE): RPCs are not authenticated");
+
+  // Signals go to one thread; block them before any other thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // Rank 0: the coordination service.
+  std::unique_ptr<coordination::CoordinationServer> coordinator;
+  if (*rank == 0) {
+    absl::StatusOr<int> port = PortOf(f.coordinator_address);
+    if (!port.ok()) return Fail(std::string(port.status().message()));
+    coordination::ServerOptions options;
+    options.listen_address = absl::StrCat(f.coordinator_bind_address, ":", *port);
+    options.service.num_tasks = *num;
+    options.service.register_timeout = *init_timeout;
+    options.service.heartbeat_timeout = *hb_timeout;
+    options.service.shutdown_timeout = *shutdown_timeout;
+    options.token = *token;
+    absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> server =
+        coordination::CoordinationServer::Start(options);
+    if (!server.ok()) return Fail(std::string(server.status().message()));
+    coordinator = std::move(*server);
+  }
+
+  // Metrics.
+  auto registry = std::make_shared<prometheus::Registry>();
+  agent::AddBuildInfo(*registry, "sidecar");
+  agent::SidecarMetrics metrics(*registry, *rank);
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {registry};
+  if (coordinator) {
+    collectables.push_back(std::make_shared<agent::CoordinatorCollector>(
+        &coordinator->service(), f.per_rank_metrics_limit));
+  }
+
+  // The agent socket.
+  agent::AgentOptions agent_options;
+  agent_options.coordinator_address = f.coordinator_address;
+  agent_options.task = *rank;
+  agent_options.num_tasks = *num;
+  agent_options.token = *token;
+  agent_options.initialization_timeout = *init_timeout;
+  agent_options.heartbeat_timeout = *hb_timeout;
+  agent_options.shutdown_timeout = *shutdown_timeout;
+  agent::AgentRpcService agent_service(agent_options, &metrics);
+  std::error_code ec;
+  std::filesystem::path socket_path(f.agent_socket);
+  if (socket_path.has_parent_path()) std::filesystem::create_directories(socket_path.parent_path(), ec);
+  std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
+  grpc::ServerBuilder builder;
+  int unused_port = 0;
+  builder.AddListeningPort(absl::StrCat("unix:", f.agent_socket), grpc::InsecureServerCredentials(),
+                           &unused_port);
+  builder.RegisterService(&agent_service);
+  std::unique_ptr<grpc::Server> socket_server = builder.BuildAndStart();
+  if (!socket_server) {
+    return Fail(absl::StrCat("cannot serve the agent socket ", f.agent_socket,
+                             ": check that its directory exists and is writable"));
+  }
+
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
+      f.http_address, f.http_port, collectables, [&]() -> std::string {
+        if (*rank == 0 && coordinator == nullptr) return "coordination service not running";
+        return "";
+      });
+  if (!http.ok()) return Fail(std::string(http.status().message()));
+  if (!f.http_port_file.empty()) {
+    std::string tmp = f.http_port_file + ".tmp";
+    std::ofstream(tmp) << (*http)->port() << "\n";
+    std::filesystem::rename(tmp, f.http_port_file, ec);
+  }
+  LogInfo("rank ", *rank, "/", *num, ": agent socket ", f.agent_socket, ", metrics on port ",
+          (*http)->port(), *rank == 0 ? absl::StrCat(", coordination service on port ", coordinator->port()) : "");
+
+  SignalState signal_state;
+  std::thread signal_thread([&] {
+    pthread_setname_np(pthread_self(), "signals");
+    while (true) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      int count;
+      {
+        absl::MutexLock lock(&signal_state.mu);
+        count = ++signal_state.count;
+      }
+      if (sig == SIGTERM && count == 1 && agent_service.trainer_attached()) {
+        LogInfo("SIGTERM: reporting a preemption notice and waiting for the trainer to finish");
+        agent_service.OnPreemptionSignal();
+        continue;
+      }
+      LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": exiting");
+      agent_service.StopWaiting();
+      return;
+    }
+  });
+
+  agent::TrainerOutcome outcome = agent_service.WaitForTrainer(absl::InfiniteFuture());
+  int exit_code = outcome == agent::TrainerOutcome::kShutDown ? kExitOk : kExitFailed;
+  if (coordinator) {
+    // Keep the service up until every rank shut down or failed, so a fast rank 0 never strands
+    // slower peers (bounded by the shutdown timeout).
+    LogInfo("waiting for every rank to finish before stopping the coordination service");
+    if (!coordinator->Stop(*shutdown_timeout)) exit_code = kExitFailed;
+    if (!coordinator->service().JobStatus().ok()) exit_code = kExitFailed;
+  }
+  LogInfo("exiting with code ", exit_code);
+  socket_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  std::filesystem::remove(socket_path, ec);
+  // The signal thread may be parked in sigwait; the process exit ends it.
+  signal_thread.detach();
+  std::fflush(nullptr);
+  _exit(exit_code);
+}
+
+}  // namespace
+}  // namespace cohort
+
+int main(int argc, char** argv) { return cohort::Run(argc, argv); }

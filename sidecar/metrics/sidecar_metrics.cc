@@ -1,0 +1,142 @@
+#include "sidecar/metrics/sidecar_metrics.h"
+
+#include <prometheus/metric_family.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+#ifndef COHORT_VERSION
+#define COHORT_VERSION "dev"
+#endif
+
+namespace cohort::agent {
+namespace {
+
+std::string CodeLabel(const absl::Status& status) {
+  std::string name = absl::StatusCodeToString(status.code());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+prometheus::ClientMetric GaugeSample(double value, std::vector<prometheus::ClientMetric::Label> labels) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  m.gauge.value = value;
+  return m;
+}
+
+}  // namespace
+
+SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
+    : kv_operations_(prometheus::BuildCounter()
+                         .Name("cohort_kv_operations_total")
+                         .Help("Key-value operations made by this rank, by operation and result")
+                         .Register(registry)),
+      barrier_wait_(prometheus::BuildHistogram()
+                        .Name("cohort_barrier_wait_seconds")
+                        .Help("Time this rank waited in barriers, by result")
+                        .Register(registry)),
+      failures_(prometheus::BuildCounter()
+                    .Name("cohort_task_failures_total")
+                    .Help("Job failures this rank was told of, by cause")
+                    .Register(registry)),
+      preemption_notices_(prometheus::BuildCounter()
+                              .Name("cohort_preemption_notices_total")
+                              .Help("Preemption notices this rank was told of")
+                              .Register(registry)
+                              .Add({})),
+      agent_connected_(prometheus::BuildGauge()
+                           .Name("cohort_agent_connected")
+                           .Help("1 while this rank's agent is registered with the coordinator")
+                           .Register(registry)
+                           .Add({})),
+      trainer_attached_(prometheus::BuildGauge()
+                            .Name("cohort_trainer_attached")
+                            .Help("1 while a trainer process is attached to this sidecar")
+                            .Register(registry)
+                            .Add({})) {
+  prometheus::BuildGauge()
+      .Name("cohort_rank")
+      .Help("The rank (process id) this sidecar serves")
+      .Register(registry)
+      .Add({})
+      .Set(rank);
+}
+
+void SidecarMetrics::CountKeyValue(absl::string_view operation, const absl::Status& status) {
+  kv_operations_.Add({{"operation", std::string(operation)}, {"result", CodeLabel(status)}})
+      .Increment();
+}
+
+void SidecarMetrics::ObserveBarrier(absl::Duration wait, const absl::Status& status) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800};
+  barrier_wait_.Add({{"result", CodeLabel(status)}}, kBuckets)
+      .Observe(absl::ToDoubleSeconds(wait));
+}
+
+void SidecarMetrics::CountFailure(coordination::FailureCause cause) {
+  failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}}).Increment();
+}
+
+void SidecarMetrics::CountPreemptionNotice() { preemption_notices_.Increment(); }
+void SidecarMetrics::SetAgentConnected(bool connected) { agent_connected_.Set(connected ? 1 : 0); }
+void SidecarMetrics::SetTrainerAttached(bool attached) { trainer_attached_.Set(attached ? 1 : 0); }
+
+std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
+  coordination::CoordinationService::Snapshot snap = service_->GetSnapshot();
+  std::vector<prometheus::MetricFamily> out;
+
+  prometheus::MetricFamily by_state{"cohort_tasks", "Tasks by state, as the coordinator sees them",
+                                    prometheus::MetricType::Gauge, {}};
+  std::map<std::string, int> counts;
+  for (auto state : {coordination::TaskState::kDisconnected, coordination::TaskState::kConnecting,
+                     coordination::TaskState::kConnected, coordination::TaskState::kFailed,
+                     coordination::TaskState::kShutDown}) {
+    counts[std::string(coordination::TaskStateName(state))] = 0;
+  }
+  for (const auto& t : snap.tasks) ++counts[std::string(coordination::TaskStateName(t.state))];
+  for (const auto& [state, n] : counts) by_state.metric.push_back(GaugeSample(n, {{"state", state}}));
+  out.push_back(std::move(by_state));
+
+  if (snap.tasks.size() <= per_rank_limit_) {
+    prometheus::MetricFamily up{"cohort_task_up",
+                                "1 if the rank is connected and heartbeating, else 0",
+                                prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily age{"cohort_task_heartbeat_age_seconds",
+                                 "Seconds since the coordinator last heard from the rank",
+                                 prometheus::MetricType::Gauge, {}};
+    for (size_t i = 0; i < snap.tasks.size(); ++i) {
+      const auto& t = snap.tasks[i];
+      std::string rank = absl::StrCat(i);
+      up.metric.push_back(
+          GaugeSample(t.state == coordination::TaskState::kConnected ? 1 : 0, {{"rank", rank}}));
+      if (t.state == coordination::TaskState::kConnected) {
+        age.metric.push_back(GaugeSample(absl::ToDoubleSeconds(snap.now - t.last_heartbeat),
+                                         {{"rank", rank}}));
+      }
+    }
+    out.push_back(std::move(up));
+    out.push_back(std::move(age));
+  }
+  out.push_back({"cohort_job_failed", "1 once any rank failed and the job is failing",
+                 prometheus::MetricType::Gauge, {GaugeSample(snap.job_failed ? 1 : 0, {})}});
+  out.push_back({"cohort_kv_entries", "Entries in the coordinator's key-value store",
+                 prometheus::MetricType::Gauge, {GaugeSample(snap.kv_entries, {})}});
+  out.push_back({"cohort_kv_blocking_gets", "Blocking gets waiting for a key",
+                 prometheus::MetricType::Gauge, {GaugeSample(snap.kv_waiters, {})}});
+  out.push_back({"cohort_barriers_in_progress", "Barriers waiting for participants",
+                 prometheus::MetricType::Gauge, {GaugeSample(snap.barriers_in_progress, {})}});
+  return out;
+}
+
+void AddBuildInfo(prometheus::Registry& registry, absl::string_view component) {
+  prometheus::BuildGauge()
+      .Name("cohort_build_info")
+      .Help("Build information; the value is always 1")
+      .Register(registry)
+      .Add({{"version", COHORT_VERSION}, {"component", std::string(component)}})
+      .Set(1);
+}
+
+}  // namespace cohort::agent

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "sidecar/coordination/coordination_service.h"
+
+namespace cohort::agent {
+
+// The sidecar's own metric families, built once. Names follow docs/metrics.md.
+class SidecarMetrics {
+ public:
+  SidecarMetrics(prometheus::Registry& registry, int32_t rank);
+
+  // operation: set|get|try_get|dir|delete|increment; result: a status code name.
+  void CountKeyValue(absl::string_view operation, const absl::Status& status);
+  void ObserveBarrier(absl::Duration wait, const absl::Status& status);
+  void CountFailure(coordination::FailureCause cause);
+  void CountPreemptionNotice();
+  void SetAgentConnected(bool connected);
+  void SetTrainerAttached(bool attached);
+
+ private:
+  prometheus::Family<prometheus::Counter>& kv_operations_;
+  prometheus::Family<prometheus::Histogram>& barrier_wait_;
+  prometheus::Family<prometheus::Counter>& failures_;
+  prometheus::Counter& preemption_notices_;
+  prometheus::Gauge& agent_connected_;
+  prometheus::Gauge& trainer_attached_;
+};
+
+// Per-task health as the coordinator sees it, computed at scrape time from the service's
+// snapshot: task states, heartbeat age per rank (the "which rank is sick" view), key-value and
+// barrier gauges. Per-rank series are emitted up to `per_rank_limit` ranks.
+class CoordinatorCollector final : public prometheus::Collectable {
+ public:
+  CoordinatorCollector(const coordination::CoordinationService* service, size_t per_rank_limit)
+      : service_(service), per_rank_limit_(per_rank_limit) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const coordination::CoordinationService* service_;
+  size_t per_rank_limit_;
+};
+
+// Registers cohort_build_info{version}.
+void AddBuildInfo(prometheus::Registry& registry, absl::string_view component);
+
+}  // namespace cohort::agent
