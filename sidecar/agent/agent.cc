@@ -90,7 +90,7 @@ absl::Status Agent::Connect(EventCallback on_event) {
   req.set_incarnation(incarnation_);
   req.set_num_tasks(options_.num_tasks);
   req.set_hostname(Hostname());
-  req.set_pid(getpid());
+  req.set_pid(options_.pid != 0 ? options_.pid : getpid());
 
   Backoff backoff(absl::Milliseconds(100), absl::Seconds(5));
   grpc::Status last;
@@ -168,6 +168,11 @@ void Agent::Deliver(const JobEvent& event) {
     cb = on_event_;
   }
   if (cb) cb(event);
+}
+
+bool Agent::job_failed() const {
+  absl::MutexLock lock(&mu_);
+  return failure_delivered_;
 }
 
 void Agent::HeartbeatLoop() {

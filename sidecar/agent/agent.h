@@ -33,6 +33,7 @@ struct AgentOptions {
   absl::Duration initialization_timeout = absl::Minutes(5);
   absl::Duration heartbeat_timeout = absl::Seconds(10);
   absl::Duration shutdown_timeout = absl::Minutes(5);
+  int64_t pid = 0;  // The process this rank runs as (the trainer's); 0: this process.
 };
 
 // One rank's client of the coordination service: registers (retrying with exponential backoff
@@ -89,6 +90,8 @@ class Agent final : public ControlPlane {
 
   // Whether this process reported a preemption notice (so its death counts as preempted).
   bool preemption_reported() const { return preemption_reported_.load(); }
+  // Whether a job failure was delivered.
+  bool job_failed() const;
 
  private:
   template <typename Req, typename Resp, typename Invoke>
@@ -107,7 +110,7 @@ class Agent final : public ControlPlane {
   std::atomic<bool> preemption_reported_{false};
   Incarnation service_incarnation_ = 0;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   EventCallback on_event_ ABSL_GUARDED_BY(mu_);
   bool failure_delivered_ ABSL_GUARDED_BY(mu_) = false;
   bool preemption_delivered_ ABSL_GUARDED_BY(mu_) = false;

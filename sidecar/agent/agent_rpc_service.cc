@@ -113,6 +113,7 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
     if (req->initialization_timeout_ms() > 0) {
       options.initialization_timeout = absl::Milliseconds(req->initialization_timeout_ms());
     }
+    options.pid = req->pid();
     agent_ = std::make_shared<Agent>(options);
     agent = agent_;
   }
@@ -179,14 +180,20 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
     SetOutcome(TrainerOutcome::kFailed);
     return;
   }
+  if (agent->job_failed()) {
+    // Fate sharing: the trainer followed a failure elsewhere; nothing new to report.
+    LogInfo("trainer pid ", pid, " exited after the job failed");
+    SetOutcome(TrainerOutcome::kFailed);
+    return;
+  }
   FailureCause cause =
       agent->preemption_reported() ? FailureCause::kPreempted : FailureCause::kProcessExited;
   std::string message =
-      absl::StrCat("trainer process (pid ", pid, ") exited without calling shutdown()",
-                   cause == FailureCause::kPreempted
-                       ? " after a preemption notice"
-                       : ": it crashed, was killed (e.g. kill -9 or OOM), or returned early");
-  LogError(message, "; reporting it to the job");
+      cause == FailureCause::kPreempted
+          ? "it exited after its preemption notice without calling shutdown()"
+          : "it exited without calling shutdown(): it crashed, was killed (e.g. kill -9 or "
+            "OOM), or returned early";
+  LogError("trainer pid ", pid, " is gone: ", message, "; telling the job");
   agent->ReportError(cause, message, [this](absl::Status s, const pb::ReportErrorResponse&) {
     if (!s.ok()) LogWarning("could not report the trainer's exit: ", s.message());
     SetOutcome(TrainerOutcome::kFailed);

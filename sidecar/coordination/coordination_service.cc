@@ -18,7 +18,7 @@ Incarnation RandomIncarnation() {
 
 std::string CauseSentence(FailureCause cause) {
   switch (cause) {
-    case FailureCause::kProcessExited: return "its process exited without shutting down";
+    case FailureCause::kProcessExited: return "its process died";
     case FailureCause::kHeartbeatTimeout: return "it stopped sending heartbeats";
     case FailureCause::kPreempted: return "it was preempted";
     case FailureCause::kRestarted: return "it restarted";

@@ -1,0 +1,186 @@
+#include "common/subprocess.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace cohort {
+
+absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
+  if (options.argv.empty()) return absl::InvalidArgumentError("no program to start");
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    if (options.env_set.count(name) == 0) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : options.env_set) env_strings.push_back(absl::StrCat(k, "=", v));
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = options.argv;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int fds[2] = {-1, -1};
+  if (options.capture_output && pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  // Report exec failure through a close-on-exec pipe.
+  int exec_err[2];
+  if (pipe2(exec_err, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    if (options.capture_output) {
+      dup2(fds[1], STDOUT_FILENO);
+      dup2(fds[1], STDERR_FILENO);
+    }
+    execvpe(argv[0], argv.data(), envp.data());
+    int err = errno;
+    ssize_t ignored = write(exec_err[1], &err, sizeof(err));
+    (void)ignored;
+    _exit(127);
+  }
+  setpgid(pid, pid);  // Also in the parent, so Signal() works before the child runs.
+  close(exec_err[1]);
+  int child_errno = 0;
+  ssize_t n = read(exec_err[0], &child_errno, sizeof(child_errno));
+  close(exec_err[0]);
+  Subprocess p;
+  p.pid_ = pid;
+  if (options.capture_output) {
+    close(fds[1]);
+    p.output_fd_ = fds[0];
+  }
+  if (n == sizeof(child_errno)) {
+    p.Wait();
+    return absl::NotFoundError(absl::StrCat("cannot run '", options.argv[0],
+                                            "': ", std::strerror(child_errno)));
+  }
+  return p;
+}
+
+Subprocess::Subprocess(Subprocess&& o) noexcept
+    : pid_(o.pid_), output_fd_(o.output_fd_), status_(o.status_) {
+  o.pid_ = -1;
+  o.output_fd_ = -1;
+}
+
+Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
+  if (this != &o) {
+    this->~Subprocess();
+    pid_ = o.pid_;
+    output_fd_ = o.output_fd_;
+    status_ = o.status_;
+    o.pid_ = -1;
+    o.output_fd_ = -1;
+  }
+  return *this;
+}
+
+Subprocess::~Subprocess() {
+  if (running()) {
+    Signal(SIGKILL);
+    Wait();
+  }
+  CloseOutput();
+}
+
+void Subprocess::CloseOutput() {
+  if (output_fd_ >= 0) close(output_fd_);
+  output_fd_ = -1;
+}
+
+void Subprocess::Signal(int sig) const {
+  if (pid_ > 0) kill(-pid_, sig);
+}
+
+std::optional<int> Subprocess::Poll() {
+  if (status_ || pid_ <= 0) return status_;
+  int st = 0;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) status_ = st;
+  return status_;
+}
+
+int Subprocess::Wait() {
+  if (status_) return *status_;
+  int st = 0;
+  while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+  }
+  status_ = st;
+  return st;
+}
+
+std::string Subprocess::DescribeStatus(int st) {
+  if (WIFEXITED(st)) return absl::StrCat("exit code ", WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(st), " (", strsignal(WTERMSIG(st)), ")");
+  }
+  return absl::StrCat("wait status ", st);
+}
+
+int Subprocess::ExitCodeOf(int st) {
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return 1;
+}
+
+bool ReadLines(int fd, std::string* buffer, std::vector<std::string>* lines) {
+  char chunk[4096];
+  ssize_t n = read(fd, chunk, sizeof(chunk));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) {
+    if (!buffer->empty()) lines->push_back(std::move(*buffer));
+    buffer->clear();
+    return false;
+  }
+  buffer->append(chunk, n);
+  size_t start = 0;
+  for (size_t nl; (nl = buffer->find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines->push_back(buffer->substr(start, nl - start));
+  }
+  buffer->erase(0, start);
+  return true;
+}
+
+absl::StatusOr<int> PickFreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("cannot pick a free port: ", std::strerror(err)));
+  }
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+}  // namespace cohort

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cohort {
+
+// A child process in its own process group, its stdout and stderr joined into one pipe the
+// parent reads. Used by cohort-run and by multi-process tests. Not thread-safe.
+class Subprocess {
+ public:
+  struct Options {
+    std::vector<std::string> argv;               // argv[0] is searched in PATH when no '/'.
+    std::map<std::string, std::string> env_set;  // Added to (or replacing in) our environment.
+    bool capture_output = true;                  // Else the child inherits our stdout/stderr.
+  };
+
+  // Errors: NotFound (program missing), Internal (fork/pipe failure).
+  static absl::StatusOr<Subprocess> Start(const Options& options);
+
+  Subprocess() = default;  // Not started.
+  Subprocess(Subprocess&& other) noexcept;
+  Subprocess& operator=(Subprocess&& other) noexcept;
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+  // Kills the process group (SIGKILL) and reaps it if still running.
+  ~Subprocess();
+
+  pid_t pid() const { return pid_; }
+  int output_fd() const { return output_fd_; }  // -1 when not captured or closed.
+  void CloseOutput();
+
+  // Sends `sig` to the whole process group.
+  void Signal(int sig) const;
+  // Non-blocking: the wait status once exited, else nullopt.
+  std::optional<int> Poll();
+  // Blocks until exit; returns the wait status.
+  int Wait();
+  bool running() const { return pid_ > 0 && !status_.has_value(); }
+  std::optional<int> status() const { return status_; }
+
+  // "exit code 3", "killed by signal 9 (Killed)".
+  static std::string DescribeStatus(int wait_status);
+  // Exit code, or 128 + signal.
+  static int ExitCodeOf(int wait_status);
+
+ private:
+  pid_t pid_ = -1;
+  int output_fd_ = -1;
+  std::optional<int> status_;
+};
+
+// Reads what is available on `fd` and returns complete lines; keeps a partial line in `buffer`.
+// Returns false at end of file (a final partial line is returned as a line).
+bool ReadLines(int fd, std::string* buffer, std::vector<std::string>* lines);
+
+// A free TCP port on 127.0.0.1 (bound and released; the caller binds it promptly).
+absl::StatusOr<int> PickFreePort();
+
+}  // namespace cohort
