@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "libdist/src/options.h"
 #include "libdist/src/preemption_sync.h"
@@ -61,6 +62,7 @@ struct State {
   std::unique_ptr<PreemptionSync> preemption;
   std::unique_ptr<SigtermWatcher> sigterm;
   std::atomic<bool> failed{false};
+  absl::Notification failure_handled;  // The peer-failure handler returned.
 };
 
 absl::Mutex g_mu;
@@ -97,6 +99,18 @@ void HandleEvent(const std::weak_ptr<State>& weak, const JobEvent& event) {
   if (state->failed.exchange(true)) return;
   PeerFailure failure{f.task, ToPublic(f.cause), f.message};
   state->on_peer_failure(failure);
+  state->failure_handled.Notify();
+}
+
+// A call that failed because the job failed (ABORTED) returns only after the peer-failure
+// handler ran: its reply can overtake the failure event, and a program must not see the error
+// before fate sharing (by default: exit 75) takes its course.
+constexpr absl::Duration kFailureEventGrace = absl::Seconds(5);
+absl::Status Settle(State& state, absl::Status status) {
+  if (status.code() == absl::StatusCode::kAborted) {
+    state.failure_handled.WaitForNotificationWithTimeout(kFailureEventGrace);
+  }
+  return status;
 }
 
 }  // namespace
@@ -197,9 +211,9 @@ absl::Status KeyValueSet(absl::string_view key, absl::string_view value, bool al
   req.mutable_kv()->set_key(std::string(key));
   req.mutable_kv()->set_value(std::string(value));
   req.set_allow_overwrite(allow_overwrite);
-  return Await<pb::InsertKeyValueResponse>(
-             [&](auto cb) { state->runtime->control()->InsertKeyValue(req, std::move(cb)); })
-      .first;
+  return Settle(*state, Await<pb::InsertKeyValueResponse>([&](auto cb) {
+                         state->runtime->control()->InsertKeyValue(req, std::move(cb));
+                       }).first);
 }
 
 absl::StatusOr<std::string> KeyValueGet(absl::string_view key, absl::Duration timeout) {
@@ -210,7 +224,7 @@ absl::StatusOr<std::string> KeyValueGet(absl::string_view key, absl::Duration ti
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   auto [s, resp] = Await<pb::GetKeyValueResponse>(
       [&](auto cb) { state->runtime->control()->GetKeyValue(req, std::move(cb)); });
-  if (!s.ok()) return s;
+  if (!s.ok()) return Settle(*state, s);
   return resp.kv().value();
 }
 
@@ -221,7 +235,7 @@ absl::StatusOr<std::string> KeyValueTryGet(absl::string_view key) {
   req.set_key(std::string(key));
   auto [s, resp] = Await<pb::TryGetKeyValueResponse>(
       [&](auto cb) { state->runtime->control()->TryGetKeyValue(req, std::move(cb)); });
-  if (!s.ok()) return s;
+  if (!s.ok()) return Settle(*state, s);
   return resp.kv().value();
 }
 
@@ -233,7 +247,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KeyValueDir(
   req.set_directory(std::string(directory));
   auto [s, resp] = Await<pb::GetKeyValueDirResponse>(
       [&](auto cb) { state->runtime->control()->GetKeyValueDir(req, std::move(cb)); });
-  if (!s.ok()) return s;
+  if (!s.ok()) return Settle(*state, s);
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(resp.kvs_size());
   for (const auto& kv : resp.kvs()) out.emplace_back(kv.key(), kv.value());
@@ -245,9 +259,9 @@ absl::Status KeyValueDelete(absl::string_view key) {
   if (!state) return NotInitialized();
   pb::DeleteKeyValueRequest req;
   req.set_key(std::string(key));
-  return Await<pb::DeleteKeyValueResponse>(
-             [&](auto cb) { state->runtime->control()->DeleteKeyValue(req, std::move(cb)); })
-      .first;
+  return Settle(*state, Await<pb::DeleteKeyValueResponse>([&](auto cb) {
+                         state->runtime->control()->DeleteKeyValue(req, std::move(cb));
+                       }).first);
 }
 
 absl::StatusOr<int64_t> KeyValueIncrement(absl::string_view key, int64_t increment) {
@@ -258,7 +272,7 @@ absl::StatusOr<int64_t> KeyValueIncrement(absl::string_view key, int64_t increme
   req.set_increment(increment);
   auto [s, resp] = Await<pb::IncrementKeyValueResponse>(
       [&](auto cb) { state->runtime->control()->IncrementKeyValue(req, std::move(cb)); });
-  if (!s.ok()) return s;
+  if (!s.ok()) return Settle(*state, s);
   return resp.value();
 }
 
@@ -270,9 +284,9 @@ absl::Status Barrier(absl::string_view id, absl::Duration timeout,
   req.set_barrier_id(std::string(id));
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   for (int p : process_ids) req.add_task_ids(p);
-  return Await<pb::BarrierResponse>(
-             [&](auto cb) { state->runtime->control()->Barrier(req, std::move(cb)); })
-      .first;
+  return Settle(*state, Await<pb::BarrierResponse>([&](auto cb) {
+                         state->runtime->control()->Barrier(req, std::move(cb));
+                       }).first);
 }
 
 absl::Status CancelBarrier(absl::string_view id) {
@@ -280,9 +294,9 @@ absl::Status CancelBarrier(absl::string_view id) {
   if (!state) return NotInitialized();
   pb::CancelBarrierRequest req;
   req.set_barrier_id(std::string(id));
-  return Await<pb::CancelBarrierResponse>(
-             [&](auto cb) { state->runtime->control()->CancelBarrier(req, std::move(cb)); })
-      .first;
+  return Settle(*state, Await<pb::CancelBarrierResponse>([&](auto cb) {
+                         state->runtime->control()->CancelBarrier(req, std::move(cb));
+                       }).first);
 }
 
 absl::Status SyncGlobalDevices(absl::string_view name, absl::Duration timeout) {

@@ -55,6 +55,18 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                             .Help("1 while a trainer process is attached to this sidecar")
                             .Register(registry)
                             .Add({})) {
+  // Known series start at zero, so rate() and alerts work before the first event.
+  for (const char* op : {"set", "get", "try_get", "dir", "delete", "increment"}) {
+    kv_operations_.Add({{"operation", op}, {"result", "ok"}});
+  }
+  ObserveBarrierBuckets({{"result", "ok"}});
+  for (auto cause : {coordination::FailureCause::kProcessExited,
+                     coordination::FailureCause::kHeartbeatTimeout,
+                     coordination::FailureCause::kPreempted, coordination::FailureCause::kRestarted,
+                     coordination::FailureCause::kReportedError,
+                     coordination::FailureCause::kServiceUnreachable}) {
+    failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}});
+  }
   prometheus::BuildGauge()
       .Name("cohort_rank")
       .Help("The rank (process id) this sidecar serves")
@@ -68,11 +80,15 @@ void SidecarMetrics::CountKeyValue(absl::string_view operation, const absl::Stat
       .Increment();
 }
 
-void SidecarMetrics::ObserveBarrier(absl::Duration wait, const absl::Status& status) {
+prometheus::Histogram& SidecarMetrics::ObserveBarrierBuckets(
+    const std::map<std::string, std::string>& labels) {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
       0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800};
-  barrier_wait_.Add({{"result", CodeLabel(status)}}, kBuckets)
-      .Observe(absl::ToDoubleSeconds(wait));
+  return barrier_wait_.Add(labels, kBuckets);
+}
+
+void SidecarMetrics::ObserveBarrier(absl::Duration wait, const absl::Status& status) {
+  ObserveBarrierBuckets({{"result", CodeLabel(status)}}).Observe(absl::ToDoubleSeconds(wait));
 }
 
 void SidecarMetrics::CountFailure(coordination::FailureCause cause) {

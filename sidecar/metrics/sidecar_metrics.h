@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,8 @@ class SidecarMetrics {
   void SetTrainerAttached(bool attached);
 
  private:
+  prometheus::Histogram& ObserveBarrierBuckets(const std::map<std::string, std::string>& labels);
+
   prometheus::Family<prometheus::Counter>& kv_operations_;
   prometheus::Family<prometheus::Histogram>& barrier_wait_;
   prometheus::Family<prometheus::Counter>& failures_;

@@ -1,0 +1,254 @@
+// Multi-process tests: real cohort-sidecar and trainer processes on loopback, killed with real
+// signals.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <httplib.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_job.h"
+
+namespace cohort::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kPeerFailureExit = 75;
+
+int ExitCode(int wait_status) {
+  return wait_status >= 0 && WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+}
+
+TEST(JobTest, EightRanksWithSidecars_RendezvousBarriersAndShutdown) {
+  LocalJob job({.num_processes = 8});
+  job.StartAll("rendezvous");
+  for (int r = 0; r < 8; ++r) {
+    std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(60))), 0) << label;
+    EXPECT_THAT(job.FindLine(label, "RENDEZVOUS"), HasSubstr("keys=8 count=8")) << label;
+  }
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(ExitCode(job.WaitForExit(absl::StrCat("sidecar ", r), absl::Seconds(30))), 0) << r;
+  }
+}
+
+TEST(JobTest, TrainerKilledInBarrier_EveryOtherRankFailsNamingItWithinTwoSeconds) {
+  LocalJob job({.num_processes = 4});
+  job.StartAll("wait");
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
+  }
+  job.Process("rank 2").Signal(SIGKILL);
+  absl::Time killed = absl::Now();
+  for (int r : {0, 1, 3}) {
+    std::string label = absl::StrCat("rank ", r);
+    int status = job.WaitForExit(label, absl::Seconds(2) - (absl::Now() - killed));
+    ASSERT_NE(status, -1) << label << " still running 2 s after rank 2 was killed";
+    EXPECT_EQ(ExitCode(status), kPeerFailureExit) << label;
+    std::string line = job.FindLine(label, "the job failed");
+    EXPECT_THAT(line, HasSubstr("rank 2")) << label;
+    EXPECT_THAT(line, HasSubstr("cause: crash")) << label;
+  }
+}
+
+TEST(JobTest, SidecarKilled_HeartbeatTimeoutFailsJobNamingRank) {
+  LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
+  job.StartAll("wait");
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
+  }
+  job.Process("sidecar 1").Signal(SIGKILL);
+  for (int r : {0, 2}) {
+    std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(15))), kPeerFailureExit) << label;
+    std::string line = job.FindLine(label, "the job failed");
+    EXPECT_THAT(line, HasSubstr("rank 1")) << label;
+    EXPECT_THAT(line, HasSubstr("heartbeat")) << label;
+  }
+  // Rank 1's trainer lost its own sidecar.
+  EXPECT_EQ(ExitCode(job.WaitForExit("rank 1", absl::Seconds(15))), kPeerFailureExit);
+  EXPECT_THAT(job.FindLine("rank 1", "the job failed"), HasSubstr("sidecar"));
+}
+
+TEST(JobTest, SigtermToOneRank_EveryRankReachesSameSyncStepMaxPlusOne) {
+  LocalJob job({.num_processes = 4});
+  job.StartAll("preempt");
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "TRAINING", absl::Seconds(60)));
+  }
+  job.Process("rank 1").Signal(SIGTERM);
+  std::set<std::string> steps;
+  for (int r = 0; r < 4; ++r) {
+    std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(60))), 0) << label;
+    std::string sync = job.FindLine(label, "SYNC");
+    ASSERT_FALSE(sync.empty()) << label;
+    steps.insert(sync.substr(sync.find("step=")));
+    // "preemption sync point: step X (largest step reached: Y)" with X == Y + 1.
+    std::string point = job.FindLine(label, "preemption sync point");
+    int64_t x = 0, y = 0;
+    ASSERT_EQ(std::sscanf(point.substr(point.find("step ")).c_str(),
+                          "step %ld (largest step reached: %ld)", &x, &y),
+              2)
+        << point;
+    EXPECT_EQ(x, y + 1) << point;
+    EXPECT_THAT(sync, HasSubstr(absl::StrCat("step=", x)));
+  }
+  EXPECT_EQ(steps.size(), 1u) << "ranks disagreed on the sync step";
+}
+
+// --- Bad input ------------------------------------------------------------------------------
+
+TEST(JobTest, ProcessIdOutOfRange_ClearError) {
+  LocalJob job({.num_processes = 2});
+  job.StartTrainer(0, "init-only", {{"COHORT_PROCESS_ID", "5"}});
+  EXPECT_EQ(ExitCode(job.WaitForExit("rank 0", absl::Seconds(10))), 3);
+  std::string line = job.FindLine("rank 0", "INIT_FAILED");
+  EXPECT_THAT(line, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(line, HasSubstr("out of range"));
+  EXPECT_THAT(line, HasSubstr("0..1"));
+}
+
+TEST(JobTest, DuplicateRank_SecondProcessRejected) {
+  LocalJob job({.num_processes = 3});
+  job.StartTrainer(0, "init-only", {{"COHORT_LOG_LEVEL", "debug"}});
+  job.StartTrainer(1, "init-only", {}, "rank 1 first");
+  ASSERT_TRUE(job.WaitForLine("rank 0", "rank 1 registered", absl::Seconds(30)));
+  job.StartTrainer(1, "init-only", {}, "rank 1 second");
+  EXPECT_EQ(ExitCode(job.WaitForExit("rank 1 second", absl::Seconds(30))), 3);
+  std::string line = job.FindLine("rank 1 second", "INIT_FAILED");
+  EXPECT_THAT(line, HasSubstr("ALREADY_EXISTS"));
+  EXPECT_THAT(line, HasSubstr("distinct COHORT_PROCESS_ID"));
+  // The job goes on with the first process.
+  job.StartTrainer(2, "init-only");
+  for (const char* label : {"rank 0", "rank 1 first", "rank 2"}) {
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), 0) << label;
+  }
+}
+
+TEST(JobTest, NumProcessesMismatch_ClearError) {
+  LocalJob job({.num_processes = 2, .initialization_timeout = "5s"});
+  job.StartTrainer(0, "init-only");
+  job.StartTrainer(1, "init-only", {{"COHORT_NUM_PROCESSES", "3"}});
+  EXPECT_EQ(ExitCode(job.WaitForExit("rank 1", absl::Seconds(30))), 3);
+  std::string line = job.FindLine("rank 1", "INIT_FAILED");
+  EXPECT_THAT(line, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(line, HasSubstr("num_processes mismatch"));
+}
+
+TEST(JobTest, UnreachableCoordinator_ClearErrorWithinInitializationTimeout) {
+  LocalJob job({.num_processes = 2, .initialization_timeout = "2s"});
+  absl::Time start = absl::Now();
+  job.StartTrainer(1, "init-only");  // Nobody serves the coordinator port.
+  int status = job.WaitForExit("rank 1", absl::Seconds(10));
+  absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(ExitCode(status), 3);
+  EXPECT_LT(took, absl::Seconds(5)) << "gave up long after the 2 s initialization timeout";
+  std::string line = job.FindLine("rank 1", "INIT_FAILED");
+  EXPECT_THAT(line, HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_THAT(line, HasSubstr("could not reach the coordinator"));
+  EXPECT_THAT(line, HasSubstr("COHORT_COORDINATOR_ADDRESS"));
+}
+
+TEST(JobTest, WrongToken_Unauthenticated) {
+  LocalJob job({.num_processes = 2, .initialization_timeout = "5s"});
+  std::string bad = ::testing::TempDir() + "/bad-token";
+  std::ofstream(bad) << "not-the-job-token";
+  job.StartTrainer(0, "init-only");
+  job.StartTrainer(1, "init-only", {{"COHORT_TOKEN_FILE", bad}});
+  EXPECT_EQ(ExitCode(job.WaitForExit("rank 1", absl::Seconds(30))), 3);
+  std::string line = job.FindLine("rank 1", "INIT_FAILED");
+  EXPECT_THAT(line, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(line, HasSubstr("wrong job token"));
+}
+
+void SendGarbage(int port) {
+  std::mt19937 rng(42);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << port;
+    std::string junk(4096, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    ssize_t ignored = send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+    (void)ignored;
+    close(fd);
+  }
+}
+
+TEST(JobTest, RandomBytesOnGrpcAndHttpPorts_ServiceKeepsServing) {
+  LocalJob job({.num_processes = 2});
+  job.StartSidecar(0);
+  job.StartSidecar(1);
+  // The HTTP port file appears once sidecar 0 serves.
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (job.http_port(0) == 0 && absl::Now() < deadline) job.WaitForLine("sidecar 0", "\x01", absl::Milliseconds(50));
+  ASSERT_NE(job.http_port(0), 0);
+  SendGarbage(job.coordinator_port());
+  SendGarbage(job.http_port(0));
+  job.StartTrainer(0, "wait");
+  job.StartTrainer(1, "wait");
+  ASSERT_TRUE(job.WaitForLine("rank 0", "WAITING", absl::Seconds(30)));
+  ASSERT_TRUE(job.WaitForLine("rank 1", "WAITING", absl::Seconds(30)));
+  httplib::Client http("127.0.0.1", job.http_port(0));
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "no answer on /metrics after garbage";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_THAT(res->body, HasSubstr("cohort_task_up{rank=\"1\"} 1"));
+}
+
+TEST(JobTest, Metrics_PromtoolAcceptsEverySidecarsOutput) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not found: install Debian's 'prometheus' package (make deps does)";
+  }
+  LocalJob job({.num_processes = 2});
+  job.StartAll("wait");
+  ASSERT_TRUE(job.WaitForLine("rank 0", "WAITING", absl::Seconds(30)));
+  ASSERT_TRUE(job.WaitForLine("rank 1", "WAITING", absl::Seconds(30)));
+  for (int r = 0; r < 2; ++r) {
+    httplib::Client http("127.0.0.1", job.http_port(r));
+    auto res = http.Get("/metrics");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    EXPECT_THAT(res->body, HasSubstr("cohort_build_info"));
+    EXPECT_THAT(res->body, HasSubstr("cohort_barrier_wait_seconds"));
+    if (r == 0) {
+      EXPECT_THAT(res->body, HasSubstr("cohort_tasks{state=\"connected\"} 2"));
+      EXPECT_THAT(res->body, HasSubstr("cohort_task_heartbeat_age_seconds{rank=\"1\"}"));
+    }
+    std::string file = absl::StrCat(::testing::TempDir(), "/metrics-", r, ".txt");
+    std::ofstream(file) << res->body;
+    std::string cmd = absl::StrCat("promtool check metrics < ", file, " 2>&1");
+    FILE* pipe = popen(cmd.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof(buf), pipe)) out += buf;
+    int status = pclose(pipe);
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "promtool rejected sidecar " << r << ":\n" << out;
+    auto ready = http.Get("/readyz");
+    ASSERT_TRUE(ready);
+    EXPECT_EQ(ready->status, 200);
+  }
+}
+
+}  // namespace
+}  // namespace cohort::testing
