@@ -1,0 +1,450 @@
+// coord-bench: measures the coordination service over loopback gRPC with N simulated tasks.
+//
+//   coord-bench --workload rendezvous|barrier|fanout --tasks N [--rounds R] [--json]
+//
+// The service is a real cohort-sidecar (rank 0, which hosts it); the tasks are asynchronous gRPC
+// clients spread over a few worker processes (coord-bench --worker), each task its own
+// registration and incarnation. One JSON object per run on stdout (see docs/benchmarks.md).
+//
+// Workloads:
+//   rendezvous  every task registers, sets rdv/keys/<i>, increments rdv-count (the task that
+//               brings it to N sets rdv-all), blocks on rdv-all and reads the rdv/keys directory
+//               (N keys). seconds: from the common start until the last task saw all N keys.
+//   barrier     after registering, every task passes `rounds` barriers over all tasks.
+//               mean/p99_round_seconds: between consecutive releases of the last task.
+//   fanout      N-1 tasks block on one key; then one task sets it (128 bytes). seconds: from
+//               the set until the last waiter has the value.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cohort/coordination/v1/coordination.grpc.pb.h"
+#include "common/grpc_util.h"
+#include "common/subprocess.h"
+#include "common/token.h"
+
+namespace cohort::bench {
+namespace {
+
+namespace pb = ::cohort::coordination::v1;
+using json = nlohmann::json;
+
+constexpr int kChannelsPerWorker = 8;
+constexpr absl::Duration kCallTimeout = absl::Minutes(10);
+
+int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
+
+// The simulated tasks of one worker process.
+class Worker {
+ public:
+  Worker(const std::string& address, const std::string& token, int num_tasks, int first, int count)
+      : token_(token), num_tasks_(num_tasks), first_(first), count_(count) {
+    for (int c = 0; c < kChannelsPerWorker; ++c) {
+      grpc::ChannelArguments args = DefaultChannelArguments();
+      args.SetInt("cohort.bench.channel", c);  // A distinct connection per channel.
+      stubs_.push_back(pb::CoordinationService::NewStub(
+          grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+    }
+    absl::BitGen gen;
+    for (int i = 0; i < count; ++i) incarnations_.push_back(absl::Uniform<uint64_t>(gen));
+  }
+
+  // Calls `invoke` for every task (or the local indices in `subset`) and waits for all;
+  // returns the completion times (ns).
+  template <typename Req, typename Resp, typename Prepare, typename Invoke, typename Check>
+  std::vector<int64_t> ForAll(Prepare prepare, Invoke invoke, Check check,
+                              std::vector<int> subset = {}) {
+    if (subset.empty()) {
+      for (int i = 0; i < count_; ++i) subset.push_back(i);
+    }
+    std::vector<int64_t> done_ns(count_, 0);
+    absl::BlockingCounter pending(static_cast<int>(subset.size()));
+    struct Call {
+      grpc::ClientContext ctx;
+      Req req;
+      Resp resp;
+    };
+    for (int i : subset) {
+      auto call = std::make_shared<Call>();
+      call->req.set_task_id(first_ + i);
+      call->req.set_incarnation(incarnations_[i]);
+      prepare(i, first_ + i, &call->req);
+      AddToken(&call->ctx, token_);
+      call->ctx.set_deadline(ToChronoDeadline(kCallTimeout));
+      call->ctx.set_wait_for_ready(true);
+      invoke(stubs_[i % stubs_.size()]->async(), &call->ctx, &call->req, &call->resp,
+             [&, call, i](grpc::Status s) {
+               if (!s.ok()) {
+                 std::fprintf(stderr, "coord-bench worker: task %d: %s\n", first_ + i,
+                              s.error_message().c_str());
+                 std::_Exit(1);
+               }
+               check(first_ + i, call->resp);
+               done_ns[i] = NowNs();
+               pending.DecrementCount();
+             });
+    }
+    pending.Wait();
+    return done_ns;
+  }
+
+  std::vector<int64_t> Register() {
+    return ForAll<pb::RegisterTaskRequest, pb::RegisterTaskResponse>(
+        [&](int, int, pb::RegisterTaskRequest* r) {
+          r->set_num_tasks(num_tasks_);
+          r->set_hostname("bench");
+          r->set_pid(getpid());
+        },
+        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->RegisterTask(c, q, r, cb); },
+        [](int, const pb::RegisterTaskResponse&) {});
+  }
+
+  template <typename Req, typename Resp, typename Prepare, typename Invoke>
+  std::vector<int64_t> Each(Prepare prepare, Invoke invoke, std::vector<int> subset = {}) {
+    return ForAll<Req, Resp>(prepare, invoke, [](int, const Resp&) {}, std::move(subset));
+  }
+
+  const std::string& token() const { return token_; }
+  int count() const { return count_; }
+
+ private:
+  std::string token_;
+  int num_tasks_, first_, count_;
+  std::vector<std::unique_ptr<pb::CoordinationService::Stub>> stubs_;
+  std::vector<uint64_t> incarnations_;
+};
+
+int64_t Max(const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); }
+
+void WaitUntilNs(int64_t t) {
+  int64_t now = NowNs();
+  if (t > now) std::this_thread::sleep_for(std::chrono::nanoseconds(t - now));
+}
+
+int RunWorker(const std::string& address, const std::string& token, const std::string& workload,
+              int num_tasks, int first, int count, int rounds, int64_t start_ns) {
+  Worker w(address, token, num_tasks, first, count);
+  json out;
+  WaitUntilNs(start_ns);
+  if (workload == "rendezvous") {
+    w.Register();
+    w.Each<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
+        [](int, int task, pb::InsertKeyValueRequest* r) {
+          r->mutable_kv()->set_key(absl::StrCat("rdv/keys/", task));
+          r->mutable_kv()->set_value(absl::StrCat("127.0.0.1:", 10000 + task));
+        },
+        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->InsertKeyValue(c, q, r, cb); });
+    std::vector<int> completer;  // The local task whose increment reached N, if any.
+    absl::Mutex mu;
+    w.ForAll<pb::IncrementKeyValueRequest, pb::IncrementKeyValueResponse>(
+        [](int, int, pb::IncrementKeyValueRequest* r) {
+          r->set_key("rdv-count");
+          r->set_increment(1);
+        },
+        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->IncrementKeyValue(c, q, r, cb); },
+        [&](int task, const pb::IncrementKeyValueResponse& r) {
+          if (r.value() == num_tasks) {
+            absl::MutexLock lock(&mu);
+            completer.push_back(task - first);
+          }
+        });
+    if (!completer.empty()) {
+      // That task announces that every key is set.
+      w.Each<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
+          [](int, int, pb::InsertKeyValueRequest* r) {
+            r->mutable_kv()->set_key("rdv-all");
+            r->mutable_kv()->set_value("1");
+          },
+          [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->InsertKeyValue(c, q, r, cb); },
+          completer);
+    }
+    w.Each<pb::GetKeyValueRequest, pb::GetKeyValueResponse>(
+        [](int, int, pb::GetKeyValueRequest* r) {
+          r->set_key("rdv-all");
+          r->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
+        },
+        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValue(c, q, r, cb); });
+    std::vector<int64_t> done = w.ForAll<pb::GetKeyValueDirRequest, pb::GetKeyValueDirResponse>(
+        [](int, int, pb::GetKeyValueDirRequest* r) { r->set_directory("rdv/keys"); },
+        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValueDir(c, q, r, cb); },
+        [&](int task, const pb::GetKeyValueDirResponse& r) {
+          if (r.kvs_size() != num_tasks) {
+            std::fprintf(stderr, "task %d saw %d keys, not %d\n", task, r.kvs_size(), num_tasks);
+            std::_Exit(1);
+          }
+        });
+    out["done_ns"] = Max(done);
+  } else if (workload == "barrier") {
+    out["registered_ns"] = Max(w.Register());
+    std::vector<int64_t> rounds_done;
+    for (int round = 0; round < rounds; ++round) {
+      rounds_done.push_back(Max(w.Each<pb::BarrierRequest, pb::BarrierResponse>(
+          [round](int, int, pb::BarrierRequest* r) {
+            r->set_barrier_id("bench");
+            r->set_counter(round);
+            r->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
+          },
+          [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->Barrier(c, q, r, cb); })));
+    }
+    out["round_done_ns"] = rounds_done;
+  } else if (workload == "fanout") {
+    w.Register();
+    std::printf("REGISTERED\n");
+    std::fflush(stdout);
+    std::vector<int64_t> done = w.ForAll<pb::GetKeyValueRequest, pb::GetKeyValueResponse>(
+        [](int, int, pb::GetKeyValueRequest* r) {
+          r->set_key("fanout");
+          r->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
+        },
+        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValue(c, q, r, cb); },
+        [](int task, const pb::GetKeyValueResponse& r) {
+          if (r.kv().value().size() != 128) {
+            std::fprintf(stderr, "task %d got %zu bytes\n", task, r.kv().value().size());
+            std::_Exit(1);
+          }
+        });
+    out["done_ns"] = Max(done);
+  }
+  std::printf("RESULT %s\n", out.dump().c_str());
+  std::fflush(stdout);
+  std::_Exit(0);  // Skip channel teardown: nothing left to measure.
+}
+
+int64_t PeakRssBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      int64_t kb = 0;
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 6 - 3)), &kb);
+      return kb * 1024;
+    }
+  }
+  return -1;
+}
+
+struct Child {
+  Subprocess process;
+  std::string buffer;
+  std::vector<std::string> lines;
+  bool open = true;
+};
+
+// Reads child output until each child printed a line starting with `prefix` (or exited).
+bool CollectLines(std::vector<Child>& children, const std::string& prefix, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    bool all = true;
+    for (Child& c : children) {
+      bool has = std::any_of(c.lines.begin(), c.lines.end(),
+                             [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+      if (has) continue;
+      all = false;
+      if (!c.open) return false;
+      std::vector<std::string> lines;
+      c.open = ReadLines(c.process.output_fd(), &c.buffer, &lines);
+      for (auto& l : lines) {
+        if (l.rfind("RESULT", 0) != 0 && l.rfind("REGISTERED", 0) != 0) {
+          std::fprintf(stderr, "%s\n", l.c_str());
+        }
+        c.lines.push_back(l);
+      }
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+json ResultOf(const Child& c) {
+  for (const auto& l : c.lines) {
+    if (l.rfind("RESULT ", 0) == 0) return json::parse(l.substr(7));
+  }
+  return json();
+}
+
+int RunBench(const std::string& workload, int tasks, int rounds, int processes,
+             const std::string& sidecar) {
+  absl::StatusOr<int> port = PickFreePort();
+  if (!port.ok()) return 1;
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     absl::StrCat("coord-bench-", getpid()))
+                        .string();
+  std::filesystem::create_directories(dir);
+  std::string token = GenerateToken();
+  std::ofstream(dir + "/token") << token;
+  std::string address = absl::StrCat("127.0.0.1:", *port);
+  absl::StatusOr<Subprocess> service = Subprocess::Start(Subprocess::Options{
+      {sidecar, "--rank", "0", "--num-processes", absl::StrCat(tasks), "--coordinator-address",
+       address, "--coordinator-bind-address", "127.0.0.1", "--agent-socket", dir + "/agent.sock",
+       "--token-file", dir + "/token", "--http-address", "127.0.0.1", "--http-port", "0",
+       "--http-port-file", dir + "/http-port", "--heartbeat-timeout", "5m",
+       "--initialization-timeout", "10m", "--per-rank-metrics-limit", "0"},
+      {{"COHORT_LOG_LEVEL", "warning"}},
+      false});
+  if (!service.ok()) {
+    std::fprintf(stderr, "coord-bench: %s\n", std::string(service.status().message()).c_str());
+    return 1;
+  }
+  int http_port = 0;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
+       http_port == 0 && absl::Now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+    std::ifstream(dir + "/http-port") >> http_port;
+  }
+  if (http_port == 0) {
+    std::fprintf(stderr, "coord-bench: the service did not start\n");
+    return 1;
+  }
+
+  // Spread tasks over worker processes; fanout's task 0 (the setter) stays here.
+  int first_worker_task = workload == "fanout" ? 1 : 0;
+  int worker_tasks = tasks - first_worker_task;
+  int64_t start_ns = NowNs() + absl::ToInt64Nanoseconds(absl::Milliseconds(500) +
+                                                         absl::Microseconds(200) * tasks);
+  std::vector<Child> children;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (int p = 0; p < processes && worker_tasks > 0; ++p) {
+    int begin = first_worker_task + worker_tasks * p / processes;
+    int end = first_worker_task + worker_tasks * (p + 1) / processes;
+    if (begin == end) continue;
+    absl::StatusOr<Subprocess> w = Subprocess::Start(Subprocess::Options{
+        {self, "--worker", "--address", address, "--token", token, "--workload", workload,
+         "--tasks", absl::StrCat(tasks), "--first", absl::StrCat(begin), "--count",
+         absl::StrCat(end - begin), "--rounds", absl::StrCat(rounds), "--start-ns",
+         absl::StrCat(start_ns)},
+        {}});
+    if (!w.ok()) return 1;
+    children.push_back(Child{std::move(*w), "", {}, true});
+  }
+
+  json result = {{"implementation", "cohort"}, {"workload", workload}, {"tasks", tasks},
+                 {"client_processes", static_cast<int>(children.size())}};
+  bool ok = true;
+  if (workload == "fanout") {
+    Worker setter(address, token, tasks, 0, 1);
+    WaitUntilNs(start_ns);
+    setter.Register();
+    ok = CollectLines(children, "REGISTERED", absl::Minutes(5));
+    // Wait until every waiter is parked at the service (its own metric), then set.
+    httplib::Client http("127.0.0.1", http_port);
+    std::string want = absl::StrCat("cohort_kv_blocking_gets ", tasks - 1);
+    for (absl::Time deadline = absl::Now() + absl::Minutes(2); ok && absl::Now() < deadline;) {
+      auto res = http.Get("/metrics");
+      if (res && res->body.find(want) != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    int64_t set_ns = NowNs();
+    setter.Each<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
+        [](int, int, pb::InsertKeyValueRequest* r) {
+          r->mutable_kv()->set_key("fanout");
+          r->mutable_kv()->set_value(std::string(128, 'x'));
+        },
+        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->InsertKeyValue(c, q, r, cb); });
+    ok = ok && CollectLines(children, "RESULT", absl::Minutes(5));
+    int64_t done = 0;
+    for (const Child& c : children) done = std::max<int64_t>(done, ResultOf(c)["done_ns"]);
+    result["seconds"] = (done - set_ns) / 1e9;
+  } else {
+    ok = CollectLines(children, "RESULT", absl::Minutes(10));
+    if (workload == "rendezvous") {
+      int64_t done = 0;
+      for (const Child& c : children) done = std::max<int64_t>(done, ResultOf(c)["done_ns"]);
+      result["seconds"] = (done - start_ns) / 1e9;
+    } else {
+      int64_t registered = 0;
+      std::vector<int64_t> ends(rounds, 0);
+      for (const Child& c : children) {
+        json r = ResultOf(c);
+        registered = std::max<int64_t>(registered, r["registered_ns"]);
+        for (int i = 0; i < rounds; ++i) ends[i] = std::max<int64_t>(ends[i], r["round_done_ns"][i]);
+      }
+      std::vector<double> durations;
+      int64_t prev = registered;
+      for (int64_t e : ends) {
+        durations.push_back((e - prev) / 1e9);
+        prev = e;
+      }
+      double sum = 0;
+      for (double d : durations) sum += d;
+      std::vector<double> sorted = durations;
+      std::sort(sorted.begin(), sorted.end());
+      result["rounds"] = rounds;
+      result["seconds"] = (ends.back() - registered) / 1e9;
+      result["mean_round_seconds"] = sum / rounds;
+      result["p99_round_seconds"] = sorted[std::min<size_t>(sorted.size() - 1,
+                                                            static_cast<size_t>(0.99 * sorted.size()))];
+    }
+  }
+  result["service_peak_rss_bytes"] = PeakRssBytes(service->pid());
+  service->Signal(SIGKILL);
+  service->Wait();
+  for (Child& c : children) c.process.Wait();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!ok) {
+    std::fprintf(stderr, "coord-bench: a worker failed or timed out\n");
+    return 1;
+  }
+  std::printf("%s\n", result.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace cohort::bench
+
+int main(int argc, char** argv) {
+  std::string workload = "rendezvous";
+  int tasks = 1024, rounds = 20, processes = 4;
+  bool json_output = false, worker = false;
+  std::string address, token, sidecar;
+  int first = 0, count = 0;
+  int64_t start_ns = 0;
+  CLI::App app{"coord-bench: coordination service benchmark over loopback gRPC"};
+  app.add_option("--workload", workload, "rendezvous, barrier or fanout")
+      ->check(CLI::IsMember({"rendezvous", "barrier", "fanout"}))
+      ->capture_default_str();
+  app.add_option("--tasks", tasks, "Simulated tasks")->capture_default_str()->check(CLI::Range(2, 100000));
+  app.add_option("--rounds", rounds, "Barrier rounds")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--processes", processes, "Client processes")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_flag("--json", json_output, "Print one JSON object (always on; kept for scripts)");
+  app.add_option("--sidecar", sidecar, "cohort-sidecar binary (default: beside coord-bench)");
+  app.add_flag("--worker", worker)->group("");
+  app.add_option("--address", address)->group("");
+  app.add_option("--token", token)->group("");
+  app.add_option("--first", first)->group("");
+  app.add_option("--count", count)->group("");
+  app.add_option("--start-ns", start_ns)->group("");
+  CLI11_PARSE(app, argc, argv);
+  if (worker) {
+    return cohort::bench::RunWorker(address, token, workload, tasks, first, count, rounds,
+                                    start_ns);
+  }
+  if (sidecar.empty()) {
+    sidecar = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-sidecar")
+                  .string();
+  }
+  return cohort::bench::RunBench(workload, tasks, rounds, processes, sidecar);
+}
