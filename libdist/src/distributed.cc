@@ -102,12 +102,14 @@ void HandleEvent(const std::weak_ptr<State>& weak, const JobEvent& event) {
   state->failure_handled.Notify();
 }
 
-// A call that failed because the job failed (ABORTED) returns only after the peer-failure
-// handler ran: its reply can overtake the failure event, and a program must not see the error
-// before fate sharing (by default: exit 75) takes its course.
+// A call that failed because the job failed (ABORTED) or because this process lost its sidecar
+// or the service (UNAVAILABLE) returns only after the peer-failure handler ran: the reply can
+// overtake the failure event, and a program must not see the error before fate sharing (by
+// default: exit 75) takes its course. Bounded, in case no event follows.
 constexpr absl::Duration kFailureEventGrace = absl::Seconds(5);
 absl::Status Settle(State& state, absl::Status status) {
-  if (status.code() == absl::StatusCode::kAborted) {
+  if (status.code() == absl::StatusCode::kAborted ||
+      status.code() == absl::StatusCode::kUnavailable) {
     state.failure_handled.WaitForNotificationWithTimeout(kFailureEventGrace);
   }
   return status;

@@ -181,9 +181,13 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
     return;
   }
   if (agent->job_failed()) {
-    // Fate sharing: the trainer followed a failure elsewhere; nothing new to report.
+    // Fate sharing: the trainer followed a failure elsewhere. Still tell the service, so that
+    // rank 0 knows this rank is done and need not wait for its heartbeats to stop.
     LogInfo("trainer pid ", pid, " exited after the job failed");
-    SetOutcome(TrainerOutcome::kFailed);
+    agent->ReportError(FailureCause::kProcessExited, "exited after the job failed",
+                       [this](absl::Status, const pb::ReportErrorResponse&) {
+                         SetOutcome(TrainerOutcome::kFailed);
+                       });
     return;
   }
   FailureCause cause =

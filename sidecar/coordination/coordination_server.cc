@@ -56,8 +56,9 @@ bool CoordinationServer::Stop(absl::Duration bound) {
     LogWarning("stopping the coordination service after ", absl::FormatDuration(bound),
                " although some tasks have not shut down");
   }
-  // Let in-flight replies (the shutdown barrier's) reach their clients, then cancel the rest.
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  // Let in-flight replies (the shutdown barrier's) reach their clients, then cancel the rest
+  // (the agents' event streams, which never end by themselves).
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(250)));
   stop_checker_.Notify();
   if (checker_.joinable()) checker_.join();
   return all_done;

@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
   if (scenario == "wait") return Wait();
   if (scenario == "preempt") return Preempt();
   if (scenario == "init-only") return Check(dist::Shutdown(), "shutdown");
+  if (scenario == "rank1-exits-7") {
+    if (dist::ProcessIndex() == 1) return 7;  // Without shutdown: a crash as far as the job knows.
+    return Wait();
+  }
   Say("ERROR unknown scenario " + scenario);
   return 2;
 }
