@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
+#include "libdist/src/await.h"
 #include "libdist/src/options.h"
 #include "libdist/src/preemption_sync.h"
 #include "libdist/src/runtime.h"
@@ -22,6 +23,7 @@ namespace pb = ::cohort::coordination::v1;
 using cohort::coordination::JobEvent;
 using cohort::coordination::PreemptionNotice;
 using cohort::coordination::TaskFailure;
+using internal::Await;
 using internal::PreemptionSync;
 using internal::ResolvedOptions;
 using internal::Runtime;
@@ -76,14 +78,6 @@ std::shared_ptr<State> Current() {
 absl::Status NotInitialized() {
   return absl::FailedPreconditionError(
       "dist::Initialize() has not been called (or Shutdown() already ran); call it first");
-}
-
-template <typename Resp, typename Call>
-std::pair<absl::Status, Resp> Await(Call call) {
-  auto promise = std::make_shared<std::promise<std::pair<absl::Status, Resp>>>();
-  auto future = promise->get_future();
-  call([promise](absl::Status s, const Resp& r) { promise->set_value({s, r}); });
-  return future.get();
 }
 
 void HandleEvent(const std::weak_ptr<State>& weak, const JobEvent& event) {

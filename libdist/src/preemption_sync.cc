@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "libdist/src/await.h"
 
 namespace dist::internal {
 namespace pb = ::cohort::coordination::v1;
@@ -21,14 +22,6 @@ namespace {
 
 constexpr char kStepDir[] = "cohort/preemption/step";
 constexpr char kSyncBarrier[] = "cohort/preemption/sync";
-
-template <typename Resp, typename Call>
-std::pair<absl::Status, Resp> Await(Call call) {
-  auto promise = std::make_shared<std::promise<std::pair<absl::Status, Resp>>>();
-  auto future = promise->get_future();
-  call([promise](absl::Status s, const Resp& r) { promise->set_value({s, r}); });
-  return future.get();
-}
 
 }  // namespace
 
