@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "cohort/coordination/v1/coordination.grpc.pb.h"
 #include "common/grpc_util.h"
+#include "common/log.h"
 #include "common/subprocess.h"
 #include "common/token.h"
 
@@ -438,6 +439,7 @@ int main(int argc, char** argv) {
   app.add_option("--count", count)->group("");
   app.add_option("--start-ns", start_ns)->group("");
   CLI11_PARSE(app, argc, argv);
+  cohort::InitLogging("coord-bench");
   if (worker) {
     return cohort::bench::RunWorker(address, token, workload, tasks, first, count, rounds,
                                     start_ns);

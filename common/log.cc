@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -27,6 +28,7 @@ const char* LevelName(LogLevel level) {
 }  // namespace
 
 void InitLogging(absl::string_view component) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   *g_component = std::string(component);
   if (const char* env = std::getenv("COHORT_LOG_LEVEL")) {
     std::string v = absl::AsciiStrToLower(env);
