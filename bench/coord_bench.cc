@@ -46,6 +46,7 @@
 #include "common/log.h"
 #include "common/subprocess.h"
 #include "common/token.h"
+#include "sidecar/agent/session_client.h"
 
 namespace cohort::bench {
 namespace {
@@ -112,6 +113,41 @@ class Worker {
     return done_ns;
   }
 
+  // Opens one Session stream per task (each simulated task is its own agent).
+  void OpenSessions() {
+    for (int i = 0; i < count_; ++i) {
+      sessions_.push_back(
+          std::make_unique<agent::SessionClient>(stubs_[i % stubs_.size()].get(), token_));
+    }
+  }
+
+  // Like ForAll, over the tasks' Session streams: `prepare(local, task, SessionRequest*)` fills
+  // one call; `check(task, response)` inspects the result.
+  template <typename Prepare, typename Check>
+  std::vector<int64_t> ForAllSession(Prepare prepare, Check check, std::vector<int> subset = {}) {
+    if (subset.empty()) {
+      for (int i = 0; i < count_; ++i) subset.push_back(i);
+    }
+    std::vector<int64_t> done_ns(count_, 0);
+    absl::BlockingCounter pending(static_cast<int>(subset.size()));
+    for (int i : subset) {
+      pb::SessionRequest req;
+      prepare(i, first_ + i, incarnations_[i], &req);
+      sessions_[i]->Call(std::move(req), [&, i](absl::Status s, const pb::SessionResponse& r) {
+        if (!s.ok()) {
+          std::fprintf(stderr, "coord-bench worker: task %d: %s\n", first_ + i,
+                       std::string(s.message()).c_str());
+          std::_Exit(1);
+        }
+        check(first_ + i, r);
+        done_ns[i] = NowNs();
+        pending.DecrementCount();
+      });
+    }
+    pending.Wait();
+    return done_ns;
+  }
+
   std::vector<int64_t> Register() {
     return ForAll<pb::RegisterTaskRequest, pb::RegisterTaskResponse>(
         [&](int, int, pb::RegisterTaskRequest* r) {
@@ -123,10 +159,6 @@ class Worker {
         [](int, const pb::RegisterTaskResponse&) {});
   }
 
-  template <typename Req, typename Resp, typename Prepare, typename Invoke>
-  std::vector<int64_t> Each(Prepare prepare, Invoke invoke, std::vector<int> subset = {}) {
-    return ForAll<Req, Resp>(prepare, invoke, [](int, const Resp&) {}, std::move(subset));
-  }
 
   const std::string& token() const { return token_; }
   int count() const { return count_; }
@@ -136,6 +168,7 @@ class Worker {
   int num_tasks_, first_, count_;
   std::vector<std::unique_ptr<pb::CoordinationService::Stub>> stubs_;
   std::vector<uint64_t> incarnations_;
+  std::vector<std::unique_ptr<agent::SessionClient>> sessions_;
 };
 
 int64_t Max(const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); }
@@ -150,80 +183,98 @@ int RunWorker(const std::string& address, const std::string& token, const std::s
   Worker w(address, token, num_tasks, first, count);
   json out;
   WaitUntilNs(start_ns);
+  auto ignore = [](int, const pb::SessionResponse&) {};
+  auto call = [](uint64_t incarnation, int task, auto* r) {
+    r->set_task_id(task);
+    r->set_incarnation(incarnation);
+  };
+  out["registered_ns"] = Max(w.Register());
+  w.OpenSessions();
   if (workload == "rendezvous") {
-    w.Register();
-    w.Each<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
-        [](int, int task, pb::InsertKeyValueRequest* r) {
-          r->mutable_kv()->set_key(absl::StrCat("rdv/keys/", task));
-          r->mutable_kv()->set_value(absl::StrCat("127.0.0.1:", 10000 + task));
+    w.ForAllSession(
+        [&](int, int task, uint64_t inc, pb::SessionRequest* r) {
+          auto* set = r->mutable_insert_key_value();
+          call(inc, task, set);
+          set->mutable_kv()->set_key(absl::StrCat("rdv/keys/", task));
+          set->mutable_kv()->set_value(absl::StrCat("127.0.0.1:", 10000 + task));
         },
-        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->InsertKeyValue(c, q, r, cb); });
+        ignore);
     std::vector<int> completer;  // The local task whose increment reached N, if any.
     absl::Mutex mu;
-    w.ForAll<pb::IncrementKeyValueRequest, pb::IncrementKeyValueResponse>(
-        [](int, int, pb::IncrementKeyValueRequest* r) {
-          r->set_key("rdv-count");
-          r->set_increment(1);
+    w.ForAllSession(
+        [&](int, int task, uint64_t inc, pb::SessionRequest* r) {
+          auto* incr = r->mutable_increment_key_value();
+          call(inc, task, incr);
+          incr->set_key("rdv-count");
+          incr->set_increment(1);
         },
-        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->IncrementKeyValue(c, q, r, cb); },
-        [&](int task, const pb::IncrementKeyValueResponse& r) {
-          if (r.value() == num_tasks) {
+        [&](int task, const pb::SessionResponse& r) {
+          if (r.increment_key_value().value() == num_tasks) {
             absl::MutexLock lock(&mu);
             completer.push_back(task - first);
           }
         });
     if (!completer.empty()) {
       // That task announces that every key is set.
-      w.Each<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
-          [](int, int, pb::InsertKeyValueRequest* r) {
-            r->mutable_kv()->set_key("rdv-all");
-            r->mutable_kv()->set_value("1");
+      w.ForAllSession(
+          [&](int, int task, uint64_t inc, pb::SessionRequest* r) {
+            auto* set = r->mutable_insert_key_value();
+            call(inc, task, set);
+            set->mutable_kv()->set_key("rdv-all");
+            set->mutable_kv()->set_value("1");
           },
-          [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->InsertKeyValue(c, q, r, cb); },
-          completer);
+          ignore, completer);
     }
-    w.Each<pb::GetKeyValueRequest, pb::GetKeyValueResponse>(
-        [](int, int, pb::GetKeyValueRequest* r) {
-          r->set_key("rdv-all");
-          r->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
+    w.ForAllSession(
+        [&](int, int task, uint64_t inc, pb::SessionRequest* r) {
+          auto* get = r->mutable_get_key_value();
+          call(inc, task, get);
+          get->set_key("rdv-all");
+          get->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
         },
-        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValue(c, q, r, cb); });
-    std::vector<int64_t> done = w.ForAll<pb::GetKeyValueDirRequest, pb::GetKeyValueDirResponse>(
-        [](int, int, pb::GetKeyValueDirRequest* r) { r->set_directory("rdv/keys"); },
-        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValueDir(c, q, r, cb); },
-        [&](int task, const pb::GetKeyValueDirResponse& r) {
-          if (r.kvs_size() != num_tasks) {
-            std::fprintf(stderr, "task %d saw %d keys, not %d\n", task, r.kvs_size(), num_tasks);
+        ignore);
+    std::vector<int64_t> done = w.ForAllSession(
+        [&](int, int task, uint64_t inc, pb::SessionRequest* r) {
+          auto* dir = r->mutable_get_key_value_dir();
+          call(inc, task, dir);
+          dir->set_directory("rdv/keys");
+        },
+        [&](int task, const pb::SessionResponse& r) {
+          if (r.get_key_value_dir().kvs_size() != num_tasks) {
+            std::fprintf(stderr, "task %d saw %d keys, not %d\n", task,
+                         r.get_key_value_dir().kvs_size(), num_tasks);
             std::_Exit(1);
           }
         });
     out["done_ns"] = Max(done);
   } else if (workload == "barrier") {
-    out["registered_ns"] = Max(w.Register());
     std::vector<int64_t> rounds_done;
     for (int round = 0; round < rounds; ++round) {
-      rounds_done.push_back(Max(w.Each<pb::BarrierRequest, pb::BarrierResponse>(
-          [round](int, int, pb::BarrierRequest* r) {
-            r->set_barrier_id("bench");
-            r->set_counter(round);
-            r->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
+      rounds_done.push_back(Max(w.ForAllSession(
+          [&](int, int task, uint64_t inc, pb::SessionRequest* r) {
+            auto* b = r->mutable_barrier();
+            call(inc, task, b);
+            b->set_barrier_id("bench");
+            b->set_counter(round);
+            b->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
           },
-          [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->Barrier(c, q, r, cb); })));
+          ignore)));
     }
     out["round_done_ns"] = rounds_done;
   } else if (workload == "fanout") {
-    w.Register();
     std::printf("REGISTERED\n");
     std::fflush(stdout);
-    std::vector<int64_t> done = w.ForAll<pb::GetKeyValueRequest, pb::GetKeyValueResponse>(
-        [](int, int, pb::GetKeyValueRequest* r) {
-          r->set_key("fanout");
-          r->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
+    std::vector<int64_t> done = w.ForAllSession(
+        [&](int, int task, uint64_t inc, pb::SessionRequest* r) {
+          auto* get = r->mutable_get_key_value();
+          call(inc, task, get);
+          get->set_key("fanout");
+          get->set_timeout_ms(absl::ToInt64Milliseconds(kCallTimeout));
         },
-        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValue(c, q, r, cb); },
-        [](int task, const pb::GetKeyValueResponse& r) {
-          if (r.kv().value().size() != 128) {
-            std::fprintf(stderr, "task %d got %zu bytes\n", task, r.kv().value().size());
+        [](int task, const pb::SessionResponse& r) {
+          if (r.get_key_value().kv().value().size() != 128) {
+            std::fprintf(stderr, "task %d got %zu bytes\n", task,
+                         r.get_key_value().kv().value().size());
             std::_Exit(1);
           }
         });
@@ -357,13 +408,17 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes,
       if (res && res->body.find(want) != std::string::npos) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    setter.OpenSessions();
     int64_t set_ns = NowNs();
-    setter.Each<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
-        [](int, int, pb::InsertKeyValueRequest* r) {
-          r->mutable_kv()->set_key("fanout");
-          r->mutable_kv()->set_value(std::string(128, 'x'));
+    setter.ForAllSession(
+        [](int, int task, uint64_t inc, pb::SessionRequest* r) {
+          auto* set = r->mutable_insert_key_value();
+          set->set_task_id(task);
+          set->set_incarnation(inc);
+          set->mutable_kv()->set_key("fanout");
+          set->mutable_kv()->set_value(std::string(128, 'x'));
         },
-        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->InsertKeyValue(c, q, r, cb); });
+        [](int, const pb::SessionResponse&) {});
     ok = ok && CollectLines(children, "RESULT", absl::Minutes(5));
     int64_t done = 0;
     for (const Child& c : children) done = std::max<int64_t>(done, ResultOf(c)["done_ns"]);

@@ -53,6 +53,7 @@ Agent::Agent(AgentOptions options)
 
 Agent::~Agent() {
   StopBackgroundThreads();
+  CloseSession(absl::CancelledError("the agent is stopping"));
   {
     absl::MutexLock lock(&mu_);
     for (grpc::ClientContext* ctx : in_flight_) ctx->TryCancel();
@@ -159,15 +160,61 @@ absl::Status Agent::Connect(EventCallback on_event) {
 
 void Agent::Deliver(const JobEvent& event) {
   EventCallback cb;
+  bool is_failure = std::holds_alternative<TaskFailure>(event);
   {
     absl::MutexLock lock(&mu_);
-    bool is_failure = std::holds_alternative<TaskFailure>(event);
     bool& delivered = is_failure ? failure_delivered_ : preemption_delivered_;
     if (delivered) return;
     delivered = true;
     cb = on_event_;
   }
   if (cb) cb(event);
+  // The service fails waiting calls itself when a task fails; when the service itself is lost,
+  // nothing would, so they fail here.
+  if (is_failure && std::get<TaskFailure>(event).cause == FailureCause::kServiceUnreachable) {
+    CloseSession(absl::UnavailableError(std::get<TaskFailure>(event).message));
+  }
+}
+
+void Agent::CloseSession(const absl::Status& status) {
+  std::shared_ptr<SessionClient> session;
+  {
+    absl::MutexLock lock(&mu_);
+    session = std::move(session_);
+    session_ = nullptr;
+  }
+  if (session == nullptr) return;
+  // Fails its calls (their callbacks take mu_), then cancels the stream and waits for its end.
+  session->Abort(status);
+  session.reset();
+}
+
+template <typename Req, typename Resp, typename Set, typename Get>
+void Agent::OnSession(Req req, Set set, Get get, Callback<Resp> done) {
+  req.set_task_id(options_.task);
+  req.set_incarnation(incarnation_);
+  pb::SessionRequest call;
+  set(&call, std::move(req));
+  std::shared_ptr<SessionClient> session;
+  bool refused = false;
+  {
+    absl::MutexLock lock(&mu_);
+    refused = stopping_;
+    if (!refused) {
+      if (session_ == nullptr || session_->broken()) {
+        session_ = std::make_shared<SessionClient>(stub_.get(), options_.token);
+      }
+      session = session_;
+    }
+  }
+  if (refused) {
+    done(absl::CancelledError("the agent is stopping"), Resp());
+    return;
+  }
+  session->Call(std::move(call),
+                [get, done = std::move(done)](absl::Status s, const pb::SessionResponse& r) {
+                  done(s, get(r));
+                });
 }
 
 bool Agent::job_failed() const {
@@ -292,53 +339,51 @@ void Agent::Unary(Req req, absl::Duration timeout, Invoke invoke, Callback<Resp>
 
 void Agent::InsertKeyValue(pb::InsertKeyValueRequest req,
                            Callback<pb::InsertKeyValueResponse> done) {
-  Unary<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
-      std::move(req), kShortCallTimeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->InsertKeyValue(c, q, r, std::move(cb)); },
-      std::move(done));
+  OnSession<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
+      std::move(req), [](pb::SessionRequest* c, auto r) { *c->mutable_insert_key_value() = std::move(r); },
+      [](const pb::SessionResponse&) { return pb::InsertKeyValueResponse(); }, std::move(done));
 }
 
 void Agent::GetKeyValue(pb::GetKeyValueRequest req, Callback<pb::GetKeyValueResponse> done) {
-  // The service enforces timeout_ms; the RPC deadline is a backstop a little later.
-  absl::Duration timeout = absl::Milliseconds(req.timeout_ms()) + absl::Seconds(5);
-  Unary<pb::GetKeyValueRequest, pb::GetKeyValueResponse>(
-      std::move(req), timeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValue(c, q, r, std::move(cb)); },
-      std::move(done));
+  OnSession<pb::GetKeyValueRequest, pb::GetKeyValueResponse>(
+      std::move(req), [](pb::SessionRequest* c, auto r) { *c->mutable_get_key_value() = std::move(r); },
+      [](const pb::SessionResponse& r) { return r.get_key_value(); }, std::move(done));
 }
 
 void Agent::TryGetKeyValue(pb::TryGetKeyValueRequest req,
                            Callback<pb::TryGetKeyValueResponse> done) {
-  Unary<pb::TryGetKeyValueRequest, pb::TryGetKeyValueResponse>(
-      std::move(req), kShortCallTimeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->TryGetKeyValue(c, q, r, std::move(cb)); },
+  OnSession<pb::TryGetKeyValueRequest, pb::TryGetKeyValueResponse>(
+      std::move(req),
+      [](pb::SessionRequest* c, auto r) { *c->mutable_try_get_key_value() = std::move(r); },
+      [](const pb::SessionResponse& r) {
+        pb::TryGetKeyValueResponse out;
+        *out.mutable_kv() = r.get_key_value().kv();
+        return out;
+      },
       std::move(done));
 }
 
 void Agent::GetKeyValueDir(pb::GetKeyValueDirRequest req,
                            Callback<pb::GetKeyValueDirResponse> done) {
-  Unary<pb::GetKeyValueDirRequest, pb::GetKeyValueDirResponse>(
-      std::move(req), kShortCallTimeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->GetKeyValueDir(c, q, r, std::move(cb)); },
-      std::move(done));
+  OnSession<pb::GetKeyValueDirRequest, pb::GetKeyValueDirResponse>(
+      std::move(req),
+      [](pb::SessionRequest* c, auto r) { *c->mutable_get_key_value_dir() = std::move(r); },
+      [](const pb::SessionResponse& r) { return r.get_key_value_dir(); }, std::move(done));
 }
 
 void Agent::DeleteKeyValue(pb::DeleteKeyValueRequest req,
                            Callback<pb::DeleteKeyValueResponse> done) {
-  Unary<pb::DeleteKeyValueRequest, pb::DeleteKeyValueResponse>(
-      std::move(req), kShortCallTimeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->DeleteKeyValue(c, q, r, std::move(cb)); },
-      std::move(done));
+  OnSession<pb::DeleteKeyValueRequest, pb::DeleteKeyValueResponse>(
+      std::move(req), [](pb::SessionRequest* c, auto r) { *c->mutable_delete_key_value() = std::move(r); },
+      [](const pb::SessionResponse&) { return pb::DeleteKeyValueResponse(); }, std::move(done));
 }
 
 void Agent::IncrementKeyValue(pb::IncrementKeyValueRequest req,
                               Callback<pb::IncrementKeyValueResponse> done) {
-  Unary<pb::IncrementKeyValueRequest, pb::IncrementKeyValueResponse>(
-      std::move(req), kShortCallTimeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) {
-        a->IncrementKeyValue(c, q, r, std::move(cb));
-      },
-      std::move(done));
+  OnSession<pb::IncrementKeyValueRequest, pb::IncrementKeyValueResponse>(
+      std::move(req),
+      [](pb::SessionRequest* c, auto r) { *c->mutable_increment_key_value() = std::move(r); },
+      [](const pb::SessionResponse& r) { return r.increment_key_value(); }, std::move(done));
 }
 
 void Agent::Barrier(pb::BarrierRequest req, Callback<pb::BarrierResponse> done) {
@@ -356,10 +401,9 @@ void Agent::Barrier(pb::BarrierRequest req, Callback<pb::BarrierResponse> done) 
          pb::BarrierResponse());
     return;
   }
-  absl::Duration timeout = absl::Milliseconds(req.timeout_ms()) + absl::Seconds(5);
-  Unary<pb::BarrierRequest, pb::BarrierResponse>(
-      std::move(req), timeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->Barrier(c, q, r, std::move(cb)); },
+  OnSession<pb::BarrierRequest, pb::BarrierResponse>(
+      std::move(req), [](pb::SessionRequest* c, auto r) { *c->mutable_barrier() = std::move(r); },
+      [](const pb::SessionResponse& r) { return r.barrier(); },
       [this, id, done = std::move(done)](absl::Status s, const pb::BarrierResponse& r) {
         {
           absl::MutexLock lock(&mu_);
@@ -385,10 +429,9 @@ void Agent::CancelBarrier(pb::CancelBarrierRequest req, Callback<pb::CancelBarri
          pb::CancelBarrierResponse());
     return;
   }
-  Unary<pb::CancelBarrierRequest, pb::CancelBarrierResponse>(
-      std::move(req), kShortCallTimeout,
-      [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->CancelBarrier(c, q, r, std::move(cb)); },
-      std::move(done));
+  OnSession<pb::CancelBarrierRequest, pb::CancelBarrierResponse>(
+      std::move(req), [](pb::SessionRequest* c, auto r) { *c->mutable_cancel_barrier() = std::move(r); },
+      [](const pb::SessionResponse&) { return pb::CancelBarrierResponse(); }, std::move(done));
 }
 
 void Agent::ReportPreemption(Callback<pb::ReportPreemptionResponse> done) {

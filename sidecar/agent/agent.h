@@ -17,6 +17,7 @@
 #include "cohort/coordination/v1/coordination.grpc.pb.h"
 #include "common/grpc_util.h"
 #include "sidecar/agent/control_plane.h"
+#include "sidecar/agent/session_client.h"
 #include "sidecar/coordination/types.h"
 
 namespace cohort::agent {
@@ -96,6 +97,12 @@ class Agent final : public ControlPlane {
  private:
   template <typename Req, typename Resp, typename Invoke>
   void Unary(Req req, absl::Duration timeout, Invoke invoke, Callback<Resp> done);
+  // Sends one call on the Session stream (opened on first use, reopened after it broke).
+  // `set` stores the request in the SessionRequest; `get` extracts the typed response.
+  template <typename Req, typename Resp, typename Set, typename Get>
+  void OnSession(Req req, Set set, Get get, Callback<Resp> done);
+  // Ends the session: calls waiting on it fail with `status`.
+  void CloseSession(const absl::Status& status);
   void HeartbeatLoop();
   void WatchLoop();
   // Delivers an event once (failures and preemption are deduplicated across stream reconnects).
@@ -119,6 +126,7 @@ class Agent final : public ControlPlane {
   absl::flat_hash_set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ClientContext* register_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<SessionClient> session_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Notification stop_;

@@ -1,8 +1,10 @@
 #include "sidecar/coordination/coordination_rpc_service.h"
 
 #include <atomic>
+#include <deque>
 #include <memory>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_event_stream.h"
 #include "common/grpc_util.h"
@@ -66,6 +68,253 @@ class WaitingReactor final : public grpc::ServerUnaryReactor {
   OpId op_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+
+// One agent's Session stream. Reads requests one after another and hands each to the core; each
+// completion queues a response, written one at a time. Completions hold a shared_ptr to the
+// Outbox, so one that races with the end of the stream is dropped instead of touching a freed
+// reactor. When the client stops sending (or goes away) the calls still waiting are cancelled,
+// and the stream finishes once every queued response is written.
+class SessionReactor final
+    : public grpc::ServerBidiReactor<pb::SessionRequest, pb::SessionResponse> {
+ public:
+  struct Outbox {
+    absl::Mutex mu;
+    SessionReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
+    std::deque<pb::SessionResponse> queue ABSL_GUARDED_BY(mu);
+    bool writing ABSL_GUARDED_BY(mu) = false;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    bool reads_done ABSL_GUARDED_BY(mu) = false;
+    absl::flat_hash_set<OpId> ops ABSL_GUARDED_BY(mu);  // Calls waiting in the core.
+
+    void Send(pb::SessionResponse resp) {
+      const pb::SessionResponse* next = nullptr;
+      SessionReactor* r = nullptr;
+      {
+        absl::MutexLock lock(&mu);
+        if (reactor == nullptr || finished) return;
+        queue.push_back(std::move(resp));
+        if (writing) return;
+        writing = true;
+        next = &queue.front();
+        r = reactor;
+      }
+      r->StartWrite(next);
+    }
+    void Done(uint64_t call_id, OpId op, const absl::Status& status, pb::SessionResponse resp) {
+      {
+        absl::MutexLock lock(&mu);
+        if (op != 0) ops.erase(op);
+      }
+      resp.set_call_id(call_id);
+      if (!status.ok()) {
+        resp.set_code(static_cast<int>(status.code()));
+        resp.set_message(std::string(status.message()));
+      }
+      Send(std::move(resp));
+    }
+  };
+
+  SessionReactor(CoordinationService* core, const absl::Status& auth)
+      : core_(core), outbox_(std::make_shared<Outbox>()) {
+    {
+      absl::MutexLock lock(&outbox_->mu);
+      outbox_->reactor = this;
+    }
+    if (!auth.ok()) {
+      {
+        absl::MutexLock lock(&outbox_->mu);
+        outbox_->finished = true;
+      }
+      Finish(ToGrpcStatus(auth));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      EndOfRequests();
+      return;
+    }
+    Dispatch(request_);
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const pb::SessionResponse* next = nullptr;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&outbox_->mu);
+      outbox_->queue.pop_front();
+      if (ok && !outbox_->queue.empty()) {
+        next = &outbox_->queue.front();
+      } else {
+        outbox_->writing = false;
+        if (!ok) outbox_->queue.clear();
+        finish = (!ok || outbox_->reads_done) && !outbox_->finished;
+        if (finish) outbox_->finished = true;
+      }
+    }
+    if (next != nullptr) {
+      StartWrite(next);
+    } else if (finish) {
+      CancelWaitingCalls();
+      Finish(grpc::Status::OK);
+    }
+  }
+
+  void OnCancel() override { EndOfRequests(); }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&outbox_->mu);
+      outbox_->reactor = nullptr;
+    }
+    CancelWaitingCalls();
+    delete this;
+  }
+
+ private:
+  // The client will send nothing more: cancel what still waits, finish once the queue drains.
+  void EndOfRequests() {
+    bool finish = false;
+    {
+      absl::MutexLock lock(&outbox_->mu);
+      outbox_->reads_done = true;
+      if (!outbox_->writing && !outbox_->finished) {
+        outbox_->finished = true;
+        finish = true;
+      }
+    }
+    CancelWaitingCalls();
+    if (finish) Finish(grpc::Status::OK);
+  }
+
+  void CancelWaitingCalls() {
+    std::vector<OpId> ops;
+    {
+      absl::MutexLock lock(&outbox_->mu);
+      ops.assign(outbox_->ops.begin(), outbox_->ops.end());
+      outbox_->ops.clear();
+    }
+    for (OpId op : ops) core_->CancelOp(op);
+  }
+
+  // Records a waiting call so that the end of the stream can cancel it. A call that already
+  // completed is harmless to cancel later: the core ignores unknown ops.
+  void Track(OpId op) {
+    if (op == 0) return;
+    absl::MutexLock lock(&outbox_->mu);
+    outbox_->ops.insert(op);
+  }
+
+  void Dispatch(const pb::SessionRequest& req) {
+    const uint64_t id = req.call_id();
+    std::shared_ptr<Outbox> out = outbox_;
+    pb::SessionResponse resp;
+    switch (req.call_case()) {
+      case pb::SessionRequest::kInsertKeyValue: {
+        const auto& r = req.insert_key_value();
+        out->Done(id, 0,
+                  core_->InsertKeyValue(r.task_id(), r.incarnation(), r.kv().key(), r.kv().value(),
+                                        r.allow_overwrite()),
+                  std::move(resp));
+        return;
+      }
+      case pb::SessionRequest::kGetKeyValue: {
+        const auto& r = req.get_key_value();
+        auto op = std::make_shared<std::atomic<OpId>>(0);
+        OpId started = core_->GetKeyValue(
+            r.task_id(), r.incarnation(), r.key(), absl::Milliseconds(r.timeout_ms()),
+            [out, id, op, key = r.key()](absl::StatusOr<std::string> v) {
+              pb::SessionResponse resp;
+              if (v.ok()) {
+                resp.mutable_get_key_value()->mutable_kv()->set_key(key);
+                resp.mutable_get_key_value()->mutable_kv()->set_value(std::move(*v));
+              }
+              out->Done(id, op->load(), v.status(), std::move(resp));
+            });
+        op->store(started);
+        Track(started);
+        return;
+      }
+      case pb::SessionRequest::kTryGetKeyValue: {
+        const auto& r = req.try_get_key_value();
+        absl::StatusOr<std::string> v = core_->TryGetKeyValue(r.task_id(), r.incarnation(), r.key());
+        if (v.ok()) {
+          resp.mutable_get_key_value()->mutable_kv()->set_key(r.key());
+          resp.mutable_get_key_value()->mutable_kv()->set_value(std::move(*v));
+        }
+        out->Done(id, 0, v.status(), std::move(resp));
+        return;
+      }
+      case pb::SessionRequest::kGetKeyValueDir: {
+        const auto& r = req.get_key_value_dir();
+        auto entries = core_->GetKeyValueDir(r.task_id(), r.incarnation(), r.directory());
+        if (entries.ok()) {
+          for (auto& [key, value] : *entries) {
+            pb::KeyValue* kv = resp.mutable_get_key_value_dir()->add_kvs();
+            kv->set_key(key);
+            kv->set_value(std::move(value));
+          }
+        }
+        out->Done(id, 0, entries.status(), std::move(resp));
+        return;
+      }
+      case pb::SessionRequest::kDeleteKeyValue: {
+        const auto& r = req.delete_key_value();
+        out->Done(id, 0, core_->DeleteKeyValue(r.task_id(), r.incarnation(), r.key()),
+                  std::move(resp));
+        return;
+      }
+      case pb::SessionRequest::kIncrementKeyValue: {
+        const auto& r = req.increment_key_value();
+        absl::StatusOr<int64_t> v =
+            core_->IncrementKeyValue(r.task_id(), r.incarnation(), r.key(), r.increment());
+        if (v.ok()) resp.mutable_increment_key_value()->set_value(*v);
+        out->Done(id, 0, v.status(), std::move(resp));
+        return;
+      }
+      case pb::SessionRequest::kBarrier: {
+        const auto& r = req.barrier();
+        BarrierArgs args{r.task_id(),
+                         r.incarnation(),
+                         r.barrier_id(),
+                         r.counter(),
+                         absl::Milliseconds(r.timeout_ms()),
+                         {r.task_ids().begin(), r.task_ids().end()}};
+        auto op = std::make_shared<std::atomic<OpId>>(0);
+        int64_t counter = r.counter();
+        OpId started = core_->Barrier(args, [out, id, op, counter](absl::Status s) {
+          pb::SessionResponse resp;
+          resp.mutable_barrier()->set_counter(counter);
+          out->Done(id, op->load(), s, std::move(resp));
+        });
+        op->store(started);
+        Track(started);
+        return;
+      }
+      case pb::SessionRequest::kCancelBarrier: {
+        const auto& r = req.cancel_barrier();
+        out->Done(id, 0,
+                  core_->CancelBarrier(r.task_id(), r.incarnation(), r.barrier_id(), r.counter()),
+                  std::move(resp));
+        return;
+      }
+      case pb::SessionRequest::CALL_NOT_SET:
+        break;
+    }
+    out->Done(id, 0,
+              absl::InvalidArgumentError("session request carries no call; set one of its "
+                                         "'call' fields"),
+              std::move(resp));
+  }
+
+  CoordinationService* const core_;
+  std::shared_ptr<Outbox> outbox_;
+  pb::SessionRequest request_;
 };
 
 }  // namespace
@@ -284,6 +533,11 @@ grpc::ServerUnaryReactor* CoordinationRpcService::ReportPreemption(
     pb::ReportPreemptionResponse*) {
   COHORT_CHECK_TOKEN(ctx);
   return FinishNow(ctx, core_->ReportPreemption(req->task_id(), req->incarnation()));
+}
+
+grpc::ServerBidiReactor<pb::SessionRequest, pb::SessionResponse>* CoordinationRpcService::Session(
+    grpc::CallbackServerContext* ctx) {
+  return new SessionReactor(core_, CheckToken(*ctx, token_));
 }
 
 #undef COHORT_CHECK_TOKEN

@@ -61,6 +61,8 @@ class CoordinationRpcService final : public pb::CoordinationService::CallbackSer
   grpc::ServerUnaryReactor* ReportPreemption(grpc::CallbackServerContext* ctx,
                                              const pb::ReportPreemptionRequest* req,
                                              pb::ReportPreemptionResponse* resp) override;
+  grpc::ServerBidiReactor<pb::SessionRequest, pb::SessionResponse>* Session(
+      grpc::CallbackServerContext* ctx) override;
 
  private:
   CoordinationService* const core_;

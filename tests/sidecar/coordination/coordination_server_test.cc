@@ -2,6 +2,7 @@
 
 #include "sidecar/coordination/coordination_server.h"
 
+#include <future>
 #include <memory>
 
 #include <grpcpp/grpcpp.h>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "common/grpc_util.h"
+#include "sidecar/agent/session_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -75,6 +77,62 @@ TEST_F(CoordinationServerTest, WrongOrMissingToken_UnauthenticatedAndNothingChan
     EXPECT_EQ(stub_->InsertKeyValue(&ctx, set, &resp).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
   }
+  EXPECT_EQ(server_->service().GetSnapshot().kv_entries, 0u);
+}
+
+absl::Status CallAndWait(agent::SessionClient& session, pb::SessionRequest req,
+                         pb::SessionResponse* out = nullptr) {
+  std::promise<absl::Status> done;
+  session.Call(std::move(req), [&](absl::Status s, const pb::SessionResponse& r) {
+    if (out) *out = r;
+    done.set_value(s);
+  });
+  return done.get_future().get();
+}
+
+TEST_F(CoordinationServerTest, Session_CallsAsMessagesWithTheirOwnSemantics) {
+  Start(1);
+  {
+    grpc::ClientContext ctx;
+    AddToken(&ctx, "the-token");
+    pb::RegisterTaskRequest reg;
+    reg.set_task_id(0);
+    reg.set_incarnation(7);
+    reg.set_num_tasks(1);
+    pb::RegisterTaskResponse resp;
+    ASSERT_TRUE(stub_->RegisterTask(&ctx, reg, &resp).ok());
+  }
+  agent::SessionClient session(stub_.get(), "the-token");
+  pb::SessionRequest set;
+  set.mutable_insert_key_value()->set_incarnation(7);
+  set.mutable_insert_key_value()->mutable_kv()->set_key("k");
+  set.mutable_insert_key_value()->mutable_kv()->set_value("v");
+  ASSERT_TRUE(CallAndWait(session, set).ok());
+  EXPECT_EQ(CallAndWait(session, set).code(), absl::StatusCode::kAlreadyExists);
+  pb::SessionRequest get;
+  get.mutable_get_key_value()->set_incarnation(7);
+  get.mutable_get_key_value()->set_key("k");
+  get.mutable_get_key_value()->set_timeout_ms(1000);
+  pb::SessionResponse resp;
+  ASSERT_TRUE(CallAndWait(session, get, &resp).ok());
+  EXPECT_EQ(resp.get_key_value().kv().value(), "v");
+  get.mutable_get_key_value()->set_key("missing");
+  get.mutable_get_key_value()->set_timeout_ms(200);
+  EXPECT_EQ(CallAndWait(session, get).code(), absl::StatusCode::kDeadlineExceeded);
+  pb::SessionRequest barrier;
+  barrier.mutable_barrier()->set_incarnation(7);
+  barrier.mutable_barrier()->set_barrier_id("b");
+  barrier.mutable_barrier()->set_timeout_ms(1000);
+  EXPECT_TRUE(CallAndWait(session, barrier).ok());
+}
+
+TEST_F(CoordinationServerTest, Session_WrongToken_Unauthenticated) {
+  Start(1);
+  agent::SessionClient session(stub_.get(), "wrong");
+  pb::SessionRequest set;
+  set.mutable_insert_key_value()->mutable_kv()->set_key("k");
+  absl::Status s = CallAndWait(session, set);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
   EXPECT_EQ(server_->service().GetSnapshot().kv_entries, 0u);
 }
 
