@@ -79,30 +79,45 @@ class WaitingReactor final : public grpc::ServerUnaryReactor {
 class SessionReactor final
     : public grpc::ServerBidiReactor<pb::SessionRequest, pb::SessionResponse> {
  public:
+  struct Reply {
+    pb::SessionResponse resp;
+    size_t charged = 0;  // Bytes held in the ReplyBudget until it is sent.
+  };
   struct Outbox {
+    explicit Outbox(std::shared_ptr<ReplyBudget> b) : budget(std::move(b)) {}
+    const std::shared_ptr<ReplyBudget> budget;
     absl::Mutex mu;
     SessionReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
-    std::deque<pb::SessionResponse> queue ABSL_GUARDED_BY(mu);
+    std::deque<Reply> queue ABSL_GUARDED_BY(mu);
     bool writing ABSL_GUARDED_BY(mu) = false;
     bool finished ABSL_GUARDED_BY(mu) = false;
     bool reads_done ABSL_GUARDED_BY(mu) = false;
     absl::flat_hash_set<OpId> ops ABSL_GUARDED_BY(mu);  // Calls waiting in the core.
 
-    void Send(pb::SessionResponse resp) {
+    void Send(pb::SessionResponse resp, size_t charged) {
       const pb::SessionResponse* next = nullptr;
       SessionReactor* r = nullptr;
+      bool dropped = false;
       {
         absl::MutexLock lock(&mu);
-        if (reactor == nullptr || finished) return;
-        queue.push_back(std::move(resp));
-        if (writing) return;
-        writing = true;
-        next = &queue.front();
-        r = reactor;
+        dropped = reactor == nullptr || finished;
+        if (!dropped) {
+          queue.push_back(Reply{std::move(resp), charged});
+          if (!writing) {
+            writing = true;
+            next = &queue.front().resp;  // std::deque keeps addresses stable on push_back.
+            r = reactor;
+          }
+        }
       }
-      r->StartWrite(next);
+      if (dropped) {
+        if (charged > 0) budget->Release(charged);
+        return;
+      }
+      if (next != nullptr) r->StartWrite(next);
     }
-    void Done(uint64_t call_id, OpId op, const absl::Status& status, pb::SessionResponse resp) {
+    void Done(uint64_t call_id, OpId op, const absl::Status& status, pb::SessionResponse resp,
+              size_t charged = 0) {
       {
         absl::MutexLock lock(&mu);
         if (op != 0) ops.erase(op);
@@ -112,12 +127,13 @@ class SessionReactor final
         resp.set_code(static_cast<int>(status.code()));
         resp.set_message(std::string(status.message()));
       }
-      Send(std::move(resp));
+      Send(std::move(resp), charged);
     }
   };
 
-  SessionReactor(CoordinationService* core, const absl::Status& auth)
-      : core_(core), outbox_(std::make_shared<Outbox>()) {
+  SessionReactor(CoordinationService* core, std::shared_ptr<ReplyBudget> budget,
+                 const absl::Status& auth)
+      : core_(core), outbox_(std::make_shared<Outbox>(std::move(budget))) {
     {
       absl::MutexLock lock(&outbox_->mu);
       outbox_->reactor = this;
@@ -145,18 +161,24 @@ class SessionReactor final
   void OnWriteDone(bool ok) override {
     const pb::SessionResponse* next = nullptr;
     bool finish = false;
+    size_t released = 0;
     {
       absl::MutexLock lock(&outbox_->mu);
+      released += outbox_->queue.front().charged;
       outbox_->queue.pop_front();
       if (ok && !outbox_->queue.empty()) {
-        next = &outbox_->queue.front();
+        next = &outbox_->queue.front().resp;
       } else {
         outbox_->writing = false;
-        if (!ok) outbox_->queue.clear();
+        if (!ok) {
+          for (const Reply& r : outbox_->queue) released += r.charged;
+          outbox_->queue.clear();
+        }
         finish = (!ok || outbox_->reads_done) && !outbox_->finished;
         if (finish) outbox_->finished = true;
       }
     }
+    if (released > 0) outbox_->budget->Release(released);
     if (next != nullptr) {
       StartWrite(next);
     } else if (finish) {
@@ -251,16 +273,23 @@ class SessionReactor final
         return;
       }
       case pb::SessionRequest::kGetKeyValueDir: {
-        const auto& r = req.get_key_value_dir();
-        auto entries = core_->GetKeyValueDir(r.task_id(), r.incarnation(), r.directory());
-        if (entries.ok()) {
-          for (auto& [key, value] : *entries) {
-            pb::KeyValue* kv = resp.mutable_get_key_value_dir()->add_kvs();
-            kv->set_key(key);
-            kv->set_value(std::move(value));
+        // Directory replies can be large (all N keys): built under the reply budget.
+        out->budget->Admit([core = core_, out, id, r = req.get_key_value_dir()] {
+          pb::SessionResponse resp;
+          auto entries = core->GetKeyValueDir(r.task_id(), r.incarnation(), r.directory());
+          if (entries.ok()) {
+            auto* kvs = resp.mutable_get_key_value_dir()->mutable_kvs();
+            kvs->Reserve(static_cast<int>(entries->size()));
+            for (auto& [key, value] : *entries) {
+              pb::KeyValue* kv = kvs->Add();
+              kv->set_key(std::move(key));
+              kv->set_value(std::move(value));
+            }
           }
-        }
-        out->Done(id, 0, entries.status(), std::move(resp));
+          size_t bytes = resp.ByteSizeLong();
+          out->budget->Charge(bytes);
+          out->Done(id, 0, entries.status(), std::move(resp), bytes);
+        });
         return;
       }
       case pb::SessionRequest::kDeleteKeyValue: {
@@ -537,7 +566,7 @@ grpc::ServerUnaryReactor* CoordinationRpcService::ReportPreemption(
 
 grpc::ServerBidiReactor<pb::SessionRequest, pb::SessionResponse>* CoordinationRpcService::Session(
     grpc::CallbackServerContext* ctx) {
-  return new SessionReactor(core_, CheckToken(*ctx, token_));
+  return new SessionReactor(core_, reply_budget_, CheckToken(*ctx, token_));
 }
 
 #undef COHORT_CHECK_TOKEN

@@ -4,6 +4,7 @@
 
 #include "cohort/coordination/v1/coordination.grpc.pb.h"
 #include "sidecar/coordination/coordination_service.h"
+#include "sidecar/coordination/reply_budget.h"
 
 namespace cohort::coordination {
 
@@ -67,6 +68,8 @@ class CoordinationRpcService final : public pb::CoordinationService::CallbackSer
  private:
   CoordinationService* const core_;
   const std::string token_;
+  // Shared with the session streams, which may outlive this object by a little.
+  const std::shared_ptr<ReplyBudget> reply_budget_ = std::make_shared<ReplyBudget>();
 };
 
 // Conversions between the core's types and the wire's.

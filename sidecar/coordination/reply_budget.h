@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+
+namespace cohort::coordination {
+
+// Bounds the bytes of replies that are built but not yet sent, so that 4,096 tasks reading a
+// 4,096-key directory at once do not each materialize a large reply at the same moment (2 GB of
+// protobuf objects held while the transport drains them). Work that builds a large reply asks
+// Admit(); it runs at once while the total is under the cap, else in FIFO order as sent replies
+// Release() their bytes. The cap is soft: work admitted concurrently may overshoot it, and one
+// reply larger than the cap still goes out. Thread-safe.
+class ReplyBudget {
+ public:
+  static constexpr size_t kDefaultCapBytes = 32 << 20;
+
+  explicit ReplyBudget(size_t cap_bytes = kDefaultCapBytes) : cap_(cap_bytes) {}
+  ReplyBudget(const ReplyBudget&) = delete;
+  ReplyBudget& operator=(const ReplyBudget&) = delete;
+
+  // Runs `start` now (on this thread) or later (on the thread of a Release); `start` must
+  // Charge() the bytes of the reply it builds.
+  void Admit(std::function<void()> start) {
+    bool run_now = false;
+    {
+      absl::MutexLock lock(&mu_);
+      run_now = in_flight_ < cap_ && waiting_.empty();
+      if (!run_now) waiting_.push_back(std::move(start));
+    }
+    if (run_now) start();
+  }
+
+  void Charge(size_t bytes) {
+    absl::MutexLock lock(&mu_);
+    in_flight_ += bytes;
+  }
+
+  // The reply was sent (or dropped): its bytes are free again, and waiting work may run.
+  void Release(size_t bytes) {
+    {
+      absl::MutexLock lock(&mu_);
+      in_flight_ -= std::min(bytes, in_flight_);
+    }
+    while (true) {
+      std::function<void()> next;
+      {
+        absl::MutexLock lock(&mu_);
+        if (in_flight_ >= cap_ || waiting_.empty()) return;
+        next = std::move(waiting_.front());
+        waiting_.pop_front();
+      }
+      next();
+    }
+  }
+
+  size_t in_flight() const {
+    absl::MutexLock lock(&mu_);
+    return in_flight_;
+  }
+  size_t waiting() const {
+    absl::MutexLock lock(&mu_);
+    return waiting_.size();
+  }
+
+ private:
+  const size_t cap_;
+  mutable absl::Mutex mu_;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::function<void()>> waiting_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort::coordination
