@@ -65,6 +65,21 @@ TEST(JobTest, TrainerKilledInBarrier_EveryOtherRankFailsNamingItWithinTwoSeconds
   }
 }
 
+TEST(JobTest, ProgramInstalledFailureHandler_CalledWithRankAndCause) {
+  LocalJob job({.num_processes = 3});
+  for (int r = 0; r < 3; ++r) job.StartSidecar(r);
+  for (int r = 0; r < 3; ++r) job.StartTrainer(r, "wait-with-handler");
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
+  }
+  job.Process("rank 0").Signal(SIGKILL);
+  for (int r : {1, 2}) {
+    std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(10))), 9) << label;
+    EXPECT_THAT(job.FindLine(label, "HANDLED"), HasSubstr("failed=0 cause=crash")) << label;
+  }
+}
+
 TEST(JobTest, SidecarKilled_HeartbeatTimeoutFailsJobNamingRank) {
   LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
   job.StartAll("wait");

@@ -83,7 +83,16 @@ int Preempt() {
 
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "rendezvous";
-  absl::Status init = dist::Initialize();
+  dist::Options options;
+  if (scenario == "wait-with-handler") {
+    // The program handles peer failures itself instead of the default exit(75).
+    options.on_peer_failure = [](const dist::PeerFailure& f) {
+      Say(absl::StrCat("HANDLED failed=", f.process_id, " cause=", dist::FailureCauseName(f.cause)));
+      std::_Exit(9);
+    };
+    scenario = "wait";
+  }
+  absl::Status init = dist::Initialize(options);
   if (!init.ok()) {
     Say(absl::StrCat("INIT_FAILED ", absl::StatusCodeToString(init.code()), ": ", init.message()));
     return 3;
