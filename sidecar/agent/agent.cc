@@ -200,16 +200,18 @@ void Agent::OnSession(Req req, Set set, Get get, Callback<Resp> done) {
   {
     absl::MutexLock lock(&mu_);
     refused = stopping_;
-    if (!refused) {
-      if (session_ == nullptr || session_->broken()) {
-        session_ = std::make_shared<SessionClient>(stub_.get(), options_.token);
-      }
-      session = session_;
-    }
+    if (session_ != nullptr && !session_->broken()) session = session_;
   }
   if (refused) {
     done(absl::CancelledError("the agent is stopping"), Resp());
     return;
+  }
+  if (session == nullptr) {
+    // Opened outside mu_: completions of its calls take mu_.
+    auto fresh = std::make_shared<SessionClient>(stub_.get(), options_.token);
+    absl::MutexLock lock(&mu_);
+    if (session_ == nullptr || session_->broken()) session_ = fresh;
+    session = session_;
   }
   session->Call(std::move(call),
                 [get, done = std::move(done)](absl::Status s, const pb::SessionResponse& r) {
