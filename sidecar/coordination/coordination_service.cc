@@ -269,11 +269,7 @@ void CoordinationService::FailTaskLocked(TaskFailure failure, Deferred* deferred
     if (!barrier.done) FinishBarrierLocked(barrier, aborted, deferred);
   }
   kv_.FailAllWaiters(aborted, deferred);
-  for (auto it = ops_.begin(); it != ops_.end();) {
-    auto next = std::next(it);
-    if (it->second.kind == OpKind::kGet) ops_.erase(it);
-    it = next;
-  }
+  absl::erase_if(ops_, [](const auto& entry) { return entry.second.kind == OpKind::kGet; });
 }
 
 void CoordinationService::BroadcastLocked(const JobEvent& event, Deferred* deferred) {
