@@ -58,6 +58,7 @@ struct Child {
   Subprocess process;
   std::string buffer;
   bool output_open = true;
+  bool killed = false;
 };
 
 std::string FindSidecar(const std::string& flag) {
@@ -190,13 +191,13 @@ int Run(int argc, char** argv) {
       env[env::kAgentSocket] = (rank_dir / "agent.sock").string();
       std::map<std::string, std::string> sidecar_env = env;
       if (!f.verbose && !env::Get("COHORT_LOG_LEVEL")) sidecar_env["COHORT_LOG_LEVEL"] = "warning";
-      started = start(Child{absl::StrCat("sidecar ", rank), rank, false, {}, {}, true},
+      started = start(Child{absl::StrCat("sidecar ", rank), rank, false, {}, {}, true, false},
                       Subprocess::Options{{sidecar, "--http-port", "0", "--http-port-file",
                                            (rank_dir / "http-port").string()},
                                           sidecar_env});
       if (!started) break;
     }
-    started = start(Child{absl::StrCat("rank ", rank), rank, true, {}, {}, true},
+    started = start(Child{absl::StrCat("rank ", rank), rank, true, {}, {}, true, false},
                     Subprocess::Options{f.command, env});
   }
   Print(absl::StrCat("cohort-run: started ", f.num_processes, " processes (coordinator ",
@@ -208,6 +209,7 @@ int Run(int argc, char** argv) {
   int signals_seen = 0;
   std::optional<absl::Time> kill_at;
   std::map<int, int> trainer_status;
+  bool sidecars_told = false;
   if (!started) kill_at = absl::Now();
 
   while (true) {
@@ -228,19 +230,25 @@ int Run(int argc, char** argv) {
         }
       }
     }
-    // Sidecars exit by themselves once their trainer is done (rank 0 once every rank is).
-    if (trainers_left == 0 && !kill_at) kill_at = absl::Now() + *grace;
+    // Every rank finished: sidecars whose trainer shut down exit by themselves (rank 0 once
+    // every rank is done); SIGTERM stops the others (e.g. under a program without libdist).
+    if (trainers_left == 0 && !sidecars_told) {
+      sidecars_told = true;
+      for (Child& c : children) {
+        if (!c.trainer && c.process.running()) c.process.Signal(SIGTERM);
+      }
+      if (!kill_at) kill_at = absl::Now() + *grace;
+    }
     bool any_running = false;
     for (const Child& c : children) any_running |= c.process.running();
     bool outputs_open = false;
     for (const Child& c : children) outputs_open |= c.output_open;
     if (!any_running && !outputs_open) break;
-    if (kill_at && absl::Now() >= *kill_at && any_running) {
+    if (kill_at && absl::Now() >= *kill_at) {
       for (Child& c : children) {
-        if (c.process.running()) {
-          if (trainers_left > 0 || !first_failure) {
-            Print(absl::StrCat("cohort-run: stopping ", c.label));
-          }
+        if (c.process.running() && !c.killed) {
+          c.killed = true;
+          Print(absl::StrCat("cohort-run: stopping ", c.label, " (SIGKILL)"));
           c.process.Signal(SIGKILL);
         }
       }

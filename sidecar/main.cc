@@ -3,8 +3,8 @@
 // /metrics, /healthz and /readyz. Every flag falls back to the COHORT_* environment the operator
 // (or cohort-run) sets. See docs/sidecar.md.
 //
-// Exit codes: 0 the trainer shut down cleanly; 1 the trainer or the job failed; 2 bad
-// configuration.
+// Exit codes: 0 the trainer shut down cleanly (or the sidecar was stopped before any trainer
+// attached); 1 the trainer or the job failed; 2 bad configuration.
 
 #include <pthread.h>
 #include <signal.h>
@@ -273,7 +273,10 @@ int Run(int argc, char** argv) {
   });
 
   agent::TrainerOutcome outcome = agent_service.WaitForTrainer(absl::InfiniteFuture());
-  int exit_code = outcome == agent::TrainerOutcome::kShutDown ? kExitOk : kExitFailed;
+  // Stopped by a signal with no trainer ever attached (e.g. a program that does not use
+  // libdist): nothing failed.
+  bool idle_stop = outcome == agent::TrainerOutcome::kRunning && !agent_service.trainer_ever_attached();
+  int exit_code = outcome == agent::TrainerOutcome::kShutDown || idle_stop ? kExitOk : kExitFailed;
   if (coordinator) {
     // Keep the service up until every rank shut down or failed, so a fast rank 0 never strands
     // slower peers (bounded by the shutdown timeout).

@@ -68,6 +68,11 @@ void AgentRpcService::StopWaiting() {
   stop_waiting_ = true;
 }
 
+bool AgentRpcService::trainer_ever_attached() const {
+  absl::MutexLock lock(&mu_);
+  return attached_;
+}
+
 bool AgentRpcService::trainer_attached() const {
   absl::MutexLock lock(&mu_);
   return attached_ && outcome_ == TrainerOutcome::kRunning;

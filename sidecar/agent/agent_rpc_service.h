@@ -79,6 +79,7 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   TrainerOutcome WaitForTrainer(absl::Time deadline);
   void StopWaiting();
   bool trainer_attached() const;
+  bool trainer_ever_attached() const;
   bool agent_connected() const;
 
  private:

@@ -706,6 +706,7 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
     for (auto& [task, call] : pending_registrations_) {
       ops_.erase(call.op);
       deferred->Add([done = std::move(call.done), status] { done(status); });
+      tasks_[task].state = TaskState::kFailed;  // Its registration failed with the job.
     }
     pending_registrations_.clear();
     register_deadline_ = absl::InfiniteFuture();
@@ -783,7 +784,7 @@ bool CoordinationService::AllTasksDone() const {
 
 bool CoordinationService::AllTasksDoneLocked(const CoordinationService* self) {
   for (const Task& t : self->tasks_) {
-    if (t.state != TaskState::kShutDown && t.state != TaskState::kFailed) return false;
+    if (t.state == TaskState::kConnecting || t.state == TaskState::kConnected) return false;
   }
   return true;
 }

@@ -148,7 +148,9 @@ class CoordinationService {
   };
   Snapshot GetSnapshot() const;
 
-  // True once every task has shut down or failed: the service may stop without stranding anyone.
+  // True once no task is registered and running: each shut down, failed, or never registered
+  // (a job that never started, or one whose registration failed). The service may then stop
+  // without stranding anyone.
   bool AllTasksDone() const;
   // Waits (real time) until AllTasksDone() or the deadline; returns AllTasksDone().
   bool WaitUntilAllTasksDone(absl::Time deadline) const;

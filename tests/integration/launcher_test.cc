@@ -90,6 +90,18 @@ TEST(CohortRunTest, StandaloneMode_NoSidecars) {
   EXPECT_FALSE(run.Has("[sidecar"));
 }
 
+TEST(CohortRunTest, ProgramWithoutLibdist_SidecarsStopCleanly) {
+  // Its sidecars never see a trainer attach; they must stop on cohort-run's SIGTERM rather than
+  // be killed after the grace period.
+  LauncherRun run = Launch({"-n", "2", "--", "/bin/sh", "-c",
+                            "echo env $COHORT_PROCESS_ID/$COHORT_NUM_PROCESSES $JAX_PROCESS_ID"});
+  int status = run.Finish();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(run.Has("[rank 0] env 0/2 0"));
+  EXPECT_TRUE(run.Has("[rank 1] env 1/2 1"));
+  EXPECT_FALSE(run.Has("SIGKILL"));
+}
+
 TEST(CohortRunTest, OneRankFails_EverythingStopsWithItsExitCode) {
   LauncherRun run = Launch({"-n", "3", "--", BinPath("test-trainer"), "rank1-exits-7"});
   int status = run.Finish();

@@ -418,6 +418,20 @@ TEST_F(CoordinationServiceTest, Shutdown_WaitsForEveryTask) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(CoordinationServiceTest, AllTasksDone_IgnoresTasksThatNeverRegistered) {
+  ServiceConfig config;
+  config.register_timeout = absl::Seconds(5);
+  Start(3, config);
+  EXPECT_TRUE(service_->AllTasksDone());  // Nobody registered: nothing to strand.
+  Result r0;
+  Register(0, &r0);
+  EXPECT_FALSE(service_->AllTasksDone());
+  clock_.Advance(absl::Seconds(5));
+  service_->CheckDeadlines();  // Registration fails; ranks 1 and 2 never came.
+  ASSERT_EQ(r0.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(service_->AllTasksDone());  // Rank 0's registration failed too.
+}
+
 TEST_F(CoordinationServiceTest, Shutdown_Timeout_NamesStragglers) {
   ServiceConfig config;
   config.shutdown_timeout = absl::Seconds(5);
