@@ -64,6 +64,12 @@ Agent::~Agent() {
 
 void Agent::Cancel() { StopBackgroundThreads(); }
 
+void Agent::NotifyStop() {
+  // Notify() may run only once; two threads can get here (shutdown completion, destructor).
+  absl::MutexLock lock(&mu_);
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+}
+
 void Agent::StopBackgroundThreads() {
   {
     absl::MutexLock lock(&mu_);
@@ -71,7 +77,7 @@ void Agent::StopBackgroundThreads() {
     if (watch_context_ != nullptr) watch_context_->TryCancel();
     if (register_context_ != nullptr) register_context_->TryCancel();
   }
-  if (!stop_.HasBeenNotified()) stop_.Notify();
+  NotifyStop();
   if (heartbeat_thread_.joinable() && heartbeat_thread_.get_id() != std::this_thread::get_id()) {
     heartbeat_thread_.join();
   }
@@ -468,7 +474,7 @@ void Agent::Shutdown(Callback<pb::ShutdownTaskResponse> done) {
           stopping_ = true;
           if (watch_context_ != nullptr) watch_context_->TryCancel();
         }
-        if (!stop_.HasBeenNotified()) stop_.Notify();
+        NotifyStop();
         done(s, r);
       });
 }

@@ -108,6 +108,7 @@ class Agent final : public ControlPlane {
   // Delivers an event once (failures and preemption are deduplicated across stream reconnects).
   void Deliver(const JobEvent& event);
   void StopBackgroundThreads();
+  void NotifyStop();
 
   const AgentOptions options_;
   const Incarnation incarnation_;
