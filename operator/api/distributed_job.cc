@@ -1,0 +1,277 @@
+#include "operator/api/distributed_job.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+
+namespace cohort::op {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int32_t kMaxReplicas = 100'000;
+constexpr size_t kMaxLabelLength = 63;
+
+// Reads an optional field of one JSON type; InvalidArgument naming `path` when the type is wrong.
+template <typename T>
+absl::Status ReadField(const json& parent, const char* key, const std::string& path, T* out) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return absl::OkStatus();
+  bool type_ok;
+  const char* expected;
+  if constexpr (std::is_same_v<T, bool>) {
+    type_ok = it->is_boolean();
+    expected = "true or false";
+  } else if constexpr (std::is_integral_v<T>) {
+    type_ok = it->is_number_integer();
+    expected = "an integer";
+  } else {
+    type_ok = it->is_string();
+    expected = "a string";
+  }
+  if (!type_ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, key, ": expected ", expected, ", got ", it->dump()));
+  }
+  *out = it->get<T>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadDuration(const json& parent, const char* key, const std::string& path,
+                          absl::Duration* out) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return absl::OkStatus();
+  if (it->is_number()) {
+    *out = absl::Seconds(it->get<double>());
+    return absl::OkStatus();
+  }
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected a duration like \"30s\", got ",
+                                                   it->dump()));
+  }
+  absl::StatusOr<absl::Duration> d = env::ParseDuration(it->get<std::string>());
+  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(path, key, ": ", d.status().message()));
+  *out = *d;
+  return absl::OkStatus();
+}
+
+bool IsDns1035Label(const std::string& s) {
+  if (s.empty() || s.size() > kMaxLabelLength) return false;
+  if (!absl::ascii_islower(s.front()) || s.back() == '-') return false;
+  for (char c : s) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kPending: return "Pending";
+    case Phase::kRunning: return "Running";
+    case Phase::kRestarting: return "Restarting";
+    case Phase::kSucceeded: return "Succeeded";
+    case Phase::kFailed: return "Failed";
+    case Phase::kSuspended: return "Suspended";
+  }
+  return "Pending";
+}
+
+std::optional<Phase> ParsePhase(const std::string& name) {
+  for (Phase p : {Phase::kPending, Phase::kRunning, Phase::kRestarting, Phase::kSucceeded,
+                  Phase::kFailed, Phase::kSuspended}) {
+    if (name == PhaseName(p)) return p;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
+  if (!object.is_object()) return absl::InvalidArgumentError("a DistributedJob must be a JSON object");
+  DistributedJob job;
+  const json& meta = object.contains("metadata") ? object["metadata"] : json::object();
+  if (!meta.is_object()) return absl::InvalidArgumentError("metadata: expected an object");
+  for (auto [key, out] : {std::pair{"name", &job.name}, std::pair{"namespace", &job.namespace_},
+                          std::pair{"uid", &job.uid},
+                          std::pair{"resourceVersion", &job.resource_version}}) {
+    if (absl::Status s = ReadField(meta, key, "metadata.", out); !s.ok()) return s;
+  }
+  if (job.name.empty()) return absl::InvalidArgumentError("metadata.name: required");
+  if (absl::Status s = ReadField(meta, "generation", "metadata.", &job.generation); !s.ok()) return s;
+  job.being_deleted = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+
+  const json& spec = object.contains("spec") ? object["spec"] : json::object();
+  if (!spec.is_object()) return absl::InvalidArgumentError("spec: expected an object");
+  DistributedJobSpec& s = job.spec;
+  const std::string p = "spec.";
+  for (absl::Status st :
+       {ReadField(spec, "replicas", p, &s.replicas),
+        ReadField(spec, "coordinatorPort", p, &s.coordinator_port),
+        ReadField(spec, "maxRestarts", p, &s.max_restarts),
+        ReadDuration(spec, "restartBackoff", p, &s.restart_backoff),
+        ReadField(spec, "suspend", p, &s.suspend)}) {
+    if (!st.ok()) return st;
+  }
+  for (auto [key, out] : {std::pair{"ttlSecondsAfterFinished", &s.ttl_seconds_after_finished},
+                          std::pair{"activeDeadlineSeconds", &s.active_deadline_seconds}}) {
+    int64_t v = 0;
+    if (spec.contains(key) && !spec[key].is_null()) {
+      if (absl::Status st = ReadField(spec, key, p, &v); !st.ok()) return st;
+      *out = v;
+    }
+  }
+  if (spec.contains("template")) {
+    if (!spec["template"].is_object()) return absl::InvalidArgumentError("spec.template: expected an object");
+    s.pod_template = spec["template"];
+  }
+  if (spec.contains("sidecar") && !spec["sidecar"].is_null()) {
+    const json& sc = spec["sidecar"];
+    if (!sc.is_object()) return absl::InvalidArgumentError("spec.sidecar: expected an object");
+    const std::string sp = "spec.sidecar.";
+    for (absl::Status st : {ReadField(sc, "image", sp, &s.sidecar.image),
+                            ReadField(sc, "imagePullPolicy", sp, &s.sidecar.image_pull_policy),
+                            ReadDuration(sc, "heartbeatTimeout", sp, &s.sidecar.heartbeat_timeout)}) {
+      if (!st.ok()) return st;
+    }
+    if (sc.contains("resources")) {
+      if (!sc["resources"].is_object()) return absl::InvalidArgumentError("spec.sidecar.resources: expected an object");
+      s.sidecar.resources = sc["resources"];
+    }
+  }
+
+  const json& status = object.contains("status") ? object["status"] : json::object();
+  if (status.is_object()) {
+    DistributedJobStatus& st = job.status;
+    std::string phase;
+    ReadField(status, "phase", "status.", &phase).IgnoreError();
+    st.phase = ParsePhase(phase).value_or(Phase::kPending);
+    for (auto [key, out] :
+         {std::pair{"ready", &st.ready}, std::pair{"active", &st.active},
+          std::pair{"succeeded", &st.succeeded}, std::pair{"failed", &st.failed},
+          std::pair{"restarts", &st.restarts}, std::pair{"preemptions", &st.preemptions},
+          std::pair{"incarnation", &st.incarnation}}) {
+      ReadField(status, key, "status.", out).IgnoreError();
+    }
+    ReadField(status, "observedGeneration", "status.", &st.observed_generation).IgnoreError();
+    ReadField(status, "coordinatorAddress", "status.", &st.coordinator_address).IgnoreError();
+    ReadField(status, "startTime", "status.", &st.start_time).IgnoreError();
+    ReadField(status, "completionTime", "status.", &st.completion_time).IgnoreError();
+    if (status.contains("conditions") && status["conditions"].is_array()) {
+      for (const json& c : status["conditions"]) {
+        if (!c.is_object()) continue;
+        Condition cond;
+        ReadField(c, "type", "", &cond.type).IgnoreError();
+        ReadField(c, "status", "", &cond.status).IgnoreError();
+        ReadField(c, "reason", "", &cond.reason).IgnoreError();
+        ReadField(c, "message", "", &cond.message).IgnoreError();
+        ReadField(c, "lastTransitionTime", "", &cond.last_transition_time).IgnoreError();
+        ReadField(c, "observedGeneration", "", &cond.observed_generation).IgnoreError();
+        st.conditions.push_back(std::move(cond));
+      }
+    }
+  }
+  return job;
+}
+
+std::vector<std::string> Validate(const DistributedJob& job) {
+  std::vector<std::string> errors;
+  const DistributedJobSpec& s = job.spec;
+  if (!IsDns1035Label(job.name)) {
+    errors.push_back(absl::StrCat(
+        "metadata.name: '", job.name,
+        "' must be a DNS label (lowercase letters, digits and '-', starting with a letter, at most "
+        "63 characters): it names the job's Service"));
+  } else if (s.replicas >= 1) {
+    std::string last_pod = absl::StrCat(job.name, "-", s.replicas - 1);
+    if (last_pod.size() > kMaxLabelLength) {
+      errors.push_back(absl::StrCat("metadata.name: pod name '", last_pod, "' is longer than 63 characters; use a shorter job name"));
+    }
+  }
+  if (s.replicas < 1 || s.replicas > kMaxReplicas) {
+    errors.push_back(absl::StrCat("spec.replicas: must be between 1 and ", kMaxReplicas, " (got ", s.replicas, ")"));
+  }
+  if (s.coordinator_port < 1 || s.coordinator_port > 65535) {
+    errors.push_back(absl::StrCat("spec.coordinatorPort: must be a port between 1 and 65535 (got ", s.coordinator_port, ")"));
+  }
+  if (s.max_restarts < 0) {
+    errors.push_back(absl::StrCat("spec.maxRestarts: must be 0 or more (got ", s.max_restarts, ")"));
+  }
+  if (s.ttl_seconds_after_finished && *s.ttl_seconds_after_finished < 0) {
+    errors.push_back(absl::StrCat("spec.ttlSecondsAfterFinished: must be 0 or more (got ", *s.ttl_seconds_after_finished, ")"));
+  }
+  if (s.active_deadline_seconds && *s.active_deadline_seconds < 1) {
+    errors.push_back(absl::StrCat("spec.activeDeadlineSeconds: must be at least 1 (got ", *s.active_deadline_seconds, ")"));
+  }
+  if (s.sidecar.image.empty()) errors.push_back("spec.sidecar.image: must not be empty");
+  if (s.sidecar.heartbeat_timeout < absl::Milliseconds(100)) {
+    errors.push_back(absl::StrCat("spec.sidecar.heartbeatTimeout: must be at least 100ms (got ",
+                                  absl::FormatDuration(s.sidecar.heartbeat_timeout), ")"));
+  }
+  const json& tmpl = s.pod_template;
+  const json* containers = nullptr;
+  if (!tmpl.is_object() || !tmpl.contains("spec") || !tmpl["spec"].is_object()) {
+    errors.push_back("spec.template: required: a pod template whose spec has the trainer container");
+  } else {
+    const json& pod = tmpl["spec"];
+    if (pod.contains("containers") && pod["containers"].is_array()) containers = &pod["containers"];
+    if (containers == nullptr || containers->empty()) {
+      errors.push_back("spec.template.spec.containers: must list at least one container (the trainer)");
+    } else {
+      for (size_t i = 0; i < containers->size(); ++i) {
+        const json& c = (*containers)[i];
+        if (!c.is_object() || !c.contains("name") || !c["name"].is_string() ||
+            c["name"].get<std::string>().empty()) {
+          errors.push_back(absl::StrCat("spec.template.spec.containers[", i, "].name: required"));
+        } else if (c["name"] == "cohort-sidecar") {
+          errors.push_back(absl::StrCat("spec.template.spec.containers[", i,
+                                        "].name: 'cohort-sidecar' is reserved for the injected sidecar"));
+        }
+        if (!c.is_object() || !c.contains("image") || !c["image"].is_string() ||
+            c["image"].get<std::string>().empty()) {
+          errors.push_back(absl::StrCat("spec.template.spec.containers[", i, "].image: required"));
+        }
+      }
+    }
+    if (pod.contains("restartPolicy") && pod["restartPolicy"] != "Never") {
+      errors.push_back(absl::StrCat("spec.template.spec.restartPolicy: must be Never or unset (got ",
+                                    pod["restartPolicy"].dump(),
+                                    "): the operator restarts the whole gang itself"));
+    }
+  }
+  return errors;
+}
+
+json StatusToJson(const DistributedJob& job) {
+  const DistributedJobStatus& st = job.status;
+  json conditions = json::array();
+  for (const Condition& c : st.conditions) {
+    conditions.push_back({{"type", c.type},
+                          {"status", c.status},
+                          {"reason", c.reason},
+                          {"message", c.message},
+                          {"lastTransitionTime", c.last_transition_time},
+                          {"observedGeneration", c.observed_generation}});
+  }
+  json out = {{"phase", PhaseName(st.phase)},
+              {"conditions", conditions},
+              {"ready", st.ready},
+              {"readyText", absl::StrCat(st.ready, "/", job.spec.replicas)},
+              {"active", st.active},
+              {"succeeded", st.succeeded},
+              {"failed", st.failed},
+              {"restarts", st.restarts},
+              {"preemptions", st.preemptions},
+              {"incarnation", st.incarnation},
+              {"observedGeneration", st.observed_generation}};
+  if (!st.coordinator_address.empty()) out["coordinatorAddress"] = st.coordinator_address;
+  if (!st.start_time.empty()) out["startTime"] = st.start_time;
+  if (!st.completion_time.empty()) out["completionTime"] = st.completion_time;
+  return out;
+}
+
+std::string CoordinatorAddress(const DistributedJob& job) {
+  return absl::StrCat(job.name, "-0.", job.name, ".", job.namespace_.empty() ? "default" : job.namespace_,
+                      ".svc:", job.spec.coordinator_port);
+}
+
+}  // namespace cohort::op

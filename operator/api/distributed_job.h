@@ -1,0 +1,102 @@
+#pragma once
+
+// The DistributedJob resource (group cohort.dev, version v1alpha1) as C++ types: parsing from
+// the API server's JSON with defaults applied, validation with errors a user can act on, and the
+// status written back. manifests/crd/cohort.dev_distributedjobs.yaml carries the same schema for
+// the API server; these checks also guard against a cluster that skipped it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace cohort::op {
+
+inline constexpr char kGroup[] = "cohort.dev";
+inline constexpr char kVersion[] = "v1alpha1";
+inline constexpr char kKind[] = "DistributedJob";
+inline constexpr char kPlural[] = "distributedjobs";
+
+struct SidecarSpec {
+  std::string image = "ghcr.io/cohort-dev/cohort-sidecar:0.1.0";
+  std::string image_pull_policy = "IfNotPresent";
+  nlohmann::json resources = nlohmann::json::object();  // A core/v1 ResourceRequirements.
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+};
+
+struct DistributedJobSpec {
+  int32_t replicas = 1;
+  nlohmann::json pod_template;  // A core/v1 PodTemplateSpec: the trainer.
+  int32_t coordinator_port = 8476;
+  int32_t max_restarts = 3;  // Gang restarts after failures; preemptions do not count.
+  absl::Duration restart_backoff = absl::Seconds(10);  // Doubles per restart, capped at 5 min.
+  bool suspend = false;
+  std::optional<int64_t> ttl_seconds_after_finished;
+  std::optional<int64_t> active_deadline_seconds;
+  SidecarSpec sidecar;
+};
+
+// A metav1.Condition.
+struct Condition {
+  std::string type;
+  std::string status;  // "True", "False", "Unknown".
+  std::string reason;
+  std::string message;
+  std::string last_transition_time;  // RFC 3339.
+  int64_t observed_generation = 0;
+
+  bool operator==(const Condition&) const = default;
+};
+
+enum class Phase { kPending, kRunning, kRestarting, kSucceeded, kFailed, kSuspended };
+const char* PhaseName(Phase phase);
+std::optional<Phase> ParsePhase(const std::string& name);
+
+struct DistributedJobStatus {
+  Phase phase = Phase::kPending;
+  std::vector<Condition> conditions;
+  int32_t ready = 0;
+  int32_t active = 0;
+  int32_t succeeded = 0;
+  int32_t failed = 0;
+  int32_t restarts = 0;
+  int32_t preemptions = 0;
+  int32_t incarnation = 0;
+  std::string coordinator_address;
+  int64_t observed_generation = 0;
+  std::string start_time;       // RFC 3339, empty until the first pod runs.
+  std::string completion_time;  // RFC 3339, empty until Succeeded or Failed.
+};
+
+struct DistributedJob {
+  std::string name;
+  std::string namespace_;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  bool being_deleted = false;  // metadata.deletionTimestamp is set.
+  DistributedJobSpec spec;
+  DistributedJobStatus status;
+};
+
+// Parses a DistributedJob object and applies defaults. Only structural problems (not an object,
+// no metadata.name, a field of the wrong JSON type) are errors here (InvalidArgument naming the
+// field); semantic checks are Validate()'s.
+absl::StatusOr<DistributedJob> ParseDistributedJob(const nlohmann::json& object);
+
+// Every problem with the spec, one sentence each naming the field, the value and what is
+// allowed, e.g. "spec.replicas: must be at least 1 (got 0)". Empty when valid.
+std::vector<std::string> Validate(const DistributedJob& job);
+
+// The status subresource's JSON for the job's status (with readyText, "3/4", for kubectl get).
+nlohmann::json StatusToJson(const DistributedJob& job);
+
+// "<job>-0.<job>.<namespace>.svc:<port>": rank 0's sidecar through the headless Service.
+std::string CoordinatorAddress(const DistributedJob& job);
+
+}  // namespace cohort::op

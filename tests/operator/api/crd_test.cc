@@ -1,0 +1,84 @@
+// The CRD manifest and the C++ API types describe one resource: their defaults, bounds and
+// enums must agree.
+
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "gtest/gtest.h"
+#include "operator/api/distributed_job.h"
+#include "tests/operator/job_builder.h"
+
+namespace cohort::op {
+namespace {
+
+class CrdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    crd_ = YAML::LoadFile(std::string(COHORT_SOURCE_DIR) +
+                          "/manifests/crd/cohort.dev_distributedjobs.yaml");
+    version_ = crd_["spec"]["versions"][0];
+    spec_ = version_["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+  }
+  std::vector<std::string> ValidateWith(const std::string& field, int64_t value) {
+    auto job = ParseDistributedJob(testing::JobBuilder().Spec(field, value).Build());
+    EXPECT_TRUE(job.ok());
+    return Validate(*job);
+  }
+  YAML::Node crd_, version_, spec_;
+};
+
+TEST_F(CrdTest, NamesGroupVersionAndSubresources) {
+  EXPECT_EQ(crd_["metadata"]["name"].as<std::string>(), std::string(kPlural) + "." + kGroup);
+  EXPECT_EQ(crd_["spec"]["names"]["kind"].as<std::string>(), kKind);
+  EXPECT_EQ(crd_["spec"]["names"]["shortNames"][0].as<std::string>(), "djob");
+  EXPECT_EQ(version_["name"].as<std::string>(), kVersion);
+  EXPECT_TRUE(version_["subresources"]["status"].IsMap());
+}
+
+TEST_F(CrdTest, DefaultsMatchTheOperatorsDefaults) {
+  DistributedJobSpec defaults;
+  EXPECT_EQ(spec_["replicas"]["default"].as<int>(), defaults.replicas);
+  EXPECT_EQ(spec_["coordinatorPort"]["default"].as<int>(), defaults.coordinator_port);
+  EXPECT_EQ(spec_["maxRestarts"]["default"].as<int>(), defaults.max_restarts);
+  EXPECT_EQ(spec_["suspend"]["default"].as<bool>(), defaults.suspend);
+  const YAML::Node sidecar = spec_["sidecar"]["properties"];
+  EXPECT_EQ(sidecar["image"]["default"].as<std::string>(), defaults.sidecar.image);
+  EXPECT_EQ(sidecar["imagePullPolicy"]["default"].as<std::string>(),
+            defaults.sidecar.image_pull_policy);
+  // Durations: parse the CRD's default strings the way the operator parses the field.
+  auto job = ParseDistributedJob(
+      testing::JobBuilder()
+          .Spec("restartBackoff", spec_["restartBackoff"]["default"].as<std::string>())
+          .Spec("sidecar", {{"heartbeatTimeout",
+                             sidecar["heartbeatTimeout"]["default"].as<std::string>()}})
+          .Build());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec.restart_backoff, defaults.restart_backoff);
+  EXPECT_EQ(job->spec.sidecar.heartbeat_timeout, defaults.sidecar.heartbeat_timeout);
+}
+
+TEST_F(CrdTest, BoundsMatchValidation) {
+  for (const char* field : {"replicas", "coordinatorPort"}) {
+    int64_t min = spec_[field]["minimum"].as<int64_t>();
+    int64_t max = spec_[field]["maximum"].as<int64_t>();
+    EXPECT_TRUE(ValidateWith(field, min).empty()) << field;
+    EXPECT_FALSE(ValidateWith(field, min - 1).empty()) << field;
+    EXPECT_FALSE(ValidateWith(field, max + 1).empty()) << field;
+  }
+  EXPECT_TRUE(ValidateWith("coordinatorPort", spec_["coordinatorPort"]["maximum"].as<int64_t>()).empty());
+  EXPECT_FALSE(ValidateWith("maxRestarts", spec_["maxRestarts"]["minimum"].as<int64_t>() - 1).empty());
+}
+
+TEST_F(CrdTest, PhaseEnumMatches) {
+  const YAML::Node phases =
+      version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["phase"]["enum"];
+  ASSERT_TRUE(phases.IsSequence());
+  for (const auto& p : phases) {
+    EXPECT_TRUE(ParsePhase(p.as<std::string>()).has_value()) << p.as<std::string>();
+  }
+  EXPECT_EQ(phases.size(), 6u);
+}
+
+}  // namespace
+}  // namespace cohort::op

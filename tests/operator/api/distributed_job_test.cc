@@ -1,0 +1,167 @@
+#include "operator/api/distributed_job.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/operator/job_builder.h"
+
+namespace cohort::op {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using json = nlohmann::json;
+using testing::JobBuilder;
+
+TEST(ParseDistributedJob, MinimalJob_DefaultsApplied) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(JobBuilder().Build());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name, "train");
+  EXPECT_EQ(job->namespace_, "ml");
+  EXPECT_EQ(job->spec.replicas, 4);
+  EXPECT_EQ(job->spec.coordinator_port, 8476);
+  EXPECT_EQ(job->spec.max_restarts, 3);
+  EXPECT_EQ(job->spec.restart_backoff, absl::Seconds(10));
+  EXPECT_FALSE(job->spec.suspend);
+  EXPECT_FALSE(job->spec.ttl_seconds_after_finished.has_value());
+  EXPECT_EQ(job->spec.sidecar.heartbeat_timeout, absl::Seconds(10));
+  EXPECT_THAT(Validate(*job), IsEmpty());
+  EXPECT_EQ(CoordinatorAddress(*job), "train-0.train.ml.svc:8476");
+}
+
+TEST(ParseDistributedJob, EveryField) {
+  json obj = JobBuilder()
+                 .Spec("coordinatorPort", 9000)
+                 .Spec("maxRestarts", 0)
+                 .Spec("restartBackoff", "30s")
+                 .Spec("suspend", true)
+                 .Spec("ttlSecondsAfterFinished", 600)
+                 .Spec("activeDeadlineSeconds", 3600)
+                 .Spec("sidecar", {{"image", "sidecar:2"}, {"heartbeatTimeout", "3s"},
+                                   {"resources", {{"limits", {{"cpu", "1"}}}}}})
+                 .Build();
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(obj);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec.coordinator_port, 9000);
+  EXPECT_EQ(job->spec.max_restarts, 0);
+  EXPECT_EQ(job->spec.restart_backoff, absl::Seconds(30));
+  EXPECT_TRUE(job->spec.suspend);
+  EXPECT_EQ(job->spec.ttl_seconds_after_finished, 600);
+  EXPECT_EQ(job->spec.active_deadline_seconds, 3600);
+  EXPECT_EQ(job->spec.sidecar.image, "sidecar:2");
+  EXPECT_EQ(job->spec.sidecar.heartbeat_timeout, absl::Seconds(3));
+  EXPECT_EQ(job->spec.sidecar.resources["limits"]["cpu"], "1");
+}
+
+struct ParseErrorCase {
+  std::string name;
+  json object;
+  std::string expected;
+};
+
+class ParseErrorTest : public ::testing::TestWithParam<ParseErrorCase> {};
+
+TEST_P(ParseErrorTest, WrongShape_InvalidArgumentNamingField) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(GetParam().object);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr(GetParam().expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ParseErrorTest,
+    ::testing::Values(
+        ParseErrorCase{"NotObject", json::array(), "JSON object"},
+        ParseErrorCase{"NoName", JobBuilder().Set("/metadata/name"_json_pointer, "").Build(),
+                       "metadata.name: required"},
+        ParseErrorCase{"ReplicasString", JobBuilder().Spec("replicas", "four").Build(),
+                       "spec.replicas: expected an integer"},
+        ParseErrorCase{"SuspendString", JobBuilder().Spec("suspend", "yes").Build(),
+                       "spec.suspend: expected true or false"},
+        ParseErrorCase{"BadBackoff", JobBuilder().Spec("restartBackoff", "soon").Build(),
+                       "spec.restartBackoff"},
+        ParseErrorCase{"TemplateNotObject", JobBuilder().Spec("template", 3).Build(),
+                       "spec.template: expected an object"}),
+    [](const ::testing::TestParamInfo<ParseErrorCase>& info) { return info.param.name; });
+
+struct ValidationCase {
+  std::string name;
+  json object;
+  std::string expected;  // Substring of the one expected error.
+};
+
+class ValidateTest : public ::testing::TestWithParam<ValidationCase> {};
+
+TEST_P(ValidateTest, InvalidSpec_OneClearError) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(GetParam().object);
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<std::string> errors = Validate(*job);
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_THAT(errors[0], HasSubstr(GetParam().expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ValidateTest,
+    ::testing::Values(
+        ValidationCase{"ZeroReplicas", JobBuilder().Spec("replicas", 0).Build(),
+                       "spec.replicas: must be between 1 and 100000 (got 0)"},
+        ValidationCase{"PortTooHigh", JobBuilder().Spec("coordinatorPort", 70000).Build(),
+                       "spec.coordinatorPort: must be a port between 1 and 65535 (got 70000)"},
+        ValidationCase{"NegativeRestarts", JobBuilder().Spec("maxRestarts", -1).Build(),
+                       "spec.maxRestarts: must be 0 or more"},
+        ValidationCase{"NegativeTtl", JobBuilder().Spec("ttlSecondsAfterFinished", -5).Build(),
+                       "spec.ttlSecondsAfterFinished"},
+        ValidationCase{"ZeroDeadline", JobBuilder().Spec("activeDeadlineSeconds", 0).Build(),
+                       "spec.activeDeadlineSeconds: must be at least 1"},
+        ValidationCase{"NoTemplate", JobBuilder().Erase("template").Build(),
+                       "spec.template: required"},
+        ValidationCase{"NoContainers",
+                       JobBuilder().Spec("template", {{"spec", {{"containers", json::array()}}}}).Build(),
+                       "must list at least one container"},
+        ValidationCase{"ContainerWithoutImage",
+                       JobBuilder().Spec("template", {{"spec", {{"containers", {{{"name", "t"}}}}}}}).Build(),
+                       "containers[0].image: required"},
+        ValidationCase{"ReservedContainerName",
+                       JobBuilder()
+                           .Spec("template", {{"spec", {{"containers", {{{"name", "cohort-sidecar"},
+                                                                          {"image", "x"}}}}}}})
+                           .Build(),
+                       "reserved"},
+        ValidationCase{"RestartPolicyAlways",
+                       JobBuilder()
+                           .Set("/spec/template/spec/restartPolicy"_json_pointer, "Always")
+                           .Build(),
+                       "restartPolicy: must be Never or unset"},
+        ValidationCase{"UpperCaseName", JobBuilder("Train").Build(), "must be a DNS label"},
+        ValidationCase{"PodNameTooLong", JobBuilder(std::string(60, 'a')).Spec("replicas", 1000).Build(),
+                       "longer than 63 characters"},
+        ValidationCase{"TinyHeartbeat",
+                       JobBuilder().Spec("sidecar", {{"heartbeatTimeout", "10ms"}}).Build(),
+                       "spec.sidecar.heartbeatTimeout: must be at least 100ms"}),
+    [](const ::testing::TestParamInfo<ValidationCase>& info) { return info.param.name; });
+
+TEST(StatusToJson, RoundTripsThroughParse) {
+  DistributedJob written = *ParseDistributedJob(JobBuilder().Build());
+  DistributedJobStatus& st = written.status;
+  st.phase = Phase::kRestarting;
+  st.restarts = 2;
+  st.preemptions = 1;
+  st.ready = 3;
+  st.coordinator_address = "train-0.train.ml.svc:8476";
+  st.observed_generation = 4;
+  st.conditions.push_back(Condition{"Running", "False", "GangRestarting", "rank 2 exited with code 1",
+                                    "2026-11-22T13:00:00Z", 4});
+  json obj = JobBuilder().Build();
+  obj["status"] = StatusToJson(written);
+  EXPECT_EQ(obj["status"]["readyText"], "3/4");
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(obj);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->status.phase, Phase::kRestarting);
+  EXPECT_EQ(job->status.restarts, 2);
+  EXPECT_EQ(job->status.preemptions, 1);
+  EXPECT_EQ(job->status.coordinator_address, "train-0.train.ml.svc:8476");
+  EXPECT_THAT(job->status.conditions, ElementsAre(st.conditions[0]));
+}
+
+}  // namespace
+}  // namespace cohort::op
