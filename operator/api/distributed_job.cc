@@ -190,8 +190,9 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   if (s.replicas < 1 || s.replicas > kMaxReplicas) {
     errors.push_back(absl::StrCat("spec.replicas: must be between 1 and ", kMaxReplicas, " (got ", s.replicas, ")"));
   }
-  if (s.coordinator_port < 1 || s.coordinator_port > 65535) {
-    errors.push_back(absl::StrCat("spec.coordinatorPort: must be a port between 1 and 65535 (got ", s.coordinator_port, ")"));
+  if (s.coordinator_port < 1 || s.coordinator_port > 65534) {
+    errors.push_back(absl::StrCat("spec.coordinatorPort: must be a port between 1 and 65534 (got ",
+                                  s.coordinator_port, "); the next port is JAX's coordinator"));
   }
   if (s.max_restarts < 0) {
     errors.push_back(absl::StrCat("spec.maxRestarts: must be 0 or more (got ", s.max_restarts, ")"));

@@ -1,0 +1,169 @@
+#include "operator/reconciler/children.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+
+namespace cohort::op {
+namespace {
+
+using json = nlohmann::json;
+
+json OwnerReference(const DistributedJob& job) {
+  return json::array({{{"apiVersion", absl::StrCat(kGroup, "/", kVersion)},
+                       {"kind", kKind},
+                       {"name", job.name},
+                       {"uid", job.uid},
+                       {"controller", true},
+                       {"blockOwnerDeletion", true}}});
+}
+
+json Metadata(const DistributedJob& job, const std::string& name, json labels) {
+  labels[kJobNameLabel] = job.name;
+  labels["app.kubernetes.io/managed-by"] = "cohort-operator";
+  return {{"name", name},
+          {"namespace", job.namespace_},
+          {"labels", labels},
+          {"ownerReferences", OwnerReference(job)}};
+}
+
+std::string Seconds(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d) / 1000.0, "s");
+}
+
+// The environment of every container: the contract of DESIGN.md. A template variable of the
+// same name is replaced, so a stale value can never override the operator's.
+json ContractEnv(const DistributedJob& job, int32_t rank, int32_t incarnation) {
+  std::string coordinator = CoordinatorAddress(job);
+  std::string jax_address =
+      absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".", job.namespace_.empty() ? "default" : job.namespace_,
+                   ".svc:", job.spec.coordinator_port + 1);
+  json env = json::array();
+  auto add = [&](const char* name, const std::string& value) {
+    env.push_back({{"name", name}, {"value", value}});
+  };
+  add(env::kCoordinatorAddress, coordinator);
+  add(env::kNumProcesses, absl::StrCat(job.spec.replicas));
+  add(env::kProcessId, absl::StrCat(rank));
+  add(env::kIncarnation, absl::StrCat(incarnation));
+  add(env::kAgentSocket, kAgentSocket);
+  add(env::kJobName, job.name);
+  add(env::kNamespace, job.namespace_);
+  add(env::kTokenFile, absl::StrCat(kTokenDir, "/", kTokenKey));
+  add(env::kHeartbeatTimeout, Seconds(job.spec.sidecar.heartbeat_timeout));
+  env.push_back({{"name", env::kPodIp},
+                 {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
+  // An unmodified JAX program: JAX's process 0 hosts its own service on the next port.
+  add("JAX_COORDINATOR_ADDRESS", jax_address);
+  add("JAX_NUM_PROCESSES", absl::StrCat(job.spec.replicas));
+  add("JAX_PROCESS_ID", absl::StrCat(rank));
+  return env;
+}
+
+void MergeEnv(json& container, const json& contract) {
+  json merged = json::array();
+  if (container.contains("env") && container["env"].is_array()) {
+    for (const json& e : container["env"]) {
+      bool overridden = false;
+      for (const json& c : contract) overridden |= e.value("name", "") == c["name"];
+      if (!overridden) merged.push_back(e);
+    }
+  }
+  for (const json& c : contract) merged.push_back(c);
+  container["env"] = merged;
+}
+
+void AddMounts(json& container) {
+  json& mounts = container["volumeMounts"];
+  if (!mounts.is_array()) mounts = json::array();
+  mounts.push_back({{"name", "cohort-agent"}, {"mountPath", kAgentDir}});
+  mounts.push_back({{"name", "cohort-token"}, {"mountPath", kTokenDir}, {"readOnly", true}});
+}
+
+}  // namespace
+
+std::string ServiceName(const DistributedJob& job) { return job.name; }
+std::string SecretName(const DistributedJob& job) { return absl::StrCat(job.name, "-token"); }
+std::string PodName(const DistributedJob& job, int32_t rank) {
+  return absl::StrCat(job.name, "-", rank);
+}
+
+json BuildService(const DistributedJob& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", Metadata(job, ServiceName(job), json::object())},
+          {"spec",
+           {{"clusterIP", "None"},
+            {"publishNotReadyAddresses", true},
+            {"selector", {{kJobNameLabel, job.name}}},
+            {"ports",
+             json::array({{{"name", "coordinator"}, {"port", job.spec.coordinator_port}},
+                          {{"name", "metrics"}, {"port", kSidecarMetricsPort}}})}}}};
+}
+
+json BuildTokenSecret(const DistributedJob& job, const std::string& token) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", Metadata(job, SecretName(job), json::object())},
+          {"type", "Opaque"},
+          {"stringData", {{kTokenKey, token}}}};
+}
+
+json BuildPod(const DistributedJob& job, int32_t rank, int32_t incarnation) {
+  json tmpl = job.spec.pod_template.is_object() ? job.spec.pod_template : json::object();
+  json labels = tmpl.contains("metadata") && tmpl["metadata"].contains("labels")
+                    ? tmpl["metadata"]["labels"]
+                    : json::object();
+  labels[kRankLabel] = absl::StrCat(rank);
+  labels[kIncarnationLabel] = absl::StrCat(incarnation);
+  json metadata = Metadata(job, PodName(job, rank), labels);
+  if (tmpl.contains("metadata") && tmpl["metadata"].contains("annotations")) {
+    metadata["annotations"] = tmpl["metadata"]["annotations"];
+  }
+  json spec = tmpl.contains("spec") ? tmpl["spec"] : json::object();
+  spec["hostname"] = PodName(job, rank);
+  spec["subdomain"] = ServiceName(job);
+  spec["restartPolicy"] = "Never";
+
+  json contract = ContractEnv(job, rank, incarnation);
+  for (json& c : spec["containers"]) {
+    MergeEnv(c, contract);
+    AddMounts(c);
+  }
+
+  json sidecar = {
+      {"name", "cohort-sidecar"},
+      {"image", job.spec.sidecar.image},
+      {"imagePullPolicy", job.spec.sidecar.image_pull_policy},
+      {"restartPolicy", "Always"},  // A native sidecar: starts first, stops after the trainer.
+      {"args", json::array({"--http-port", absl::StrCat(kSidecarMetricsPort)})},
+      {"ports", json::array({{{"name", "coordinator"}, {"containerPort", job.spec.coordinator_port}},
+                             {{"name", "metrics"}, {"containerPort", kSidecarMetricsPort}}})},
+      {"readinessProbe",
+       {{"httpGet", {{"path", "/readyz"}, {"port", kSidecarMetricsPort}}}, {"periodSeconds", 2}}},
+      {"livenessProbe",
+       {{"httpGet", {{"path", "/healthz"}, {"port", kSidecarMetricsPort}}}, {"periodSeconds", 10}}},
+      {"resources", job.spec.sidecar.resources},
+      {"securityContext",
+       {{"runAsNonRoot", true},
+        {"allowPrivilegeEscalation", false},
+        {"readOnlyRootFilesystem", true},
+        {"capabilities", {{"drop", json::array({"ALL"})}}},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}}};
+  MergeEnv(sidecar, contract);
+  AddMounts(sidecar);
+  json init = spec.contains("initContainers") && spec["initContainers"].is_array()
+                  ? spec["initContainers"]
+                  : json::array();
+  init.insert(init.begin(), sidecar);  // First, so the agent is up before other init work.
+  spec["initContainers"] = init;
+
+  json& volumes = spec["volumes"];
+  if (!volumes.is_array()) volumes = json::array();
+  volumes.push_back({{"name", "cohort-agent"}, {"emptyDir", json::object()}});
+  volumes.push_back({{"name", "cohort-token"},
+                     {"secret", {{"secretName", SecretName(job)}, {"defaultMode", 0444}}}});
+
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec}};
+}
+
+}  // namespace cohort::op

@@ -1,0 +1,43 @@
+#pragma once
+
+// The Kubernetes objects a DistributedJob owns, built from its spec: the headless Service that
+// gives every rank a DNS name before it is ready, the Secret holding the job's coordination
+// token, and one Pod per rank with the cohort-sidecar injected and the environment contract of
+// DESIGN.md. Pure functions: no API calls.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/distributed_job.h"
+
+namespace cohort::op {
+
+// Labels on every child; selectors use the first two.
+inline constexpr char kJobNameLabel[] = "cohort.dev/job-name";
+inline constexpr char kRankLabel[] = "cohort.dev/rank";
+inline constexpr char kIncarnationLabel[] = "cohort.dev/incarnation";
+
+// Where the sidecar and the trainer meet (a shared emptyDir) and where the token is mounted.
+inline constexpr char kAgentDir[] = "/run/cohort";
+inline constexpr char kAgentSocket[] = "/run/cohort/agent.sock";
+inline constexpr char kTokenDir[] = "/var/run/secrets/cohort";
+inline constexpr char kTokenKey[] = "token";
+inline constexpr int kSidecarMetricsPort = 9400;
+
+std::string ServiceName(const DistributedJob& job);  // The job's name.
+std::string SecretName(const DistributedJob& job);   // "<job>-token".
+std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>".
+
+// Headless (clusterIP None), publishNotReadyAddresses, selecting the job's pods.
+nlohmann::json BuildService(const DistributedJob& job);
+// An Opaque Secret with the token under "token".
+nlohmann::json BuildTokenSecret(const DistributedJob& job, const std::string& token);
+// The pod of `rank` in gang `incarnation`: the template's pod with hostname/subdomain set,
+// restartPolicy Never, the sidecar as a native sidecar (an init container with restartPolicy
+// Always), the shared socket directory and token volumes, and the COHORT_* and JAX_* environment
+// in every container.
+nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t incarnation);
+
+}  // namespace cohort::op
