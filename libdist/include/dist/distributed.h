@@ -63,6 +63,11 @@ struct PeerFailure {
 // processes that followed a failure (75) from the one that caused it.
 inline constexpr int kPeerFailureExitCode = 75;
 
+// The exit status for a process that saved its checkpoint at the preemption sync point and stops
+// because the job is being preempted. cohort-operator restarts the gang after it without counting
+// a failure (exit 0 would mark the job Succeeded).
+inline constexpr int kPreemptedExitCode = 76;
+
 // The timeout of blocking calls when none is given.
 inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(5);
 

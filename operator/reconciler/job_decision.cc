@@ -1,0 +1,309 @@
+#include "operator/reconciler/job_decision.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace cohort::op {
+namespace {
+
+constexpr absl::Duration kMaxBackoff = absl::Minutes(5);
+// While waiting for pods of an old incarnation to go (their names are reused), look again this
+// often; pod watch events usually come first.
+constexpr absl::Duration kOldPodsRecheck = absl::Seconds(1);
+
+using PodPhase = ObservedPod::Phase;
+
+std::string Describe(const ObservedPod& p) {
+  std::string out = absl::StrCat("rank ", p.rank, " (pod ", p.name, ")");
+  if (p.trainer_exit_code) absl::StrAppend(&out, " exited with code ", *p.trainer_exit_code);
+  else absl::StrAppend(&out, " failed");
+  if (!p.trainer_message.empty()) absl::StrAppend(&out, ": ", p.trainer_message);
+  return out;
+}
+
+bool Failed(const ObservedPod& p) {
+  if (p.trainer_exit_code) return *p.trainer_exit_code != 0;
+  return p.phase == PodPhase::kFailed;
+}
+
+}  // namespace
+
+std::string FormatRfc3339(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+std::optional<absl::Time> ParseRfc3339(const std::string& rfc3339) {
+  absl::Time t;
+  std::string err;
+  if (rfc3339.empty() || !absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return std::nullopt;
+  return t;
+}
+
+absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {
+  absl::Duration d = spec.restart_backoff;
+  for (int32_t i = 1; i < restart && d < kMaxBackoff; ++i) d *= 2;
+  return std::min(d, kMaxBackoff);
+}
+
+const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type) {
+  for (const Condition& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+void SetCondition(std::vector<Condition>& conditions, Condition condition) {
+  for (Condition& c : conditions) {
+    if (c.type != condition.type) continue;
+    if (c.status == condition.status) condition.last_transition_time = c.last_transition_time;
+    c = std::move(condition);
+    return;
+  }
+  conditions.push_back(std::move(condition));
+}
+
+Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now) {
+  Decision d;
+  d.status = job.status;
+  DistributedJobStatus& st = d.status;
+  const DistributedJobSpec& spec = job.spec;
+  st.observed_generation = job.generation;
+  st.coordinator_address = CoordinatorAddress(job);
+  auto condition = [&](const std::string& type, bool status, const std::string& reason,
+                       const std::string& message) {
+    SetCondition(st.conditions, Condition{type, status ? "True" : "False", reason, message,
+                                          FormatRfc3339(now), job.generation});
+  };
+  auto event = [&](const char* type, const std::string& reason, const std::string& message) {
+    d.events.push_back(Event{type, reason, message});
+  };
+  auto requeue = [&](absl::Duration after) {
+    after = std::max(after, absl::Milliseconds(1));
+    d.requeue_after = d.requeue_after ? std::min(*d.requeue_after, after) : after;
+  };
+  if (job.being_deleted) return d;  // Garbage collection removes the children.
+
+  std::vector<const ObservedPod*> current, old;
+  for (const ObservedPod& p : pods) (p.incarnation == st.incarnation ? current : old).push_back(&p);
+  std::sort(current.begin(), current.end(),
+            [](const ObservedPod* a, const ObservedPod* b) { return a->rank < b->rank; });
+  auto count = [&] {
+    st.ready = st.active = st.succeeded = st.failed = 0;
+    for (const ObservedPod* p : current) {
+      if (p->ready) ++st.ready;
+      if (!p->terminating && (p->phase == PodPhase::kPending || p->phase == PodPhase::kRunning)) ++st.active;
+      if (p->phase == PodPhase::kSucceeded) ++st.succeeded;
+      if (Failed(*p)) ++st.failed;
+    }
+  };
+  auto delete_all = [&](const std::vector<const ObservedPod*>& which) {
+    for (const ObservedPod* p : which) {
+      if (!p->terminating) d.delete_pods.push_back(p->name);
+    }
+  };
+  auto finish = [&](Phase phase, const std::string& reason, const std::string& message) {
+    st.phase = phase;
+    st.completion_time = FormatRfc3339(now);
+    condition(phase == Phase::kSucceeded ? "Succeeded" : "Failed", true, reason, message);
+    condition("Running", false, reason, message);
+    event(phase == Phase::kSucceeded ? "Normal" : "Warning", reason, message);
+    if (spec.ttl_seconds_after_finished) requeue(absl::Seconds(*spec.ttl_seconds_after_finished));
+  };
+
+  // Finished jobs keep their pods (for logs) until the TTL deletes the job.
+  if (st.phase == Phase::kSucceeded || st.phase == Phase::kFailed) {
+    count();
+    if (spec.ttl_seconds_after_finished) {
+      absl::Time done = ParseRfc3339(st.completion_time).value_or(now);
+      absl::Time expiry = done + absl::Seconds(*spec.ttl_seconds_after_finished);
+      if (now >= expiry) {
+        d.delete_job = true;
+      } else {
+        requeue(expiry - now);
+      }
+    }
+    return d;
+  }
+
+  std::vector<std::string> errors = Validate(job);
+  if (!errors.empty()) {
+    std::string message = absl::StrJoin(errors, "; ");
+    const Condition* before = FindCondition(st.conditions, "SpecValid");
+    if (before == nullptr || before->status != "False" || before->message != message) {
+      event("Warning", "InvalidSpec", message);
+    }
+    condition("SpecValid", false, "InvalidSpec", message);
+    count();
+    return d;
+  }
+  condition("SpecValid", true, "Valid", "");
+  delete_all(old);  // An earlier incarnation's pods never outlive it.
+
+  if (spec.suspend) {
+    delete_all(current);
+    if (st.phase != Phase::kSuspended) {
+      st.phase = Phase::kSuspended;
+      condition("Suspended", true, "Suspended", "spec.suspend is true: the pods are deleted");
+      condition("Running", false, "Suspended", "");
+      event("Normal", "Suspended", "deleted the pods; set spec.suspend to false to resume");
+    }
+    count();
+    return d;
+  }
+  if (st.phase == Phase::kSuspended) {
+    ++st.incarnation;
+    st.phase = Phase::kPending;
+    condition("Suspended", false, "Resumed", "");
+    event("Normal", "Resumed", absl::StrCat("starting incarnation ", st.incarnation));
+    delete_all(current);
+    old.insert(old.end(), current.begin(), current.end());
+    current.clear();
+  }
+
+  if (spec.active_deadline_seconds) {
+    if (std::optional<absl::Time> start = ParseRfc3339(st.start_time)) {
+      absl::Time deadline = *start + absl::Seconds(*spec.active_deadline_seconds);
+      if (now >= deadline) {
+        delete_all(current);
+        count();
+        finish(Phase::kFailed, "DeadlineExceeded",
+               absl::StrCat("the job ran longer than activeDeadlineSeconds (",
+                            *spec.active_deadline_seconds, ")"));
+        return d;
+      }
+      requeue(deadline - now);
+    }
+  }
+
+  if (st.phase == Phase::kRestarting) {
+    const Condition* restarting = FindCondition(st.conditions, "Restarting");
+    absl::Time since = restarting ? ParseRfc3339(restarting->last_transition_time).value_or(now) : now;
+    bool preemption = restarting != nullptr && restarting->reason == "Preemption";
+    absl::Time ready_at = since + RestartBackoff(spec, preemption ? 1 : st.restarts);
+    if (now < ready_at) {
+      requeue(ready_at - now);
+      count();
+      return d;
+    }
+    st.phase = Phase::kPending;
+    condition("Restarting", false, "Restarted", absl::StrCat("incarnation ", st.incarnation));
+  }
+
+  // Pending: create the ranks that have no pod. A pod of an old incarnation holds the name until
+  // it is gone.
+  if (st.phase == Phase::kPending) {
+    std::set<int32_t> present, blocked;
+    for (const ObservedPod* p : current) present.insert(p->rank);
+    for (const ObservedPod* p : old) blocked.insert(p->rank);
+    for (int32_t rank = 0; rank < spec.replicas; ++rank) {
+      if (present.count(rank)) continue;
+      if (blocked.count(rank)) {
+        requeue(kOldPodsRecheck);
+        continue;
+      }
+      d.create_ranks.push_back(rank);
+    }
+    if (present.empty() && !d.create_ranks.empty()) {
+      event("Normal", "Started",
+            absl::StrCat("creating ", d.create_ranks.size(), " pods for incarnation ",
+                         st.incarnation));
+    }
+  }
+
+  // Preemption: an evicted or externally deleted pod, a vanished pod of a running gang, or a
+  // trainer that checkpointed and exited for a preemption.
+  const ObservedPod* preempted = nullptr;
+  for (const ObservedPod* p : current) {
+    bool deleted_by_others = p->terminating && p->phase != PodPhase::kSucceeded && !Failed(*p);
+    if (p->disruption_target || deleted_by_others ||
+        (p->trainer_exit_code && *p->trainer_exit_code == kPreemptedExitCode)) {
+      preempted = p;
+      break;
+    }
+  }
+  std::string vanished;
+  if (preempted == nullptr && st.phase == Phase::kRunning) {
+    std::set<int32_t> present;
+    for (const ObservedPod* p : current) present.insert(p->rank);
+    for (int32_t rank = 0; rank < spec.replicas && vanished.empty(); ++rank) {
+      if (!present.count(rank)) vanished = absl::StrCat("rank ", rank, "'s pod was deleted");
+    }
+  }
+  count();
+  if (preempted != nullptr || !vanished.empty()) {
+    std::string why = preempted != nullptr
+                          ? absl::StrCat("rank ", preempted->rank, " (pod ", preempted->name,
+                                         ") was preempted or evicted")
+                          : vanished;
+    ++st.preemptions;
+    ++st.incarnation;
+    delete_all(current);
+    d.create_ranks.clear();
+    st.phase = Phase::kRestarting;
+    condition("Restarting", true, "Preemption", why);
+    condition("Running", false, "Restarting", why);
+    event("Normal", "Preempted",
+          absl::StrCat(why, "; restarting the gang as incarnation ", st.incarnation,
+                       " (preemptions do not count against maxRestarts)"));
+    requeue(RestartBackoff(spec, 1));
+    return d;
+  }
+
+  // Failure: the root cause is the lowest rank that did not merely follow a peer's failure.
+  const ObservedPod* root = nullptr;
+  for (const ObservedPod* p : current) {
+    if (!Failed(*p)) continue;
+    bool follower = p->trainer_exit_code && *p->trainer_exit_code == kPeerFailureExitCode;
+    if (root == nullptr || (!follower && root->trainer_exit_code &&
+                            *root->trainer_exit_code == kPeerFailureExitCode)) {
+      root = p;
+    }
+  }
+  if (root != nullptr) {
+    std::string why = Describe(*root);
+    delete_all(current);
+    d.create_ranks.clear();
+    if (st.restarts >= spec.max_restarts) {
+      finish(Phase::kFailed, "MaxRestartsExceeded",
+             absl::StrCat(why, "; no restarts left (maxRestarts ", spec.max_restarts, ")"));
+      return d;
+    }
+    ++st.restarts;
+    ++st.incarnation;
+    st.phase = Phase::kRestarting;
+    condition("Restarting", true, "Failure", why);
+    condition("Running", false, "Restarting", why);
+    event("Warning", "GangRestart",
+          absl::StrCat(why, "; restarting the gang as incarnation ", st.incarnation, " (restart ",
+                       st.restarts, " of ", spec.max_restarts, ")"));
+    requeue(RestartBackoff(spec, st.restarts));
+    return d;
+  }
+
+  if (static_cast<int32_t>(current.size()) == spec.replicas &&
+      std::all_of(current.begin(), current.end(),
+                  [](const ObservedPod* p) { return p->phase == PodPhase::kSucceeded; })) {
+    finish(Phase::kSucceeded, "Completed",
+           absl::StrCat("all ", spec.replicas, " ranks exited successfully"));
+    return d;
+  }
+
+  bool all_running = static_cast<int32_t>(current.size()) == spec.replicas &&
+                     std::all_of(current.begin(), current.end(), [](const ObservedPod* p) {
+                       return p->phase == PodPhase::kRunning || p->phase == PodPhase::kSucceeded;
+                     });
+  if (all_running && st.phase == Phase::kPending) {
+    st.phase = Phase::kRunning;
+    if (st.start_time.empty()) st.start_time = FormatRfc3339(now);
+    condition("Running", true, "AllRanksRunning",
+              absl::StrCat("all ", spec.replicas, " ranks are running (incarnation ",
+                           st.incarnation, ")"));
+    event("Normal", "Running", absl::StrCat("all ", spec.replicas, " ranks are running"));
+  }
+  return d;
+}
+
+}  // namespace cohort::op

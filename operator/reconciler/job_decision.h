@@ -1,0 +1,77 @@
+#pragma once
+
+// What the reconciler should do for one DistributedJob, given the pods it observes: a pure
+// function, so that every rule (phases, failure policy, preemption vs failure, suspend, deadline,
+// TTL) is tested in a table without a cluster.
+//
+//            create pods                  every rank Succeeded
+//  Pending -------------> Running ------------------------------> Succeeded
+//     ^                     |  a rank failed (restarts < max)
+//     |   backoff passed,   v  or was preempted / evicted
+//     +----- old pods --- Restarting
+//            gone           |  a rank failed with restarts == max, deadline passed
+//                           +------------------------------------> Failed
+//  spec.suspend: pods deleted -> Suspended; resume -> Pending (a new incarnation)
+//
+// Gang semantics: any rank failing ends the incarnation; every pod of it is deleted and the next
+// incarnation (status.incarnation + 1) is created after the backoff. A preemption (the pod's
+// DisruptionTarget condition, a pod deleted by someone else, or the trainer exiting with
+// kPreemptedExitCode after its checkpoint) restarts the gang without counting against
+// maxRestarts.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "operator/api/distributed_job.h"
+
+namespace cohort::op {
+
+// Exit statuses libdist documents (dist::kPeerFailureExitCode, dist::kPreemptedExitCode).
+inline constexpr int kPeerFailureExitCode = 75;
+inline constexpr int kPreemptedExitCode = 76;
+
+struct ObservedPod {
+  enum class Phase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
+  std::string name;
+  int32_t rank = 0;
+  int32_t incarnation = 0;
+  Phase phase = Phase::kPending;
+  bool ready = false;
+  bool terminating = false;        // metadata.deletionTimestamp is set.
+  bool disruption_target = false;  // The DisruptionTarget condition is True (eviction, preemption).
+  std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.
+  std::string trainer_message;           // Its termination message or reason.
+};
+
+struct Event {
+  std::string type;  // "Normal" or "Warning".
+  std::string reason;
+  std::string message;
+  bool operator==(const Event&) const = default;
+};
+
+struct Decision {
+  std::vector<int32_t> create_ranks;     // Pods of status.incarnation to create.
+  std::vector<std::string> delete_pods;  // Pods to delete.
+  bool delete_job = false;               // ttlSecondsAfterFinished passed.
+  std::optional<absl::Duration> requeue_after;
+  DistributedJobStatus status;           // The status to write (once, at the end of the pass).
+  std::vector<Event> events;             // To emit after the status write succeeded.
+};
+
+// Backoff before restart number `restart` (1-based): restartBackoff doubling, capped at 5 min.
+absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart);
+
+Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now);
+
+// Sets a condition, changing lastTransitionTime only when its status flips.
+void SetCondition(std::vector<Condition>& conditions, Condition condition);
+const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type);
+
+std::string FormatRfc3339(absl::Time t);  // RFC 3339, UTC.
+std::optional<absl::Time> ParseRfc3339(const std::string& rfc3339);
+
+}  // namespace cohort::op

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "operator/reconciler/job_decision.h"
+
+namespace cohort::op::testing {
+
+// An ObservedPod of job "train", as the reconciler would read it from the API server.
+class PodBuilder {
+ public:
+  PodBuilder(int32_t rank, int32_t incarnation = 0) {
+    pod_.rank = rank;
+    pod_.incarnation = incarnation;
+    pod_.name = absl::StrCat("train-", rank);
+  }
+  PodBuilder& Running() {
+    pod_.phase = ObservedPod::Phase::kRunning;
+    pod_.ready = true;
+    return *this;
+  }
+  PodBuilder& Pending() {
+    pod_.phase = ObservedPod::Phase::kPending;
+    return *this;
+  }
+  PodBuilder& Exited(int code, std::string message = "") {
+    pod_.phase = code == 0 ? ObservedPod::Phase::kSucceeded : ObservedPod::Phase::kFailed;
+    pod_.ready = false;
+    pod_.trainer_exit_code = code;
+    pod_.trainer_message = std::move(message);
+    return *this;
+  }
+  PodBuilder& Evicted() {
+    pod_.disruption_target = true;
+    pod_.terminating = true;
+    return *this;
+  }
+  PodBuilder& Terminating() {
+    pod_.terminating = true;
+    return *this;
+  }
+  operator ObservedPod() const { return pod_; }
+
+ private:
+  ObservedPod pod_;
+};
+
+}  // namespace cohort::op::testing

@@ -1,0 +1,226 @@
+#include "operator/reconciler/job_decision.h"
+
+#include <functional>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/operator/job_builder.h"
+#include "tests/operator/pod_builder.h"
+
+namespace cohort::op {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::JobBuilder;
+using testing::PodBuilder;
+
+const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+
+DistributedJob Job(std::function<void(DistributedJob&)> change = nullptr,
+                   nlohmann::json obj = JobBuilder().Build()) {
+  DistributedJob job = *ParseDistributedJob(obj);
+  if (change) change(job);
+  return job;
+}
+
+// A job whose status says it is in `phase` of `incarnation`, entered `ago` before kNow.
+std::function<void(DistributedJob&)> InPhase(Phase phase, int32_t incarnation = 0,
+                                             absl::Duration ago = absl::Minutes(1)) {
+  return [=](DistributedJob& j) {
+    j.status.phase = phase;
+    j.status.incarnation = incarnation;
+    j.status.start_time = FormatRfc3339(kNow - absl::Hours(1));
+    if (phase == Phase::kRestarting) {
+      SetCondition(j.status.conditions,
+                   Condition{"Restarting", "True", "Failure", "x", FormatRfc3339(kNow - ago), 1});
+    }
+  };
+}
+
+std::vector<ObservedPod> Gang(int32_t incarnation, std::function<void(int, PodBuilder&)> each) {
+  std::vector<ObservedPod> pods;
+  for (int r = 0; r < 4; ++r) {
+    PodBuilder p(r, incarnation);
+    p.Running();
+    each(r, p);
+    pods.push_back(p);
+  }
+  return pods;
+}
+auto AllRunning = [](int, PodBuilder&) {};
+
+struct Case {
+  std::string name;
+  DistributedJob job;
+  std::vector<ObservedPod> pods;
+  Phase phase;
+  size_t creates;
+  size_t deletes;
+  int32_t restarts;
+  int32_t preemptions;
+  int32_t incarnation;
+  std::string event_reason;   // Of the first event; "" for none.
+  std::string event_message;  // Substring of it.
+};
+
+class DecideTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecideTest, Table) {
+  const Case& c = GetParam();
+  Decision d = Decide(c.job, c.pods, kNow);
+  EXPECT_EQ(PhaseName(d.status.phase), std::string(PhaseName(c.phase)));
+  EXPECT_EQ(d.create_ranks.size(), c.creates);
+  EXPECT_EQ(d.delete_pods.size(), c.deletes);
+  EXPECT_EQ(d.status.restarts, c.restarts);
+  EXPECT_EQ(d.status.preemptions, c.preemptions);
+  EXPECT_EQ(d.status.incarnation, c.incarnation);
+  if (c.event_reason.empty()) {
+    EXPECT_TRUE(d.events.empty()) << d.events[0].reason;
+  } else {
+    ASSERT_FALSE(d.events.empty());
+    EXPECT_EQ(d.events[0].reason, c.event_reason);
+    EXPECT_THAT(d.events[0].message, HasSubstr(c.event_message));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Phases, DecideTest,
+    ::testing::Values(
+        Case{"NewJob_CreatesEveryRank", Job(), {}, Phase::kPending, 4, 0, 0, 0, 0, "Started",
+             "creating 4 pods for incarnation 0"},
+        Case{"AllRunning_Running", Job(), Gang(0, AllRunning), Phase::kRunning, 0, 0, 0, 0, 0,
+             "Running", "all 4 ranks are running"},
+        Case{"SomePending_StaysPendingCreatesNothing", Job(),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 3) p.Pending(); }), Phase::kPending, 0, 0,
+             0, 0, 0, "", ""},
+        Case{"OneMissing_CreatesIt", Job(), {PodBuilder(0).Running(), PodBuilder(1).Running(), PodBuilder(2).Running()},
+             Phase::kPending, 1, 0, 0, 0, 0, "", ""},
+        Case{"RankFails_GangRestartNamesRootCause", Job(InPhase(Phase::kRunning)),
+             Gang(0, [](int r, PodBuilder& p) {
+               if (r == 2) p.Exited(1, "CUDA error: out of memory");
+               else if (r != 3) p.Exited(75);
+             }),
+             Phase::kRestarting, 0, 4, 1, 0, 1, "GangRestart",
+             "rank 2 (pod train-2) exited with code 1: CUDA error: out of memory"},
+        Case{"FollowersBeforeRootInRankOrder_RootStillNamed", Job(InPhase(Phase::kRunning)),
+             Gang(0, [](int r, PodBuilder& p) { p.Exited(r == 3 ? 137 : 75); }),
+             Phase::kRestarting, 0, 4, 1, 0, 1, "GangRestart", "rank 3 (pod train-3) exited with code 137"},
+        Case{"FailureWithNoRestartsLeft_Failed",
+             Job([](DistributedJob& j) { InPhase(Phase::kRunning)(j); j.status.restarts = 3; }),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Exited(2); }), Phase::kFailed, 0, 4, 3,
+             0, 0, "MaxRestartsExceeded", "rank 1 (pod train-1) exited with code 2; no restarts left"},
+        Case{"Evicted_PreemptionDoesNotCountAsRestart", Job(InPhase(Phase::kRunning)),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Evicted(); }), Phase::kRestarting, 0, 3,
+             0, 1, 1, "Preempted", "rank 0 (pod train-0) was preempted or evicted"},
+        Case{"DeletedBySomeoneElse_Preemption", Job(InPhase(Phase::kRunning)),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Terminating(); }), Phase::kRestarting,
+             0, 3, 0, 1, 1, "Preempted", "rank 1"},
+        Case{"CheckpointedForPreemption_Exit76", Job(InPhase(Phase::kRunning)),
+             Gang(0, [](int, PodBuilder& p) { p.Exited(kPreemptedExitCode); }), Phase::kRestarting,
+             0, 4, 0, 1, 1, "Preempted", "preempted"},
+        Case{"PodVanishedWhileRunning_Preemption", Job(InPhase(Phase::kRunning)),
+             {PodBuilder(0).Running(), PodBuilder(1).Running(), PodBuilder(3).Running()},
+             Phase::kRestarting, 0, 3, 0, 1, 1, "Preempted", "rank 2's pod was deleted"},
+        Case{"AllSucceeded_Succeeded", Job(InPhase(Phase::kRunning)),
+             Gang(0, [](int, PodBuilder& p) { p.Exited(0); }), Phase::kSucceeded, 0, 0, 0, 0, 0,
+             "Completed", "all 4 ranks exited successfully"},
+        Case{"RestartingWithinBackoff_Waits", Job(InPhase(Phase::kRestarting, 1, absl::Seconds(3))),
+             {}, Phase::kRestarting, 0, 0, 0, 0, 1, "", ""},
+        Case{"BackoffPassedOldPodsTerminating_Waits",
+             Job(InPhase(Phase::kRestarting, 1, absl::Minutes(1))),
+             Gang(0, [](int, PodBuilder& p) { p.Terminating(); }), Phase::kPending, 0, 0, 0, 0, 1, "",
+             ""},
+        Case{"BackoffPassedOldPodsGone_NextIncarnation",
+             Job(InPhase(Phase::kRestarting, 1, absl::Minutes(1))), {}, Phase::kPending, 4, 0, 0, 0, 1,
+             "Started", "incarnation 1"},
+        Case{"OldIncarnationPod_Deleted", Job(InPhase(Phase::kRunning, 2)),
+             [] {
+               auto pods = Gang(2, AllRunning);
+               pods.push_back(PodBuilder(5, 1).Running());
+               return pods;
+             }(),
+             Phase::kRunning, 0, 1, 0, 0, 2, "", ""},
+        Case{"Suspend_DeletesPods", Job([](DistributedJob& j) { InPhase(Phase::kRunning)(j); j.spec.suspend = true; }),
+             Gang(0, AllRunning), Phase::kSuspended, 0, 4, 0, 0, 0, "Suspended", "spec.suspend"},
+        Case{"Resume_NewIncarnation", Job(InPhase(Phase::kSuspended, 0)), {}, Phase::kPending, 4, 0,
+             0, 0, 1, "Resumed", "starting incarnation 1"},
+        Case{"DeadlinePassed_Failed",
+             Job([](DistributedJob& j) { InPhase(Phase::kRunning)(j); j.spec.active_deadline_seconds = 60; }),
+             Gang(0, AllRunning), Phase::kFailed, 0, 4, 0, 0, 0, "DeadlineExceeded",
+             "activeDeadlineSeconds (60)"},
+        Case{"InvalidSpec_ConditionAndEventNothingCreated",
+             Job(nullptr, JobBuilder().Spec("replicas", 0).Build()), {}, Phase::kPending, 0, 0, 0, 0,
+             0, "InvalidSpec", "spec.replicas"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(Decide, InvalidSpec_EventOnlyOnceForTheSameProblem) {
+  DistributedJob job = Job(nullptr, JobBuilder().Spec("replicas", 0).Build());
+  Decision first = Decide(job, {}, kNow);
+  ASSERT_EQ(first.events.size(), 1u);
+  job.status = first.status;
+  Decision second = Decide(job, {}, kNow + absl::Minutes(1));
+  EXPECT_TRUE(second.events.empty());
+  const Condition* c = FindCondition(second.status.conditions, "SpecValid");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "False");
+  EXPECT_EQ(c->last_transition_time, FormatRfc3339(kNow));  // Unchanged: no flip.
+}
+
+TEST(Decide, Finished_TtlDeletesJobWhenDue) {
+  auto finished = [](int64_t ttl, absl::Duration ago) {
+    return Job([=](DistributedJob& j) {
+      j.status.phase = Phase::kSucceeded;
+      j.status.completion_time = FormatRfc3339(kNow - ago);
+      j.spec.ttl_seconds_after_finished = ttl;
+    });
+  };
+  EXPECT_TRUE(Decide(finished(60, absl::Seconds(100)), {}, kNow).delete_job);
+  Decision later = Decide(finished(600, absl::Seconds(100)), {}, kNow);
+  EXPECT_FALSE(later.delete_job);
+  EXPECT_EQ(later.requeue_after, absl::Seconds(500));
+}
+
+TEST(Decide, FinishedJobKeepsItsPods) {
+  Decision d = Decide(Job(InPhase(Phase::kSucceeded)), Gang(0, [](int, PodBuilder& p) { p.Exited(0); }), kNow);
+  EXPECT_TRUE(d.delete_pods.empty());
+  EXPECT_TRUE(d.create_ranks.empty());
+}
+
+TEST(Decide, BeingDeleted_DoesNothing) {
+  Decision d = Decide(Job([](DistributedJob& j) { j.being_deleted = true; }), {}, kNow);
+  EXPECT_TRUE(d.create_ranks.empty());
+  EXPECT_TRUE(d.events.empty());
+}
+
+TEST(Decide, RestartRequeuesAfterBackoff) {
+  Decision d = Decide(Job(InPhase(Phase::kRunning)),
+                      Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Exited(1); }), kNow);
+  EXPECT_EQ(d.requeue_after, absl::Seconds(10));
+  const Condition* running = FindCondition(d.status.conditions, "Running");
+  ASSERT_NE(running, nullptr);
+  EXPECT_EQ(running->status, "False");
+}
+
+TEST(RestartBackoff, DoublesAndCaps) {
+  DistributedJobSpec spec;
+  EXPECT_EQ(RestartBackoff(spec, 1), absl::Seconds(10));
+  EXPECT_EQ(RestartBackoff(spec, 2), absl::Seconds(20));
+  EXPECT_EQ(RestartBackoff(spec, 4), absl::Seconds(80));
+  EXPECT_EQ(RestartBackoff(spec, 20), absl::Minutes(5));
+}
+
+TEST(SetCondition, TransitionTimeChangesOnlyOnFlip) {
+  std::vector<Condition> cs;
+  SetCondition(cs, Condition{"Running", "True", "A", "", "t1", 1});
+  SetCondition(cs, Condition{"Running", "True", "B", "m", "t2", 2});
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].last_transition_time, "t1");
+  EXPECT_EQ(cs[0].reason, "B");
+  SetCondition(cs, Condition{"Running", "False", "C", "", "t3", 3});
+  EXPECT_EQ(cs[0].last_transition_time, "t3");
+}
+
+}  // namespace
+}  // namespace cohort::op
