@@ -1,8 +1,11 @@
 #include "operator/reconciler/job_decision.h"
 
+#include "operator/reconciler/children.h"
+
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -29,7 +32,56 @@ bool Failed(const ObservedPod& p) {
   return p.phase == PodPhase::kFailed;
 }
 
+std::optional<int32_t> IntLabel(const nlohmann::json& labels, const char* key) {
+  if (!labels.is_object() || !labels.contains(key) || !labels[key].is_string()) return std::nullopt;
+  int32_t v;
+  if (!absl::SimpleAtoi(labels[key].get<std::string>(), &v)) return std::nullopt;
+  return v;
+}
+
 }  // namespace
+
+std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
+  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
+  const nlohmann::json& labels = meta.value("labels", nlohmann::json::object());
+  std::optional<int32_t> rank = IntLabel(labels, kRankLabel);
+  std::optional<int32_t> incarnation = IntLabel(labels, kIncarnationLabel);
+  if (!rank || !incarnation) return std::nullopt;
+  ObservedPod p;
+  p.name = meta.value("name", "");
+  p.rank = *rank;
+  p.incarnation = *incarnation;
+  p.terminating = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+  const nlohmann::json& status = pod.value("status", nlohmann::json::object());
+  std::string phase = status.value("phase", "Pending");
+  p.phase = phase == "Running"     ? PodPhase::kRunning
+            : phase == "Succeeded" ? PodPhase::kSucceeded
+            : phase == "Failed"    ? PodPhase::kFailed
+            : phase == "Pending"   ? PodPhase::kPending
+                                   : PodPhase::kUnknown;
+  for (const nlohmann::json& c : status.value("conditions", nlohmann::json::array())) {
+    bool is_true = c.value("status", "") == "True";
+    if (c.value("type", "") == "Ready") p.ready = is_true;
+    if (c.value("type", "") == "DisruptionTarget") p.disruption_target = is_true;
+  }
+  for (const nlohmann::json& cs : status.value("containerStatuses", nlohmann::json::array())) {
+    if (cs.value("name", "") == "cohort-sidecar") continue;
+    const nlohmann::json& state = cs.value("state", nlohmann::json::object());
+    if (state.contains("terminated")) {
+      const nlohmann::json& t = state["terminated"];
+      if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
+        p.trainer_exit_code = t["exitCode"].get<int>();
+      }
+      p.trainer_message = t.value("message", "");
+      if (p.trainer_message.empty()) p.trainer_message = t.value("reason", "");
+      while (!p.trainer_message.empty() && p.trainer_message.back() == '\n') {
+        p.trainer_message.pop_back();
+      }
+    }
+    break;  // The first app container is the trainer.
+  }
+  return p;
+}
 
 std::string FormatRfc3339(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());

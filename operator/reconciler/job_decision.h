@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/time/time.h"
 #include "operator/api/distributed_job.h"
 
@@ -45,6 +47,10 @@ struct ObservedPod {
   std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.
   std::string trainer_message;           // Its termination message or reason.
 };
+
+// Reads a pod as the API server returns it. nullopt when it lacks the job's rank or incarnation
+// label (not one of ours). The trainer is the first container that is not the cohort-sidecar.
+std::optional<ObservedPod> ObservePod(const nlohmann::json& pod);
 
 struct Event {
   std::string type;  // "Normal" or "Warning".

@@ -203,6 +203,50 @@ TEST(Decide, RestartRequeuesAfterBackoff) {
   EXPECT_EQ(running->status, "False");
 }
 
+TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
+  nlohmann::json pod = {
+      {"metadata",
+       {{"name", "train-2"},
+        {"labels", {{"cohort.dev/rank", "2"}, {"cohort.dev/incarnation", "3"}}},
+        {"deletionTimestamp", "2026-11-22T13:00:00Z"}}},
+      {"status",
+       {{"phase", "Failed"},
+        {"conditions", {{{"type", "Ready"}, {"status", "False"}},
+                        {{"type", "DisruptionTarget"}, {"status", "True"}}}},
+        {"containerStatuses",
+         {{{"name", "cohort-sidecar"}, {"state", {{"terminated", {{"exitCode", 1}}}}}},
+          {{"name", "trainer"},
+           {"state", {{"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}}}}}}}}};
+  std::optional<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->name, "train-2");
+  EXPECT_EQ(p->rank, 2);
+  EXPECT_EQ(p->incarnation, 3);
+  EXPECT_EQ(p->phase, ObservedPod::Phase::kFailed);
+  EXPECT_FALSE(p->ready);
+  EXPECT_TRUE(p->disruption_target);
+  EXPECT_TRUE(p->terminating);
+  EXPECT_EQ(p->trainer_exit_code, 137);
+  EXPECT_EQ(p->trainer_message, "OOMKilled");
+}
+
+TEST(ObservePod, NotOursWithoutLabels) {
+  EXPECT_FALSE(ObservePod({{"metadata", {{"name", "x"}}}}).has_value());
+  EXPECT_FALSE(
+      ObservePod({{"metadata", {{"labels", {{"cohort.dev/rank", "a"}, {"cohort.dev/incarnation", "0"}}}}}})
+          .has_value());
+}
+
+TEST(ObservePod, RunningAndReady) {
+  std::optional<ObservedPod> p = ObservePod(
+      {{"metadata", {{"name", "train-0"}, {"labels", {{"cohort.dev/rank", "0"}, {"cohort.dev/incarnation", "0"}}}}},
+       {"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->phase, ObservedPod::Phase::kRunning);
+  EXPECT_TRUE(p->ready);
+  EXPECT_FALSE(p->trainer_exit_code.has_value());
+}
+
 TEST(RestartBackoff, DoublesAndCaps) {
   DistributedJobSpec spec;
   EXPECT_EQ(RestartBackoff(spec, 1), absl::Seconds(10));
