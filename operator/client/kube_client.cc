@@ -1,0 +1,13 @@
+#include "operator/client/kube_client.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort::op {
+
+std::string Resource::Path(const std::string& ns) const {
+  std::string base = group.empty() ? absl::StrCat("/api/", version)
+                                   : absl::StrCat("/apis/", group, "/", version);
+  return absl::StrCat(base, "/namespaces/", ns, "/", plural);
+}
+
+}  // namespace cohort::op

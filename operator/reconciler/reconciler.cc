@@ -1,0 +1,114 @@
+#include "operator/reconciler/reconciler.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "common/token.h"
+#include "operator/api/distributed_job.h"
+#include "operator/reconciler/children.h"
+#include "operator/reconciler/job_decision.h"
+
+namespace cohort::op {
+namespace {
+
+using json = nlohmann::json;
+
+// Creates an object unless it exists already.
+absl::Status Ensure(KubeClient* client, const Resource& r, const std::string& ns, const json& obj) {
+  absl::StatusOr<json> created = client->Create(r, ns, obj);
+  if (created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists) {
+    return absl::OkStatus();
+  }
+  return created.status();
+}
+
+json EventObject(const DistributedJob& job, const Event& e, absl::Time now, int index) {
+  static std::atomic<uint64_t> sequence{0};
+  std::string stamp = FormatRfc3339(now);
+  return {{"apiVersion", "v1"},
+          {"kind", "Event"},
+          {"metadata",
+           {{"name", absl::StrCat(job.name, ".", absl::ToUnixNanos(now), ".", index, ".", ++sequence)},
+            {"namespace", job.namespace_}}},
+          {"involvedObject",
+           {{"apiVersion", absl::StrCat(kGroup, "/", kVersion)},
+            {"kind", kKind},
+            {"name", job.name},
+            {"namespace", job.namespace_},
+            {"uid", job.uid}}},
+          {"type", e.type},
+          {"reason", e.reason},
+          {"message", e.message},
+          {"firstTimestamp", stamp},
+          {"lastTimestamp", stamp},
+          {"count", 1},
+          {"source", {{"component", "cohort-operator"}}},
+          {"reportingComponent", "cohort-operator"}};
+}
+
+}  // namespace
+
+Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token)
+    : client_(client), clock_(clock), new_token_(new_token ? std::move(new_token) : GenerateToken) {}
+
+absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::string& ns,
+                                                                    const std::string& name) {
+  absl::StatusOr<json> object = client_->Get(kDistributedJobs, ns, name);
+  if (absl::IsNotFound(object.status())) return std::optional<absl::Duration>();
+  if (!object.ok()) return object.status();
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(*object);
+  if (!job.ok()) return job.status();
+  if (job->namespace_.empty()) job->namespace_ = ns;
+  if (job->being_deleted) return std::optional<absl::Duration>();
+
+  bool valid = Validate(*job).empty();
+  if (valid) {
+    if (absl::Status s = Ensure(client_, kServices, ns, BuildService(*job)); !s.ok()) return s;
+    // The token is random per job; an existing Secret keeps its token.
+    if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_())); !s.ok()) {
+      return s;
+    }
+  }
+
+  absl::StatusOr<json> pod_list =
+      client_->List(kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name));
+  if (!pod_list.ok()) return pod_list.status();
+  std::vector<ObservedPod> pods;
+  for (const json& p : (*pod_list)["items"]) {
+    if (std::optional<ObservedPod> observed = ObservePod(p)) pods.push_back(*observed);
+  }
+
+  absl::Time now = clock_->Now();
+  Decision d = Decide(*job, pods, now);
+  for (int32_t rank : d.create_ranks) {
+    if (absl::Status s = Ensure(client_, kPods, ns, BuildPod(*job, rank, d.status.incarnation)); !s.ok()) {
+      return s;
+    }
+  }
+  for (const std::string& pod : d.delete_pods) {
+    absl::Status s = client_->Delete(kPods, ns, pod);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+  }
+  if (d.delete_job) {
+    absl::Status s = client_->Delete(kDistributedJobs, ns, name);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    return std::optional<absl::Duration>();
+  }
+
+  DistributedJob updated = *job;
+  updated.status = d.status;
+  json new_status = StatusToJson(updated);
+  if (!object->contains("status") || (*object)["status"] != new_status) {
+    json write = *object;
+    write["status"] = new_status;
+    absl::StatusOr<json> written = client_->UpdateStatus(kDistributedJobs, ns, write);
+    if (!written.ok()) return written.status();  // Aborted on conflict: re-read next pass.
+  }
+  // Events only after the status they describe is recorded.
+  for (size_t i = 0; i < d.events.size(); ++i) {
+    client_->Create(kEvents, ns, EventObject(*job, d.events[i], now, static_cast<int>(i))).IgnoreError();
+  }
+  return d.requeue_after;
+}
+
+}  // namespace cohort::op

@@ -1,0 +1,136 @@
+#include "operator/reconciler/reconciler.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "operator/api/distributed_job.h"
+#include "operator/reconciler/job_decision.h"
+#include "tests/operator/fake_kube_client.h"
+#include "tests/operator/job_builder.h"
+
+namespace cohort::op {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using testing::FakeKubeClient;
+using testing::JobBuilder;
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  void Apply(json obj) { ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", obj).ok()); }
+  absl::StatusOr<std::optional<absl::Duration>> Pass() { return reconciler_.Reconcile("ml", "train"); }
+  DistributedJob Job() { return *ParseDistributedJob(kube_.Object(kDistributedJobs, "ml", "train")); }
+  void SetPods(const std::function<void(int rank, json& status)>& f) {
+    for (int r = 0; r < 4; ++r) {
+      kube_.Modify(kPods, "ml", absl::StrCat("train-", r), [&](json& pod) { f(r, pod["status"]); });
+    }
+  }
+  std::vector<std::string> EventReasons() {
+    std::vector<std::string> reasons;
+    json events = *kube_.List(kEvents, "ml", "");
+    for (const json& e : events["items"]) reasons.push_back(e["reason"]);
+    return reasons;
+  }
+  static void Running(json& status) {
+    status = {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
+  }
+
+  FakeClock clock_;
+  FakeKubeClient kube_;
+  Reconciler reconciler_{&kube_, &clock_, [] { return std::string("fixed-token"); }};
+};
+
+TEST_F(ReconcilerTest, NewJob_CreatesServiceSecretAndEveryRank) {
+  Apply(JobBuilder().Build());
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(kube_.Count(kServices), 1u);
+  EXPECT_EQ(kube_.Object(kSecrets, "ml", "train-token")["stringData"]["token"], "fixed-token");
+  EXPECT_EQ(kube_.Count(kPods), 4u);
+  EXPECT_EQ(kube_.Object(kPods, "ml", "train-3")["metadata"]["labels"]["cohort.dev/rank"], "3");
+  DistributedJob job = Job();
+  EXPECT_EQ(job.status.phase, Phase::kPending);
+  EXPECT_EQ(job.status.coordinator_address, "train-0.train.ml.svc:8476");
+  EXPECT_THAT(EventReasons(), Contains("Started"));
+}
+
+TEST_F(ReconcilerTest, PodsRunning_StatusRunningOnceWithoutRewrites) {
+  Apply(JobBuilder().Build());
+  ASSERT_TRUE(Pass().ok());
+  SetPods([](int, json& s) { Running(s); });
+  ASSERT_TRUE(Pass().ok());
+  DistributedJob job = Job();
+  EXPECT_EQ(job.status.phase, Phase::kRunning);
+  EXPECT_EQ(job.status.ready, 4);
+  EXPECT_FALSE(job.status.start_time.empty());
+  int writes = kube_.status_writes();
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(kube_.status_writes(), writes) << "nothing changed, so nothing is written";
+  EXPECT_EQ(kube_.Count(kPods), 4u) << "no duplicate pods";
+}
+
+TEST_F(ReconcilerTest, RankFails_GangDeletedRestartCountedThenRecreated) {
+  Apply(JobBuilder().Build());
+  ASSERT_TRUE(Pass().ok());
+  SetPods([](int, json& s) { Running(s); });
+  ASSERT_TRUE(Pass().ok());
+  SetPods([](int r, json& s) {
+    if (r == 1) {
+      s = {{"phase", "Failed"},
+           {"containerStatuses",
+            {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 3}, {"message", "bad batch"}}}}}}}}};
+    }
+  });
+  absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
+  ASSERT_TRUE(requeue.ok());
+  EXPECT_EQ(*requeue, absl::Seconds(10));
+  EXPECT_EQ(kube_.Count(kPods), 0u);
+  DistributedJob job = Job();
+  EXPECT_EQ(job.status.phase, Phase::kRestarting);
+  EXPECT_EQ(job.status.restarts, 1);
+  EXPECT_EQ(job.status.incarnation, 1);
+  EXPECT_THAT(EventReasons(), Contains("GangRestart"));
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(kube_.Count(kPods), 4u);
+  EXPECT_EQ(kube_.Object(kPods, "ml", "train-0")["metadata"]["labels"]["cohort.dev/incarnation"], "1");
+}
+
+TEST_F(ReconcilerTest, InvalidSpec_NothingCreatedConditionAndEvent) {
+  Apply(JobBuilder().Spec("replicas", 0).Build());
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(kube_.Count(kPods), 0u);
+  EXPECT_EQ(kube_.Count(kServices), 0u);
+  DistributedJob job = Job();
+  const Condition* c = FindCondition(job.status.conditions, "SpecValid");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "False");
+  EXPECT_THAT(c->message, HasSubstr("spec.replicas"));
+  EXPECT_THAT(EventReasons(), Contains("InvalidSpec"));
+}
+
+TEST_F(ReconcilerTest, JobGone_NothingToDo) {
+  absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
+  ASSERT_TRUE(requeue.ok());
+  EXPECT_FALSE(requeue->has_value());
+  EXPECT_EQ(kube_.Count(kPods), 0u);
+}
+
+TEST_F(ReconcilerTest, TtlAfterSuccess_DeletesTheJob) {
+  Apply(JobBuilder().Spec("ttlSecondsAfterFinished", 30).Build());
+  ASSERT_TRUE(Pass().ok());
+  SetPods([](int, json& s) { Running(s); });
+  ASSERT_TRUE(Pass().ok());
+  SetPods([](int, json& s) {
+    s = {{"phase", "Succeeded"},
+         {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
+  });
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(Job().status.phase, Phase::kSucceeded);
+  clock_.Advance(absl::Seconds(30));
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_THAT(kube_.deleted(), Contains("distributedjobs/train"));
+}
+
+}  // namespace
+}  // namespace cohort::op
