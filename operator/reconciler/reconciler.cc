@@ -61,15 +61,6 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (job->namespace_.empty()) job->namespace_ = ns;
   if (job->being_deleted) return std::optional<absl::Duration>();
 
-  bool valid = Validate(*job).empty();
-  if (valid) {
-    if (absl::Status s = Ensure(client_, kServices, ns, BuildService(*job)); !s.ok()) return s;
-    // The token is random per job; an existing Secret keeps its token.
-    if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_())); !s.ok()) {
-      return s;
-    }
-  }
-
   absl::StatusOr<json> pod_list =
       client_->List(kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name));
   if (!pod_list.ok()) return pod_list.status();
@@ -80,6 +71,15 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
 
   absl::Time now = clock_->Now();
   Decision d = Decide(*job, pods, now);
+  if (!d.create_ranks.empty()) {
+    // Pods need the Service (their DNS names) and the token Secret (a mounted volume). Only
+    // then are they ensured, so a steady job costs no API calls for them.
+    if (absl::Status s = Ensure(client_, kServices, ns, BuildService(*job)); !s.ok()) return s;
+    // The token is random per job; an existing Secret keeps its token.
+    if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_())); !s.ok()) {
+      return s;
+    }
+  }
   for (int32_t rank : d.create_ranks) {
     if (absl::Status s = Ensure(client_, kPods, ns, BuildPod(*job, rank, d.status.incarnation)); !s.ok()) {
       return s;

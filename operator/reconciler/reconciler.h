@@ -12,9 +12,9 @@
 namespace cohort::op {
 
 // One level-triggered reconcile pass of a DistributedJob (STYLE.md, "Kubernetes side"):
-// get the job (NotFound: done) -> make sure its Service and token Secret exist -> observe its
-// pods -> Decide() -> create and delete pods -> write the status once, only if it changed ->
-// emit the Events after the write succeeded. An invalid spec creates nothing.
+// get the job (NotFound: done) -> observe its pods -> Decide() -> before creating pods, make sure
+// the Service and token Secret exist -> create and delete pods -> write the status once, only if
+// it changed -> emit the Events after the write succeeded. An invalid spec creates nothing.
 //
 // Thread-safe for different jobs; the work queue never hands one job to two workers.
 class Reconciler {

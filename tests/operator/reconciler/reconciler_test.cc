@@ -64,8 +64,10 @@ TEST_F(ReconcilerTest, PodsRunning_StatusRunningOnceWithoutRewrites) {
   EXPECT_EQ(job.status.ready, 4);
   EXPECT_FALSE(job.status.start_time.empty());
   int writes = kube_.status_writes();
+  size_t creates = kube_.created().size();
   ASSERT_TRUE(Pass().ok());
   EXPECT_EQ(kube_.status_writes(), writes) << "nothing changed, so nothing is written";
+  EXPECT_EQ(kube_.created().size(), creates) << "a steady job costs no create calls";
   EXPECT_EQ(kube_.Count(kPods), 4u) << "no duplicate pods";
 }
 
