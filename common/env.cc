@@ -27,6 +27,18 @@ absl::StatusOr<std::optional<int64_t>> GetInt(const char* name) {
   return std::optional<int64_t>(parsed);
 }
 
+absl::StatusOr<int> CoordinatorPort(absl::string_view address) {
+  size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "coordinator address '", address,
+        "' has no valid port; write it as host:port, e.g. myjob-0.myjob.default.svc:8476"));
+  }
+  return port;
+}
+
 absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
   absl::Duration d;
   double seconds;

@@ -41,6 +41,10 @@ absl::StatusOr<std::optional<int64_t>> GetInt(const char* name);
 // Parses the variable as a duration. InvalidArgument when malformed or negative.
 absl::StatusOr<std::optional<absl::Duration>> GetDuration(const char* name);
 
+// The port of a COHORT_COORDINATOR_ADDRESS ("host:port"); process 0 listens on it.
+// InvalidArgument naming the address and the expected form.
+absl::StatusOr<int> CoordinatorPort(absl::string_view address);
+
 // "30s", "250ms", "5m" or a plain number of seconds ("30", "0.5").
 absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
 

@@ -69,18 +69,6 @@ absl::StatusOr<absl::Duration> DurationSetting(const std::string& flag_value, co
   return from_env->value_or(fallback);
 }
 
-absl::StatusOr<int> PortOf(const std::string& address) {
-  size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port <= 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "coordinator address '", address,
-        "' has no valid port; write it as host:port, e.g. myjob-0.myjob.default.svc:8476"));
-  }
-  return port;
-}
-
 // SIGTERM (a preemption or a pod deletion) and SIGINT are taken by one thread with sigwait, so
 // handling them can use locks and RPCs.
 struct SignalState {
@@ -186,7 +174,7 @@ int Run(int argc, char** argv) {
   // Rank 0: the coordination service.
   std::unique_ptr<coordination::CoordinationServer> coordinator;
   if (*rank == 0) {
-    absl::StatusOr<int> port = PortOf(f.coordinator_address);
+    absl::StatusOr<int> port = env::CoordinatorPort(f.coordinator_address);
     if (!port.ok()) return Fail(std::string(port.status().message()));
     coordination::ServerOptions options;
     options.listen_address = absl::StrCat(f.coordinator_bind_address, ":", *port);

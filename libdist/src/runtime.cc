@@ -2,8 +2,8 @@
 
 #include <future>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/env.h"
 #include "common/log.h"
 
 namespace dist::internal {
@@ -23,16 +23,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const ResolvedOptions& o
   }
 
   if (options.process_id == 0) {
-    size_t colon = options.coordinator_address.rfind(':');
-    int port = 0;
-    if (colon == std::string::npos ||
-        !absl::SimpleAtoi(options.coordinator_address.substr(colon + 1), &port) || port <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "coordinator_address '", options.coordinator_address,
-          "' has no valid port; write it as host:port"));
-    }
+    absl::StatusOr<int> port = cohort::env::CoordinatorPort(options.coordinator_address);
+    if (!port.ok()) return port.status();
     cohort::coordination::ServerOptions server_options;
-    server_options.listen_address = absl::StrCat("0.0.0.0:", port);
+    server_options.listen_address = absl::StrCat("0.0.0.0:", *port);
     server_options.service.num_tasks = options.num_processes;
     server_options.service.register_timeout = options.initialization_timeout;
     server_options.service.heartbeat_timeout = options.heartbeat_timeout;
