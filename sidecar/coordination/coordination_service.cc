@@ -515,8 +515,10 @@ void CoordinationService::FinishBarrierLocked(BarrierInstance& barrier, absl::St
   for (auto& [task, call] : barrier.arrived) {
     ops_.erase(call.op);
     if (call.done) callbacks.push_back(std::move(call.done));
-    call = PendingCall{0, nullptr};
   }
+  // A finished instance answers retries from its counter and result alone; without this, ids
+  // named per step ("step-123") would keep one entry per participant per step forever.
+  absl::flat_hash_map<TaskId, PendingCall>().swap(barrier.arrived);
   deferred->Add([callbacks = std::move(callbacks), result] {
     for (const auto& done : callbacks) done(result);
   });
