@@ -40,8 +40,8 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
 struct Flags {
-  int rank = -1;
-  int num_processes = 0;
+  int rank = -1;           // -1: from COHORT_PROCESS_ID.
+  int num_processes = -1;  // -1: from COHORT_NUM_PROCESSES.
   std::string coordinator_address;
   std::string coordinator_bind_address = "0.0.0.0";
   std::string agent_socket;
@@ -116,7 +116,7 @@ int Run(int argc, char** argv) {
 
   // Fill unset flags from the environment contract.
   auto int_setting = [](int flag, const char* name) -> absl::StatusOr<int> {
-    if (flag >= 0 && !(flag == 0 && std::string(name) == env::kNumProcesses)) return flag;
+    if (flag != -1) return flag;
     absl::StatusOr<std::optional<int64_t>> v = env::GetInt(name);
     if (!v.ok()) return v.status();
     if (!v->has_value()) {
