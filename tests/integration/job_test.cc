@@ -213,9 +213,8 @@ TEST(JobTest, RandomBytesOnGrpcAndHttpPorts_ServiceKeepsServing) {
   LocalJob job({.num_processes = 2});
   job.StartSidecar(0);
   job.StartSidecar(1);
-  // The HTTP port file appears once sidecar 0 serves.
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (job.http_port(0) == 0 && absl::Now() < deadline) job.WaitForLine("sidecar 0", "\x01", absl::Milliseconds(50));
+  // Sidecar 0 logs its ports once it serves (after writing the HTTP port file).
+  ASSERT_TRUE(job.WaitForLine("sidecar 0", "metrics on port", absl::Seconds(30)));
   ASSERT_NE(job.http_port(0), 0);
   SendGarbage(job.coordinator_port());
   SendGarbage(job.http_port(0));
