@@ -7,6 +7,7 @@ namespace cohort::op {
 std::string Resource::Path(const std::string& ns) const {
   std::string base = group.empty() ? absl::StrCat("/api/", version)
                                    : absl::StrCat("/apis/", group, "/", version);
+  if (ns.empty()) return absl::StrCat(base, "/", plural);
   return absl::StrCat(base, "/namespaces/", ns, "/", plural);
 }
 

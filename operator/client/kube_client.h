@@ -1,11 +1,13 @@
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace cohort::op {
 
@@ -15,7 +17,8 @@ struct Resource {
   std::string version;  // "v1", "v1alpha1".
   std::string plural;   // "pods", "distributedjobs".
 
-  // "/api/v1/namespaces/<ns>/<plural>" or "/apis/<group>/<version>/namespaces/<ns>/<plural>".
+  // "/api/v1/namespaces/<ns>/<plural>" or "/apis/<group>/<version>/namespaces/<ns>/<plural>";
+  // without the namespace part when `ns` is empty (cluster-scoped kinds, or all namespaces).
   std::string Path(const std::string& ns) const;
 };
 
@@ -23,11 +26,27 @@ inline const Resource kPods{"", "v1", "pods"};
 inline const Resource kServices{"", "v1", "services"};
 inline const Resource kSecrets{"", "v1", "secrets"};
 inline const Resource kEvents{"", "v1", "events"};
+inline const Resource kLeases{"coordination.k8s.io", "v1", "leases"};
 inline const Resource kDistributedJobs{"cohort.dev", "v1alpha1", "distributedjobs"};
+
+// A watch's position and filter. The server ends the stream after `timeout` (it is sent as
+// timeoutSeconds) and, with `bookmarks`, sends BOOKMARK events that advance the resourceVersion
+// without a change, so a resumed watch rarely starts from a version the server has forgotten.
+struct WatchOptions {
+  std::string label_selector;
+  std::string resource_version;  // Events after this version; "" means from now.
+  absl::Duration timeout = absl::Minutes(5);
+  bool bookmarks = true;
+};
+
+// 410 Gone: the resourceVersion a watch asked for is older than the server keeps. The caller
+// must list again (which gives a current version) and watch from there.
+inline bool IsGone(const absl::Status& s) { return absl::IsOutOfRange(s); }
 
 // The API calls the operator makes. Errors map HTTP statuses onto one meaning each: NotFound
 // (404), AlreadyExists (409 on create), Aborted (409 conflict on update: re-read and retry),
-// InvalidArgument (400/422), PermissionDenied (403), Unavailable (429/5xx/connection: retry).
+// InvalidArgument (400/422), PermissionDenied (403), Unauthenticated (401), OutOfRange (410
+// Gone, see IsGone), Unavailable (429/5xx/connection errors, after the client's own retries).
 // Implementations: the HTTP client (against a real cluster or the local control plane) and an
 // in-memory fake for unit tests. Thread-safe.
 class KubeClient {
@@ -41,11 +60,25 @@ class KubeClient {
                                               const std::string& label_selector) = 0;
   virtual absl::StatusOr<nlohmann::json> Create(const Resource& r, const std::string& ns,
                                                 const nlohmann::json& object) = 0;
+  // PUT of the whole object; its metadata.resourceVersion must be current (else Aborted).
+  virtual absl::StatusOr<nlohmann::json> Update(const Resource& r, const std::string& ns,
+                                                const nlohmann::json& object) = 0;
   // PUT of the status subresource; the object's metadata.resourceVersion must be current.
   virtual absl::StatusOr<nlohmann::json> UpdateStatus(const Resource& r, const std::string& ns,
                                                       const nlohmann::json& object) = 0;
+  // A JSON merge patch (RFC 7386) of the object, or of its status when `status` is set.
+  virtual absl::StatusOr<nlohmann::json> MergePatch(const Resource& r, const std::string& ns,
+                                                    const std::string& name,
+                                                    const nlohmann::json& patch,
+                                                    bool status = false) = 0;
   // Deletes with background propagation (ownerReferences garbage-collect the children).
   virtual absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name) = 0;
+
+  // Streams watch events ({"type": ADDED|MODIFIED|DELETED|BOOKMARK, "object": ...}) to
+  // `on_event` until the server ends the stream (OK: resume from the last resourceVersion
+  // seen), `on_event` returns false (Cancelled), or an error (IsGone: list again).
+  virtual absl::Status Watch(const Resource& r, const std::string& ns, const WatchOptions& options,
+                             const std::function<bool(const nlohmann::json& event)>& on_event) = 0;
 };
 
 }  // namespace cohort::op

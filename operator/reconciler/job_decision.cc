@@ -83,17 +83,6 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
   return p;
 }
 
-std::string FormatRfc3339(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
-}
-
-std::optional<absl::Time> ParseRfc3339(const std::string& rfc3339) {
-  absl::Time t;
-  std::string err;
-  if (rfc3339.empty() || !absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return std::nullopt;
-  return t;
-}
-
 absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {
   absl::Duration d = spec.restart_backoff;
   for (int32_t i = 1; i < restart && d < kMaxBackoff; ++i) d *= 2;

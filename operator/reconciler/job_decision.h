@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/time/time.h"
+#include "common/rfc3339.h"
 #include "operator/api/distributed_job.h"
 
 namespace cohort::op {
@@ -76,8 +77,5 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
 // Sets a condition, changing lastTransitionTime only when its status flips.
 void SetCondition(std::vector<Condition>& conditions, Condition condition);
 const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type);
-
-std::string FormatRfc3339(absl::Time t);  // RFC 3339, UTC.
-std::optional<absl::Time> ParseRfc3339(const std::string& rfc3339);
 
 }  // namespace cohort::op

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -14,7 +15,8 @@ namespace cohort::op::testing {
 
 // An in-memory API server for unit tests of one class: objects by (resource, namespace, name),
 // a resourceVersion per write, label-selector equality matching, AlreadyExists on duplicate
-// creates and Aborted on stale status updates. Deleting an object does not garbage-collect its
+// creates and Aborted on stale updates, and a log of watch events that Compact() can forget
+// (a watch from before it gets 410 Gone). Deleting an object does not garbage-collect its
 // children; tests that need that use the local control plane.
 class FakeKubeClient final : public KubeClient {
  public:
@@ -48,6 +50,7 @@ class FakeKubeClient final : public KubeClient {
     if (!stored["metadata"].contains("uid")) stored["metadata"]["uid"] = absl::StrCat("uid-", version_);
     objects_[key] = stored;
     created_.push_back(absl::StrCat(r.plural, "/", name));
+    Record(r, "ADDED", stored);
     return stored;
   }
 
@@ -61,13 +64,88 @@ class FakeKubeClient final : public KubeClient {
     }
     it->second["status"] = object["status"];
     it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
+    Record(r, "MODIFIED", it->second);
+    return it->second;
+  }
+
+  absl::StatusOr<json> Update(const Resource& r, const std::string& ns, const json& object) override {
+    absl::MutexLock lock(&mu_);
+    auto it = objects_.find(Key(r, ns, object["metadata"]["name"]));
+    if (it == objects_.end()) return absl::NotFoundError("not found");
+    if (it->second["metadata"]["resourceVersion"] != object["metadata"]["resourceVersion"]) {
+      return absl::AbortedError("the object has been modified; re-read it and try again");
+    }
+    json status = it->second.value("status", json());
+    it->second = object;
+    if (!status.is_null()) it->second["status"] = status;
+    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
+    Record(r, "MODIFIED", it->second);
+    return it->second;
+  }
+
+  absl::StatusOr<json> MergePatch(const Resource& r, const std::string& ns, const std::string& name,
+                                  const json& patch, bool status) override {
+    absl::MutexLock lock(&mu_);
+    auto it = objects_.find(Key(r, ns, name));
+    if (it == objects_.end()) return absl::NotFoundError("not found");
+    if (status) {
+      it->second["status"].merge_patch(patch.value("status", json::object()));
+    } else {
+      json keep = it->second.value("status", json());
+      it->second.merge_patch(patch);
+      if (!keep.is_null()) it->second["status"] = keep;
+    }
+    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
+    Record(r, "MODIFIED", it->second);
     return it->second;
   }
 
   absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name) override {
     absl::MutexLock lock(&mu_);
-    if (objects_.erase(Key(r, ns, name)) == 0) return absl::NotFoundError("not found");
+    auto it = objects_.find(Key(r, ns, name));
+    if (it == objects_.end()) return absl::NotFoundError("not found");
+    json gone = it->second;
+    objects_.erase(it);
+    gone["metadata"]["resourceVersion"] = std::to_string(++version_);
     deleted_.push_back(absl::StrCat(r.plural, "/", name));
+    Record(r, "DELETED", gone);
+    return absl::OkStatus();
+  }
+
+  // Delivers the logged events after options.resource_version, waiting up to options.timeout
+  // (real time) for the first one, then ends the stream as a server would.
+  absl::Status Watch(const Resource& r, const std::string& ns, const WatchOptions& options,
+                     const std::function<bool(const json&)>& on_event) override {
+    int64_t from = options.resource_version.empty() ? -1 : std::stoll(options.resource_version);
+    std::vector<json> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      ++watches_;
+      if (from < 0) from = version_;
+      if (from < compacted_) {
+        return absl::OutOfRangeError(absl::StrCat("too old resource version: ", from, " (", compacted_, ")"));
+      }
+      auto pending = [&] {
+        for (const auto& e : log_) {
+          if (e.version > from) return true;
+        }
+        return closed_;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&pending), options.timeout);
+      for (const auto& e : log_) {
+        if (e.version <= from || e.path != r.Path("")) continue;
+        if (!ns.empty() && e.event["object"]["metadata"].value("namespace", "") != ns) continue;
+        if (!Matches(e.event["object"], options.label_selector)) continue;
+        batch.push_back(e.event);
+      }
+      if (options.bookmarks) {
+        batch.push_back({{"type", "BOOKMARK"},
+                         {"object", {{"metadata", {{"resourceVersion", std::to_string(version_)}}}}}});
+      }
+    }
+    for (const json& e : batch) {
+      if (!on_event(e)) return absl::CancelledError("watch cancelled");
+    }
     return absl::OkStatus();
   }
 
@@ -83,7 +161,20 @@ class FakeKubeClient final : public KubeClient {
     json& obj = objects_.at(Key(r, ns, name));
     change(obj);
     obj["metadata"]["resourceVersion"] = std::to_string(++version_);
+    Record(r, "MODIFIED", obj);
   }
+  // Forgets the watch history up to now: a watch from an older version gets 410 Gone.
+  void Compact() {
+    absl::MutexLock lock(&mu_);
+    compacted_ = version_;
+    log_.clear();
+  }
+  // Ends every waiting watch at once (and makes later ones return without waiting).
+  void CloseWatches() {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  int watches() { absl::MutexLock lock(&mu_); return watches_; }
   size_t Count(const Resource& r) {
     absl::MutexLock lock(&mu_);
     size_t n = 0;
@@ -99,6 +190,9 @@ class FakeKubeClient final : public KubeClient {
   static ObjectKey Key(const Resource& r, const std::string& ns, const std::string& name) {
     return {r.Path(""), ns, name};
   }
+  void Record(const Resource& r, const char* type, const json& obj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    log_.push_back({r.Path(""), version_, {{"type", type}, {"object", obj}}});
+  }
   static bool Matches(const json& obj, const std::string& selector) {
     if (selector.empty()) return true;
     const json& labels = obj["metadata"].value("labels", json::object());
@@ -113,6 +207,15 @@ class FakeKubeClient final : public KubeClient {
   std::map<ObjectKey, json> objects_;
   int64_t version_ = 0;
   int status_writes_ = 0;
+  struct LoggedEvent {
+    std::string path;
+    int64_t version;
+    json event;
+  };
+  std::vector<LoggedEvent> log_;
+  int64_t compacted_ = 0;
+  bool closed_ = false;
+  int watches_ = 0;
   std::vector<std::string> created_, deleted_;
 };
 

@@ -1,0 +1,694 @@
+#include "localcluster/apiserver/api_server.h"
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <functional>
+#include <set>
+
+#include <httplib.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/rfc3339.h"
+
+namespace cohort::local {
+namespace {
+
+using json = nlohmann::json;
+
+// --- TLS: one self-signed certificate for 127.0.0.1 and localhost that is its own CA. ---
+
+struct Certificate {
+  X509* cert = nullptr;
+  EVP_PKEY* key = nullptr;
+  std::string pem;
+};
+
+absl::StatusOr<Certificate> MakeSelfSignedCertificate() {
+  Certificate c;
+  c.key = EVP_EC_gen("P-256");
+  c.cert = X509_new();
+  if (c.key == nullptr || c.cert == nullptr) return absl::InternalError("OpenSSL could not make a key");
+  X509_set_version(c.cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(c.cert), static_cast<long>(time(nullptr)));
+  X509_gmtime_adj(X509_getm_notBefore(c.cert), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(c.cert), 3600L * 24 * 365);
+  X509_set_pubkey(c.cert, c.key);
+  X509_NAME* name = X509_get_subject_name(c.cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("cohort-local-cluster"), -1, -1, 0);
+  X509_set_issuer_name(c.cert, name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, c.cert, c.cert, nullptr, nullptr, 0);
+  for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE"},
+                            std::pair{NID_key_usage, "critical,digitalSignature,keyCertSign"},
+                            std::pair{NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    if (ext == nullptr) return absl::InternalError("OpenSSL could not add a certificate extension");
+    X509_add_ext(c.cert, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  if (X509_sign(c.cert, c.key, EVP_sha256()) == 0) return absl::InternalError("OpenSSL could not sign");
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(bio, c.cert);
+  char* data = nullptr;
+  long length = BIO_get_mem_data(bio, &data);
+  c.pem.assign(data, length);
+  BIO_free(bio);
+  return c;
+}
+
+// --- Responses ---
+
+const char* ReasonOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kNotFound: return "NotFound";
+    case absl::StatusCode::kAlreadyExists: return "AlreadyExists";
+    case absl::StatusCode::kAborted: return "Conflict";
+    case absl::StatusCode::kInvalidArgument: return "Invalid";
+    case absl::StatusCode::kOutOfRange: return "Expired";
+    case absl::StatusCode::kUnauthenticated: return "Unauthorized";
+    case absl::StatusCode::kUnimplemented: return "MethodNotAllowed";
+    case absl::StatusCode::kFailedPrecondition: return "BadRequest";
+    default: return "InternalError";
+  }
+}
+
+int HttpCodeOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kAlreadyExists: return 409;
+    case absl::StatusCode::kAborted: return 409;
+    case absl::StatusCode::kInvalidArgument: return 422;
+    case absl::StatusCode::kOutOfRange: return 410;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kUnimplemented: return 405;
+    case absl::StatusCode::kFailedPrecondition: return 400;
+    default: return 500;
+  }
+}
+
+json StatusObject(const absl::Status& s) {
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", json::object()},
+          {"status", "Failure"},
+          {"message", std::string(s.message())},
+          {"reason", ReasonOf(s.code())},
+          {"code", HttpCodeOf(s.code())}};
+}
+
+void Reply(httplib::Response& res, const absl::StatusOr<json>& result, int ok_code = 200) {
+  if (result.ok()) {
+    res.status = ok_code;
+    res.set_content(result->dump(), "application/json");
+  } else {
+    res.status = HttpCodeOf(result.status().code());
+    res.set_content(StatusObject(result.status()).dump(), "application/json");
+  }
+}
+
+// "5s", "3m", "2h", "4d": kubectl's AGE.
+std::string HumanAge(absl::Duration d) {
+  int64_t s = std::max<int64_t>(0, absl::ToInt64Seconds(d));
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 3600 * 2) return absl::StrCat(s / 60, "m", s % 60 ? absl::StrCat(s % 60, "s") : "");
+  if (s < 86400 * 2) return absl::StrCat(s / 3600, "h", (s % 3600) / 60 ? absl::StrCat((s % 3600) / 60, "m") : "");
+  return absl::StrCat(s / 86400, "d");
+}
+
+// A JSONPath of the simple form printer columns use: ".status.phase".
+json Lookup(const json& object, const std::string& path) {
+  const json* node = &object;
+  for (absl::string_view part : absl::StrSplit(path, '.', absl::SkipEmpty())) {
+    if (!node->is_object() || !node->contains(std::string(part))) return nullptr;
+    node = &(*node)[std::string(part)];
+  }
+  return *node;
+}
+
+// --- Built-in kinds ---
+
+std::vector<ResourceType> BuiltinTypes() {
+  auto core = [](std::string plural, std::string singular, std::string kind, bool namespaced,
+                 bool status, std::vector<std::string> short_names) {
+    return ResourceType{"", "v1", plural, singular, kind, namespaced, status, short_names};
+  };
+  std::vector<ResourceType> types = {
+      core("namespaces", "namespace", "Namespace", false, true, {"ns"}),
+      core("nodes", "node", "Node", false, true, {"no"}),
+      core("pods", "pod", "Pod", true, true, {"po"}),
+      core("services", "service", "Service", true, true, {"svc"}),
+      core("endpoints", "endpoints", "Endpoints", true, false, {"ep"}),
+      core("secrets", "secret", "Secret", true, false, {}),
+      core("configmaps", "configmap", "ConfigMap", true, false, {"cm"}),
+      core("events", "event", "Event", true, false, {"ev"}),
+      core("serviceaccounts", "serviceaccount", "ServiceAccount", true, false, {"sa"}),
+  };
+  types.push_back({"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, {}});
+  types.push_back({"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
+                   "CustomResourceDefinition", false, true, {"crd", "crds"}});
+  return types;
+}
+
+// The kind a CRD object defines (its storage version, else its first served one).
+absl::StatusOr<ResourceType> TypeFromCrd(const json& crd) {
+  const json& spec = crd.value("spec", json::object());
+  const json& names = spec.value("names", json::object());
+  ResourceType t;
+  t.group = spec.value("group", "");
+  t.plural = names.value("plural", "");
+  t.singular = names.value("singular", "");
+  t.kind = names.value("kind", "");
+  t.short_names = names.value("shortNames", std::vector<std::string>{});
+  t.namespaced = spec.value("scope", "Namespaced") == "Namespaced";
+  if (t.group.empty() || t.plural.empty() || t.kind.empty()) {
+    return absl::InvalidArgumentError("a CustomResourceDefinition needs spec.group, spec.names.plural and spec.names.kind");
+  }
+  if (crd["metadata"].value("name", "") != t.plural + "." + t.group) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata.name must be spec.names.plural+\".\"+spec.group (",
+                                                   t.plural, ".", t.group, ")"));
+  }
+  if (t.singular.empty()) t.singular = absl::AsciiStrToLower(t.kind);
+  const json* chosen = nullptr;
+  const json versions = spec.value("versions", json::array());
+  for (const json& v : versions) {
+    if (v.value("storage", false) || (chosen == nullptr && v.value("served", true))) chosen = &v;
+  }
+  if (chosen == nullptr) return absl::InvalidArgumentError("a CustomResourceDefinition needs spec.versions");
+  t.version = chosen->value("name", "");
+  t.status_subresource = chosen->contains("subresources") && (*chosen)["subresources"].contains("status");
+  t.printer_columns = chosen->value("additionalPrinterColumns", json::array());
+  return t;
+}
+
+json ResourceList(const std::string& group_version, const std::vector<ResourceType>& types) {
+  json resources = json::array();
+  const json verbs = {"create", "delete", "get", "list", "patch", "update", "watch"};
+  for (const ResourceType& t : types) {
+    if (t.GroupVersion() != group_version) continue;
+    resources.push_back({{"name", t.plural},
+                         {"singularName", t.singular},
+                         {"namespaced", t.namespaced},
+                         {"kind", t.kind},
+                         {"verbs", verbs},
+                         {"shortNames", t.short_names}});
+    if (t.status_subresource) {
+      resources.push_back({{"name", t.plural + "/status"}, {"singularName", ""}, {"namespaced", t.namespaced},
+                           {"kind", t.kind}, {"verbs", {"get", "patch", "update"}}});
+    }
+    if (t.kind == "Pod") {
+      resources.push_back({{"name", "pods/eviction"}, {"singularName", ""}, {"namespaced", true},
+                           {"group", "policy"}, {"version", "v1"}, {"kind", "Eviction"},
+                           {"verbs", {"create"}}});
+    }
+  }
+  return {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", group_version},
+          {"resources", resources}};
+}
+
+// kubectl get asks for a Table; the columns are the CRD's printer columns or a kind's usual ones.
+json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time now,
+             const std::string& resource_version) {
+  json columns = json::array({{{"name", "Name"}, {"type", "string"}, {"format", "name"},
+                               {"description", "Name of the object"}, {"priority", 0}}});
+  std::vector<std::function<json(const json&)>> cells = {
+      [](const json& o) { return o["metadata"].value("name", ""); }};
+  auto age = [now](const json& o) -> json {
+    std::optional<absl::Time> created = ParseRfc3339(o["metadata"].value("creationTimestamp", ""));
+    return created ? json(HumanAge(now - *created)) : json("<unknown>");
+  };
+  auto column = [&](const std::string& name, const std::string& type, int priority, auto cell) {
+    columns.push_back({{"name", name}, {"type", type}, {"format", ""}, {"description", name}, {"priority", priority}});
+    cells.push_back(cell);
+  };
+  if (!t.printer_columns.empty()) {
+    for (const json& c : t.printer_columns) {
+      std::string path = c.value("jsonPath", "");
+      std::string type = c.value("type", "string");
+      column(c.value("name", ""), type, c.value("priority", 0), [path, type, age](const json& o) -> json {
+        if (type == "date") {
+          std::optional<absl::Time> at = ParseRfc3339(Lookup(o, path).is_string() ? Lookup(o, path).get<std::string>() : "");
+          return at ? age(json{{"metadata", {{"creationTimestamp", FormatRfc3339(*at)}}}}) : json("<unknown>");
+        }
+        json v = Lookup(o, path);
+        return v.is_null() ? json("") : v;
+      });
+    }
+  } else if (t.kind == "Pod") {
+    column("Ready", "string", 0, [](const json& o) -> json {
+      const json& statuses = o.value("status", json::object()).value("containerStatuses", json::array());
+      int ready = 0;
+      for (const json& s : statuses) ready += s.value("ready", false) ? 1 : 0;
+      return absl::StrCat(ready, "/", o["spec"].value("containers", json::array()).size());
+    });
+    column("Status", "string", 0, [](const json& o) -> json {
+      if (o["metadata"].contains("deletionTimestamp")) return "Terminating";
+      const json& st = o.value("status", json::object());
+      for (const json& s : st.value("containerStatuses", json::array())) {
+        const json& state = s.value("state", json::object());
+        if (state.contains("terminated") && state["terminated"].value("exitCode", 0) != 0) {
+          return state["terminated"].value("reason", "Error");
+        }
+      }
+      return st.value("phase", "Pending");
+    });
+    column("Restarts", "integer", 0, [](const json& o) -> json {
+      int n = 0;
+      for (const json& s : o.value("status", json::object()).value("containerStatuses", json::array())) {
+        n += s.value("restartCount", 0);
+      }
+      return n;
+    });
+    column("Age", "string", 0, age);
+    column("IP", "string", 1, [](const json& o) -> json { return o.value("status", json::object()).value("podIP", "<none>"); });
+    column("Node", "string", 1, [](const json& o) -> json { return o["spec"].value("nodeName", "<none>"); });
+  } else {
+    column("Age", "string", 0, age);
+  }
+  json rows = json::array();
+  for (const json& o : objects) {
+    json row_cells = json::array();
+    for (const auto& cell : cells) row_cells.push_back(cell(o));
+    rows.push_back({{"cells", row_cells},
+                    {"object", {{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"},
+                                {"metadata", o["metadata"]}}}});
+  }
+  return {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"},
+          {"metadata", {{"resourceVersion", resource_version}}},
+          {"columnDefinitions", columns}, {"rows", rows}};
+}
+
+// Where a request points: /api/v1/... or /apis/<group>/<version>/...
+struct Target {
+  ResourceType type;
+  std::string ns;
+  std::string name;         // Empty: the collection.
+  std::string subresource;  // "status", "eviction" or empty.
+};
+
+absl::StatusOr<Target> ParseTarget(ObjectStore& store, const std::string& path) {
+  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  std::string group;
+  size_t i;
+  if (parts.size() >= 2 && parts[0] == "api") {
+    i = 2;
+  } else if (parts.size() >= 3 && parts[0] == "apis") {
+    group = parts[1];
+    i = 3;
+  } else {
+    return absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", path, ")"));
+  }
+  Target t;
+  std::vector<std::string> rest(parts.begin() + i, parts.end());
+  if (rest.size() >= 3 && rest[0] == "namespaces") {
+    t.ns = rest[1];
+    rest.erase(rest.begin(), rest.begin() + 2);
+  }
+  if (rest.empty()) return absl::NotFoundError(absl::StrCat("no resource in ", path));
+  std::optional<ResourceType> type = store.FindType(group, rest[0]);
+  std::string version = group.empty() ? parts[1] : parts[2];
+  if (!type || type->version != version) {
+    return absl::NotFoundError(absl::StrCat("the server could not find the requested resource (",
+                                            group.empty() ? "" : group + "/", version, ", ", rest[0], ")"));
+  }
+  t.type = *type;
+  if (rest.size() >= 2) t.name = rest[1];
+  if (rest.size() >= 3) t.subresource = rest[2];
+  if (rest.size() > 3 || (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction")) {
+    return absl::NotFoundError(absl::StrCat("the server does not serve ", path));
+  }
+  return t;
+}
+
+absl::StatusOr<json> ParseBody(const std::string& body) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return absl::FailedPreconditionError("the request body is not valid JSON (this server accepts JSON only)");
+  }
+  return parsed;
+}
+
+}  // namespace
+
+ApiServer::ApiServer(const ApiServerOptions& options, Clock* clock)
+    : options_(options), clock_(clock), store_(clock, options.watch_history) {}
+
+ApiServer::~ApiServer() {
+  stopping_ = true;
+  store_.WakeWatches();
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string ApiServer::url() const {
+  return absl::StrCat(options_.tls ? "https://" : "http://", options_.host, ":", port_);
+}
+
+std::string ApiServer::Kubeconfig(const std::string& default_namespace) const {
+  std::string cluster = absl::StrCat("    server: ", url(), "\n");
+  if (options_.tls) absl::StrAppend(&cluster, "    certificate-authority-data: ", absl::Base64Escape(ca_pem_), "\n");
+  std::string user = options_.token.empty() ? "  user: {}\n" : absl::StrCat("  user:\n    token: ", options_.token, "\n");
+  return absl::StrCat("apiVersion: v1\nkind: Config\nclusters:\n- name: cohort-local\n  cluster:\n", cluster,
+                      "users:\n- name: cohort-local\n", user,
+                      "contexts:\n- name: cohort-local\n  context:\n    cluster: cohort-local\n    user: cohort-local\n"
+                      "    namespace: ",
+                      default_namespace, "\ncurrent-context: cohort-local\n");
+}
+
+absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, Clock* clock) {
+  std::unique_ptr<ApiServer> s(new ApiServer(options, clock));
+  for (const ResourceType& t : BuiltinTypes()) s->store_.AddType(t);
+  for (const char* ns : {"default", "kube-system"}) {
+    s->store_.Create(*s->store_.FindType("", "namespaces"), "", {{"metadata", {{"name", ns}}},
+                                                                 {"status", {{"phase", "Active"}}}})
+        .IgnoreError();
+  }
+  if (options.tls) {
+    absl::StatusOr<Certificate> cert = MakeSelfSignedCertificate();
+    if (!cert.ok()) return cert.status();
+    s->server_ = std::make_unique<httplib::SSLServer>(cert->cert, cert->key);
+    s->ca_pem_ = cert->pem;
+    X509_free(cert->cert);
+    EVP_PKEY_free(cert->key);
+  } else {
+    s->server_ = std::make_unique<httplib::Server>();
+  }
+  if (!s->server_->is_valid()) return absl::InternalError("could not set up the API server's HTTP server");
+  // Every watch holds a thread for its whole life.
+  s->server_->new_task_queue = [] { return new httplib::ThreadPool(128); };
+  s->server_->set_keep_alive_max_count(100000);
+  s->Route();
+  s->port_ = options.port == 0 ? s->server_->bind_to_any_port(options.host)
+                               : (s->server_->bind_to_port(options.host, options.port) ? options.port : -1);
+  if (s->port_ <= 0) {
+    return absl::UnavailableError(absl::StrCat("the API server cannot listen on ", options.host, ":", options.port,
+                                               "; pick another --port"));
+  }
+  s->thread_ = std::thread([server = s->server_.get()] { server->listen_after_bind(); });
+  return s;
+}
+
+void ApiServer::Route() {
+  httplib::Server& svr = *server_;
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.token.empty() || req.path == "/healthz" || req.path == "/readyz" || req.path == "/livez") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (req.get_header_value("Authorization") != absl::StrCat("Bearer ", options_.token)) {
+      Reply(res, absl::UnauthenticatedError("Unauthorized: a valid bearer token is required"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  for (const char* probe : {"/healthz", "/readyz", "/livez"}) {
+    svr.Get(probe, [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+  }
+  svr.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    Reply(res, json{{"major", "1"}, {"minor", "32"}, {"gitVersion", "v1.32.0-cohort-local"},
+                    {"platform", "linux/amd64"}});
+  });
+  // OpenAPI v3, only as much as kubectl needs to see that every kind accepts server-side field
+  // validation (fieldValidation on PATCH); there are no schemas.
+  svr.Get("/openapi/v3", [this](const httplib::Request&, httplib::Response& res) {
+    json paths = json::object();
+    for (const ResourceType& t : store_.Types()) {
+      std::string gv = t.group.empty() ? "api/v1" : absl::StrCat("apis/", t.GroupVersion());
+      paths[gv] = {{"serverRelativeURL", absl::StrCat("/openapi/v3/", gv)}};
+    }
+    Reply(res, json{{"paths", paths}});
+  });
+  svr.Get(R"(/openapi/v3/(api/v1|apis/[^/]+/[^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string gv = req.matches[1].str();
+    json paths = json::object();
+    for (const ResourceType& t : store_.Types()) {
+      if ((t.group.empty() ? "api/v1" : absl::StrCat("apis/", t.GroupVersion())) != gv) continue;
+      json patch = {{"x-kubernetes-group-version-kind", {{"group", t.group}, {"version", t.version}, {"kind", t.kind}}},
+                    {"parameters", {{{"name", "fieldValidation"}, {"in", "query"}, {"schema", {{"type", "string"}}}}}},
+                    {"responses", {{"200", {{"description", "OK"}}}}}};
+      paths[absl::StrCat("/", gv, t.namespaced ? "/namespaces/{namespace}/" : "/", t.plural, "/{name}")] = {{"patch", patch}};
+    }
+    Reply(res, json{{"openapi", "3.0.0"}, {"info", {{"title", "Kubernetes"}, {"version", "v1.32.0"}}}, {"paths", paths}});
+  });
+  svr.Get("/api", [this](const httplib::Request&, httplib::Response& res) {
+    Reply(res, json{{"kind", "APIVersions"}, {"versions", {"v1"}},
+                    {"serverAddressByClientCIDRs",
+                     {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", absl::StrCat(options_.host, ":", port_)}}}}});
+  });
+  svr.Get("/apis", [this](const httplib::Request&, httplib::Response& res) {
+    json groups = json::array();
+    std::set<std::string> seen;
+    for (const ResourceType& t : store_.Types()) {
+      if (t.group.empty() || !seen.insert(t.GroupVersion()).second) continue;
+      json version = {{"groupVersion", t.GroupVersion()}, {"version", t.version}};
+      groups.push_back({{"name", t.group}, {"versions", {version}}, {"preferredVersion", version}});
+    }
+    Reply(res, json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}});
+  });
+  svr.Get("/api/v1", [this](const httplib::Request&, httplib::Response& res) {
+    Reply(res, ResourceList("v1", store_.Types()));
+  });
+  svr.Get(R"(/apis/([^/]+)/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string gv = absl::StrCat(req.matches[1].str(), "/", req.matches[2].str());
+    json list = ResourceList(gv, store_.Types());
+    if (list["resources"].empty()) {
+      Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", gv, ")")));
+      return;
+    }
+    Reply(res, list);
+  });
+
+  // Everything else under /api and /apis names a resource.
+  auto handle = [this](const std::string& method) {
+    return [this, method](const httplib::Request& req, httplib::Response& res) {
+      absl::StatusOr<Target> target = ParseTarget(store_, req.path);
+      if (!target.ok()) {
+        Reply(res, target.status());
+        return;
+      }
+      const Target& t = *target;
+      const ResourceType& type = t.type;
+      bool status = t.subresource == "status";
+      if (method == "GET") {
+        bool table = absl::StrContains(req.get_header_value("Accept"), "as=Table");
+        if (!t.name.empty()) {
+          absl::StatusOr<json> obj = store_.Get(type, t.ns, t.name);
+          if (obj.ok() && table) obj = ToTable(type, {*obj}, clock_->Now(), absl::StrCat(store_.CurrentVersion()));
+          Reply(res, obj);
+          return;
+        }
+        absl::StatusOr<Selector> labels = Selector::ParseLabels(req.get_param_value("labelSelector"));
+        absl::StatusOr<Selector> fields = Selector::ParseFields(req.get_param_value("fieldSelector"));
+        if (!labels.ok() || !fields.ok()) {
+          Reply(res, absl::FailedPreconditionError(!labels.ok() ? labels.status().message() : fields.status().message()));
+          return;
+        }
+        std::string watch = req.get_param_value("watch");
+        if (watch == "1" || watch == "true") {
+          Watch(type, t.ns, t.name, *labels, *fields, req, res);
+          return;
+        }
+        json list = store_.List(type, t.ns, *labels, *fields);
+        if (table) {
+          std::vector<json> items(list["items"].begin(), list["items"].end());
+          Reply(res, ToTable(type, items, clock_->Now(), list["metadata"]["resourceVersion"]));
+          return;
+        }
+        Reply(res, list);
+        return;
+      }
+      if (method == "DELETE") {
+        if (t.name.empty()) {
+          Reply(res, absl::UnimplementedError("deleting a collection is not supported; delete objects by name"));
+          return;
+        }
+        std::optional<int64_t> grace;
+        int64_t g;
+        if (absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &g)) grace = g;
+        json options = json::parse(req.body, nullptr, false);
+        if (options.is_object() && options.contains("gracePeriodSeconds") && options["gracePeriodSeconds"].is_number()) {
+          grace = options["gracePeriodSeconds"].get<int64_t>();
+        }
+        absl::StatusOr<json> deleted = store_.Delete(type, t.ns, t.name, grace);
+        if (deleted.ok() && type.kind == "CustomResourceDefinition") {
+          if (absl::StatusOr<ResourceType> defined = TypeFromCrd(*deleted); defined.ok()) store_.RemoveType(defined->Key());
+        }
+        Reply(res, deleted);
+        return;
+      }
+      absl::StatusOr<json> body = ParseBody(req.body);
+      if (!body.ok()) {
+        Reply(res, body.status());
+        return;
+      }
+      absl::StatusOr<json> result;
+      if (method == "POST" && t.subresource == "eviction") {
+        result = Evict(type, t.ns, t.name);
+      } else if (method == "POST") {
+        if (!t.name.empty()) {
+          Reply(res, absl::UnimplementedError("POST goes to the collection, not to an object"));
+          return;
+        }
+        if (type.kind == "CustomResourceDefinition") {
+          if (absl::StatusOr<ResourceType> defined = TypeFromCrd(*body); !defined.ok()) {
+            Reply(res, defined.status());
+            return;
+          }
+        }
+        result = store_.Create(type, type.namespaced ? t.ns : "", *body);
+        if (result.ok() && type.kind == "CustomResourceDefinition") result = Establish(*result);
+        Reply(res, result, 201);
+        return;
+      } else if (method == "PUT") {
+        result = store_.Update(type, t.ns, t.name, *body, status);
+        if (result.ok() && type.kind == "CustomResourceDefinition" && !status) result = Establish(*result);
+      } else {  // PATCH
+        std::string content_type = req.get_header_value("Content-Type");
+        if (absl::StrContains(content_type, "json-patch+json")) {
+          absl::StatusOr<json> current = store_.Get(type, t.ns, t.name);
+          if (!current.ok()) {
+            Reply(res, current.status());
+            return;
+          }
+          try {
+            json patched = current->patch(*body);
+            result = store_.Update(type, t.ns, t.name, patched, status);
+          } catch (const json::exception& e) {
+            result = absl::InvalidArgumentError(absl::StrCat("the JSON patch cannot be applied: ", e.what()));
+          }
+        } else if (absl::StrContains(content_type, "apply-patch")) {
+          result = absl::UnimplementedError("server-side apply is not supported here; use kubectl apply without --server-side");
+        } else {
+          result = store_.Patch(type, t.ns, t.name, *body, status);
+        }
+        if (result.ok() && type.kind == "CustomResourceDefinition" && !status) result = Establish(*result);
+      }
+      Reply(res, result);
+    };
+  };
+  for (const char* prefix : {R"(/api/.+)", R"(/apis/.+)"}) {
+    svr.Get(prefix, handle("GET"));
+    svr.Post(prefix, handle("POST"));
+    svr.Put(prefix, handle("PUT"));
+    svr.Patch(prefix, handle("PATCH"));
+    svr.Delete(prefix, handle("DELETE"));
+  }
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", req.path, ")")));
+    res.status = 404;
+  });
+}
+
+absl::StatusOr<json> ApiServer::Establish(const json& crd) {
+  absl::StatusOr<ResourceType> t = TypeFromCrd(crd);
+  if (!t.ok()) return t.status();
+  store_.AddType(*t);
+  std::string now = FormatRfc3339(clock_->Now());
+  json status = {{"acceptedNames", crd["spec"]["names"]},
+                 {"storedVersions", {t->version}},
+                 {"conditions",
+                  {{{"type", "NamesAccepted"}, {"status", "True"}, {"reason", "NoConflicts"},
+                    {"message", "no conflicts found"}, {"lastTransitionTime", now}},
+                   {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
+                    {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}}}};
+  if (crd.contains("status") && crd["status"].value("conditions", json::array()).size() == 2) return crd;  // Done before.
+  return store_.Patch(*store_.FindType("apiextensions.k8s.io", "customresourcedefinitions"), "",
+                      crd["metadata"]["name"], {{"status", status}}, /*status_only=*/true);
+}
+
+absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::string& ns, const std::string& name) {
+  absl::StatusOr<json> pod = store_.Get(pods, ns, name);
+  if (!pod.ok()) return pod.status();
+  json conditions = (*pod)["status"].value("conditions", json::array());
+  bool marked = false;
+  for (const json& c : conditions) marked |= c.value("type", "") == "DisruptionTarget";
+  if (!marked) {
+    conditions.push_back({{"type", "DisruptionTarget"}, {"status", "True"}, {"reason", "EvictionByEvictionAPI"},
+                          {"message", "Eviction API: evicting"},
+                          {"lastTransitionTime", FormatRfc3339(clock_->Now())}});
+    absl::StatusOr<json> marked_pod =
+        store_.Patch(pods, ns, name, {{"status", {{"conditions", conditions}}}}, /*status_only=*/true);
+    if (!marked_pod.ok()) return marked_pod.status();
+  }
+  absl::StatusOr<json> deleted = store_.Delete(pods, ns, name, std::nullopt);
+  if (!deleted.ok()) return deleted.status();
+  return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}, {"code", 201}};
+}
+
+void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std::string& name,
+                      const Selector& labels, const Selector& fields, const httplib::Request& req,
+                      httplib::Response& res) {
+  int64_t timeout_seconds = 1800;
+  absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout_seconds);
+  bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+  std::string rv = req.get_param_value("resourceVersion");
+  struct State {
+    int64_t after = 0;
+    bool started = false;
+    absl::Time deadline;
+    absl::Time last_sent;
+  };
+  auto state = std::make_shared<State>();
+  state->deadline = absl::Now() + absl::Seconds(timeout_seconds);
+  state->last_sent = absl::Now();
+  std::vector<std::string> initial;
+  if (rv.empty() || rv == "0") {
+    // From now, starting with the current state as ADDED events.
+    json list = store_.List(type, ns, labels, fields);
+    for (const json& o : list["items"]) initial.push_back(json{{"type", "ADDED"}, {"object", o}}.dump() + "\n");
+    state->after = std::stoll(list["metadata"]["resourceVersion"].get<std::string>());
+  } else if (!absl::SimpleAtoi(rv, &state->after)) {
+    Reply(res, absl::FailedPreconditionError(absl::StrCat("resourceVersion '", rv, "' is not a number")));
+    return;
+  }
+  res.set_chunked_content_provider(
+      "application/json",
+      [this, type, ns, name, labels, fields, bookmarks, state, initial = std::move(initial)](
+          size_t, httplib::DataSink& sink) {
+        auto send = [&](const json& event) {
+          std::string line = event.dump() + "\n";
+          state->last_sent = absl::Now();
+          return sink.write(line.data(), line.size());
+        };
+        if (!state->started) {
+          state->started = true;
+          for (const std::string& line : initial) {
+            if (!sink.write(line.data(), line.size())) return false;
+          }
+        }
+        if (stopping_ || absl::Now() >= state->deadline) {
+          sink.done();
+          return true;
+        }
+        absl::StatusOr<std::vector<ObjectStore::WatchEvent>> events = store_.WaitForEvents(
+            type, ns, &state->after, std::min(state->deadline, absl::Now() + absl::Seconds(1)));
+        if (!events.ok()) {
+          send({{"type", "ERROR"}, {"object", StatusObject(events.status())}});
+          sink.done();
+          return true;
+        }
+        for (const ObjectStore::WatchEvent& e : *events) {
+          if (!name.empty() && (*e.object)["metadata"].value("name", "") != name) continue;
+          if (!labels.Matches(*e.object) || !fields.Matches(*e.object)) continue;
+          if (!send({{"type", e.type}, {"object", *e.object}})) return false;
+        }
+        if (bookmarks && absl::Now() - state->last_sent > absl::Seconds(5)) {
+          json bookmark = {{"type", "BOOKMARK"},
+                           {"object", {{"kind", type.kind}, {"apiVersion", type.GroupVersion()},
+                                       {"metadata", {{"resourceVersion", absl::StrCat(state->after)}}}}}};
+          if (!send(bookmark)) return false;
+        }
+        return sink.is_writable();
+      });
+}
+
+}  // namespace cohort::local

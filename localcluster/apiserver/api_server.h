@@ -1,0 +1,71 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "localcluster/apiserver/object_store.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}
+
+namespace cohort::local {
+
+struct ApiServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;        // 0: any free port.
+  bool tls = true;     // HTTPS with a self-signed certificate made at start; false: plain HTTP.
+  std::string token;   // Required as "Authorization: Bearer <token>"; empty: no authentication.
+  size_t watch_history = 50000;  // Changes kept for watches; older resourceVersions get 410.
+};
+
+// The subset of the Kubernetes API that cohort-operator, the local kubelet and kubectl use:
+// discovery (/api, /apis, /version), built-in kinds (namespaces, nodes, pods, services, secrets,
+// configmaps, events, serviceaccounts, leases, customresourcedefinitions) and every kind a
+// CustomResourceDefinition registers; get/list/create/update/merge, strategic-merge and JSON
+// patch/delete, the status subresource, list and watch with resourceVersion, bookmarks, label
+// and field selectors, Table output for kubectl get (a CRD's printer columns), the pod eviction
+// endpoint (DisruptionTarget, then graceful deletion) and ownerReference garbage collection.
+// Not served: server-side apply, OpenAPI documents, admission, finalizers, RBAC.
+class ApiServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, Clock* clock);
+  ~ApiServer();
+
+  std::string url() const;  // "https://127.0.0.1:<port>".
+  int port() const { return port_; }
+  const std::string& ca_pem() const { return ca_pem_; }  // The certificate to trust (TLS only).
+  ObjectStore& store() { return store_; }
+
+  // A kubeconfig (YAML) whose current context reaches this server.
+  std::string Kubeconfig(const std::string& default_namespace = "default") const;
+
+ private:
+  ApiServer(const ApiServerOptions& options, Clock* clock);
+  void Route();
+  // Registers the kind a CustomResourceDefinition defines and marks it Established.
+  absl::StatusOr<nlohmann::json> Establish(const nlohmann::json& crd);
+  // The eviction subresource: the DisruptionTarget condition, then graceful deletion.
+  absl::StatusOr<nlohmann::json> Evict(const ResourceType& pods, const std::string& ns, const std::string& name);
+  // Streams watch events as newline-delimited JSON until timeoutSeconds or shutdown.
+  void Watch(const ResourceType& type, const std::string& ns, const std::string& name,
+             const Selector& labels, const Selector& fields, const httplib::Request& req,
+             httplib::Response& res);
+
+  const ApiServerOptions options_;
+  Clock* const clock_;
+  ObjectStore store_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::string ca_pem_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace cohort::local

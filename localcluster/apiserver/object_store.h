@@ -1,0 +1,119 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "localcluster/apiserver/selector.h"
+
+namespace cohort::local {
+
+// A kind the API server serves: built in (pods, services, ...) or registered by a
+// CustomResourceDefinition.
+struct ResourceType {
+  std::string group;  // "" for the core API.
+  std::string version;
+  std::string plural;
+  std::string singular;
+  std::string kind;
+  bool namespaced = true;
+  bool status_subresource = false;
+  std::vector<std::string> short_names;
+  nlohmann::json printer_columns = nlohmann::json::array();  // additionalPrinterColumns.
+
+  std::string GroupVersion() const { return group.empty() ? version : group + "/" + version; }
+  std::string Key() const { return group + "/" + plural; }  // One version per kind here.
+};
+
+// The API server's state: objects by kind, namespace and name, one resourceVersion counter for
+// all writes (as etcd's revision), a bounded history of changes for watches (an older
+// resourceVersion gets 410 Gone), graceful deletion of bound pods, and ownerReference garbage
+// collection. Errors: NotFound, AlreadyExists, Aborted (stale resourceVersion), InvalidArgument,
+// OutOfRange (410). Thread-safe.
+class ObjectStore {
+ public:
+  struct WatchEvent {
+    int64_t version;
+    std::string type;  // ADDED, MODIFIED, DELETED.
+    std::shared_ptr<const nlohmann::json> object;
+  };
+
+  ObjectStore(Clock* clock, size_t history = 50000);
+
+  void AddType(const ResourceType& type);
+  void RemoveType(const std::string& key);
+  std::optional<ResourceType> FindType(const std::string& group, const std::string& plural) const;
+  std::vector<ResourceType> Types() const;
+
+  absl::StatusOr<nlohmann::json> Create(const ResourceType& t, const std::string& ns, nlohmann::json object);
+  absl::StatusOr<nlohmann::json> Get(const ResourceType& t, const std::string& ns,
+                                     const std::string& name) const;
+  // A List object of `t` in `ns` ("" = all namespaces).
+  nlohmann::json List(const ResourceType& t, const std::string& ns, const Selector& labels,
+                      const Selector& fields) const;
+  // PUT: the whole object, or only its status when `status_only`.
+  absl::StatusOr<nlohmann::json> Update(const ResourceType& t, const std::string& ns,
+                                        const std::string& name, nlohmann::json object,
+                                        bool status_only);
+  // A JSON merge patch (strategic merge patches are applied the same way).
+  absl::StatusOr<nlohmann::json> Patch(const ResourceType& t, const std::string& ns,
+                                       const std::string& name, const nlohmann::json& patch,
+                                       bool status_only);
+  // Removes the object and garbage-collects its dependents. A pod bound to a node is only marked
+  // (deletionTimestamp) unless `grace_seconds` is 0: its kubelet stops it, then deletes it with 0.
+  // Returns the object as of the deletion.
+  absl::StatusOr<nlohmann::json> Delete(const ResourceType& t, const std::string& ns,
+                                        const std::string& name, std::optional<int64_t> grace_seconds);
+
+  int64_t CurrentVersion() const;
+  // Events of `t` in `ns` after `*after`, waiting until `deadline` for the first one; advances
+  // `*after`. OutOfRange when `*after` is older than the history kept.
+  absl::StatusOr<std::vector<WatchEvent>> WaitForEvents(const ResourceType& t, const std::string& ns,
+                                                        int64_t* after, absl::Time deadline) const;
+  // Wakes every waiting watch (for shutdown).
+  void WakeWatches();
+
+ private:
+  using Objects = std::map<std::pair<std::string, std::string>, nlohmann::json>;  // (ns, name).
+
+  absl::StatusOr<nlohmann::json> StoreUpdate(const ResourceType& t, const std::string& ns,
+                                             const std::string& name, nlohmann::json updated,
+                                             bool status_only, const std::string& expected_version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Remove(const ResourceType& t, Objects::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<nlohmann::json> DeleteLocked(const ResourceType& t, const std::string& ns,
+                                              const std::string& name,
+                                              std::optional<int64_t> grace_seconds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CollectGarbage(const std::string& owner_uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Record(const ResourceType& t, const char* type, const nlohmann::json& object)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Clock* const clock_;
+  const size_t history_limit_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, ResourceType> types_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Objects> objects_ ABSL_GUARDED_BY(mu_);  // By type key.
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  struct Change {
+    std::string type_key;
+    std::string ns;
+    WatchEvent event;
+  };
+  std::deque<Change> history_ ABSL_GUARDED_BY(mu_);
+  int64_t oldest_kept_ ABSL_GUARDED_BY(mu_) = 1;  // Watches from before this get 410.
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace cohort::local
