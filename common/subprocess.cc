@@ -20,7 +20,7 @@ namespace cohort {
 absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
   if (options.argv.empty()) return absl::InvalidArgumentError("no program to start");
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
+  for (char** e = environ; options.inherit_env && *e != nullptr; ++e) {
     std::string entry(*e);
     std::string name = entry.substr(0, entry.find('='));
     if (options.env_set.count(name) == 0) env_strings.push_back(entry);
@@ -34,8 +34,16 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  bool capture = options.capture_output && options.output_path.empty();
+  int output_file = -1;
+  if (!options.output_path.empty()) {
+    output_file = open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (output_file < 0) {
+      return absl::InternalError(absl::StrCat("cannot open ", options.output_path, ": ", std::strerror(errno)));
+    }
+  }
   int fds[2] = {-1, -1};
-  if (options.capture_output && pipe2(fds, O_CLOEXEC) != 0) {
+  if (capture && pipe2(fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
   // Report exec failure through a close-on-exec pipe.
@@ -51,10 +59,14 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGPIPE, SIG_DFL);
-    if (options.capture_output) {
+    if (capture) {
       dup2(fds[1], STDOUT_FILENO);
       dup2(fds[1], STDERR_FILENO);
+    } else if (output_file >= 0) {
+      dup2(output_file, STDOUT_FILENO);
+      dup2(output_file, STDERR_FILENO);
     }
+    if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) _exit(126);
     execvpe(argv[0], argv.data(), envp.data());
     int err = errno;
     ssize_t ignored = write(exec_err[1], &err, sizeof(err));
@@ -66,9 +78,10 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
   int child_errno = 0;
   ssize_t n = read(exec_err[0], &child_errno, sizeof(child_errno));
   close(exec_err[0]);
+  if (output_file >= 0) close(output_file);
   Subprocess p;
   p.pid_ = pid;
-  if (options.capture_output) {
+  if (capture) {
     close(fds[1]);
     p.output_fd_ = fds[0];
   }

@@ -19,6 +19,9 @@ class Subprocess {
     std::vector<std::string> argv;               // argv[0] is searched in PATH when no '/'.
     std::map<std::string, std::string> env_set;  // Added to (or replacing in) our environment.
     bool capture_output = true;                  // Else the child inherits our stdout/stderr.
+    bool inherit_env = true;   // Else the child's environment is env_set alone.
+    std::string output_path;   // Append stdout and stderr to this file (instead of capturing).
+    std::string working_dir;   // Empty: ours.
   };
 
   // Errors: NotFound (program missing), Internal (fork/pipe failure).

@@ -15,6 +15,8 @@
 #include "common/log.h"
 #include "common/token.h"
 #include "localcluster/apiserver/api_server.h"
+#include "localcluster/kubelet/kubelet.h"
+#include "operator/client/http_kube_client.h"
 
 namespace cohort::local {
 namespace {
@@ -24,10 +26,22 @@ int Run(int argc, char** argv) {
   std::string dir;
   int port = 0;
   bool http = false;
+  bool no_kubelet = false;
+  std::vector<std::string> bin_dirs;
+  std::string pod_network_library;
+  // Defaults next to this binary: build/bin and build/lib.
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  bin_dirs.push_back(self.string());
+  pod_network_library = (self.parent_path() / "lib" / "libcohort-pod-network.so").string();
   CLI::App app{"cohort-local-cluster: a local Kubernetes API server and kubelet for Cohort's tests and demo"};
   app.add_option("--dir", dir, "State directory: the kubeconfig and each pod's files go here")->required();
   app.add_option("--port", port, "API server port on 127.0.0.1; 0 picks a free one")->capture_default_str();
   app.add_flag("--http", http, "Serve plain HTTP instead of HTTPS with a self-signed certificate");
+  app.add_flag("--no-kubelet", no_kubelet, "Serve the API only; pods stay Pending");
+  app.add_option("--bin-dir", bin_dirs, "Searched first for container commands")->capture_default_str();
+  app.add_option("--pod-network-library", pod_network_library,
+                 "LD_PRELOAD library giving pods their address and DNS names")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -65,9 +79,45 @@ int Run(int argc, char** argv) {
   std::cout << "cohort-local-cluster: API server at " << (*server)->url() << "; kubeconfig " << kubeconfig
             << std::endl;
 
+  std::unique_ptr<op::HttpKubeClient> client;
+  std::unique_ptr<Kubelet> kubelet;
+  if (!no_kubelet) {
+    op::KubeConfig config;
+    config.server = (*server)->url();
+    config.ca_pem = (*server)->ca_pem();
+    config.token = options.token;
+    op::HttpKubeClientOptions client_options;
+    client_options.qps = 0;  // The kubelet is not rate limited.
+    client_options.user_agent = "cohort-local-kubelet";
+    absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> c =
+        op::HttpKubeClient::Create(config, client_options, Clock::Real());
+    if (!c.ok()) {
+      std::cerr << "cohort-local-cluster: kubelet client: " << c.status().message() << "\n";
+      return 1;
+    }
+    client = *std::move(c);
+    KubeletOptions kubelet_options;
+    kubelet_options.root_dir = (std::filesystem::path(dir) / "pods").string();
+    kubelet_options.bin_dirs = bin_dirs;
+    if (std::filesystem::exists(pod_network_library)) {
+      kubelet_options.pod_network_library = pod_network_library;
+    } else {
+      LogWarning("no pod-network library at ", pod_network_library,
+                 ": pods share the machine's addresses and cannot resolve cluster DNS names");
+    }
+    kubelet = std::make_unique<Kubelet>(client.get(), kubelet_options);
+    if (absl::Status s = kubelet->Start(); !s.ok()) {
+      std::cerr << "cohort-local-cluster: kubelet: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  std::cout << "cohort-local-cluster: ready" << std::endl;
+
   int sig = 0;
   sigwait(&signals, &sig);
   LogInfo("signal ", sig, ": stopping");
+  if (client) client->CancelWatches();
+  kubelet.reset();  // Stops every pod's processes.
   return 0;
 }
 

@@ -386,6 +386,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   // Every watch holds a thread for its whole life.
   s->server_->new_task_queue = [] { return new httplib::ThreadPool(128); };
   s->server_->set_keep_alive_max_count(100000);
+  s->server_->set_tcp_nodelay(true);
   s->Route();
   s->port_ = options.port == 0 ? s->server_->bind_to_any_port(options.host)
                                : (s->server_->bind_to_port(options.host, options.port) ? options.port : -1);
@@ -394,6 +395,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
                                                "; pick another --port"));
   }
   s->thread_ = std::thread([server = s->server_.get()] { server->listen_after_bind(); });
+  // httplib's stop() does nothing until the loop runs, so a server stopped right after Start()
+  // would never end: return only once it runs.
+  while (!s->server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return s;
 }
 
@@ -627,8 +631,8 @@ absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::strin
 void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std::string& name,
                       const Selector& labels, const Selector& fields, const httplib::Request& req,
                       httplib::Response& res) {
-  int64_t timeout_seconds = 1800;
-  absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout_seconds);
+  int64_t timeout_seconds;
+  if (!absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout_seconds)) timeout_seconds = 1800;
   bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
   std::string rv = req.get_param_value("resourceVersion");
   struct State {
@@ -650,8 +654,10 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
     Reply(res, absl::FailedPreconditionError(absl::StrCat("resourceVersion '", rv, "' is not a number")));
     return;
   }
+  // Not plain "application/json": httplib would gzip the stream for clients that accept it (Go's
+  // do), and the compressor holds events back until the stream ends.
   res.set_chunked_content_provider(
-      "application/json",
+      "application/json;stream=watch",
       [this, type, ns, name, labels, fields, bookmarks, state, initial = std::move(initial)](
           size_t, httplib::DataSink& sink) {
         auto send = [&](const json& event) {

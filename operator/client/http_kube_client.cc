@@ -177,6 +177,7 @@ absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> HttpKubeClient::Connect(abs
     c = std::make_unique<httplib::ClientImpl>(host_, port_);
   }
   c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);  // Headers and body go in separate writes.
   c->set_connection_timeout(ToChrono(absl::Seconds(10)));
   c->set_read_timeout(ToChrono(read_timeout));
   c->set_write_timeout(ToChrono(options_.request_timeout));
@@ -282,8 +283,10 @@ absl::StatusOr<json> HttpKubeClient::MergePatch(const Resource& r, const std::st
               "application/merge-patch+json");
 }
 
-absl::Status HttpKubeClient::Delete(const Resource& r, const std::string& ns, const std::string& name) {
+absl::Status HttpKubeClient::Delete(const Resource& r, const std::string& ns, const std::string& name,
+                                    std::optional<int64_t> grace_period_seconds) {
   json options = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", "Background"}};
+  if (grace_period_seconds) options["gracePeriodSeconds"] = *grace_period_seconds;
   return Call("DELETE", absl::StrCat(r.Path(ns), "/", name), &options).status();
 }
 

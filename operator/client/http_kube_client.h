@@ -54,8 +54,9 @@ class HttpKubeClient final : public KubeClient {
                                               const nlohmann::json& object) override;
   absl::StatusOr<nlohmann::json> MergePatch(const Resource& r, const std::string& ns,
                                             const std::string& name, const nlohmann::json& patch,
-                                            bool status) override;
-  absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name) override;
+                                            bool status = false) override;
+  absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name,
+                      std::optional<int64_t> grace_period_seconds = std::nullopt) override;
   absl::Status Watch(const Resource& r, const std::string& ns, const WatchOptions& options,
                      const std::function<bool(const nlohmann::json& event)>& on_event) override;
 

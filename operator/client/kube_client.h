@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -72,7 +74,9 @@ class KubeClient {
                                                     const nlohmann::json& patch,
                                                     bool status = false) = 0;
   // Deletes with background propagation (ownerReferences garbage-collect the children).
-  virtual absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name) = 0;
+  // `grace_period_seconds` overrides a pod's terminationGracePeriodSeconds (0: at once).
+  virtual absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name,
+                              std::optional<int64_t> grace_period_seconds = std::nullopt) = 0;
 
   // Streams watch events ({"type": ADDED|MODIFIED|DELETED|BOOKMARK, "object": ...}) to
   // `on_event` until the server ends the stream (OK: resume from the last resourceVersion

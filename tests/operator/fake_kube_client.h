@@ -84,7 +84,7 @@ class FakeKubeClient final : public KubeClient {
   }
 
   absl::StatusOr<json> MergePatch(const Resource& r, const std::string& ns, const std::string& name,
-                                  const json& patch, bool status) override {
+                                  const json& patch, bool status = false) override {
     absl::MutexLock lock(&mu_);
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError("not found");
@@ -100,7 +100,8 @@ class FakeKubeClient final : public KubeClient {
     return it->second;
   }
 
-  absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name) override {
+  absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name,
+                      std::optional<int64_t> grace_period_seconds = std::nullopt) override {
     absl::MutexLock lock(&mu_);
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError("not found");

@@ -1,0 +1,685 @@
+#include "localcluster/kubelet/kubelet.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include <httplib.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/log.h"
+#include "common/rfc3339.h"
+#include "common/subprocess.h"
+
+namespace cohort::local {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string PodKey(const json& pod) {
+  return absl::StrCat(pod["metadata"].value("namespace", ""), "/", pod["metadata"].value("name", ""));
+}
+
+// ".../cohort-sidecar:0.1.0" or "...@sha256:..." -> "cohort-sidecar".
+std::string ProgramOfImage(const std::string& image) {
+  std::string name = image.substr(image.rfind('/') == std::string::npos ? 0 : image.rfind('/') + 1);
+  name = name.substr(0, name.find('@'));
+  return name.substr(0, name.find(':'));
+}
+
+std::optional<std::string> FindProgram(const std::string& program, const std::string& path) {
+  if (program.find('/') != std::string::npos) {
+    return access(program.c_str(), X_OK) == 0 ? std::optional(program) : std::nullopt;
+  }
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", program);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+// $(NAME) references in commands and arguments, from the container's environment.
+std::string Expand(const std::string& text, const std::map<std::string, std::string>& env) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 2, "$(") == 0) {
+      size_t close = text.find(')', i);
+      if (close != std::string::npos) {
+        auto it = env.find(text.substr(i + 2, close - i - 2));
+        if (it != env.end()) {
+          out += it->second;
+          i = close;
+          continue;
+        }
+      }
+    }
+    out.push_back(text[i]);
+  }
+  return out;
+}
+
+std::string Tail(const std::string& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  std::streamoff size = in.tellg();
+  std::streamoff from = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(bytes));
+  in.seekg(from);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (from > 0 && text.find('\n') != std::string::npos) text = text.substr(text.find('\n') + 1);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+// One pod's life on this node, on its own thread.
+class Kubelet::PodWorker {
+ public:
+  PodWorker(Kubelet* kubelet, const json& pod, std::string address)
+      : kubelet_(kubelet), client_(kubelet->client_), pod_(pod), address_(std::move(address)),
+        ns_(pod["metadata"].value("namespace", "")), name_(pod["metadata"].value("name", "")) {
+    dir_ = (fs::path(kubelet->options_.root_dir) / absl::StrCat(ns_, "_", name_)).string();
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~PodWorker() {
+    Terminate(absl::ZeroDuration(), /*remove=*/false);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Called with every new version of the pod object.
+  void Update(const json& pod) {
+    if (!pod["metadata"].contains("deletionTimestamp")) return;
+    int64_t grace = pod["metadata"].value("deletionGracePeriodSeconds", int64_t{30});
+    if (Terminate(absl::Seconds(grace), /*remove=*/true)) {
+      client_->Delete(op::kPods, ns_, name_, 0).IgnoreError();  // Nothing runs any more.
+    }
+  }
+  // The pod object is gone: stop at once.
+  void Deleted() { Terminate(absl::ZeroDuration(), /*remove=*/false); }
+  const std::string& address() const { return address_; }
+
+ private:
+  struct Container {
+    json spec;
+    bool sidecar = false;
+    bool init = false;
+    std::string log_path;
+    Subprocess process;
+    std::optional<absl::Time> started;
+    std::optional<int> exit_code;
+    std::string reason;
+    std::string message;
+    std::optional<absl::Time> finished;
+    int restarts = 0;
+    bool ready = false;
+    absl::Time next_probe;
+    std::string start_error;
+  };
+
+  // Asks the pod to stop; true if it already has (the worker is done).
+  bool Terminate(absl::Duration grace, bool remove) {
+    absl::MutexLock lock(&mu_);
+    if (done_) return true;
+    absl::Time deadline = absl::Now() + grace;
+    if (!terminate_ || deadline < kill_deadline_) kill_deadline_ = deadline;
+    terminate_ = true;
+    remove_ |= remove;
+    return false;
+  }
+
+  bool Terminating() {
+    absl::MutexLock lock(&mu_);
+    return terminate_;
+  }
+
+  // Waits up to `d`, returning early when termination is requested.
+  void Pause(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&terminate_), d);
+  }
+
+  void Run() {
+    absl::Status s = Prepare();
+    if (s.ok()) {
+      Execute();
+    } else {
+      LogWarning("pod ", ns_, "/", name_, ": ", s.message());
+      phase_ = "Failed";
+      pod_reason_ = "ContainerCreating";
+      pod_message_ = std::string(s.message());
+      WriteStatus();
+    }
+    bool remove;
+    {
+      absl::MutexLock lock(&mu_);
+      remove = remove_;
+      done_ = true;  // From now on Update() removes a deleted pod itself.
+    }
+    if (remove) client_->Delete(op::kPods, ns_, name_, 0).IgnoreError();
+  }
+
+  absl::Status Prepare() {
+    json bind = {{"spec", {{"nodeName", kubelet_->options_.node_name}}}};
+    if (absl::StatusOr<json> bound = client_->MergePatch(op::kPods, ns_, name_, bind); !bound.ok()) {
+      return bound.status();
+    }
+    start_time_ = absl::Now();
+    fs::create_directories(dir_);
+    WriteStatus();
+    // Volumes.
+    const json spec = pod_.value("spec", json::object());
+    for (const json& v : spec.value("volumes", json::array())) {
+      std::string name = v.value("name", "");
+      std::string path = (fs::path(dir_) / "volumes" / name).string();
+      if (v.contains("hostPath")) {
+        volumes_[name] = v["hostPath"].value("path", "");
+        continue;
+      }
+      fs::create_directories(path);
+      volumes_[name] = path;
+      bool secret = v.contains("secret");
+      if (!secret && !v.contains("configMap")) continue;  // emptyDir and others: an empty directory.
+      const op::Resource& kind = secret ? op::kSecrets : kConfigMaps;
+      std::string object_name = secret ? v["secret"].value("secretName", "") : v["configMap"].value("name", "");
+      absl::StatusOr<json> source = WaitFor(kind, object_name);
+      if (!source.ok()) return source.status();
+      for (const auto& [key, value] : source->value("data", json::object()).items()) {
+        std::string content = value.get<std::string>();
+        if (secret) absl::Base64Unescape(value.get<std::string>(), &content);
+        std::ofstream(fs::path(path) / key, std::ios::binary) << content;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<json> WaitFor(const op::Resource& kind, const std::string& name) {
+    absl::Time deadline = absl::Now() + absl::Minutes(2);
+    while (true) {
+      absl::StatusOr<json> object = client_->Get(kind, ns_, name);
+      if (object.ok() || !absl::IsNotFound(object.status())) return object;
+      if (Terminating() || absl::Now() > deadline) {
+        return absl::NotFoundError(absl::StrCat("volume source ", kind.plural, "/", name, " does not exist"));
+      }
+      pod_reason_ = "ContainerCreating";
+      Pause(absl::Milliseconds(200));
+    }
+  }
+
+  std::map<std::string, std::string> Environment(const json& c) {
+    const KubeletOptions& o = kubelet_->options_;
+    std::map<std::string, std::string> env;
+    const char* host_path = getenv("PATH");
+    env["PATH"] = absl::StrCat(absl::StrJoin(o.bin_dirs, ":"), o.bin_dirs.empty() ? "" : ":",
+                               host_path ? host_path : "/usr/bin:/bin");
+    env["HOME"] = dir_;
+    env["HOSTNAME"] = pod_["spec"].value("hostname", name_);
+    for (const json& e : c.value("env", json::array())) {
+      std::string name = e.value("name", "");
+      if (e.contains("value")) {
+        env[name] = Expand(e["value"].get<std::string>(), env);
+      } else if (e.contains("valueFrom")) {
+        const json& from = e["valueFrom"];
+        if (from.contains("fieldRef")) {
+          std::string field = from["fieldRef"].value("fieldPath", "");
+          if (field == "status.podIP") env[name] = address_;
+          if (field == "metadata.name") env[name] = name_;
+          if (field == "metadata.namespace") env[name] = ns_;
+          if (field == "spec.nodeName") env[name] = kubelet_->options_.node_name;
+          if (field == "metadata.uid") env[name] = pod_["metadata"].value("uid", "");
+        } else if (from.contains("secretKeyRef") || from.contains("configMapKeyRef")) {
+          bool secret = from.contains("secretKeyRef");
+          const json& ref = secret ? from["secretKeyRef"] : from["configMapKeyRef"];
+          absl::StatusOr<json> source = client_->Get(secret ? op::kSecrets : kConfigMaps, ns_, ref.value("name", ""));
+          if (source.ok()) {
+            std::string value = (*source)["data"].value(ref.value("key", ""), "");
+            if (secret) absl::Base64Unescape(std::string(value), &value);
+            env[name] = value;
+          }
+        }
+      }
+    }
+    for (auto& [name, value] : env) value = Remap(c, value);
+    env["COHORT_LOCAL_POD_IP"] = address_;
+    env["COHORT_LOCAL_HOSTS_FILE"] = (fs::path(o.root_dir) / "hosts").string();
+    env["GRPC_DNS_RESOLVER"] = "native";  // getaddrinfo, which the pod-network library answers.
+    if (!o.pod_network_library.empty()) env["LD_PRELOAD"] = o.pod_network_library;
+    return env;
+  }
+
+  // A path under one of the container's mount paths, moved under the pod's directory.
+  std::string Remap(const json& c, const std::string& value) {
+    for (const json& m : c.value("volumeMounts", json::array())) {
+      std::string mount = m.value("mountPath", "");
+      auto volume = volumes_.find(m.value("name", ""));
+      if (mount.empty() || volume == volumes_.end()) continue;
+      for (size_t at = 0; (at = value.find(mount, at)) != std::string::npos; ++at) {
+        bool starts = at == 0 || value[at - 1] == '=' || value[at - 1] == ':';
+        size_t end = at + mount.size();
+        bool ends = end == value.size() || value[end] == '/' || value[end] == ':';
+        if (starts && ends) return value.substr(0, at) + volume->second + Remap(c, value.substr(end));
+      }
+    }
+    return value;
+  }
+
+  void StartContainer(Container& c) {
+    std::map<std::string, std::string> env = Environment(c.spec);
+    std::vector<std::string> argv;
+    for (const json& a : c.spec.value("command", json::array())) argv.push_back(Remap(c.spec, Expand(a, env)));
+    if (argv.empty()) argv.push_back(ProgramOfImage(c.spec.value("image", "")));
+    for (const json& a : c.spec.value("args", json::array())) argv.push_back(Remap(c.spec, Expand(a, env)));
+    c.started = absl::Now();
+    c.exit_code.reset();
+    c.finished.reset();
+    c.ready = false;
+    c.next_probe = absl::Now();
+    std::optional<std::string> program = FindProgram(argv[0], env["PATH"]);
+    if (!program) {
+      c.start_error = absl::StrCat("executable '", argv[0], "' not found in the container's PATH (", env["PATH"], ")");
+    } else {
+      argv[0] = *program;
+      Subprocess::Options options;
+      options.argv = argv;
+      options.env_set = env;
+      options.inherit_env = false;
+      options.output_path = c.log_path;
+      options.working_dir = dir_;
+      absl::StatusOr<Subprocess> p = Subprocess::Start(options);
+      if (p.ok()) {
+        c.process = std::move(*p);
+        return;
+      }
+      c.start_error = std::string(p.status().message());
+    }
+    c.exit_code = 128;
+    c.reason = "StartError";
+    c.message = c.start_error;
+    c.finished = absl::Now();
+    std::ofstream(c.log_path, std::ios::app) << "local kubelet: " << c.start_error << "\n";
+  }
+
+  // Records an exit; true if the container has just terminated.
+  bool Reap(Container& c) {
+    if (!c.process.running()) return false;
+    std::optional<int> status = c.process.Poll();
+    if (!status) return false;
+    c.exit_code = Subprocess::ExitCodeOf(*status);
+    c.finished = absl::Now();
+    c.ready = false;
+    c.reason = *c.exit_code == 0 ? "Completed" : "Error";
+    c.message = *c.exit_code == 0 ? "" : Tail(c.log_path, 2048);
+    return true;
+  }
+
+  void Probe(Container& c) {
+    if (!c.process.running() || absl::Now() < c.next_probe) return;
+    const json probe = c.spec.value("readinessProbe", json());
+    if (!probe.is_object() || !probe.contains("httpGet")) {
+      c.ready = true;
+      return;
+    }
+    const json& get = probe["httpGet"];
+    int port = 0;
+    if (get["port"].is_number()) {
+      port = get["port"].get<int>();
+    } else {
+      for (const json& p : c.spec.value("ports", json::array())) {
+        if (p.value("name", "") == get["port"]) port = p.value("containerPort", 0);
+      }
+    }
+    httplib::Client http(address_, port);
+    http.set_connection_timeout(std::chrono::seconds(1));
+    http.set_read_timeout(std::chrono::seconds(1));
+    httplib::Result r = http.Get(get.value("path", "/"));
+    c.ready = r && r->status >= 200 && r->status < 400;
+    int period = std::clamp(probe.value("periodSeconds", 10), 1, 10);
+    c.next_probe = absl::Now() + absl::Seconds(c.ready ? period : 0) + absl::Milliseconds(200);
+  }
+
+  void Execute() {
+    const json spec = pod_.value("spec", json::object());
+    for (const json& c : spec.value("initContainers", json::array())) {
+      Container k;
+      k.spec = c;
+      k.init = true;
+      k.sidecar = c.value("restartPolicy", "") == "Always";
+      containers_.push_back(std::move(k));
+    }
+    for (const json& c : spec.value("containers", json::array())) {
+      Container k;
+      k.spec = c;
+      containers_.push_back(std::move(k));
+    }
+    for (Container& c : containers_) c.log_path = (fs::path(dir_) / (c.spec.value("name", "") + ".log")).string();
+
+    // Init containers in order: sidecars start and keep running; others must succeed.
+    for (Container& c : containers_) {
+      if (!c.init) continue;
+      if (Terminating()) break;
+      StartContainer(c);
+      if (c.sidecar) continue;
+      while (c.process.running() && !Terminating()) {
+        Reap(c);
+        Pause(absl::Milliseconds(50));
+      }
+      Reap(c);
+      if (c.exit_code.value_or(1) != 0) {
+        phase_ = "Failed";
+        pod_reason_ = "Init:Error";
+        StopAll(absl::ZeroDuration());
+        WriteStatus();
+        return;
+      }
+    }
+    initialized_ = true;
+    if (!Terminating()) {
+      for (Container& c : containers_) {
+        if (!c.init) StartContainer(c);
+      }
+      phase_ = "Running";
+    }
+    WriteStatus();
+
+    while (true) {
+      bool changed = false;
+      bool main_running = false;
+      for (Container& c : containers_) {
+        changed |= Reap(c);
+        if (!c.init && c.process.running()) main_running = true;
+      }
+      bool terminating;
+      absl::Time deadline;
+      {
+        absl::MutexLock lock(&mu_);
+        terminating = terminate_;
+        deadline = kill_deadline_;
+      }
+      if (!main_running || terminating) break;
+      for (Container& c : containers_) {
+        // A native sidecar that exits while the pod runs is restarted.
+        if (c.sidecar && !c.process.running() && c.finished && absl::Now() - *c.finished > absl::Seconds(1)) {
+          ++c.restarts;
+          StartContainer(c);
+          changed = true;
+        }
+        bool was_ready = c.ready;
+        Probe(c);
+        changed |= was_ready != c.ready;
+      }
+      if (changed) WriteStatus();
+      Pause(absl::Milliseconds(50));
+    }
+    absl::Duration grace = absl::Seconds(spec.value("terminationGracePeriodSeconds", 30));
+    {
+      absl::MutexLock lock(&mu_);
+      if (terminate_) grace = std::max(absl::ZeroDuration(), kill_deadline_ - absl::Now());
+    }
+    StopAll(grace);
+    bool all_zero = true;
+    for (const Container& c : containers_) {
+      if (!c.init) all_zero &= c.exit_code.value_or(1) == 0;
+    }
+    phase_ = all_zero ? "Succeeded" : "Failed";
+    WriteStatus();
+  }
+
+  // SIGTERM to the containers, then the sidecars once the containers are gone (the order of
+  // native sidecars), SIGKILL to whatever is left at the deadline.
+  void StopAll(absl::Duration grace) {
+    absl::Time deadline = absl::Now() + grace;
+    for (bool sidecars : {false, true}) {
+      for (Container& c : containers_) {
+        if (c.sidecar == sidecars && c.process.running()) c.process.Signal(SIGTERM);
+      }
+      while (true) {
+        bool running = false;
+        for (Container& c : containers_) {
+          Reap(c);
+          running |= c.sidecar == sidecars && c.process.running();
+        }
+        if (!running) break;
+        {
+          absl::MutexLock lock(&mu_);
+          if (terminate_) deadline = std::min(deadline, kill_deadline_);
+        }
+        if (absl::Now() >= deadline) {
+          for (Container& c : containers_) {
+            if (c.process.running()) c.process.Signal(SIGKILL);
+          }
+        }
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    }
+  }
+
+  json ContainerStatus(const Container& c) {
+    json state;
+    if (c.exit_code) {
+      state["terminated"] = {{"exitCode", *c.exit_code}, {"reason", c.reason},
+                             {"startedAt", FormatRfc3339(c.started.value_or(absl::Now()))},
+                             {"finishedAt", FormatRfc3339(c.finished.value_or(absl::Now()))}};
+      if (!c.message.empty()) state["terminated"]["message"] = c.message;
+    } else if (c.started) {
+      state["running"] = {{"startedAt", FormatRfc3339(*c.started)}};
+    } else {
+      state["waiting"] = {{"reason", pod_reason_.empty() ? "PodInitializing" : pod_reason_}};
+    }
+    return {{"name", c.spec.value("name", "")}, {"image", c.spec.value("image", "")},
+            {"imageID", ""}, {"containerID", c.process.pid() > 0 ? absl::StrCat("local://", c.process.pid()) : ""},
+            {"ready", c.ready}, {"started", c.started.has_value() && !c.exit_code},
+            {"restartCount", c.restarts}, {"state", state}};
+  }
+
+  void WriteStatus() {
+    json init_statuses = json::array(), statuses = json::array();
+    bool all_ready = !containers_.empty();
+    for (const Container& c : containers_) {
+      (c.init ? init_statuses : statuses).push_back(ContainerStatus(c));
+      if (!c.init || c.sidecar) all_ready &= c.ready;
+    }
+    if (containers_.empty()) all_ready = false;
+    std::string now = FormatRfc3339(absl::Now());
+    auto condition = [&](const char* type, bool value) {
+      return json{{"type", type}, {"status", value ? "True" : "False"}, {"lastTransitionTime", now}};
+    };
+    bool running = phase_ == "Running";
+    json ours = json::array({condition("PodScheduled", true), condition("Initialized", initialized_),
+                             condition("ContainersReady", running && all_ready),
+                             condition("Ready", running && all_ready)});
+    // Re-read, keep the conditions others own (DisruptionTarget), write with the version read.
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      absl::StatusOr<json> current = client_->Get(op::kPods, ns_, name_);
+      if (!current.ok()) return;
+      json status = current->value("status", json::object());
+      json conditions = ours;
+      for (const json& c : status.value("conditions", json::array())) {
+        std::string type = c.value("type", "");
+        bool mine = false;
+        for (const json& o : ours) mine |= o["type"] == type;
+        if (!mine) conditions.push_back(c);
+      }
+      // Keep each condition's transition time while its status is unchanged.
+      for (json& c : conditions) {
+        for (const json& old : status.value("conditions", json::array())) {
+          if (old.value("type", "") == c["type"] && old.value("status", "") == c["status"]) {
+            c["lastTransitionTime"] = old.value("lastTransitionTime", now);
+          }
+        }
+      }
+      status["phase"] = phase_;
+      status["conditions"] = conditions;
+      status["podIP"] = address_;
+      status["podIPs"] = json::array({{{"ip", address_}}});
+      status["hostIP"] = "127.0.0.1";
+      status["startTime"] = FormatRfc3339(start_time_);
+      status["initContainerStatuses"] = init_statuses;
+      status["containerStatuses"] = statuses;
+      if (!pod_reason_.empty() && phase_ == "Failed") {
+        status["reason"] = pod_reason_;
+        status["message"] = pod_message_;
+      }
+      if (current->contains("status") && (*current)["status"] == status) return;
+      json write = *current;
+      write["status"] = status;
+      absl::StatusOr<json> written = client_->UpdateStatus(op::kPods, ns_, write);
+      if (written.ok() || !absl::IsAborted(written.status())) return;
+      // Someone else wrote the pod meanwhile (an eviction): read it again.
+    }
+  }
+
+  static inline const op::Resource kConfigMaps{"", "v1", "configmaps"};
+
+  Kubelet* const kubelet_;
+  op::KubeClient* const client_;
+  const json pod_;
+  const std::string address_;
+  const std::string ns_;
+  const std::string name_;
+  std::string dir_;
+  std::map<std::string, std::string> volumes_;  // Volume name -> directory.
+  std::vector<Container> containers_;
+  std::string phase_ = "Pending";
+  std::string pod_reason_;
+  std::string pod_message_;
+  bool initialized_ = false;
+  absl::Time start_time_;
+
+  absl::Mutex mu_;
+  bool terminate_ ABSL_GUARDED_BY(mu_) = false;
+  bool remove_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time kill_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+Kubelet::Kubelet(op::KubeClient* client, KubeletOptions options)
+    : client_(client), options_(std::move(options)) {}
+
+Kubelet::~Kubelet() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (informer_) informer_->Stop();
+  std::map<std::string, std::unique_ptr<PodWorker>> workers;
+  {
+    absl::MutexLock lock(&mu_);
+    workers.swap(workers_);
+  }
+  workers.clear();  // Each worker kills its processes.
+}
+
+absl::Status Kubelet::Start() {
+  fs::create_directories(options_.root_dir);
+  static const op::Resource kNodes{"", "v1", "nodes"};
+  json node = {{"apiVersion", "v1"},
+               {"kind", "Node"},
+               {"metadata", {{"name", options_.node_name}, {"labels", {{"kubernetes.io/hostname", options_.node_name}}}}},
+               {"status",
+                {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
+                                  {"message", "cohort local kubelet is ready"}}}},
+                 {"addresses", {{{"type", "InternalIP"}, {"address", "127.0.0.1"}}}}}}};
+  absl::StatusOr<json> created = client_->Create(kNodes, "", node);
+  if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
+  {
+    absl::MutexLock lock(&mu_);
+    WriteHostsFile();
+  }
+  informer_ = std::make_unique<op::Informer>(
+      client_, op::kPods, "", "", [this](const std::string& type, const json& pod) { OnPod(type, pod); });
+  informer_->Start();
+  return absl::OkStatus();
+}
+
+void Kubelet::OnPod(const std::string& type, const json& pod) {
+  std::string uid = pod["metadata"].value("uid", "");
+  std::string key = absl::StrCat(PodKey(pod), "#", uid);
+  std::unique_ptr<PodWorker> finished;
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  if (type == "DELETED") {
+    for (auto w = workers_.begin(); w != workers_.end(); ++w) {
+      // A DELETED from a relist carries only the name.
+      if (w->first == key || (uid.empty() && absl::StartsWith(w->first, key))) {
+        w->second->Deleted();
+        used_addresses_.erase(w->second->address());
+        names_.erase(w->second->address());
+        finished = std::move(w->second);
+        workers_.erase(w);
+        WriteHostsFile();
+        break;
+      }
+    }
+    mu_.Unlock();
+    finished.reset();  // Joins the worker outside the lock.
+    mu_.Lock();
+    return;
+  }
+  auto existing = workers_.find(key);
+  if (existing != workers_.end()) {
+    existing->second->Update(pod);
+    return;
+  }
+  std::string node = pod.value("spec", json::object()).value("nodeName", "");
+  if (!node.empty() && node != options_.node_name) return;
+  if (pod.value("status", json::object()).value("phase", "") == "Succeeded" ||
+      pod.value("status", json::object()).value("phase", "") == "Failed") {
+    return;  // Finished before this kubelet started.
+  }
+  std::string address = AllocateAddress();
+  const json& spec = pod["spec"];
+  std::string hostname = spec.value("hostname", "");
+  std::string subdomain = spec.value("subdomain", "");
+  std::string ns = pod["metadata"].value("namespace", "default");
+  if (!hostname.empty() && !subdomain.empty()) {
+    std::string base = absl::StrCat(hostname, ".", subdomain, ".", ns, ".svc");
+    names_[address] = {base, base + ".cluster.local", absl::StrCat(hostname, ".", subdomain, ".", ns),
+                       absl::StrCat(hostname, ".", subdomain)};
+  } else {
+    names_[address] = {pod["metadata"].value("name", "")};
+  }
+  WriteHostsFile();
+  auto worker = std::make_unique<PodWorker>(this, pod, address);
+  worker->Update(pod);
+  workers_[key] = std::move(worker);
+}
+
+std::string Kubelet::AllocateAddress() {
+  while (true) {
+    int n = next_address_++;
+    int third = options_.first_subnet + n / 253;
+    int fourth = 2 + n % 253;
+    if (third > 255) {
+      next_address_ = 0;
+      continue;
+    }
+    std::string address = absl::StrCat("127.0.", third, ".", fourth);
+    if (used_addresses_.insert(address).second) return address;
+  }
+}
+
+void Kubelet::WriteHostsFile() {
+  std::string text;
+  for (const auto& [address, names] : names_) absl::StrAppend(&text, address, " ", absl::StrJoin(names, " "), "\n");
+  fs::path path = fs::path(options_.root_dir) / "hosts";
+  {
+    std::ofstream out(path.string() + ".tmp");
+    out << text;
+  }
+  std::error_code ec;
+  fs::rename(path.string() + ".tmp", path, ec);
+}
+
+}  // namespace cohort::local
