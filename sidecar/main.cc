@@ -29,7 +29,7 @@
 #include "common/token.h"
 #include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/coordination/coordination_server.h"
-#include "sidecar/metrics/http_server.h"
+#include "common/metrics_http_server.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
 namespace cohort {
@@ -191,7 +191,7 @@ int Run(int argc, char** argv) {
 
   // Metrics.
   auto registry = std::make_shared<prometheus::Registry>();
-  agent::AddBuildInfo(*registry, "sidecar");
+  AddBuildInfo(*registry, "sidecar");
   agent::SidecarMetrics metrics(*registry, *rank);
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {registry};
   if (coordinator) {

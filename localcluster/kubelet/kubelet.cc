@@ -195,7 +195,8 @@ class Kubelet::PodWorker {
       std::string object_name = secret ? v["secret"].value("secretName", "") : v["configMap"].value("name", "");
       absl::StatusOr<json> source = WaitFor(kind, object_name);
       if (!source.ok()) return source.status();
-      for (const auto& [key, value] : source->value("data", json::object()).items()) {
+      json data = source->value("data", json::object());  // items() must not outlive it.
+      for (const auto& [key, value] : data.items()) {
         std::string content = value.get<std::string>();
         if (secret) absl::Base64Unescape(value.get<std::string>(), &content);
         std::ofstream(fs::path(path) / key, std::ios::binary) << content;

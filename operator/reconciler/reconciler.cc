@@ -1,8 +1,10 @@
 #include "operator/reconciler/reconciler.h"
 
 #include <atomic>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/token.h"
 #include "operator/api/distributed_job.h"
 #include "operator/reconciler/children.h"
@@ -48,11 +50,41 @@ json EventObject(const DistributedJob& job, const Event& e, absl::Time now, int 
 
 }  // namespace
 
-Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token)
-    : client_(client), clock_(clock), new_token_(new_token ? std::move(new_token) : GenerateToken) {}
+Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token,
+                       int pod_create_parallelism)
+    : client_(client), clock_(clock), new_token_(new_token ? std::move(new_token) : GenerateToken),
+      pod_create_parallelism_(std::max(1, pod_create_parallelism)) {}
+
+absl::Status Reconciler::CreatePods(const std::string& ns, const std::vector<json>& pods,
+                                    ReconcileReport* report) {
+  std::atomic<size_t> next{0};
+  std::atomic<int> created{0};
+  absl::Mutex mu;
+  absl::Status first_error;
+  auto work = [&] {
+    for (size_t i; (i = next++) < pods.size();) {
+      absl::StatusOr<json> r = client_->Create(kPods, ns, pods[i]);
+      if (r.ok()) {
+        ++created;
+      } else if (!absl::IsAlreadyExists(r.status())) {
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = r.status();
+        next = pods.size();  // Stop early: the next pass retries what is missing.
+      }
+    }
+  };
+  size_t threads = std::min<size_t>(pods.size(), pod_create_parallelism_);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (report != nullptr) report->pods_created += created;
+  return first_error;
+}
 
 absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::string& ns,
-                                                                    const std::string& name) {
+                                                                    const std::string& name,
+                                                                    ReconcileReport* report) {
   absl::StatusOr<json> object = client_->Get(kDistributedJobs, ns, name);
   if (absl::IsNotFound(object.status())) return std::optional<absl::Duration>();
   if (!object.ok()) return object.status();
@@ -80,14 +112,13 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
       return s;
     }
   }
-  for (int32_t rank : d.create_ranks) {
-    if (absl::Status s = Ensure(client_, kPods, ns, BuildPod(*job, rank, d.status.incarnation)); !s.ok()) {
-      return s;
-    }
-  }
+  std::vector<json> new_pods;
+  for (int32_t rank : d.create_ranks) new_pods.push_back(BuildPod(*job, rank, d.status.incarnation));
+  if (absl::Status s = CreatePods(ns, new_pods, report); !s.ok()) return s;
   for (const std::string& pod : d.delete_pods) {
     absl::Status s = client_->Delete(kPods, ns, pod);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
+    if (report != nullptr) ++report->pods_deleted;
   }
   if (d.delete_job) {
     absl::Status s = client_->Delete(kDistributedJobs, ns, name);
@@ -103,6 +134,10 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     write["status"] = new_status;
     absl::StatusOr<json> written = client_->UpdateStatus(kDistributedJobs, ns, write);
     if (!written.ok()) return written.status();  // Aborted on conflict: re-read next pass.
+  }
+  if (report != nullptr) {
+    report->phase = new_status.value("phase", "");
+    for (const Event& e : d.events) report->event_reasons.push_back(e.reason);
   }
   // Events only after the status they describe is recorded.
   for (size_t i = 0; i < d.events.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -17,21 +18,37 @@ namespace cohort::op {
 // it changed -> emit the Events after the write succeeded. An invalid spec creates nothing.
 //
 // Thread-safe for different jobs; the work queue never hands one job to two workers.
+// What one pass did, for metrics.
+struct ReconcileReport {
+  int pods_created = 0;
+  int pods_deleted = 0;
+  std::string phase;                       // The job's phase after the pass ("" if gone).
+  std::vector<std::string> event_reasons;  // "GangRestart", "Preempted", ...
+};
+
 class Reconciler {
  public:
-  Reconciler(KubeClient* client, Clock* clock,
-             std::function<std::string()> new_token = nullptr);
+  // Pods of one pass are created by up to `pod_create_parallelism` threads at once, so a
+  // 1,000-rank job is created at the API server's pace (the client's rate limit), not one
+  // round trip at a time.
+  Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token = nullptr,
+             int pod_create_parallelism = 32);
 
   // When to look at the job again (nullopt: on the next change only). Errors: Aborted (the
   // status write conflicted: requeue at once), Unavailable (API trouble: requeue with backoff),
   // others from the API.
   absl::StatusOr<std::optional<absl::Duration>> Reconcile(const std::string& ns,
-                                                          const std::string& name);
+                                                          const std::string& name,
+                                                          ReconcileReport* report = nullptr);
 
  private:
+  absl::Status CreatePods(const std::string& ns, const std::vector<nlohmann::json>& pods,
+                          ReconcileReport* report);
+
   KubeClient* const client_;
   Clock* const clock_;
   std::function<std::string()> new_token_;
+  const int pod_create_parallelism_;
 };
 
 }  // namespace cohort::op

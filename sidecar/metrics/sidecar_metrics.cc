@@ -5,9 +5,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-#ifndef COHORT_VERSION
-#define COHORT_VERSION "dev"
-#endif
 
 namespace cohort::agent {
 namespace {
@@ -146,13 +143,5 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
   return out;
 }
 
-void AddBuildInfo(prometheus::Registry& registry, absl::string_view component) {
-  prometheus::BuildGauge()
-      .Name("cohort_build_info")
-      .Help("Build information; the value is always 1")
-      .Register(registry)
-      .Add({{"version", COHORT_VERSION}, {"component", std::string(component)}})
-      .Set(1);
-}
 
 }  // namespace cohort::agent

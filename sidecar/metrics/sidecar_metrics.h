@@ -55,7 +55,5 @@ class CoordinatorCollector final : public prometheus::Collectable {
   size_t per_rank_limit_;
 };
 
-// Registers cohort_build_info{version}.
-void AddBuildInfo(prometheus::Registry& registry, absl::string_view component);
 
 }  // namespace cohort::agent

@@ -1,4 +1,6 @@
-#include "sidecar/metrics/http_server.h"
+#include "common/metrics_http_server.h"
+
+#include <prometheus/gauge.h>
 
 #include <httplib.h>
 #include <pthread.h>
@@ -61,6 +63,15 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
 MetricsHttpServer::~MetricsHttpServer() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void AddBuildInfo(prometheus::Registry& registry, const std::string& component) {
+  prometheus::BuildGauge()
+      .Name("cohort_build_info")
+      .Help("Build information; the value is always 1")
+      .Register(registry)
+      .Add({{"version", COHORT_VERSION}, {"component", component}})
+      .Set(1);
 }
 
 }  // namespace cohort

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <prometheus/collectable.h>
+#include <prometheus/registry.h>
 
 #include "absl/status/statusor.h"
 
@@ -35,5 +36,8 @@ class MetricsHttpServer {
   std::thread thread_;
   int port_ = 0;
 };
+
+// Registers cohort_build_info{version, component} (always 1).
+void AddBuildInfo(prometheus::Registry& registry, const std::string& component);
 
 }  // namespace cohort

@@ -1,0 +1,249 @@
+// cohort-operator: reconciles DistributedJobs (docs/operator.md).
+//
+// Startup: connect to the API server (--kubeconfig, else in-cluster, else $KUBECONFIG or
+// ~/.kube/config), serve /metrics, /healthz and /readyz, win the leader Lease (unless
+// --leader-elect=false), then run the controller until SIGTERM/SIGINT or until leadership is
+// lost. On SIGTERM the controller stops, watches are cancelled and the Lease is released, so a
+// standby replica takes over at once instead of after the lease duration.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/log.h"
+#include "common/metrics_http_server.h"
+#include "operator/client/http_kube_client.h"
+#include "operator/client/kube_config.h"
+#include "operator/reconciler/reconciler.h"
+#include "operator/runtime/controller.h"
+#include "operator/runtime/leader_election.h"
+#include "operator/runtime/operator_metrics.h"
+
+namespace cohort::op {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct Flags {
+  std::string kubeconfig;
+  std::string context;
+  std::string ns;
+  double qps = 50;
+  int burst = 100;
+  int workers = 4;
+  int pod_create_parallelism = 32;
+  std::string metrics_address = "0.0.0.0";
+  int metrics_port = 8080;
+  bool leader_elect = true;
+  std::string lease_namespace;
+  std::string lease_name = "cohort-operator";
+  std::string identity;
+  double lease_duration_s = 15;
+  double renew_deadline_s = 10;
+  double retry_period_s = 2;
+  std::string log_level = "info";
+};
+
+absl::StatusOr<KubeConfig> LoadConfig(const Flags& f) {
+  if (f.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) {
+    return LoadInClusterConfig();
+  }
+  return LoadKubeConfig(f.kubeconfig, f.context);
+}
+
+std::string DefaultIdentity() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, "_", getpid());
+}
+
+int Run(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"cohort-operator: runs DistributedJobs (cohort.dev/v1alpha1) as gangs of pods"};
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "kubeconfig to use; default: in-cluster when KUBERNETES_SERVICE_HOST is set, "
+                 "else $KUBECONFIG, else ~/.kube/config");
+  app.add_option("--context", f.context, "kubeconfig context (default: its current-context)");
+  app.add_option("--namespace", f.ns, "watch only this namespace (default: all namespaces)");
+  app.add_option("--kube-api-qps", f.qps, "client-side limit on API requests per second (<= 0: none)")
+      ->capture_default_str();
+  app.add_option("--kube-api-burst", f.burst, "requests allowed above the QPS in a burst")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--workers", f.workers, "jobs reconciled at once")->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--pod-create-parallelism", f.pod_create_parallelism,
+                 "pods of one job created at once")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--metrics-address", f.metrics_address, "address of /metrics, /healthz, /readyz")
+      ->capture_default_str();
+  app.add_option("--metrics-port", f.metrics_port, "port of /metrics, /healthz, /readyz (0: any free)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  app.add_option("--leader-elect", f.leader_elect,
+                 "hold a coordination.k8s.io Lease so that one replica of several acts")
+      ->capture_default_str();
+  app.add_option("--leader-election-namespace", f.lease_namespace,
+                 "namespace of the Lease (default: the kubeconfig's or service account's namespace)");
+  app.add_option("--leader-election-id", f.lease_name, "name of the Lease")->capture_default_str();
+  app.add_option("--identity", f.identity, "this replica's name in the Lease (default: host_pid)");
+  app.add_option("--leader-election-lease-duration", f.lease_duration_s,
+                 "seconds a standby waits after the leader's last renewal")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--leader-election-renew-deadline", f.renew_deadline_s,
+                 "seconds the leader keeps trying to renew before it steps down")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--leader-election-retry-period", f.retry_period_s, "seconds between Lease attempts")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--log-level", f.log_level, "debug, info, warning or error")->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  SetLogLevel(f.log_level == "debug"     ? LogLevel::kDebug
+              : f.log_level == "warning" ? LogLevel::kWarning
+              : f.log_level == "error"   ? LogLevel::kError
+                                         : LogLevel::kInfo);
+  if (!(f.renew_deadline_s < f.lease_duration_s && f.retry_period_s < f.renew_deadline_s)) {
+    LogError("--leader-election-retry-period < --leader-election-renew-deadline < "
+             "--leader-election-lease-duration must hold (got ", f.retry_period_s, ", ",
+             f.renew_deadline_s, ", ", f.lease_duration_s, ")");
+    return kExitUsage;
+  }
+
+  absl::StatusOr<KubeConfig> config = LoadConfig(f);
+  if (!config.ok()) {
+    LogError("cannot configure the Kubernetes client: ", config.status().message(),
+             "; pass --kubeconfig or run in a pod with a service account");
+    return kExitFailed;
+  }
+  HttpKubeClientOptions client_options;
+  client_options.qps = f.qps;
+  client_options.burst = f.burst;
+  absl::StatusOr<std::unique_ptr<HttpKubeClient>> client =
+      HttpKubeClient::Create(*config, client_options, Clock::Real());
+  if (!client.ok()) {
+    LogError("cannot create the Kubernetes client: ", client.status().message());
+    return kExitFailed;
+  }
+  // Fail fast with a clear message when the API server or the CRD is missing.
+  if (absl::StatusOr<nlohmann::json> probe = (*client)->Call("GET", "/apis/cohort.dev/v1alpha1"); !probe.ok()) {
+    LogError("cannot reach the DistributedJob API at ", config->server, ": ", probe.status().message(),
+             absl::IsNotFound(probe.status()) ? "; install the CRD: kubectl apply -f manifests/crd" : "");
+    return kExitFailed;
+  }
+
+  // Signals go to one thread; block them before any other thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  absl::Notification stop;
+  std::thread signal_thread([&] {
+    pthread_setname_np(pthread_self(), "signals");
+    int sig = 0;
+    while (sigwait(&signals, &sig) != 0) {
+    }
+    LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": shutting down");
+    stop.Notify();
+  });
+  signal_thread.detach();  // Parked in sigwait when the process exits normally.
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  AddBuildInfo(*registry, "operator");
+  OperatorMetrics metrics(*registry);
+  std::atomic<bool> leading{false};
+  std::atomic<bool> synced{false};
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
+      f.metrics_address, f.metrics_port, {registry}, [&]() -> std::string {
+        // A standby is ready (it is doing its job: waiting); the leader once its caches synced.
+        if (leading && !synced) return "leader, waiting for the informers' first list";
+        return "";
+      });
+  if (!http.ok()) {
+    LogError("cannot serve metrics: ", http.status().message());
+    return kExitFailed;
+  }
+  LogInfo("cohort-operator: API server ", config->server, ", namespace ",
+          f.ns.empty() ? "(all)" : f.ns, ", metrics on port ", (*http)->port());
+
+  std::unique_ptr<LeaderElector> elector;
+  if (f.leader_elect) {
+    LeaderElectionOptions le;
+    le.ns = f.lease_namespace.empty() ? config->namespace_ : f.lease_namespace;
+    le.name = f.lease_name;
+    le.identity = f.identity.empty() ? DefaultIdentity() : f.identity;
+    le.lease_duration = absl::Seconds(f.lease_duration_s);
+    le.renew_deadline = absl::Seconds(f.renew_deadline_s);
+    le.retry_period = absl::Seconds(f.retry_period_s);
+    elector = std::make_unique<LeaderElector>(client->get(), Clock::Real(), le);
+    LogInfo("waiting to lead: Lease ", le.ns, "/", le.name, " as ", le.identity);
+    if (!elector->AcquireBlocking(stop)) {
+      LogInfo("stopped before becoming the leader");
+      return kExitOk;
+    }
+    LogInfo("leading as ", le.identity);
+  }
+  leading = true;
+  metrics.SetLeader(true);
+
+  Reconciler reconciler(client->get(), Clock::Real(), nullptr, f.pod_create_parallelism);
+  ControllerOptions controller_options;
+  controller_options.ns = f.ns;
+  controller_options.workers = f.workers;
+  Controller controller(client->get(), Clock::Real(), &reconciler, &metrics, controller_options);
+  controller.Start();
+  std::thread sync_thread([&] {
+    while (!stop.HasBeenNotified() && !controller.WaitForSync(absl::Seconds(1))) {
+    }
+    if (!stop.HasBeenNotified()) {
+      synced = true;
+      LogInfo("informers synced: reconciling");
+    }
+  });
+
+  int exit_code = kExitOk;
+  if (elector) {
+    if (!elector->RenewBlocking(stop)) {
+      // client-go's rule: a replica that lost the Lease exits, so it never acts alongside the new
+      // leader; its restart makes it a standby.
+      LogError("lost the leader Lease ", elector->options().ns, "/", elector->options().name, ": exiting");
+      exit_code = kExitFailed;
+    }
+  } else {
+    stop.WaitForNotification();
+  }
+  if (!stop.HasBeenNotified()) stop.Notify();
+  (*client)->CancelWatches();
+  controller.Stop();
+  sync_thread.join();
+  metrics.SetLeader(false);
+  if (elector && exit_code == kExitOk) {
+    if (absl::Status released = elector->Release(); !released.ok()) {
+      LogWarning("cannot release the leader Lease: ", released.message());
+    } else {
+      LogInfo("released the leader Lease");
+    }
+  }
+  LogInfo("exiting with code ", exit_code);
+  std::fflush(nullptr);
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace cohort::op
+
+int main(int argc, char** argv) { return cohort::op::Run(argc, argv); }

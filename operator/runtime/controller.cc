@@ -1,0 +1,110 @@
+#include "operator/runtime/controller.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "operator/reconciler/children.h"
+
+namespace cohort::op {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Duration FailureBackoff(int failures) {
+  absl::Duration d = absl::Milliseconds(5);
+  for (int i = 1; i < failures && d < absl::Minutes(5); ++i) d *= 2;
+  return std::min(d, absl::Minutes(5));
+}
+
+}  // namespace
+
+Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
+                       ControllerOptions options)
+    : client_(client), clock_(clock), reconciler_(reconciler), metrics_(metrics), options_(std::move(options)),
+      queue_(clock) {
+  jobs_ = std::make_unique<Informer>(
+      client_, kDistributedJobs, options_.ns, "",
+      [this](const std::string& type, const json& job) {
+        std::string key = absl::StrCat(job["metadata"].value("namespace", ""), "/", job["metadata"].value("name", ""));
+        if (type == "DELETED") {
+          metrics_->SetJobPhase(key, "");
+        } else if (job.contains("status")) {
+          metrics_->SetJobPhase(key, job["status"].value("phase", ""));
+        }
+        queue_.Add(key);
+      },
+      options_.watch_timeout);
+  pods_ = std::make_unique<Informer>(
+      client_, kPods, options_.ns, kJobNameLabel,
+      [this](const std::string&, const json& pod) {
+        const json& meta = pod["metadata"];
+        std::string job = meta.contains("labels") ? meta["labels"].value(kJobNameLabel, "") : "";
+        if (job.empty()) {  // A DELETED from a relist carries only the name: "<job>-<rank>".
+          std::string name = meta.value("name", "");
+          job = name.substr(0, name.rfind('-'));
+        }
+        queue_.Add(absl::StrCat(meta.value("namespace", ""), "/", job));
+      },
+      options_.watch_timeout);
+}
+
+Controller::~Controller() { Stop(); }
+
+void Controller::Start() {
+  jobs_->Start();
+  pods_->Start();
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+bool Controller::WaitForSync(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  return jobs_->WaitForSync(timeout) && pods_->WaitForSync(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+}
+
+void Controller::Stop() {
+  queue_.ShutDown();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  if (jobs_) jobs_->Stop();
+  if (pods_) pods_->Stop();
+}
+
+void Controller::Work() {
+  while (std::optional<std::string> key = queue_.Get()) {
+    Process(*key);
+    queue_.Done(*key);
+  }
+}
+
+void Controller::Process(const std::string& key) {
+  size_t slash = key.find('/');
+  std::string ns = key.substr(0, slash);
+  std::string name = key.substr(slash + 1);
+  absl::Time start = absl::Now();
+  ReconcileReport report;
+  absl::StatusOr<std::optional<absl::Duration>> result = reconciler_->Reconcile(ns, name, &report);
+  metrics_->ObserveReconcile(absl::Now() - start, result.status(), report);
+  if (!report.phase.empty()) metrics_->SetJobPhase(key, report.phase);
+  int failures = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (result.ok()) {
+      failures_.erase(key);
+    } else if (!absl::IsAborted(result.status())) {
+      failures = ++failures_[key];
+    }
+  }
+  if (result.ok()) {
+    if (result->has_value()) queue_.AddAfter(key, **result);
+    return;
+  }
+  if (absl::IsAborted(result.status())) {
+    queue_.Add(key);  // A conflicting write: read the job again now.
+    return;
+  }
+  absl::Duration wait = FailureBackoff(failures);
+  LogWarning("reconcile ", key, " failed (attempt ", failures, "): ", result.status().message(), "; retrying in ",
+             absl::FormatDuration(wait));
+  queue_.AddAfter(key, wait);
+}
+
+}  // namespace cohort::op

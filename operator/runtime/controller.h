@@ -1,0 +1,59 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "operator/client/informer.h"
+#include "operator/client/kube_client.h"
+#include "operator/reconciler/reconciler.h"
+#include "operator/reconciler/work_queue.h"
+#include "operator/runtime/operator_metrics.h"
+
+namespace cohort::op {
+
+struct ControllerOptions {
+  std::string ns;   // Namespace to watch; "" for all.
+  int workers = 4;  // Jobs reconciled at once.
+  absl::Duration watch_timeout = absl::Minutes(5);
+};
+
+// The operator's control loop: informers on DistributedJobs and on the pods the operator owns
+// (label cohort.dev/job-name) put job keys on the de-duplicating work queue; workers reconcile
+// them. A failed pass is retried with per-job exponential backoff (5 ms doubling to 5 min); a
+// status-write conflict is retried at once; a pass may ask to be requeued later (backoff,
+// deadlines, TTL).
+class Controller {
+ public:
+  Controller(KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
+             ControllerOptions options);
+  ~Controller();  // Stop().
+
+  void Start();
+  // True once both informers delivered their first list.
+  bool WaitForSync(absl::Duration timeout);
+  void Stop();
+
+ private:
+  void Work();
+  void Process(const std::string& key);
+
+  KubeClient* const client_;
+  Clock* const clock_;
+  Reconciler* const reconciler_;
+  OperatorMetrics* const metrics_;
+  const ControllerOptions options_;
+  WorkQueue queue_;
+  std::unique_ptr<Informer> jobs_;
+  std::unique_ptr<Informer> pods_;
+  std::vector<std::thread> workers_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, int> failures_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort::op
