@@ -176,6 +176,11 @@ class Kubelet::PodWorker {
       return bound.status();
     }
     start_time_ = absl::Now();
+    // A pod of the same name ran here before (a gang restart reuses names): its logs and
+    // volumes are not this pod's. Its worker finished before the API server let the name be
+    // reused.
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
     fs::create_directories(dir_);
     WriteStatus();
     // Volumes.

@@ -16,6 +16,12 @@ constexpr absl::Duration kMaxBackoff = absl::Minutes(5);
 // While waiting for pods of an old incarnation to go (their names are reused), look again this
 // often; pod watch events usually come first.
 constexpr absl::Duration kOldPodsRecheck = absl::Seconds(1);
+// When every failed rank only followed a peer's failure (libdist's exit code 75), the rank that
+// caused it is usually still being reported: its kubelet writes a moment later. Wait this long
+// after the first follower finished, so the restart's reason names the cause.
+constexpr absl::Duration kRootCauseWait = absl::Seconds(3);
+// Longest termination message quoted in a condition or Event.
+constexpr size_t kMaxMessage = 512;
 
 using PodPhase = ObservedPod::Phase;
 
@@ -23,8 +29,17 @@ std::string Describe(const ObservedPod& p) {
   std::string out = absl::StrCat("rank ", p.rank, " (pod ", p.name, ")");
   if (p.trainer_exit_code) absl::StrAppend(&out, " exited with code ", *p.trainer_exit_code);
   else absl::StrAppend(&out, " failed");
-  if (!p.trainer_message.empty()) absl::StrAppend(&out, ": ", p.trainer_message);
+  // A termination message from a log tail spans lines; the last one usually says why.
+  absl::string_view message = p.trainer_message;
+  while (!message.empty() && message.back() == '\n') message.remove_suffix(1);
+  if (size_t nl = message.rfind('\n'); nl != absl::string_view::npos) message.remove_prefix(nl + 1);
+  if (message.size() > kMaxMessage) message = message.substr(0, kMaxMessage);
+  if (!message.empty()) absl::StrAppend(&out, ": ", message);
   return out;
+}
+
+bool Follower(const ObservedPod& p) {
+  return p.trainer_exit_code && *p.trainer_exit_code == kPeerFailureExitCode;
 }
 
 bool Failed(const ObservedPod& p) {
@@ -71,6 +86,9 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
       const nlohmann::json& t = state["terminated"];
       if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
         p.trainer_exit_code = t["exitCode"].get<int>();
+      }
+      if (std::optional<absl::Time> at = ParseRfc3339(t.value("finishedAt", ""))) {
+        p.finished_at = *at;
       }
       p.trainer_message = t.value("message", "");
       if (p.trainer_message.empty()) p.trainer_message = t.value("reason", "");
@@ -297,10 +315,18 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   const ObservedPod* root = nullptr;
   for (const ObservedPod* p : current) {
     if (!Failed(*p)) continue;
-    bool follower = p->trainer_exit_code && *p->trainer_exit_code == kPeerFailureExitCode;
-    if (root == nullptr || (!follower && root->trainer_exit_code &&
-                            *root->trainer_exit_code == kPeerFailureExitCode)) {
-      root = p;
+    if (root == nullptr || (!Follower(*p) && Follower(*root))) root = p;
+  }
+  if (root != nullptr && Follower(*root)) {
+    absl::Time first = absl::InfiniteFuture();
+    bool cause_may_come = false;
+    for (const ObservedPod* p : current) {
+      if (Follower(*p)) first = std::min(first, p->finished_at);
+      if (!p->trainer_exit_code && p->phase != PodPhase::kFailed) cause_may_come = true;
+    }
+    if (cause_may_come && now < first + kRootCauseWait) {
+      requeue(first + kRootCauseWait - now);
+      return d;
     }
   }
   if (root != nullptr) {

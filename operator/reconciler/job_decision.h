@@ -47,6 +47,7 @@ struct ObservedPod {
   bool disruption_target = false;  // The DisruptionTarget condition is True (eviction, preemption).
   std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.
   std::string trainer_message;           // Its termination message or reason.
+  absl::Time finished_at = absl::InfinitePast();  // When it terminated, if it did and says.
 };
 
 // Reads a pod as the API server returns it. nullopt when it lacks the job's rank or incarnation

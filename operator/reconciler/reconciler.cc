@@ -15,13 +15,33 @@ namespace {
 
 using json = nlohmann::json;
 
-// Creates an object unless it exists already.
-absl::Status Ensure(KubeClient* client, const Resource& r, const std::string& ns, const json& obj) {
-  absl::StatusOr<json> created = client->Create(r, ns, obj);
-  if (created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists) {
-    return absl::OkStatus();
+// Whether `object`'s controller is the job with this uid. An object without a controller
+// reference that carries the job-name label is treated as the job's (made by hand).
+bool OwnedBy(const json& object, const std::string& job_uid) {
+  const json& meta = object["metadata"];
+  if (job_uid.empty() || !meta.contains("ownerReferences")) return true;
+  for (const json& ref : meta["ownerReferences"]) {
+    if (ref.value("controller", false)) return ref.value("uid", "") == job_uid;
   }
-  return created.status();
+  return true;
+}
+
+// Creates an object of job `job_uid` unless it exists already. One left by an earlier job of the
+// same name (still being garbage-collected) is deleted, and the pass retried (Unavailable).
+absl::Status Ensure(KubeClient* client, const Resource& r, const std::string& ns, const json& obj,
+                    const std::string& job_uid) {
+  absl::StatusOr<json> created = client->Create(r, ns, obj);
+  if (created.ok()) return absl::OkStatus();
+  if (!absl::IsAlreadyExists(created.status())) return created.status();
+  std::string name = obj["metadata"].value("name", "");
+  absl::StatusOr<json> existing = client->Get(r, ns, name);
+  if (absl::IsNotFound(existing.status())) return absl::UnavailableError(absl::StrCat(r.plural, "/", name, " vanished; retrying"));
+  if (!existing.ok()) return existing.status();
+  if (OwnedBy(*existing, job_uid)) return absl::OkStatus();
+  absl::Status deleted = client->Delete(r, ns, name);
+  if (!deleted.ok() && !absl::IsNotFound(deleted)) return deleted;
+  return absl::UnavailableError(
+      absl::StrCat(r.plural, "/", name, " belongs to an earlier job of the same name; deleted it, retrying"));
 }
 
 json EventObject(const DistributedJob& job, const Event& e, absl::Time now, int index) {
@@ -97,8 +117,23 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
       client_->List(kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name));
   if (!pod_list.ok()) return pod_list.status();
   std::vector<ObservedPod> pods;
+  std::vector<std::string> stale;  // Pods of an earlier job of the same name.
   for (const json& p : (*pod_list)["items"]) {
-    if (std::optional<ObservedPod> observed = ObservePod(p)) pods.push_back(*observed);
+    if (!OwnedBy(p, job->uid)) {
+      stale.push_back(p["metadata"].value("name", ""));
+    } else if (std::optional<ObservedPod> observed = ObservePod(p)) {
+      pods.push_back(*observed);
+    }
+  }
+  if (!stale.empty()) {
+    // A job deleted and created again under the same name: its predecessor's pods are being
+    // garbage-collected. Judging or replacing them would be wrong (their names collide with the
+    // new pods'), so make sure they go and look again when they are gone.
+    for (const std::string& pod : stale) {
+      absl::Status s = client_->Delete(kPods, ns, pod);
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+    }
+    return std::optional<absl::Duration>(absl::Seconds(1));
   }
 
   absl::Time now = clock_->Now();
@@ -106,9 +141,9 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (!d.create_ranks.empty()) {
     // Pods need the Service (their DNS names) and the token Secret (a mounted volume). Only
     // then are they ensured, so a steady job costs no API calls for them.
-    if (absl::Status s = Ensure(client_, kServices, ns, BuildService(*job)); !s.ok()) return s;
+    if (absl::Status s = Ensure(client_, kServices, ns, BuildService(*job), job->uid); !s.ok()) return s;
     // The token is random per job; an existing Secret keeps its token.
-    if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_())); !s.ok()) {
+    if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid); !s.ok()) {
       return s;
     }
   }

@@ -31,6 +31,10 @@ class PodBuilder {
     pod_.trainer_message = std::move(message);
     return *this;
   }
+  PodBuilder& FinishedAt(absl::Time t) {
+    pod_.finished_at = t;
+    return *this;
+  }
   PodBuilder& Evicted() {
     pod_.disruption_target = true;
     pod_.terminating = true;

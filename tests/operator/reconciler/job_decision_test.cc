@@ -194,6 +194,35 @@ TEST(Decide, BeingDeleted_DoesNothing) {
   EXPECT_TRUE(d.events.empty());
 }
 
+TEST(Decide, OnlyFollowersFailed_WaitsBrieflyForTheRankThatCausedIt) {
+  // Ranks 1-3 exited with libdist's peer-failure code a second ago; rank 0, which caused it, is
+  // not reported yet.
+  auto followers = [](int r, PodBuilder& p) {
+    if (r != 0) p.Exited(kPeerFailureExitCode, "rank 0 failed").FinishedAt(kNow - absl::Seconds(1));
+  };
+  Decision wait = Decide(Job(InPhase(Phase::kRunning)), Gang(0, followers), kNow);
+  EXPECT_TRUE(wait.delete_pods.empty()) << "no restart yet";
+  EXPECT_EQ(wait.status.restarts, 0);
+  EXPECT_EQ(wait.requeue_after, absl::Seconds(2));
+
+  // The cause arrives: the restart names it, with the last line of its message.
+  Decision named = Decide(Job(InPhase(Phase::kRunning)),
+                          Gang(0, [&](int r, PodBuilder& p) {
+                            followers(r, p);
+                            if (r == 0) p.Exited(137, "step 7\nout of memory\n");
+                          }),
+                          kNow);
+  EXPECT_EQ(named.status.restarts, 1);
+  ASSERT_FALSE(named.events.empty());
+  EXPECT_THAT(named.events[0].message, HasSubstr("rank 0 (pod train-0) exited with code 137: out of memory;"));
+
+  // It never arrives: after the wait the gang restarts anyway, naming a follower.
+  Decision late = Decide(Job(InPhase(Phase::kRunning)), Gang(0, followers), kNow + absl::Seconds(2));
+  EXPECT_EQ(late.status.restarts, 1);
+  ASSERT_FALSE(late.events.empty());
+  EXPECT_THAT(late.events[0].message, HasSubstr("exited with code 75"));
+}
+
 TEST(Decide, RestartRequeuesAfterBackoff) {
   Decision d = Decide(Job(InPhase(Phase::kRunning)),
                       Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Exited(1); }), kNow);

@@ -134,5 +134,36 @@ TEST_F(ReconcilerTest, TtlAfterSuccess_DeletesTheJob) {
   EXPECT_THAT(kube_.deleted(), Contains("distributedjobs/train"));
 }
 
+TEST_F(ReconcilerTest, RecreatedUnderSameName_PredecessorsPodsNeitherJudgedNorKept) {
+  Apply(JobBuilder().Build());
+  ASSERT_TRUE(Pass().ok());
+  SetPods([](int, json& s) {
+    s = {{"phase", "Succeeded"},
+         {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
+  });
+  // kubectl delete + apply: the new job has a new uid while the old pods still exist (the fake,
+  // like a busy garbage collector, has not removed them yet).
+  ASSERT_TRUE(kube_.Delete(kDistributedJobs, "ml", "train").ok());
+  json again = JobBuilder().Build();
+  again["metadata"]["uid"] = "u-2";
+  Apply(again);
+  absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
+  ASSERT_TRUE(requeue.ok()) << requeue.status();
+  EXPECT_TRUE(requeue->has_value()) << "look again once the old pods are gone";
+  EXPECT_EQ(kube_.Count(kPods), 0u) << "the old job's pods are deleted";
+  EXPECT_NE(Job().status.phase, Phase::kSucceeded) << "the old job's results are not the new job's";
+
+  // The old Service and Secret are replaced too, so the new pods do not lose them to the
+  // garbage collector later.
+  absl::StatusOr<std::optional<absl::Duration>> pass = Pass();
+  EXPECT_TRUE(absl::IsUnavailable(pass.status())) << pass.status();
+  for (int i = 0; i < 3 && !pass.ok(); ++i) pass = Pass();  // One stale object per pass.
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  std::string uid = "u-2";
+  EXPECT_EQ(kube_.Count(kPods), 4u);
+  EXPECT_EQ(kube_.Object(kSecrets, "ml", "train-token")["metadata"]["ownerReferences"][0]["uid"], uid);
+  EXPECT_EQ(kube_.Object(kServices, "ml", "train")["metadata"]["ownerReferences"][0]["uid"], uid);
+}
+
 }  // namespace
 }  // namespace cohort::op
