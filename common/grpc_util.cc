@@ -53,6 +53,9 @@ grpc::ChannelArguments DefaultChannelArguments() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2'000);
+  // A gang restart gives rank 0's pod a new address under the same DNS name; gRPC's default
+  // (re-resolve at most every 30 s) would keep the others dialling the old one that long.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 500);
   args.SetMaxReceiveMessageSize(16 << 20);
   // Separate channels per client object: do not share subchannels across them.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

@@ -23,7 +23,8 @@ absl::Status CheckToken(const grpc::ServerContextBase& context, const std::strin
 std::chrono::system_clock::time_point ToChronoDeadline(absl::Duration timeout);
 
 // Channel arguments shared by every Cohort client: keepalive so a dead peer is noticed, and a
-// short reconnect backoff so a restarted service is found quickly.
+// short reconnect backoff and DNS re-resolution interval so a restarted service (at a new pod
+// address) is found quickly.
 grpc::ChannelArguments DefaultChannelArguments();
 
 }  // namespace cohort

@@ -2,6 +2,8 @@
 
 #include "operator/reconciler/children.h"
 
+#include <string.h>
+
 #include <algorithm>
 #include <set>
 
@@ -27,8 +29,13 @@ using PodPhase = ObservedPod::Phase;
 
 std::string Describe(const ObservedPod& p) {
   std::string out = absl::StrCat("rank ", p.rank, " (pod ", p.name, ")");
-  if (p.trainer_exit_code) absl::StrAppend(&out, " exited with code ", *p.trainer_exit_code);
-  else absl::StrAppend(&out, " failed");
+  if (p.trainer_exit_code) {
+    absl::StrAppend(&out, " exited with code ", *p.trainer_exit_code);
+    // 128+N: killed by signal N (SIGKILL also means the OOM killer).
+    if (const char* sig = *p.trainer_exit_code > 128 ? sigabbrev_np(*p.trainer_exit_code - 128) : nullptr) {
+      absl::StrAppend(&out, " (SIG", sig, *p.trainer_exit_code == 137 ? ": killed, or out of memory" : "", ")");
+    }
+  } else absl::StrAppend(&out, " failed");
   // A termination message from a log tail spans lines; the last one usually says why.
   absl::string_view message = p.trainer_message;
   while (!message.empty() && message.back() == '\n') message.remove_suffix(1);

@@ -4,10 +4,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "dist/distributed.h"
 
@@ -79,6 +84,47 @@ int Preempt() {
   return 3;
 }
 
+// What the operator injects (DESIGN.md, "Environment contract"), checked before libdist reads
+// it: the JAX_* names agree with the COHORT_* ones and the coordinator is rank 0's DNS name.
+int CheckPodEnvironment() {
+  auto get = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v == nullptr ? "" : v;
+  };
+  std::string job = get("COHORT_JOB_NAME"), ns = get("COHORT_NAMESPACE");
+  std::string coordinator = get("COHORT_COORDINATOR_ADDRESS");
+  std::string expected_prefix = absl::StrCat(job, "-0.", job, ".", ns, ".svc:");
+  std::vector<std::string> problems;
+  if (job.empty() || ns.empty()) problems.push_back("COHORT_JOB_NAME or COHORT_NAMESPACE unset");
+  if (coordinator.rfind(expected_prefix, 0) != 0) {
+    problems.push_back(absl::StrCat("COHORT_COORDINATOR_ADDRESS=", coordinator, " is not ", expected_prefix, "PORT"));
+  }
+  // JAX's own service on rank 0 listens on the port after ours.
+  std::string port = coordinator.substr(coordinator.rfind(':') + 1);
+  int jax_port = 0;
+  if (!absl::SimpleAtoi(port, &jax_port)) jax_port = -1;
+  std::string jax_coordinator = absl::StrCat(expected_prefix, jax_port + 1);
+  if (get("JAX_COORDINATOR_ADDRESS") != jax_coordinator) {
+    problems.push_back(absl::StrCat("JAX_COORDINATOR_ADDRESS=", get("JAX_COORDINATOR_ADDRESS"), " is not ", jax_coordinator));
+  }
+  for (auto [jax, cohort] : {std::pair{"JAX_NUM_PROCESSES", "COHORT_NUM_PROCESSES"},
+                             std::pair{"JAX_PROCESS_ID", "COHORT_PROCESS_ID"}}) {
+    if (get(jax) != get(cohort) || get(jax).empty()) {
+      problems.push_back(absl::StrCat(jax, "=", get(jax), " but ", cohort, "=", get(cohort)));
+    }
+  }
+  for (const char* name : {"COHORT_AGENT_SOCKET", "COHORT_TOKEN_FILE", "COHORT_INCARNATION"}) {
+    if (get(name).empty()) problems.push_back(absl::StrCat(name, " unset"));
+  }
+  if (!problems.empty()) {
+    Say(absl::StrCat("ERROR environment: ", absl::StrJoin(problems, "; ")));
+    return 3;
+  }
+  Say(absl::StrCat("ENVIRONMENT ok: rank ", get("COHORT_PROCESS_ID"), " of ", get("COHORT_NUM_PROCESSES"),
+                   ", coordinator ", coordinator, ", incarnation ", get("COHORT_INCARNATION")));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,6 +138,16 @@ int main(int argc, char** argv) {
     };
     scenario = "wait";
   }
+  // A pod of a DistributedJob: "k8s" checks the environment, then rendezvous; "k8s-hold" keeps
+  // incarnation 0 training until a preemption (exit kPreemptedExitCode after the sync point) or
+  // a kill, so a test can fail or evict a rank, and lets later incarnations finish.
+  bool kubernetes = scenario == "k8s" || scenario == "k8s-hold";
+  if (kubernetes) {
+    if (int rc = CheckPodEnvironment()) return rc;
+    const char* incarnation = std::getenv("COHORT_INCARNATION");
+    bool hold = scenario == "k8s-hold" && incarnation != nullptr && std::string(incarnation) == "0";
+    scenario = hold ? "preempt" : "rendezvous";
+  }
   absl::Status init = dist::Initialize(options);
   if (!init.ok()) {
     Say(absl::StrCat("INIT_FAILED ", absl::StatusCodeToString(init.code()), ": ", init.message()));
@@ -100,7 +156,10 @@ int main(int argc, char** argv) {
   Say(absl::StrCat("INITIALIZED rank=", dist::ProcessIndex()));
   if (scenario == "rendezvous") return Rendezvous();
   if (scenario == "wait") return Wait();
-  if (scenario == "preempt") return Preempt();
+  if (scenario == "preempt") {
+    int rc = Preempt();
+    return kubernetes && rc == 0 ? dist::kPreemptedExitCode : rc;
+  }
   if (scenario == "init-only") return Check(dist::Shutdown(), "shutdown");
   if (scenario == "rank1-exits-7") {
     if (dist::ProcessIndex() == 1) return 7;  // Without shutdown: a crash as far as the job knows.

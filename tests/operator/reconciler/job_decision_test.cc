@@ -214,7 +214,7 @@ TEST(Decide, OnlyFollowersFailed_WaitsBrieflyForTheRankThatCausedIt) {
                           kNow);
   EXPECT_EQ(named.status.restarts, 1);
   ASSERT_FALSE(named.events.empty());
-  EXPECT_THAT(named.events[0].message, HasSubstr("rank 0 (pod train-0) exited with code 137: out of memory;"));
+  EXPECT_THAT(named.events[0].message, HasSubstr("rank 0 (pod train-0) exited with code 137 (SIGKILL: killed, or out of memory): out of memory;"));
 
   // It never arrives: after the wait the gang restarts anyway, naming a follower.
   Decision late = Decide(Job(InPhase(Phase::kRunning)), Gang(0, followers), kNow + absl::Seconds(2));

@@ -1,0 +1,275 @@
+#include "tests/e2e/local_control_plane.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "operator/client/kube_config.h"
+
+namespace cohort::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int SecondsLeft(absl::Time deadline) {
+  return std::max<int>(1, static_cast<int>(absl::ToInt64Seconds(deadline - absl::Now()) + 1));
+}
+
+}  // namespace
+
+std::unique_ptr<WatchedProcess> WatchedProcess::Start(const std::string& label, std::vector<std::string> argv,
+                                                      std::map<std::string, std::string> env) {
+  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{std::move(argv), std::move(env)});
+  EXPECT_TRUE(p.ok()) << label << ": " << p.status();
+  if (!p.ok()) return nullptr;
+  std::unique_ptr<WatchedProcess> w(new WatchedProcess());
+  w->label_ = label;
+  w->process_ = std::move(*p);
+  WatchedProcess* self = w.get();
+  w->reader_ = std::thread([self] {
+    std::string buffer;
+    bool open = true;
+    while (open) {
+      std::vector<std::string> lines;
+      open = ReadLines(self->process_.output_fd(), &buffer, &lines);  // Blocks for output.
+      absl::MutexLock lock(&self->mu_);
+      for (std::string& line : lines) {
+        std::fprintf(stderr, "[%s] %s\n", self->label_.c_str(), line.c_str());
+        self->lines_.push_back(std::move(line));
+      }
+    }
+    absl::MutexLock lock(&self->mu_);
+    self->closed_ = true;
+  });
+  return w;
+}
+
+WatchedProcess::~WatchedProcess() {
+  if (process_.running()) {
+    process_.Signal(SIGKILL);
+    process_.Wait();
+  }
+  if (reader_.joinable()) reader_.join();
+}
+
+std::string WatchedProcess::FindLocked(const std::string& text) {
+  for (const std::string& line : lines_) {
+    if (absl::StrContains(line, text)) return line;
+  }
+  return "";
+}
+
+std::string WatchedProcess::WaitForLine(const std::string& text, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  std::string found;
+  auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    found = FindLocked(text);
+    return !found.empty() || closed_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
+  return found;
+}
+
+bool WatchedProcess::HasLine(const std::string& text) {
+  absl::MutexLock lock(&mu_);
+  return !FindLocked(text).empty();
+}
+
+std::optional<int> WatchedProcess::WaitForExit(absl::Duration timeout) {
+  // The reader sees end of file when the process (and every child holding the pipe) is gone.
+  {
+    absl::MutexLock lock(&mu_);
+    auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&closed), timeout)) return std::nullopt;
+  }
+  return process_.Wait();
+}
+
+LocalControlPlane::LocalControlPlane() {
+  // TLS writes to a connection the server closed raise SIGPIPE; the client reports the error.
+  signal(SIGPIPE, SIG_IGN);
+  char pattern[] = "/tmp/cohort-e2e-XXXXXX";  // Short: agent socket paths live below it.
+  const char* made = mkdtemp(pattern);
+  EXPECT_NE(made, nullptr) << "mkdtemp";
+  if (made == nullptr) return;
+  dir_ = made;
+  cluster_ = WatchedProcess::Start("cluster", {BinPath("cohort-local-cluster"), "--dir", dir_});
+  if (!cluster_) return;
+  std::string line = cluster_->WaitForLine("kubeconfig ", absl::Seconds(30));
+  EXPECT_FALSE(line.empty()) << "cohort-local-cluster did not start";
+  if (line.empty()) return;
+  kubeconfig_ = line.substr(line.rfind(' ') + 1);
+  EXPECT_FALSE(cluster_->WaitForLine("cohort-local-cluster: ready", absl::Seconds(30)).empty());
+  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig_);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return;
+  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client =
+      op::HttpKubeClient::Create(*config, op::HttpKubeClientOptions{.qps = 0}, Clock::Real());
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (!client.ok()) return;
+  client_ = std::move(*client);
+  Result crd = Kubectl({"apply", "-f", absl::StrCat(COHORT_SOURCE_DIR, "/manifests/crd")});
+  EXPECT_EQ(crd.exit_code, 0) << crd.output;
+}
+
+LocalControlPlane::~LocalControlPlane() {
+  if (cluster_) {
+    // SIGTERM: the kubelet stops every pod's processes before the cluster exits.
+    cluster_->Signal(SIGTERM);
+    EXPECT_TRUE(cluster_->WaitForExit(absl::Seconds(30)).has_value()) << "cohort-local-cluster did not stop";
+    cluster_.reset();
+  }
+  if (!dir_.empty() && !::testing::Test::HasFailure()) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  } else if (!dir_.empty()) {
+    std::fprintf(stderr, "kept %s (pod logs under pods/) for the failure above\n", dir_.c_str());
+  }
+}
+
+LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> args, const std::string& stdin_text) {
+  static int files = 0;
+  if (!stdin_text.empty()) {
+    std::string path = absl::StrCat(dir_, "/manifest-", ++files, ".yaml");
+    std::ofstream(path) << stdin_text;
+    args.push_back("-f");
+    args.push_back(path);
+  }
+  args.insert(args.begin(), "kubectl");
+  Result result;
+  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{args, {{"KUBECONFIG", kubeconfig_}}});
+  if (!p.ok()) {
+    result.output = std::string(p.status().message());
+    return result;
+  }
+  std::string buffer;
+  std::vector<std::string> lines;
+  while (ReadLines(p->output_fd(), &buffer, &lines)) {
+  }
+  for (const std::string& line : lines) absl::StrAppend(&result.output, line, "\n");
+  result.exit_code = Subprocess::ExitCodeOf(p->Wait());
+  std::fprintf(stderr, "[kubectl %s] exit %d\n%s", absl::StrJoin(args.begin() + 1, args.end(), " ").c_str(),
+               result.exit_code, result.output.c_str());
+  return result;
+}
+
+std::unique_ptr<WatchedProcess> LocalControlPlane::StartOperator(const std::string& label,
+                                                                std::vector<std::string> extra_flags) {
+  std::vector<std::string> argv = {BinPath("cohort-operator"), "--kubeconfig", kubeconfig_,
+                                   "--metrics-address", "127.0.0.1", "--metrics-port", "0"};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  return WatchedProcess::Start(label, argv);
+}
+
+json LocalControlPlane::WaitForJob(const std::string& ns, const std::string& name,
+                                   const std::function<bool(const json&)>& done, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  json last;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<json> job = client_->Get(op::kDistributedJobs, ns, name);
+    if (job.ok()) {
+      last = *job;
+      if (done(last)) return last;
+    }
+    op::WatchOptions options;
+    options.resource_version = job.ok() ? (*job)["metadata"].value("resourceVersion", "") : "";
+    options.timeout = absl::Seconds(SecondsLeft(deadline));
+    bool matched = false;
+    client_->Watch(op::kDistributedJobs, ns, options, [&](const json& event) {
+      const json& object = event["object"];
+      if (event.value("type", "") == "BOOKMARK" || object["metadata"].value("name", "") != name) return true;
+      last = object;
+      matched = done(object);
+      return !matched;
+    }).IgnoreError();
+    if (matched) return last;
+  }
+  std::fprintf(stderr, "job %s/%s, last seen: %s\n", ns.c_str(), name.c_str(), last.dump(2).c_str());
+  return json();
+}
+
+bool LocalControlPlane::WaitForPods(const std::string& ns, const std::string& selector,
+                                    const std::function<bool(const std::vector<json>&)>& done,
+                                    absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<json> list = client_->List(op::kPods, ns, selector);
+    if (!list.ok()) continue;
+    std::map<std::string, json> pods;
+    for (const json& p : (*list)["items"]) pods[p["metadata"].value("name", "")] = p;
+    auto holds = [&] {
+      std::vector<json> current;
+      for (const auto& [name, pod] : pods) current.push_back(pod);
+      return done(current);
+    };
+    if (holds()) return true;
+    op::WatchOptions options;
+    options.label_selector = selector;
+    options.resource_version = (*list)["metadata"].value("resourceVersion", "");
+    options.timeout = absl::Seconds(SecondsLeft(deadline));
+    bool matched = false;
+    client_->Watch(op::kPods, ns, options, [&](const json& event) {
+      std::string type = event.value("type", "");
+      if (type == "BOOKMARK") return true;
+      std::string name = event["object"]["metadata"].value("name", "");
+      if (type == "DELETED") {
+        pods.erase(name);
+      } else {
+        pods[name] = event["object"];
+      }
+      matched = holds();
+      return !matched;
+    }).IgnoreError();
+    if (matched) return true;
+  }
+  return false;
+}
+
+pid_t LocalControlPlane::FindProcess(const std::string& program, const std::vector<std::string>& env) {
+  for (const fs::directory_entry& entry : fs::directory_iterator("/proc")) {
+    std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    if (!absl::StrContains(cmdline, program)) continue;
+    std::vector<std::string> vars = absl::StrSplit(ReadFile(entry.path() / "environ"), '\0');
+    bool all = true;
+    for (const std::string& want : env) {
+      all = all && std::find(vars.begin(), vars.end(), want) != vars.end();
+    }
+    if (all) return std::stoi(pid);
+  }
+  return -1;
+}
+
+int64_t StatusInt(const json& job, const char* field) {
+  if (!job.is_object() || !job.contains("status")) return 0;
+  return job["status"].value(field, int64_t{0});
+}
+
+std::string Phase(const json& job) {
+  if (!job.is_object() || !job.contains("status")) return "";
+  return job["status"].value("phase", "");
+}
+
+}  // namespace cohort::testing

@@ -1,0 +1,245 @@
+// End to end: cohort-local-cluster (API server + kubelet), real kubectl, cohort-operator and
+// DistributedJobs whose pods run test-trainer and cohort-sidecar as real processes that
+// rendezvous through the injected environment.
+#include <signal.h>
+
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/local_control_plane.h"
+
+namespace cohort::testing {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kJobTimeout = absl::Seconds(90);
+
+// A DistributedJob of `replicas` test-trainer ranks running `scenario`.
+std::string JobYaml(const std::string& name, int replicas, const std::string& scenario,
+                    const std::string& extra_spec = "", const std::string& extra_pod_spec = "") {
+  return absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1
+kind: DistributedJob
+metadata:
+  name: NAME
+spec:
+  replicas: REPLICAS
+  maxRestarts: 2
+  restartBackoff: 100ms
+EXTRA_SPEC  template:
+    spec:
+EXTRA_POD_SPEC      containers:
+        - name: trainer
+          image: cohort/test-trainer:dev
+          command: ["test-trainer", "SCENARIO"]
+)",
+                             {{"NAME", name},
+                              {"REPLICAS", absl::StrCat(replicas)},
+                              {"SCENARIO", scenario},
+                              {"EXTRA_SPEC", extra_spec},
+                              {"EXTRA_POD_SPEC", extra_pod_spec}});
+}
+
+bool Finished(const json& job) { return Phase(job) == "Succeeded" || Phase(job) == "Failed"; }
+bool AllReady(const json& job) {
+  return Phase(job) == "Running" && StatusInt(job, "ready") == job["spec"].value("replicas", 0);
+}
+
+std::string Events(LocalControlPlane& cluster, const std::string& job) {
+  absl::StatusOr<json> events = cluster.client().List(op::kEvents, "default", "");
+  std::string out;
+  if (!events.ok()) return out;
+  for (const json& e : (*events)["items"]) {
+    if (e["involvedObject"].value("name", "") == job) absl::StrAppend(&out, e.value("lastTimestamp", ""), " ", e.value("reason", ""), ": ", e.value("message", ""), "\n");
+  }
+  return out;
+}
+
+// One control plane for the suite: starting it costs a second; jobs have distinct names.
+class OperatorE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new LocalControlPlane(); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(cluster_->kubeconfig(), "") << "the local control plane did not start"; }
+
+  // An operator with this test's own Lease (a killed operator of an earlier test still holds
+  // its own) and short leader-election timings.
+  std::unique_ptr<WatchedProcess> StartOperator(const std::string& label, std::vector<std::string> flags = {}) {
+    std::vector<std::string> all = {"--leader-election-id", Lease(), "--leader-election-lease-duration", "2",
+                                    "--leader-election-renew-deadline", "1.5", "--leader-election-retry-period",
+                                    "0.2"};
+    all.insert(all.end(), flags.begin(), flags.end());
+    return cluster_->StartOperator(label, all);
+  }
+  // Starts an operator and waits until it leads and its informers synced.
+  std::unique_ptr<WatchedProcess> Operator(const std::string& label = "operator",
+                                           std::vector<std::string> flags = {}) {
+    std::unique_ptr<WatchedProcess> op = StartOperator(label, std::move(flags));
+    EXPECT_NE(op, nullptr);
+    if (op) EXPECT_NE(op->WaitForLine("informers synced", absl::Seconds(30)), "") << label << " did not start";
+    return op;
+  }
+  static std::string Lease() {
+    std::string name = absl::AsciiStrToLower(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    return absl::StrCat("e2e-", absl::StrReplaceAll(name, {{"_", "-"}}));
+  }
+
+  static LocalControlPlane* cluster_;
+};
+LocalControlPlane* OperatorE2E::cluster_ = nullptr;
+
+TEST_F(OperatorE2E, FourRankJob_RendezvousThroughSidecarsAndSucceeds) {
+  auto op = Operator();
+  LocalControlPlane::Result applied = cluster_->Kubectl({"apply"}, JobYaml("e2e-ok", 4, "k8s"));
+  ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  EXPECT_THAT(applied.output, HasSubstr("distributedjob.cohort.dev/e2e-ok created"));
+
+  json job = cluster_->WaitForJob("default", "e2e-ok", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ok");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  EXPECT_EQ(StatusInt(job, "succeeded"), 4);
+  EXPECT_EQ(job["status"].value("coordinatorAddress", ""), "e2e-ok-0.e2e-ok.default.svc:8476");
+
+  // The trainers checked their environment and met through the sidecars.
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string log = absl::StrCat(cluster_->dir(), "/pods/default_e2e-ok-", rank, "/trainer.log");
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr("ENVIRONMENT ok")) << log;
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("RENDEZVOUS rank=", rank, " keys=4 count=4"))) << log;
+  }
+
+  // kubectl shows the printer columns.
+  LocalControlPlane::Result got = cluster_->Kubectl({"get", "djob", "e2e-ok"});
+  EXPECT_EQ(got.exit_code, 0);
+  EXPECT_THAT(got.output, HasSubstr("PHASE"));
+  EXPECT_THAT(got.output, HasSubstr("Succeeded"));
+
+  // Deleting the job removes everything it created.
+  LocalControlPlane::Result deleted = cluster_->Kubectl({"delete", "djob", "e2e-ok"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
+  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-ok",
+                                    [](const std::vector<json>& pods) { return pods.empty(); }, kJobTimeout));
+  for (const op::Resource* r : {&op::kServices, &op::kSecrets}) {
+    absl::StatusOr<json> left = cluster_->client().List(*r, "default", "cohort.dev/job-name=e2e-ok");
+    ASSERT_TRUE(left.ok());
+    EXPECT_TRUE((*left)["items"].empty()) << r->plural << " left: " << (*left)["items"].dump();
+  }
+}
+
+TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-kill", 4, "k8s-hold")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-kill", AllReady, kJobTimeout)));
+  pid_t pid = LocalControlPlane::FindProcess(
+      "test-trainer", {"COHORT_JOB_NAME=e2e-kill", "COHORT_PROCESS_ID=1", "COHORT_INCARNATION=0"});
+  ASSERT_GT(pid, 0) << "rank 1's trainer process";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+
+  json job = cluster_->WaitForJob("default", "e2e-kill", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-kill");
+  EXPECT_EQ(StatusInt(job, "restarts"), 1);
+  EXPECT_EQ(StatusInt(job, "preemptions"), 0);
+  EXPECT_THAT(Events(*cluster_, "e2e-kill"), HasSubstr("rank 1 (pod e2e-kill-1) exited with code 137"));
+}
+
+TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-evict", 2, "k8s-hold")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-evict", AllReady, kJobTimeout)));
+  // What `kubectl drain` does for each pod: the eviction subresource.
+  LocalControlPlane::Result evicted = cluster_->Kubectl(
+      {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-evict-1/eviction"},
+      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-evict-1","namespace":"default"}})");
+  ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
+
+  json job = cluster_->WaitForJob("default", "e2e-evict", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-evict");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+}
+
+TEST_F(OperatorE2E, InvalidSpec_ConditionAndEventAndNothingCreated) {
+  auto op = Operator();
+  // The CRD schema cannot know that the gang needs restartPolicy Never; the operator does.
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-invalid", 2, "k8s", "", "      restartPolicy: Always\n")).exit_code, 0);
+  auto invalid = [](const json& job) {
+    if (!job.contains("status")) return false;
+    for (const json& c : job["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == "SpecValid" && c.value("status", "") == "False") return true;
+    }
+    return false;
+  };
+  json job = cluster_->WaitForJob("default", "e2e-invalid", invalid, kJobTimeout);
+  ASSERT_TRUE(invalid(job)) << job.dump(2);
+  EXPECT_THAT(job.dump(), HasSubstr("restartPolicy"));
+  EXPECT_THAT(Events(*cluster_, "e2e-invalid"), HasSubstr("InvalidSpec"));
+  absl::StatusOr<json> pods = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=e2e-invalid");
+  ASSERT_TRUE(pods.ok());
+  EXPECT_TRUE((*pods)["items"].empty());
+  EXPECT_EQ(cluster_->Kubectl({"delete", "djob", "e2e-invalid"}).exit_code, 0);
+}
+
+TEST_F(OperatorE2E, OperatorKilledAndRestartedMidJob_NoDuplicatePodsAndStatusContinues) {
+  auto first = Operator("operator 1");
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-resume", 2, "k8s-hold")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-resume", AllReady, kJobTimeout)));
+  absl::StatusOr<json> before = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=e2e-resume");
+  ASSERT_TRUE(before.ok());
+
+  first->Signal(SIGKILL);
+  ASSERT_TRUE(first->WaitForExit(absl::Seconds(10)).has_value());
+  // Without a graceful release the new replica waits out the killed one's Lease (short here).
+  auto second = Operator("operator 2");
+  absl::StatusOr<json> after = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=e2e-resume");
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ((*after)["items"].size(), 2u) << "no duplicate pods";
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*after)["items"][i]["metadata"]["uid"], (*before)["items"][i]["metadata"]["uid"])
+        << "the running pods are kept, not recreated";
+  }
+
+  // The new operator carries the job on: a preemption is handled and counted.
+  ASSERT_EQ(cluster_->Kubectl({"delete", "pod", "e2e-resume-0", "--wait=false"}).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "e2e-resume", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-resume");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+}
+
+TEST_F(OperatorE2E, TwoReplicas_OneLeadsAndTheOtherTakesOverOnShutdown) {
+  auto a = Operator("replica a", {"--identity", "replica-a"});
+  auto b = StartOperator("replica b", {"--identity", "replica-b"});
+  ASSERT_NE(b->WaitForLine("waiting to lead", absl::Seconds(10)), "");
+
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-leader", 2, "k8s")).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "e2e-leader", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2);
+  EXPECT_FALSE(b->HasLine("leading as")) << "the standby must not act while the leader renews";
+  absl::StatusOr<json> lease = cluster_->client().Get(op::kLeases, "default", Lease());
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ((*lease)["spec"].value("holderIdentity", ""), "replica-a");
+
+  // A graceful shutdown releases the Lease: the standby takes over well within a lease duration.
+  a->Signal(SIGTERM);
+  std::optional<int> status = a->WaitForExit(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(Subprocess::ExitCodeOf(*status), 0);
+  EXPECT_NE(b->WaitForLine("leading as replica-b", absl::Seconds(10)), "");
+  EXPECT_NE(b->WaitForLine("informers synced", absl::Seconds(10)), "");
+}
+
+}  // namespace
+}  // namespace cohort::testing
