@@ -241,5 +241,43 @@ TEST_F(OperatorE2E, TwoReplicas_OneLeadsAndTheOtherTakesOverOnShutdown) {
   EXPECT_NE(b->WaitForLine("informers synced", absl::Seconds(10)), "");
 }
 
+
+TEST_F(OperatorE2E, JaxProgram_TwoRanksInitializeFromTheInjectedEnvironmentAndSucceed) {
+  // jax (CPU) from PyPI in a virtual environment under the build tree, made once.
+  std::string venv = absl::StrCat(COHORT_BUILD_DIR, "/jax-venv");
+  absl::StatusOr<Subprocess> setup = Subprocess::Start(Subprocess::Options{
+      {absl::StrCat(COHORT_SOURCE_DIR, "/tests/e2e/setup_jax_venv.sh"), venv}, {}, /*capture_output=*/false});
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  int code = Subprocess::ExitCodeOf(setup->Wait());
+  if (code == 77) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
+  ASSERT_EQ(code, 0) << "tests/e2e/setup_jax_venv.sh " << venv << " failed";
+
+  auto op = Operator();
+  std::string yaml = absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1
+kind: DistributedJob
+metadata:
+  name: e2e-jax
+spec:
+  replicas: 2
+  maxRestarts: 0
+  template:
+    spec:
+      containers:
+        - name: trainer
+          image: python:3.11
+          command: ["PYTHON", "PROGRAM"]
+)",
+                                         {{"PYTHON", absl::StrCat(venv, "/bin/python")},
+                                          {"PROGRAM", absl::StrCat(COHORT_SOURCE_DIR, "/tests/e2e/jax_program.py")}});
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "e2e-jax", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax");
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(absl::StrCat(cluster_->dir(), "/pods/default_e2e-jax-", rank, "/trainer.log"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("JAX process ", rank, " of 2"))) << text;
+  }
+}
+
 }  // namespace
 }  // namespace cohort::testing
