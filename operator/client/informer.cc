@@ -29,7 +29,7 @@ void Informer::Start() {
 }
 
 void Informer::Stop() {
-  stop_ = true;
+  if (!stop_.HasBeenNotified()) stop_.Notify();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -77,7 +77,7 @@ absl::Status Informer::RunOnce() {
   options.resource_version = resource_version_;
   options.timeout = watch_timeout_;
   absl::Status s = client_->Watch(resource_, ns_, options, [this](const json& event) {
-    if (stop_) return false;
+    if (stop_.HasBeenNotified()) return false;
     std::string type = event.value("type", "");
     const json& object = event["object"];
     std::string version = object.contains("metadata") ? object["metadata"].value("resourceVersion", "") : "";
@@ -101,18 +101,16 @@ absl::Status Informer::RunOnce() {
 
 void Informer::Loop() {
   Backoff backoff(absl::Milliseconds(200), absl::Seconds(30));
-  while (!stop_) {
+  while (!stop_.HasBeenNotified()) {
     absl::Status s = RunOnce();
-    if (stop_ || absl::IsCancelled(s)) return;
+    if (stop_.HasBeenNotified() || absl::IsCancelled(s)) return;
     if (s.ok() || IsGone(s)) {
       backoff = Backoff(absl::Milliseconds(200), absl::Seconds(30));
       continue;
     }
     absl::Duration wait = backoff.Next();
     LogWarning("watch of ", resource_.plural, " failed: ", s.message(), "; retrying in ", absl::FormatDuration(wait));
-    for (absl::Time until = absl::Now() + wait; !stop_ && absl::Now() < until;) {
-      absl::SleepFor(std::min(absl::Milliseconds(100), until - absl::Now()));
-    }
+    stop_.WaitForNotificationWithTimeout(wait);
   }
 }
 

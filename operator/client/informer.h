@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "operator/client/kube_client.h"
 
 namespace cohort::op {
@@ -53,7 +54,7 @@ class Informer {
   // "namespace/name" -> resourceVersion of every object known.
   absl::flat_hash_map<std::string, std::string> known_;
   std::atomic<int64_t> lists_{0};
-  std::atomic<bool> stop_{false};
+  absl::Notification stop_;
   std::thread thread_;
   absl::Mutex mu_;
   bool synced_ ABSL_GUARDED_BY(mu_) = false;

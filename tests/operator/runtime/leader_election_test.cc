@@ -1,0 +1,94 @@
+#include "operator/runtime/leader_election.h"
+
+#include "gtest/gtest.h"
+#include "tests/operator/fake_kube_client.h"
+
+namespace cohort::op {
+namespace {
+
+using json = nlohmann::json;
+using testing::FakeKubeClient;
+
+LeaderElectionOptions Options(const std::string& identity) {
+  LeaderElectionOptions o;
+  o.ns = "cohort-system";
+  o.name = "cohort-operator";
+  o.identity = identity;
+  return o;  // lease 15 s, renew deadline 10 s, retry 2 s.
+}
+
+class LeaderElectionTest : public ::testing::Test {
+ protected:
+  json Lease() { return kube_.Object(kLeases, "cohort-system", "cohort-operator"); }
+  bool Leads(LeaderElector& e) {
+    absl::StatusOr<bool> r = e.TryAcquireOrRenew();
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && *r;
+  }
+
+  FakeKubeClient kube_;
+  FakeClock clock_a_, clock_b_;  // Each replica's own clock: they need not agree.
+  LeaderElector a_{&kube_, &clock_a_, Options("a")};
+  LeaderElector b_{&kube_, &clock_b_, Options("b")};
+};
+
+TEST_F(LeaderElectionTest, FirstCandidateCreatesTheLeaseAndOthersWait) {
+  EXPECT_TRUE(Leads(a_));
+  EXPECT_EQ(Lease()["spec"]["holderIdentity"], "a");
+  EXPECT_EQ(Lease()["spec"]["leaseDurationSeconds"], 15);
+  EXPECT_FALSE(Leads(b_));
+  EXPECT_TRUE(Leads(a_)) << "the holder renews";
+}
+
+TEST_F(LeaderElectionTest, RenewalsKeepTheStandbyOut) {
+  ASSERT_TRUE(Leads(a_));
+  ASSERT_FALSE(Leads(b_));
+  for (int i = 0; i < 10; ++i) {
+    clock_a_.Advance(absl::Seconds(2));
+    clock_b_.Advance(absl::Seconds(2));
+    ASSERT_TRUE(Leads(a_));
+    ASSERT_FALSE(Leads(b_)) << "after " << 2 * (i + 1) << " s";
+  }
+}
+
+TEST_F(LeaderElectionTest, StandbyTakesOverOnlyAfterTheLeaseExpiresOnItsOwnClock) {
+  ASSERT_TRUE(Leads(a_));
+  ASSERT_FALSE(Leads(b_));  // b first sees the record now, by its own clock.
+  // a stops renewing (crashed). Its renewTime says nothing to b: a's clock may be skewed.
+  clock_a_.Advance(absl::Hours(5));
+  clock_b_.Advance(absl::Seconds(14));
+  EXPECT_FALSE(Leads(b_));
+  clock_b_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(Leads(b_));
+  EXPECT_EQ(Lease()["spec"]["holderIdentity"], "b");
+  EXPECT_EQ(Lease()["spec"]["leaseTransitions"], 1);
+  // The old leader, back, finds it lost the Lease.
+  EXPECT_FALSE(Leads(a_));
+}
+
+TEST_F(LeaderElectionTest, ReleaseHandsOverAtOnce) {
+  ASSERT_TRUE(Leads(a_));
+  ASSERT_FALSE(Leads(b_));
+  ASSERT_TRUE(a_.Release().ok());
+  EXPECT_TRUE(Leads(b_)) << "no need to wait out the lease duration";
+  EXPECT_TRUE(b_.Release().ok());
+  EXPECT_TRUE(a_.Release().ok()) << "releasing a Lease one does not hold changes nothing";
+}
+
+TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenewInTime) {
+  ASSERT_TRUE(Leads(a_));
+  absl::Notification stop;
+  // b takes the Lease (as if a's renewals had not reached the server for a lease duration);
+  // a's next renewal finds it gone and RenewBlocking reports the loss.
+  clock_b_.Advance(absl::Seconds(1));
+  ASSERT_FALSE(Leads(b_));
+  clock_b_.Advance(absl::Seconds(15));
+  ASSERT_TRUE(Leads(b_));
+  LeaderElectionOptions fast = Options("a");
+  fast.retry_period = absl::Milliseconds(1);
+  LeaderElector a_again(&kube_, &clock_a_, fast);
+  EXPECT_FALSE(a_again.RenewBlocking(stop));
+}
+
+}  // namespace
+}  // namespace cohort::op
