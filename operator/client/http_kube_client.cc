@@ -137,7 +137,8 @@ absl::StatusOr<std::unique_ptr<HttpKubeClient>> HttpKubeClient::Create(
   // Fail now, with the cause, rather than on every request.
   absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> probe = client->Connect(options.request_timeout);
   if (!probe.ok()) return probe.status();
-  client->ReturnConnection(*std::move(probe));
+  absl::MutexLock lock(&client->mu_);
+  client->idle_.push_back(*std::move(probe));
   return client;
 }
 
@@ -190,6 +191,13 @@ absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> HttpKubeClient::Connect(abs
 std::unique_ptr<httplib::ClientImpl> HttpKubeClient::TakeConnection() {
   {
     absl::MutexLock lock(&mu_);
+    // At most max_connections requests at once: each TLS connection costs memory, and more
+    // concurrency than this does not make the API server answer faster.
+    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return options_.max_connections <= 0 || in_use_ < options_.max_connections;
+    };
+    mu_.Await(absl::Condition(&available));
+    ++in_use_;
     if (!idle_.empty()) {
       std::unique_ptr<httplib::ClientImpl> c = std::move(idle_.back());
       idle_.pop_back();
@@ -197,17 +205,27 @@ std::unique_ptr<httplib::ClientImpl> HttpKubeClient::TakeConnection() {
     }
   }
   absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> c = Connect(options_.request_timeout);
-  return c.ok() ? *std::move(c) : nullptr;  // Create() proved the settings work.
+  if (!c.ok()) {
+    ReturnConnection(nullptr);
+    return nullptr;  // Create() proved the settings work.
+  }
+  return *std::move(c);
 }
 
 void HttpKubeClient::ReturnConnection(std::unique_ptr<httplib::ClientImpl> connection) {
   constexpr size_t kMaxIdle = 64;
   absl::MutexLock lock(&mu_);
-  if (idle_.size() < kMaxIdle) idle_.push_back(std::move(connection));
+  --in_use_;
+  if (connection != nullptr && idle_.size() < kMaxIdle) idle_.push_back(std::move(connection));
 }
 
 absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::string& path,
                                           const json* body, const std::string& content_type) {
+  return Call(method, path, body, content_type, nullptr);
+}
+
+absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::string& path, const json* body,
+                                          const std::string& content_type, const json::parser_callback_t& filter) {
   std::string payload = body != nullptr ? body->dump() : "";
   Backoff backoff(options_.initial_backoff, options_.max_backoff);
   absl::Status last;
@@ -229,12 +247,13 @@ absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::
     if (!res) {
       last = absl::UnavailableError(absl::StrCat(method, " ", path, ": cannot reach the API server at ",
                                                  config_.server, ": ", httplib::to_string(res.error())));
-      continue;  // The connection is dropped, not returned.
+      ReturnConnection(nullptr);  // The connection is dropped, not reused.
+      continue;
     }
     ReturnConnection(std::move(c));
     if (res->status >= 200 && res->status < 300) {
       if (res->body.empty()) return json::object();
-      json parsed = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+      json parsed = json::parse(res->body, filter, /*allow_exceptions=*/false);
       if (parsed.is_discarded()) {
         return absl::InternalError(absl::StrCat(method, " ", path, ": the API server's response is not JSON"));
       }
@@ -257,10 +276,14 @@ absl::StatusOr<json> HttpKubeClient::Get(const Resource& r, const std::string& n
 }
 
 absl::StatusOr<json> HttpKubeClient::List(const Resource& r, const std::string& ns,
-                                          const std::string& label_selector) {
+                                          const std::string& label_selector, ListFields fields) {
   std::string path = r.Path(ns);
   if (!label_selector.empty()) absl::StrAppend(&path, "?labelSelector=", EscapeQueryValue(label_selector));
-  return Call("GET", path);
+  if (fields == ListFields::kAll) return Call("GET", path);
+  // Depth 3 is a key of an item: {"items": [{"spec": ...}]}.
+  return Call("GET", path, nullptr, "application/json", [](int depth, json::parse_event_t event, json& parsed) {
+    return !(event == json::parse_event_t::key && depth == 3 && parsed == "spec");
+  });
 }
 
 absl::StatusOr<json> HttpKubeClient::Create(const Resource& r, const std::string& ns, const json& object) {

@@ -19,8 +19,11 @@ namespace cohort::op {
 
 struct HttpKubeClientOptions {
   // Client-side rate limit (--kube-api-qps, --kube-api-burst); qps <= 0 disables it.
-  double qps = 50;
-  int burst = 100;
+  double qps = 500;
+  int burst = 1000;
+  // Requests in flight at once (watches, which hold a connection each, are not counted);
+  // others wait for a connection. <= 0: no limit.
+  int max_connections = 16;
   // Retries of 429, 5xx and connection errors, with capped exponential backoff (a 429's
   // Retry-After is honoured up to the cap).
   int max_retries = 5;
@@ -45,7 +48,8 @@ class HttpKubeClient final : public KubeClient {
   absl::StatusOr<nlohmann::json> Get(const Resource& r, const std::string& ns,
                                      const std::string& name) override;
   absl::StatusOr<nlohmann::json> List(const Resource& r, const std::string& ns,
-                                      const std::string& label_selector) override;
+                                      const std::string& label_selector,
+                                      ListFields fields = ListFields::kAll) override;
   absl::StatusOr<nlohmann::json> Create(const Resource& r, const std::string& ns,
                                         const nlohmann::json& object) override;
   absl::StatusOr<nlohmann::json> Update(const Resource& r, const std::string& ns,
@@ -70,6 +74,12 @@ class HttpKubeClient final : public KubeClient {
   void CancelWatches();
 
  private:
+  absl::StatusOr<nlohmann::json> Call(const std::string& method, const std::string& path, const nlohmann::json* body,
+                                      const std::string& content_type, const nlohmann::json::parser_callback_t& filter);
+
+ public:
+
+ private:
   HttpKubeClient(const KubeConfig& config, const HttpKubeClientOptions& options, Clock* clock);
 
   absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> Connect(absl::Duration read_timeout);
@@ -86,6 +96,7 @@ class HttpKubeClient final : public KubeClient {
 
   absl::Mutex mu_;
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle_ ABSL_GUARDED_BY(mu_);
+  int in_use_ ABSL_GUARDED_BY(mu_) = 0;  // Connections taken for a request (watches aside).
   absl::flat_hash_set<httplib::ClientImpl*> watching_ ABSL_GUARDED_BY(mu_);
   bool watches_cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };

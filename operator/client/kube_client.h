@@ -58,8 +58,12 @@ class KubeClient {
   virtual absl::StatusOr<nlohmann::json> Get(const Resource& r, const std::string& ns,
                                              const std::string& name) = 0;
   // A list object ("items", "metadata.resourceVersion"); `label_selector` like "a=b,c=d".
+  // kWithoutSpec drops each item's "spec" while the response is parsed: for callers that read
+  // only metadata and status, it keeps a 1,000-pod list from costing megabytes.
+  enum class ListFields { kAll, kWithoutSpec };
   virtual absl::StatusOr<nlohmann::json> List(const Resource& r, const std::string& ns,
-                                              const std::string& label_selector) = 0;
+                                              const std::string& label_selector,
+                                              ListFields fields = ListFields::kAll) = 0;
   virtual absl::StatusOr<nlohmann::json> Create(const Resource& r, const std::string& ns,
                                                 const nlohmann::json& object) = 0;
   // PUT of the whole object; its metadata.resourceVersion must be current (else Aborted).

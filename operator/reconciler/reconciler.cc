@@ -75,25 +75,27 @@ Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::stri
     : client_(client), clock_(clock), new_token_(new_token ? std::move(new_token) : GenerateToken),
       pod_create_parallelism_(std::max(1, pod_create_parallelism)) {}
 
-absl::Status Reconciler::CreatePods(const std::string& ns, const std::vector<json>& pods,
-                                    ReconcileReport* report) {
+absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
+                                    int32_t incarnation, ReconcileReport* report) {
+  const std::string& ns = job.namespace_;
   std::atomic<size_t> next{0};
   std::atomic<int> created{0};
   absl::Mutex mu;
   absl::Status first_error;
   auto work = [&] {
-    for (size_t i; (i = next++) < pods.size();) {
-      absl::StatusOr<json> r = client_->Create(kPods, ns, pods[i]);
+    for (size_t i; (i = next++) < ranks.size();) {
+      // Built here, not up front: a 1,000-rank job's pod objects never all exist at once.
+      absl::StatusOr<json> r = client_->Create(kPods, ns, BuildPod(job, ranks[i], incarnation));
       if (r.ok()) {
         ++created;
       } else if (!absl::IsAlreadyExists(r.status())) {
         absl::MutexLock lock(&mu);
         if (first_error.ok()) first_error = r.status();
-        next = pods.size();  // Stop early: the next pass retries what is missing.
+        next = ranks.size();  // Stop early: the next pass retries what is missing.
       }
     }
   };
-  size_t threads = std::min<size_t>(pods.size(), pod_create_parallelism_);
+  size_t threads = std::min<size_t>(ranks.size(), pod_create_parallelism_);
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
@@ -114,7 +116,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (job->being_deleted) return std::optional<absl::Duration>();
 
   absl::StatusOr<json> pod_list =
-      client_->List(kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name));
+      client_->List(kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name), KubeClient::ListFields::kWithoutSpec);
   if (!pod_list.ok()) return pod_list.status();
   std::vector<ObservedPod> pods;
   std::vector<std::string> stale;  // Pods of an earlier job of the same name.
@@ -147,9 +149,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
       return s;
     }
   }
-  std::vector<json> new_pods;
-  for (int32_t rank : d.create_ranks) new_pods.push_back(BuildPod(*job, rank, d.status.incarnation));
-  if (absl::Status s = CreatePods(ns, new_pods, report); !s.ok()) return s;
+  if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.incarnation, report); !s.ok()) return s;
   for (const std::string& pod : d.delete_pods) {
     absl::Status s = client_->Delete(kPods, ns, pod);
     if (!s.ok() && !absl::IsNotFound(s)) return s;

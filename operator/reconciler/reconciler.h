@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "operator/api/distributed_job.h"
 #include "operator/client/kube_client.h"
 
 namespace cohort::op {
@@ -32,7 +33,7 @@ class Reconciler {
   // 1,000-rank job is created at the API server's pace (the client's rate limit), not one
   // round trip at a time.
   Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token = nullptr,
-             int pod_create_parallelism = 32);
+             int pod_create_parallelism = 16);
 
   // When to look at the job again (nullopt: on the next change only). Errors: Aborted (the
   // status write conflicted: requeue at once), Unavailable (API trouble: requeue with backoff),
@@ -42,7 +43,7 @@ class Reconciler {
                                                           ReconcileReport* report = nullptr);
 
  private:
-  absl::Status CreatePods(const std::string& ns, const std::vector<nlohmann::json>& pods,
+  absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks, int32_t incarnation,
                           ReconcileReport* report);
 
   KubeClient* const client_;

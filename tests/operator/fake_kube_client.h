@@ -29,12 +29,15 @@ class FakeKubeClient final : public KubeClient {
     return it->second;
   }
 
-  absl::StatusOr<json> List(const Resource& r, const std::string& ns, const std::string& selector) override {
+  absl::StatusOr<json> List(const Resource& r, const std::string& ns, const std::string& selector,
+                            ListFields fields = ListFields::kAll) override {
     absl::MutexLock lock(&mu_);
     json items = json::array();
     for (const auto& [key, obj] : objects_) {
       if (std::get<0>(key) != r.Path("") || std::get<1>(key) != ns) continue;
-      if (Matches(obj, selector)) items.push_back(obj);
+      if (!Matches(obj, selector)) continue;
+      items.push_back(obj);
+      if (fields == ListFields::kWithoutSpec) items.back().erase("spec");
     }
     return json{{"items", items}, {"metadata", {{"resourceVersion", std::to_string(version_)}}}};
   }

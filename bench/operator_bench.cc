@@ -1,0 +1,282 @@
+// operator-bench: measures cohort-operator against the local control plane.
+//
+//   operator-bench --workload large-job [--ranks 1000]
+//   operator-bench --workload many-jobs [--jobs 500] [--ranks 8]
+//   [--kube-api-qps Q] [--kube-api-burst B] [--pod-create-parallelism P]
+//                                  (passed to the operator; defaults are its own)
+//
+// It starts cohort-local-cluster (HTTPS, no kubelet: pods stay Pending, so only the operator
+// and the API server are measured), applies the CRD with kubectl, starts a real cohort-operator
+// process and waits until it leads with synced informers. Then:
+//   large-job  creates one DistributedJob of --ranks ranks. seconds: from the create call until
+//              a pod watch has seen every one of its pods.
+//   many-jobs  creates --jobs jobs of --ranks ranks at once. seconds: from the first create
+//              until every pod exists and every job's status was written (phase Pending).
+// Prints one JSON object: workload, ranks, jobs, pods, seconds, pods_per_second, the
+// operator's flags, and operator_peak_rss_mib (VmHWM of the operator process at the end).
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/subprocess.h"
+#include "operator/client/http_kube_client.h"
+#include "operator/client/kube_config.h"
+
+namespace cohort::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
+
+// A child whose output a thread reads, so that the bench can wait for a line.
+class Child {
+ public:
+  static std::unique_ptr<Child> Start(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) {
+    absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{std::move(argv), std::move(env)});
+    if (!p.ok()) {
+      std::fprintf(stderr, "operator-bench: %s\n", std::string(p.status().message()).c_str());
+      return nullptr;
+    }
+    auto c = std::unique_ptr<Child>(new Child());
+    c->process_ = std::move(*p);
+    c->reader_ = std::thread([self = c.get()] {
+      std::string buffer;
+      bool open = true;
+      while (open) {
+        std::vector<std::string> lines;
+        open = ReadLines(self->process_.output_fd(), &buffer, &lines);
+        absl::MutexLock lock(&self->mu_);
+        for (std::string& l : lines) self->lines_.push_back(std::move(l));
+      }
+      absl::MutexLock lock(&self->mu_);
+      self->closed_ = true;
+    });
+    return c;
+  }
+  ~Child() {
+    process_.Signal(SIGTERM);
+    {
+      absl::MutexLock lock(&mu_);
+      auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_; };
+      mu_.AwaitWithTimeout(absl::Condition(&closed), absl::Seconds(20));
+    }
+    if (process_.running()) process_.Signal(SIGKILL);
+    process_.Wait();
+    reader_.join();
+  }
+  // The first line containing `text`, or "" when the deadline passes or the output closes.
+  std::string WaitForLine(const std::string& text, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    std::string found;
+    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const std::string& l : lines_) {
+        if (absl::StrContains(l, text)) {
+          found = l;
+          return true;
+        }
+      }
+      return closed_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
+    return found;
+  }
+  std::string Output() {
+    absl::MutexLock lock(&mu_);
+    std::string out;
+    for (const std::string& l : lines_) absl::StrAppend(&out, l, "\n");
+    return out;
+  }
+  pid_t pid() const { return process_.pid(); }
+
+ private:
+  Child() = default;
+  Subprocess process_;
+  std::thread reader_;
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// VmHWM (peak resident set) of `pid`, in MiB; -1 if unreadable.
+double PeakRssMib(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    int64_t kib = 0;
+    std::string digits;
+    for (char c : line) {
+      if (c >= '0' && c <= '9') digits += c;
+    }
+    if (absl::SimpleAtoi(digits, &kib)) return kib / 1024.0;
+  }
+  return -1;
+}
+
+json JobObject(const std::string& name, int ranks) {
+  json container = {{"name", "trainer"}, {"image", "ghcr.io/cohort-dev/cohort-demo:0.1.0"}};
+  json spec = {{"replicas", ranks}, {"template", {{"spec", {{"containers", json::array({container})}}}}}};
+  return {{"apiVersion", "cohort.dev/v1alpha1"},
+          {"kind", "DistributedJob"},
+          {"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec", spec}};
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "operator-bench: %s\n", message.c_str());
+  return 1;
+}
+
+int Run(int argc, char** argv) {
+  std::string workload = "large-job";
+  int ranks = 0;
+  int jobs = 500;
+  std::string qps, burst, parallelism;
+  CLI::App app{"operator-bench: cohort-operator against the local control plane"};
+  app.add_option("--workload", workload, "large-job or many-jobs")
+      ->check(CLI::IsMember({"large-job", "many-jobs"}))->capture_default_str();
+  app.add_option("--ranks", ranks, "ranks per job (default: 1000 for large-job, 8 for many-jobs)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--jobs", jobs, "jobs for many-jobs")->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--kube-api-qps", qps, "the operator's --kube-api-qps (default: its own)");
+  app.add_option("--kube-api-burst", burst, "the operator's --kube-api-burst (default: its own)");
+  app.add_option("--pod-create-parallelism", parallelism, "the operator's --pod-create-parallelism (default: its own)");
+  CLI11_PARSE(app, argc, argv);
+  if (ranks == 0) ranks = workload == "large-job" ? 1000 : 8;
+  if (workload == "large-job") jobs = 1;
+  InitLogging("operator-bench");
+  signal(SIGPIPE, SIG_IGN);
+
+  char pattern[] = "/tmp/cohort-operator-bench-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) return Fail("mkdtemp failed");
+  std::string dir = pattern;
+  std::fprintf(stderr, "operator-bench: local control plane in %s\n", dir.c_str());
+  std::unique_ptr<Child> cluster = Child::Start({BinPath("cohort-local-cluster"), "--dir", dir, "--no-kubelet"});
+  if (!cluster) return 1;
+  std::string line = cluster->WaitForLine("kubeconfig ", absl::Seconds(30));
+  if (line.empty()) return Fail("cohort-local-cluster did not start:\n" + cluster->Output());
+  std::string kubeconfig = line.substr(line.rfind(' ') + 1);
+
+  absl::StatusOr<Subprocess> kubectl = Subprocess::Start(Subprocess::Options{
+      {"kubectl", "apply", "-f", absl::StrCat(COHORT_SOURCE_DIR, "/manifests/crd")}, {{"KUBECONFIG", kubeconfig}}, false});
+  if (!kubectl.ok() || Subprocess::ExitCodeOf(kubectl->Wait()) != 0) return Fail("kubectl apply of the CRD failed");
+
+  std::vector<std::string> op_argv = {BinPath("cohort-operator"), "--kubeconfig", kubeconfig, "--metrics-port", "0",
+                                      "--leader-elect=false"};
+  if (!qps.empty()) op_argv.insert(op_argv.end(), {"--kube-api-qps", qps});
+  if (!burst.empty()) op_argv.insert(op_argv.end(), {"--kube-api-burst", burst});
+  if (!parallelism.empty()) op_argv.insert(op_argv.end(), {"--pod-create-parallelism", parallelism});
+  std::unique_ptr<Child> op = Child::Start(op_argv);
+  if (!op) return 1;
+  if (op->WaitForLine("informers synced", absl::Seconds(30)).empty()) {
+    return Fail("cohort-operator did not start:\n" + op->Output());
+  }
+
+  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig);
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client =
+      op::HttpKubeClient::Create(*config, op::HttpKubeClientOptions{.qps = 0, .user_agent = "operator-bench"},
+                                 Clock::Real());
+  if (!client.ok()) return Fail(std::string(client.status().message()));
+
+  // Watch pods and jobs from now on; count what the operator made.
+  const size_t want_pods = static_cast<size_t>(jobs) * ranks;
+  absl::Mutex mu;
+  absl::flat_hash_set<std::string> pods, written;
+  absl::Time last_pod, last_status;
+  absl::BlockingCounter listed(2);
+  auto watch = [&](const op::Resource& r, const std::string& selector, bool status) {
+    absl::StatusOr<json> list = (*client)->List(r, "default", selector);
+    listed.DecrementCount();  // The watch starts from this list's version: nothing is missed.
+    if (!list.ok()) return;
+    op::WatchOptions options;
+    options.label_selector = selector;
+    options.resource_version = (*list)["metadata"].value("resourceVersion", "");
+    options.timeout = absl::Minutes(10);
+    (*client)->Watch(r, "default", options, [&](const json& e) {
+      if (e.value("type", "") != "ADDED" && e.value("type", "") != "MODIFIED") return true;
+      const json& o = e["object"];
+      absl::MutexLock lock(&mu);
+      if (!status) {
+        if (pods.insert(o["metadata"].value("name", "")).second) last_pod = absl::Now();
+      } else if (o.contains("status") && o["status"].value("phase", "") == "Pending") {
+        if (written.insert(o["metadata"].value("name", "")).second) last_status = absl::Now();
+      }
+      return true;
+    }).IgnoreError();
+  };
+  std::thread pod_watch([&] { watch(op::kPods, "cohort.dev/job-name", false); });
+  std::thread job_watch([&] { watch(op::kDistributedJobs, "", true); });
+  listed.Wait();
+
+  std::fprintf(stderr, "operator-bench: creating %d job(s) of %d ranks (%zu pods)\n", jobs, ranks, want_pods);
+  absl::Time start = absl::Now();
+  for (int j = 0; j < jobs; ++j) {
+    std::string name = jobs == 1 ? "bench-large" : absl::StrCat("bench-", j);
+    absl::StatusOr<json> created = (*client)->Create(op::kDistributedJobs, "default", JobObject(name, ranks));
+    if (!created.ok()) return Fail(std::string(created.status().message()));
+  }
+  absl::Time deadline = start + absl::Minutes(5);
+  bool done = false;
+  size_t reported = 0;
+  while (!done && absl::Now() < deadline) {
+    absl::MutexLock lock(&mu);
+    auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return pods.size() >= want_pods && written.size() >= static_cast<size_t>(jobs);
+    };
+    done = mu.AwaitWithTimeout(absl::Condition(&complete), absl::Seconds(1));
+    if (!done && pods.size() != reported) {
+      reported = pods.size();
+      std::fprintf(stderr, "operator-bench: %zu of %zu pods after %.1f s\n", reported, want_pods,
+                   absl::ToDoubleSeconds(absl::Now() - start));
+    }
+  }
+  double rss = PeakRssMib(op->pid());
+  (*client)->CancelWatches();
+  pod_watch.join();
+  job_watch.join();
+  if (!done) return Fail(absl::StrCat("timed out: ", pods.size(), " of ", want_pods, " pods, ", written.size(), " of ", jobs, " statuses"));
+
+  absl::Time end = workload == "large-job" ? last_pod : std::max(last_pod, last_status);
+  double seconds = absl::ToDoubleSeconds(end - start);
+  json result = {{"workload", workload},
+                 {"jobs", jobs},
+                 {"ranks", ranks},
+                 {"pods", want_pods},
+                 {"seconds", seconds},
+                 {"pods_per_second", want_pods / seconds},
+                 {"kube_api_qps", qps.empty() ? "default" : qps},
+                 {"kube_api_burst", burst.empty() ? "default" : burst},
+                 {"pod_create_parallelism", parallelism.empty() ? "default" : parallelism},
+                 {"operator_peak_rss_mib", rss}};
+  std::printf("%s\n", result.dump().c_str());
+  op.reset();
+  cluster.reset();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return 0;
+}
+
+}  // namespace
+}  // namespace cohort::bench
+
+int main(int argc, char** argv) { return cohort::bench::Run(argc, argv); }
