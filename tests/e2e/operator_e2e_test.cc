@@ -10,9 +10,11 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
+#include "httplib.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/local_control_plane.h"
 
@@ -241,6 +243,44 @@ TEST_F(OperatorE2E, TwoReplicas_OneLeadsAndTheOtherTakesOverOnShutdown) {
   EXPECT_NE(b->WaitForLine("informers synced", absl::Seconds(10)), "");
 }
 
+
+// promtool's verdict on a /metrics body: "" when it accepts it, else its complaint.
+std::string PromtoolProblems(const std::string& metrics) {
+  std::string file = absl::StrCat(::testing::TempDir(), "/operator-metrics.txt");
+  std::ofstream(file) << metrics;
+  FILE* pipe = popen(absl::StrCat("promtool check metrics < ", file, " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return "cannot run promtool";
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), pipe)) out += buf;
+  return WEXITSTATUS(pclose(pipe)) == 0 ? "" : out.empty() ? "rejected" : out;
+}
+
+TEST_F(OperatorE2E, Metrics_CountWhatTheOperatorDidAndPromtoolAcceptsThem) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not found: install Debian's 'prometheus' package (make deps does)";
+  }
+  auto op = Operator();
+  std::string line = op->WaitForLine("metrics on port ", absl::Seconds(1));
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.rfind(' ') + 1), &port)) << line;
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-metrics", 2, "k8s")).exit_code, 0);
+  ASSERT_EQ(Phase(cluster_->WaitForJob("default", "e2e-metrics", Finished, kJobTimeout)), "Succeeded");
+
+  httplib::Client http("127.0.0.1", port);
+  auto ready = http.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  // Counters only: the pods were created passes before the job finished.
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_THAT(res->body, HasSubstr("cohort_operator_pods_created_total 2"));
+  EXPECT_THAT(res->body, HasSubstr("cohort_operator_leader 1"));
+  EXPECT_THAT(res->body, HasSubstr("cohort_operator_reconciles_total{result=\"success\"}"));
+  EXPECT_THAT(res->body, HasSubstr("cohort_build_info{component=\"operator\""));
+  EXPECT_EQ(PromtoolProblems(res->body), "");
+}
 
 TEST_F(OperatorE2E, JaxProgram_TwoRanksInitializeFromTheInjectedEnvironmentAndSucceed) {
   // jax (CPU) from PyPI in a virtual environment under the build tree, made once.
