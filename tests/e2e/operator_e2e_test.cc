@@ -286,11 +286,12 @@ TEST_F(OperatorE2E, JaxProgram_TwoRanksInitializeFromTheInjectedEnvironmentAndSu
   // jax (CPU) from PyPI in a virtual environment under the build tree, made once.
   std::string venv = absl::StrCat(COHORT_BUILD_DIR, "/jax-venv");
   absl::StatusOr<Subprocess> setup = Subprocess::Start(Subprocess::Options{
-      {absl::StrCat(COHORT_SOURCE_DIR, "/tests/e2e/setup_jax_venv.sh"), venv}, {}, /*capture_output=*/false});
+      {absl::StrCat(COHORT_SOURCE_DIR, "/tests/setup_python_venv.sh"), venv, "jax", "jax"}, {},
+      /*capture_output=*/false});
   ASSERT_TRUE(setup.ok()) << setup.status();
   int code = Subprocess::ExitCodeOf(setup->Wait());
   if (code == 77) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
-  ASSERT_EQ(code, 0) << "tests/e2e/setup_jax_venv.sh " << venv << " failed";
+  ASSERT_EQ(code, 0) << "tests/setup_python_venv.sh " << venv << " jax jax failed";
 
   auto op = Operator();
   std::string yaml = absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Makes (once) a Python virtual environment with packages from PyPI, for tests that need a real
+# Python tool or client (jax for the JAX end-to-end test, kubernetes-validate for manifests).
+# Usage: setup_python_venv.sh VENV_DIR MODULE PACKAGE...
+#   MODULE: what `python -c "import MODULE"` must find afterwards.
+# Exit 0: VENV_DIR/bin/python imports MODULE. 77: PyPI cannot be reached (the test skips and says
+# so). Anything else: a real error (the test fails).
+set -uo pipefail
+venv=${1:?usage: setup_python_venv.sh VENV_DIR MODULE PACKAGE...}
+module=${2:?usage: setup_python_venv.sh VENV_DIR MODULE PACKAGE...}
+shift 2
+
+if "$venv/bin/python" -c "import $module" 2>/dev/null; then
+  exit 0
+fi
+if ! python3 -m venv "$venv"; then
+  echo "cannot create a virtual environment at $venv with $(command -v python3)" >&2
+  exit 1
+fi
+if "$venv/bin/pip" install --quiet --disable-pip-version-check "$@"; then
+  exec "$venv/bin/python" -c "import $module; print('$module ready in $venv')"
+fi
+if ! python3 -c "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/pip/', timeout=20)" 2>/dev/null; then
+  echo "PyPI (https://pypi.org) cannot be reached from this machine, so $* cannot be installed" >&2
+  exit 77
+fi
+echo "pip could not install $* although PyPI is reachable (see pip's output above)" >&2
+exit 1
