@@ -1,5 +1,8 @@
 #pragma once
 
+#include <set>
+#include <utility>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -24,6 +27,7 @@ class FakeKubeClient final : public KubeClient {
 
   absl::StatusOr<json> Get(const Resource& r, const std::string& ns, const std::string& name) override {
     absl::MutexLock lock(&mu_);
+    Note("get", r);
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError(absl::StrCat(r.plural, " ", ns, "/", name, " not found"));
     return it->second;
@@ -32,6 +36,7 @@ class FakeKubeClient final : public KubeClient {
   absl::StatusOr<json> List(const Resource& r, const std::string& ns, const std::string& selector,
                             ListFields fields = ListFields::kAll) override {
     absl::MutexLock lock(&mu_);
+    Note("list", r);
     json items = json::array();
     for (const auto& [key, obj] : objects_) {
       if (std::get<0>(key) != r.Path("") || std::get<1>(key) != ns) continue;
@@ -44,6 +49,7 @@ class FakeKubeClient final : public KubeClient {
 
   absl::StatusOr<json> Create(const Resource& r, const std::string& ns, const json& object) override {
     absl::MutexLock lock(&mu_);
+    Note("create", r);
     std::string name = object["metadata"]["name"];
     auto key = Key(r, ns, name);
     if (objects_.count(key)) return absl::AlreadyExistsError(absl::StrCat(r.plural, " ", name, " already exists"));
@@ -59,6 +65,7 @@ class FakeKubeClient final : public KubeClient {
 
   absl::StatusOr<json> UpdateStatus(const Resource& r, const std::string& ns, const json& object) override {
     absl::MutexLock lock(&mu_);
+    Note("update", r, "/status");
     ++status_writes_;
     auto it = objects_.find(Key(r, ns, object["metadata"]["name"]));
     if (it == objects_.end()) return absl::NotFoundError("not found");
@@ -73,6 +80,7 @@ class FakeKubeClient final : public KubeClient {
 
   absl::StatusOr<json> Update(const Resource& r, const std::string& ns, const json& object) override {
     absl::MutexLock lock(&mu_);
+    Note("update", r);
     auto it = objects_.find(Key(r, ns, object["metadata"]["name"]));
     if (it == objects_.end()) return absl::NotFoundError("not found");
     if (it->second["metadata"]["resourceVersion"] != object["metadata"]["resourceVersion"]) {
@@ -89,6 +97,7 @@ class FakeKubeClient final : public KubeClient {
   absl::StatusOr<json> MergePatch(const Resource& r, const std::string& ns, const std::string& name,
                                   const json& patch, bool status = false) override {
     absl::MutexLock lock(&mu_);
+    Note("patch", r, status ? "/status" : "");
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError("not found");
     if (status) {
@@ -106,6 +115,7 @@ class FakeKubeClient final : public KubeClient {
   absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name,
                       std::optional<int64_t> grace_period_seconds = std::nullopt) override {
     absl::MutexLock lock(&mu_);
+    Note("delete", r);
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError("not found");
     json gone = it->second;
@@ -125,6 +135,7 @@ class FakeKubeClient final : public KubeClient {
     {
       absl::MutexLock lock(&mu_);
       ++watches_;
+      Note("watch", r);
       if (from < 0) from = version_;
       if (from < compacted_) {
         return absl::OutOfRangeError(absl::StrCat("too old resource version: ", from, " (", compacted_, ")"));
@@ -188,8 +199,19 @@ class FakeKubeClient final : public KubeClient {
   std::vector<std::string> created() { absl::MutexLock lock(&mu_); return created_; }
   std::vector<std::string> deleted() { absl::MutexLock lock(&mu_); return deleted_; }
   int status_writes() { absl::MutexLock lock(&mu_); return status_writes_; }
+  // The API calls made since the last TakeCalls(), as "verb group/resource[/status]" (core
+  // group ""), for checking RBAC rules against what the code does.
+  std::set<std::string> TakeCalls() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(calls_, {});
+  }
 
  private:
+  void Note(const char* verb, const Resource& r, const std::string& subresource = "")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    calls_.insert(absl::StrCat(verb, " ", r.group, "/", r.plural, subresource));
+  }
+
   using ObjectKey = std::tuple<std::string, std::string, std::string>;
   static ObjectKey Key(const Resource& r, const std::string& ns, const std::string& name) {
     return {r.Path(""), ns, name};
@@ -210,6 +232,7 @@ class FakeKubeClient final : public KubeClient {
   absl::Mutex mu_;
   std::map<ObjectKey, json> objects_;
   int64_t version_ = 0;
+  std::set<std::string> calls_ ABSL_GUARDED_BY(mu_);
   int status_writes_ = 0;
   struct LoggedEvent {
     std::string path;
