@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "common/token.h"
 #include "localcluster/apiserver/api_server.h"
 #include "localcluster/kubelet/kubelet.h"
@@ -48,12 +49,7 @@ int Run(int argc, char** argv) {
     return app.exit(e);
   }
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t signals = BlockTerminationSignals();
 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

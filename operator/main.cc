@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/metrics_http_server.h"
+#include "common/signals.h"
 #include "operator/client/http_kube_client.h"
 #include "operator/client/kube_config.h"
 #include "operator/reconciler/reconciler.h"
@@ -154,12 +155,7 @@ int Run(int argc, char** argv) {
   }
 
   // Signals go to one thread; block them before any other thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t signals = BlockTerminationSignals();
   absl::Notification stop;
   std::thread signal_thread([&] {
     pthread_setname_np(pthread_self(), "signals");

@@ -21,15 +21,16 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "common/metrics_http_server.h"
+#include "common/signals.h"
 #include "common/token.h"
 #include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/coordination/coordination_server.h"
-#include "common/metrics_http_server.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
 namespace cohort {
@@ -164,12 +165,7 @@ int Run(int argc, char** argv) {
   if (token->empty()) LogWarning("no job token configured (COHORT_TOKEN/COHORT_TOKEN_FILE): RPCs are not authenticated");
 
   // Signals go to one thread; block them before any other thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t signals = BlockTerminationSignals();
 
   // Rank 0: the coordination service.
   std::unique_ptr<coordination::CoordinationServer> coordinator;
