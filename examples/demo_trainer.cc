@@ -1,8 +1,12 @@
 // A small "training" program for libdist: rendezvous, key-value exchange, barriers over steps,
-// and a checkpoint at the preemption sync step. `make demo` runs four of it under cohort-run and
-// sends SIGTERM to one mid-run.
+// a checkpoint at the preemption sync step, and a resume from that checkpoint when it starts
+// again. `make demo` runs four of it as a DistributedJob and evicts one pod mid-run.
 //
 //   cohort-run -n 4 -- demo-trainer --steps 300 --checkpoint-dir /tmp/ckpt
+//
+// After a preemption checkpoint it exits with --preempted-exit-code (libdist's
+// kPreemptedExitCode, 76: "checkpointed, restart me"), which cohort-operator restarts without
+// counting a failure; pass 0 under cohort-run, which has no one to restart it.
 
 #include <unistd.h>
 
@@ -33,13 +37,14 @@ int main(int argc, char** argv) {
   int step_ms = 20;
   int barrier_every = 10;
   std::string checkpoint_dir = "checkpoints";
-  std::string pid_dir;
+  int preempted_exit_code = dist::kPreemptedExitCode;
   CLI::App app{"demo-trainer: a libdist example"};
   app.add_option("--steps", steps, "Training steps")->capture_default_str();
   app.add_option("--step-ms", step_ms, "Simulated compute per step (ms)")->capture_default_str();
   app.add_option("--barrier-every", barrier_every, "Barrier every N steps")->capture_default_str();
   app.add_option("--checkpoint-dir", checkpoint_dir, "Where checkpoints go")->capture_default_str();
-  app.add_option("--pid-dir", pid_dir, "Write rank-<r>.pid here (for the demo script)");
+  app.add_option("--preempted-exit-code", preempted_exit_code,
+                 "Exit status after the preemption checkpoint")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   absl::Time t0 = absl::Now();
@@ -49,7 +54,15 @@ int main(int argc, char** argv) {
   absl::Duration init_time = absl::Now() - t0;
   std::printf("joined as rank %d of %d in %s\n", rank, n,
               absl::FormatDuration(absl::Trunc(init_time, absl::Milliseconds(1))).c_str());
-  if (!pid_dir.empty()) std::ofstream(absl::StrCat(pid_dir, "/rank-", rank, ".pid")) << getpid();
+  // A checkpoint from an earlier incarnation: carry on after it. Every rank wrote the same step.
+  int64_t resumed_from = -1;
+  std::ifstream saved(absl::StrCat(checkpoint_dir, "/rank-", rank, ".ckpt"));
+  std::string word;
+  if (saved >> word >> resumed_from && word == "step") {
+    std::printf("resumed from the checkpoint at step %lld\n", static_cast<long long>(resumed_from));
+  } else {
+    resumed_from = -1;
+  }
 
   // Key-value exchange: every rank publishes an "address" and reads everyone's.
   if (absl::Status s = dist::KeyValueSet(absl::StrCat("demo/addr/", rank),
@@ -68,7 +81,7 @@ int main(int argc, char** argv) {
   }
 
   absl::Time train_start = absl::Now();
-  int64_t step = 0;
+  int64_t step = resumed_from + 1;
   int64_t checkpoint_step = -1;
   int barriers = 0;
   for (; step < steps; ++step) {
@@ -97,10 +110,10 @@ int main(int argc, char** argv) {
   absl::Duration train_time = absl::Now() - train_start;
   if (absl::Status s = dist::Shutdown(); !s.ok()) return Fail("shutdown", s);
   std::printf(
-      "RESULT rank=%d steps=%lld checkpoint_step=%lld barriers=%d init_ms=%lld train_ms=%lld\n",
+      "RESULT rank=%d steps=%lld checkpoint_step=%lld resumed_from=%lld barriers=%d init_ms=%lld train_ms=%lld\n",
       rank, static_cast<long long>(checkpoint_step >= 0 ? checkpoint_step : step),
-      static_cast<long long>(checkpoint_step), barriers,
+      static_cast<long long>(checkpoint_step), static_cast<long long>(resumed_from), barriers,
       static_cast<long long>(absl::ToInt64Milliseconds(init_time)),
       static_cast<long long>(absl::ToInt64Milliseconds(train_time)));
-  return 0;
+  return checkpoint_step >= 0 ? preempted_exit_code : 0;
 }

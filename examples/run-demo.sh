@@ -1,47 +1,136 @@
 #!/usr/bin/env bash
-# `make demo`: four demo trainers under cohort-run on this machine. Mid-run, one rank gets
-# SIGTERM (as a preempted pod would); every rank agrees on the same checkpoint step, writes its
-# checkpoint, shuts down together, and a summary is printed.
+# `make demo`: the main job on the embedded local setup. It starts the local control plane
+# (cohort-local-cluster: an API server and a kubelet on this machine), cohort-operator, and
+# `kubectl apply`s a 4-rank DistributedJob of demo-trainer. Mid-run one pod is evicted, as a
+# node drain or a spot reclaim would: every rank checkpoints at the same step, the operator
+# restarts the gang without counting a failure, the ranks resume from the checkpoint and finish.
+# Progress is printed as it happens and a summary at the end.
 set -euo pipefail
 build_dir=${1:-build}
-bin="$build_dir/bin"
-work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-demo-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/pids" "$work/checkpoints"
+bin=$(cd "$build_dir/bin" && pwd)
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ranks=4
+steps=500
 victim=2
 
-echo "== Cohort demo: $ranks ranks, each with its cohort-sidecar; rank $victim is preempted mid-run =="
-"$bin/cohort-run" -n "$ranks" -- "$bin/demo-trainer" --steps 500 --step-ms 20 \
-  --checkpoint-dir "$work/checkpoints" --pid-dir "$work/pids" | tee "$work/log" &
-run_pid=$!
-
-# Preempt once training is under way (the trainer prints rank 0's progress every 50 steps).
-for _ in $(seq 1 600); do
-  if grep -q "step 100/" "$work/log" 2>/dev/null; then break; fi
-  if ! kill -0 "$run_pid" 2>/dev/null; then break; fi
-  sleep 0.05
-done
-if [ -f "$work/pids/rank-$victim.pid" ]; then
-  echo "== demo: sending SIGTERM to rank $victim (pid $(cat "$work/pids/rank-$victim.pid")) =="
-  kill -TERM "$(cat "$work/pids/rank-$victim.pid")"
-fi
-status=0
-wait "$run_pid" || status=$?
-
-echo
-echo "== Summary =="
-printf "%-6s %-8s %-16s %-9s %-10s %-10s\n" rank steps checkpoint_step barriers init_ms train_ms
-grep -o "RESULT .*" "$work/log" | sort -t= -k2 -n | while read -r _ fields; do
-  eval "$fields"
-  printf "%-6s %-8s %-16s %-9s %-10s %-10s\n" "$rank" "$steps" "$checkpoint_step" "$barriers" \
-    "$init_ms" "$train_ms"
-done
-sync_steps=$(grep -o "checkpoint_step=[0-9-]*" "$work/log" | sort -u | wc -l)
-checkpoints=$(ls "$work/checkpoints" | wc -l)
-echo "checkpoint files: $checkpoints of $ranks; distinct checkpoint steps: $sync_steps"
-if [ "$status" -ne 0 ] || [ "$checkpoints" -ne "$ranks" ] || [ "$sync_steps" -ne 1 ]; then
-  echo "demo FAILED (cohort-run exit $status)"
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "demo: kubectl is not on PATH; the demo drives the local control plane with real kubectl" >&2
   exit 1
 fi
-echo "demo OK: every rank checkpointed at the same step and shut down together"
+work=$(mktemp -d /tmp/cohort-demo-XXXXXX)  # Short: the pods' agent sockets live below it.
+cluster_pid=""
+operator_pid=""
+cleanup() {
+  [ -n "$operator_pid" ] && kill -TERM "$operator_pid" 2>/dev/null && wait "$operator_pid" 2>/dev/null
+  # SIGTERM: the kubelet stops every pod's processes before the cluster exits.
+  [ -n "$cluster_pid" ] && kill -TERM "$cluster_pid" 2>/dev/null && wait "$cluster_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+say() { printf '\n== %s\n' "$*"; }
+# wait_for FILE TEXT SECONDS: until FILE has a line containing TEXT.
+wait_for() {
+  for _ in $(seq 1 $(($3 * 20))); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "demo: timed out waiting for '$2' in $1:" >&2
+  tail -n 20 "$1" >&2
+  return 1
+}
+field() { kubectl get djob demo -o "jsonpath={.status.$1}" 2>/dev/null || true; }
+
+say "1/5 starting the local control plane (API server over HTTPS + kubelet) in $work"
+"$bin/cohort-local-cluster" --dir "$work/cluster" --bin-dir "$bin" >"$work/cluster.log" 2>&1 &
+cluster_pid=$!
+wait_for "$work/cluster.log" "cohort-local-cluster: ready" 30
+export KUBECONFIG="$work/cluster/kubeconfig"
+kubectl apply -f "$src/manifests/crd/"
+
+say "2/5 starting cohort-operator"
+"$bin/cohort-operator" --metrics-port 0 --leader-elect=false >"$work/operator.log" 2>&1 &
+operator_pid=$!
+wait_for "$work/operator.log" "informers synced" 30
+grep -o "metrics on port [0-9]*" "$work/operator.log" | sed 's/^/   operator /'
+
+say "3/5 kubectl apply: a $ranks-rank DistributedJob running demo-trainer"
+mkdir -p "$work/checkpoints"
+kubectl apply -f - <<EOF
+apiVersion: cohort.dev/v1alpha1
+kind: DistributedJob
+metadata:
+  name: demo
+spec:
+  replicas: $ranks
+  maxRestarts: 3
+  restartBackoff: 1s
+  template:
+    spec:
+      containers:
+        - name: trainer
+          image: ghcr.io/cohort-dev/cohort-demo:0.1.0
+          command: ["demo-trainer", "--steps", "$steps", "--step-ms", "20", "--checkpoint-dir", "/ckpt"]
+          volumeMounts:
+            - name: checkpoints
+              mountPath: /ckpt
+      volumes:
+        - name: checkpoints
+          hostPath:
+            path: $work/checkpoints
+EOF
+
+rank0_log="$work/cluster/pods/default_demo-0/trainer.log"
+last=""
+evicted=0
+start=$(date +%s%3N)
+deadline=$(($(date +%s) + 180))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+  phase=$(field phase)
+  progress=$(grep -o "step [0-9]*/$steps\|resumed from the checkpoint at step [0-9]*" "$rank0_log" 2>/dev/null | tail -n 1 || true)
+  line="phase=${phase:-?} ready=$(field readyText) incarnation=$(field incarnation) restarts=$(field restarts) preemptions=$(field preemptions)${progress:+ | rank 0: $progress}"
+  if [ "$line" != "$last" ]; then
+    ms=$(($(date +%s%3N) - start))
+    printf '   %4d.%ds  %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$line"
+    last=$line
+  fi
+  if [ "$phase" = "Succeeded" ] || [ "$phase" = "Failed" ]; then break; fi
+  if [ "$evicted" = 0 ] && grep -q "step 100/" "$rank0_log" 2>/dev/null; then
+    say "4/5 evicting pod demo-$victim (what a node drain or a spot reclaim does)"
+    kubectl create --raw "/api/v1/namespaces/default/pods/demo-$victim/eviction" -f - <<EOF >/dev/null
+{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"demo-$victim","namespace":"default"}}
+EOF
+    evicted=1
+  fi
+  sleep 0.2
+done
+
+say "5/5 summary"
+kubectl get djob demo -o wide
+echo
+printf '%-6s %-14s %-10s %-10s %-10s\n' rank resumed_from steps barriers train_ms
+results=0
+for r in $(seq 0 $((ranks - 1))); do
+  result=$(grep -o "RESULT .*" "$work/cluster/pods/default_demo-$r/trainer.log" 2>/dev/null | tail -n 1 || true)
+  [ -z "$result" ] && { printf '%-6s (no result)\n' "$r"; continue; }
+  results=$((results + 1))
+  eval "${result#RESULT }"
+  printf '%-6s %-14s %-10s %-10s %-10s\n' "$rank" "$resumed_from" "$steps" "$barriers" "$train_ms"
+done
+echo
+kubectl describe djob demo | sed -n '/^Events:/,$p'
+checkpoints=$(ls "$work/checkpoints" | wc -l)
+distinct=$(cat "$work/checkpoints"/* 2>/dev/null | sort -u | wc -l)
+echo
+echo "checkpoint files: $checkpoints of $ranks, at $distinct distinct step(s): $(sort -u "$work/checkpoints"/* 2>/dev/null | tr '\n' ' ')"
+phase=$(field phase)
+if [ "$phase" != "Succeeded" ] || [ "$(field preemptions)" != "1" ] || [ "$(field restarts)" != "0" ] ||
+   [ "$checkpoints" -ne "$ranks" ] || [ "$distinct" -ne 1 ] || [ "$results" -ne "$ranks" ]; then
+  echo "demo FAILED: phase $phase; logs in $work (kept)"
+  trap - EXIT
+  [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null
+  [ -n "$cluster_pid" ] && kill -TERM "$cluster_pid" 2>/dev/null
+  exit 1
+fi
+echo "demo OK: one eviction; every rank checkpointed at the same step, the gang restarted without"
+echo "counting a failure, resumed from the checkpoint and finished."
