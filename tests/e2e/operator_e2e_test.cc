@@ -173,6 +173,39 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
 }
 
+TEST_F(OperatorE2E, SuspendResumeDeadlineAndTtl) {
+  auto op = Operator();
+  bool (*has_no_pods)(const std::vector<json>&) = [](const std::vector<json>& pods) { return pods.empty(); };
+
+  // Created suspended: nothing runs; resumed: a new incarnation runs to the end.
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-suspend", 2, "k8s", "  suspend: true\n")).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "e2e-suspend", [](const json& j) { return Phase(j) == "Suspended"; },
+                                  kJobTimeout);
+  ASSERT_EQ(Phase(job), "Suspended") << job.dump(2);
+  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-suspend", has_no_pods, absl::Seconds(1)));
+  ASSERT_EQ(cluster_->Kubectl({"patch", "djob", "e2e-suspend", "--type=merge", "-p", R"({"spec":{"suspend":false}})"})
+                .exit_code,
+            0);
+  job = cluster_->WaitForJob("default", "e2e-suspend", Finished, kJobTimeout);
+  EXPECT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-suspend");
+
+  // activeDeadlineSeconds fails a job that runs too long, and its pods go.
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-deadline", 2, "k8s-hold", "  activeDeadlineSeconds: 2\n"))
+                .exit_code,
+            0);
+  job = cluster_->WaitForJob("default", "e2e-deadline", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Failed") << job.dump(2);
+  EXPECT_THAT(job.dump(), HasSubstr("DeadlineExceeded"));
+  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-deadline", has_no_pods, kJobTimeout));
+
+  // ttlSecondsAfterFinished deletes the finished job, and with it everything it created.
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ttl", 2, "k8s", "  ttlSecondsAfterFinished: 1\n")).exit_code, 0);
+  LocalControlPlane::Result waited =
+      cluster_->Kubectl({"wait", "--for=delete", "djob/e2e-ttl", "--timeout=90s"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.output;
+  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-ttl", has_no_pods, kJobTimeout));
+}
+
 TEST_F(OperatorE2E, InvalidSpec_ConditionAndEventAndNothingCreated) {
   auto op = Operator();
   // The CRD schema cannot know that the gang needs restartPolicy Never; the operator does.
