@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -61,6 +62,20 @@ int Run(int argc, char** argv) {
   options.port = port;
   options.tls = !http;
   options.token = GenerateToken();
+  const std::string pods_dir = (std::filesystem::path(dir) / "pods").string();
+  if (!no_kubelet) {
+    options.pod_logs = [pods_dir](const std::string& ns, const std::string& pod,
+                                  const std::string& container) -> absl::StatusOr<std::string> {
+      std::ifstream in(Kubelet::LogPath(pods_dir, ns, pod, container), std::ios::binary);
+      if (!in) {
+        return absl::NotFoundError(absl::StrCat("container \"", container, "\" of pod ", ns, "/", pod,
+                                                " has no output yet (not started, or no such container)"));
+      }
+      std::stringstream text;
+      text << in.rdbuf();
+      return text.str();
+    };
+  }
   absl::StatusOr<std::unique_ptr<ApiServer>> server = ApiServer::Start(options, Clock::Real());
   if (!server.ok()) {
     std::cerr << "cohort-local-cluster: " << server.status().message() << "\n";
@@ -93,7 +108,7 @@ int Run(int argc, char** argv) {
     }
     client = *std::move(c);
     KubeletOptions kubelet_options;
-    kubelet_options.root_dir = (std::filesystem::path(dir) / "pods").string();
+    kubelet_options.root_dir = pods_dir;
     kubelet_options.bin_dirs = bin_dirs;
     if (std::filesystem::exists(pod_network_library)) {
       kubelet_options.pod_network_library = pod_network_library;

@@ -209,6 +209,8 @@ json ResourceList(const std::string& group_version, const std::vector<ResourceTy
       resources.push_back({{"name", "pods/eviction"}, {"singularName", ""}, {"namespaced", true},
                            {"group", "policy"}, {"version", "v1"}, {"kind", "Eviction"},
                            {"verbs", {"create"}}});
+      resources.push_back({{"name", "pods/log"}, {"singularName", ""}, {"namespaced", true},
+                           {"kind", "Pod"}, {"verbs", {"get"}}});
     }
   }
   return {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", group_version},
@@ -292,7 +294,7 @@ struct Target {
   ResourceType type;
   std::string ns;
   std::string name;         // Empty: the collection.
-  std::string subresource;  // "status", "eviction" or empty.
+  std::string subresource;  // "status", "eviction", "log" or empty.
 };
 
 absl::StatusOr<Target> ParseTarget(ObjectStore& store, const std::string& path) {
@@ -323,7 +325,8 @@ absl::StatusOr<Target> ParseTarget(ObjectStore& store, const std::string& path) 
   t.type = *type;
   if (rest.size() >= 2) t.name = rest[1];
   if (rest.size() >= 3) t.subresource = rest[2];
-  if (rest.size() > 3 || (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction")) {
+  if (rest.size() > 3 || (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction" &&
+                          t.subresource != "log")) {
     return absl::NotFoundError(absl::StrCat("the server does not serve ", path));
   }
   return t;
@@ -481,6 +484,10 @@ void ApiServer::Route() {
       const Target& t = *target;
       const ResourceType& type = t.type;
       bool status = t.subresource == "status";
+      if (method == "GET" && t.subresource == "log") {
+        ServeLog(t.ns, t.name, req, res);
+        return;
+      }
       if (method == "GET") {
         bool table = absl::StrContains(req.get_header_value("Accept"), "as=Table");
         if (!t.name.empty()) {
@@ -626,6 +633,40 @@ absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::strin
   absl::StatusOr<json> deleted = store_.Delete(pods, ns, name, std::nullopt);
   if (!deleted.ok()) return deleted.status();
   return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}, {"code", 201}};
+}
+
+void ApiServer::ServeLog(const std::string& ns, const std::string& name, const httplib::Request& req,
+                         httplib::Response& res) {
+  absl::StatusOr<json> pod = store_.Get(*store_.FindType("", "pods"), ns, name);
+  if (!pod.ok()) {
+    Reply(res, pod.status());
+    return;
+  }
+  if (!options_.pod_logs) {
+    Reply(res, absl::UnimplementedError("this API server has no kubelet, so it serves no logs"));
+    return;
+  }
+  std::string container = req.get_param_value("container");
+  if (container.empty()) {
+    const json containers = (*pod)["spec"].value("containers", json::array());
+    if (!containers.empty()) container = containers[0].value("name", "");
+  }
+  absl::StatusOr<std::string> text = options_.pod_logs(ns, name, container);
+  if (!text.ok()) {
+    Reply(res, text.status());
+    return;
+  }
+  int64_t tail = -1;
+  if (absl::SimpleAtoi(req.get_param_value("tailLines"), &tail) && tail >= 0) {
+    std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
+    if (!lines.empty() && lines.back().empty()) lines.pop_back();  // After the last newline.
+    size_t from = lines.size() > static_cast<size_t>(tail) ? lines.size() - tail : 0;
+    std::string last;
+    for (size_t i = from; i < lines.size(); ++i) absl::StrAppend(&last, lines[i], "\n");
+    *text = std::move(last);
+  }
+  res.status = 200;
+  res.set_content(*text, "text/plain");
 }
 
 void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std::string& name,

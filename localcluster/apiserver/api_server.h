@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -23,6 +25,11 @@ struct ApiServerOptions {
   bool tls = true;     // HTTPS with a self-signed certificate made at start; false: plain HTTP.
   std::string token;   // Required as "Authorization: Bearer <token>"; empty: no authentication.
   size_t watch_history = 50000;  // Changes kept for watches; older resourceVersions get 410.
+  // The output of a pod's container so far, for GET .../pods/<name>/log (kubectl logs); unset:
+  // logs are not served.
+  std::function<absl::StatusOr<std::string>(const std::string& ns, const std::string& pod,
+                                            const std::string& container)>
+      pod_logs;
 };
 
 // The subset of the Kubernetes API that cohort-operator, the local kubelet and kubectl use:
@@ -31,7 +38,8 @@ struct ApiServerOptions {
 // CustomResourceDefinition registers; get/list/create/update/merge, strategic-merge and JSON
 // patch/delete, the status subresource, list and watch with resourceVersion, bookmarks, label
 // and field selectors, Table output for kubectl get (a CRD's printer columns), the pod eviction
-// endpoint (DisruptionTarget, then graceful deletion) and ownerReference garbage collection.
+// endpoint (DisruptionTarget, then graceful deletion), pod logs (without --follow) and
+// ownerReference garbage collection.
 // Not served: server-side apply, OpenAPI documents, admission, finalizers, RBAC.
 class ApiServer {
  public:
@@ -53,6 +61,9 @@ class ApiServer {
   absl::StatusOr<nlohmann::json> Establish(const nlohmann::json& crd);
   // The eviction subresource: the DisruptionTarget condition, then graceful deletion.
   absl::StatusOr<nlohmann::json> Evict(const ResourceType& pods, const std::string& ns, const std::string& name);
+  // GET pods/<name>/log: the container's output as text (?container=, default the first
+  // container; ?tailLines=N: the last N lines).
+  void ServeLog(const std::string& ns, const std::string& name, const httplib::Request& req, httplib::Response& res);
   // Streams watch events as newline-delimited JSON until timeoutSeconds or shutdown.
   void Watch(const ResourceType& type, const std::string& ns, const std::string& name,
              const Selector& labels, const Selector& fields, const httplib::Request& req,

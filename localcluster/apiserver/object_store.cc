@@ -10,9 +10,9 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Describe(const ResourceType& t, const std::string& ns, const std::string& name) {
-  return ns.empty() ? absl::StrCat(t.plural, " \"", name, "\"")
-                    : absl::StrCat(t.plural, " \"", name, "\" in namespace \"", ns, "\"");
+// As the real API server names an object in errors (kubectl adds the namespace itself).
+std::string Describe(const ResourceType& t, const std::string& name) {
+  return absl::StrCat(t.plural, " \"", name, "\"");
 }
 
 // Everything but metadata and status: a change here bumps metadata.generation.
@@ -91,7 +91,7 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   absl::MutexLock lock(&mu_);
   Objects& objects = objects_[t.Key()];
   if (objects.count({ns, name})) {
-    return absl::AlreadyExistsError(absl::StrCat(Describe(t, ns, name), " already exists"));
+    return absl::AlreadyExistsError(absl::StrCat(Describe(t, name), " already exists"));
   }
   meta["name"] = name;
   if (t.namespaced) meta["namespace"] = ns;
@@ -122,7 +122,7 @@ absl::StatusOr<json> ObjectStore::Get(const ResourceType& t, const std::string& 
     auto it = objects->second.find({ns, name});
     if (it != objects->second.end()) return it->second;
   }
-  return absl::NotFoundError(absl::StrCat(Describe(t, ns, name), " not found"));
+  return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
 }
 
 json ObjectStore::List(const ResourceType& t, const std::string& ns, const Selector& labels,
@@ -147,10 +147,10 @@ absl::StatusOr<json> ObjectStore::StoreUpdate(const ResourceType& t, const std::
                                               const std::string& expected_version) {
   auto& objects = objects_[t.Key()];
   auto it = objects.find({ns, name});
-  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, ns, name), " not found"));
+  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
   json& current = it->second;
   if (!expected_version.empty() && expected_version != current["metadata"]["resourceVersion"]) {
-    return absl::AbortedError(absl::StrCat("Operation cannot be fulfilled on ", Describe(t, ns, name),
+    return absl::AbortedError(absl::StrCat("Operation cannot be fulfilled on ", Describe(t, name),
                                            ": the object has been modified; please apply your changes to "
                                            "the latest version and try again"));
   }
@@ -206,7 +206,7 @@ absl::StatusOr<json> ObjectStore::Patch(const ResourceType& t, const std::string
   absl::MutexLock lock(&mu_);
   auto& objects = objects_[t.Key()];
   auto it = objects.find({ns, name});
-  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, ns, name), " not found"));
+  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
   json patched = it->second;
   patched.merge_patch(patch);
   std::string expected = patch.contains("metadata") ? patch["metadata"].value("resourceVersion", "") : "";
@@ -225,7 +225,7 @@ absl::StatusOr<json> ObjectStore::DeleteLocked(const ResourceType& t, const std:
                                                const std::string& name, std::optional<int64_t> grace_seconds) {
   auto& objects = objects_[t.Key()];
   auto it = objects.find({ns, name});
-  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, ns, name), " not found"));
+  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
   json& obj = it->second;
   bool bound = t.kind == "Pod" && !obj["spec"].value("nodeName", "").empty();
   if (bound && grace_seconds.value_or(1) != 0) {

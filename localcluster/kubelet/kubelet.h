@@ -51,6 +51,10 @@ class Kubelet {
   // Registers the Node and starts watching pods.
   absl::Status Start();
 
+  // Where a container's output goes: <root_dir>/<namespace>_<pod>/<container>.log.
+  static std::string LogPath(const std::string& root_dir, const std::string& ns, const std::string& pod,
+                             const std::string& container);
+
  private:
   class PodWorker;
   void OnPod(const std::string& type, const nlohmann::json& pod);

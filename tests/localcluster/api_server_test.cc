@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "absl/synchronization/notification.h"
 #include "operator/client/http_kube_client.h"
@@ -243,6 +244,36 @@ TEST_F(ApiServerTest, CustomResourceDefinitionRegistersItsKind) {
 
   ASSERT_TRUE(client_->Delete(crds, "", "widgets.example.com").ok());
   EXPECT_TRUE(absl::IsNotFound(client_->Get(widgets, "default", "w").status()));
+}
+
+TEST_F(ApiServerTest, PodLogsFromTheKubeletDefaultContainerAndTail) {
+  std::string asked;
+  ApiServerOptions options;
+  options.pod_logs = [&asked](const std::string& ns, const std::string& pod,
+                              const std::string& container) -> absl::StatusOr<std::string> {
+    asked = absl::StrCat(ns, "/", pod, "/", container);
+    return std::string("one\ntwo\nthree\n");
+  };
+  Start(options);
+  ASSERT_TRUE(client_->Create(kPods, "default", Pod("a")).ok());
+  httplib::Client http(server_->url());
+  http.enable_server_certificate_verification(false);
+  http.set_bearer_token_auth("secret-token");
+
+  auto all = http.Get("/api/v1/namespaces/default/pods/a/log");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->status, 200);
+  EXPECT_EQ(all->body, "one\ntwo\nthree\n");
+  EXPECT_EQ(asked, "default/a/c") << "without ?container=, the pod's first container";
+
+  auto tail = http.Get("/api/v1/namespaces/default/pods/a/log?container=side&tailLines=2");
+  ASSERT_TRUE(tail);
+  EXPECT_EQ(tail->body, "two\nthree\n");
+  EXPECT_EQ(asked, "default/a/side");
+
+  auto missing = http.Get("/api/v1/namespaces/default/pods/nope/log");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
 }
 
 }  // namespace
