@@ -247,10 +247,21 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
     }
   } else if (t.kind == "Pod") {
     column("Ready", "string", 0, [](const json& o) -> json {
-      const json& statuses = o.value("status", json::object()).value("containerStatuses", json::array());
+      // As Kubernetes counts: the containers, plus native sidecars (init containers that always
+      // restart), ready out of all.
+      const json& status = o.value("status", json::object());
+      size_t total = o["spec"].value("containers", json::array()).size();
+      std::set<std::string> sidecars;
+      for (const json& c : o["spec"].value("initContainers", json::array())) {
+        if (c.value("restartPolicy", "") == "Always") sidecars.insert(c.value("name", ""));
+      }
+      total += sidecars.size();
       int ready = 0;
-      for (const json& s : statuses) ready += s.value("ready", false) ? 1 : 0;
-      return absl::StrCat(ready, "/", o["spec"].value("containers", json::array()).size());
+      for (const json& s : status.value("containerStatuses", json::array())) ready += s.value("ready", false) ? 1 : 0;
+      for (const json& s : status.value("initContainerStatuses", json::array())) {
+        ready += sidecars.count(s.value("name", "")) && s.value("ready", false) ? 1 : 0;
+      }
+      return absl::StrCat(ready, "/", total);
     });
     column("Status", "string", 0, [](const json& o) -> json {
       if (o["metadata"].contains("deletionTimestamp")) return "Terminating";
