@@ -4,7 +4,8 @@
 //
 // The service is a real cohort-sidecar (rank 0, which hosts it); the tasks are asynchronous gRPC
 // clients spread over a few worker processes (coord-bench --worker), each task its own
-// registration and incarnation. One JSON object per run on stdout (see docs/benchmarks.md).
+// registration and incarnation. With --json, one JSON object per run on stdout (see
+// docs/benchmarks.md); without, one readable sentence.
 //
 // Workloads:
 //   rendezvous  every task registers, sets rdv/keys/<i>, increments rdv-count (the task that
@@ -337,7 +338,7 @@ json ResultOf(const Child& c) {
   return json();
 }
 
-int RunBench(const std::string& workload, int tasks, int rounds, int processes,
+int RunBench(const std::string& workload, int tasks, int rounds, int processes, bool json_output,
              const std::string& sidecar) {
   absl::StatusOr<int> port = PickFreePort();
   if (!port.ok()) return 1;
@@ -464,7 +465,16 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes,
     std::fprintf(stderr, "coord-bench: a worker failed or timed out\n");
     return 1;
   }
-  std::printf("%s\n", result.dump().c_str());
+  if (json_output) {
+    std::printf("%s\n", result.dump().c_str());
+    return 0;
+  }
+  std::printf("%s, %d tasks: %.3f s", workload.c_str(), tasks, result.value("seconds", 0.0));
+  if (result.contains("mean_round_seconds")) {
+    std::printf(" for %d rounds (mean %.1f ms, p99 %.1f ms per round)", rounds,
+                result["mean_round_seconds"].get<double>() * 1e3, result["p99_round_seconds"].get<double>() * 1e3);
+  }
+  std::printf("; service peak RSS %.1f MiB\n", result["service_peak_rss_bytes"].get<double>() / (1 << 20));
   return 0;
 }
 
@@ -485,7 +495,7 @@ int main(int argc, char** argv) {
   app.add_option("--tasks", tasks, "Simulated tasks")->capture_default_str()->check(CLI::Range(2, 100000));
   app.add_option("--rounds", rounds, "Barrier rounds")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--processes", processes, "Client processes")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_flag("--json", json_output, "Print one JSON object (always on; kept for scripts)");
+  app.add_flag("--json", json_output, "Print one JSON object (docs/benchmarks.md) instead of a sentence");
   app.add_option("--sidecar", sidecar, "cohort-sidecar binary (default: beside coord-bench)");
   app.add_flag("--worker", worker)->group("");
   app.add_option("--address", address)->group("");
@@ -503,5 +513,5 @@ int main(int argc, char** argv) {
     sidecar = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-sidecar")
                   .string();
   }
-  return cohort::bench::RunBench(workload, tasks, rounds, processes, sidecar);
+  return cohort::bench::RunBench(workload, tasks, rounds, processes, json_output, sidecar);
 }
