@@ -286,19 +286,6 @@ int RunWorker(const std::string& address, const std::string& token, const std::s
   std::_Exit(0);  // Skip channel teardown: nothing left to measure.
 }
 
-int64_t PeakRssBytes(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      int64_t kb = 0;
-      absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 6 - 3)), &kb);
-      return kb * 1024;
-    }
-  }
-  return -1;
-}
-
 struct Child {
   Subprocess process;
   std::string buffer;

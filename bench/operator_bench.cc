@@ -18,7 +18,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,14 +27,13 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/subprocess.h"
+#include "common/watched_process.h"
 #include "operator/client/http_kube_client.h"
 #include "operator/client/kube_config.h"
 
@@ -46,91 +44,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
-
-// A child whose output a thread reads, so that the bench can wait for a line.
-class Child {
- public:
-  static std::unique_ptr<Child> Start(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) {
-    absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{std::move(argv), std::move(env)});
-    if (!p.ok()) {
-      std::fprintf(stderr, "operator-bench: %s\n", std::string(p.status().message()).c_str());
-      return nullptr;
-    }
-    auto c = std::unique_ptr<Child>(new Child());
-    c->process_ = std::move(*p);
-    c->reader_ = std::thread([self = c.get()] {
-      std::string buffer;
-      bool open = true;
-      while (open) {
-        std::vector<std::string> lines;
-        open = ReadLines(self->process_.output_fd(), &buffer, &lines);
-        absl::MutexLock lock(&self->mu_);
-        for (std::string& l : lines) self->lines_.push_back(std::move(l));
-      }
-      absl::MutexLock lock(&self->mu_);
-      self->closed_ = true;
-    });
-    return c;
-  }
-  ~Child() {
-    process_.Signal(SIGTERM);
-    {
-      absl::MutexLock lock(&mu_);
-      auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_; };
-      mu_.AwaitWithTimeout(absl::Condition(&closed), absl::Seconds(20));
-    }
-    if (process_.running()) process_.Signal(SIGKILL);
-    process_.Wait();
-    reader_.join();
-  }
-  // The first line containing `text`, or "" when the deadline passes or the output closes.
-  std::string WaitForLine(const std::string& text, absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    std::string found;
-    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      for (const std::string& l : lines_) {
-        if (absl::StrContains(l, text)) {
-          found = l;
-          return true;
-        }
-      }
-      return closed_;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
-    return found;
-  }
-  std::string Output() {
-    absl::MutexLock lock(&mu_);
-    std::string out;
-    for (const std::string& l : lines_) absl::StrAppend(&out, l, "\n");
-    return out;
-  }
-  pid_t pid() const { return process_.pid(); }
-
- private:
-  Child() = default;
-  Subprocess process_;
-  std::thread reader_;
-  absl::Mutex mu_;
-  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-// VmHWM (peak resident set) of `pid`, in MiB; -1 if unreadable.
-double PeakRssMib(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    int64_t kib = 0;
-    std::string digits;
-    for (char c : line) {
-      if (c >= '0' && c <= '9') digits += c;
-    }
-    if (absl::SimpleAtoi(digits, &kib)) return kib / 1024.0;
-  }
-  return -1;
-}
 
 json JobObject(const std::string& name, int ranks) {
   json container = {{"name", "trainer"}, {"image", "ghcr.io/cohort-dev/cohort-demo:0.1.0"}};
@@ -170,10 +83,11 @@ int Run(int argc, char** argv) {
   if (mkdtemp(pattern) == nullptr) return Fail("mkdtemp failed");
   std::string dir = pattern;
   std::fprintf(stderr, "operator-bench: local control plane in %s\n", dir.c_str());
-  std::unique_ptr<Child> cluster = Child::Start({BinPath("cohort-local-cluster"), "--dir", dir, "--no-kubelet"});
-  if (!cluster) return 1;
-  std::string line = cluster->WaitForLine("kubeconfig ", absl::Seconds(30));
-  if (line.empty()) return Fail("cohort-local-cluster did not start:\n" + cluster->Output());
+  absl::StatusOr<std::unique_ptr<WatchedProcess>> cluster =
+      WatchedProcess::Start({BinPath("cohort-local-cluster"), "--dir", dir, "--no-kubelet"});
+  if (!cluster.ok()) return Fail(std::string(cluster.status().message()));
+  std::string line = (*cluster)->WaitForLine("kubeconfig ", absl::Seconds(30));
+  if (line.empty()) return Fail("cohort-local-cluster did not start:\n" + (*cluster)->Output());
   std::string kubeconfig = line.substr(line.rfind(' ') + 1);
 
   absl::StatusOr<Subprocess> kubectl = Subprocess::Start(Subprocess::Options{
@@ -185,10 +99,10 @@ int Run(int argc, char** argv) {
   if (!qps.empty()) op_argv.insert(op_argv.end(), {"--kube-api-qps", qps});
   if (!burst.empty()) op_argv.insert(op_argv.end(), {"--kube-api-burst", burst});
   if (!parallelism.empty()) op_argv.insert(op_argv.end(), {"--pod-create-parallelism", parallelism});
-  std::unique_ptr<Child> op = Child::Start(op_argv);
-  if (!op) return 1;
-  if (op->WaitForLine("informers synced", absl::Seconds(30)).empty()) {
-    return Fail("cohort-operator did not start:\n" + op->Output());
+  absl::StatusOr<std::unique_ptr<WatchedProcess>> op = WatchedProcess::Start(op_argv);
+  if (!op.ok()) return Fail(std::string(op.status().message()));
+  if ((*op)->WaitForLine("informers synced", absl::Seconds(30)).empty()) {
+    return Fail("cohort-operator did not start:\n" + (*op)->Output());
   }
 
   absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig);
@@ -250,7 +164,7 @@ int Run(int argc, char** argv) {
                    absl::ToDoubleSeconds(absl::Now() - start));
     }
   }
-  double rss = PeakRssMib(op->pid());
+  double rss_mib = PeakRssBytes((*op)->pid()) / double{1 << 20};
   (*client)->CancelWatches();
   pod_watch.join();
   job_watch.join();
@@ -267,10 +181,10 @@ int Run(int argc, char** argv) {
                  {"kube_api_qps", qps.empty() ? "default" : qps},
                  {"kube_api_burst", burst.empty() ? "default" : burst},
                  {"pod_create_parallelism", parallelism.empty() ? "default" : parallelism},
-                 {"operator_peak_rss_mib", rss}};
+                 {"operator_peak_rss_mib", rss_mib}};
   std::printf("%s\n", result.dump().c_str());
-  op.reset();
-  cluster.reset();
+  op->reset();
+  cluster->reset();
   std::error_code ec;
   fs::remove_all(dir, ec);
   return 0;

@@ -10,7 +10,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
@@ -175,6 +178,19 @@ bool ReadLines(int fd, std::string* buffer, std::vector<std::string>* lines) {
   }
   buffer->erase(0, start);
   return true;
+}
+
+int64_t PeakRssBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      int64_t kb = 0;  // "VmHWM:    12345 kB"
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 6 - 3)), &kb)) return -1;
+      return kb * 1024;
+    }
+  }
+  return -1;
 }
 
 absl::StatusOr<int> PickFreePort() {

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,12 @@ namespace cohort {
 class Subprocess {
  public:
   struct Options {
+    Options() = default;
+    // The common case; set the rarer fields by name.
+    Options(std::vector<std::string> argv, std::map<std::string, std::string> env_set = {},
+            bool capture_output = true)
+        : argv(std::move(argv)), env_set(std::move(env_set)), capture_output(capture_output) {}
+
     std::vector<std::string> argv;               // argv[0] is searched in PATH when no '/'.
     std::map<std::string, std::string> env_set;  // Added to (or replacing in) our environment.
     bool capture_output = true;                  // Else the child inherits our stdout/stderr.
@@ -62,6 +69,9 @@ class Subprocess {
 // Reads what is available on `fd` and returns complete lines; keeps a partial line in `buffer`.
 // Returns false at end of file (a final partial line is returned as a line).
 bool ReadLines(int fd, std::string* buffer, std::vector<std::string>* lines);
+
+// The peak resident set (VmHWM) of running process `pid`, in bytes; -1 if it cannot be read.
+int64_t PeakRssBytes(pid_t pid);
 
 // A free TCP port on 127.0.0.1 (bound and released; the caller binds it promptly).
 absl::StatusOr<int> PickFreePort();

@@ -36,75 +36,14 @@ int SecondsLeft(absl::Time deadline) {
   return std::max<int>(1, static_cast<int>(absl::ToInt64Seconds(deadline - absl::Now()) + 1));
 }
 
-}  // namespace
-
-std::unique_ptr<WatchedProcess> WatchedProcess::Start(const std::string& label, std::vector<std::string> argv,
-                                                      std::map<std::string, std::string> env) {
-  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{std::move(argv), std::move(env)});
+// Starts `argv` with its output echoed under `label`; fails the current test if it cannot.
+std::unique_ptr<WatchedProcess> StartWatched(const std::string& label, std::vector<std::string> argv) {
+  absl::StatusOr<std::unique_ptr<WatchedProcess>> p = WatchedProcess::Start(std::move(argv), {}, label);
   EXPECT_TRUE(p.ok()) << label << ": " << p.status();
-  if (!p.ok()) return nullptr;
-  std::unique_ptr<WatchedProcess> w(new WatchedProcess());
-  w->label_ = label;
-  w->process_ = std::move(*p);
-  WatchedProcess* self = w.get();
-  w->reader_ = std::thread([self] {
-    std::string buffer;
-    bool open = true;
-    while (open) {
-      std::vector<std::string> lines;
-      open = ReadLines(self->process_.output_fd(), &buffer, &lines);  // Blocks for output.
-      absl::MutexLock lock(&self->mu_);
-      for (std::string& line : lines) {
-        std::fprintf(stderr, "[%s] %s\n", self->label_.c_str(), line.c_str());
-        self->lines_.push_back(std::move(line));
-      }
-    }
-    absl::MutexLock lock(&self->mu_);
-    self->closed_ = true;
-  });
-  return w;
+  return p.ok() ? *std::move(p) : nullptr;
 }
 
-WatchedProcess::~WatchedProcess() {
-  if (process_.running()) {
-    process_.Signal(SIGKILL);
-    process_.Wait();
-  }
-  if (reader_.joinable()) reader_.join();
-}
-
-std::string WatchedProcess::FindLocked(const std::string& text) {
-  for (const std::string& line : lines_) {
-    if (absl::StrContains(line, text)) return line;
-  }
-  return "";
-}
-
-std::string WatchedProcess::WaitForLine(const std::string& text, absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  std::string found;
-  auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    found = FindLocked(text);
-    return !found.empty() || closed_;
-  };
-  mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
-  return found;
-}
-
-bool WatchedProcess::HasLine(const std::string& text) {
-  absl::MutexLock lock(&mu_);
-  return !FindLocked(text).empty();
-}
-
-std::optional<int> WatchedProcess::WaitForExit(absl::Duration timeout) {
-  // The reader sees end of file when the process (and every child holding the pipe) is gone.
-  {
-    absl::MutexLock lock(&mu_);
-    auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_; };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&closed), timeout)) return std::nullopt;
-  }
-  return process_.Wait();
-}
+}  // namespace
 
 LocalControlPlane::LocalControlPlane() {
   // TLS writes to a connection the server closed raise SIGPIPE; the client reports the error.
@@ -114,7 +53,7 @@ LocalControlPlane::LocalControlPlane() {
   EXPECT_NE(made, nullptr) << "mkdtemp";
   if (made == nullptr) return;
   dir_ = made;
-  cluster_ = WatchedProcess::Start("cluster", {BinPath("cohort-local-cluster"), "--dir", dir_});
+  cluster_ = StartWatched("cluster", {BinPath("cohort-local-cluster"), "--dir", dir_});
   if (!cluster_) return;
   std::string line = cluster_->WaitForLine("kubeconfig ", absl::Seconds(30));
   EXPECT_FALSE(line.empty()) << "cohort-local-cluster did not start";
@@ -179,7 +118,7 @@ std::unique_ptr<WatchedProcess> LocalControlPlane::StartOperator(const std::stri
   std::vector<std::string> argv = {BinPath("cohort-operator"), "--kubeconfig", kubeconfig_,
                                    "--metrics-address", "127.0.0.1", "--metrics-port", "0"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-  return WatchedProcess::Start(label, argv);
+  return StartWatched(label, argv);
 }
 
 json LocalControlPlane::WaitForJob(const std::string& ns, const std::string& name,

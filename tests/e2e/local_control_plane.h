@@ -3,47 +3,16 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/subprocess.h"
+#include "common/watched_process.h"
 #include "operator/client/http_kube_client.h"
 
 namespace cohort::testing {
-
-// A process whose output a thread collects line by line (echoed to the test log with a label),
-// so a test can wait for a line without polling.
-class WatchedProcess {
- public:
-  // Fails the current test (and returns nullptr) when the program cannot start.
-  static std::unique_ptr<WatchedProcess> Start(const std::string& label, std::vector<std::string> argv,
-                                               std::map<std::string, std::string> env = {});
-  ~WatchedProcess();  // Kills the process group and joins the reader.
-
-  // The first line containing `text` once it is printed; "" if the deadline passes or the
-  // process closed its output first.
-  std::string WaitForLine(const std::string& text, absl::Duration timeout);
-  bool HasLine(const std::string& text);
-  void Signal(int sig) { process_.Signal(sig); }
-  // The wait status, or nullopt if it did not exit within `timeout`.
-  std::optional<int> WaitForExit(absl::Duration timeout);
-  pid_t pid() const { return process_.pid(); }
-
- private:
-  WatchedProcess() = default;
-  std::string FindLocked(const std::string& text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  std::string label_;
-  Subprocess process_;
-  std::thread reader_;
-  absl::Mutex mu_;
-  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 // cohort-local-cluster (API server over HTTPS and kubelet) in a fresh directory, with the CRD
 // applied by real kubectl, a client for assertions, and cohort-operator processes on demand.
@@ -64,7 +33,8 @@ class LocalControlPlane {
   // Runs real kubectl against this cluster. `stdin_text` is written to a file passed as "-f".
   Result Kubectl(std::vector<std::string> args, const std::string& stdin_text = "");
 
-  // A cohort-operator with its metrics on a free port; `label` names it in the log.
+  // A cohort-operator with its metrics on a free port; `label` names it in the log. Fails the
+  // current test (and returns nullptr) when it cannot start.
   std::unique_ptr<WatchedProcess> StartOperator(const std::string& label, std::vector<std::string> extra_flags = {});
 
   // Watches DistributedJob ns/name until `done` holds for it; returns the object (null on

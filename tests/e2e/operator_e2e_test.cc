@@ -90,7 +90,9 @@ class OperatorE2E : public ::testing::Test {
                                            std::vector<std::string> flags = {}) {
     std::unique_ptr<WatchedProcess> op = StartOperator(label, std::move(flags));
     EXPECT_NE(op, nullptr);
-    if (op) EXPECT_NE(op->WaitForLine("informers synced", absl::Seconds(30)), "") << label << " did not start";
+    if (op) {
+      EXPECT_NE(op->WaitForLine("informers synced", absl::Seconds(30)), "") << label << " did not start";
+    }
     return op;
   }
   static std::string Lease() {

@@ -168,7 +168,9 @@ TEST_F(ApiServerTest, WatchSeesAChangeMadeWhileItWaits) {
 }
 
 TEST_F(ApiServerTest, WatchFromAForgottenVersionIsGone) {
-  Start(ApiServerOptions{.watch_history = 2});
+  ApiServerOptions server_options;
+  server_options.watch_history = 2;
+  Start(server_options);
   for (const char* name : {"a", "b", "c", "d"}) ASSERT_TRUE(client_->Create(kPods, "default", Pod(name)).ok());
   op::WatchOptions options;
   options.resource_version = "1";
