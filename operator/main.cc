@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -150,20 +151,24 @@ int Run(int argc, char** argv) {
   // Fail fast with a clear message when the API server or the CRD is missing.
   if (absl::StatusOr<nlohmann::json> probe = (*client)->Call("GET", "/apis/cohort.dev/v1alpha1"); !probe.ok()) {
     LogError("cannot reach the DistributedJob API at ", config->server, ": ", probe.status().message(),
-             absl::IsNotFound(probe.status()) ? "; install the CRD: kubectl apply -f manifests/crd" : "");
+             absl::IsNotFound(probe.status())
+                 ? "; install the CRD: kubectl apply -f manifests/crd"
+                 : "; check that the API server is up and that --kubeconfig/--context point at it");
     return kExitFailed;
   }
 
   // Signals go to one thread; block them before any other thread starts.
   sigset_t signals = BlockTerminationSignals();
   absl::Notification stop;
+  std::once_flag stop_once;  // A signal and a lost Lease may both ask; Notify() only once.
+  auto request_stop = [&] { std::call_once(stop_once, [&] { stop.Notify(); }); };
   std::thread signal_thread([&] {
     pthread_setname_np(pthread_self(), "signals");
     int sig = 0;
     while (sigwait(&signals, &sig) != 0) {
     }
     LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": shutting down");
-    stop.Notify();
+    request_stop();
   });
   signal_thread.detach();  // Parked in sigwait when the process exits normally.
 
@@ -231,7 +236,7 @@ int Run(int argc, char** argv) {
   } else {
     stop.WaitForNotification();
   }
-  if (!stop.HasBeenNotified()) stop.Notify();
+  request_stop();
   (*client)->CancelWatches();
   controller.Stop();
   sync_thread.join();

@@ -90,7 +90,7 @@ class Kubelet::PodWorker {
   PodWorker(Kubelet* kubelet, const json& pod, std::string address)
       : kubelet_(kubelet), client_(kubelet->client_), pod_(pod), address_(std::move(address)),
         ns_(pod["metadata"].value("namespace", "")), name_(pod["metadata"].value("name", "")) {
-    dir_ = fs::path(LogPath(kubelet->options_.root_dir, ns_, name_, "x")).parent_path().string();
+    dir_ = PodDir(kubelet->options_.root_dir, ns_, name_);
     thread_ = std::thread([this] { Run(); });
   }
   ~PodWorker() {
@@ -368,7 +368,9 @@ class Kubelet::PodWorker {
       k.spec = c;
       containers_.push_back(std::move(k));
     }
-    for (Container& c : containers_) c.log_path = LogPath(kubelet_->options_.root_dir, ns_, name_, c.spec.value("name", ""));
+    for (Container& c : containers_) {
+      c.log_path = LogPath(kubelet_->options_.root_dir, ns_, name_, c.spec.value("name", ""));
+    }
 
     // Init containers in order: sidecars start and keep running; others must succeed.
     for (Container& c : containers_) {
@@ -587,9 +589,13 @@ Kubelet::~Kubelet() {
   workers.clear();  // Each worker kills its processes.
 }
 
+std::string Kubelet::PodDir(const std::string& root_dir, const std::string& ns, const std::string& pod) {
+  return (fs::path(root_dir) / absl::StrCat(ns, "_", pod)).string();
+}
+
 std::string Kubelet::LogPath(const std::string& root_dir, const std::string& ns, const std::string& pod,
                              const std::string& container) {
-  return (fs::path(root_dir) / absl::StrCat(ns, "_", pod) / absl::StrCat(container, ".log")).string();
+  return (fs::path(PodDir(root_dir, ns, pod)) / absl::StrCat(container, ".log")).string();
 }
 
 absl::Status Kubelet::Start() {

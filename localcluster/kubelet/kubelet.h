@@ -51,7 +51,9 @@ class Kubelet {
   // Registers the Node and starts watching pods.
   absl::Status Start();
 
-  // Where a container's output goes: <root_dir>/<namespace>_<pod>/<container>.log.
+  // A pod's files (volumes, container logs): <root_dir>/<namespace>_<pod>.
+  static std::string PodDir(const std::string& root_dir, const std::string& ns, const std::string& pod);
+  // Where a container's output goes: <pod dir>/<container>.log.
   static std::string LogPath(const std::string& root_dir, const std::string& ns, const std::string& pod,
                              const std::string& container);
 

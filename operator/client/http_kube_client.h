@@ -74,13 +74,11 @@ class HttpKubeClient final : public KubeClient {
   void CancelWatches();
 
  private:
+  HttpKubeClient(const KubeConfig& config, const HttpKubeClientOptions& options, Clock* clock);
+
+  // Call() whose JSON parse drops what `filter` rejects (nlohmann's parser callback).
   absl::StatusOr<nlohmann::json> Call(const std::string& method, const std::string& path, const nlohmann::json* body,
                                       const std::string& content_type, const nlohmann::json::parser_callback_t& filter);
-
- public:
-
- private:
-  HttpKubeClient(const KubeConfig& config, const HttpKubeClientOptions& options, Clock* clock);
 
   absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> Connect(absl::Duration read_timeout);
   std::unique_ptr<httplib::ClientImpl> TakeConnection();

@@ -35,7 +35,9 @@ std::string Describe(const ObservedPod& p) {
     if (const char* sig = *p.trainer_exit_code > 128 ? sigabbrev_np(*p.trainer_exit_code - 128) : nullptr) {
       absl::StrAppend(&out, " (SIG", sig, *p.trainer_exit_code == 137 ? ": killed, or out of memory" : "", ")");
     }
-  } else absl::StrAppend(&out, " failed");
+  } else {
+    absl::StrAppend(&out, " failed");
+  }
   // A termination message from a log tail spans lines; the last one usually says why.
   absl::string_view message = p.trainer_message;
   while (!message.empty() && message.back() == '\n') message.remove_suffix(1);
