@@ -5,10 +5,21 @@
 #   MODULE: what `python -c "import MODULE"` must find afterwards.
 # Exit 0: VENV_DIR/bin/python imports MODULE. 77: PyPI cannot be reached (the test skips and says
 # so). Anything else: a real error (the test fails).
+#
+# Tests that share a VENV_DIR run concurrently under `ctest -j`: the setup holds an exclusive lock
+# on VENV_DIR.lock, so one of them creates and fills the environment while the others wait and
+# then find it ready (two `python3 -m venv` on one directory fail with "[Errno 17] File exists").
 set -uo pipefail
 venv=${1:?usage: setup_python_venv.sh VENV_DIR MODULE PACKAGE...}
 module=${2:?usage: setup_python_venv.sh VENV_DIR MODULE PACKAGE...}
 shift 2
+
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+if ! flock --timeout 900 9; then
+  echo "waited 15 minutes for another test to finish setting up $venv; giving up" >&2
+  exit 1
+fi
 
 if "$venv/bin/python" -c "import $module" 2>/dev/null; then
   exit 0
