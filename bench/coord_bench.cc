@@ -47,7 +47,7 @@
 #include "common/log.h"
 #include "common/subprocess.h"
 #include "common/token.h"
-#include "sidecar/agent/session_client.h"
+#include "coordination/client/session_client.h"
 
 namespace cohort::bench {
 namespace {
@@ -118,7 +118,7 @@ class Worker {
   void OpenSessions() {
     for (int i = 0; i < count_; ++i) {
       sessions_.push_back(
-          std::make_unique<agent::SessionClient>(stubs_[i % stubs_.size()].get(), token_));
+          std::make_unique<coordination::SessionClient>(stubs_[i % stubs_.size()].get(), token_));
     }
   }
 
@@ -169,7 +169,7 @@ class Worker {
   int num_tasks_, first_, count_;
   std::vector<std::unique_ptr<pb::CoordinationService::Stub>> stubs_;
   std::vector<uint64_t> incarnations_;
-  std::vector<std::unique_ptr<agent::SessionClient>> sessions_;
+  std::vector<std::unique_ptr<coordination::SessionClient>> sessions_;
 };
 
 int64_t Max(const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); }

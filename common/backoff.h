@@ -7,8 +7,9 @@
 
 namespace cohort {
 
-// Exponential backoff with full jitter: attempt k waits U(0, min(cap, initial * 2^k)). Jitter
-// spreads 1,000 agents reconnecting at once instead of letting them retry in lock step.
+// Exponential backoff with jitter: attempt k waits U(c/2, c] with c = min(cap, initial * 2^k).
+// Jitter spreads 1,000 agents reconnecting at once instead of letting them retry in lock step;
+// the lower half is cut off so that no retry comes right after a failure.
 // Not thread-safe; one per retry loop.
 class Backoff {
  public:
@@ -22,6 +23,8 @@ class Backoff {
                                absl::ToInt64Nanoseconds(ceiling) + 1));
   }
   int attempts() const { return attempt_; }
+  // Starts again from `initial` (after a success).
+  void Reset() { attempt_ = 0; }
 
  private:
   absl::Duration initial_;

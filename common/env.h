@@ -3,19 +3,22 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-// The environment contract of a job pod (DESIGN.md). This is the one place that names each
-// variable; libdist and the sidecar read them through these helpers.
+// The environment contract of a job pod (docs/operator.md, "What the operator creates"). This is
+// the one place that names each variable; libdist, the sidecar and the launchers read and set
+// them through these names (common/job_settings.h resolves them).
 namespace cohort::env {
 
 inline constexpr char kCoordinatorAddress[] = "COHORT_COORDINATOR_ADDRESS";
 inline constexpr char kNumProcesses[] = "COHORT_NUM_PROCESSES";
 inline constexpr char kProcessId[] = "COHORT_PROCESS_ID";
-inline constexpr char kIncarnation[] = "COHORT_INCARNATION";
+// The gang's restart attempt: 0 for the first run, one more per gang restart. ("Incarnation"
+// means only the random id each process picks when it starts.)
+inline constexpr char kRestartAttempt[] = "COHORT_RESTART_ATTEMPT";
 inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
 inline constexpr char kJobName[] = "COHORT_JOB_NAME";
 inline constexpr char kNamespace[] = "COHORT_NAMESPACE";

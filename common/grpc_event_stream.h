@@ -1,6 +1,5 @@
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <memory>
 
@@ -9,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
+#include "common/ordered_writer.h"
 
 namespace cohort {
 
@@ -31,13 +31,10 @@ class EventStream final : public grpc::ServerWriteReactor<Msg> {
       {
         absl::MutexLock lock(&mu_);
         if (stream_ == nullptr || finished_) return false;
-        queue_.push_back(std::move(msg));
-        if (writing_) return true;
-        writing_ = true;
-        next = &queue_.front();  // std::deque keeps element addresses stable on push_back.
+        next = writer_.Push(std::move(msg));
         stream = stream_;
       }
-      stream->StartWrite(next);
+      if (next != nullptr) stream->StartWrite(next);
       return true;
     }
     // Ends the stream with `status` once queued messages are written.
@@ -48,7 +45,7 @@ class EventStream final : public grpc::ServerWriteReactor<Msg> {
         if (stream_ == nullptr || finished_) return;
         finish_status_ = status;
         finish_requested_ = true;
-        if (writing_) return;  // OnWriteDone finishes.
+        if (writer_.writing()) return;  // OnWriteDone finishes.
         finished_ = true;
         stream = stream_;
       }
@@ -59,8 +56,7 @@ class EventStream final : public grpc::ServerWriteReactor<Msg> {
     friend class EventStream;
     absl::Mutex mu_;
     EventStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-    std::deque<Msg> queue_ ABSL_GUARDED_BY(mu_);
-    bool writing_ ABSL_GUARDED_BY(mu_) = false;
+    OrderedWriter<Msg> writer_ ABSL_GUARDED_BY(mu_);
     bool finished_ ABSL_GUARDED_BY(mu_) = false;
     bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
     absl::Status finish_status_ ABSL_GUARDED_BY(mu_);
@@ -90,17 +86,14 @@ class EventStream final : public grpc::ServerWriteReactor<Msg> {
     absl::Status status;
     {
       absl::MutexLock lock(&sink_->mu_);
-      sink_->queue_.pop_front();
       if (!ok) {
-        sink_->writing_ = false;
+        sink_->writer_.Clear();
         finish = !sink_->finished_;
         sink_->finished_ = true;
         status = absl::CancelledError("event stream broke");
-      } else if (!sink_->queue_.empty()) {
-        next = &sink_->queue_.front();
       } else {
-        sink_->writing_ = false;
-        if (sink_->finish_requested_ && !sink_->finished_) {
+        next = sink_->writer_.WriteDone();
+        if (next == nullptr && sink_->finish_requested_ && !sink_->finished_) {
           sink_->finished_ = true;
           finish = true;
           status = sink_->finish_status_;
@@ -117,7 +110,7 @@ class EventStream final : public grpc::ServerWriteReactor<Msg> {
     {
       absl::MutexLock lock(&sink_->mu_);
       // With a write in flight, OnWriteDone(false) follows and finishes the call.
-      if (!sink_->writing_ && !sink_->finished_) {
+      if (!sink_->writer_.writing() && !sink_->finished_) {
         sink_->finished_ = true;
         finish = true;
       }

@@ -38,6 +38,13 @@ absl::Status CheckToken(const grpc::ServerContextBase& context, const std::strin
   return absl::OkStatus();
 }
 
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 std::chrono::system_clock::time_point ToChronoDeadline(absl::Duration timeout) {
   // Cap "infinite" so chrono arithmetic cannot overflow.
   absl::Duration capped = std::min(timeout, absl::Hours(24 * 365));

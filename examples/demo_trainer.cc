@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   absl::Duration init_time = absl::Now() - t0;
   std::printf("joined as rank %d of %d in %s\n", rank, n,
               absl::FormatDuration(absl::Trunc(init_time, absl::Milliseconds(1))).c_str());
-  // A checkpoint from an earlier incarnation: carry on after it. Every rank wrote the same step.
+  // A checkpoint from an earlier restart attempt: carry on after it. Every rank wrote the same step.
   int64_t resumed_from = -1;
   std::ifstream saved(absl::StrCat(checkpoint_dir, "/rank-", rank, ".ckpt"));
   std::string word;

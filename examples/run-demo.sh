@@ -88,7 +88,7 @@ deadline=$(($(date +%s) + 180))
 while [ "$(date +%s)" -lt "$deadline" ]; do
   phase=$(field phase)
   progress=$(grep -o "step [0-9]*/$steps\|resumed from the checkpoint at step [0-9]*" "$rank0_log" 2>/dev/null | tail -n 1 || true)
-  line="phase=${phase:-?} ready=$(field readyText) incarnation=$(field incarnation) restarts=$(field restarts) preemptions=$(field preemptions)${progress:+ | rank 0: $progress}"
+  line="phase=${phase:-?} ready=$(field readyText) attempt=$(field restartAttempt) restarts=$(field restarts) preemptions=$(field preemptions)${progress:+ | rank 0: $progress}"
   if [ "$line" != "$last" ]; then
     ms=$(($(date +%s%3N) - start))
     printf '   %4d.%ds  %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$line"

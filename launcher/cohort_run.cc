@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +31,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "common/exit_codes.h"
+#include "common/job_settings.h"
 #include "common/subprocess.h"
 #include "common/token.h"
 
@@ -42,9 +45,10 @@ struct Flags {
   std::string job_name = "local";
   std::string work_dir;
   std::string sidecar;
-  std::string heartbeat_timeout = "10s";
-  std::string initialization_timeout = "5m";
-  std::string shutdown_timeout = "5m";
+  // Empty: from the environment (COHORT_*_TIMEOUT), else the defaults of common/job_settings.h.
+  std::string heartbeat_timeout;
+  std::string initialization_timeout;
+  std::string shutdown_timeout;
   std::string grace_period = "10s";
   bool verbose = false;
   bool standalone = false;
@@ -88,13 +92,16 @@ int Run(int argc, char** argv) {
   app.add_option("--work-dir", f.work_dir,
                  "Where sockets and the job token go (default: a fresh temporary directory)");
   app.add_option("--sidecar", f.sidecar, "cohort-sidecar binary (default: beside cohort-run)");
-  app.add_option("--heartbeat-timeout", f.heartbeat_timeout, "COHORT_HEARTBEAT_TIMEOUT")
-      ->capture_default_str();
+  app.add_option("--heartbeat-timeout", f.heartbeat_timeout,
+                 absl::StrCat("A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, "
+                              "default ", absl::FormatDuration(kDefaultHeartbeatTimeout), ")"));
   app.add_option("--initialization-timeout", f.initialization_timeout,
-                 "COHORT_INITIALIZATION_TIMEOUT")
-      ->capture_default_str();
-  app.add_option("--shutdown-timeout", f.shutdown_timeout, "COHORT_SHUTDOWN_TIMEOUT")
-      ->capture_default_str();
+                 absl::StrCat("How long ranks may take to join (env "
+                              "COHORT_INITIALIZATION_TIMEOUT, default ",
+                              absl::FormatDuration(kDefaultInitializationTimeout), ")"));
+  app.add_option("--shutdown-timeout", f.shutdown_timeout,
+                 absl::StrCat("Bound on the shutdown barrier (env COHORT_SHUTDOWN_TIMEOUT, "
+                              "default ", absl::FormatDuration(kDefaultShutdownTimeout), ")"));
   app.add_option("--grace-period", f.grace_period,
                  "After a failure, how long survivors get to exit before SIGKILL")
       ->capture_default_str();
@@ -114,6 +121,25 @@ int Run(int argc, char** argv) {
   absl::StatusOr<absl::Duration> grace = env::ParseDuration(f.grace_period);
   if (!grace.ok()) {
     std::cerr << "cohort-run: --grace-period: " << grace.status().message() << "\n";
+    return 2;
+  }
+  JobSettingsOverrides given;
+  for (auto [flag, out, name] :
+       {std::tuple{&f.initialization_timeout, &given.initialization_timeout,
+                   "--initialization-timeout"},
+        std::tuple{&f.heartbeat_timeout, &given.heartbeat_timeout, "--heartbeat-timeout"},
+        std::tuple{&f.shutdown_timeout, &given.shutdown_timeout, "--shutdown-timeout"}}) {
+    if (flag->empty()) continue;
+    absl::StatusOr<absl::Duration> d = env::ParseDuration(*flag);
+    if (!d.ok()) {
+      std::cerr << "cohort-run: " << name << ": " << d.status().message() << "\n";
+      return 2;
+    }
+    *out = *d;
+  }
+  absl::StatusOr<JobTimeouts> timeouts = ResolveJobTimeouts(given);
+  if (!timeouts.ok()) {
+    std::cerr << "cohort-run: " << timeouts.status().message() << "\n";
     return 2;
   }
   if (f.coordinator_port == 0) {
@@ -173,14 +199,14 @@ int Run(int argc, char** argv) {
         {env::kCoordinatorAddress, coordinator},
         {env::kNumProcesses, absl::StrCat(f.num_processes)},
         {env::kProcessId, absl::StrCat(rank)},
-        {env::kIncarnation, "0"},
+        {env::kRestartAttempt, "0"},
         {env::kJobName, f.job_name},
         {env::kNamespace, "local"},
         {env::kPodIp, "127.0.0.1"},
         {env::kTokenFile, token_file},
-        {env::kHeartbeatTimeout, f.heartbeat_timeout},
-        {env::kInitializationTimeout, f.initialization_timeout},
-        {env::kShutdownTimeout, f.shutdown_timeout},
+        {env::kHeartbeatTimeout, absl::FormatDuration(timeouts->heartbeat)},
+        {env::kInitializationTimeout, absl::FormatDuration(timeouts->initialization)},
+        {env::kShutdownTimeout, absl::FormatDuration(timeouts->shutdown)},
         {"JAX_COORDINATOR_ADDRESS", absl::StrCat("127.0.0.1:", jax_port.ok() ? *jax_port : 0)},
         {"JAX_NUM_PROCESSES", absl::StrCat(f.num_processes)},
         {"JAX_PROCESS_ID", absl::StrCat(rank)},
@@ -225,7 +251,7 @@ int Run(int argc, char** argv) {
         if (code != 0) {
           Print(absl::StrCat("cohort-run: rank ", c.rank, " ",
                              Subprocess::DescribeStatus(*st)));
-          if (!first_failure && code != 75) first_failure = {c.rank, *st};
+          if (!first_failure && code != kPeerFailureExitCode) first_failure = {c.rank, *st};
           if (!kill_at) kill_at = absl::Now() + *grace;
         }
       }

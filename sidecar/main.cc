@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
@@ -25,12 +26,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/job_settings.h"
 #include "common/log.h"
 #include "common/metrics_http_server.h"
 #include "common/signals.h"
 #include "common/token.h"
+#include "coordination/client/agent.h"
 #include "sidecar/agent/agent_rpc_service.h"
-#include "sidecar/coordination/coordination_server.h"
+#include "coordination/server/coordination_server.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
 namespace cohort {
@@ -40,9 +43,12 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
+// --rank and --num-processes not given: they come from the environment.
+constexpr int kUnset = -1;
+
 struct Flags {
-  int rank = -1;           // -1: from COHORT_PROCESS_ID.
-  int num_processes = -1;  // -1: from COHORT_NUM_PROCESSES.
+  int rank = kUnset;           // From COHORT_PROCESS_ID.
+  int num_processes = kUnset;  // From COHORT_NUM_PROCESSES.
   std::string coordinator_address;
   std::string coordinator_bind_address = "0.0.0.0";
   std::string agent_socket;
@@ -59,15 +65,6 @@ struct Flags {
 int Fail(const std::string& message) {
   LogError(message);
   return kExitUsage;
-}
-
-// Flag value, else environment, else default; with a clear error naming both.
-absl::StatusOr<absl::Duration> DurationSetting(const std::string& flag_value, const char* env_name,
-                                               absl::Duration fallback) {
-  if (!flag_value.empty()) return env::ParseDuration(flag_value);
-  absl::StatusOr<std::optional<absl::Duration>> from_env = env::GetDuration(env_name);
-  if (!from_env.ok()) return from_env.status();
-  return from_env->value_or(fallback);
 }
 
 // SIGTERM (a preemption or a pod deletion) and SIGINT are taken by one thread with sigwait, so
@@ -99,13 +96,16 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--http-port-file", f.http_port_file, "Write the chosen HTTP port here");
   app.add_option("--initialization-timeout", f.initialization_timeout,
-                 "How long ranks may take to register (env COHORT_INITIALIZATION_TIMEOUT, "
-                 "default 5m)");
+                 absl::StrCat("How long ranks may take to register (env "
+                              "COHORT_INITIALIZATION_TIMEOUT, default ",
+                              absl::FormatDuration(kDefaultInitializationTimeout), ")"));
   app.add_option("--heartbeat-timeout", f.heartbeat_timeout,
-                 "A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, default 10s)");
+                 absl::StrCat("A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, "
+                              "default ", absl::FormatDuration(kDefaultHeartbeatTimeout), ")"));
   app.add_option("--shutdown-timeout", f.shutdown_timeout,
-                 "Bound on the shutdown barrier, and on how long rank 0 keeps the service up "
-                 "for slower ranks (env COHORT_SHUTDOWN_TIMEOUT, default 5m)");
+                 absl::StrCat("Bound on the shutdown barrier, and on how long rank 0 keeps the "
+                              "service up for slower ranks (env COHORT_SHUTDOWN_TIMEOUT, default ",
+                              absl::FormatDuration(kDefaultShutdownTimeout), ")"));
   app.add_option("--per-rank-metrics-limit", f.per_rank_metrics_limit,
                  "Rank 0 exports per-rank series up to this job size")
       ->capture_default_str();
@@ -115,32 +115,30 @@ int Run(int argc, char** argv) {
     return app.exit(e);
   }
 
-  // Fill unset flags from the environment contract.
-  auto int_setting = [](int flag, const char* name) -> absl::StatusOr<int> {
-    if (flag != -1) return flag;
-    absl::StatusOr<std::optional<int64_t>> v = env::GetInt(name);
-    if (!v.ok()) return v.status();
-    if (!v->has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat("set ", name, " or pass the flag"));
-    }
-    return static_cast<int>(**v);
-  };
-  absl::StatusOr<int> rank = int_setting(f.rank, env::kProcessId);
-  if (!rank.ok()) return Fail(absl::StrCat("rank unknown: ", rank.status().message()));
-  absl::StatusOr<int> num = int_setting(f.num_processes, env::kNumProcesses);
-  if (!num.ok()) return Fail(absl::StrCat("job size unknown: ", num.status().message()));
-  if (*num < 1) return Fail(absl::StrCat("COHORT_NUM_PROCESSES=", *num, " must be at least 1"));
-  if (*rank < 0 || *rank >= *num) {
-    return Fail(absl::StrCat("COHORT_PROCESS_ID=", *rank, " is out of range for a job of ", *num,
-                             " processes; valid ranks are 0..", *num - 1));
+  // Unset flags come from the environment contract, then the defaults.
+  JobSettingsOverrides given;
+  if (f.rank != kUnset) given.process_id = f.rank;
+  if (f.num_processes != kUnset) given.num_processes = f.num_processes;
+  if (!f.coordinator_address.empty()) given.coordinator_address = f.coordinator_address;
+  if (!f.token_file.empty()) given.token_file = f.token_file;
+  for (auto [flag, out, name] :
+       {std::tuple{&f.initialization_timeout, &given.initialization_timeout,
+                   "--initialization-timeout"},
+        std::tuple{&f.heartbeat_timeout, &given.heartbeat_timeout, "--heartbeat-timeout"},
+        std::tuple{&f.shutdown_timeout, &given.shutdown_timeout, "--shutdown-timeout"}}) {
+    if (flag->empty()) continue;
+    absl::StatusOr<absl::Duration> d = env::ParseDuration(*flag);
+    if (!d.ok()) return Fail(absl::StrCat(name, ": ", d.status().message()));
+    *out = *d;
   }
-  if (f.coordinator_address.empty()) {
-    f.coordinator_address = env::Get(env::kCoordinatorAddress).value_or("");
-  }
-  if (f.coordinator_address.empty()) {
+  absl::StatusOr<JobSettings> settings = ResolveJobSettings(given);
+  if (!settings.ok()) return Fail(std::string(settings.status().message()));
+  if (settings->coordinator_address.empty()) {
     return Fail("coordinator address unknown: set COHORT_COORDINATOR_ADDRESS or "
                 "--coordinator-address (host:port of rank 0)");
   }
+  const int rank = settings->process_id;
+  const int num = settings->num_processes;
   if (f.agent_socket.empty()) f.agent_socket = env::Get(env::kAgentSocket).value_or("");
   if (f.agent_socket.empty()) {
     return Fail("agent socket unknown: set COHORT_AGENT_SOCKET or --agent-socket to a path in a "
@@ -151,36 +149,22 @@ int Run(int argc, char** argv) {
                              "' is too long for a Unix socket (limit ~100 bytes); use a shorter "
                              "path"));
   }
-  absl::StatusOr<absl::Duration> init_timeout =
-      DurationSetting(f.initialization_timeout, env::kInitializationTimeout, absl::Minutes(5));
-  absl::StatusOr<absl::Duration> hb_timeout =
-      DurationSetting(f.heartbeat_timeout, env::kHeartbeatTimeout, absl::Seconds(10));
-  absl::StatusOr<absl::Duration> shutdown_timeout =
-      DurationSetting(f.shutdown_timeout, env::kShutdownTimeout, absl::Minutes(5));
-  for (const auto* d : {&init_timeout, &hb_timeout, &shutdown_timeout}) {
-    if (!d->ok()) return Fail(std::string(d->status().message()));
+  if (settings->token.empty()) {
+    LogWarning("no job token configured (COHORT_TOKEN/COHORT_TOKEN_FILE): RPCs are not "
+               "authenticated");
   }
-  absl::StatusOr<std::string> token = LoadToken(f.token_file);
-  if (!token.ok()) return Fail(std::string(token.status().message()));
-  if (token->empty()) LogWarning("no job token configured (COHORT_TOKEN/COHORT_TOKEN_FILE): RPCs are not authenticated");
 
   // Signals go to one thread; block them before any other thread starts.
   sigset_t signals = BlockTerminationSignals();
 
   // Rank 0: the coordination service.
   std::unique_ptr<coordination::CoordinationServer> coordinator;
-  if (*rank == 0) {
-    absl::StatusOr<int> port = env::CoordinatorPort(f.coordinator_address);
-    if (!port.ok()) return Fail(std::string(port.status().message()));
-    coordination::ServerOptions options;
-    options.listen_address = absl::StrCat(f.coordinator_bind_address, ":", *port);
-    options.service.num_tasks = *num;
-    options.service.register_timeout = *init_timeout;
-    options.service.heartbeat_timeout = *hb_timeout;
-    options.service.shutdown_timeout = *shutdown_timeout;
-    options.token = *token;
+  if (rank == 0) {
+    absl::StatusOr<coordination::ServerOptions> options =
+        coordination::ServerOptionsFor(*settings, f.coordinator_bind_address);
+    if (!options.ok()) return Fail(std::string(options.status().message()));
     absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> server =
-        coordination::CoordinationServer::Start(options);
+        coordination::CoordinationServer::Start(*options);
     if (!server.ok()) return Fail(std::string(server.status().message()));
     coordinator = std::move(*server);
   }
@@ -188,23 +172,15 @@ int Run(int argc, char** argv) {
   // Metrics.
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, "sidecar");
-  agent::SidecarMetrics metrics(*registry, *rank);
+  sidecar::SidecarMetrics metrics(*registry, rank);
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {registry};
   if (coordinator) {
-    collectables.push_back(std::make_shared<agent::CoordinatorCollector>(
+    collectables.push_back(std::make_shared<sidecar::CoordinatorCollector>(
         &coordinator->service(), f.per_rank_metrics_limit));
   }
 
   // The agent socket.
-  agent::AgentOptions agent_options;
-  agent_options.coordinator_address = f.coordinator_address;
-  agent_options.task = *rank;
-  agent_options.num_tasks = *num;
-  agent_options.token = *token;
-  agent_options.initialization_timeout = *init_timeout;
-  agent_options.heartbeat_timeout = *hb_timeout;
-  agent_options.shutdown_timeout = *shutdown_timeout;
-  agent::AgentRpcService agent_service(agent_options, &metrics);
+  sidecar::AgentRpcService agent_service(coordination::AgentOptionsFor(*settings), &metrics);
   std::error_code ec;
   std::filesystem::path socket_path(f.agent_socket);
   if (socket_path.has_parent_path()) std::filesystem::create_directories(socket_path.parent_path(), ec);
@@ -222,7 +198,7 @@ int Run(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
       f.http_address, f.http_port, collectables, [&]() -> std::string {
-        if (*rank == 0 && coordinator == nullptr) return "coordination service not running";
+        if (rank == 0 && coordinator == nullptr) return "coordination service not running";
         return "";
       });
   if (!http.ok()) return Fail(std::string(http.status().message()));
@@ -231,8 +207,11 @@ int Run(int argc, char** argv) {
     std::ofstream(tmp) << (*http)->port() << "\n";
     std::filesystem::rename(tmp, f.http_port_file, ec);
   }
-  LogInfo("rank ", *rank, "/", *num, ": agent socket ", f.agent_socket, ", metrics on port ",
-          (*http)->port(), *rank == 0 ? absl::StrCat(", coordination service on port ", coordinator->port()) : "");
+  LogInfo("rank ", rank, "/", num, ": agent socket ", f.agent_socket, ", metrics on port ",
+          (*http)->port(),
+          rank == 0 ? absl::StrCat(", coordination service on port ", coordinator->port()) : "",
+          settings->restart_attempt ? absl::StrCat(", restart attempt ", *settings->restart_attempt)
+                                    : "");
 
   SignalState signal_state;
   std::thread signal_thread([&] {
@@ -256,16 +235,16 @@ int Run(int argc, char** argv) {
     }
   });
 
-  agent::TrainerOutcome outcome = agent_service.WaitForTrainer(absl::InfiniteFuture());
+  sidecar::TrainerOutcome outcome = agent_service.WaitForTrainer(absl::InfiniteFuture());
   // Stopped by a signal with no trainer ever attached (e.g. a program that does not use
   // libdist): nothing failed.
-  bool idle_stop = outcome == agent::TrainerOutcome::kRunning && !agent_service.trainer_ever_attached();
-  int exit_code = outcome == agent::TrainerOutcome::kShutDown || idle_stop ? kExitOk : kExitFailed;
+  bool idle_stop = outcome == sidecar::TrainerOutcome::kRunning && !agent_service.trainer_ever_attached();
+  int exit_code = outcome == sidecar::TrainerOutcome::kShutDown || idle_stop ? kExitOk : kExitFailed;
   if (coordinator) {
     // Keep the service up until every rank shut down or failed, so a fast rank 0 never strands
     // slower peers (bounded by the shutdown timeout).
     LogInfo("waiting for every rank to finish before stopping the coordination service");
-    if (!coordinator->Stop(*shutdown_timeout)) exit_code = kExitFailed;
+    if (!coordinator->Stop(settings->timeouts.shutdown)) exit_code = kExitFailed;
     if (!coordinator->service().JobStatus().ok()) exit_code = kExitFailed;
   }
   LogInfo("exiting with code ", exit_code);

@@ -1,20 +1,21 @@
 #pragma once
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <utility>
 
-#include "absl/status/status.h"
-
 namespace dist::internal {
 
-// Runs an asynchronous ControlPlane call and waits for its callback. Every such call carries a
-// deadline, so the wait is bounded.
-template <typename Resp, typename Call>
-std::pair<absl::Status, Resp> Await(Call call) {
-  auto promise = std::make_shared<std::promise<std::pair<absl::Status, Resp>>>();
-  auto future = promise->get_future();
-  call([promise](absl::Status s, const Resp& r) { promise->set_value({s, r}); });
+// Runs an asynchronous JobClient call and waits for its callback's value: `call` receives the
+// callback (a std::function<void(T)>) to pass on. Every JobClient call is bounded, so the wait
+// is too.
+template <typename T, typename Call>
+T Await(Call call) {
+  // Shared: the callback may still be returning from set_value when the waiter wakes up.
+  auto promise = std::make_shared<std::promise<T>>();
+  std::future<T> future = promise->get_future();
+  call(std::function<void(T)>([promise](T value) { promise->set_value(std::move(value)); }));
   return future.get();
 }
 

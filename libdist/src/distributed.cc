@@ -1,17 +1,20 @@
 #include "dist/distributed.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <future>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/exit_codes.h"
 #include "common/log.h"
 #include "libdist/src/await.h"
+#include "libdist/src/failure_handlers.h"
 #include "libdist/src/options.h"
 #include "libdist/src/preemption_sync.h"
 #include "libdist/src/runtime.h"
@@ -19,11 +22,14 @@
 namespace dist {
 namespace {
 
-namespace pb = ::cohort::coordination::v1;
+static_assert(kPeerFailureExitCode == cohort::kPeerFailureExitCode);
+static_assert(kPreemptedExitCode == cohort::kPreemptedExitCode);
+
 using cohort::coordination::JobEvent;
 using cohort::coordination::PreemptionNotice;
 using cohort::coordination::TaskFailure;
 using internal::Await;
+using internal::FailureHandlers;
 using internal::PreemptionSync;
 using internal::ResolvedOptions;
 using internal::Runtime;
@@ -58,13 +64,25 @@ void DefaultPeerFailureHandler(const PeerFailure& failure) {
 
 // The process's one distributed state. Initialize creates it; Shutdown destroys it.
 struct State {
+  ~State() {
+    // The failure thread, if the last reference went with it, or if Shutdown ran on it.
+    if (failure_thread.joinable()) failure_thread.detach();
+  }
+  cohort::coordination::JobClient* client() { return runtime->client(); }
+
   ResolvedOptions options;
   std::function<void(const PeerFailure&)> on_peer_failure;
+  FailureHandlers failure_handlers;
   std::unique_ptr<Runtime> runtime;
   std::unique_ptr<PreemptionSync> preemption;
   std::unique_ptr<SigtermWatcher> sigterm;
   std::atomic<bool> failed{false};
-  absl::Notification failure_handled;  // The peer-failure handler returned.
+  absl::Notification failure_handled;  // The program's peer-failure handler returned.
+
+  absl::Mutex mu;
+  bool shutting_down ABSL_GUARDED_BY(mu) = false;
+  // Runs libdist's failure handlers, then the program's, off the event thread.
+  std::thread failure_thread ABSL_GUARDED_BY(mu);
 };
 
 absl::Mutex g_mu;
@@ -92,8 +110,16 @@ void HandleEvent(const std::weak_ptr<State>& weak, const JobEvent& event) {
   const auto& f = std::get<TaskFailure>(event);
   if (state->failed.exchange(true)) return;
   PeerFailure failure{f.task, ToPublic(f.cause), f.message};
-  state->on_peer_failure(failure);
-  state->failure_handled.Notify();
+  // Off the event thread: a handler may take time (aborting communicators), and may call back
+  // into libdist (Shutdown).
+  absl::MutexLock lock(&state->mu);
+  if (state->shutting_down) return;
+  state->failure_thread = std::thread([state, failure] {
+    pthread_setname_np(pthread_self(), "dist-failure");
+    state->failure_handlers.RunAll(failure);
+    state->on_peer_failure(failure);
+    state->failure_handled.Notify();
+  });
 }
 
 // A call that failed because the job failed (ABORTED) or because this process lost its sidecar
@@ -146,20 +172,19 @@ absl::Status Initialize(const Options& options) {
       Runtime::Start(*resolved, [weak](const JobEvent& e) { HandleEvent(weak, e); });
   if (!runtime.ok()) {
     return absl::Status(runtime.status().code(),
-                        absl::StrCat("process ", resolved->process_id, " of ",
-                                     resolved->num_processes, " could not join the job: ",
+                        absl::StrCat("process ", resolved->job.process_id, " of ",
+                                     resolved->job.num_processes, " could not join the job: ",
                                      runtime.status().message()));
   }
   state->runtime = std::move(*runtime);
   state->preemption =
-      std::make_unique<PreemptionSync>(state->runtime->control(), resolved->process_id);
+      std::make_unique<PreemptionSync>(state->client(), resolved->job.process_id);
   if (options.install_preemption_handler) {
     state->sigterm = std::make_unique<SigtermWatcher>([weak] {
       if (auto s = weak.lock()) {
-        s->runtime->control()->ReportPreemption(
-            [](absl::Status st, const pb::ReportPreemptionResponse&) {
-              if (!st.ok()) cohort::LogWarning("could not report the preemption: ", st.message());
-            });
+        s->client()->ReportPreemption([](absl::Status st) {
+          if (!st.ok()) cohort::LogWarning("could not report the preemption: ", st.message());
+        });
       }
     });
   }
@@ -167,9 +192,13 @@ absl::Status Initialize(const Options& options) {
     absl::MutexLock lock(&g_mu);
     g_state = state;
   }
-  cohort::LogInfo("process ", resolved->process_id, " of ", resolved->num_processes,
+  cohort::LogInfo("process ", resolved->job.process_id, " of ", resolved->job.num_processes,
                   " joined the job (", resolved->mode == Mode::kAgent ? "agent" : "standalone",
-                  " mode)");
+                  " mode",
+                  resolved->job.restart_attempt
+                      ? absl::StrCat(", restart attempt ", *resolved->job.restart_attempt)
+                      : "",
+                  ")");
   return absl::OkStatus();
 }
 
@@ -183,6 +212,20 @@ absl::Status Shutdown() {
     g_state = nullptr;
   }
   if (!state) return NotInitialized();
+  std::thread failure_thread;
+  {
+    absl::MutexLock lock(&state->mu);
+    state->shutting_down = true;
+    failure_thread = std::move(state->failure_thread);
+  }
+  if (failure_thread.joinable()) {
+    // Shutdown() called from the program's own peer-failure handler runs on that thread.
+    if (failure_thread.get_id() == std::this_thread::get_id()) {
+      failure_thread.detach();
+    } else {
+      failure_thread.join();
+    }
+  }
   state->sigterm.reset();
   absl::Status s = state->runtime->Shutdown();
   state->preemption.reset();
@@ -192,107 +235,94 @@ absl::Status Shutdown() {
 
 int ProcessIndex() {
   auto s = Current();
-  return s ? s->options.process_id : 0;
+  return s ? s->options.job.process_id : 0;
 }
 
 int ProcessCount() {
   auto s = Current();
-  return s ? s->options.num_processes : 1;
+  return s ? s->options.job.num_processes : 1;
+}
+
+int RestartAttempt() {
+  auto s = Current();
+  return s && s->options.job.restart_attempt ? *s->options.job.restart_attempt : 0;
 }
 
 absl::Status KeyValueSet(absl::string_view key, absl::string_view value, bool allow_overwrite) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::InsertKeyValueRequest req;
-  req.mutable_kv()->set_key(std::string(key));
-  req.mutable_kv()->set_value(std::string(value));
-  req.set_allow_overwrite(allow_overwrite);
-  return Settle(*state, Await<pb::InsertKeyValueResponse>([&](auto cb) {
-                         state->runtime->control()->InsertKeyValue(req, std::move(cb));
-                       }).first);
+  return Settle(*state, Await<absl::Status>([&](auto done) {
+                  state->client()->InsertKeyValue(std::string(key), std::string(value),
+                                                  allow_overwrite, std::move(done));
+                }));
 }
 
 absl::StatusOr<std::string> KeyValueGet(absl::string_view key, absl::Duration timeout) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::GetKeyValueRequest req;
-  req.set_key(std::string(key));
-  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-  auto [s, resp] = Await<pb::GetKeyValueResponse>(
-      [&](auto cb) { state->runtime->control()->GetKeyValue(req, std::move(cb)); });
-  if (!s.ok()) return Settle(*state, s);
-  return resp.kv().value();
+  absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
+    state->client()->GetKeyValue(std::string(key), timeout, std::move(done));
+  });
+  if (!v.ok()) return Settle(*state, v.status());
+  return v;
 }
 
 absl::StatusOr<std::string> KeyValueTryGet(absl::string_view key) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::TryGetKeyValueRequest req;
-  req.set_key(std::string(key));
-  auto [s, resp] = Await<pb::TryGetKeyValueResponse>(
-      [&](auto cb) { state->runtime->control()->TryGetKeyValue(req, std::move(cb)); });
-  if (!s.ok()) return Settle(*state, s);
-  return resp.kv().value();
+  absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>(
+      [&](auto done) { state->client()->TryGetKeyValue(std::string(key), std::move(done)); });
+  if (!v.ok()) return Settle(*state, v.status());
+  return v;
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KeyValueDir(
     absl::string_view directory) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::GetKeyValueDirRequest req;
-  req.set_directory(std::string(directory));
-  auto [s, resp] = Await<pb::GetKeyValueDirResponse>(
-      [&](auto cb) { state->runtime->control()->GetKeyValueDir(req, std::move(cb)); });
-  if (!s.ok()) return Settle(*state, s);
-  std::vector<std::pair<std::string, std::string>> out;
-  out.reserve(resp.kvs_size());
-  for (const auto& kv : resp.kvs()) out.emplace_back(kv.key(), kv.value());
-  return out;
+  absl::StatusOr<cohort::coordination::KeyValueEntries> entries =
+      Await<absl::StatusOr<cohort::coordination::KeyValueEntries>>([&](auto done) {
+        state->client()->GetKeyValueDir(std::string(directory), std::move(done));
+      });
+  if (!entries.ok()) return Settle(*state, entries.status());
+  return entries;
 }
 
 absl::Status KeyValueDelete(absl::string_view key) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::DeleteKeyValueRequest req;
-  req.set_key(std::string(key));
-  return Settle(*state, Await<pb::DeleteKeyValueResponse>([&](auto cb) {
-                         state->runtime->control()->DeleteKeyValue(req, std::move(cb));
-                       }).first);
+  return Settle(*state, Await<absl::Status>([&](auto done) {
+                  state->client()->DeleteKeyValue(std::string(key), std::move(done));
+                }));
 }
 
 absl::StatusOr<int64_t> KeyValueIncrement(absl::string_view key, int64_t increment) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::IncrementKeyValueRequest req;
-  req.set_key(std::string(key));
-  req.set_increment(increment);
-  auto [s, resp] = Await<pb::IncrementKeyValueResponse>(
-      [&](auto cb) { state->runtime->control()->IncrementKeyValue(req, std::move(cb)); });
-  if (!s.ok()) return Settle(*state, s);
-  return resp.value();
+  absl::StatusOr<int64_t> v = Await<absl::StatusOr<int64_t>>([&](auto done) {
+    state->client()->IncrementKeyValue(std::string(key), increment, std::move(done));
+  });
+  if (!v.ok()) return Settle(*state, v.status());
+  return v;
 }
 
 absl::Status Barrier(absl::string_view id, absl::Duration timeout,
                      const std::vector<int>& process_ids) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::BarrierRequest req;
-  req.set_barrier_id(std::string(id));
-  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-  for (int p : process_ids) req.add_task_ids(p);
-  return Settle(*state, Await<pb::BarrierResponse>([&](auto cb) {
-                         state->runtime->control()->Barrier(req, std::move(cb));
-                       }).first);
+  return Settle(*state, Await<absl::Status>([&](auto done) {
+                  state->client()->Barrier(std::string(id), timeout,
+                                           {process_ids.begin(), process_ids.end()},
+                                           std::move(done));
+                }));
 }
 
 absl::Status CancelBarrier(absl::string_view id) {
   auto state = Current();
   if (!state) return NotInitialized();
-  pb::CancelBarrierRequest req;
-  req.set_barrier_id(std::string(id));
-  return Settle(*state, Await<pb::CancelBarrierResponse>([&](auto cb) {
-                         state->runtime->control()->CancelBarrier(req, std::move(cb));
-                       }).first);
+  return Settle(*state, Await<absl::Status>([&](auto done) {
+                  state->client()->CancelBarrier(std::string(id), std::move(done));
+                }));
 }
 
 absl::Status SyncGlobalDevices(absl::string_view name, absl::Duration timeout) {
@@ -308,9 +338,8 @@ absl::StatusOr<bool> ReachedPreemptionSyncPoint(int64_t step) {
 absl::Status ReportPreemption() {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Await<pb::ReportPreemptionResponse>(
-             [&](auto cb) { state->runtime->control()->ReportPreemption(std::move(cb)); })
-      .first;
+  return Await<absl::Status>(
+      [&](auto done) { state->client()->ReportPreemption(std::move(done)); });
 }
 
 bool PreemptionNoticeReceived() {
@@ -321,11 +350,25 @@ bool PreemptionNoticeReceived() {
 absl::Status ReportError(absl::string_view message) {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Await<pb::ReportErrorResponse>([&](auto cb) {
-           state->runtime->control()->ReportError(cohort::coordination::FailureCause::kReportedError,
-                                                  std::string(message), std::move(cb));
-         })
-      .first;
+  return Await<absl::Status>([&](auto done) {
+    state->client()->ReportError(cohort::coordination::FailureCause::kReportedError,
+                                 std::string(message), std::move(done));
+  });
 }
+
+namespace internal {
+
+absl::StatusOr<FailureHandlers::Id> AddFailureHandler(std::string name, absl::Duration bound,
+                                                      FailureHandlers::Handler handler) {
+  auto state = Current();
+  if (!state) return NotInitialized();
+  return state->failure_handlers.Add(std::move(name), bound, std::move(handler));
+}
+
+void RemoveFailureHandler(FailureHandlers::Id id) {
+  if (auto state = Current()) state->failure_handlers.Remove(id);
+}
+
+}  // namespace internal
 
 }  // namespace dist

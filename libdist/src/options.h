@@ -3,22 +3,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
+#include "common/job_settings.h"
 #include "dist/distributed.h"
 
 namespace dist::internal {
 
-// Options with every field decided: explicit value, else environment, else default.
+// dist::Options with every field decided: explicit value, else environment, else default.
 struct ResolvedOptions {
   Mode mode = Mode::kStandalone;  // Never kAuto.
-  std::string coordinator_address;
-  int num_processes = 1;
-  int process_id = 0;
-  absl::Duration initialization_timeout;
-  absl::Duration heartbeat_timeout;
-  absl::Duration shutdown_timeout;
-  std::string agent_socket;
-  std::string token;
+  cohort::JobSettings job;
+  std::string agent_socket;  // Agent mode.
 };
 
 // InvalidArgument naming the setting (and its variable) that is missing or malformed.

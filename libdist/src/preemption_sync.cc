@@ -16,8 +16,6 @@
 #include "libdist/src/await.h"
 
 namespace dist::internal {
-namespace pb = ::cohort::coordination::v1;
-
 namespace {
 
 constexpr char kStepDir[] = "cohort/preemption/step";
@@ -25,66 +23,63 @@ constexpr char kSyncBarrier[] = "cohort/preemption/sync";
 
 }  // namespace
 
-PreemptionSync::PreemptionSync(cohort::agent::ControlPlane* control, int process_id)
-    : control_(control), process_id_(process_id) {}
+PreemptionSync::PreemptionSync(cohort::coordination::JobClient* client, int process_id)
+    : client_(client), process_id_(process_id) {}
 
 PreemptionSync::~PreemptionSync() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool PreemptionSync::notice_received() const {
-  absl::MutexLock lock(&mu_);
-  return notice_;
-}
-
 void PreemptionSync::OnNotice() {
   absl::MutexLock lock(&mu_);
-  if (notice_) return;
-  notice_ = true;
-  thread_ = std::thread([this] { RunProtocol(); });
+  if (notice_.exchange(true)) return;
+  protocol_running_ = true;
+  thread_ = std::thread([this, frozen = current_step_] { RunProtocol(frozen); });
 }
 
-void PreemptionSync::RunProtocol() {
+void PreemptionSync::RunProtocol(int64_t frozen_step) {
   pthread_setname_np(pthread_self(), "dist-preempt");
-  // Holding the lock freezes this process's step until the sync point is known.
-  absl::MutexLock lock(&mu_);
-  pb::InsertKeyValueRequest set;
-  set.mutable_kv()->set_key(absl::StrCat(kStepDir, "/", process_id_));
-  set.mutable_kv()->set_value(absl::StrCat(current_step_));
-  set.set_allow_overwrite(true);
-  absl::Status s = Await<pb::InsertKeyValueResponse>(
-      [&](auto cb) { control_->InsertKeyValue(set, std::move(cb)); }).first;
+  // No lock is held across the round trips: ReachedSyncPoint waits on protocol_running_, and
+  // notice_received() must answer at once.
+  absl::Status s = Await<absl::Status>([&](auto done) {
+    client_->InsertKeyValue(absl::StrCat(kStepDir, "/", process_id_), absl::StrCat(frozen_step),
+                            /*allow_overwrite=*/true, std::move(done));
+  });
   if (s.ok()) {
-    pb::BarrierRequest barrier;
-    barrier.set_barrier_id(kSyncBarrier);
-    barrier.set_timeout_ms(absl::ToInt64Milliseconds(kProtocolTimeout));
-    s = Await<pb::BarrierResponse>([&](auto cb) { control_->Barrier(barrier, std::move(cb)); }).first;
+    s = Await<absl::Status>([&](auto done) {
+      client_->Barrier(kSyncBarrier, kProtocolTimeout, {}, std::move(done));
+    });
   }
   int64_t max_step = -1;
   if (s.ok()) {
-    pb::GetKeyValueDirRequest dir;
-    dir.set_directory(kStepDir);
-    auto [status, resp] = Await<pb::GetKeyValueDirResponse>(
-        [&](auto cb) { control_->GetKeyValueDir(dir, std::move(cb)); });
-    s = status;
-    for (const pb::KeyValue& kv : resp.kvs()) {
-      int64_t step = -1;
-      if (absl::SimpleAtoi(kv.value(), &step)) max_step = std::max(max_step, step);
+    absl::StatusOr<cohort::coordination::KeyValueEntries> steps =
+        Await<absl::StatusOr<cohort::coordination::KeyValueEntries>>(
+            [&](auto done) { client_->GetKeyValueDir(kStepDir, std::move(done)); });
+    s = steps.status();
+    if (steps.ok()) {
+      for (const auto& [key, value] : *steps) {
+        int64_t step = -1;
+        if (absl::SimpleAtoi(value, &step)) max_step = std::max(max_step, step);
+      }
     }
   }
+  absl::MutexLock lock(&mu_);
+  protocol_running_ = false;
   if (!s.ok()) {
-    protocol_error_ = absl::Status(
-        s.code(), absl::StrCat("preemption sync protocol failed: ", s.message()));
+    protocol_error_ =
+        absl::Status(s.code(), absl::StrCat("preemption sync protocol failed: ", s.message()));
     cohort::LogError(protocol_error_.message());
     return;
   }
   sync_point_ = max_step + 1;
-  cohort::LogInfo("preemption sync point: step ", *sync_point_, " (largest step reached: ", max_step,
-                  ")");
+  cohort::LogInfo("preemption sync point: step ", *sync_point_, " (largest step reached: ",
+                  max_step, ")");
 }
 
 absl::StatusOr<bool> PreemptionSync::ReachedSyncPoint(int64_t step) {
+  auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !protocol_running_; };
   absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&settled));
   current_step_ = step;
   if (!protocol_error_.ok()) return protocol_error_;
   if (!sync_point_ || reached_) return false;

@@ -5,11 +5,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordination/client/agent.h"
+#include "coordination/client/job_client.h"
+#include "coordination/server/coordination_server.h"
 #include "libdist/src/options.h"
 #include "libdist/src/sidecar_client.h"
-#include "sidecar/agent/agent.h"
-#include "sidecar/agent/control_plane.h"
-#include "sidecar/coordination/coordination_server.h"
 
 namespace dist::internal {
 
@@ -25,7 +25,7 @@ class Runtime {
                                                         EventCallback on_event);
   ~Runtime();
 
-  cohort::agent::ControlPlane* control() { return control_; }
+  cohort::coordination::JobClient* client() { return client_; }
   // Shutdown barrier, then (process 0, standalone) keeps the service up until every process is
   // done or the shutdown timeout passes.
   absl::Status Shutdown();
@@ -35,8 +35,8 @@ class Runtime {
   ResolvedOptions options_;
   std::unique_ptr<SidecarClient> sidecar_;
   std::unique_ptr<cohort::coordination::CoordinationServer> server_;
-  std::unique_ptr<cohort::agent::Agent> agent_;
-  cohort::agent::ControlPlane* control_ = nullptr;
+  std::unique_ptr<cohort::coordination::Agent> agent_;
+  cohort::coordination::JobClient* client_ = nullptr;
 };
 
 }  // namespace dist::internal

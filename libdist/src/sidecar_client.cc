@@ -7,27 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
-#include "sidecar/coordination/coordination_rpc_service.h"
+#include "coordination/wire/proto_convert.h"
 
 namespace dist::internal {
-namespace {
 
-using cohort::coordination::FailureCause;
-using cohort::coordination::JobEvent;
-
-constexpr absl::Duration kShortCallTimeout = absl::Seconds(30);
-
-JobEvent FromProto(const agentpb::AgentEvent& e) {
-  if (e.has_preemption()) {
-    return cohort::coordination::PreemptionNotice{
-        e.preemption().task_id(), absl::FromUnixMillis(e.preemption().notice_unix_ms())};
-  }
-  return cohort::coordination::TaskFailure{e.task_failure().task_id(),
-                                           cohort::coordination::FromProto(e.task_failure().cause()),
-                                           e.task_failure().message()};
-}
-
-}  // namespace
+namespace pb = ::cohort::coordination::v1;
+using cohort::coordination::kShortCallTimeout;
+using cohort::coordination::kWaitingCallSlack;
+using Async = agentpb::Agent::StubInterface::async_interface;
 
 SidecarClient::SidecarClient(std::string socket_path, std::string token)
     : socket_path_(std::move(socket_path)), token_(std::move(token)) {
@@ -37,7 +24,11 @@ SidecarClient::SidecarClient(std::string socket_path, std::string token)
   stub_ = agentpb::Agent::NewStub(channel_);
 }
 
-SidecarClient::~SidecarClient() { Detach(); }
+SidecarClient::~SidecarClient() {
+  Detach();
+  calls_.CancelAll();
+  calls_.AwaitEmpty();
+}
 
 void SidecarClient::Detach() {
   {
@@ -48,11 +39,13 @@ void SidecarClient::Detach() {
   if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
 }
 
-absl::Status SidecarClient::Attach(int process_id, int num_processes, absl::Duration timeout,
+absl::Status SidecarClient::Attach(int process_id, int num_processes,
+                                   std::optional<int> restart_attempt, absl::Duration timeout,
                                    EventCallback on_event) {
   auto first = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> first_result = first->get_future();
-  reader_ = std::thread([this, process_id, num_processes, timeout, on_event, first] {
+  reader_ = std::thread([this, process_id, num_processes, restart_attempt, timeout, on_event,
+                         first] {
     pthread_setname_np(pthread_self(), "dist-events");
     grpc::ClientContext ctx;
     cohort::AddToken(&ctx, token_);
@@ -71,11 +64,13 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes, absl::Dura
     req.set_num_processes(num_processes);
     req.set_pid(getpid());
     req.set_initialization_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    if (restart_attempt) req.set_restart_attempt(*restart_attempt);
     std::unique_ptr<grpc::ClientReader<agentpb::AgentEvent>> reader = stub_->Attach(&ctx, req);
     // The first event (Connected) must arrive within the timeout; a watchdog cancels the call
     // otherwise, since the stream itself has no deadline for the life of the process.
     std::promise<void> connected;
     std::thread watchdog([&ctx, timeout, fut = connected.get_future()]() mutable {
+      pthread_setname_np(pthread_self(), "dist-attach-wd");
       if (fut.wait_for(absl::ToChronoSeconds(timeout + absl::Seconds(5))) ==
           std::future_status::timeout) {
         ctx.TryCancel();
@@ -94,7 +89,7 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes, absl::Dura
         first->set_value(absl::OkStatus());
         continue;
       }
-      on_event(FromProto(event));
+      if (event.has_job_event()) on_event(cohort::coordination::FromProto(event.job_event()));
     }
     if (!got_first) connected.set_value();
     watchdog.join();
@@ -131,89 +126,120 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes, absl::Dura
   return first_result.get();
 }
 
-template <typename Req, typename Resp, typename Invoke>
-void SidecarClient::Unary(Req req, absl::Duration timeout, Invoke invoke, Callback<Resp> done) {
-  struct Call {
-    grpc::ClientContext ctx;
-    Req req;
-    Resp resp;
-  };
-  auto call = std::make_shared<Call>();
-  call->req = std::move(req);
-  cohort::AddToken(&call->ctx, token_);
-  call->ctx.set_deadline(cohort::ToChronoDeadline(timeout));
-  invoke(stub_->async(), &call->ctx, &call->req, &call->resp,
-         [call, done = std::move(done)](grpc::Status s) {
-           done(cohort::FromGrpcStatus(s), call->resp);
-         });
+template <typename Req, typename Resp>
+void SidecarClient::Call(void (Async::*method)(grpc::ClientContext*, const Req*, Resp*,
+                                               std::function<void(grpc::Status)>),
+                         Req request, absl::Duration timeout,
+                         std::function<void(absl::Status, Resp)> done) {
+  // No wait_for_ready: the sidecar is up since Attach; if it died, fail now.
+  cohort::UnaryCall(stub_->async(), method, std::move(request),
+                    cohort::UnaryCallOptions{token_, timeout, false, &calls_}, std::move(done));
 }
 
-#define COHORT_SIDECAR_CALL(Method, Req, Resp, timeout)                                   \
-  Unary<Req, Resp>(std::move(req), timeout,                                              \
-                   [](auto* a, auto* c, auto* q, auto* r, auto cb) {                     \
-                     a->Method(c, q, r, std::move(cb));                                   \
-                   },                                                                     \
-                   std::move(done))
+void SidecarClient::InsertKeyValue(std::string key, std::string value, bool allow_overwrite,
+                                   DoneCallback done) {
+  pb::InsertKeyValueRequest req;
+  req.mutable_kv()->set_key(std::move(key));
+  req.mutable_kv()->set_value(std::move(value));
+  req.set_allow_overwrite(allow_overwrite);
+  Call<pb::InsertKeyValueRequest, pb::InsertKeyValueResponse>(
+      &Async::InsertKeyValue, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::InsertKeyValueResponse) { done(s); });
+}
 
-void SidecarClient::InsertKeyValue(pb::InsertKeyValueRequest req,
-                                   Callback<pb::InsertKeyValueResponse> done) {
-  COHORT_SIDECAR_CALL(InsertKeyValue, pb::InsertKeyValueRequest, pb::InsertKeyValueResponse,
-                      kShortCallTimeout);
+void SidecarClient::GetKeyValue(std::string key, absl::Duration timeout, ValueCallback done) {
+  pb::GetKeyValueRequest req;
+  req.set_key(std::move(key));
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  Call<pb::GetKeyValueRequest, pb::GetKeyValueResponse>(
+      &Async::GetKeyValue, std::move(req), timeout + kWaitingCallSlack,
+      [done = std::move(done)](absl::Status s, pb::GetKeyValueResponse r) {
+        if (!s.ok()) return done(std::move(s));
+        done(std::move(*r.mutable_kv()->mutable_value()));
+      });
 }
-void SidecarClient::GetKeyValue(pb::GetKeyValueRequest req,
-                                Callback<pb::GetKeyValueResponse> done) {
-  absl::Duration timeout = absl::Milliseconds(req.timeout_ms()) + absl::Seconds(10);
-  COHORT_SIDECAR_CALL(GetKeyValue, pb::GetKeyValueRequest, pb::GetKeyValueResponse, timeout);
+
+void SidecarClient::TryGetKeyValue(std::string key, ValueCallback done) {
+  pb::TryGetKeyValueRequest req;
+  req.set_key(std::move(key));
+  Call<pb::TryGetKeyValueRequest, pb::TryGetKeyValueResponse>(
+      &Async::TryGetKeyValue, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::TryGetKeyValueResponse r) {
+        if (!s.ok()) return done(std::move(s));
+        done(std::move(*r.mutable_kv()->mutable_value()));
+      });
 }
-void SidecarClient::TryGetKeyValue(pb::TryGetKeyValueRequest req,
-                                   Callback<pb::TryGetKeyValueResponse> done) {
-  COHORT_SIDECAR_CALL(TryGetKeyValue, pb::TryGetKeyValueRequest, pb::TryGetKeyValueResponse,
-                      kShortCallTimeout);
+
+void SidecarClient::GetKeyValueDir(std::string directory, EntriesCallback done) {
+  pb::GetKeyValueDirRequest req;
+  req.set_directory(std::move(directory));
+  Call<pb::GetKeyValueDirRequest, pb::GetKeyValueDirResponse>(
+      &Async::GetKeyValueDir, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::GetKeyValueDirResponse r) {
+        if (!s.ok()) return done(std::move(s));
+        done(cohort::coordination::FromProto(r.kvs()));
+      });
 }
-void SidecarClient::GetKeyValueDir(pb::GetKeyValueDirRequest req,
-                                   Callback<pb::GetKeyValueDirResponse> done) {
-  COHORT_SIDECAR_CALL(GetKeyValueDir, pb::GetKeyValueDirRequest, pb::GetKeyValueDirResponse,
-                      kShortCallTimeout);
+
+void SidecarClient::DeleteKeyValue(std::string key, DoneCallback done) {
+  pb::DeleteKeyValueRequest req;
+  req.set_key(std::move(key));
+  Call<pb::DeleteKeyValueRequest, pb::DeleteKeyValueResponse>(
+      &Async::DeleteKeyValue, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::DeleteKeyValueResponse) { done(s); });
 }
-void SidecarClient::DeleteKeyValue(pb::DeleteKeyValueRequest req,
-                                   Callback<pb::DeleteKeyValueResponse> done) {
-  COHORT_SIDECAR_CALL(DeleteKeyValue, pb::DeleteKeyValueRequest, pb::DeleteKeyValueResponse,
-                      kShortCallTimeout);
+
+void SidecarClient::IncrementKeyValue(std::string key, int64_t increment, IntCallback done) {
+  pb::IncrementKeyValueRequest req;
+  req.set_key(std::move(key));
+  req.set_increment(increment);
+  Call<pb::IncrementKeyValueRequest, pb::IncrementKeyValueResponse>(
+      &Async::IncrementKeyValue, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::IncrementKeyValueResponse r) {
+        if (!s.ok()) return done(std::move(s));
+        done(r.value());
+      });
 }
-void SidecarClient::IncrementKeyValue(pb::IncrementKeyValueRequest req,
-                                      Callback<pb::IncrementKeyValueResponse> done) {
-  COHORT_SIDECAR_CALL(IncrementKeyValue, pb::IncrementKeyValueRequest,
-                      pb::IncrementKeyValueResponse, kShortCallTimeout);
+
+void SidecarClient::Barrier(std::string id, absl::Duration timeout,
+                            std::vector<TaskId> participants, DoneCallback done) {
+  pb::BarrierRequest req;
+  req.set_barrier_id(std::move(id));
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  for (TaskId t : participants) req.add_task_ids(t);
+  Call<pb::BarrierRequest, pb::BarrierResponse>(
+      &Async::Barrier, std::move(req), timeout + kWaitingCallSlack,
+      [done = std::move(done)](absl::Status s, pb::BarrierResponse) { done(s); });
 }
-void SidecarClient::Barrier(pb::BarrierRequest req, Callback<pb::BarrierResponse> done) {
-  absl::Duration timeout = absl::Milliseconds(req.timeout_ms()) + absl::Seconds(10);
-  COHORT_SIDECAR_CALL(Barrier, pb::BarrierRequest, pb::BarrierResponse, timeout);
+
+void SidecarClient::CancelBarrier(std::string id, DoneCallback done) {
+  pb::CancelBarrierRequest req;
+  req.set_barrier_id(std::move(id));
+  Call<pb::CancelBarrierRequest, pb::CancelBarrierResponse>(
+      &Async::CancelBarrier, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::CancelBarrierResponse) { done(s); });
 }
-void SidecarClient::CancelBarrier(pb::CancelBarrierRequest req,
-                                  Callback<pb::CancelBarrierResponse> done) {
-  COHORT_SIDECAR_CALL(CancelBarrier, pb::CancelBarrierRequest, pb::CancelBarrierResponse,
-                      kShortCallTimeout);
+
+void SidecarClient::ReportPreemption(DoneCallback done) {
+  Call<pb::ReportPreemptionRequest, pb::ReportPreemptionResponse>(
+      &Async::ReportPreemption, pb::ReportPreemptionRequest(), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::ReportPreemptionResponse) { done(s); });
 }
-void SidecarClient::ReportPreemption(Callback<pb::ReportPreemptionResponse> done) {
-  pb::ReportPreemptionRequest req;
-  COHORT_SIDECAR_CALL(ReportPreemption, pb::ReportPreemptionRequest, pb::ReportPreemptionResponse,
-                      kShortCallTimeout);
-}
-void SidecarClient::ReportError(cohort::coordination::FailureCause cause, std::string message,
-                                Callback<pb::ReportErrorResponse> done) {
+
+void SidecarClient::ReportError(FailureCause cause, std::string message, DoneCallback done) {
   pb::ReportErrorRequest req;
   req.set_cause(cohort::coordination::ToProto(cause));
   req.set_message(std::move(message));
-  COHORT_SIDECAR_CALL(ReportError, pb::ReportErrorRequest, pb::ReportErrorResponse,
-                      kShortCallTimeout);
-}
-void SidecarClient::Shutdown(Callback<pb::ShutdownTaskResponse> done) {
-  pb::ShutdownTaskRequest req;
-  // Bounded by the sidecar's shutdown timeout; this is a backstop.
-  COHORT_SIDECAR_CALL(ShutdownTask, pb::ShutdownTaskRequest, pb::ShutdownTaskResponse,
-                      absl::Hours(1));
+  Call<pb::ReportErrorRequest, pb::ReportErrorResponse>(
+      &Async::ReportError, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::ReportErrorResponse) { done(s); });
 }
 
-#undef COHORT_SIDECAR_CALL
+void SidecarClient::Shutdown(DoneCallback done) {
+  // Bounded by the sidecar's shutdown timeout; this is a backstop.
+  Call<pb::ShutdownTaskRequest, pb::ShutdownTaskResponse>(
+      &Async::ShutdownTask, pb::ShutdownTaskRequest(), absl::Hours(1),
+      [done = std::move(done)](absl::Status s, pb::ShutdownTaskResponse) { done(s); });
+}
 
 }  // namespace dist::internal

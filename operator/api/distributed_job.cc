@@ -149,7 +149,7 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
          {std::pair{"ready", &st.ready}, std::pair{"active", &st.active},
           std::pair{"succeeded", &st.succeeded}, std::pair{"failed", &st.failed},
           std::pair{"restarts", &st.restarts}, std::pair{"preemptions", &st.preemptions},
-          std::pair{"incarnation", &st.incarnation}}) {
+          std::pair{"restartAttempt", &st.restart_attempt}}) {
       ReadField(status, key, "status.", out).IgnoreError();
     }
     ReadField(status, "observedGeneration", "status.", &st.observed_generation).IgnoreError();
@@ -262,7 +262,7 @@ json StatusToJson(const DistributedJob& job) {
               {"failed", st.failed},
               {"restarts", st.restarts},
               {"preemptions", st.preemptions},
-              {"incarnation", st.incarnation},
+              {"restartAttempt", st.restart_attempt},
               {"observedGeneration", st.observed_generation}};
   if (!st.coordinator_address.empty()) out["coordinatorAddress"] = st.coordinator_address;
   if (!st.start_time.empty()) out["startTime"] = st.start_time;

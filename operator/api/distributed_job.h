@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/job_settings.h"
 
 namespace cohort::op {
 
@@ -26,7 +27,7 @@ struct SidecarSpec {
   std::string image = "ghcr.io/cohort-dev/cohort-sidecar:0.1.0";
   std::string image_pull_policy = "IfNotPresent";
   nlohmann::json resources = nlohmann::json::object();  // A core/v1 ResourceRequirements.
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration heartbeat_timeout = kDefaultHeartbeatTimeout;
 };
 
 struct DistributedJobSpec {
@@ -66,7 +67,7 @@ struct DistributedJobStatus {
   int32_t failed = 0;
   int32_t restarts = 0;
   int32_t preemptions = 0;
-  int32_t incarnation = 0;
+  int32_t restart_attempt = 0;
   std::string coordinator_address;
   int64_t observed_generation = 0;
   std::string start_time;       // RFC 3339, empty until the first pod runs.

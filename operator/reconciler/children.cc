@@ -30,9 +30,9 @@ std::string Seconds(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d) / 1000.0, "s");
 }
 
-// The environment of every container: the contract of DESIGN.md. A template variable of the
+// The environment of every container (the contract in common/env.h). A template variable of the
 // same name is replaced, so a stale value can never override the operator's.
-json ContractEnv(const DistributedJob& job, int32_t rank, int32_t incarnation) {
+json ContractEnv(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
   std::string coordinator = CoordinatorAddress(job);
   std::string jax_address =
       absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".", job.namespace_.empty() ? "default" : job.namespace_,
@@ -44,7 +44,7 @@ json ContractEnv(const DistributedJob& job, int32_t rank, int32_t incarnation) {
   add(env::kCoordinatorAddress, coordinator);
   add(env::kNumProcesses, absl::StrCat(job.spec.replicas));
   add(env::kProcessId, absl::StrCat(rank));
-  add(env::kIncarnation, absl::StrCat(incarnation));
+  add(env::kRestartAttempt, absl::StrCat(restart_attempt));
   add(env::kAgentSocket, kAgentSocket);
   add(env::kJobName, job.name);
   add(env::kNamespace, job.namespace_);
@@ -108,13 +108,13 @@ json BuildTokenSecret(const DistributedJob& job, const std::string& token) {
           {"stringData", {{kTokenKey, token}}}};
 }
 
-json BuildPod(const DistributedJob& job, int32_t rank, int32_t incarnation) {
+json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
   json tmpl = job.spec.pod_template.is_object() ? job.spec.pod_template : json::object();
   json labels = tmpl.contains("metadata") && tmpl["metadata"].contains("labels")
                     ? tmpl["metadata"]["labels"]
                     : json::object();
   labels[kRankLabel] = absl::StrCat(rank);
-  labels[kIncarnationLabel] = absl::StrCat(incarnation);
+  labels[kRestartAttemptLabel] = absl::StrCat(restart_attempt);
   json metadata = Metadata(job, PodName(job, rank), labels);
   if (tmpl.contains("metadata") && tmpl["metadata"].contains("annotations")) {
     metadata["annotations"] = tmpl["metadata"]["annotations"];
@@ -124,7 +124,7 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t incarnation) {
   spec["subdomain"] = ServiceName(job);
   spec["restartPolicy"] = "Never";
 
-  json contract = ContractEnv(job, rank, incarnation);
+  json contract = ContractEnv(job, rank, restart_attempt);
   for (json& c : spec["containers"]) {
     MergeEnv(c, contract);
     AddMounts(c);

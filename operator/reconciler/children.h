@@ -2,8 +2,8 @@
 
 // The Kubernetes objects a DistributedJob owns, built from its spec: the headless Service that
 // gives every rank a DNS name before it is ready, the Secret holding the job's coordination
-// token, and one Pod per rank with the cohort-sidecar injected and the environment contract of
-// DESIGN.md. Pure functions: no API calls.
+// token, and one Pod per rank with the cohort-sidecar injected and the environment contract
+// (common/env.h names the variables; docs/operator.md lists them). Pure functions: no API calls.
 
 #include <cstdint>
 #include <string>
@@ -17,7 +17,7 @@ namespace cohort::op {
 // Labels on every child; selectors use the first two.
 inline constexpr char kJobNameLabel[] = "cohort.dev/job-name";
 inline constexpr char kRankLabel[] = "cohort.dev/rank";
-inline constexpr char kIncarnationLabel[] = "cohort.dev/incarnation";
+inline constexpr char kRestartAttemptLabel[] = "cohort.dev/restart-attempt";
 
 // Where the sidecar and the trainer meet (a shared emptyDir) and where the token is mounted.
 inline constexpr char kAgentDir[] = "/run/cohort";
@@ -34,10 +34,10 @@ std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>"
 nlohmann::json BuildService(const DistributedJob& job);
 // An Opaque Secret with the token under "token".
 nlohmann::json BuildTokenSecret(const DistributedJob& job, const std::string& token);
-// The pod of `rank` in gang `incarnation`: the template's pod with hostname/subdomain set,
-// restartPolicy Never, the sidecar as a native sidecar (an init container with restartPolicy
+// The pod of `rank` in the gang's `restart_attempt`: the template's pod with hostname/subdomain
+// set, restartPolicy Never, the sidecar as a native sidecar (an init container with restartPolicy
 // Always), the shared socket directory and token volumes, and the COHORT_* and JAX_* environment
 // in every container.
-nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t incarnation);
+nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
 
 }  // namespace cohort::op

@@ -15,7 +15,7 @@ namespace cohort::op {
 namespace {
 
 constexpr absl::Duration kMaxBackoff = absl::Minutes(5);
-// While waiting for pods of an old incarnation to go (their names are reused), look again this
+// While waiting for pods of an old restart attempt to go (their names are reused), look again this
 // often; pod watch events usually come first.
 constexpr absl::Duration kOldPodsRecheck = absl::Seconds(1);
 // When every failed rank only followed a peer's failure (libdist's exit code 75), the rank that
@@ -69,12 +69,12 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
   const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
   const nlohmann::json& labels = meta.value("labels", nlohmann::json::object());
   std::optional<int32_t> rank = IntLabel(labels, kRankLabel);
-  std::optional<int32_t> incarnation = IntLabel(labels, kIncarnationLabel);
-  if (!rank || !incarnation) return std::nullopt;
+  std::optional<int32_t> restart_attempt = IntLabel(labels, kRestartAttemptLabel);
+  if (!rank || !restart_attempt) return std::nullopt;
   ObservedPod p;
   p.name = meta.value("name", "");
   p.rank = *rank;
-  p.incarnation = *incarnation;
+  p.restart_attempt = *restart_attempt;
   p.terminating = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
   const nlohmann::json& status = pod.value("status", nlohmann::json::object());
   std::string phase = status.value("phase", "Pending");
@@ -155,7 +155,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   if (job.being_deleted) return d;  // Garbage collection removes the children.
 
   std::vector<const ObservedPod*> current, old;
-  for (const ObservedPod& p : pods) (p.incarnation == st.incarnation ? current : old).push_back(&p);
+  for (const ObservedPod& p : pods) (p.restart_attempt == st.restart_attempt ? current : old).push_back(&p);
   std::sort(current.begin(), current.end(),
             [](const ObservedPod* a, const ObservedPod* b) { return a->rank < b->rank; });
   auto count = [&] {
@@ -208,7 +208,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     return d;
   }
   condition("SpecValid", true, "Valid", "");
-  delete_all(old);  // An earlier incarnation's pods never outlive it.
+  delete_all(old);  // An earlier restart attempt's pods never outlive it.
 
   if (spec.suspend) {
     delete_all(current);
@@ -222,10 +222,10 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     return d;
   }
   if (st.phase == Phase::kSuspended) {
-    ++st.incarnation;
+    ++st.restart_attempt;
     st.phase = Phase::kPending;
     condition("Suspended", false, "Resumed", "");
-    event("Normal", "Resumed", absl::StrCat("starting incarnation ", st.incarnation));
+    event("Normal", "Resumed", absl::StrCat("starting restart attempt ", st.restart_attempt));
     delete_all(current);
     old.insert(old.end(), current.begin(), current.end());
     current.clear();
@@ -257,10 +257,10 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       return d;
     }
     st.phase = Phase::kPending;
-    condition("Restarting", false, "Restarted", absl::StrCat("incarnation ", st.incarnation));
+    condition("Restarting", false, "Restarted", absl::StrCat("restart attempt ", st.restart_attempt));
   }
 
-  // Pending: create the ranks that have no pod. A pod of an old incarnation holds the name until
+  // Pending: create the ranks that have no pod. A pod of an old restart attempt holds the name until
   // it is gone.
   if (st.phase == Phase::kPending) {
     std::set<int32_t> present, blocked;
@@ -276,8 +276,8 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     }
     if (present.empty() && !d.create_ranks.empty()) {
       event("Normal", "Started",
-            absl::StrCat("creating ", d.create_ranks.size(), " pods for incarnation ",
-                         st.incarnation));
+            absl::StrCat("creating ", d.create_ranks.size(), " pods for restart attempt ",
+                         st.restart_attempt));
     }
   }
 
@@ -307,14 +307,14 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
                                          ") was preempted or evicted")
                           : vanished;
     ++st.preemptions;
-    ++st.incarnation;
+    ++st.restart_attempt;
     delete_all(current);
     d.create_ranks.clear();
     st.phase = Phase::kRestarting;
     condition("Restarting", true, "Preemption", why);
     condition("Running", false, "Restarting", why);
     event("Normal", "Preempted",
-          absl::StrCat(why, "; restarting the gang as incarnation ", st.incarnation,
+          absl::StrCat(why, "; restarting the gang as restart attempt ", st.restart_attempt,
                        " (preemptions do not count against maxRestarts)"));
     requeue(RestartBackoff(spec, 1));
     return d;
@@ -348,12 +348,12 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       return d;
     }
     ++st.restarts;
-    ++st.incarnation;
+    ++st.restart_attempt;
     st.phase = Phase::kRestarting;
     condition("Restarting", true, "Failure", why);
     condition("Running", false, "Restarting", why);
     event("Warning", "GangRestart",
-          absl::StrCat(why, "; restarting the gang as incarnation ", st.incarnation, " (restart ",
+          absl::StrCat(why, "; restarting the gang as restart attempt ", st.restart_attempt, " (restart ",
                        st.restarts, " of ", spec.max_restarts, ")"));
     requeue(RestartBackoff(spec, st.restarts));
     return d;
@@ -375,8 +375,8 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     st.phase = Phase::kRunning;
     if (st.start_time.empty()) st.start_time = FormatRfc3339(now);
     condition("Running", true, "AllRanksRunning",
-              absl::StrCat("all ", spec.replicas, " ranks are running (incarnation ",
-                           st.incarnation, ")"));
+              absl::StrCat("all ", spec.replicas, " ranks are running (restart attempt ",
+                           st.restart_attempt, ")"));
     event("Normal", "Running", absl::StrCat("all ", spec.replicas, " ranks are running"));
   }
   return d;

@@ -11,10 +11,10 @@
 //     +----- old pods --- Restarting
 //            gone           |  a rank failed with restarts == max, deadline passed
 //                           +------------------------------------> Failed
-//  spec.suspend: pods deleted -> Suspended; resume -> Pending (a new incarnation)
+//  spec.suspend: pods deleted -> Suspended; resume -> Pending (a new restart attempt)
 //
-// Gang semantics: any rank failing ends the incarnation; every pod of it is deleted and the next
-// incarnation (status.incarnation + 1) is created after the backoff. A preemption (the pod's
+// Gang semantics: any rank failing ends the restart attempt; every pod of it is deleted and the next
+// restart attempt (status.restart_attempt + 1) is created after the backoff. A preemption (the pod's
 // DisruptionTarget condition, a pod deleted by someone else, or the trainer exiting with
 // kPreemptedExitCode after its checkpoint) restarts the gang without counting against
 // maxRestarts.
@@ -27,20 +27,21 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/time/time.h"
+#include "common/exit_codes.h"
 #include "common/rfc3339.h"
 #include "operator/api/distributed_job.h"
 
 namespace cohort::op {
 
-// Exit statuses libdist documents (dist::kPeerFailureExitCode, dist::kPreemptedExitCode).
-inline constexpr int kPeerFailureExitCode = 75;
-inline constexpr int kPreemptedExitCode = 76;
+// The exit statuses libdist documents (common/exit_codes.h).
+using ::cohort::kPeerFailureExitCode;
+using ::cohort::kPreemptedExitCode;
 
 struct ObservedPod {
   enum class Phase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
   std::string name;
   int32_t rank = 0;
-  int32_t incarnation = 0;
+  int32_t restart_attempt = 0;
   Phase phase = Phase::kPending;
   bool ready = false;
   bool terminating = false;        // metadata.deletionTimestamp is set.
@@ -50,7 +51,7 @@ struct ObservedPod {
   absl::Time finished_at = absl::InfinitePast();  // When it terminated, if it did and says.
 };
 
-// Reads a pod as the API server returns it. nullopt when it lacks the job's rank or incarnation
+// Reads a pod as the API server returns it. nullopt when it lacks the job's rank or restart attempt
 // label (not one of ours). The trainer is the first container that is not the cohort-sidecar.
 std::optional<ObservedPod> ObservePod(const nlohmann::json& pod);
 
@@ -62,7 +63,7 @@ struct Event {
 };
 
 struct Decision {
-  std::vector<int32_t> create_ranks;     // Pods of status.incarnation to create.
+  std::vector<int32_t> create_ranks;     // Pods of status.restart_attempt to create.
   std::vector<std::string> delete_pods;  // Pods to delete.
   bool delete_job = false;               // ttlSecondsAfterFinished passed.
   std::optional<absl::Duration> requeue_after;

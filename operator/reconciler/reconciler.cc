@@ -76,7 +76,7 @@ Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::stri
       pod_create_parallelism_(std::max(1, pod_create_parallelism)) {}
 
 absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
-                                    int32_t incarnation, ReconcileReport* report) {
+                                    int32_t restart_attempt, ReconcileReport* report) {
   const std::string& ns = job.namespace_;
   std::atomic<size_t> next{0};
   std::atomic<int> created{0};
@@ -85,7 +85,7 @@ absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector
   auto work = [&] {
     for (size_t i; (i = next++) < ranks.size();) {
       // Built here, not up front: a 1,000-rank job's pod objects never all exist at once.
-      absl::StatusOr<json> r = client_->Create(kPods, ns, BuildPod(job, ranks[i], incarnation));
+      absl::StatusOr<json> r = client_->Create(kPods, ns, BuildPod(job, ranks[i], restart_attempt));
       if (r.ok()) {
         ++created;
       } else if (!absl::IsAlreadyExists(r.status())) {
@@ -149,7 +149,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
       return s;
     }
   }
-  if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.incarnation, report); !s.ok()) return s;
+  if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, report); !s.ok()) return s;
   for (const std::string& pod : d.delete_pods) {
     absl::Status s = client_->Delete(kPods, ns, pod);
     if (!s.ok() && !absl::IsNotFound(s)) return s;

@@ -43,8 +43,8 @@ class Reconciler {
                                                           ReconcileReport* report = nullptr);
 
  private:
-  absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks, int32_t incarnation,
-                          ReconcileReport* report);
+  absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
+                          int32_t restart_attempt, ReconcileReport* report);
 
   KubeClient* const client_;
   Clock* const clock_;

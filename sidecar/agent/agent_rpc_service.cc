@@ -5,27 +5,19 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_event_stream.h"
 #include "common/log.h"
-#include "sidecar/coordination/coordination_rpc_service.h"
+#include "coordination/wire/proto_convert.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
-namespace cohort::agent {
+namespace cohort::sidecar {
 namespace {
 
 using coordination::FailureCause;
 using coordination::PreemptionNotice;
 using coordination::TaskFailure;
 
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(s));
-  return reactor;
-}
-
 agentpb::AgentEvent ToAgentEvent(const coordination::JobEvent& event) {
   agentpb::AgentEvent out;
-  coordination::pb::JobEvent job = coordination::ToProto(event);
-  if (job.has_task_failure()) *out.mutable_task_failure() = job.task_failure();
-  if (job.has_preemption()) *out.mutable_preemption() = job.preemption();
+  *out.mutable_job_event() = coordination::ToProto(event);
   return out;
 }
 
@@ -102,6 +94,14 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
         " but its sidecar serves process ", options_.task, " of ", options_.num_tasks,
         "; the trainer and the sidecar must see the same COHORT_PROCESS_ID and "
         "COHORT_NUM_PROCESSES")));
+    return stream;
+  }
+  if (req->has_restart_attempt() && options_.restart_attempt &&
+      req->restart_attempt() != *options_.restart_attempt) {
+    sink->FinishWith(absl::InvalidArgumentError(absl::StrCat(
+        "the trainer says it belongs to restart attempt ", req->restart_attempt(),
+        " of the job but its sidecar to attempt ", *options_.restart_attempt,
+        "; the trainer and the sidecar must see the same COHORT_RESTART_ATTEMPT")));
     return stream;
   }
   std::shared_ptr<Agent> agent;
@@ -190,9 +190,7 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
     // rank 0 knows this rank is done and need not wait for its heartbeats to stop.
     LogInfo("trainer pid ", pid, " exited after the job failed");
     agent->ReportError(FailureCause::kProcessExited, "exited after the job failed",
-                       [this](absl::Status, const pb::ReportErrorResponse&) {
-                         SetOutcome(TrainerOutcome::kFailed);
-                       });
+                       [this](absl::Status) { SetOutcome(TrainerOutcome::kFailed); });
     return;
   }
   FailureCause cause =
@@ -203,7 +201,7 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
           : "it exited without calling shutdown(): it crashed, was killed (e.g. kill -9 or "
             "OOM), or returned early";
   LogError("trainer pid ", pid, " is gone: ", message, "; telling the job");
-  agent->ReportError(cause, message, [this](absl::Status s, const pb::ReportErrorResponse&) {
+  agent->ReportError(cause, message, [this](absl::Status s) {
     if (!s.ok()) LogWarning("could not report the trainer's exit: ", s.message());
     SetOutcome(TrainerOutcome::kFailed);
   });
@@ -217,123 +215,149 @@ void AgentRpcService::OnPreemptionSignal() {
     agent = agent_;
   }
   if (agent == nullptr || !agent->connected()) return;  // Reported once connected.
-  agent->ReportPreemption([](absl::Status s, const pb::ReportPreemptionResponse&) {
+  agent->ReportPreemption([](absl::Status s) {
     if (!s.ok()) LogWarning("could not report the preemption notice: ", s.message());
   });
 }
 
-// Forwards a call to the connected agent and completes the server call with its result.
-#define COHORT_FORWARD(Method, Resp, metric_op)                                          \
-  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) {                \
-    return FinishNow(ctx, auth);                                                         \
-  }                                                                                      \
-  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();                       \
-  if (!agent.ok()) return FinishNow(ctx, agent.status());                                \
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();                             \
-  (*agent)->Method(*req, [this, reactor, resp](absl::Status s, const Resp& r) {          \
-    if (s.ok()) *resp = r;                                                               \
-    if (metrics_ && metric_op[0] != '\0') metrics_->CountKeyValue(metric_op, s);         \
-    reactor->Finish(ToGrpcStatus(s));                                                    \
-  });                                                                                    \
+template <typename Call>
+grpc::ServerUnaryReactor* AgentRpcService::Forward(grpc::CallbackServerContext* ctx,
+                                                   const char* metric_op, Call call) {
+  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) {
+    return FinishUnary(ctx, auth);
+  }
+  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
+  if (!agent.ok()) return FinishUnary(ctx, agent.status());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  call(**agent, [this, reactor, metric_op](absl::Status s) {
+    if (metrics_ != nullptr && metric_op != nullptr) metrics_->CountKeyValue(metric_op, s);
+    reactor->Finish(ToGrpcStatus(s));
+  });
   return reactor;
+}
 
 grpc::ServerUnaryReactor* AgentRpcService::InsertKeyValue(grpc::CallbackServerContext* ctx,
                                                           const pb::InsertKeyValueRequest* req,
-                                                          pb::InsertKeyValueResponse* resp) {
-  COHORT_FORWARD(InsertKeyValue, pb::InsertKeyValueResponse, "set");
+                                                          pb::InsertKeyValueResponse*) {
+  return Forward(ctx, "set", [req](Agent& agent, Finish finish) {
+    agent.InsertKeyValue(req->kv().key(), req->kv().value(), req->allow_overwrite(),
+                         std::move(finish));
+  });
 }
+
 grpc::ServerUnaryReactor* AgentRpcService::GetKeyValue(grpc::CallbackServerContext* ctx,
                                                        const pb::GetKeyValueRequest* req,
                                                        pb::GetKeyValueResponse* resp) {
-  COHORT_FORWARD(GetKeyValue, pb::GetKeyValueResponse, "get");
+  return Forward(ctx, "get", [req, resp](Agent& agent, Finish finish) {
+    agent.GetKeyValue(req->key(), absl::Milliseconds(req->timeout_ms()),
+                      [req, resp, finish = std::move(finish)](absl::StatusOr<std::string> v) {
+                        if (v.ok()) {
+                          resp->mutable_kv()->set_key(req->key());
+                          resp->mutable_kv()->set_value(*std::move(v));
+                        }
+                        finish(v.status());
+                      });
+  });
 }
+
 grpc::ServerUnaryReactor* AgentRpcService::TryGetKeyValue(grpc::CallbackServerContext* ctx,
                                                           const pb::TryGetKeyValueRequest* req,
                                                           pb::TryGetKeyValueResponse* resp) {
-  COHORT_FORWARD(TryGetKeyValue, pb::TryGetKeyValueResponse, "try_get");
+  return Forward(ctx, "try_get", [req, resp](Agent& agent, Finish finish) {
+    agent.TryGetKeyValue(req->key(), [req, resp, finish = std::move(finish)](
+                                         absl::StatusOr<std::string> v) {
+      if (v.ok()) {
+        resp->mutable_kv()->set_key(req->key());
+        resp->mutable_kv()->set_value(*std::move(v));
+      }
+      finish(v.status());
+    });
+  });
 }
+
 grpc::ServerUnaryReactor* AgentRpcService::GetKeyValueDir(grpc::CallbackServerContext* ctx,
                                                           const pb::GetKeyValueDirRequest* req,
                                                           pb::GetKeyValueDirResponse* resp) {
-  COHORT_FORWARD(GetKeyValueDir, pb::GetKeyValueDirResponse, "dir");
+  return Forward(ctx, "dir", [req, resp](Agent& agent, Finish finish) {
+    agent.GetKeyValueDir(req->directory(), [resp, finish = std::move(finish)](
+                                               absl::StatusOr<coordination::KeyValueEntries> e) {
+      if (e.ok()) coordination::ToProto(*std::move(e), resp->mutable_kvs());
+      finish(e.status());
+    });
+  });
 }
+
 grpc::ServerUnaryReactor* AgentRpcService::DeleteKeyValue(grpc::CallbackServerContext* ctx,
                                                           const pb::DeleteKeyValueRequest* req,
-                                                          pb::DeleteKeyValueResponse* resp) {
-  COHORT_FORWARD(DeleteKeyValue, pb::DeleteKeyValueResponse, "delete");
+                                                          pb::DeleteKeyValueResponse*) {
+  return Forward(ctx, "delete", [req](Agent& agent, Finish finish) {
+    agent.DeleteKeyValue(req->key(), std::move(finish));
+  });
 }
+
 grpc::ServerUnaryReactor* AgentRpcService::IncrementKeyValue(
     grpc::CallbackServerContext* ctx, const pb::IncrementKeyValueRequest* req,
     pb::IncrementKeyValueResponse* resp) {
-  COHORT_FORWARD(IncrementKeyValue, pb::IncrementKeyValueResponse, "increment");
+  return Forward(ctx, "increment", [req, resp](Agent& agent, Finish finish) {
+    agent.IncrementKeyValue(req->key(), req->increment(),
+                            [resp, finish = std::move(finish)](absl::StatusOr<int64_t> v) {
+                              if (v.ok()) resp->set_value(*v);
+                              finish(v.status());
+                            });
+  });
 }
-grpc::ServerUnaryReactor* AgentRpcService::CancelBarrier(grpc::CallbackServerContext* ctx,
-                                                         const pb::CancelBarrierRequest* req,
-                                                         pb::CancelBarrierResponse* resp) {
-  COHORT_FORWARD(CancelBarrier, pb::CancelBarrierResponse, "");
-}
-
-#undef COHORT_FORWARD
 
 grpc::ServerUnaryReactor* AgentRpcService::Barrier(grpc::CallbackServerContext* ctx,
                                                    const pb::BarrierRequest* req,
                                                    pb::BarrierResponse* resp) {
-  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
-  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
-  if (!agent.ok()) return FinishNow(ctx, agent.status());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Time start = absl::Now();
-  (*agent)->Barrier(*req, [this, reactor, resp, start](absl::Status s, const pb::BarrierResponse& r) {
-    if (s.ok()) *resp = r;
-    if (metrics_) metrics_->ObserveBarrier(absl::Now() - start, s);
-    reactor->Finish(ToGrpcStatus(s));
+  return Forward(ctx, nullptr, [this, req, resp](Agent& agent, Finish finish) {
+    absl::Time start = absl::Now();
+    agent.Barrier(req->barrier_id(), absl::Milliseconds(req->timeout_ms()),
+                  {req->task_ids().begin(), req->task_ids().end()},
+                  [this, start, finish = std::move(finish)](absl::Status s) {
+                    if (metrics_ != nullptr) metrics_->ObserveBarrier(absl::Now() - start, s);
+                    finish(s);
+                  });
   });
-  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentRpcService::CancelBarrier(grpc::CallbackServerContext* ctx,
+                                                         const pb::CancelBarrierRequest* req,
+                                                         pb::CancelBarrierResponse*) {
+  return Forward(ctx, nullptr, [req](Agent& agent, Finish finish) {
+    agent.CancelBarrier(req->barrier_id(), std::move(finish));
+  });
 }
 
 grpc::ServerUnaryReactor* AgentRpcService::ReportPreemption(grpc::CallbackServerContext* ctx,
                                                             const pb::ReportPreemptionRequest*,
                                                             pb::ReportPreemptionResponse*) {
-  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
-  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
-  if (!agent.ok()) return FinishNow(ctx, agent.status());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  (*agent)->ReportPreemption([reactor](absl::Status s, const pb::ReportPreemptionResponse&) {
-    reactor->Finish(ToGrpcStatus(s));
+  return Forward(ctx, nullptr, [](Agent& agent, Finish finish) {
+    agent.ReportPreemption(std::move(finish));
   });
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* AgentRpcService::ReportError(grpc::CallbackServerContext* ctx,
                                                        const pb::ReportErrorRequest* req,
                                                        pb::ReportErrorResponse*) {
-  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
-  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
-  if (!agent.ok()) return FinishNow(ctx, agent.status());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  (*agent)->ReportError(coordination::FromProto(req->cause()), req->message(),
-                        [reactor](absl::Status s, const pb::ReportErrorResponse&) {
-                          reactor->Finish(ToGrpcStatus(s));
-                        });
-  return reactor;
+  return Forward(ctx, nullptr, [req](Agent& agent, Finish finish) {
+    agent.ReportError(coordination::FromProto(req->cause()), req->message(), std::move(finish));
+  });
 }
 
 grpc::ServerUnaryReactor* AgentRpcService::ShutdownTask(grpc::CallbackServerContext* ctx,
                                                         const pb::ShutdownTaskRequest*,
                                                         pb::ShutdownTaskResponse*) {
-  if (absl::Status auth = CheckToken(*ctx, options_.token); !auth.ok()) return FinishNow(ctx, auth);
-  absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
-  if (!agent.ok()) return FinishNow(ctx, agent.status());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  (*agent)->Shutdown([this, reactor](absl::Status s, const pb::ShutdownTaskResponse&) {
-    if (s.ok()) {
-      absl::MutexLock lock(&mu_);
-      trainer_shut_down_ = true;
-    }
-    if (metrics_) metrics_->SetAgentConnected(false);
-    reactor->Finish(ToGrpcStatus(s));
+  return Forward(ctx, nullptr, [this](Agent& agent, Finish finish) {
+    agent.Shutdown([this, finish = std::move(finish)](absl::Status s) {
+      if (s.ok()) {
+        absl::MutexLock lock(&mu_);
+        trainer_shut_down_ = true;
+      }
+      if (metrics_ != nullptr) metrics_->SetAgentConnected(false);
+      finish(s);
+    });
   });
-  return reactor;
 }
 
-}  // namespace cohort::agent
+}  // namespace cohort::sidecar

@@ -8,11 +8,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/agent/v1/agent.grpc.pb.h"
-#include "sidecar/agent/agent.h"
+#include "coordination/client/agent.h"
 
-namespace cohort::agent {
+namespace cohort::sidecar {
 
 namespace agentpb = ::cohort::agent::v1;
+namespace pb = ::cohort::coordination::v1;
+using coordination::Agent;
+using coordination::AgentOptions;
 
 class SidecarMetrics;
 
@@ -23,11 +26,12 @@ enum class TrainerOutcome {
   kFailed,        // Died, or the job failed.
 };
 
-// Serves libdist on the sidecar's Unix socket. A trainer's Attach creates this rank's Agent,
-// which registers with the coordination service; the Attach stream then carries job events to
-// the trainer. If the stream breaks before the trainer shut down (crash, kill -9, OOM), the
-// agent reports the trainer's death at once, so peers learn of it in milliseconds rather than
-// after a heartbeat timeout. Other calls are forwarded to the Agent without blocking a thread.
+// Serves libdist on the sidecar's Unix socket (the cohort.agent.v1.Agent protocol). A trainer's
+// Attach creates this rank's Agent, which registers with the coordination service; the Attach
+// stream then carries job events to the trainer. If the stream breaks before the trainer shut
+// down (crash, kill -9, OOM), the agent reports the trainer's death at once, so peers learn of
+// it in milliseconds rather than after a heartbeat timeout. Other calls are forwarded to the
+// Agent's JobClient calls without blocking a thread.
 //
 // One trainer at a time. Thread-safe.
 class AgentRpcService final : public agentpb::Agent::CallbackService {
@@ -83,9 +87,14 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   bool agent_connected() const;
 
  private:
-  class AttachReactor;
+  using Finish = std::function<void(absl::Status)>;
   // The connected agent, or FailedPrecondition explaining that initialize() must come first.
   absl::StatusOr<std::shared_ptr<Agent>> ConnectedAgent();
+  // Checks the token and that the rank is connected, then runs `call(agent, finish)`, where
+  // `finish` completes the RPC (and counts a key-value operation named `metric_op`, if any).
+  template <typename Call>
+  grpc::ServerUnaryReactor* Forward(grpc::CallbackServerContext* ctx, const char* metric_op,
+                                    Call call);
   void OnTrainerGone(int64_t pid);
   void SetOutcome(TrainerOutcome outcome);
 
@@ -102,4 +111,4 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   std::thread connect_thread_;  // Runs Agent::Connect, which blocks until all ranks register.
 };
 
-}  // namespace cohort::agent
+}  // namespace cohort::sidecar

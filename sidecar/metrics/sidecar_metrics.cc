@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 
-namespace cohort::agent {
+namespace cohort::sidecar {
 namespace {
 
 std::string CodeLabel(const absl::Status& status) {
@@ -144,4 +144,4 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
 }
 
 
-}  // namespace cohort::agent
+}  // namespace cohort::sidecar

@@ -13,9 +13,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "sidecar/coordination/coordination_service.h"
+#include "coordination/core/coordination_service.h"
 
-namespace cohort::agent {
+namespace cohort::sidecar {
 
 // The sidecar's own metric families, built once. Names follow docs/metrics.md.
 class SidecarMetrics {
@@ -56,4 +56,4 @@ class CoordinatorCollector final : public prometheus::Collectable {
 };
 
 
-}  // namespace cohort::agent
+}  // namespace cohort::sidecar

@@ -148,15 +148,23 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-kill", 4, "k8s-hold")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-kill", AllReady, kJobTimeout)));
   pid_t pid = LocalControlPlane::FindProcess(
-      "test-trainer", {"COHORT_JOB_NAME=e2e-kill", "COHORT_PROCESS_ID=1", "COHORT_INCARNATION=0"});
+      "test-trainer", {"COHORT_JOB_NAME=e2e-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's trainer process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
 
   json job = cluster_->WaitForJob("default", "e2e-kill", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-kill");
   EXPECT_EQ(StatusInt(job, "restarts"), 1);
+  EXPECT_EQ(StatusInt(job, "restartAttempt"), 1);
   EXPECT_EQ(StatusInt(job, "preemptions"), 0);
   EXPECT_THAT(Events(*cluster_, "e2e-kill"), HasSubstr("rank 1 (pod e2e-kill-1) exited with code 137"));
+  // The second gang knows it is restart attempt 1: the operator says so and libdist reports it.
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string log = absl::StrCat(cluster_->dir(), "/pods/default_e2e-kill-", rank, "/trainer.log");
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1"))) << log;
+  }
 }
 
 TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
@@ -179,7 +187,7 @@ TEST_F(OperatorE2E, SuspendResumeDeadlineAndTtl) {
   auto op = Operator();
   bool (*has_no_pods)(const std::vector<json>&) = [](const std::vector<json>& pods) { return pods.empty(); };
 
-  // Created suspended: nothing runs; resumed: a new incarnation runs to the end.
+  // Created suspended: nothing runs; resumed: a new restart attempt runs to the end.
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-suspend", 2, "k8s", "  suspend: true\n")).exit_code, 0);
   json job = cluster_->WaitForJob("default", "e2e-suspend", [](const json& j) { return Phase(j) == "Suspended"; },
                                   kJobTimeout);

@@ -84,8 +84,8 @@ int Preempt() {
   return 3;
 }
 
-// What the operator injects (DESIGN.md, "Environment contract"), checked before libdist reads
-// it: the JAX_* names agree with the COHORT_* ones and the coordinator is rank 0's DNS name.
+// What the operator injects (the environment contract of docs/operator.md), checked before
+// libdist reads it: the JAX_* names agree with the COHORT_* ones and the coordinator is rank 0's DNS name.
 int CheckPodEnvironment() {
   auto get = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
@@ -113,7 +113,7 @@ int CheckPodEnvironment() {
       problems.push_back(absl::StrCat(jax, "=", get(jax), " but ", cohort, "=", get(cohort)));
     }
   }
-  for (const char* name : {"COHORT_AGENT_SOCKET", "COHORT_TOKEN_FILE", "COHORT_INCARNATION"}) {
+  for (const char* name : {"COHORT_AGENT_SOCKET", "COHORT_TOKEN_FILE", "COHORT_RESTART_ATTEMPT"}) {
     if (get(name).empty()) problems.push_back(absl::StrCat(name, " unset"));
   }
   if (!problems.empty()) {
@@ -121,7 +121,7 @@ int CheckPodEnvironment() {
     return 3;
   }
   Say(absl::StrCat("ENVIRONMENT ok: rank ", get("COHORT_PROCESS_ID"), " of ", get("COHORT_NUM_PROCESSES"),
-                   ", coordinator ", coordinator, ", incarnation ", get("COHORT_INCARNATION")));
+                   ", coordinator ", coordinator, ", restart attempt ", get("COHORT_RESTART_ATTEMPT")));
   return 0;
 }
 
@@ -139,13 +139,13 @@ int main(int argc, char** argv) {
     scenario = "wait";
   }
   // A pod of a DistributedJob: "k8s" checks the environment, then rendezvous; "k8s-hold" keeps
-  // incarnation 0 training until a preemption (exit kPreemptedExitCode after the sync point) or
-  // a kill, so a test can fail or evict a rank, and lets later incarnations finish.
+  // restart attempt 0 training until a preemption (exit kPreemptedExitCode after the sync point)
+  // or a kill, so a test can fail or evict a rank, and lets later attempts finish.
   bool kubernetes = scenario == "k8s" || scenario == "k8s-hold";
   if (kubernetes) {
     if (int rc = CheckPodEnvironment()) return rc;
-    const char* incarnation = std::getenv("COHORT_INCARNATION");
-    bool hold = scenario == "k8s-hold" && incarnation != nullptr && std::string(incarnation) == "0";
+    const char* attempt = std::getenv("COHORT_RESTART_ATTEMPT");
+    bool hold = scenario == "k8s-hold" && attempt != nullptr && std::string(attempt) == "0";
     scenario = hold ? "preempt" : "rendezvous";
   }
   absl::Status init = dist::Initialize(options);
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     Say(absl::StrCat("INIT_FAILED ", absl::StatusCodeToString(init.code()), ": ", init.message()));
     return 3;
   }
-  Say(absl::StrCat("INITIALIZED rank=", dist::ProcessIndex()));
+  Say(absl::StrCat("INITIALIZED rank=", dist::ProcessIndex(), " attempt=", dist::RestartAttempt()));
   if (scenario == "rendezvous") return Rendezvous();
   if (scenario == "wait") return Wait();
   if (scenario == "preempt") {

@@ -16,7 +16,8 @@ class ResolveOptionsTest : public ::testing::Test {
     for (const char* name :
          {"COHORT_COORDINATOR_ADDRESS", "COHORT_NUM_PROCESSES", "COHORT_PROCESS_ID",
           "COHORT_AGENT_SOCKET", "COHORT_MODE", "COHORT_TOKEN", "COHORT_TOKEN_FILE",
-          "COHORT_INITIALIZATION_TIMEOUT", "COHORT_HEARTBEAT_TIMEOUT", "COHORT_SHUTDOWN_TIMEOUT"}) {
+          "COHORT_INITIALIZATION_TIMEOUT", "COHORT_HEARTBEAT_TIMEOUT", "COHORT_SHUTDOWN_TIMEOUT",
+          "COHORT_RESTART_ATTEMPT"}) {
       unsetenv(name);
     }
   }
@@ -31,11 +32,11 @@ TEST_F(ResolveOptionsTest, EverythingFromEnvironment_AgentModeWhenSocketSet) {
   absl::StatusOr<ResolvedOptions> r = ResolveOptions({});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->mode, Mode::kAgent);
-  EXPECT_EQ(r->num_processes, 4);
-  EXPECT_EQ(r->process_id, 3);
-  EXPECT_EQ(r->heartbeat_timeout, absl::Seconds(3));
-  EXPECT_EQ(r->initialization_timeout, absl::Minutes(5));
-  EXPECT_EQ(r->token, "t0k");
+  EXPECT_EQ(r->job.num_processes, 4);
+  EXPECT_EQ(r->job.process_id, 3);
+  EXPECT_EQ(r->job.timeouts.heartbeat, absl::Seconds(3));
+  EXPECT_EQ(r->job.timeouts.initialization, absl::Minutes(5));
+  EXPECT_EQ(r->job.token, "t0k");
 }
 
 TEST_F(ResolveOptionsTest, ExplicitFieldsWinOverEnvironment) {
@@ -48,8 +49,8 @@ TEST_F(ResolveOptionsTest, ExplicitFieldsWinOverEnvironment) {
   absl::StatusOr<ResolvedOptions> r = ResolveOptions(o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->mode, Mode::kStandalone);
-  EXPECT_EQ(r->num_processes, 2);
-  EXPECT_EQ(r->process_id, 1);
+  EXPECT_EQ(r->job.num_processes, 2);
+  EXPECT_EQ(r->job.process_id, 1);
 }
 
 TEST_F(ResolveOptionsTest, MissingProcessId_NamesVariable) {

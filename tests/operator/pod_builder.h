@@ -10,9 +10,9 @@ namespace cohort::op::testing {
 // An ObservedPod of job "train", as the reconciler would read it from the API server.
 class PodBuilder {
  public:
-  PodBuilder(int32_t rank, int32_t incarnation = 0) {
+  PodBuilder(int32_t rank, int32_t restart_attempt = 0) {
     pod_.rank = rank;
-    pod_.incarnation = incarnation;
+    pod_.restart_attempt = restart_attempt;
     pod_.name = absl::StrCat("train-", rank);
   }
   PodBuilder& Running() {

@@ -46,7 +46,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: ["cohort.dev"]
   resources: ["distributedjobs/status"]
   verbs: ["update"]
-# The gang: created per incarnation, listed and watched, deleted on restart, suspend or failure.
+# The gang: created per restart attempt, listed and watched, deleted on restart, suspend or failure.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch", "create", "delete"]

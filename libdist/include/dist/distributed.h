@@ -104,6 +104,11 @@ absl::Status Shutdown();
 // This process's rank and the job's size (0 and 1 before Initialize).
 int ProcessIndex();
 int ProcessCount();
+// Which restart of the gang this is: 0 for the first run, one more after each gang restart
+// (COHORT_RESTART_ATTEMPT, set by cohort-operator and cohort-run; 0 when unset or before
+// Initialize). A program can use it to tell a fresh start from a restart, e.g. to look for a
+// checkpoint.
+int RestartAttempt();
 
 // Key-value store of the coordination service, for small coordination data (values up to 1 MiB).
 // Keys are normalized: "/a//b/" is "a/b".

@@ -43,7 +43,7 @@ TEST(BuildPod, IdentityLabelsAndDns) {
   json pod = BuildPod(Job(), 2, 5);
   EXPECT_EQ(pod["metadata"]["name"], "train-2");
   EXPECT_EQ(pod["metadata"]["labels"][kRankLabel], "2");
-  EXPECT_EQ(pod["metadata"]["labels"][kIncarnationLabel], "5");
+  EXPECT_EQ(pod["metadata"]["labels"][kRestartAttemptLabel], "5");
   EXPECT_EQ(pod["spec"]["hostname"], "train-2");
   EXPECT_EQ(pod["spec"]["subdomain"], "train");
   EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
@@ -55,7 +55,7 @@ TEST(BuildPod, TrainerGetsTheEnvironmentContract) {
   EXPECT_EQ(env["COHORT_COORDINATOR_ADDRESS"], "train-0.train.ml.svc:8476");
   EXPECT_EQ(env["COHORT_NUM_PROCESSES"], "4");
   EXPECT_EQ(env["COHORT_PROCESS_ID"], "3");
-  EXPECT_EQ(env["COHORT_INCARNATION"], "1");
+  EXPECT_EQ(env["COHORT_RESTART_ATTEMPT"], "1");
   EXPECT_EQ(env["COHORT_AGENT_SOCKET"], kAgentSocket);
   EXPECT_EQ(env["COHORT_JOB_NAME"], "train");
   EXPECT_EQ(env["COHORT_NAMESPACE"], "ml");

@@ -25,12 +25,12 @@ DistributedJob Job(std::function<void(DistributedJob&)> change = nullptr,
   return job;
 }
 
-// A job whose status says it is in `phase` of `incarnation`, entered `ago` before kNow.
-std::function<void(DistributedJob&)> InPhase(Phase phase, int32_t incarnation = 0,
+// A job whose status says it is in `phase` of `restart_attempt`, entered `ago` before kNow.
+std::function<void(DistributedJob&)> InPhase(Phase phase, int32_t restart_attempt = 0,
                                              absl::Duration ago = absl::Minutes(1)) {
   return [=](DistributedJob& j) {
     j.status.phase = phase;
-    j.status.incarnation = incarnation;
+    j.status.restart_attempt = restart_attempt;
     j.status.start_time = FormatRfc3339(kNow - absl::Hours(1));
     if (phase == Phase::kRestarting) {
       SetCondition(j.status.conditions,
@@ -39,10 +39,10 @@ std::function<void(DistributedJob&)> InPhase(Phase phase, int32_t incarnation = 
   };
 }
 
-std::vector<ObservedPod> Gang(int32_t incarnation, std::function<void(int, PodBuilder&)> each) {
+std::vector<ObservedPod> Gang(int32_t restart_attempt, std::function<void(int, PodBuilder&)> each) {
   std::vector<ObservedPod> pods;
   for (int r = 0; r < 4; ++r) {
-    PodBuilder p(r, incarnation);
+    PodBuilder p(r, restart_attempt);
     p.Running();
     each(r, p);
     pods.push_back(p);
@@ -60,7 +60,7 @@ struct Case {
   size_t deletes;
   int32_t restarts;
   int32_t preemptions;
-  int32_t incarnation;
+  int32_t restart_attempt;
   std::string event_reason;   // Of the first event; "" for none.
   std::string event_message;  // Substring of it.
 };
@@ -75,7 +75,7 @@ TEST_P(DecideTest, Table) {
   EXPECT_EQ(d.delete_pods.size(), c.deletes);
   EXPECT_EQ(d.status.restarts, c.restarts);
   EXPECT_EQ(d.status.preemptions, c.preemptions);
-  EXPECT_EQ(d.status.incarnation, c.incarnation);
+  EXPECT_EQ(d.status.restart_attempt, c.restart_attempt);
   if (c.event_reason.empty()) {
     EXPECT_TRUE(d.events.empty()) << d.events[0].reason;
   } else {
@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(
     Phases, DecideTest,
     ::testing::Values(
         Case{"NewJob_CreatesEveryRank", Job(), {}, Phase::kPending, 4, 0, 0, 0, 0, "Started",
-             "creating 4 pods for incarnation 0"},
+             "creating 4 pods for restart attempt 0"},
         Case{"AllRunning_Running", Job(), Gang(0, AllRunning), Phase::kRunning, 0, 0, 0, 0, 0,
              "Running", "all 4 ranks are running"},
         Case{"SomePending_StaysPendingCreatesNothing", Job(),
@@ -132,10 +132,10 @@ INSTANTIATE_TEST_SUITE_P(
              Job(InPhase(Phase::kRestarting, 1, absl::Minutes(1))),
              Gang(0, [](int, PodBuilder& p) { p.Terminating(); }), Phase::kPending, 0, 0, 0, 0, 1, "",
              ""},
-        Case{"BackoffPassedOldPodsGone_NextIncarnation",
+        Case{"BackoffPassedOldPodsGone_NextRestartAttempt",
              Job(InPhase(Phase::kRestarting, 1, absl::Minutes(1))), {}, Phase::kPending, 4, 0, 0, 0, 1,
-             "Started", "incarnation 1"},
-        Case{"OldIncarnationPod_Deleted", Job(InPhase(Phase::kRunning, 2)),
+             "Started", "restart attempt 1"},
+        Case{"OldRestartAttemptPod_Deleted", Job(InPhase(Phase::kRunning, 2)),
              [] {
                auto pods = Gang(2, AllRunning);
                pods.push_back(PodBuilder(5, 1).Running());
@@ -144,8 +144,8 @@ INSTANTIATE_TEST_SUITE_P(
              Phase::kRunning, 0, 1, 0, 0, 2, "", ""},
         Case{"Suspend_DeletesPods", Job([](DistributedJob& j) { InPhase(Phase::kRunning)(j); j.spec.suspend = true; }),
              Gang(0, AllRunning), Phase::kSuspended, 0, 4, 0, 0, 0, "Suspended", "spec.suspend"},
-        Case{"Resume_NewIncarnation", Job(InPhase(Phase::kSuspended, 0)), {}, Phase::kPending, 4, 0,
-             0, 0, 1, "Resumed", "starting incarnation 1"},
+        Case{"Resume_NewRestartAttempt", Job(InPhase(Phase::kSuspended, 0)), {}, Phase::kPending, 4, 0,
+             0, 0, 1, "Resumed", "starting restart attempt 1"},
         Case{"DeadlinePassed_Failed",
              Job([](DistributedJob& j) { InPhase(Phase::kRunning)(j); j.spec.active_deadline_seconds = 60; }),
              Gang(0, AllRunning), Phase::kFailed, 0, 4, 0, 0, 0, "DeadlineExceeded",
@@ -236,7 +236,7 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
   nlohmann::json pod = {
       {"metadata",
        {{"name", "train-2"},
-        {"labels", {{"cohort.dev/rank", "2"}, {"cohort.dev/incarnation", "3"}}},
+        {"labels", {{"cohort.dev/rank", "2"}, {"cohort.dev/restart-attempt", "3"}}},
         {"deletionTimestamp", "2026-11-22T13:00:00Z"}}},
       {"status",
        {{"phase", "Failed"},
@@ -250,7 +250,7 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->name, "train-2");
   EXPECT_EQ(p->rank, 2);
-  EXPECT_EQ(p->incarnation, 3);
+  EXPECT_EQ(p->restart_attempt, 3);
   EXPECT_EQ(p->phase, ObservedPod::Phase::kFailed);
   EXPECT_FALSE(p->ready);
   EXPECT_TRUE(p->disruption_target);
@@ -262,13 +262,13 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
 TEST(ObservePod, NotOursWithoutLabels) {
   EXPECT_FALSE(ObservePod({{"metadata", {{"name", "x"}}}}).has_value());
   EXPECT_FALSE(
-      ObservePod({{"metadata", {{"labels", {{"cohort.dev/rank", "a"}, {"cohort.dev/incarnation", "0"}}}}}})
+      ObservePod({{"metadata", {{"labels", {{"cohort.dev/rank", "a"}, {"cohort.dev/restart-attempt", "0"}}}}}})
           .has_value());
 }
 
 TEST(ObservePod, RunningAndReady) {
   std::optional<ObservedPod> p = ObservePod(
-      {{"metadata", {{"name", "train-0"}, {"labels", {{"cohort.dev/rank", "0"}, {"cohort.dev/incarnation", "0"}}}}},
+      {{"metadata", {{"name", "train-0"}, {"labels", {{"cohort.dev/rank", "0"}, {"cohort.dev/restart-attempt", "0"}}}}},
        {"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->phase, ObservedPod::Phase::kRunning);

@@ -90,12 +90,12 @@ TEST_F(ReconcilerTest, RankFails_GangDeletedRestartCountedThenRecreated) {
   DistributedJob job = Job();
   EXPECT_EQ(job.status.phase, Phase::kRestarting);
   EXPECT_EQ(job.status.restarts, 1);
-  EXPECT_EQ(job.status.incarnation, 1);
+  EXPECT_EQ(job.status.restart_attempt, 1);
   EXPECT_THAT(EventReasons(), Contains("GangRestart"));
   clock_.Advance(absl::Seconds(10));
   ASSERT_TRUE(Pass().ok());
   EXPECT_EQ(kube_.Count(kPods), 4u);
-  EXPECT_EQ(kube_.Object(kPods, "ml", "train-0")["metadata"]["labels"]["cohort.dev/incarnation"], "1");
+  EXPECT_EQ(kube_.Object(kPods, "ml", "train-0")["metadata"]["labels"]["cohort.dev/restart-attempt"], "1");
 }
 
 TEST_F(ReconcilerTest, InvalidSpec_NothingCreatedConditionAndEvent) {

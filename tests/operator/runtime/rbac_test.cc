@@ -97,7 +97,7 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   });
   Pass();
   clock_.Advance(absl::Minutes(1));
-  Pass();  // Incarnation 1.
+  Pass();  // Restart attempt 1.
   SetPods([](int, json& s) {
     s = {{"phase", "Succeeded"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
   });

@@ -1,0 +1,513 @@
+#include "coordination/client/agent.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/backoff.h"
+#include "common/log.h"
+#include "coordination/client/grpc_coordination_stub.h"
+#include "coordination/wire/proto_convert.h"
+
+namespace cohort::coordination {
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+}  // namespace
+
+AgentOptions AgentOptionsFor(const JobSettings& settings) {
+  AgentOptions o;
+  o.coordinator_address = settings.coordinator_address;
+  o.task = settings.process_id;
+  o.num_tasks = settings.num_processes;
+  o.token = settings.token;
+  o.initialization_timeout = settings.timeouts.initialization;
+  o.heartbeat_timeout = settings.timeouts.heartbeat;
+  o.shutdown_timeout = settings.timeouts.shutdown;
+  o.restart_attempt = settings.restart_attempt;
+  return o;
+}
+
+Agent::Agent(AgentOptions options)
+    : Agent(options,
+            std::make_unique<GrpcCoordinationStub>(options.coordinator_address, options.token),
+            Clock::Real()) {}
+
+Agent::Agent(AgentOptions options, std::unique_ptr<CoordinationStub> stub, Clock* clock)
+    : options_(std::move(options)),
+      incarnation_(RandomIncarnation()),
+      stub_(std::move(stub)),
+      clock_(clock) {}
+
+Agent::~Agent() {
+  StopBackgroundThreads();
+  FailCalls(absl::CancelledError("the agent is stopping"));
+  stub_->CancelAll();
+  // Unconditional: a completion still to come references this object. The wait is bounded, since
+  // every call has a deadline and a cancelled call completes promptly.
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stub_calls_ == 0; };
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&drained));
+}
+
+void Agent::Cancel() { StopBackgroundThreads(); }
+
+void Agent::NotifyStop() {
+  // Notify() may run only once; two threads can get here (shutdown completion, destructor).
+  absl::MutexLock lock(&mu_);
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+}
+
+void Agent::StopBackgroundThreads() {
+  std::unique_ptr<CoordinationStub::Watch> watch;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    watch = std::move(watch_);
+  }
+  if (watch != nullptr) watch->Cancel();
+  NotifyStop();
+  // Withdraws a registration in progress.
+  if (!connected_.load()) stub_->CancelAll();
+  if (heartbeat_thread_.joinable() && heartbeat_thread_.get_id() != std::this_thread::get_id()) {
+    heartbeat_thread_.join();
+  }
+  if (watch_thread_.joinable() && watch_thread_.get_id() != std::this_thread::get_id()) {
+    watch_thread_.join();
+  }
+}
+
+uint64_t Agent::BeginCall(std::function<void(absl::Status)> fail, bool even_when_stopping) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ && !even_when_stopping) return 0;
+  uint64_t id = ++last_call_;
+  waiting_calls_.emplace(id, std::move(fail));
+  return id;
+}
+
+bool Agent::TakeCall(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  return waiting_calls_.erase(id) > 0;
+}
+
+void Agent::FailCalls(const absl::Status& status) {
+  absl::flat_hash_map<uint64_t, std::function<void(absl::Status)>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    calls.swap(waiting_calls_);
+  }
+  for (auto& [id, fail] : calls) fail(status);
+}
+
+Agent::StubCallback Agent::CountStubCall(StubCallback done) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++stub_calls_;
+  }
+  return [this, done = std::move(done)](absl::Status s) {
+    done(std::move(s));
+    absl::MutexLock lock(&mu_);
+    --stub_calls_;
+  };
+}
+
+template <typename Req, typename Resp, typename Done>
+void Agent::OnStub(void (CoordinationStub::*method)(const Req&, Resp*, StubCallback), Req request,
+                   Done done) {
+  request.set_task_id(options_.task);
+  request.set_incarnation(incarnation_);
+  // The user's callback runs once: from the stub's completion, or earlier from FailCalls.
+  auto user = std::make_shared<Done>(std::move(done));
+  uint64_t id = BeginCall(
+      [user](absl::Status s) {
+        Resp none;
+        (*user)(std::move(s), none);
+      },
+      false);
+  if (id == 0) {
+    Resp none;
+    (*user)(absl::CancelledError("the agent is stopping"), none);
+    return;
+  }
+  auto response = std::make_shared<Resp>();
+  (stub_.get()->*method)(request, response.get(),
+                         CountStubCall([this, id, user, response](absl::Status s) {
+                           if (TakeCall(id)) (*user)(std::move(s), *response);
+                         }));
+}
+
+template <typename Req, typename Resp>
+void Agent::OnStubWithTimeout(void (CoordinationStub::*method)(const Req&, Resp*, absl::Duration,
+                                                               StubCallback),
+                              Req request, absl::Duration timeout, bool even_when_stopping,
+                              DoneCallback done) {
+  request.set_task_id(options_.task);
+  request.set_incarnation(incarnation_);
+  auto user = std::make_shared<DoneCallback>(std::move(done));
+  uint64_t id = BeginCall([user](absl::Status s) { (*user)(std::move(s)); }, even_when_stopping);
+  if (id == 0) {
+    (*user)(absl::CancelledError("the agent is stopping"));
+    return;
+  }
+  auto response = std::make_shared<Resp>();
+  (stub_.get()->*method)(request, response.get(), timeout,
+                         CountStubCall([this, id, user, response](absl::Status s) {
+                           if (TakeCall(id)) (*user)(std::move(s));
+                         }));
+}
+
+template <typename Req, typename Resp>
+absl::Status Agent::CallAndWait(void (CoordinationStub::*method)(const Req&, Resp*,
+                                                                 absl::Duration, StubCallback),
+                                const Req& request, Resp* response, absl::Duration timeout) {
+  absl::Notification done;
+  absl::Status status;
+  (stub_.get()->*method)(request, response, timeout, CountStubCall([&](absl::Status s) {
+                           status = std::move(s);
+                           done.Notify();
+                         }));
+  done.WaitForNotification();  // Bounded by `timeout`.
+  return status;
+}
+
+absl::Status Agent::Connect(EventCallback on_event) {
+  {
+    absl::MutexLock lock(&mu_);
+    on_event_ = std::move(on_event);
+  }
+  const absl::Time deadline = clock_->Now() + options_.initialization_timeout;
+  pb::RegisterTaskRequest req;
+  req.set_task_id(options_.task);
+  req.set_incarnation(incarnation_);
+  req.set_num_tasks(options_.num_tasks);
+  req.set_hostname(Hostname());
+  req.set_pid(options_.pid != 0 ? options_.pid : getpid());
+  if (options_.restart_attempt) req.set_restart_attempt(*options_.restart_attempt);
+
+  Backoff backoff(absl::Milliseconds(100), absl::Seconds(5));
+  absl::Status last;
+  pb::RegisterTaskResponse resp;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::CancelledError("agent stopped while connecting");
+    }
+    absl::Notification answered;
+    stub_->RegisterTask(req, &resp, std::max(deadline - clock_->Now(), absl::ZeroDuration()),
+                        CountStubCall([&](absl::Status s) {
+                          last = std::move(s);
+                          answered.Notify();
+                        }));
+    bool stopped_meanwhile = false;
+    {
+      // Cancel() may have run between the check above and the call: withdraw it then.
+      absl::MutexLock lock(&mu_);
+      stopped_meanwhile = stopping_;
+    }
+    if (stopped_meanwhile) stub_->CancelAll();
+    answered.WaitForNotification();  // Bounded by the initialization timeout.
+    if (last.ok()) break;
+    // Unavailable: the coordinator is not up yet (pods start in any order). Aborted
+    // "superseded": the service replaced this attempt by a retry of the same process.
+    bool retryable = absl::IsUnavailable(last) ||
+                     (absl::IsAborted(last) && absl::StrContains(last.message(), "superseded"));
+    absl::Duration wait = backoff.Next();
+    if (!retryable || clock_->Now() + wait >= deadline) break;
+    LogDebug("registration attempt ", backoff.attempts(), " failed (", last.message(),
+             "); retrying in ", absl::FormatDuration(wait));
+    if (clock_->WaitFor(stop_, wait)) return absl::CancelledError("agent stopped while connecting");
+  }
+  if (!last.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::CancelledError("agent stopped while connecting");
+    }
+    if (absl::IsDeadlineExceeded(last)) {
+      if (!stub_->ServiceReached()) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "could not reach the coordinator at ", options_.coordinator_address, " within ",
+            absl::FormatDuration(options_.initialization_timeout),
+            ": check COHORT_COORDINATOR_ADDRESS, that process 0 (its sidecar) is running, and "
+            "that the port is open"));
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          "reached the coordinator at ", options_.coordinator_address,
+          " but not every process registered within ",
+          absl::FormatDuration(options_.initialization_timeout),
+          "; the coordinator's log and its cohort_task_state metric name the missing ranks"));
+    }
+    if (absl::IsUnavailable(last)) {
+      return absl::UnavailableError(absl::StrCat("coordinator at ", options_.coordinator_address,
+                                                 " unavailable: ", last.message()));
+    }
+    return last;
+  }
+  service_incarnation_ = resp.service_incarnation();
+  connected_.store(true);
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+  return absl::OkStatus();
+}
+
+void Agent::Deliver(const JobEvent& event) {
+  EventCallback cb;
+  bool is_failure = std::holds_alternative<TaskFailure>(event);
+  {
+    absl::MutexLock lock(&mu_);
+    bool& delivered = is_failure ? failure_delivered_ : preemption_delivered_;
+    if (delivered) return;
+    delivered = true;
+    cb = on_event_;
+  }
+  if (cb) cb(event);
+  // The service fails waiting calls itself when a task fails; when the service itself is lost,
+  // nothing would, so they fail here.
+  if (is_failure && std::get<TaskFailure>(event).cause == FailureCause::kServiceUnreachable) {
+    FailCalls(absl::UnavailableError(std::get<TaskFailure>(event).message));
+    stub_->CancelAll();
+  }
+}
+
+bool Agent::job_failed() const {
+  absl::MutexLock lock(&mu_);
+  return failure_delivered_;
+}
+
+void Agent::HeartbeatLoop() {
+  pthread_setname_np(pthread_self(), "agent-heartbeat");
+  const absl::Duration interval =
+      std::clamp(options_.heartbeat_timeout / 4, absl::Milliseconds(50), absl::Seconds(10));
+  absl::Time last_ok = clock_->Now();
+  std::string last_error;
+  while (!clock_->WaitFor(stop_, interval)) {
+    pb::HeartbeatRequest req;
+    req.set_task_id(options_.task);
+    req.set_incarnation(incarnation_);
+    pb::HeartbeatResponse resp;
+    absl::Status s =
+        CallAndWait(&CoordinationStub::Heartbeat, req, &resp, std::max(interval, absl::Seconds(1)));
+    if (s.ok()) {
+      if (resp.service_incarnation() != service_incarnation_) {
+        Deliver(TaskFailure{-1, FailureCause::kServiceUnreachable,
+                            "the coordination service restarted (new incarnation), so the job's "
+                            "state is lost; the job must restart"});
+        return;
+      }
+      last_ok = clock_->Now();
+      continue;
+    }
+    if (absl::IsAborted(s)) {
+      // The job failed; the event stream carries the details (and a replay after reconnect).
+      Deliver(TaskFailure{-1, FailureCause::kUnspecified, std::string(s.message())});
+      return;
+    }
+    if (absl::IsFailedPrecondition(s)) return;  // Shut down.
+    last_error = std::string(s.message());
+    // Transient errors are tolerated for a whole heartbeat timeout: one dropped connection on a
+    // long run must not bring the gang down.
+    if (clock_->Now() - last_ok > options_.heartbeat_timeout) {
+      Deliver(TaskFailure{-1, FailureCause::kServiceUnreachable,
+                          absl::StrCat("lost the coordination service at ",
+                                       options_.coordinator_address, ": no heartbeat succeeded for ",
+                                       absl::FormatDuration(options_.heartbeat_timeout),
+                                       " (last error: ", last_error,
+                                       "); process 0's sidecar died or the network failed")});
+      return;
+    }
+  }
+}
+
+void Agent::WatchLoop() {
+  pthread_setname_np(pthread_self(), "agent-watch");
+  Backoff backoff(absl::Milliseconds(50), absl::Seconds(2));
+  pb::WatchJobRequest req;
+  req.set_task_id(options_.task);
+  req.set_incarnation(incarnation_);
+  while (true) {
+    absl::Notification ended;
+    absl::Status end_status;
+    std::atomic<bool> got_event{false};
+    std::unique_ptr<CoordinationStub::Watch> watch = stub_->WatchJob(
+        req,
+        [this, &got_event](const pb::JobEvent& e) {
+          got_event.store(true);
+          Deliver(FromProto(e));
+        },
+        CountStubCall([&](absl::Status s) {
+          end_status = std::move(s);
+          ended.Notify();
+        }));
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) {
+        watch->Cancel();
+      } else {
+        watch_ = std::move(watch);
+      }
+    }
+    ended.WaitForNotification();
+    {
+      absl::MutexLock lock(&mu_);
+      watch_.reset();
+      if (stopping_) return;
+    }
+    if (absl::IsFailedPrecondition(end_status) || absl::IsUnauthenticated(end_status)) {
+      LogWarning("event stream refused: ", end_status.message());
+      return;
+    }
+    if (got_event.load()) backoff.Reset();
+    // The service replays past events on a new stream, so a reconnect loses nothing; a dead
+    // service is the heartbeat loop's call.
+    if (clock_->WaitFor(stop_, backoff.Next())) return;
+  }
+}
+
+void Agent::InsertKeyValue(std::string key, std::string value, bool allow_overwrite,
+                           DoneCallback done) {
+  pb::InsertKeyValueRequest req;
+  req.mutable_kv()->set_key(std::move(key));
+  req.mutable_kv()->set_value(std::move(value));
+  req.set_allow_overwrite(allow_overwrite);
+  OnStub(&CoordinationStub::InsertKeyValue, std::move(req),
+         [done = std::move(done)](absl::Status s, pb::InsertKeyValueResponse&) { done(s); });
+}
+
+void Agent::GetKeyValue(std::string key, absl::Duration timeout, ValueCallback done) {
+  pb::GetKeyValueRequest req;
+  req.set_key(std::move(key));
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  OnStub(&CoordinationStub::GetKeyValue, std::move(req),
+         [done = std::move(done)](absl::Status s, pb::GetKeyValueResponse& r) {
+           if (!s.ok()) return done(std::move(s));
+           done(std::move(*r.mutable_kv()->mutable_value()));
+         });
+}
+
+void Agent::TryGetKeyValue(std::string key, ValueCallback done) {
+  pb::TryGetKeyValueRequest req;
+  req.set_key(std::move(key));
+  OnStub(&CoordinationStub::TryGetKeyValue, std::move(req),
+         [done = std::move(done)](absl::Status s, pb::TryGetKeyValueResponse& r) {
+           if (!s.ok()) return done(std::move(s));
+           done(std::move(*r.mutable_kv()->mutable_value()));
+         });
+}
+
+void Agent::GetKeyValueDir(std::string directory, EntriesCallback done) {
+  pb::GetKeyValueDirRequest req;
+  req.set_directory(std::move(directory));
+  OnStub(&CoordinationStub::GetKeyValueDir, std::move(req),
+         [done = std::move(done)](absl::Status s, pb::GetKeyValueDirResponse& r) {
+           if (!s.ok()) return done(std::move(s));
+           done(FromProto(r.kvs()));
+         });
+}
+
+void Agent::DeleteKeyValue(std::string key, DoneCallback done) {
+  pb::DeleteKeyValueRequest req;
+  req.set_key(std::move(key));
+  OnStub(&CoordinationStub::DeleteKeyValue, std::move(req),
+         [done = std::move(done)](absl::Status s, pb::DeleteKeyValueResponse&) { done(s); });
+}
+
+void Agent::IncrementKeyValue(std::string key, int64_t increment, IntCallback done) {
+  pb::IncrementKeyValueRequest req;
+  req.set_key(std::move(key));
+  req.set_increment(increment);
+  OnStub(&CoordinationStub::IncrementKeyValue, std::move(req),
+         [done = std::move(done)](absl::Status s, pb::IncrementKeyValueResponse& r) {
+           if (!s.ok()) return done(std::move(s));
+           done(r.value());
+         });
+}
+
+void Agent::Barrier(std::string id, absl::Duration timeout, std::vector<TaskId> participants,
+                    DoneCallback done) {
+  pb::BarrierRequest req;
+  bool duplicate = false;
+  {
+    absl::MutexLock lock(&mu_);
+    duplicate = !barriers_in_progress_.insert(id).second;
+    if (!duplicate) req.set_counter(barrier_counters_[id]);
+  }
+  if (duplicate) {
+    done(absl::FailedPreconditionError(absl::StrCat(
+        "barrier '", id, "' is already in progress in this process; a process may wait in a "
+                         "given barrier only once at a time")));
+    return;
+  }
+  req.set_barrier_id(id);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  for (TaskId t : participants) req.add_task_ids(t);
+  OnStub(&CoordinationStub::Barrier, std::move(req),
+         [this, id, done = std::move(done)](absl::Status s, pb::BarrierResponse&) {
+           {
+             absl::MutexLock lock(&mu_);
+             barriers_in_progress_.erase(id);
+             ++barrier_counters_[id];
+           }
+           done(s);
+         });
+}
+
+void Agent::CancelBarrier(std::string id, DoneCallback done) {
+  pb::CancelBarrierRequest req;
+  bool waiting = false;
+  {
+    absl::MutexLock lock(&mu_);
+    waiting = barriers_in_progress_.contains(id);
+    auto it = barrier_counters_.find(id);
+    req.set_counter(it == barrier_counters_.end() ? 0 : it->second);
+  }
+  if (!waiting) {
+    done(absl::FailedPreconditionError(absl::StrCat(
+        "barrier '", id,
+        "' is not in progress in this process; only a waiting barrier can be cancelled")));
+    return;
+  }
+  req.set_barrier_id(std::move(id));
+  OnStub(&CoordinationStub::CancelBarrier, std::move(req),
+         [done = std::move(done)](absl::Status s, pb::CancelBarrierResponse&) { done(s); });
+}
+
+void Agent::ReportPreemption(DoneCallback done) {
+  preemption_reported_.store(true);
+  OnStubWithTimeout(&CoordinationStub::ReportPreemption, pb::ReportPreemptionRequest(),
+                    kShortCallTimeout, false, std::move(done));
+}
+
+void Agent::ReportError(FailureCause cause, std::string message, DoneCallback done) {
+  pb::ReportErrorRequest req;
+  req.set_cause(ToProto(cause));
+  req.set_message(std::move(message));
+  OnStubWithTimeout(&CoordinationStub::ReportError, std::move(req), kShortCallTimeout, true,
+                    std::move(done));
+}
+
+void Agent::Shutdown(DoneCallback done) {
+  OnStubWithTimeout(&CoordinationStub::ShutdownTask, pb::ShutdownTaskRequest(),
+                    options_.shutdown_timeout + absl::Seconds(5), false,
+                    [this, done = std::move(done)](absl::Status s) {
+                      connected_.store(false);
+                      std::unique_ptr<CoordinationStub::Watch> watch;
+                      {
+                        absl::MutexLock lock(&mu_);
+                        stopping_ = true;
+                        watch = std::move(watch_);
+                      }
+                      if (watch != nullptr) watch->Cancel();
+                      NotifyStop();
+                      done(s);
+                    });
+}
+
+}  // namespace cohort::coordination

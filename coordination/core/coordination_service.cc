@@ -1,0 +1,808 @@
+#include "coordination/core/coordination_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/errors.h"
+#include "common/log.h"
+
+namespace cohort::coordination {
+namespace {
+
+std::string CauseSentence(FailureCause cause) {
+  switch (cause) {
+    case FailureCause::kProcessExited: return "its process died";
+    case FailureCause::kHeartbeatTimeout: return "it stopped sending heartbeats";
+    case FailureCause::kPreempted: return "it was preempted";
+    case FailureCause::kRestarted: return "it restarted";
+    case FailureCause::kReportedError: return "it reported an error";
+    case FailureCause::kRegistrationTimeout: return "it never registered";
+    case FailureCause::kShutdownTimeout: return "it never reached the shutdown barrier";
+    case FailureCause::kServiceUnreachable: return "it lost the coordination service";
+    case FailureCause::kUnspecified: break;
+  }
+  return "it failed";
+}
+
+}  // namespace
+
+CoordinationService::CoordinationService(ServiceConfig config, Clock* clock)
+    : config_(std::move(config)), clock_(clock), service_incarnation_(RandomIncarnation()) {
+  tasks_.resize(std::max(config_.num_tasks, 0));
+}
+
+CoordinationService::~CoordinationService() {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  absl::Status stopping = absl::UnavailableError(
+      "the coordination service is shutting down (the rank-0 sidecar is exiting)");
+  for (auto& [task, call] : pending_registrations_) {
+    deferred.Add([done = std::move(call.done), stopping] { done(stopping); });
+  }
+  pending_registrations_.clear();
+  for (auto& [task, call] : shutdown_waiters_) {
+    deferred.Add([done = std::move(call.done), stopping] { done(stopping); });
+  }
+  shutdown_waiters_.clear();
+  for (auto& [id, barrier] : barriers_) {
+    if (!barrier.done) FinishBarrierLocked(barrier, stopping, &deferred);
+  }
+  kv_.FailAllWaiters(stopping, &deferred);
+}
+
+std::string CoordinationService::TaskName(TaskId task) const {
+  if (task < 0 || task >= static_cast<TaskId>(tasks_.size())) return absl::StrCat("rank ", task);
+  const Task& t = tasks_[task];
+  if (t.hostname.empty()) return absl::StrCat("rank ", task);
+  return absl::StrCat("rank ", task, " (", t.hostname, " pid ", t.pid, ")");
+}
+
+absl::Status CoordinationService::ValidateRangeLocked(TaskId task) const {
+  if (task < 0 || task >= static_cast<TaskId>(tasks_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "process id %d is out of range: this job has %d processes, so ids run 0..%d; check "
+        "COHORT_PROCESS_ID and COHORT_NUM_PROCESSES",
+        task, tasks_.size(), static_cast<int>(tasks_.size()) - 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CoordinationService::ValidateCallerLocked(TaskId task, Incarnation incarnation) const {
+  if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
+  if (job_failure_) return absl::AbortedError(job_failure_->message);
+  const Task& t = tasks_[task];
+  if (t.state == TaskState::kDisconnected || t.state == TaskState::kConnecting) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", task, " is not connected yet; call initialize() and wait for it to return before "
+                       "using the job"));
+  }
+  if (t.incarnation != incarnation) {
+    return absl::AbortedError(absl::StrCat(
+        "rank ", task, " sent incarnation ", incarnation, " but registered with ", t.incarnation,
+        ": the process restarted after registering; the whole job must restart"));
+  }
+  if (t.state == TaskState::kShutDown) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", task, " already shut down; no calls are allowed after shutdown()"));
+  }
+  if (t.state == TaskState::kFailed) {
+    return absl::AbortedError(absl::StrCat("rank ", task, " has failed"));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration and liveness.
+
+OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback done) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  auto reply = [&](absl::Status s) { deferred.Add([done, s] { done(s); }); };
+  if (absl::Status s = ValidateRangeLocked(args.task); !s.ok()) {
+    reply(s);
+    return 0;
+  }
+  if (args.num_tasks != static_cast<int32_t>(tasks_.size())) {
+    reply(absl::InvalidArgumentError(absl::StrFormat(
+        "num_processes mismatch: rank %d believes the job has %d processes but the coordinator "
+        "was started for %d; every process must be given the same COHORT_NUM_PROCESSES",
+        args.task, args.num_tasks, tasks_.size())));
+    return 0;
+  }
+  if (config_.restart_attempt && args.restart_attempt &&
+      *config_.restart_attempt != *args.restart_attempt) {
+    reply(absl::FailedPreconditionError(absl::StrFormat(
+        "rank %d (%s pid %d) belongs to restart attempt %d of the job, but this coordination "
+        "service runs attempt %d: it is a leftover of another attempt; stop it (its "
+        "COHORT_RESTART_ATTEMPT must match the coordinator's)",
+        args.task, args.hostname, args.pid, *args.restart_attempt, *config_.restart_attempt)));
+    return 0;
+  }
+  if (job_failure_) {
+    reply(absl::AbortedError(job_failure_->message));
+    return 0;
+  }
+  Task& t = tasks_[args.task];
+  switch (t.state) {
+    case TaskState::kDisconnected: {
+      t.state = TaskState::kConnecting;
+      t.incarnation = args.incarnation;
+      t.hostname = args.hostname;
+      t.pid = args.pid;
+      OpId op = NextOpLocked();
+      ops_[op] = OpRef{OpKind::kRegister, args.task, ""};
+      pending_registrations_[args.task] = PendingCall{op, std::move(done)};
+      if (num_registered_++ == 0) register_deadline_ = clock_->Now() + config_.register_timeout;
+      LogDebug("rank ", args.task, " registered (", num_registered_, "/", tasks_.size(), ")");
+      MaybeCompleteRegistrationLocked(&deferred);
+      return op;
+    }
+    case TaskState::kConnecting: {
+      if (t.incarnation != args.incarnation) {
+        reply(absl::AlreadyExistsError(absl::StrFormat(
+            "rank %d is already registered by another running process (%s pid %d); this process "
+            "(%s pid %d) uses the same rank. Give every process a distinct COHORT_PROCESS_ID",
+            args.task, t.hostname, t.pid, args.hostname, args.pid)));
+        return 0;
+      }
+      // A retry of the same process's registration: the newer call takes over.
+      PendingCall& pending = pending_registrations_[args.task];
+      if (pending.done) {
+        deferred.Add([old = std::move(pending.done)] {
+          old(absl::AbortedError("registration superseded by a retry of the same process"));
+        });
+      }
+      ops_.erase(pending.op);
+      OpId op = NextOpLocked();
+      ops_[op] = OpRef{OpKind::kRegister, args.task, ""};
+      pending = PendingCall{op, std::move(done)};
+      return op;
+    }
+    case TaskState::kConnected:
+      if (t.incarnation == args.incarnation) {
+        t.last_heartbeat = clock_->Now();
+        reply(absl::OkStatus());  // An RPC retry after the connect barrier passed.
+        return 0;
+      }
+      FailTaskLocked(
+          TaskFailure{args.task, FailureCause::kRestarted,
+                      absl::StrFormat("rank %d registered again with a new incarnation (%s pid %d): "
+                                      "its process restarted after the job started, or a second "
+                                      "process uses the same COHORT_PROCESS_ID; the job must "
+                                      "restart as a whole",
+                                      args.task, args.hostname, args.pid)},
+          &deferred);
+      reply(absl::AbortedError(job_failure_->message));
+      return 0;
+    case TaskState::kFailed:
+      reply(absl::AbortedError(absl::StrCat("rank ", args.task, " has failed")));
+      return 0;
+    case TaskState::kShutDown:
+      reply(absl::FailedPreconditionError(
+          absl::StrCat("rank ", args.task, " already shut down; start a new job to run again")));
+      return 0;
+  }
+  return 0;
+}
+
+void CoordinationService::MaybeCompleteRegistrationLocked(Deferred* deferred) {
+  if (num_registered_ != static_cast<int32_t>(tasks_.size())) return;
+  absl::Time now = clock_->Now();
+  for (Task& t : tasks_) {
+    if (t.state == TaskState::kConnecting) {
+      t.state = TaskState::kConnected;
+      t.last_heartbeat = now;
+    }
+  }
+  for (auto& [task, call] : pending_registrations_) {
+    ops_.erase(call.op);
+    deferred->Add([done = std::move(call.done)] { done(absl::OkStatus()); });
+  }
+  pending_registrations_.clear();
+  register_deadline_ = absl::InfiniteFuture();
+  LogInfo("all ", tasks_.size(), " tasks registered");
+}
+
+absl::Status CoordinationService::Heartbeat(TaskId task, Incarnation incarnation) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
+  Task& t = tasks_[task];
+  if (t.state == TaskState::kConnected && t.incarnation != incarnation) {
+    FailTaskLocked(TaskFailure{task, FailureCause::kRestarted,
+                               absl::StrCat("rank ", task,
+                                            " sent a heartbeat from a new incarnation: its process "
+                                            "restarted after the job started")},
+                   &deferred);
+  }
+  if (job_failure_) return absl::AbortedError(job_failure_->message);
+  if (t.state != TaskState::kConnected) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", task, " is ", TaskStateName(t.state), "; only connected tasks send heartbeats"));
+  }
+  t.last_heartbeat = clock_->Now();
+  return absl::OkStatus();
+}
+
+absl::Status CoordinationService::ReportError(TaskId task, Incarnation incarnation,
+                                              FailureCause cause, absl::string_view message) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
+  Task& t = tasks_[task];
+  if (t.state == TaskState::kShutDown || t.state == TaskState::kFailed) return absl::OkStatus();
+  if (t.state != TaskState::kDisconnected && t.incarnation != incarnation) {
+    return absl::AbortedError(absl::StrCat("rank ", task, ": error report from a stale incarnation"));
+  }
+  FailTaskLocked(TaskFailure{task, cause, std::string(message)}, &deferred);
+  return absl::OkStatus();
+}
+
+void CoordinationService::FailTaskLocked(TaskFailure failure, Deferred* deferred) {
+  if (failure.task >= 0 && failure.task < static_cast<TaskId>(tasks_.size())) {
+    Task& t = tasks_[failure.task];
+    if (t.state == TaskState::kConnecting) --num_registered_;
+    t.state = TaskState::kFailed;
+  }
+  if (job_failure_) {
+    LogInfo(TaskName(failure.task), " is down too (", FailureCauseName(failure.cause),
+            ") after the job failed");
+    return;
+  }
+  std::string message = absl::StrCat(TaskName(failure.task), " failed because ",
+                                      CauseSentence(failure.cause), ": ", failure.message);
+  failure.message = message;
+  job_failure_ = failure;
+  LogError("job failed: ", message);
+  absl::Status aborted = absl::AbortedError(message);
+
+  BroadcastLocked(*job_failure_, deferred);
+  for (auto& [task, call] : pending_registrations_) {
+    ops_.erase(call.op);
+    deferred->Add([done = std::move(call.done), aborted] { done(aborted); });
+  }
+  pending_registrations_.clear();
+  for (auto& [task, call] : shutdown_waiters_) {
+    ops_.erase(call.op);
+    deferred->Add([done = std::move(call.done), aborted] { done(aborted); });
+  }
+  shutdown_waiters_.clear();
+  for (auto& [id, barrier] : barriers_) {
+    if (!barrier.done) FinishBarrierLocked(barrier, aborted, deferred);
+  }
+  kv_.FailAllWaiters(aborted, deferred);
+  absl::erase_if(ops_, [](const auto& entry) { return entry.second.kind == OpKind::kGet; });
+}
+
+void CoordinationService::BroadcastLocked(const JobEvent& event, Deferred* deferred) {
+  std::vector<EventCallback> callbacks;
+  callbacks.reserve(watchers_.size());
+  for (const auto& [op, cb] : watchers_) callbacks.push_back(cb);
+  deferred->Add([callbacks = std::move(callbacks), event] {
+    for (const auto& cb : callbacks) cb(event);
+  });
+}
+
+absl::StatusOr<OpId> CoordinationService::Watch(TaskId task, Incarnation incarnation,
+                                                EventCallback on_event) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
+  const Task& t = tasks_[task];
+  if (t.state == TaskState::kDisconnected || t.incarnation != incarnation) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", task, " must register before watching the job"));
+  }
+  OpId op = NextOpLocked();
+  ops_[op] = OpRef{OpKind::kWatch, task, ""};
+  if (job_failure_) deferred.Add([on_event, e = *job_failure_] { on_event(e); });
+  if (preemption_) deferred.Add([on_event, e = *preemption_] { on_event(e); });
+  watchers_[op] = std::move(on_event);
+  return op;
+}
+
+void CoordinationService::CancelOp(OpId op) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  auto it = ops_.find(op);
+  if (it == ops_.end()) return;
+  OpRef ref = it->second;
+  ops_.erase(it);
+  absl::Status cancelled = absl::CancelledError("the caller went away");
+  switch (ref.kind) {
+    case OpKind::kRegister: {
+      auto reg = pending_registrations_.find(ref.task);
+      if (reg == pending_registrations_.end() || reg->second.op != op) break;
+      deferred.Add([done = std::move(reg->second.done), cancelled] { done(cancelled); });
+      pending_registrations_.erase(reg);
+      Task& t = tasks_[ref.task];
+      if (t.state == TaskState::kConnecting) {
+        // The process died while waiting for its peers: withdraw it so that a restarted process
+        // can take the rank before the job starts.
+        t = Task{};
+        if (--num_registered_ == 0) register_deadline_ = absl::InfiniteFuture();
+        LogInfo("rank ", ref.task, " withdrew its registration (its connection closed)");
+      }
+      break;
+    }
+    case OpKind::kBarrier: {
+      auto b = barriers_.find(ref.barrier_id);
+      if (b == barriers_.end()) break;
+      auto arrival = b->second.arrived.find(ref.task);
+      if (arrival == b->second.arrived.end() || arrival->second.op != op) break;
+      if (arrival->second.done) {
+        deferred.Add([done = std::move(arrival->second.done), cancelled] { done(cancelled); });
+      }
+      // The task stays counted as arrived: its call reached the barrier, and a retry with the
+      // same counter re-attaches. A dead task is caught by heartbeats or by its agent.
+      arrival->second = PendingCall{0, nullptr};
+      break;
+    }
+    case OpKind::kGet: {
+      if (auto done = kv_.RemoveWaiter(op)) {
+        deferred.Add([done = std::move(done), cancelled] { done(cancelled); });
+      }
+      break;
+    }
+    case OpKind::kShutdown: {
+      auto w = shutdown_waiters_.find(ref.task);
+      if (w == shutdown_waiters_.end() || w->second.op != op) break;
+      deferred.Add([done = std::move(w->second.done), cancelled] { done(cancelled); });
+      w->second = PendingCall{0, nullptr};  // Still counts as having reached the barrier.
+      break;
+    }
+    case OpKind::kWatch:
+      watchers_.erase(op);
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown barrier.
+
+OpId CoordinationService::ShutdownTask(TaskId task, Incarnation incarnation, DoneCallback done) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  absl::Status s = ValidateCallerLocked(task, incarnation);
+  if (!s.ok()) {
+    if (s.code() == absl::StatusCode::kFailedPrecondition &&
+        tasks_[task].state == TaskState::kShutDown) {
+      s = absl::OkStatus();  // A retry after the barrier passed.
+    }
+    deferred.Add([done, s] { done(s); });
+    return 0;
+  }
+  OpId op = NextOpLocked();
+  ops_[op] = OpRef{OpKind::kShutdown, task, ""};
+  if (shutdown_waiters_.empty()) shutdown_deadline_ = clock_->Now() + config_.shutdown_timeout;
+  auto& slot = shutdown_waiters_[task];
+  if (slot.done) {
+    deferred.Add([old = std::move(slot.done)] {
+      old(absl::AbortedError("shutdown superseded by a retry of the same process"));
+    });
+    ops_.erase(slot.op);
+  }
+  slot = PendingCall{op, std::move(done)};
+  MaybeCompleteShutdownLocked(&deferred);
+  return op;
+}
+
+void CoordinationService::MaybeCompleteShutdownLocked(Deferred* deferred) {
+  for (TaskId i = 0; i < static_cast<TaskId>(tasks_.size()); ++i) {
+    if (tasks_[i].state == TaskState::kConnected && !shutdown_waiters_.contains(i)) return;
+  }
+  for (auto& [task, call] : shutdown_waiters_) {
+    tasks_[task].state = TaskState::kShutDown;
+    ops_.erase(call.op);
+    if (call.done) deferred->Add([done = std::move(call.done)] { done(absl::OkStatus()); });
+  }
+  shutdown_waiters_.clear();
+  shutdown_deadline_ = absl::InfiniteFuture();
+  LogInfo("shutdown barrier passed: all ", tasks_.size(), " tasks shut down");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key-value store.
+
+absl::Status CoordinationService::InsertKeyValue(TaskId task, Incarnation incarnation,
+                                                 absl::string_view key, std::string value,
+                                                 bool allow_overwrite) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  return kv_.Insert(key, std::move(value), allow_overwrite, &deferred);
+}
+
+OpId CoordinationService::GetKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
+                                      absl::Duration timeout, ValueCallback done) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) {
+    deferred.Add([done, s] { done(s); });
+    return 0;
+  }
+  std::string normalized = KeyValueStore::NormalizeKey(key);
+  if (normalized.empty()) {
+    deferred.Add([done] { done(absl::InvalidArgumentError("cannot get an empty key")); });
+    return 0;
+  }
+  if (std::optional<std::string> value = kv_.Get(normalized)) {
+    deferred.Add([done, v = std::move(*value)] { done(v); });
+    return 0;
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    deferred.Add([done, normalized] {
+      done(absl::DeadlineExceededError(absl::StrCat("key '", normalized, "' is not set")));
+    });
+    return 0;
+  }
+  OpId op = NextOpLocked();
+  ops_[op] = OpRef{OpKind::kGet, task, ""};
+  // Wrap so the op bookkeeping goes when the waiter completes in any way.
+  kv_.AddWaiter(op, normalized, clock_->Now() + timeout,
+                [this, op, done = std::move(done)](absl::StatusOr<std::string> v) {
+                  {
+                    absl::MutexLock lock(&mu_);
+                    ops_.erase(op);
+                  }
+                  done(std::move(v));
+                });
+  return op;
+}
+
+absl::StatusOr<std::string> CoordinationService::TryGetKeyValue(TaskId task,
+                                                                Incarnation incarnation,
+                                                                absl::string_view key) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  std::optional<std::string> value = kv_.Get(key);
+  if (!value) {
+    return absl::NotFoundError(
+        absl::StrCat("key '", KeyValueStore::NormalizeKey(key), "' is not set"));
+  }
+  return *value;
+}
+
+absl::StatusOr<KeyValueStore::Entries> CoordinationService::GetKeyValueDir(
+    TaskId task, Incarnation incarnation, absl::string_view directory) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  return kv_.GetDir(directory);
+}
+
+absl::Status CoordinationService::DeleteKeyValue(TaskId task, Incarnation incarnation,
+                                                 absl::string_view key) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  kv_.Delete(key);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> CoordinationService::IncrementKeyValue(TaskId task,
+                                                               Incarnation incarnation,
+                                                               absl::string_view key,
+                                                               int64_t delta) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  return kv_.Increment(key, delta, &deferred);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Barriers.
+
+size_t CoordinationService::ParticipantCount(const BarrierInstance& barrier) const {
+  return barrier.participants.empty() ? tasks_.size() : barrier.participants.size();
+}
+
+std::vector<TaskId> CoordinationService::MissingLocked(const BarrierInstance& barrier) const {
+  std::vector<TaskId> missing;
+  auto consider = [&](TaskId t) {
+    if (!barrier.arrived.contains(t)) missing.push_back(t);
+  };
+  if (barrier.participants.empty()) {
+    for (TaskId t = 0; t < static_cast<TaskId>(tasks_.size()); ++t) consider(t);
+  } else {
+    for (TaskId t : barrier.participants) consider(t);
+  }
+  return missing;
+}
+
+void CoordinationService::FinishBarrierLocked(BarrierInstance& barrier, absl::Status result,
+                                              Deferred* deferred) {
+  barrier.done = true;
+  barrier.result = result;
+  std::vector<DoneCallback> callbacks;
+  callbacks.reserve(barrier.arrived.size());
+  for (auto& [task, call] : barrier.arrived) {
+    ops_.erase(call.op);
+    if (call.done) callbacks.push_back(std::move(call.done));
+  }
+  // A finished instance answers retries from its counter and result alone; without this, ids
+  // named per step ("step-123") would keep one entry per participant per step forever.
+  absl::flat_hash_map<TaskId, PendingCall>().swap(barrier.arrived);
+  deferred->Add([callbacks = std::move(callbacks), result] {
+    for (const auto& done : callbacks) done(result);
+  });
+}
+
+OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  auto reply = [&](absl::Status s) { deferred.Add([done, s] { done(s); }); };
+  if (absl::Status s = ValidateCallerLocked(args.task, args.incarnation); !s.ok()) {
+    reply(s);
+    return 0;
+  }
+  if (args.id.empty()) {
+    reply(absl::InvalidArgumentError("barrier id is empty; name the barrier"));
+    return 0;
+  }
+  if (args.timeout <= absl::ZeroDuration()) {
+    reply(absl::InvalidArgumentError(
+        absl::StrCat("barrier '", args.id, "': the timeout must be positive")));
+    return 0;
+  }
+  std::vector<TaskId> participants = args.participants;
+  std::sort(participants.begin(), participants.end());
+  participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+  for (TaskId t : participants) {
+    if (absl::Status s = ValidateRangeLocked(t); !s.ok()) {
+      reply(absl::InvalidArgumentError(
+          absl::StrCat("barrier '", args.id, "' names a participant that does not exist: ",
+                       s.message())));
+      return 0;
+    }
+  }
+  if (participants.size() == tasks_.size()) participants.clear();  // Same as "all tasks".
+  if (!participants.empty() &&
+      !std::binary_search(participants.begin(), participants.end(), args.task)) {
+    reply(absl::InvalidArgumentError(absl::StrCat(
+        "rank ", args.task, " called barrier '", args.id,
+        "' but is not one of its participants; only participants may call a subset barrier")));
+    return 0;
+  }
+
+  auto it = barriers_.find(args.id);
+  if (it != barriers_.end() && it->second.counter == args.counter && it->second.done) {
+    reply(it->second.result);  // A retry of a call that already completed.
+    return 0;
+  }
+  bool new_instance =
+      (it == barriers_.end() && args.counter == 0) ||
+      (it != barriers_.end() && it->second.done && args.counter == it->second.counter + 1);
+  if (it != barriers_.end() && !new_instance && it->second.counter != args.counter) {
+    std::string msg = absl::StrFormat(
+        "barrier '%s' is out of step: rank %d calls it for time #%d while the coordinator is at "
+        "call #%d; every participant must call a barrier id the same number of times",
+        args.id, args.task, args.counter + 1, it->second.counter + 1);
+    if (!it->second.done) FinishBarrierLocked(it->second, absl::FailedPreconditionError(msg), &deferred);
+    reply(absl::FailedPreconditionError(msg));
+    return 0;
+  }
+  if (it == barriers_.end() && !new_instance) {
+    reply(absl::FailedPreconditionError(absl::StrFormat(
+        "barrier '%s' is out of step: rank %d calls it for time #%d but nobody called it before; "
+        "every participant must call a barrier id the same number of times",
+        args.id, args.task, args.counter + 1)));
+    return 0;
+  }
+  if (new_instance) {
+    BarrierInstance& b = barriers_[args.id];
+    b = BarrierInstance{};
+    b.id = args.id;
+    b.counter = args.counter;
+    b.participants = participants;
+    b.timeout = args.timeout;
+    b.deadline = clock_->Now() + args.timeout;
+    b.first_task = args.task;
+    it = barriers_.find(args.id);
+  }
+  BarrierInstance& b = it->second;
+  if (b.participants != participants) {
+    std::string msg = absl::StrFormat(
+        "barrier '%s' call #%d: rank %d names different participants than rank %d did; every "
+        "participant must pass the same set",
+        args.id, args.counter + 1, args.task, b.first_task);
+    FinishBarrierLocked(b, absl::InvalidArgumentError(msg), &deferred);
+    reply(absl::InvalidArgumentError(msg));
+    return 0;
+  }
+  for (TaskId t : participants) {
+    if (tasks_[t].state == TaskState::kShutDown) {
+      std::string msg = absl::StrCat("barrier '", args.id, "': participant rank ", t,
+                                     " already shut down, so the barrier can never pass");
+      FinishBarrierLocked(b, absl::FailedPreconditionError(msg), &deferred);
+      reply(absl::FailedPreconditionError(msg));
+      return 0;
+    }
+  }
+  OpId op = NextOpLocked();
+  ops_[op] = OpRef{OpKind::kBarrier, args.task, args.id};
+  PendingCall& slot = b.arrived[args.task];
+  if (slot.done) {
+    ops_.erase(slot.op);
+    deferred.Add([old = std::move(slot.done)] {
+      old(absl::AbortedError("barrier call superseded by a retry of the same process"));
+    });
+  }
+  slot = PendingCall{op, std::move(done)};
+  if (b.arrived.size() == ParticipantCount(b)) FinishBarrierLocked(b, absl::OkStatus(), &deferred);
+  return op;
+}
+
+absl::Status CoordinationService::CancelBarrier(TaskId task, Incarnation incarnation,
+                                                absl::string_view id, int64_t counter) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  auto it = barriers_.find(std::string(id));
+  if (it == barriers_.end() || it->second.counter != counter) {
+    return absl::NotFoundError(
+        absl::StrCat("barrier '", id, "' call #", counter + 1, " is not in progress"));
+  }
+  if (it->second.done) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("barrier '", id, "' call #", counter + 1, " already completed"));
+  }
+  FinishBarrierLocked(it->second,
+                      absl::CancelledError(absl::StrCat("barrier '", id, "' was cancelled by rank ",
+                                                        task)),
+                      &deferred);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption.
+
+absl::Status CoordinationService::ReportPreemption(TaskId task, Incarnation incarnation) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  if (preemption_) return absl::OkStatus();  // The first notice wins; every task already knows.
+  preemption_ = PreemptionNotice{task, clock_->Now()};
+  LogInfo("preemption notice from rank ", task, "; telling every task");
+  BroadcastLocked(*preemption_, &deferred);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines.
+
+void CoordinationService::CheckDeadlines() {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  CheckDeadlinesLocked(clock_->Now(), &deferred);
+}
+
+void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferred) {
+  // Heartbeats.
+  std::vector<TaskId> stale;
+  for (TaskId i = 0; i < static_cast<TaskId>(tasks_.size()); ++i) {
+    const Task& t = tasks_[i];
+    if (t.state == TaskState::kConnected && now - t.last_heartbeat > config_.heartbeat_timeout) {
+      stale.push_back(i);
+    }
+  }
+  if (!stale.empty()) {
+    std::string message = absl::StrFormat(
+        "no heartbeat for over %s from rank(s) %s: the sidecar or host died, hung, or lost its "
+        "network path to the coordinator",
+        absl::FormatDuration(config_.heartbeat_timeout), FormatRankList(stale));
+    for (TaskId t : stale) {
+      FailTaskLocked(TaskFailure{t, FailureCause::kHeartbeatTimeout, message}, deferred);
+    }
+  }
+
+  // Registration.
+  if (now >= register_deadline_ && num_registered_ < static_cast<int32_t>(tasks_.size())) {
+    std::vector<TaskId> missing;
+    for (TaskId i = 0; i < static_cast<TaskId>(tasks_.size()); ++i) {
+      if (tasks_[i].state == TaskState::kDisconnected) missing.push_back(i);
+    }
+    std::string message = absl::StrFormat(
+        "registration timed out after %s: %d/%d processes registered; missing rank(s) %s. Those "
+        "processes crashed, were never started, or cannot reach the coordinator (check "
+        "COHORT_COORDINATOR_ADDRESS, the job token and the network)",
+        absl::FormatDuration(config_.register_timeout), num_registered_, tasks_.size(),
+        FormatRankList(missing));
+    absl::Status status = absl::DeadlineExceededError(message);
+    for (auto& [task, call] : pending_registrations_) {
+      ops_.erase(call.op);
+      deferred->Add([done = std::move(call.done), status] { done(status); });
+      tasks_[task].state = TaskState::kFailed;  // Its registration failed with the job.
+    }
+    pending_registrations_.clear();
+    register_deadline_ = absl::InfiniteFuture();
+    if (!missing.empty()) {
+      FailTaskLocked(TaskFailure{missing.front(), FailureCause::kRegistrationTimeout, message},
+                     deferred);
+    }
+  }
+
+  // Barriers.
+  for (auto& [id, b] : barriers_) {
+    if (b.done || now < b.deadline) continue;
+    std::vector<TaskId> missing = MissingLocked(b);
+    FinishBarrierLocked(
+        b,
+        absl::DeadlineExceededError(absl::StrFormat(
+            "barrier '%s' (call #%d) timed out after %s: %d/%d tasks arrived; missing rank(s) %s. "
+            "They are slow, stuck, or never call this barrier",
+            id, b.counter + 1, absl::FormatDuration(b.timeout), b.arrived.size(),
+            ParticipantCount(b), FormatRankList(missing))),
+        deferred);
+  }
+
+  // Blocking gets.
+  kv_.ExpireWaiters(now, deferred);
+
+  // Shutdown barrier.
+  if (now >= shutdown_deadline_ && !shutdown_waiters_.empty()) {
+    std::vector<TaskId> missing;
+    for (TaskId i = 0; i < static_cast<TaskId>(tasks_.size()); ++i) {
+      if (tasks_[i].state == TaskState::kConnected && !shutdown_waiters_.contains(i)) {
+        missing.push_back(i);
+      }
+    }
+    std::string message = absl::StrFormat(
+        "shutdown barrier timed out after %s: %d/%d tasks called shutdown; missing rank(s) %s "
+        "(still running, stuck, or exited without calling shutdown)",
+        absl::FormatDuration(config_.shutdown_timeout), shutdown_waiters_.size(), tasks_.size(),
+        FormatRankList(missing));
+    absl::Status status = absl::DeadlineExceededError(message);
+    for (auto& [task, call] : shutdown_waiters_) {
+      ops_.erase(call.op);
+      if (call.done) deferred->Add([done = std::move(call.done), status] { done(status); });
+    }
+    shutdown_waiters_.clear();
+    shutdown_deadline_ = absl::InfiniteFuture();
+    if (!missing.empty()) {
+      FailTaskLocked(TaskFailure{missing.front(), FailureCause::kShutdownTimeout, message},
+                     deferred);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Introspection.
+
+CoordinationService::Snapshot CoordinationService::GetSnapshot() const {
+  absl::MutexLock lock(&mu_);
+  Snapshot snap;
+  snap.now = clock_->Now();
+  snap.tasks.reserve(tasks_.size());
+  for (const Task& t : tasks_) snap.tasks.push_back(TaskSnapshot{t.state, t.last_heartbeat, t.hostname});
+  snap.job_failed = job_failure_.has_value();
+  snap.preemption_notices = preemption_ ? 1 : 0;
+  snap.kv_entries = kv_.size();
+  snap.kv_waiters = kv_.num_waiters();
+  for (const auto& [id, b] : barriers_) snap.barriers_in_progress += b.done ? 0 : 1;
+  return snap;
+}
+
+bool CoordinationService::AllTasksDone() const {
+  absl::MutexLock lock(&mu_);
+  return AllTasksDoneLocked(this);
+}
+
+bool CoordinationService::AllTasksDoneLocked(const CoordinationService* self) {
+  for (const Task& t : self->tasks_) {
+    if (t.state == TaskState::kConnecting || t.state == TaskState::kConnected) return false;
+  }
+  return true;
+}
+
+bool CoordinationService::WaitUntilAllTasksDone(absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(&AllTasksDoneLocked, this), deadline);
+}
+
+absl::Status CoordinationService::JobStatus() const {
+  absl::MutexLock lock(&mu_);
+  if (job_failure_) return absl::AbortedError(job_failure_->message);
+  return absl::OkStatus();
+}
+
+}  // namespace cohort::coordination

@@ -1,0 +1,245 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/job_settings.h"
+#include "coordination/core/deferred.h"
+#include "coordination/core/key_value_store.h"
+#include "coordination/core/types.h"
+
+namespace cohort::coordination {
+
+struct ServiceConfig {
+  int32_t num_tasks = 1;
+  // From the first registration until every task must have registered.
+  absl::Duration register_timeout = kDefaultInitializationTimeout;
+  // A connected task with no heartbeat for this long has failed.
+  absl::Duration heartbeat_timeout = kDefaultHeartbeatTimeout;
+  // From the first ShutdownTask until every live task must have called it.
+  absl::Duration shutdown_timeout = kDefaultShutdownTimeout;
+  // The gang's restart attempt this service was started for, when known: a task that says it
+  // belongs to another one is refused.
+  std::optional<int32_t> restart_attempt;
+};
+
+struct RegisterArgs {
+  TaskId task = 0;
+  Incarnation incarnation = 0;
+  int32_t num_tasks = 0;
+  std::string hostname;
+  int64_t pid = 0;
+  std::optional<int32_t> restart_attempt;  // Unset: the task's launcher did not say.
+};
+
+struct BarrierArgs {
+  TaskId task = 0;
+  Incarnation incarnation = 0;
+  std::string id;
+  int64_t counter = 0;
+  absl::Duration timeout;
+  std::vector<TaskId> participants;  // Empty: every task.
+};
+
+// The coordination service's state machine: task registration and liveness, failure propagation,
+// key-value store, barriers, shutdown barrier and preemption notices. It knows nothing of gRPC;
+// CoordinationRpcService maps the wire protocol onto it.
+//
+// Task lifecycle:
+//
+//   DISCONNECTED --Register--> CONNECTING --(all N registered)--> CONNECTED --Shutdown--> SHUT_DOWN
+//        ^                         |                                  |   (all live tasks)
+//        +---(its call cancelled)--+                                  +--crash / heartbeat timeout /
+//                                                                         new incarnation--> FAILED
+//
+// Fate sharing: the first task failure fails the job. Every watcher is told (task, cause,
+// message) at once, and every waiting call (registration, barrier, blocking get, shutdown) fails
+// with ABORTED carrying the same message, so no process waits on a peer that is gone.
+//
+// Waiting calls take a callback, invoked exactly once, never under the internal mutex, possibly
+// on the calling thread. They return an OpId that the transport passes to CancelOp() when its
+// client goes away. Deadlines fire from CheckDeadlines(), which the server calls periodically;
+// tests call it after advancing a FakeClock.
+//
+// Thread-safe.
+class CoordinationService {
+ public:
+  using DoneCallback = std::function<void(absl::Status)>;
+  using ValueCallback = KeyValueStore::ValueCallback;
+  using EventCallback = std::function<void(const JobEvent&)>;
+
+  CoordinationService(ServiceConfig config, Clock* clock);
+  // Fails every waiting call with UNAVAILABLE.
+  ~CoordinationService();
+  CoordinationService(const CoordinationService&) = delete;
+  CoordinationService& operator=(const CoordinationService&) = delete;
+
+  Incarnation service_incarnation() const { return service_incarnation_; }
+  const ServiceConfig& config() const { return config_; }
+
+  // Joins the connect barrier; `done` gets OK once all tasks registered. Errors:
+  // InvalidArgument (task out of range, job-size mismatch), FailedPrecondition (the task belongs
+  // to another restart attempt of the gang), AlreadyExists (another live process holds the
+  // rank), DeadlineExceeded (not all registered within register_timeout), Aborted (the job
+  // failed, or the task restarted after the job started).
+  OpId RegisterTask(const RegisterArgs& args, DoneCallback done);
+  // Errors: InvalidArgument, FailedPrecondition (not connected), Aborted (restarted / job failed).
+  absl::Status Heartbeat(TaskId task, Incarnation incarnation);
+  // Marks the task failed and fails the job (first failure only is propagated).
+  absl::Status ReportError(TaskId task, Incarnation incarnation, FailureCause cause,
+                           absl::string_view message);
+  // Streams job events: past ones (a failure, a preemption notice) at once, then live ones.
+  absl::StatusOr<OpId> Watch(TaskId task, Incarnation incarnation, EventCallback on_event);
+  // Shutdown barrier over every task that has not failed.
+  OpId ShutdownTask(TaskId task, Incarnation incarnation, DoneCallback done);
+
+  absl::Status InsertKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
+                              std::string value, bool allow_overwrite);
+  // Blocking get: waits up to `timeout` for the key (DeadlineExceeded after).
+  OpId GetKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
+                   absl::Duration timeout, ValueCallback done);
+  // NotFound when absent.
+  absl::StatusOr<std::string> TryGetKeyValue(TaskId task, Incarnation incarnation,
+                                             absl::string_view key);
+  absl::StatusOr<KeyValueStore::Entries> GetKeyValueDir(TaskId task, Incarnation incarnation,
+                                                        absl::string_view directory);
+  absl::Status DeleteKeyValue(TaskId task, Incarnation incarnation, absl::string_view key);
+  absl::StatusOr<int64_t> IncrementKeyValue(TaskId task, Incarnation incarnation,
+                                            absl::string_view key, int64_t delta);
+
+  // Named barrier. Each participant's k-th call of an id (counter k) joins the k-th instance;
+  // the first arrival sets the deadline. Errors: InvalidArgument (bad participants),
+  // FailedPrecondition (call counts out of step), DeadlineExceeded (names the missing ranks),
+  // Cancelled (CancelBarrier), Aborted (a participant failed).
+  OpId Barrier(const BarrierArgs& args, DoneCallback done);
+  absl::Status CancelBarrier(TaskId task, Incarnation incarnation, absl::string_view id,
+                             int64_t counter);
+
+  // Records a preemption notice (the first one wins) and tells every task.
+  absl::Status ReportPreemption(TaskId task, Incarnation incarnation);
+
+  // The client of a waiting call went away: complete it with CANCELLED and forget it. A pending
+  // registration is withdrawn so that a restarted process may register again before the job
+  // starts. Unknown or finished ops are ignored.
+  void CancelOp(OpId op);
+
+  // Fires every deadline that passed: heartbeats, registration, barriers, blocking gets, shutdown.
+  void CheckDeadlines();
+
+  struct TaskSnapshot {
+    TaskState state = TaskState::kDisconnected;
+    absl::Time last_heartbeat = absl::InfinitePast();
+    std::string hostname;
+  };
+  struct Snapshot {
+    std::vector<TaskSnapshot> tasks;
+    bool job_failed = false;
+    int64_t preemption_notices = 0;
+    size_t kv_entries = 0;
+    size_t kv_waiters = 0;
+    size_t barriers_in_progress = 0;
+    absl::Time now;
+  };
+  Snapshot GetSnapshot() const;
+
+  // True once no task is registered and running: each shut down, failed, or never registered
+  // (a job that never started, or one whose registration failed). The service may then stop
+  // without stranding anyone.
+  bool AllTasksDone() const;
+  // Waits (real time) until AllTasksDone() or the deadline; returns AllTasksDone().
+  bool WaitUntilAllTasksDone(absl::Time deadline) const;
+  // The job's failure, or OK.
+  absl::Status JobStatus() const;
+
+ private:
+  struct Task {
+    TaskState state = TaskState::kDisconnected;
+    Incarnation incarnation = 0;
+    std::string hostname;
+    int64_t pid = 0;
+    absl::Time last_heartbeat = absl::InfinitePast();
+  };
+  struct PendingCall {
+    OpId op = 0;
+    DoneCallback done;
+  };
+  struct BarrierInstance {
+    std::string id;
+    int64_t counter = 0;
+    std::vector<TaskId> participants;  // Sorted; empty means all tasks.
+    absl::Time deadline;
+    absl::Duration timeout;
+    TaskId first_task = -1;
+    absl::flat_hash_map<TaskId, PendingCall> arrived;
+    bool done = false;
+    absl::Status result;
+  };
+  enum class OpKind { kRegister, kBarrier, kGet, kShutdown, kWatch };
+  struct OpRef {
+    OpKind kind;
+    TaskId task;
+    std::string barrier_id;
+  };
+
+  OpId NextOpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ++last_op_; }
+  std::string TaskName(TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Range, job state, registration and incarnation checks shared by every per-task call.
+  absl::Status ValidateCallerLocked(TaskId task, Incarnation incarnation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ValidateRangeLocked(TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the task; the first failure also fails the job and every waiting call.
+  void FailTaskLocked(TaskFailure failure, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BroadcastLocked(const JobEvent& event, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeCompleteRegistrationLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeCompleteShutdownLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t ParticipantCount(const BarrierInstance& barrier) const;
+  void FinishBarrierLocked(BarrierInstance& barrier, absl::Status result, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<TaskId> MissingLocked(const BarrierInstance& barrier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckDeadlinesLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Static so that absl::Condition can call it.
+  static bool AllTasksDoneLocked(const CoordinationService* self)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_);
+
+  const ServiceConfig config_;
+  Clock* const clock_;
+  const Incarnation service_incarnation_;
+
+  mutable absl::Mutex mu_;
+  std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  OpId last_op_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<OpId, OpRef> ops_ ABSL_GUARDED_BY(mu_);
+
+  // Connect barrier.
+  absl::flat_hash_map<TaskId, PendingCall> pending_registrations_ ABSL_GUARDED_BY(mu_);
+  absl::Time register_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  int32_t num_registered_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Fate sharing.
+  std::optional<TaskFailure> job_failure_ ABSL_GUARDED_BY(mu_);
+  std::optional<PreemptionNotice> preemption_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<OpId, EventCallback> watchers_ ABSL_GUARDED_BY(mu_);
+
+  KeyValueStore kv_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, BarrierInstance> barriers_ ABSL_GUARDED_BY(mu_);
+
+  // Shutdown barrier.
+  absl::flat_hash_map<TaskId, PendingCall> shutdown_waiters_ ABSL_GUARDED_BY(mu_);
+  absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+};
+
+}  // namespace cohort::coordination

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "coordination/core/deferred.h"
+#include "coordination/core/types.h"
+
+namespace cohort::coordination {
+
+// The coordination service's key-value store: an ordered map plus the blocking gets waiting on
+// keys that do not exist yet. Keys are normalized ("//a//b/" -> "a/b"). Meant for cluster
+// configuration data (addresses, NCCL ids, small metadata), hence the size limits below.
+//
+// Not thread-safe: the CoordinationService owns it under its mutex. Waiter callbacks are never
+// run inline; they are queued on the Deferred passed in, to run after the lock is released.
+class KeyValueStore {
+ public:
+  static constexpr size_t kMaxKeyBytes = 4 << 10;
+  static constexpr size_t kMaxValueBytes = 1 << 20;
+
+  using ValueCallback = std::function<void(absl::StatusOr<std::string>)>;
+  using Entries = KeyValueEntries;
+
+  KeyValueStore() = default;
+  KeyValueStore(const KeyValueStore&) = delete;
+  KeyValueStore& operator=(const KeyValueStore&) = delete;
+
+  // Strips leading/trailing slashes and collapses runs of '/'.
+  static std::string NormalizeKey(absl::string_view key);
+
+  // InvalidArgument for an empty key, an over-long key or an over-size value; AlreadyExists when
+  // the key exists and !allow_overwrite. Wakes every waiter of the key.
+  absl::Status Insert(absl::string_view key, std::string value, bool allow_overwrite,
+                      Deferred* deferred);
+  std::optional<std::string> Get(absl::string_view key) const;
+  // Every entry below `directory/` (full keys), in key order.
+  Entries GetDir(absl::string_view directory) const;
+  // Deletes the key and everything below `key/`. Returns how many entries went.
+  size_t Delete(absl::string_view key);
+  // Adds `delta` to the decimal integer stored at the key (a missing key counts as 0) and stores
+  // the result as decimal text. InvalidArgument when the stored value is not an integer.
+  absl::StatusOr<int64_t> Increment(absl::string_view key, int64_t delta, Deferred* deferred);
+
+  // Parks a blocking get until the key is inserted (callback gets the value), its deadline passes
+  // (DeadlineExceeded) or it is cancelled. The key must be normalized and absent.
+  void AddWaiter(OpId op, std::string key, absl::Time deadline, ValueCallback done);
+  // Removes a waiter, handing back its callback (nullptr when it already completed).
+  ValueCallback RemoveWaiter(OpId op);
+  // Completes every waiter whose deadline is at or before `now`.
+  void ExpireWaiters(absl::Time now, Deferred* deferred);
+  // Completes every waiter with `status`.
+  void FailAllWaiters(const absl::Status& status, Deferred* deferred);
+
+  size_t size() const { return entries_.size(); }
+  size_t num_waiters() const { return waiters_.size(); }
+
+ private:
+  struct Waiter {
+    std::string key;
+    absl::Time deadline;
+    ValueCallback done;
+  };
+  void WakeWaitersLocked(const std::string& key, const std::string& value, Deferred* deferred);
+
+  std::map<std::string, std::string, std::less<>> entries_;
+  absl::flat_hash_map<OpId, Waiter> waiters_;
+  absl::flat_hash_map<std::string, std::vector<OpId>> waiters_by_key_;
+};
+
+}  // namespace cohort::coordination

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace cohort::coordination {
+
+using TaskId = int32_t;        // 0..N-1, equal to the process id / rank.
+using Incarnation = uint64_t;  // Random per process start; a new one means the process restarted.
+using OpId = uint64_t;         // Names a waiting call so that its transport can cancel it.
+
+// A fresh random incarnation, never 0 (0 means "none" on the wire).
+Incarnation RandomIncarnation();
+
+enum class TaskState { kDisconnected, kConnecting, kConnected, kFailed, kShutDown };
+
+enum class FailureCause {
+  kUnspecified,
+  kProcessExited,
+  kHeartbeatTimeout,
+  kPreempted,
+  kRestarted,
+  kReportedError,
+  kRegistrationTimeout,
+  kShutdownTimeout,
+  kServiceUnreachable,
+};
+
+absl::string_view TaskStateName(TaskState state);
+// Short words for logs and metrics labels ("crash", "heartbeat_timeout", "preempted", ...).
+absl::string_view FailureCauseName(FailureCause cause);
+
+struct TaskFailure {
+  TaskId task = -1;
+  FailureCause cause = FailureCause::kUnspecified;
+  std::string message;  // Full sentence naming the rank, the cause and what to do.
+};
+
+struct PreemptionNotice {
+  TaskId task = -1;
+  absl::Time time;
+};
+
+using JobEvent = std::variant<TaskFailure, PreemptionNotice>;
+
+// Key-value pairs as a directory listing returns them: full keys, in key order.
+using KeyValueEntries = std::vector<std::pair<std::string, std::string>>;
+
+}  // namespace cohort::coordination

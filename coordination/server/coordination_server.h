@@ -1,0 +1,80 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/strings/string_view.h"
+#include "common/clock.h"
+#include "common/job_settings.h"
+#include "coordination/core/coordination_service.h"
+#include "coordination/server/grpc_service.h"
+#include "coordination/server/reply_budget.h"
+#include "coordination/server/rpc_handler.h"
+
+namespace cohort::coordination {
+
+struct ServerOptions {
+  // "host:port"; port 0 picks a free one (see CoordinationServer::port()).
+  std::string listen_address = "0.0.0.0:0";
+  ServiceConfig service;
+  std::string token;  // Empty: no authentication.
+};
+
+// The server that process 0 of the job `settings` describe hosts: on `bind_address`, at the port
+// of the coordinator address. InvalidArgument when that address is missing or has no port.
+absl::StatusOr<ServerOptions> ServerOptionsFor(const JobSettings& settings,
+                                               absl::string_view bind_address);
+
+// The coordination service on a gRPC port, plus its one deadline-checker thread.
+//
+// Lifecycle: Start() -> serving -> Stop(bound) waits until every task shut down or failed (or
+// the bound passes), then stops accepting calls and fails the ones still waiting. Destruction
+// stops at once. Thread-safe: a Stop() that finds another in progress waits for it and returns
+// its result.
+class CoordinationServer {
+ public:
+  // Errors: Unavailable when the address cannot be bound (in use, not local).
+  static absl::StatusOr<std::unique_ptr<CoordinationServer>> Start(ServerOptions options,
+                                                                   Clock* clock = Clock::Real());
+  ~CoordinationServer();
+  CoordinationServer(const CoordinationServer&) = delete;
+  CoordinationServer& operator=(const CoordinationServer&) = delete;
+
+  int port() const { return port_; }
+  CoordinationService& service() { return *service_; }
+  // Whether Stop() has begun (it may still be waiting for tasks to finish).
+  bool stopping() const { return stopping_.load(); }
+
+  // Returns whether every task was done before the bound passed.
+  bool Stop(absl::Duration bound);
+
+ private:
+  CoordinationServer(ServerOptions options, Clock* clock);
+  void CheckerLoop();
+  // Stops serving and joins the checker; `grace` lets in-flight replies go out first.
+  void ShutDownLocked(absl::Duration grace) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stop_mu_);
+
+  ServerOptions options_;
+  std::unique_ptr<CoordinationService> service_;
+  std::unique_ptr<CoordinationRpcHandler> handler_;
+  std::unique_ptr<CoordinationGrpcService> grpc_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Notification stop_checker_;
+  std::thread checker_;
+
+  std::atomic<bool> stopping_{false};
+  absl::Mutex stop_mu_;
+  std::optional<bool> stop_result_ ABSL_GUARDED_BY(stop_mu_);  // Set once stopped.
+};
+
+}  // namespace cohort::coordination

@@ -1,0 +1,465 @@
+#include "coordination/core/coordination_service.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::coordination {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Captures the one completion of a waiting call.
+struct Result {
+  std::optional<absl::Status> status;
+  CoordinationService::DoneCallback Callback() {
+    return [this](absl::Status s) {
+      ASSERT_FALSE(status.has_value()) << "callback invoked twice";
+      status = s;
+    };
+  }
+  bool ok() const { return status.has_value() && status->ok(); }
+  absl::StatusCode code() const { return status ? status->code() : absl::StatusCode::kUnknown; }
+  std::string message() const { return status ? std::string(status->message()) : "<pending>"; }
+};
+
+class CoordinationServiceTest : public ::testing::Test {
+ protected:
+  void Start(int n, ServiceConfig config = {}) {
+    config.num_tasks = n;
+    service_ = std::make_unique<CoordinationService>(config, &clock_);
+  }
+  Incarnation Inc(TaskId t) const { return 1000 + t; }
+  OpId Register(TaskId t, Result* r, Incarnation inc = 0) {
+    return service_->RegisterTask(
+        RegisterArgs{t, inc ? inc : Inc(t), service_->config().num_tasks, "host", 100 + t},
+        r->Callback());
+  }
+  void ConnectAll(int n) {
+    std::vector<Result> results(n);
+    for (int t = 0; t < n; ++t) Register(t, &results[t]);
+    for (int t = 0; t < n; ++t) ASSERT_TRUE(results[t].ok()) << results[t].message();
+  }
+  OpId CallBarrier(TaskId t, const std::string& id, int64_t counter, Result* r,
+                   std::vector<TaskId> participants = {},
+                   absl::Duration timeout = absl::Seconds(10)) {
+    return service_->Barrier(BarrierArgs{t, Inc(t), id, counter, timeout, participants},
+                             r->Callback());
+  }
+  std::vector<JobEvent> WatchEvents(TaskId t) {
+    auto events = std::make_shared<std::vector<JobEvent>>();
+    watched_.push_back(events);
+    EXPECT_TRUE(service_->Watch(t, Inc(t), [events](const JobEvent& e) { events->push_back(e); }).ok());
+    return {};
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<CoordinationService> service_;
+  std::vector<std::shared_ptr<std::vector<JobEvent>>> watched_;
+};
+
+// --- Registration --------------------------------------------------------------------------
+
+TEST_F(CoordinationServiceTest, Register_CompletesOnlyWhenAllTasksRegistered) {
+  Start(3);
+  Result r0, r1, r2;
+  Register(0, &r0);
+  Register(1, &r1);
+  EXPECT_FALSE(r0.status.has_value());
+  Register(2, &r2);
+  EXPECT_TRUE(r0.ok());
+  EXPECT_TRUE(r1.ok());
+  EXPECT_TRUE(r2.ok());
+  EXPECT_EQ(service_->GetSnapshot().tasks[1].state, TaskState::kConnected);
+}
+
+TEST_F(CoordinationServiceTest, Register_OutOfRange_InvalidArgumentNamesRange) {
+  Start(4);
+  Result r;
+  Register(7, &r);
+  EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.message(), HasSubstr("0..3"));
+  EXPECT_THAT(r.message(), HasSubstr("COHORT_PROCESS_ID"));
+}
+
+TEST_F(CoordinationServiceTest, Register_NumTasksMismatch_InvalidArgument) {
+  Start(4);
+  Result r;
+  service_->RegisterTask(RegisterArgs{1, Inc(1), 8, "h", 1}, r.Callback());
+  EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.message(), HasSubstr("num_processes mismatch"));
+  EXPECT_THAT(r.message(), HasSubstr("8"));
+}
+
+TEST_F(CoordinationServiceTest, Register_DuplicateRank_SecondProcessRejectedFirstKeepsWaiting) {
+  Start(2);
+  Result first, second;
+  Register(1, &first, 111);
+  Register(1, &second, 222);
+  EXPECT_EQ(second.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(second.message(), HasSubstr("distinct COHORT_PROCESS_ID"));
+  EXPECT_FALSE(first.status.has_value());
+  Result r0;
+  Register(0, &r0);
+  EXPECT_TRUE(first.ok());
+}
+
+TEST_F(CoordinationServiceTest, Register_RetrySameIncarnationAfterConnect_IsHarmless) {
+  Start(2);
+  ConnectAll(2);
+  Result retry;
+  Register(0, &retry);
+  EXPECT_TRUE(retry.ok());
+  EXPECT_TRUE(service_->JobStatus().ok());
+}
+
+TEST_F(CoordinationServiceTest, Register_NewIncarnationAfterConnect_FailsJobForEveryone) {
+  Start(3);
+  ConnectAll(3);
+  WatchEvents(2);
+  Result barrier;
+  CallBarrier(2, "b", 0, &barrier);
+  Result again;
+  Register(1, &again, 999);
+  EXPECT_EQ(again.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(barrier.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(barrier.message(), HasSubstr("rank 1"));
+  ASSERT_EQ(watched_[0]->size(), 1u);
+  const auto& failure = std::get<TaskFailure>((*watched_[0])[0]);
+  EXPECT_EQ(failure.task, 1);
+  EXPECT_EQ(failure.cause, FailureCause::kRestarted);
+}
+
+TEST_F(CoordinationServiceTest, Register_CancelledWhileWaiting_WithdrawsSoRestartCanRegister) {
+  Start(2);
+  Result first;
+  OpId op = Register(1, &first, 111);
+  service_->CancelOp(op);
+  EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
+  Result restarted, r0;
+  Register(1, &restarted, 222);
+  Register(0, &r0);
+  EXPECT_TRUE(restarted.ok()) << restarted.message();
+  EXPECT_TRUE(r0.ok());
+}
+
+TEST_F(CoordinationServiceTest, Register_Timeout_NamesMissingRanksAndFailsJob) {
+  ServiceConfig config;
+  config.register_timeout = absl::Seconds(30);
+  Start(5, config);
+  Result r0, r2;
+  Register(0, &r0);
+  Register(2, &r2);
+  clock_.Advance(absl::Seconds(29));
+  service_->CheckDeadlines();
+  EXPECT_FALSE(r0.status.has_value());
+  clock_.Advance(absl::Seconds(1));
+  service_->CheckDeadlines();
+  EXPECT_EQ(r0.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r0.message(), HasSubstr("2/5 processes registered"));
+  EXPECT_THAT(r0.message(), HasSubstr("missing rank(s) 1, 3, 4"));
+  EXPECT_EQ(service_->JobStatus().code(), absl::StatusCode::kAborted);
+}
+
+// --- Heartbeats and failure propagation -----------------------------------------------------
+
+TEST_F(CoordinationServiceTest, Heartbeat_Timeout_PropagatesFailureNamingRank) {
+  ServiceConfig config;
+  config.heartbeat_timeout = absl::Seconds(3);
+  Start(3, config);
+  ConnectAll(3);
+  WatchEvents(0);
+  WatchEvents(1);
+  for (int i = 0; i < 2; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    ASSERT_TRUE(service_->Heartbeat(0, Inc(0)).ok());
+    ASSERT_TRUE(service_->Heartbeat(1, Inc(1)).ok());
+    EXPECT_TRUE(watched_[0]->empty()) << "failure declared before the timeout passed";
+    service_->CheckDeadlines();
+  }
+  // Rank 2 never heartbeat: at t=4 s it is past the 3 s timeout; ranks 0 and 1 are 0 s old.
+  for (const auto& events : watched_) {
+    ASSERT_EQ(events->size(), 1u);
+    const auto& failure = std::get<TaskFailure>((*events)[0]);
+    EXPECT_EQ(failure.task, 2);
+    EXPECT_EQ(failure.cause, FailureCause::kHeartbeatTimeout);
+    EXPECT_THAT(failure.message, HasSubstr("rank 2"));
+  }
+  EXPECT_EQ(service_->Heartbeat(0, Inc(0)).code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(CoordinationServiceTest, Heartbeat_WrongIncarnation_FailsJobAsRestart) {
+  Start(2);
+  ConnectAll(2);
+  EXPECT_EQ(service_->Heartbeat(1, 4242).code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(service_->JobStatus().message(), HasSubstr("restarted"));
+}
+
+TEST_F(CoordinationServiceTest, ReportError_FirstFailureWinsAndLaterOnesAreNotBroadcast) {
+  Start(3);
+  ConnectAll(3);
+  WatchEvents(0);
+  ASSERT_TRUE(service_->ReportError(1, Inc(1), FailureCause::kProcessExited, "killed").ok());
+  ASSERT_TRUE(service_->ReportError(2, Inc(2), FailureCause::kProcessExited, "exited").ok());
+  ASSERT_EQ(watched_[0]->size(), 1u);
+  EXPECT_EQ(std::get<TaskFailure>((*watched_[0])[0]).task, 1);
+}
+
+TEST_F(CoordinationServiceTest, Watch_AfterFailure_ReplaysFailure) {
+  Start(2);
+  ConnectAll(2);
+  ASSERT_TRUE(service_->ReportError(1, Inc(1), FailureCause::kReportedError, "bad data").ok());
+  WatchEvents(0);
+  ASSERT_EQ(watched_[0]->size(), 1u);
+  EXPECT_THAT(std::get<TaskFailure>((*watched_[0])[0]).message, HasSubstr("bad data"));
+}
+
+TEST_F(CoordinationServiceTest, JobFailure_FailsPendingBlockingGet) {
+  Start(2);
+  ConnectAll(2);
+  std::optional<absl::StatusOr<std::string>> got;
+  service_->GetKeyValue(0, Inc(0), "never", absl::Hours(1),
+                        [&](absl::StatusOr<std::string> v) { got = v; });
+  ASSERT_TRUE(service_->ReportError(1, Inc(1), FailureCause::kProcessExited, "kill -9").ok());
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(got->status().message()), HasSubstr("rank 1"));
+}
+
+// --- Key-value store ------------------------------------------------------------------------
+
+TEST_F(CoordinationServiceTest, KeyValue_BlockingGetWokenBySet) {
+  Start(2);
+  ConnectAll(2);
+  std::optional<absl::StatusOr<std::string>> got;
+  service_->GetKeyValue(1, Inc(1), "addr/0", absl::Seconds(5),
+                        [&](absl::StatusOr<std::string> v) { got = v; });
+  EXPECT_FALSE(got.has_value());
+  ASSERT_TRUE(service_->InsertKeyValue(0, Inc(0), "/addr//0", "10.0.0.1", false).ok());
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(**got, "10.0.0.1");
+}
+
+TEST_F(CoordinationServiceTest, KeyValue_BlockingGetTimesOut) {
+  Start(1);
+  ConnectAll(1);
+  std::optional<absl::StatusOr<std::string>> got;
+  service_->GetKeyValue(0, Inc(0), "k", absl::Seconds(5),
+                        [&](absl::StatusOr<std::string> v) { got = v; });
+  clock_.Advance(absl::Seconds(5));
+  service_->CheckDeadlines();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(CoordinationServiceTest, KeyValue_CancelledGetIsForgotten) {
+  Start(1);
+  ConnectAll(1);
+  std::optional<absl::StatusOr<std::string>> got;
+  OpId op = service_->GetKeyValue(0, Inc(0), "k", absl::Seconds(5),
+                                  [&](absl::StatusOr<std::string> v) { got = v; });
+  service_->CancelOp(op);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(service_->GetSnapshot().kv_waiters, 0u);
+}
+
+TEST_F(CoordinationServiceTest, KeyValue_OperationsBeforeRegistration_FailedPrecondition) {
+  Start(2);
+  EXPECT_EQ(service_->InsertKeyValue(0, Inc(0), "k", "v", false).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinationServiceTest, KeyValue_TryGetDirDeleteIncrement) {
+  Start(1);
+  ConnectAll(1);
+  EXPECT_EQ(service_->TryGetKeyValue(0, Inc(0), "x").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(service_->InsertKeyValue(0, Inc(0), "d/a", "1", false).ok());
+  ASSERT_TRUE(service_->InsertKeyValue(0, Inc(0), "d/b", "2", false).ok());
+  EXPECT_EQ(service_->GetKeyValueDir(0, Inc(0), "d")->size(), 2u);
+  ASSERT_TRUE(service_->DeleteKeyValue(0, Inc(0), "d").ok());
+  EXPECT_TRUE(service_->GetKeyValueDir(0, Inc(0), "d")->empty());
+  EXPECT_EQ(*service_->IncrementKeyValue(0, Inc(0), "c", 3), 3);
+  EXPECT_EQ(*service_->TryGetKeyValue(0, Inc(0), "c"), "3");
+}
+
+// --- Barriers -------------------------------------------------------------------------------
+
+TEST_F(CoordinationServiceTest, Barrier_PassesWhenAllArrive) {
+  Start(3);
+  ConnectAll(3);
+  Result r0, r1, r2;
+  CallBarrier(0, "b", 0, &r0);
+  CallBarrier(1, "b", 0, &r1);
+  EXPECT_FALSE(r0.status.has_value());
+  CallBarrier(2, "b", 0, &r2);
+  EXPECT_TRUE(r0.ok() && r1.ok() && r2.ok());
+}
+
+TEST_F(CoordinationServiceTest, Barrier_DeadlineSetByFirstArrival_TimeoutNamesMissing) {
+  Start(4);
+  ConnectAll(4);
+  Result r0, r1;
+  CallBarrier(0, "b", 0, &r0, {}, absl::Seconds(10));
+  clock_.Advance(absl::Seconds(8));
+  CallBarrier(1, "b", 0, &r1, {}, absl::Seconds(100));  // Does not extend the deadline.
+  clock_.Advance(absl::Seconds(2));
+  for (TaskId t = 0; t < 4; ++t) ASSERT_TRUE(service_->Heartbeat(t, Inc(t)).ok());
+  service_->CheckDeadlines();
+  EXPECT_EQ(r0.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r1.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r0.message(), HasSubstr("2/4 tasks arrived"));
+  EXPECT_THAT(r0.message(), HasSubstr("missing rank(s) 2, 3"));
+  // A late arrival with the same counter gets the same result.
+  Result late;
+  CallBarrier(2, "b", 0, &late);
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(CoordinationServiceTest, Barrier_SubsetOfTasks) {
+  Start(4);
+  ConnectAll(4);
+  Result r1, r3;
+  CallBarrier(1, "pair", 0, &r1, {3, 1});
+  CallBarrier(3, "pair", 0, &r3, {1, 3});
+  EXPECT_TRUE(r1.ok() && r3.ok());
+}
+
+TEST_F(CoordinationServiceTest, Barrier_NonParticipant_InvalidArgument) {
+  Start(4);
+  ConnectAll(4);
+  Result r;
+  CallBarrier(0, "pair", 0, &r, {1, 3});
+  EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinationServiceTest, Barrier_ConflictingParticipants_FailsForEveryone) {
+  Start(4);
+  ConnectAll(4);
+  Result r1, r2;
+  CallBarrier(1, "b", 0, &r1, {1, 2});
+  CallBarrier(2, "b", 0, &r2, {1, 2, 3});
+  EXPECT_EQ(r1.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r2.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinationServiceTest, Barrier_ReusableId_SameNumberOfCalls) {
+  Start(2);
+  ConnectAll(2);
+  for (int64_t round = 0; round < 3; ++round) {
+    Result a, b;
+    CallBarrier(0, "step", round, &a);
+    CallBarrier(1, "step", round, &b);
+    ASSERT_TRUE(a.ok() && b.ok()) << round << ": " << a.message();
+  }
+}
+
+TEST_F(CoordinationServiceTest, Barrier_OutOfStepCounter_FailedPrecondition) {
+  Start(2);
+  ConnectAll(2);
+  Result a0, b0;
+  CallBarrier(0, "step", 0, &a0);
+  CallBarrier(1, "step", 0, &b0);
+  Result a2;
+  CallBarrier(0, "step", 2, &a2);  // Skipped call #2.
+  EXPECT_EQ(a2.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(a2.message(), HasSubstr("same number of times"));
+}
+
+TEST_F(CoordinationServiceTest, Barrier_Cancel_FailsEveryWaiterWithCancelled) {
+  Start(3);
+  ConnectAll(3);
+  Result r0, r1;
+  CallBarrier(0, "b", 0, &r0);
+  CallBarrier(1, "b", 0, &r1);
+  ASSERT_TRUE(service_->CancelBarrier(1, Inc(1), "b", 0).ok());
+  EXPECT_EQ(r0.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(r0.message(), HasSubstr("cancelled by rank 1"));
+  EXPECT_EQ(service_->CancelBarrier(1, Inc(1), "b", 0).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinationServiceTest, Barrier_ParticipantFails_FailsAtOnceNamingRank) {
+  Start(3);
+  ConnectAll(3);
+  Result r0;
+  CallBarrier(0, "b", 0, &r0);
+  ASSERT_TRUE(service_->ReportError(2, Inc(2), FailureCause::kProcessExited, "SIGKILL").ok());
+  EXPECT_EQ(r0.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(r0.message(), HasSubstr("rank 2"));
+  EXPECT_THAT(r0.message(), HasSubstr("SIGKILL"));
+}
+
+TEST_F(CoordinationServiceTest, Barrier_ManyTasks_AllReleasedTogether) {
+  constexpr int kTasks = 4096;
+  Start(kTasks);
+  ConnectAll(kTasks);
+  std::vector<Result> results(kTasks);
+  for (int t = 0; t < kTasks; ++t) CallBarrier(t, "big", 0, &results[t]);
+  for (int t = 0; t < kTasks; ++t) ASSERT_TRUE(results[t].ok()) << t;
+}
+
+// --- Shutdown -------------------------------------------------------------------------------
+
+TEST_F(CoordinationServiceTest, Shutdown_WaitsForEveryTask) {
+  Start(2);
+  ConnectAll(2);
+  Result a, b;
+  service_->ShutdownTask(0, Inc(0), a.Callback());
+  EXPECT_FALSE(a.status.has_value());
+  EXPECT_FALSE(service_->AllTasksDone());
+  service_->ShutdownTask(1, Inc(1), b.Callback());
+  EXPECT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(service_->AllTasksDone());
+  EXPECT_EQ(service_->InsertKeyValue(0, Inc(0), "k", "v", false).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinationServiceTest, AllTasksDone_IgnoresTasksThatNeverRegistered) {
+  ServiceConfig config;
+  config.register_timeout = absl::Seconds(5);
+  Start(3, config);
+  EXPECT_TRUE(service_->AllTasksDone());  // Nobody registered: nothing to strand.
+  Result r0;
+  Register(0, &r0);
+  EXPECT_FALSE(service_->AllTasksDone());
+  clock_.Advance(absl::Seconds(5));
+  service_->CheckDeadlines();  // Registration fails; ranks 1 and 2 never came.
+  ASSERT_EQ(r0.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(service_->AllTasksDone());  // Rank 0's registration failed too.
+}
+
+TEST_F(CoordinationServiceTest, Shutdown_Timeout_NamesStragglers) {
+  ServiceConfig config;
+  config.shutdown_timeout = absl::Seconds(5);
+  config.heartbeat_timeout = absl::Hours(1);
+  Start(3, config);
+  ConnectAll(3);
+  Result a;
+  service_->ShutdownTask(0, Inc(0), a.Callback());
+  clock_.Advance(absl::Seconds(5));
+  service_->CheckDeadlines();
+  EXPECT_EQ(a.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(a.message(), HasSubstr("missing rank(s) 1, 2"));
+}
+
+// --- Preemption -----------------------------------------------------------------------------
+
+TEST_F(CoordinationServiceTest, Preemption_BroadcastOnceAndReplayedToLateWatchers) {
+  Start(2);
+  ConnectAll(2);
+  WatchEvents(0);
+  ASSERT_TRUE(service_->ReportPreemption(1, Inc(1)).ok());
+  ASSERT_TRUE(service_->ReportPreemption(0, Inc(0)).ok());
+  ASSERT_EQ(watched_[0]->size(), 1u);
+  EXPECT_EQ(std::get<PreemptionNotice>((*watched_[0])[0]).task, 1);
+  WatchEvents(1);
+  ASSERT_EQ(watched_[1]->size(), 1u);
+  EXPECT_TRUE(service_->JobStatus().ok());  // A preemption is not a failure.
+}
+
+}  // namespace
+}  // namespace cohort::coordination
