@@ -231,23 +231,22 @@ absl::Status Agent::Connect(EventCallback on_event) {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::CancelledError("agent stopped while connecting");
     }
-    if (absl::IsDeadlineExceeded(last)) {
+    // Unavailable is retried until the deadline, so both codes mean the time ran out.
+    if (absl::IsDeadlineExceeded(last) || absl::IsUnavailable(last)) {
+      std::string last_error =
+          absl::IsUnavailable(last) ? absl::StrCat(" (last error: ", last.message(), ")") : "";
       if (!stub_->ServiceReached()) {
         return absl::DeadlineExceededError(absl::StrCat(
             "could not reach the coordinator at ", options_.coordinator_address, " within ",
-            absl::FormatDuration(options_.initialization_timeout),
+            absl::FormatDuration(options_.initialization_timeout), last_error,
             ": check COHORT_COORDINATOR_ADDRESS, that process 0 (its sidecar) is running, and "
             "that the port is open"));
       }
       return absl::DeadlineExceededError(absl::StrCat(
           "reached the coordinator at ", options_.coordinator_address,
           " but not every process registered within ",
-          absl::FormatDuration(options_.initialization_timeout),
+          absl::FormatDuration(options_.initialization_timeout), last_error,
           "; the coordinator's log and its cohort_task_state metric name the missing ranks"));
-    }
-    if (absl::IsUnavailable(last)) {
-      return absl::UnavailableError(absl::StrCat("coordinator at ", options_.coordinator_address,
-                                                 " unavailable: ", last.message()));
     }
     return last;
   }
@@ -346,18 +345,19 @@ void Agent::WatchLoop() {
           end_status = std::move(s);
           ended.Notify();
         }));
+    bool stopped_meanwhile = false;
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) {
-        watch->Cancel();
-      } else {
-        watch_ = std::move(watch);
-      }
+      stopped_meanwhile = stopping_;
+      if (!stopping_) watch_ = std::move(watch);
     }
+    // Outside the lock: the stream's end may be reported inline, and that takes the lock.
+    if (stopped_meanwhile) watch->Cancel();
     ended.WaitForNotification();
+    std::unique_ptr<CoordinationStub::Watch> ended_watch;
     {
       absl::MutexLock lock(&mu_);
-      watch_.reset();
+      ended_watch = std::move(watch_);
       if (stopping_) return;
     }
     if (absl::IsFailedPrecondition(end_status) || absl::IsUnauthenticated(end_status)) {

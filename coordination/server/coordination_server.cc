@@ -77,9 +77,9 @@ void CoordinationServer::ShutDownLocked(absl::Duration grace) {
 }
 
 bool CoordinationServer::Stop(absl::Duration bound) {
-  stopping_.store(true);
   absl::MutexLock lock(&stop_mu_);
   if (stop_result_) return *stop_result_;
+  stopping_.Notify();
   bool all_done = service_->WaitUntilAllTasksDone(absl::Now() + bound);
   if (!all_done) {
     LogWarning("stopping the coordination service after ", absl::FormatDuration(bound),
@@ -93,10 +93,10 @@ bool CoordinationServer::Stop(absl::Duration bound) {
 }
 
 CoordinationServer::~CoordinationServer() {
-  stopping_.store(true);
   {
     absl::MutexLock lock(&stop_mu_);
     if (!stop_result_) {
+      stopping_.Notify();
       ShutDownLocked(absl::ZeroDuration());
       stop_result_ = false;
     }

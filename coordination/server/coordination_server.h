@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,8 +50,10 @@ class CoordinationServer {
 
   int port() const { return port_; }
   CoordinationService& service() { return *service_; }
-  // Whether Stop() has begun (it may still be waiting for tasks to finish).
-  bool stopping() const { return stopping_.load(); }
+  // The bound on built-but-unsent directory replies, shared by every transport.
+  ReplyBudget& reply_budget() { return handler_->reply_budget(); }
+  // Notified when Stop() (or destruction) begins; Stop() may still be waiting for tasks.
+  const absl::Notification& stopping() const { return stopping_; }
 
   // Returns whether every task was done before the bound passed.
   bool Stop(absl::Duration bound);
@@ -72,7 +73,7 @@ class CoordinationServer {
   absl::Notification stop_checker_;
   std::thread checker_;
 
-  std::atomic<bool> stopping_{false};
+  absl::Notification stopping_;
   absl::Mutex stop_mu_;
   std::optional<bool> stop_result_ ABSL_GUARDED_BY(stop_mu_);  // Set once stopped.
 };

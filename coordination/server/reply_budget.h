@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace cohort::coordination {
 
@@ -86,6 +87,20 @@ class ReplyBudget : public std::enable_shared_from_this<ReplyBudget> {
   size_t waiting() const {
     absl::MutexLock lock(&mu_);
     return waiting_.size();
+  }
+  // For tests and shutdown: wait (real time) until at least `n` pieces of work wait, or until
+  // nothing is charged or waiting. False when `timeout` passed first.
+  bool AwaitWaiting(size_t n, absl::Duration timeout) const {
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiting_.size() >= n; };
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  }
+  bool AwaitIdle(absl::Duration timeout) const {
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return in_flight_ == 0 && waiting_.empty();
+    };
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
   }
 
  private:

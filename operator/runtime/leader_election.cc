@@ -84,13 +84,13 @@ bool LeaderElector::AcquireBlocking(absl::Notification& stop) {
     absl::StatusOr<bool> leading = TryAcquireOrRenew();
     if (!leading.ok()) LogWarning("leader election: ", leading.status().message());
     if (leading.ok() && *leading) return true;
-    stop.WaitForNotificationWithTimeout(options_.retry_period);
+    clock_->WaitFor(stop, options_.retry_period);
   }
   return false;
 }
 
 bool LeaderElector::RenewBlocking(absl::Notification& stop) {
-  while (!stop.WaitForNotificationWithTimeout(options_.retry_period)) {
+  while (!clock_->WaitFor(stop, options_.retry_period)) {
     absl::StatusOr<bool> leading = TryAcquireOrRenew();
     if (!leading.ok()) LogWarning("leader election: cannot renew: ", leading.status().message());
     if (leading.ok() && !*leading) return false;  // Someone else holds it now.

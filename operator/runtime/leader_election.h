@@ -40,7 +40,9 @@ class LeaderElector {
   // Blocks until this replica leads (true) or `stop` is notified (false).
   bool AcquireBlocking(absl::Notification& stop);
   // Renews every retry_period until leadership is lost (returns false) or `stop` is notified
-  // (returns true).
+  // (returns true). Leadership is lost when another replica took the Lease, or when no renewal
+  // succeeded within renew_deadline (the API server is unreachable: another replica may take
+  // over once the lease runs out, so this one must stop acting first). Waits on the clock.
   bool RenewBlocking(absl::Notification& stop);
 
   const LeaderElectionOptions& options() const { return options_; }

@@ -12,7 +12,9 @@ using ::testing::HasSubstr;
 
 class ResolveOptionsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { ClearEnvironment(); }
+  void TearDown() override { ClearEnvironment(); }
+  static void ClearEnvironment() {
     for (const char* name :
          {"COHORT_COORDINATOR_ADDRESS", "COHORT_NUM_PROCESSES", "COHORT_PROCESS_ID",
           "COHORT_AGENT_SOCKET", "COHORT_MODE", "COHORT_TOKEN", "COHORT_TOKEN_FILE",

@@ -28,6 +28,7 @@ class FakeKubeClient final : public KubeClient {
   absl::StatusOr<json> Get(const Resource& r, const std::string& ns, const std::string& name) override {
     absl::MutexLock lock(&mu_);
     Note("get", r);
+    if (!fail_every_call_.ok()) return fail_every_call_;
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError(absl::StrCat(r.plural, " ", ns, "/", name, " not found"));
     return it->second;
@@ -37,6 +38,7 @@ class FakeKubeClient final : public KubeClient {
                             ListFields fields = ListFields::kAll) override {
     absl::MutexLock lock(&mu_);
     Note("list", r);
+    if (!fail_every_call_.ok()) return fail_every_call_;
     json items = json::array();
     for (const auto& [key, obj] : objects_) {
       if (std::get<0>(key) != r.Path("") || std::get<1>(key) != ns) continue;
@@ -50,6 +52,7 @@ class FakeKubeClient final : public KubeClient {
   absl::StatusOr<json> Create(const Resource& r, const std::string& ns, const json& object) override {
     absl::MutexLock lock(&mu_);
     Note("create", r);
+    if (!fail_every_call_.ok()) return fail_every_call_;
     std::string name = object["metadata"]["name"];
     auto key = Key(r, ns, name);
     if (objects_.count(key)) return absl::AlreadyExistsError(absl::StrCat(r.plural, " ", name, " already exists"));
@@ -66,6 +69,7 @@ class FakeKubeClient final : public KubeClient {
   absl::StatusOr<json> UpdateStatus(const Resource& r, const std::string& ns, const json& object) override {
     absl::MutexLock lock(&mu_);
     Note("update", r, "/status");
+    if (!fail_every_call_.ok()) return fail_every_call_;
     ++status_writes_;
     auto it = objects_.find(Key(r, ns, object["metadata"]["name"]));
     if (it == objects_.end()) return absl::NotFoundError("not found");
@@ -81,6 +85,7 @@ class FakeKubeClient final : public KubeClient {
   absl::StatusOr<json> Update(const Resource& r, const std::string& ns, const json& object) override {
     absl::MutexLock lock(&mu_);
     Note("update", r);
+    if (!fail_every_call_.ok()) return fail_every_call_;
     auto it = objects_.find(Key(r, ns, object["metadata"]["name"]));
     if (it == objects_.end()) return absl::NotFoundError("not found");
     if (it->second["metadata"]["resourceVersion"] != object["metadata"]["resourceVersion"]) {
@@ -98,6 +103,7 @@ class FakeKubeClient final : public KubeClient {
                                   const json& patch, bool status = false) override {
     absl::MutexLock lock(&mu_);
     Note("patch", r, status ? "/status" : "");
+    if (!fail_every_call_.ok()) return fail_every_call_;
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError("not found");
     if (status) {
@@ -116,6 +122,7 @@ class FakeKubeClient final : public KubeClient {
                       std::optional<int64_t> grace_period_seconds = std::nullopt) override {
     absl::MutexLock lock(&mu_);
     Note("delete", r);
+    if (!fail_every_call_.ok()) return fail_every_call_;
     auto it = objects_.find(Key(r, ns, name));
     if (it == objects_.end()) return absl::NotFoundError("not found");
     json gone = it->second;
@@ -206,9 +213,21 @@ class FakeKubeClient final : public KubeClient {
     return std::exchange(calls_, {});
   }
 
+ // Every call fails with `status` (e.g. Unavailable: the API server is unreachable) until it is
+  // OK again.
+  void FailEveryCall(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    fail_every_call_ = std::move(status);
+  }
+  int calls_made() {
+    absl::MutexLock lock(&mu_);
+    return calls_made_;
+  }
+
  private:
   void Note(const char* verb, const Resource& r, const std::string& subresource = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++calls_made_;
     calls_.insert(absl::StrCat(verb, " ", r.group, "/", r.plural, subresource));
   }
 
@@ -230,6 +249,8 @@ class FakeKubeClient final : public KubeClient {
   }
 
   absl::Mutex mu_;
+  absl::Status fail_every_call_ ABSL_GUARDED_BY(mu_);
+  int calls_made_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<ObjectKey, json> objects_;
   int64_t version_ = 0;
   std::set<std::string> calls_ ABSL_GUARDED_BY(mu_);

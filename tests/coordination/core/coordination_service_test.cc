@@ -49,11 +49,11 @@ class CoordinationServiceTest : public ::testing::Test {
     return service_->Barrier(BarrierArgs{t, Inc(t), id, counter, timeout, participants},
                              r->Callback());
   }
-  std::vector<JobEvent> WatchEvents(TaskId t) {
+  // Watches task t's job events; they collect in watched_ in the order of the calls.
+  void WatchEvents(TaskId t) {
     auto events = std::make_shared<std::vector<JobEvent>>();
     watched_.push_back(events);
     EXPECT_TRUE(service_->Watch(t, Inc(t), [events](const JobEvent& e) { events->push_back(e); }).ok());
-    return {};
   }
 
   FakeClock clock_;

@@ -80,6 +80,37 @@ TEST_F(CoordinationServerTest, WrongOrMissingToken_UnauthenticatedAndNothingChan
   EXPECT_EQ(server_->service().GetSnapshot().kv_entries, 0u);
 }
 
+// The sidecar's signal thread and its main path may both stop the server. The second caller
+// waits for the first and returns its result: here false, since task 0 never shut down within
+// the first caller's bound. (A second Stop used to return true at once while the first still
+// waited, and two at once could both join the checker thread.)
+TEST_F(CoordinationServerTest, StopFromTwoThreads_TheSecondWaitsAndReturnsTheFirstsResult) {
+  Start(1);
+  {
+    grpc::ClientContext ctx;
+    AddToken(&ctx, "the-token");
+    pb::RegisterTaskRequest reg;
+    reg.set_task_id(0);
+    reg.set_incarnation(7);
+    reg.set_num_tasks(1);
+    pb::RegisterTaskResponse resp;
+    ASSERT_TRUE(stub_->RegisterTask(&ctx, reg, &resp).ok());
+  }
+  std::future<bool> first =
+      std::async(std::launch::async, [&] { return server_->Stop(absl::Seconds(1)); });
+  server_->stopping().WaitForNotification();
+  EXPECT_FALSE(server_->Stop(absl::Minutes(10)));
+  EXPECT_FALSE(first.get());
+  grpc::ClientContext ctx;
+  AddToken(&ctx, "the-token");
+  ctx.set_deadline(ToChronoDeadline(absl::Seconds(5)));
+  pb::HeartbeatRequest hb;
+  hb.set_task_id(0);
+  hb.set_incarnation(7);
+  pb::HeartbeatResponse hb_resp;
+  EXPECT_FALSE(stub_->Heartbeat(&ctx, hb, &hb_resp).ok()) << "the server still serves";
+}
+
 absl::Status CallAndWait(coordination::SessionClient& session, pb::SessionRequest req,
                          pb::SessionResponse* out = nullptr) {
   std::promise<absl::Status> done;

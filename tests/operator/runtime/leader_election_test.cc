@@ -75,7 +75,7 @@ TEST_F(LeaderElectionTest, ReleaseHandsOverAtOnce) {
   EXPECT_TRUE(a_.Release().ok()) << "releasing a Lease one does not hold changes nothing";
 }
 
-TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenewInTime) {
+TEST_F(LeaderElectionTest, LeaderStepsDownWhenAnotherTookTheLease) {
   ASSERT_TRUE(Leads(a_));
   absl::Notification stop;
   // b takes the Lease (as if a's renewals had not reached the server for a lease duration);
@@ -84,10 +84,24 @@ TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenewInTime) {
   ASSERT_FALSE(Leads(b_));
   clock_b_.Advance(absl::Seconds(15));
   ASSERT_TRUE(Leads(b_));
-  LeaderElectionOptions fast = Options("a");
-  fast.retry_period = absl::Milliseconds(1);
-  LeaderElector a_again(&kube_, &clock_a_, fast);
-  EXPECT_FALSE(a_again.RenewBlocking(stop));
+  clock_a_.set_auto_advance(true);
+  EXPECT_FALSE(a_.RenewBlocking(stop));
+}
+
+// The API server stops answering: no renewal can succeed, so nobody can tell the leader that it
+// lost the Lease. It steps down once renew_deadline (10 s) passed since its last renewal, before
+// the lease (15 s) runs out and a standby may take over.
+TEST_F(LeaderElectionTest, LeaderStepsDownWhenNoRenewalSucceedsWithinTheRenewDeadline) {
+  ASSERT_TRUE(Leads(a_));
+  absl::Time renewed = clock_a_.Now();
+  kube_.FailEveryCall(absl::UnavailableError("connection refused"));
+  clock_a_.set_auto_advance(true);  // Each retry_period wait passes at once.
+  absl::Notification stop;
+  EXPECT_FALSE(a_.RenewBlocking(stop));
+  absl::Duration held = clock_a_.Now() - renewed;
+  EXPECT_GT(held, absl::Seconds(10));
+  EXPECT_LE(held, absl::Seconds(12)) << "one retry period past the renew deadline at most";
+  EXPECT_LE(kube_.calls_made(), 10) << "it gave up after the renew deadline, not later";
 }
 
 }  // namespace

@@ -1,0 +1,240 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "coordination/client/coordination_stub.h"
+#include "coordination/server/rpc_handler.h"
+
+namespace cohort::coordination::testing {
+
+// A CoordinationStub with the service's real handler right behind it, in process: the Agent's
+// unit tests run the whole protocol without gRPC or sockets, on a FakeClock. Faults are injected
+// here: failing heartbeats (a dropped connection), an unreachable service, a different service
+// incarnation (a restarted service), and calls held back until the test releases them (a slow
+// transport that even ignores cancellation).
+class InProcessStub final : public CoordinationStub {
+ public:
+  explicit InProcessStub(CoordinationRpcHandler* handler) : handler_(handler) {}
+
+  // Every RegisterTask fails with `status` (e.g. Unavailable: nothing listens) until cleared.
+  void FailRegistrations(std::optional<absl::Status> status) {
+    absl::MutexLock lock(&mu_);
+    fail_registrations_ = std::move(status);
+  }
+  // Every Heartbeat fails with `status` until cleared.
+  void FailHeartbeats(std::optional<absl::Status> status) {
+    absl::MutexLock lock(&mu_);
+    fail_heartbeats_ = std::move(status);
+  }
+  // Heartbeats report this service incarnation instead of the real one.
+  void ReportServiceIncarnation(Incarnation incarnation) {
+    absl::MutexLock lock(&mu_);
+    fake_incarnation_ = incarnation;
+  }
+  // ShutdownTask calls are held (not even CancelAll completes them) until ReleaseHeld().
+  void HoldShutdowns() {
+    absl::MutexLock lock(&mu_);
+    hold_shutdowns_ = true;
+  }
+  // Completes every held call with `status`.
+  void ReleaseHeld(const absl::Status& status) {
+    std::vector<StatusCallback> held;
+    {
+      absl::MutexLock lock(&mu_);
+      held.swap(held_);
+      hold_shutdowns_ = false;
+    }
+    for (auto& done : held) done(status);
+  }
+  int held() const {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(held_.size());
+  }
+  // Notified at the first CancelAll().
+  const absl::Notification& cancelled() const { return cancelled_; }
+  // Notified once a registration waits in the service.
+  const absl::Notification& registration_started() const { return registration_started_; }
+  int heartbeats() const {
+    absl::MutexLock lock(&mu_);
+    return heartbeats_;
+  }
+
+  void RegisterTask(const pb::RegisterTaskRequest& request, pb::RegisterTaskResponse* response,
+                    absl::Duration, StatusCallback done) override {
+    std::optional<absl::Status> fail;
+    {
+      absl::MutexLock lock(&mu_);
+      fail = fail_registrations_;
+    }
+    if (fail) return done(*fail);
+    OpId op = handler_->RegisterTaskAsync(&request, response, std::move(done));
+    absl::MutexLock lock(&mu_);
+    if (op != 0) waiting_.push_back(op);
+    if (!registration_started_.HasBeenNotified()) registration_started_.Notify();
+  }
+  void Heartbeat(const pb::HeartbeatRequest& request, pb::HeartbeatResponse* response,
+                 absl::Duration, StatusCallback done) override {
+    std::optional<absl::Status> fail;
+    std::optional<Incarnation> incarnation;
+    {
+      absl::MutexLock lock(&mu_);
+      ++heartbeats_;
+      fail = fail_heartbeats_;
+      incarnation = fake_incarnation_;
+    }
+    if (fail) return done(*fail);
+    handler_->HeartbeatAsync(&request, response, [=, done = std::move(done)](absl::Status s) {
+      if (incarnation) response->set_service_incarnation(*incarnation);
+      done(std::move(s));
+    });
+  }
+  void ReportError(const pb::ReportErrorRequest& request, pb::ReportErrorResponse* response,
+                   absl::Duration, StatusCallback done) override {
+    handler_->ReportErrorAsync(&request, response, std::move(done));
+  }
+  void ReportPreemption(const pb::ReportPreemptionRequest& request,
+                        pb::ReportPreemptionResponse* response, absl::Duration,
+                        StatusCallback done) override {
+    handler_->ReportPreemptionAsync(&request, response, std::move(done));
+  }
+  void ShutdownTask(const pb::ShutdownTaskRequest& request, pb::ShutdownTaskResponse* response,
+                    absl::Duration, StatusCallback done) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (hold_shutdowns_) {
+        held_.push_back(std::move(done));
+        return;
+      }
+    }
+    Track(handler_->ShutdownTaskAsync(&request, response, std::move(done)));
+  }
+  void InsertKeyValue(const pb::InsertKeyValueRequest& request,
+                      pb::InsertKeyValueResponse* response, StatusCallback done) override {
+    handler_->InsertKeyValueAsync(&request, response, std::move(done));
+  }
+  void GetKeyValue(const pb::GetKeyValueRequest& request, pb::GetKeyValueResponse* response,
+                   StatusCallback done) override {
+    Track(handler_->GetKeyValueAsync(&request, response, std::move(done)));
+  }
+  void TryGetKeyValue(const pb::TryGetKeyValueRequest& request,
+                      pb::TryGetKeyValueResponse* response, StatusCallback done) override {
+    handler_->TryGetKeyValueAsync(&request, response, std::move(done));
+  }
+  void GetKeyValueDir(const pb::GetKeyValueDirRequest& request,
+                      pb::GetKeyValueDirResponse* response, StatusCallback done) override {
+    handler_->GetKeyValueDirAsync(&request, response,
+                                  [done = std::move(done)](absl::Status s, ReplyBudget::Charge) {
+                                    done(std::move(s));
+                                  });
+  }
+  void DeleteKeyValue(const pb::DeleteKeyValueRequest& request,
+                      pb::DeleteKeyValueResponse* response, StatusCallback done) override {
+    handler_->DeleteKeyValueAsync(&request, response, std::move(done));
+  }
+  void IncrementKeyValue(const pb::IncrementKeyValueRequest& request,
+                         pb::IncrementKeyValueResponse* response, StatusCallback done) override {
+    handler_->IncrementKeyValueAsync(&request, response, std::move(done));
+  }
+  void Barrier(const pb::BarrierRequest& request, pb::BarrierResponse* response,
+               StatusCallback done) override {
+    Track(handler_->BarrierAsync(&request, response, std::move(done)));
+  }
+  void CancelBarrier(const pb::CancelBarrierRequest& request, pb::CancelBarrierResponse* response,
+                     StatusCallback done) override {
+    handler_->CancelBarrierAsync(&request, response, std::move(done));
+  }
+
+  std::unique_ptr<Watch> WatchJob(const pb::WatchJobRequest& request, EventCallback on_event,
+                                  StatusCallback on_end) override {
+    auto watch = std::make_unique<InProcessWatch>(handler_, std::move(on_end));
+    absl::StatusOr<OpId> op = handler_->WatchJob(&request, std::move(on_event));
+    watch->Started(op);
+    return watch;
+  }
+
+  bool ServiceReached() const override {
+    absl::MutexLock lock(&mu_);
+    return !fail_registrations_.has_value();
+  }
+
+  // Cancels what waits in the service, as a transport would when its calls are cancelled. Held
+  // calls stay held.
+  void CancelAll() override {
+    std::vector<OpId> ops;
+    {
+      absl::MutexLock lock(&mu_);
+      ops.swap(waiting_);
+    }
+    for (OpId op : ops) handler_->CancelOp(op);
+    absl::MutexLock lock(&mu_);
+    if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
+  }
+
+ private:
+  // A watch ends only when cancelled: the service never ends a job's event stream by itself.
+  class InProcessWatch final : public Watch {
+   public:
+    InProcessWatch(CoordinationRpcHandler* handler, StatusCallback on_end)
+        : handler_(handler), on_end_(std::move(on_end)) {}
+    ~InProcessWatch() override { Cancel(); }
+    void Started(const absl::StatusOr<OpId>& op) {
+      if (!op.ok()) {
+        End(op.status());
+        return;
+      }
+      absl::MutexLock lock(&mu_);
+      op_ = *op;
+    }
+    void Cancel() override {
+      OpId op = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        op = std::exchange(op_, 0);
+      }
+      if (op != 0) handler_->CancelOp(op);
+      End(absl::CancelledError("watch cancelled"));
+    }
+
+   private:
+    void End(const absl::Status& status) {
+      StatusCallback on_end;
+      {
+        absl::MutexLock lock(&mu_);
+        on_end = std::move(on_end_);
+        on_end_ = nullptr;
+      }
+      if (on_end) on_end(status);
+    }
+    CoordinationRpcHandler* const handler_;
+    absl::Mutex mu_;
+    OpId op_ ABSL_GUARDED_BY(mu_) = 0;
+    StatusCallback on_end_ ABSL_GUARDED_BY(mu_);
+  };
+
+  void Track(OpId op) {
+    if (op == 0) return;
+    absl::MutexLock lock(&mu_);
+    waiting_.push_back(op);
+  }
+
+  CoordinationRpcHandler* const handler_;
+  mutable absl::Mutex mu_;
+  std::optional<absl::Status> fail_registrations_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> fail_heartbeats_ ABSL_GUARDED_BY(mu_);
+  std::optional<Incarnation> fake_incarnation_ ABSL_GUARDED_BY(mu_);
+  bool hold_shutdowns_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<StatusCallback> held_ ABSL_GUARDED_BY(mu_);
+  std::vector<OpId> waiting_ ABSL_GUARDED_BY(mu_);
+  int heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification cancelled_;
+  absl::Notification registration_started_;
+};
+
+}  // namespace cohort::coordination::testing
