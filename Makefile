@@ -3,8 +3,9 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test demo bench install clean
 
 all: build
 
@@ -22,6 +23,10 @@ test: deps build
 
 demo: deps build
 	@bash examples/run-demo.sh $(BUILD_DIR)
+
+# libdist (headers, library, CMake package, pkg-config file) and the binaries under PREFIX.
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 bench: deps build
 	@bash bench/run-benchmarks.sh $(BUILD_DIR)

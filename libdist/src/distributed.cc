@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "common/exit_codes.h"
 #include "common/log.h"
 #include "libdist/src/await.h"
 #include "libdist/src/failure_handlers.h"
@@ -21,9 +20,6 @@
 
 namespace dist {
 namespace {
-
-static_assert(kPeerFailureExitCode == cohort::kPeerFailureExitCode);
-static_assert(kPreemptedExitCode == cohort::kPreemptedExitCode);
 
 using cohort::coordination::JobEvent;
 using cohort::coordination::PreemptionNotice;

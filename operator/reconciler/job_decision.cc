@@ -276,7 +276,8 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     }
     if (present.empty() && !d.create_ranks.empty()) {
       event("Normal", "Started",
-            absl::StrCat("creating ", d.create_ranks.size(), " pods for restart attempt ",
+            absl::StrCat("creating ", d.create_ranks.size(),
+                         d.create_ranks.size() == 1 ? " pod" : " pods", " for restart attempt ",
                          st.restart_attempt));
     }
   }
