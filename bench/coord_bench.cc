@@ -75,45 +75,6 @@ class Worker {
     for (int i = 0; i < count; ++i) incarnations_.push_back(absl::Uniform<uint64_t>(gen));
   }
 
-  // Calls `invoke` for every task (or the local indices in `subset`) and waits for all;
-  // returns the completion times (ns).
-  template <typename Req, typename Resp, typename Prepare, typename Invoke, typename Check>
-  std::vector<int64_t> ForAll(Prepare prepare, Invoke invoke, Check check,
-                              std::vector<int> subset = {}) {
-    if (subset.empty()) {
-      for (int i = 0; i < count_; ++i) subset.push_back(i);
-    }
-    std::vector<int64_t> done_ns(count_, 0);
-    absl::BlockingCounter pending(static_cast<int>(subset.size()));
-    struct Call {
-      grpc::ClientContext ctx;
-      Req req;
-      Resp resp;
-    };
-    for (int i : subset) {
-      auto call = std::make_shared<Call>();
-      call->req.set_task_id(first_ + i);
-      call->req.set_incarnation(incarnations_[i]);
-      prepare(i, first_ + i, &call->req);
-      AddToken(&call->ctx, token_);
-      call->ctx.set_deadline(ToChronoDeadline(kCallTimeout));
-      call->ctx.set_wait_for_ready(true);
-      invoke(stubs_[i % stubs_.size()]->async(), &call->ctx, &call->req, &call->resp,
-             [&, call, i](grpc::Status s) {
-               if (!s.ok()) {
-                 std::fprintf(stderr, "coord-bench worker: task %d: %s\n", first_ + i,
-                              s.error_message().c_str());
-                 std::_Exit(1);
-               }
-               check(first_ + i, call->resp);
-               done_ns[i] = NowNs();
-               pending.DecrementCount();
-             });
-    }
-    pending.Wait();
-    return done_ns;
-  }
-
   // Opens one Session stream per task (each simulated task is its own agent).
   void OpenSessions() {
     for (int i = 0; i < count_; ++i) {
@@ -149,17 +110,35 @@ class Worker {
     return done_ns;
   }
 
+  // Registers every task (one unary call each) and waits for all; returns the completion times
+  // (ns).
   std::vector<int64_t> Register() {
-    return ForAll<pb::RegisterTaskRequest, pb::RegisterTaskResponse>(
-        [&](int, int, pb::RegisterTaskRequest* r) {
-          r->set_num_tasks(num_tasks_);
-          r->set_hostname("bench");
-          r->set_pid(getpid());
-        },
-        [](auto* a, auto* c, auto* q, auto* r, auto cb) { a->RegisterTask(c, q, r, cb); },
-        [](int, const pb::RegisterTaskResponse&) {});
+    using Async = pb::CoordinationService::StubInterface::async_interface;
+    std::vector<int64_t> done_ns(count_, 0);
+    absl::BlockingCounter pending(count_);
+    for (int i = 0; i < count_; ++i) {
+      pb::RegisterTaskRequest req;
+      req.set_task_id(first_ + i);
+      req.set_incarnation(incarnations_[i]);
+      req.set_num_tasks(num_tasks_);
+      req.set_hostname("bench");
+      req.set_pid(getpid());
+      UnaryCall(stubs_[i % stubs_.size()]->async(), &Async::RegisterTask, std::move(req),
+                UnaryCallOptions{token_, kCallTimeout},
+                std::function<void(absl::Status, pb::RegisterTaskResponse)>(
+                    [&, i](absl::Status s, pb::RegisterTaskResponse) {
+                      if (!s.ok()) {
+                        std::fprintf(stderr, "coord-bench worker: task %d: %s\n", first_ + i,
+                                     std::string(s.message()).c_str());
+                        std::_Exit(1);
+                      }
+                      done_ns[i] = NowNs();
+                      pending.DecrementCount();
+                    }));
+    }
+    pending.Wait();
+    return done_ns;
   }
-
 
   const std::string& token() const { return token_; }
   int count() const { return count_; }

@@ -35,6 +35,20 @@ absl::StatusOr<int> RequiredInt(const std::optional<int>& given, const char* var
 
 }  // namespace
 
+absl::Status ParseTimeoutFlags(const TimeoutFlags& flags, JobSettingsOverrides* given) {
+  for (auto [flag, out, name] :
+       {std::tuple{&flags.initialization, &given->initialization_timeout,
+                   "--initialization-timeout"},
+        std::tuple{&flags.heartbeat, &given->heartbeat_timeout, "--heartbeat-timeout"},
+        std::tuple{&flags.shutdown, &given->shutdown_timeout, "--shutdown-timeout"}}) {
+    if (flag->empty()) continue;
+    absl::StatusOr<absl::Duration> d = env::ParseDuration(*flag);
+    if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", d.status().message()));
+    *out = *d;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobTimeouts> ResolveJobTimeouts(const JobSettingsOverrides& given) {
   JobTimeouts t;
   for (auto [out, value, variable, fallback] :

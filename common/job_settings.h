@@ -49,6 +49,16 @@ struct JobSettings {
   std::string token;  // Empty: no authentication.
 };
 
+// The timeout flags the binaries share (--initialization-timeout, --heartbeat-timeout,
+// --shutdown-timeout), as written on the command line; empty: not given.
+struct TimeoutFlags {
+  std::string initialization;
+  std::string heartbeat;
+  std::string shutdown;
+};
+// Parses the given ones into `given`. InvalidArgument naming the flag when one is malformed.
+absl::Status ParseTimeoutFlags(const TimeoutFlags& flags, JobSettingsOverrides* given);
+
 // The three timeouts alone, for launchers that pass them on (cohort-run). InvalidArgument naming
 // the variable when one is malformed.
 absl::StatusOr<JobTimeouts> ResolveJobTimeouts(const JobSettingsOverrides& given);

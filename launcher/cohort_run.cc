@@ -22,7 +22,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -45,10 +44,8 @@ struct Flags {
   std::string job_name = "local";
   std::string work_dir;
   std::string sidecar;
-  // Empty: from the environment (COHORT_*_TIMEOUT), else the defaults of common/job_settings.h.
-  std::string heartbeat_timeout;
-  std::string initialization_timeout;
-  std::string shutdown_timeout;
+  // Unset: from the environment (COHORT_*_TIMEOUT), else the defaults of common/job_settings.h.
+  TimeoutFlags timeouts;
   std::string grace_period = "10s";
   bool verbose = false;
   bool standalone = false;
@@ -92,14 +89,14 @@ int Run(int argc, char** argv) {
   app.add_option("--work-dir", f.work_dir,
                  "Where sockets and the job token go (default: a fresh temporary directory)");
   app.add_option("--sidecar", f.sidecar, "cohort-sidecar binary (default: beside cohort-run)");
-  app.add_option("--heartbeat-timeout", f.heartbeat_timeout,
+  app.add_option("--heartbeat-timeout", f.timeouts.heartbeat,
                  absl::StrCat("A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, "
                               "default ", absl::FormatDuration(kDefaultHeartbeatTimeout), ")"));
-  app.add_option("--initialization-timeout", f.initialization_timeout,
+  app.add_option("--initialization-timeout", f.timeouts.initialization,
                  absl::StrCat("How long ranks may take to join (env "
                               "COHORT_INITIALIZATION_TIMEOUT, default ",
                               absl::FormatDuration(kDefaultInitializationTimeout), ")"));
-  app.add_option("--shutdown-timeout", f.shutdown_timeout,
+  app.add_option("--shutdown-timeout", f.timeouts.shutdown,
                  absl::StrCat("Bound on the shutdown barrier (env COHORT_SHUTDOWN_TIMEOUT, "
                               "default ", absl::FormatDuration(kDefaultShutdownTimeout), ")"));
   app.add_option("--grace-period", f.grace_period,
@@ -124,18 +121,9 @@ int Run(int argc, char** argv) {
     return 2;
   }
   JobSettingsOverrides given;
-  for (auto [flag, out, name] :
-       {std::tuple{&f.initialization_timeout, &given.initialization_timeout,
-                   "--initialization-timeout"},
-        std::tuple{&f.heartbeat_timeout, &given.heartbeat_timeout, "--heartbeat-timeout"},
-        std::tuple{&f.shutdown_timeout, &given.shutdown_timeout, "--shutdown-timeout"}}) {
-    if (flag->empty()) continue;
-    absl::StatusOr<absl::Duration> d = env::ParseDuration(*flag);
-    if (!d.ok()) {
-      std::cerr << "cohort-run: " << name << ": " << d.status().message() << "\n";
-      return 2;
-    }
-    *out = *d;
+  if (absl::Status s = ParseTimeoutFlags(f.timeouts, &given); !s.ok()) {
+    std::cerr << "cohort-run: " << s.message() << "\n";
+    return 2;
   }
   absl::StatusOr<JobTimeouts> timeouts = ResolveJobTimeouts(given);
   if (!timeouts.ok()) {

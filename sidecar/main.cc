@@ -17,7 +17,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
@@ -56,9 +55,7 @@ struct Flags {
   std::string http_address = "0.0.0.0";
   int http_port = 9400;
   std::string http_port_file;
-  std::string initialization_timeout;
-  std::string heartbeat_timeout;
-  std::string shutdown_timeout;
+  TimeoutFlags timeouts;
   size_t per_rank_metrics_limit = 4096;
 };
 
@@ -95,14 +92,14 @@ int Run(int argc, char** argv) {
   app.add_option("--http-port", f.http_port, "Port of /metrics, /healthz, /readyz; 0 picks one")
       ->capture_default_str();
   app.add_option("--http-port-file", f.http_port_file, "Write the chosen HTTP port here");
-  app.add_option("--initialization-timeout", f.initialization_timeout,
+  app.add_option("--initialization-timeout", f.timeouts.initialization,
                  absl::StrCat("How long ranks may take to register (env "
                               "COHORT_INITIALIZATION_TIMEOUT, default ",
                               absl::FormatDuration(kDefaultInitializationTimeout), ")"));
-  app.add_option("--heartbeat-timeout", f.heartbeat_timeout,
+  app.add_option("--heartbeat-timeout", f.timeouts.heartbeat,
                  absl::StrCat("A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, "
                               "default ", absl::FormatDuration(kDefaultHeartbeatTimeout), ")"));
-  app.add_option("--shutdown-timeout", f.shutdown_timeout,
+  app.add_option("--shutdown-timeout", f.timeouts.shutdown,
                  absl::StrCat("Bound on the shutdown barrier, and on how long rank 0 keeps the "
                               "service up for slower ranks (env COHORT_SHUTDOWN_TIMEOUT, default ",
                               absl::FormatDuration(kDefaultShutdownTimeout), ")"));
@@ -121,15 +118,8 @@ int Run(int argc, char** argv) {
   if (f.num_processes != kUnset) given.num_processes = f.num_processes;
   if (!f.coordinator_address.empty()) given.coordinator_address = f.coordinator_address;
   if (!f.token_file.empty()) given.token_file = f.token_file;
-  for (auto [flag, out, name] :
-       {std::tuple{&f.initialization_timeout, &given.initialization_timeout,
-                   "--initialization-timeout"},
-        std::tuple{&f.heartbeat_timeout, &given.heartbeat_timeout, "--heartbeat-timeout"},
-        std::tuple{&f.shutdown_timeout, &given.shutdown_timeout, "--shutdown-timeout"}}) {
-    if (flag->empty()) continue;
-    absl::StatusOr<absl::Duration> d = env::ParseDuration(*flag);
-    if (!d.ok()) return Fail(absl::StrCat(name, ": ", d.status().message()));
-    *out = *d;
+  if (absl::Status s = ParseTimeoutFlags(f.timeouts, &given); !s.ok()) {
+    return Fail(std::string(s.message()));
   }
   absl::StatusOr<JobSettings> settings = ResolveJobSettings(given);
   if (!settings.ok()) return Fail(std::string(settings.status().message()));

@@ -1,7 +1,5 @@
 #include "operator/reconciler/job_decision.h"
 
-#include "operator/reconciler/children.h"
-
 #include <string.h>
 
 #include <algorithm>
@@ -10,6 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/backoff.h"
+#include "operator/reconciler/children.h"
 
 namespace cohort::op {
 namespace {
@@ -111,9 +111,7 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
 }
 
 absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {
-  absl::Duration d = spec.restart_backoff;
-  for (int32_t i = 1; i < restart && d < kMaxBackoff; ++i) d *= 2;
-  return std::min(d, kMaxBackoff);
+  return DoublingDelay(spec.restart_backoff, kMaxBackoff, restart);
 }
 
 const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type) {

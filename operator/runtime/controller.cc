@@ -1,6 +1,7 @@
 #include "operator/runtime/controller.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/backoff.h"
 #include "common/log.h"
 #include "operator/reconciler/children.h"
 
@@ -10,9 +11,7 @@ namespace {
 using json = nlohmann::json;
 
 absl::Duration FailureBackoff(int failures) {
-  absl::Duration d = absl::Milliseconds(5);
-  for (int i = 1; i < failures && d < absl::Minutes(5); ++i) d *= 2;
-  return std::min(d, absl::Minutes(5));
+  return DoublingDelay(absl::Milliseconds(5), absl::Minutes(5), failures);
 }
 
 }  // namespace

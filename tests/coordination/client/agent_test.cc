@@ -4,6 +4,7 @@
 #include "coordination/client/agent.h"
 
 #include <atomic>
+#include <deque>
 #include <future>
 #include <memory>
 #include <thread>
@@ -56,6 +57,7 @@ class AgentTest : public ::testing::Test {
   }
 
   // An agent for `task`; its stub stays reachable through stubs_[task].
+  // Its heartbeat timeout is 4 s by default: it heartbeats every 1 s.
   std::unique_ptr<Agent> MakeAgent(int task, absl::Duration heartbeat_timeout = absl::Seconds(4)) {
     AgentOptions options;
     options.coordinator_address = "coordinator.test:8476";
@@ -69,12 +71,18 @@ class AgentTest : public ::testing::Test {
     return std::make_unique<Agent>(options, std::move(stub), &clock_);
   }
 
-  // Connects every agent at once (registration completes when all are there).
-  void ConnectAll(std::vector<std::unique_ptr<Agent>>& agents, std::vector<Events>& events) {
+  // Makes an agent for each of the service's tasks and connects them all at once (registration
+  // completes when all are there); their events collect in events_.
+  void JoinAll() {
+    const int n = service_->config().num_tasks;
+    for (int t = 0; t < n; ++t) {
+      agents_.push_back(MakeAgent(t));
+      events_.emplace_back();
+    }
     std::vector<std::future<absl::Status>> connected;
-    for (size_t i = 0; i < agents.size(); ++i) {
-      connected.push_back(std::async(std::launch::async, [&, i] {
-        return agents[i]->Connect(events[i].callback());
+    for (int t = 0; t < n; ++t) {
+      connected.push_back(std::async(std::launch::async, [this, t] {
+        return agents_[t]->Connect(events_[t].callback());
       }));
     }
     for (auto& c : connected) ASSERT_TRUE(c.get().ok());
@@ -94,6 +102,8 @@ class AgentTest : public ::testing::Test {
   std::unique_ptr<CoordinationService> service_;
   std::unique_ptr<CoordinationRpcHandler> handler_;
   std::vector<InProcessStub*> stubs_;
+  std::deque<Events> events_;
+  std::vector<std::unique_ptr<Agent>> agents_;  // Last: destroyed first.
 };
 
 template <typename T>
@@ -105,56 +115,48 @@ T Wait(std::function<void(std::function<void(T)>)> call) {
 
 TEST_F(AgentTest, Connect_EveryTaskRegisters_KeyValueAndReusableBarrierWork) {
   StartService(2);
-  std::vector<std::unique_ptr<Agent>> agents;
-  agents.push_back(MakeAgent(0));
-  agents.push_back(MakeAgent(1));
-  std::vector<Events> events(2);
-  ConnectAll(agents, events);
-  EXPECT_TRUE(agents[0]->connected());
+  JoinAll();
+  EXPECT_TRUE(agents_[0]->connected());
   EXPECT_EQ(service_->GetSnapshot().tasks[1].state, TaskState::kConnected);
 
   EXPECT_TRUE(Wait<absl::Status>([&](auto done) {
-                agents[0]->InsertKeyValue("addr/0", "10.0.0.1", false, done);
+                agents_[0]->InsertKeyValue("addr/0", "10.0.0.1", false, done);
               }).ok());
   absl::StatusOr<std::string> v = Wait<absl::StatusOr<std::string>>(
-      [&](auto done) { agents[1]->GetKeyValue("addr/0", absl::Seconds(5), done); });
+      [&](auto done) { agents_[1]->GetKeyValue("addr/0", absl::Seconds(5), done); });
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, "10.0.0.1");
   absl::StatusOr<KeyValueEntries> dir = Wait<absl::StatusOr<KeyValueEntries>>(
-      [&](auto done) { agents[1]->GetKeyValueDir("addr", done); });
+      [&](auto done) { agents_[1]->GetKeyValueDir("addr", done); });
   ASSERT_TRUE(dir.ok());
   EXPECT_EQ(*dir, (KeyValueEntries{{"addr/0", "10.0.0.1"}}));
   EXPECT_EQ(*Wait<absl::StatusOr<int64_t>>(
-                [&](auto done) { agents[0]->IncrementKeyValue("count", 5, done); }),
+                [&](auto done) { agents_[0]->IncrementKeyValue("count", 5, done); }),
             5);
 
   // The same id three times: each call carries the next counter and joins the next instance.
   for (int round = 0; round < 3; ++round) {
     std::promise<absl::Status> first;
-    agents[0]->Barrier("step", absl::Seconds(10), {},
+    agents_[0]->Barrier("step", absl::Seconds(10), {},
                        [&first](absl::Status s) { first.set_value(s); });
     EXPECT_TRUE(Wait<absl::Status>([&](auto done) {
-                  agents[1]->Barrier("step", absl::Seconds(10), {}, done);
+                  agents_[1]->Barrier("step", absl::Seconds(10), {}, done);
                 }).ok());
     EXPECT_TRUE(first.get_future().get().ok()) << "round " << round;
   }
-  EXPECT_EQ(events[0].size(), 0u);
+  EXPECT_EQ(events_[0].size(), 0u);
 }
 
 TEST_F(AgentTest, Barrier_SameIdWhileWaiting_FailedPrecondition) {
   StartService(2);
-  std::vector<std::unique_ptr<Agent>> agents;
-  agents.push_back(MakeAgent(0));
-  agents.push_back(MakeAgent(1));
-  std::vector<Events> events(2);
-  ConnectAll(agents, events);
+  JoinAll();
   std::promise<absl::Status> waiting;
-  agents[0]->Barrier("b", absl::Seconds(10), {}, [&](absl::Status s) { waiting.set_value(s); });
+  agents_[0]->Barrier("b", absl::Seconds(10), {}, [&](absl::Status s) { waiting.set_value(s); });
   absl::Status again = Wait<absl::Status>(
-      [&](auto done) { agents[0]->Barrier("b", absl::Seconds(10), {}, done); });
+      [&](auto done) { agents_[0]->Barrier("b", absl::Seconds(10), {}, done); });
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.message(), HasSubstr("already in progress"));
-  EXPECT_TRUE(Wait<absl::Status>([&](auto done) { agents[0]->CancelBarrier("b", done); }).ok());
+  EXPECT_TRUE(Wait<absl::Status>([&](auto done) { agents_[0]->CancelBarrier("b", done); }).ok());
   EXPECT_EQ(waiting.get_future().get().code(), absl::StatusCode::kCancelled);
 }
 
@@ -199,10 +201,7 @@ TEST_F(AgentTest, Cancel_DuringConnect_WithdrawsTheRegistration) {
 
 TEST_F(AgentTest, Heartbeat_TransientErrorsTolerated_ThenServiceLostReportedOnce) {
   StartService(1, absl::Minutes(10));  // The service itself never times the task out here.
-  std::vector<std::unique_ptr<Agent>> agents;
-  agents.push_back(MakeAgent(0, absl::Seconds(4)));  // Heartbeats every 1 s.
-  std::vector<Events> events(1);
-  ConnectAll(agents, events);
+  JoinAll();
   HeartbeatRounds(2, absl::Seconds(1));
   clock_.AwaitWaiters(1);
   EXPECT_EQ(stubs_[0]->heartbeats(), 2);
@@ -210,41 +209,35 @@ TEST_F(AgentTest, Heartbeat_TransientErrorsTolerated_ThenServiceLostReportedOnce
   stubs_[0]->FailHeartbeats(absl::UnavailableError("connection reset"));
   HeartbeatRounds(4, absl::Seconds(1));  // 4 s without a success: still tolerated.
   clock_.AwaitWaiters(1);
-  EXPECT_EQ(events[0].size(), 0u);
+  EXPECT_EQ(events_[0].size(), 0u);
   clock_.AwaitWaiters(1);
   clock_.Advance(absl::Seconds(1));  // 5 s: past the heartbeat timeout.
-  events[0].first.WaitForNotification();
-  TaskFailure f = events[0].failure();
+  events_[0].first.WaitForNotification();
+  TaskFailure f = events_[0].failure();
   EXPECT_EQ(f.cause, FailureCause::kServiceUnreachable);
   EXPECT_THAT(f.message, HasSubstr("no heartbeat succeeded for 4s"));
   EXPECT_THAT(f.message, HasSubstr("connection reset"));
   // The heartbeat loop ended: nothing waits on the clock any more, and no second event comes.
-  agents[0]->Cancel();
-  EXPECT_EQ(events[0].size(), 1u);
+  agents_[0]->Cancel();
+  EXPECT_EQ(events_[0].size(), 1u);
 }
 
 TEST_F(AgentTest, Heartbeat_ServiceRestarted_ReportsTheJobStateLost) {
   StartService(1);
-  std::vector<std::unique_ptr<Agent>> agents;
-  agents.push_back(MakeAgent(0));
-  std::vector<Events> events(1);
-  ConnectAll(agents, events);
+  JoinAll();
   stubs_[0]->ReportServiceIncarnation(12345);
   clock_.AwaitWaiters(1);
   clock_.Advance(absl::Seconds(1));
-  events[0].first.WaitForNotification();
-  EXPECT_EQ(events[0].failure().cause, FailureCause::kServiceUnreachable);
-  EXPECT_THAT(events[0].failure().message, HasSubstr("restarted"));
+  events_[0].first.WaitForNotification();
+  EXPECT_EQ(events_[0].failure().cause, FailureCause::kServiceUnreachable);
+  EXPECT_THAT(events_[0].failure().message, HasSubstr("restarted"));
 }
 
 TEST_F(AgentTest, ServiceLost_WaitingCallsFailAtOnceWithUnavailable) {
   StartService(1, absl::Minutes(10));
-  std::vector<std::unique_ptr<Agent>> agents;
-  agents.push_back(MakeAgent(0, absl::Seconds(4)));
-  std::vector<Events> events(1);
-  ConnectAll(agents, events);
+  JoinAll();
   std::promise<absl::StatusOr<std::string>> get;
-  agents[0]->GetKeyValue("never-set", absl::Minutes(10),
+  agents_[0]->GetKeyValue("never-set", absl::Minutes(10),
                          [&](absl::StatusOr<std::string> v) { get.set_value(std::move(v)); });
   stubs_[0]->FailHeartbeats(absl::UnavailableError("connection refused"));
   HeartbeatRounds(5, absl::Seconds(1));
@@ -255,34 +248,27 @@ TEST_F(AgentTest, ServiceLost_WaitingCallsFailAtOnceWithUnavailable) {
 
 TEST_F(AgentTest, JobFailure_DeliveredOnceWithTheFailedRank) {
   StartService(2);
-  std::vector<std::unique_ptr<Agent>> agents;
-  agents.push_back(MakeAgent(0));
-  agents.push_back(MakeAgent(1));
-  std::vector<Events> events(2);
-  ConnectAll(agents, events);
+  JoinAll();
   EXPECT_TRUE(Wait<absl::Status>([&](auto done) {
-                agents[1]->ReportError(FailureCause::kReportedError, "bad batch", done);
+                agents_[1]->ReportError(FailureCause::kReportedError, "bad batch", done);
               }).ok());
-  events[0].first.WaitForNotification();
-  TaskFailure f = events[0].failure();
+  events_[0].first.WaitForNotification();
+  TaskFailure f = events_[0].failure();
   EXPECT_EQ(f.task, 1);
   EXPECT_EQ(f.cause, FailureCause::kReportedError);
   EXPECT_THAT(f.message, HasSubstr("bad batch"));
-  EXPECT_TRUE(agents[0]->job_failed());
+  EXPECT_TRUE(agents_[0]->job_failed());
 }
 
 TEST_F(AgentTest, Destructor_WaitsForEveryCallInFlightEvenPastAnyTimeout) {
   StartService(1);
-  std::vector<std::unique_ptr<Agent>> agents;
-  agents.push_back(MakeAgent(0));
-  std::vector<Events> events(1);
-  ConnectAll(agents, events);
+  JoinAll();
   InProcessStub* stub = stubs_[0];
   stub->HoldShutdowns();  // A transport that is slow to complete, even once cancelled.
   std::atomic<int> callbacks{0};
   absl::Notification answered;
   absl::Status answer;
-  agents[0]->Shutdown([&](absl::Status s) {
+  agents_[0]->Shutdown([&](absl::Status s) {
     answer = s;
     ++callbacks;
     answered.Notify();
@@ -291,7 +277,7 @@ TEST_F(AgentTest, Destructor_WaitsForEveryCallInFlightEvenPastAnyTimeout) {
 
   std::atomic<bool> destroyed{false};
   std::thread destroyer([&] {
-    agents[0].reset();
+    agents_[0].reset();
     destroyed = true;
   });
   // The program hears at once that its call is over...

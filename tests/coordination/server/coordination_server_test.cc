@@ -11,6 +11,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "common/grpc_util.h"
 #include "coordination/client/session_client.h"
+#include "tests/coordination/server/loopback_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,19 +23,13 @@ using ::testing::HasSubstr;
 class CoordinationServerTest : public ::testing::Test {
  protected:
   void Start(int tasks) {
-    ServerOptions options;
-    options.listen_address = "127.0.0.1:0";
-    options.service.num_tasks = tasks;
-    options.token = "the-token";
-    auto server = CoordinationServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    stub_ = pb::CoordinationService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                            grpc::InsecureChannelCredentials()));
+    loopback_.Start(tasks);
+    server_ = loopback_.server.get();
+    stub_ = loopback_.stub.get();
   }
-  std::unique_ptr<CoordinationServer> server_;
-  std::unique_ptr<pb::CoordinationService::Stub> stub_;
+  testing::LoopbackServer loopback_;
+  CoordinationServer* server_ = nullptr;
+  pb::CoordinationService::Stub* stub_ = nullptr;
 };
 
 TEST_F(CoordinationServerTest, WrongOrMissingToken_UnauthenticatedAndNothingChanges) {
@@ -86,16 +81,7 @@ TEST_F(CoordinationServerTest, WrongOrMissingToken_UnauthenticatedAndNothingChan
 // waited, and two at once could both join the checker thread.)
 TEST_F(CoordinationServerTest, StopFromTwoThreads_TheSecondWaitsAndReturnsTheFirstsResult) {
   Start(1);
-  {
-    grpc::ClientContext ctx;
-    AddToken(&ctx, "the-token");
-    pb::RegisterTaskRequest reg;
-    reg.set_task_id(0);
-    reg.set_incarnation(7);
-    reg.set_num_tasks(1);
-    pb::RegisterTaskResponse resp;
-    ASSERT_TRUE(stub_->RegisterTask(&ctx, reg, &resp).ok());
-  }
+  ASSERT_TRUE(loopback_.Register(0, 7, 1).ok());
   std::future<bool> first =
       std::async(std::launch::async, [&] { return server_->Stop(absl::Seconds(1)); });
   server_->stopping().WaitForNotification();
@@ -123,17 +109,8 @@ absl::Status CallAndWait(coordination::SessionClient& session, pb::SessionReques
 
 TEST_F(CoordinationServerTest, Session_CallsAsMessagesWithTheirOwnSemantics) {
   Start(1);
-  {
-    grpc::ClientContext ctx;
-    AddToken(&ctx, "the-token");
-    pb::RegisterTaskRequest reg;
-    reg.set_task_id(0);
-    reg.set_incarnation(7);
-    reg.set_num_tasks(1);
-    pb::RegisterTaskResponse resp;
-    ASSERT_TRUE(stub_->RegisterTask(&ctx, reg, &resp).ok());
-  }
-  coordination::SessionClient session(stub_.get(), "the-token");
+  ASSERT_TRUE(loopback_.Register(0, 7, 1).ok());
+  coordination::SessionClient session(stub_, "the-token");
   pb::SessionRequest set;
   set.mutable_insert_key_value()->set_incarnation(7);
   set.mutable_insert_key_value()->mutable_kv()->set_key("k");
@@ -159,7 +136,7 @@ TEST_F(CoordinationServerTest, Session_CallsAsMessagesWithTheirOwnSemantics) {
 
 TEST_F(CoordinationServerTest, Session_WrongToken_Unauthenticated) {
   Start(1);
-  coordination::SessionClient session(stub_.get(), "wrong");
+  coordination::SessionClient session(stub_, "wrong");
   pb::SessionRequest set;
   set.mutable_insert_key_value()->mutable_kv()->set_key("k");
   absl::Status s = CallAndWait(session, set);

@@ -13,6 +13,7 @@
 #include "coordination/client/session_client.h"
 #include "coordination/core/key_value_store.h"
 #include "coordination/server/coordination_server.h"
+#include "tests/coordination/server/loopback_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,24 +29,10 @@ constexpr Incarnation kIncarnation = 7;
 class ProtocolLimitsTest : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
-    ServerOptions options;
-    options.listen_address = "127.0.0.1:0";
-    options.service.num_tasks = 1;
-    options.token = "the-token";
-    auto server = CoordinationServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    stub_ = pb::CoordinationService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                            grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    AddToken(&ctx, "the-token");
-    pb::RegisterTaskRequest reg;
-    reg.set_task_id(0);
-    reg.set_incarnation(kIncarnation);
-    reg.set_num_tasks(1);
-    pb::RegisterTaskResponse resp;
-    ASSERT_TRUE(stub_->RegisterTask(&ctx, reg, &resp).ok());
+    loopback_.Start(1);
+    server_ = loopback_.server.get();
+    stub_ = loopback_.stub.get();
+    ASSERT_TRUE(loopback_.Register(0, kIncarnation, 1).ok());
   }
 
   // Sends one insert the way the test's path goes; returns its status.
@@ -90,7 +77,7 @@ class ProtocolLimitsTest : public ::testing::TestWithParam<Path> {
 
   std::future<std::pair<absl::Status, int>> OnSession(pb::SessionRequest call,
                                                       const std::string& token) {
-    sessions_.push_back(std::make_unique<SessionClient>(stub_.get(), token));
+    sessions_.push_back(std::make_unique<SessionClient>(stub_, token));
     auto result = std::make_shared<std::promise<std::pair<absl::Status, int>>>();
     sessions_.back()->Call(std::move(call), [result](absl::Status s, pb::SessionResponse& r) {
       result->set_value({s, r.get_key_value_dir().kvs_size()});
@@ -98,8 +85,9 @@ class ProtocolLimitsTest : public ::testing::TestWithParam<Path> {
     return result->get_future();
   }
 
-  std::unique_ptr<CoordinationServer> server_;
-  std::unique_ptr<pb::CoordinationService::Stub> stub_;
+  testing::LoopbackServer loopback_;
+  CoordinationServer* server_ = nullptr;
+  pb::CoordinationService::Stub* stub_ = nullptr;
   std::vector<std::unique_ptr<SessionClient>> sessions_;
 };
 
