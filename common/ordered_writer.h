@@ -29,12 +29,13 @@ class OrderedWriter {
     return &queue_.front();
   }
 
+  // The message whose write is in flight, or nullptr: the owner may take from it what must be
+  // released outside its mutex before WriteDone drops it.
+  Msg* in_flight() { return writing_ ? &queue_.front() : nullptr; }
+
   // The write in flight completed (OnWriteDone with ok). Returns the next message to write, or
-  // nullptr when the queue is empty and the writer idle. With `written`, the message just sent
-  // is moved there, so that the owner can destroy it (and release what it holds) after
-  // unlocking.
-  [[nodiscard]] const Msg* WriteDone(Msg* written = nullptr) {
-    if (written != nullptr) *written = std::move(queue_.front());
+  // nullptr when the queue is empty and the writer idle.
+  [[nodiscard]] const Msg* WriteDone() {
     queue_.pop_front();
     if (queue_.empty()) {
       writing_ = false;

@@ -91,12 +91,18 @@ uint64_t Agent::BeginCall(std::function<void(absl::Status)> fail, bool even_when
   if (stopping_ && !even_when_stopping) return 0;
   uint64_t id = ++last_call_;
   waiting_calls_.emplace(id, std::move(fail));
+  ++stub_calls_;  // The call goes to the stub next; EndStubCall() follows its completion.
   return id;
 }
 
 bool Agent::TakeCall(uint64_t id) {
   absl::MutexLock lock(&mu_);
   return waiting_calls_.erase(id) > 0;
+}
+
+void Agent::EndStubCall() {
+  absl::MutexLock lock(&mu_);
+  --stub_calls_;
 }
 
 void Agent::FailCalls(const absl::Status& status) {
@@ -139,10 +145,10 @@ void Agent::OnStub(void (CoordinationStub::*method)(const Req&, Resp*, StubCallb
     return;
   }
   auto response = std::make_shared<Resp>();
-  (stub_.get()->*method)(request, response.get(),
-                         CountStubCall([this, id, user, response](absl::Status s) {
-                           if (TakeCall(id)) (*user)(std::move(s), *response);
-                         }));
+  (stub_.get()->*method)(request, response.get(), [this, id, user, response](absl::Status s) {
+    if (TakeCall(id)) (*user)(std::move(s), *response);
+    EndStubCall();
+  });
 }
 
 template <typename Req, typename Resp>
@@ -160,9 +166,10 @@ void Agent::OnStubWithTimeout(void (CoordinationStub::*method)(const Req&, Resp*
   }
   auto response = std::make_shared<Resp>();
   (stub_.get()->*method)(request, response.get(), timeout,
-                         CountStubCall([this, id, user, response](absl::Status s) {
+                         [this, id, user, response](absl::Status s) {
                            if (TakeCall(id)) (*user)(std::move(s));
-                         }));
+                           EndStubCall();
+                         });
 }
 
 template <typename Req, typename Resp>

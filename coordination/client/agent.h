@@ -104,10 +104,12 @@ class Agent final : public JobClient {
   using StubCallback = CoordinationStub::StatusCallback;
 
   // Registers a call that waits for its answer; `fail` completes it early (service lost, agent
-  // stopping). Returns 0 when the agent refuses new calls.
+  // stopping). Returns 0 when the agent refuses new calls; otherwise the call counts as one on
+  // the stub until EndStubCall().
   uint64_t BeginCall(std::function<void(absl::Status)> fail, bool even_when_stopping);
   // Whether call `id` was still waiting (then the caller completes it) and forgets it.
   bool TakeCall(uint64_t id);
+  void EndStubCall();
   // Completes every waiting call with `status`.
   void FailCalls(const absl::Status& status);
   // Wraps a completion of a call on the stub, so that the destructor can wait for it.

@@ -42,14 +42,16 @@ class SessionReactor final
   }
 
   void OnWriteDone(bool ok) override {
-    Reply written;  // Destroyed after unlocking: its charge goes back to the reply budget.
+    // Released after unlocking: a release may run waiting directory reads, which take the lock.
+    ReplyBudget::Charge sent;
     std::deque<Reply> dropped;
     const Reply* next = nullptr;
     bool finish = false;
     {
       absl::MutexLock lock(&outbox_->mu);
       if (ok) {
-        next = outbox_->writer.WriteDone(&written);
+        sent = std::move(outbox_->writer.in_flight()->charge);
+        next = outbox_->writer.WriteDone();
       } else {
         dropped = outbox_->writer.Clear();
       }
