@@ -112,11 +112,20 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
   }
   if (config_.restart_attempt && args.restart_attempt &&
       *config_.restart_attempt != *args.restart_attempt) {
-    reply(absl::FailedPreconditionError(absl::StrFormat(
-        "rank %d (%s pid %d) belongs to restart attempt %d of the job, but this coordination "
-        "service runs attempt %d: it is a leftover of another attempt; stop it (its "
-        "COHORT_RESTART_ATTEMPT must match the coordinator's)",
-        args.task, args.hostname, args.pid, *args.restart_attempt, *config_.restart_attempt)));
+    if (*args.restart_attempt < *config_.restart_attempt) {
+      reply(absl::FailedPreconditionError(absl::StrFormat(
+          "rank %d (%s pid %d) belongs to restart attempt %d of the job, but this coordination "
+          "service runs attempt %d: it is a leftover of an earlier attempt and must stop (its "
+          "COHORT_RESTART_ATTEMPT must match the coordinator's)",
+          args.task, args.hostname, args.pid, *args.restart_attempt, *config_.restart_attempt)));
+    } else {
+      // The caller is of a newer gang and reached the previous gang's service, still draining
+      // at the same address: its own will be there shortly, so the caller retries.
+      reply(absl::UnavailableError(absl::StrFormat(
+          "this coordination service runs restart attempt %d of the job, an earlier one than rank "
+          "%d's attempt %d; waiting for attempt %d's service",
+          *config_.restart_attempt, args.task, *args.restart_attempt, *args.restart_attempt)));
+    }
     return 0;
   }
   if (job_failure_) {

@@ -91,8 +91,9 @@ class CoordinationService {
 
   // Joins the connect barrier; `done` gets OK once all tasks registered. Errors:
   // InvalidArgument (task out of range, job-size mismatch), FailedPrecondition (the task belongs
-  // to another restart attempt of the gang), AlreadyExists (another live process holds the
-  // rank), DeadlineExceeded (not all registered within register_timeout), Aborted (the job
+  // to an earlier restart attempt of the gang), Unavailable (this service belongs to an earlier
+  // attempt than the task: the task's own service is yet to come, retry), AlreadyExists
+  // (another live process holds the rank), DeadlineExceeded (not all registered within register_timeout), Aborted (the job
   // failed, or the task restarted after the job started).
   OpId RegisterTask(const RegisterArgs& args, DoneCallback done);
   // Errors: InvalidArgument, FailedPrecondition (not connected), Aborted (restarted / job failed).

@@ -154,7 +154,7 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
 
   json job = cluster_->WaitForJob("default", "e2e-kill", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-kill");
-  EXPECT_EQ(StatusInt(job, "restarts"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-kill");
   EXPECT_EQ(StatusInt(job, "restartAttempt"), 1);
   EXPECT_EQ(StatusInt(job, "preemptions"), 0);
   EXPECT_THAT(Events(*cluster_, "e2e-kill"), HasSubstr("rank 1 (pod e2e-kill-1) exited with code 137"));

@@ -182,7 +182,7 @@ TEST_F(RpcHandlerTest, WatchJob_EventsArriveAsProtos) {
   EXPECT_THAT(events[0].task_failure().message(), HasSubstr("nan loss"));
 }
 
-TEST_F(RpcHandlerTest, RegisterFromAnotherRestartAttempt_Refused) {
+TEST_F(RpcHandlerTest, RegisterFromAnotherRestartAttempt_OlderRefusedNewerRetries) {
   ServiceConfig config;
   config.num_tasks = 1;
   config.restart_attempt = 3;
@@ -199,6 +199,13 @@ TEST_F(RpcHandlerTest, RegisterFromAnotherRestartAttempt_Refused) {
   EXPECT_EQ(stale.status->code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(stale.status->message(), HasSubstr("restart attempt 2"));
   EXPECT_THAT(stale.status->message(), HasSubstr("runs attempt 3"));
+  EXPECT_THAT(stale.status->message(), HasSubstr("leftover of an earlier attempt"));
+  // A task of a newer gang that reached this (older) service retries: its own is on the way.
+  req.set_restart_attempt(4);
+  Done early;
+  handler.RegisterTaskAsync(&req, &resp, early.callback());
+  EXPECT_EQ(early.status->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(early.status->message(), HasSubstr("waiting for attempt 4's service"));
   req.set_restart_attempt(3);
   Done current;
   handler.RegisterTaskAsync(&req, &resp, current.callback());
