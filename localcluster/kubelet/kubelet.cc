@@ -103,7 +103,7 @@ class Kubelet::PodWorker {
     if (!pod["metadata"].contains("deletionTimestamp")) return;
     int64_t grace = pod["metadata"].value("deletionGracePeriodSeconds", int64_t{30});
     if (Terminate(absl::Seconds(grace), /*remove=*/true)) {
-      client_->Delete(op::kPods, ns_, name_, 0).IgnoreError();  // Nothing runs any more.
+      DeleteOurPod();  // Nothing runs any more.
     }
   }
   // The pod object is gone: stop at once.
@@ -167,7 +167,7 @@ class Kubelet::PodWorker {
       remove = remove_;
       done_ = true;  // From now on Update() removes a deleted pod itself.
     }
-    if (remove) client_->Delete(op::kPods, ns_, name_, 0).IgnoreError();
+    if (remove) DeleteOurPod();
   }
 
   absl::Status Prepare() {
@@ -177,8 +177,9 @@ class Kubelet::PodWorker {
     }
     start_time_ = absl::Now();
     // A pod of the same name ran here before (a gang restart reuses names): its logs and
-    // volumes are not this pod's. Its worker finished before the API server let the name be
-    // reused.
+    // volumes are not this pod's. Its worker has usually finished before the API server let the
+    // name be reused; one that has not (its pod was removed at once) no longer writes the pod
+    // object (IsOurs).
     std::error_code ec;
     fs::remove_all(dir_, ec);
     fs::create_directories(dir_);
@@ -510,6 +511,9 @@ class Kubelet::PodWorker {
     for (int attempt = 0; attempt < 10; ++attempt) {
       absl::StatusOr<json> current = client_->Get(op::kPods, ns_, name_);
       if (!current.ok()) return;
+      // A gang restart reuses pod names: once this worker's pod is gone, the name may already
+      // belong to its successor, whose status is not this worker's to write.
+      if (!IsOurs(*current)) return;
       json status = current->value("status", json::object());
       json conditions = ours;
       for (const json& c : status.value("conditions", json::array())) {
@@ -545,6 +549,15 @@ class Kubelet::PodWorker {
       if (written.ok() || !absl::IsAborted(written.status())) return;
       // Someone else wrote the pod meanwhile (an eviction): read it again.
     }
+  }
+
+  bool IsOurs(const json& pod) const {
+    return pod["metadata"].value("uid", "") == pod_["metadata"].value("uid", "");
+  }
+  // Removes this worker's pod object, and never a successor that took its name.
+  void DeleteOurPod() {
+    absl::StatusOr<json> current = client_->Get(op::kPods, ns_, name_);
+    if (current.ok() && IsOurs(*current)) client_->Delete(op::kPods, ns_, name_, 0).IgnoreError();
   }
 
   static inline const op::Resource kConfigMaps{"", "v1", "configmaps"};
