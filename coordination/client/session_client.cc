@@ -32,9 +32,12 @@ void SessionClient::Call(pb::SessionRequest req, Done done) {
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    if (broken_) {
-      refused = end_status_.ok() ? absl::UnavailableError("the session stream closed")
-                                 : end_status_;
+    if (broken_ && !end_status_.ok()) {
+      refused = end_status_;
+    } else if (broken_) {
+      // The stream is ending but its status is not known yet (the server may have refused it,
+      // e.g. a wrong token): the call waits for OnDone, which fails it with that status.
+      pending_.emplace(++next_id_, std::move(done));
     } else {
       uint64_t id = ++next_id_;
       req.set_call_id(id);
