@@ -153,9 +153,8 @@ class InProcessStub final : public CoordinationStub {
 
   std::unique_ptr<Watch> WatchJob(const pb::WatchJobRequest& request, EventCallback on_event,
                                   StatusCallback on_end) override {
-    auto watch = std::make_unique<InProcessWatch>(handler_, std::move(on_end));
-    absl::StatusOr<OpId> op = handler_->WatchJob(&request, std::move(on_event));
-    watch->Started(op);
+    auto watch = std::make_unique<InProcessWatch>(handler_, std::move(on_event), std::move(on_end));
+    watch->Start(request);
     return watch;
   }
 
@@ -179,23 +178,32 @@ class InProcessStub final : public CoordinationStub {
 
  private:
   // A watch ends only when cancelled: the service never ends a job's event stream by itself.
+  // Events go through a shared state that the end closes, so none is delivered after on_end
+  // (the service may still be running a broadcast it started before the cancel).
   class InProcessWatch final : public Watch {
    public:
-    InProcessWatch(CoordinationRpcHandler* handler, StatusCallback on_end)
-        : handler_(handler), on_end_(std::move(on_end)) {}
+    InProcessWatch(CoordinationRpcHandler* handler, EventCallback on_event, StatusCallback on_end)
+        : handler_(handler), state_(std::make_shared<State>()) {
+      state_->on_event = std::move(on_event);
+      state_->on_end = std::move(on_end);
+    }
     ~InProcessWatch() override { Cancel(); }
-    void Started(const absl::StatusOr<OpId>& op) {
+    void Start(const pb::WatchJobRequest& request) {
+      absl::StatusOr<OpId> op = handler_->WatchJob(&request, [state = state_](const pb::JobEvent& e) {
+        absl::MutexLock lock(&state->mu);
+        if (!state->ended) state->on_event(e);
+      });
       if (!op.ok()) {
         End(op.status());
         return;
       }
-      absl::MutexLock lock(&mu_);
+      absl::MutexLock lock(&state_->mu);
       op_ = *op;
     }
     void Cancel() override {
       OpId op = 0;
       {
-        absl::MutexLock lock(&mu_);
+        absl::MutexLock lock(&state_->mu);
         op = std::exchange(op_, 0);
       }
       if (op != 0) handler_->CancelOp(op);
@@ -203,19 +211,25 @@ class InProcessStub final : public CoordinationStub {
     }
 
    private:
+    struct State {
+      absl::Mutex mu;
+      bool ended ABSL_GUARDED_BY(mu) = false;
+      EventCallback on_event ABSL_GUARDED_BY(mu);
+      StatusCallback on_end ABSL_GUARDED_BY(mu);
+    };
     void End(const absl::Status& status) {
       StatusCallback on_end;
       {
-        absl::MutexLock lock(&mu_);
-        on_end = std::move(on_end_);
-        on_end_ = nullptr;
+        absl::MutexLock lock(&state_->mu);  // Waits for an event being delivered.
+        if (state_->ended) return;
+        state_->ended = true;
+        on_end = std::move(state_->on_end);
       }
       if (on_end) on_end(status);
     }
     CoordinationRpcHandler* const handler_;
-    absl::Mutex mu_;
-    OpId op_ ABSL_GUARDED_BY(mu_) = 0;
-    StatusCallback on_end_ ABSL_GUARDED_BY(mu_);
+    const std::shared_ptr<State> state_;
+    OpId op_ ABSL_GUARDED_BY(state_->mu) = 0;
   };
 
   void Track(OpId op) {
