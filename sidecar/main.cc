@@ -21,18 +21,15 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/job_settings.h"
 #include "common/log.h"
 #include "common/metrics_http_server.h"
 #include "common/signals.h"
-#include "common/token.h"
 #include "coordination/client/agent.h"
-#include "sidecar/agent/agent_rpc_service.h"
 #include "coordination/server/coordination_server.h"
+#include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
 namespace cohort {

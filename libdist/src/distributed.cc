@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
-#include "libdist/src/await.h"
+#include "coordination/client/await.h"
 #include "libdist/src/failure_handlers.h"
 #include "libdist/src/options.h"
 #include "libdist/src/preemption_sync.h"
@@ -24,7 +24,7 @@ namespace {
 using cohort::coordination::JobEvent;
 using cohort::coordination::PreemptionNotice;
 using cohort::coordination::TaskFailure;
-using internal::Await;
+using cohort::coordination::Await;
 using internal::FailureHandlers;
 using internal::PreemptionSync;
 using internal::ResolvedOptions;

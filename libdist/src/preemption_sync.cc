@@ -13,9 +13,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "libdist/src/await.h"
+#include "coordination/client/await.h"
 
 namespace dist::internal {
+
+using cohort::coordination::Await;
 namespace {
 
 constexpr char kStepDir[] = "cohort/preemption/step";

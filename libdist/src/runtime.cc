@@ -1,8 +1,10 @@
 #include "libdist/src/runtime.h"
 
-#include "libdist/src/await.h"
+#include "coordination/client/await.h"
 
 namespace dist::internal {
+
+using cohort::coordination::Await;
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const ResolvedOptions& options,
                                                         EventCallback on_event) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "coordination/client/await.h"
 #include "coordination/core/coordination_service.h"
 #include "coordination/server/rpc_handler.h"
 #include "gmock/gmock.h"
@@ -106,31 +107,24 @@ class AgentTest : public ::testing::Test {
   std::vector<std::unique_ptr<Agent>> agents_;  // Last: destroyed first.
 };
 
-template <typename T>
-T Wait(std::function<void(std::function<void(T)>)> call) {
-  std::promise<T> p;
-  call([&p](T v) { p.set_value(std::move(v)); });
-  return p.get_future().get();
-}
-
 TEST_F(AgentTest, Connect_EveryTaskRegisters_KeyValueAndReusableBarrierWork) {
   StartService(2);
   JoinAll();
   EXPECT_TRUE(agents_[0]->connected());
   EXPECT_EQ(service_->GetSnapshot().tasks[1].state, TaskState::kConnected);
 
-  EXPECT_TRUE(Wait<absl::Status>([&](auto done) {
+  EXPECT_TRUE(Await<absl::Status>([&](auto done) {
                 agents_[0]->InsertKeyValue("addr/0", "10.0.0.1", false, done);
               }).ok());
-  absl::StatusOr<std::string> v = Wait<absl::StatusOr<std::string>>(
+  absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>(
       [&](auto done) { agents_[1]->GetKeyValue("addr/0", absl::Seconds(5), done); });
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, "10.0.0.1");
-  absl::StatusOr<KeyValueEntries> dir = Wait<absl::StatusOr<KeyValueEntries>>(
+  absl::StatusOr<KeyValueEntries> dir = Await<absl::StatusOr<KeyValueEntries>>(
       [&](auto done) { agents_[1]->GetKeyValueDir("addr", done); });
   ASSERT_TRUE(dir.ok());
   EXPECT_EQ(*dir, (KeyValueEntries{{"addr/0", "10.0.0.1"}}));
-  EXPECT_EQ(*Wait<absl::StatusOr<int64_t>>(
+  EXPECT_EQ(*Await<absl::StatusOr<int64_t>>(
                 [&](auto done) { agents_[0]->IncrementKeyValue("count", 5, done); }),
             5);
 
@@ -139,7 +133,7 @@ TEST_F(AgentTest, Connect_EveryTaskRegisters_KeyValueAndReusableBarrierWork) {
     std::promise<absl::Status> first;
     agents_[0]->Barrier("step", absl::Seconds(10), {},
                        [&first](absl::Status s) { first.set_value(s); });
-    EXPECT_TRUE(Wait<absl::Status>([&](auto done) {
+    EXPECT_TRUE(Await<absl::Status>([&](auto done) {
                   agents_[1]->Barrier("step", absl::Seconds(10), {}, done);
                 }).ok());
     EXPECT_TRUE(first.get_future().get().ok()) << "round " << round;
@@ -152,11 +146,11 @@ TEST_F(AgentTest, Barrier_SameIdWhileWaiting_FailedPrecondition) {
   JoinAll();
   std::promise<absl::Status> waiting;
   agents_[0]->Barrier("b", absl::Seconds(10), {}, [&](absl::Status s) { waiting.set_value(s); });
-  absl::Status again = Wait<absl::Status>(
+  absl::Status again = Await<absl::Status>(
       [&](auto done) { agents_[0]->Barrier("b", absl::Seconds(10), {}, done); });
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.message(), HasSubstr("already in progress"));
-  EXPECT_TRUE(Wait<absl::Status>([&](auto done) { agents_[0]->CancelBarrier("b", done); }).ok());
+  EXPECT_TRUE(Await<absl::Status>([&](auto done) { agents_[0]->CancelBarrier("b", done); }).ok());
   EXPECT_EQ(waiting.get_future().get().code(), absl::StatusCode::kCancelled);
 }
 
@@ -249,7 +243,7 @@ TEST_F(AgentTest, ServiceLost_WaitingCallsFailAtOnceWithUnavailable) {
 TEST_F(AgentTest, JobFailure_DeliveredOnceWithTheFailedRank) {
   StartService(2);
   JoinAll();
-  EXPECT_TRUE(Wait<absl::Status>([&](auto done) {
+  EXPECT_TRUE(Await<absl::Status>([&](auto done) {
                 agents_[1]->ReportError(FailureCause::kReportedError, "bad batch", done);
               }).ok());
   events_[0].first.WaitForNotification();

@@ -5,11 +5,11 @@
 #include <memory>
 #include <utility>
 
-namespace dist::internal {
+namespace cohort::coordination {
 
 // Runs an asynchronous JobClient call and waits for its callback's value: `call` receives the
 // callback (a std::function<void(T)>) to pass on. Every JobClient call is bounded, so the wait
-// is too.
+// is too. For callers that block on purpose: libdist's API, tests.
 template <typename T, typename Call>
 T Await(Call call) {
   // Shared: the callback may still be returning from set_value when the waiter wakes up.
@@ -19,4 +19,4 @@ T Await(Call call) {
   return future.get();
 }
 
-}  // namespace dist::internal
+}  // namespace cohort::coordination
