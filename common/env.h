@@ -33,6 +33,14 @@ inline constexpr char kShutdownTimeout[] = "COHORT_SHUTDOWN_TIMEOUT";
 // libdist mode: "agent" (sidecar on COHORT_AGENT_SOCKET) or "standalone" (agent in-process,
 // service in process 0). Default: agent when COHORT_AGENT_SOCKET is set, else standalone.
 inline constexpr char kMode[] = "COHORT_MODE";
+// libdist collectives (docs/libdist.md): the backend ("auto", "nccl", "host"), the host
+// backend's transport ("auto", "shm", "tcp"), the default timeout of a collective call, the
+// address this process announces for the TCP transport, and the flight recorder's size.
+inline constexpr char kCollectives[] = "COHORT_COLLECTIVES";
+inline constexpr char kHostTransport[] = "COHORT_HOST_TRANSPORT";
+inline constexpr char kCollectiveTimeout[] = "COHORT_COLLECTIVE_TIMEOUT";
+inline constexpr char kCollectivesHost[] = "COHORT_COLLECTIVES_HOST";
+inline constexpr char kFlightRecorderEntries[] = "COHORT_FLIGHT_RECORDER_ENTRIES";
 
 // The variable's value, or nullopt when it is unset or empty.
 std::optional<std::string> Get(const char* name);

@@ -20,6 +20,7 @@ std::string CauseSentence(FailureCause cause) {
     case FailureCause::kRegistrationTimeout: return "it never registered";
     case FailureCause::kShutdownTimeout: return "it never reached the shutdown barrier";
     case FailureCause::kServiceUnreachable: return "it lost the coordination service";
+    case FailureCause::kCollectiveTimeout: return "a collective timed out";
     case FailureCause::kUnspecified: break;
   }
   return "it failed";

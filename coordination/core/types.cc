@@ -31,6 +31,7 @@ absl::string_view FailureCauseName(FailureCause cause) {
     case FailureCause::kRegistrationTimeout: return "registration_timeout";
     case FailureCause::kShutdownTimeout: return "shutdown_timeout";
     case FailureCause::kServiceUnreachable: return "service_unreachable";
+    case FailureCause::kCollectiveTimeout: return "collective_timeout";
   }
   return "unknown";
 }

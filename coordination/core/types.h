@@ -30,6 +30,7 @@ enum class FailureCause {
   kRegistrationTimeout,
   kShutdownTimeout,
   kServiceUnreachable,
+  kCollectiveTimeout,  // A collective timed out or its ranks called different operations.
 };
 
 absl::string_view TaskStateName(TaskState state);

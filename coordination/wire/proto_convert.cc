@@ -12,6 +12,7 @@ pb::FailureCause ToProto(FailureCause cause) {
     case FailureCause::kRegistrationTimeout: return pb::FAILURE_CAUSE_REGISTRATION_TIMEOUT;
     case FailureCause::kShutdownTimeout: return pb::FAILURE_CAUSE_SHUTDOWN_TIMEOUT;
     case FailureCause::kServiceUnreachable: return pb::FAILURE_CAUSE_SERVICE_UNREACHABLE;
+    case FailureCause::kCollectiveTimeout: return pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT;
     case FailureCause::kUnspecified: break;
   }
   return pb::FAILURE_CAUSE_UNSPECIFIED;
@@ -27,6 +28,7 @@ FailureCause FromProto(pb::FailureCause cause) {
     case pb::FAILURE_CAUSE_REGISTRATION_TIMEOUT: return FailureCause::kRegistrationTimeout;
     case pb::FAILURE_CAUSE_SHUTDOWN_TIMEOUT: return FailureCause::kShutdownTimeout;
     case pb::FAILURE_CAUSE_SERVICE_UNREACHABLE: return FailureCause::kServiceUnreachable;
+    case pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT: return FailureCause::kCollectiveTimeout;
     default: break;
   }
   return FailureCause::kUnspecified;

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "coordination/client/await.h"
+#include "libdist/src/current_job.h"
 #include "libdist/src/failure_handlers.h"
 #include "libdist/src/options.h"
 #include "libdist/src/preemption_sync.h"
@@ -42,6 +43,7 @@ FailureCause ToPublic(cohort::coordination::FailureCause cause) {
     case C::kRegistrationTimeout: return FailureCause::kRegistrationTimeout;
     case C::kShutdownTimeout: return FailureCause::kShutdownTimeout;
     case C::kServiceUnreachable: return FailureCause::kServiceLost;
+    case C::kCollectiveTimeout: return FailureCause::kCollectiveTimeout;
     case C::kUnspecified: break;
   }
   return FailureCause::kUnknown;
@@ -77,6 +79,8 @@ struct State {
 
   absl::Mutex mu;
   bool shutting_down ABSL_GUARDED_BY(mu) = false;
+  std::optional<PeerFailure> failure ABSL_GUARDED_BY(mu);
+  std::atomic<int64_t> sync_global_devices_calls{0};
   // Runs libdist's failure handlers, then the program's, off the event thread.
   std::thread failure_thread ABSL_GUARDED_BY(mu);
 };
@@ -109,6 +113,7 @@ void HandleEvent(const std::weak_ptr<State>& weak, const JobEvent& event) {
   // Off the event thread: a handler may take time (aborting communicators), and may call back
   // into libdist (Shutdown).
   absl::MutexLock lock(&state->mu);
+  state->failure = failure;
   if (state->shutting_down) return;
   state->failure_thread = std::thread([state, failure] {
     pthread_setname_np(pthread_self(), "dist-failure");
@@ -143,6 +148,7 @@ const char* FailureCauseName(FailureCause cause) {
     case FailureCause::kRegistrationTimeout: return "registration timeout";
     case FailureCause::kShutdownTimeout: return "shutdown timeout";
     case FailureCause::kServiceLost: return "coordination service lost";
+    case FailureCause::kCollectiveTimeout: return "collective timeout";
     case FailureCause::kUnknown: break;
   }
   return "unknown";
@@ -322,7 +328,31 @@ absl::Status CancelBarrier(absl::string_view id) {
 }
 
 absl::Status SyncGlobalDevices(absl::string_view name, absl::Duration timeout) {
-  return Barrier(absl::StrCat("sync_global_devices/", name), timeout);
+  auto state = Current();
+  if (!state) return NotInitialized();
+  // One reusable barrier for every name; process 0 publishes its name for the k-th call, and
+  // every other process compares after the barrier (a mismatch is named, not a timeout).
+  const int64_t k = state->sync_global_devices_calls.fetch_add(1);
+  const std::string key = absl::StrCat("sync_global_devices/", k);
+  const bool leader = state->options.job.process_id == 0;
+  if (leader) {
+    if (absl::Status s = KeyValueSet(key, name, /*allow_overwrite=*/true); !s.ok()) return s;
+  }
+  if (absl::Status s = Barrier("sync_global_devices", timeout); !s.ok()) return s;
+  if (leader) {
+    // Everyone read call k-1's name before entering this barrier.
+    if (k > 0) (void)KeyValueDelete(absl::StrCat("sync_global_devices/", k - 1));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> expected = KeyValueGet(key, timeout);
+  if (!expected.ok()) return expected.status();
+  if (*expected != name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sync_global_devices name mismatch: process ", state->options.job.process_id,
+        " called SyncGlobalDevices(\"", name, "\") while process 0 called SyncGlobalDevices(\"",
+        *expected, "\"); every process must pass the same name"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> ReachedPreemptionSyncPoint(int64_t step) {
@@ -363,6 +393,30 @@ absl::StatusOr<FailureHandlers::Id> AddFailureHandler(std::string name, absl::Du
 
 void RemoveFailureHandler(FailureHandlers::Id id) {
   if (auto state = Current()) state->failure_handlers.Remove(id);
+}
+
+absl::StatusOr<JobHandle> CurrentJob() {
+  auto state = Current();
+  if (!state) return NotInitialized();
+  JobHandle job;
+  job.client = std::shared_ptr<cohort::coordination::JobClient>(state, state->client());
+  job.process_id = state->options.job.process_id;
+  job.num_processes = state->options.job.num_processes;
+  job.restart_attempt = state->options.job.restart_attempt.value_or(0);
+  job.coordinator_address = state->options.job.coordinator_address;
+  job.initialization_timeout = state->options.job.timeouts.initialization;
+  return job;
+}
+
+std::optional<PeerFailure> JobFailure() {
+  auto state = Current();
+  if (!state) return std::nullopt;
+  absl::MutexLock lock(&state->mu);
+  return state->failure;
+}
+
+void AwaitFailureHandled(absl::Duration bound) {
+  if (auto state = Current()) state->failure_handled.WaitForNotificationWithTimeout(bound);
 }
 
 }  // namespace internal

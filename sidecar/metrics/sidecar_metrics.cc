@@ -61,7 +61,8 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                      coordination::FailureCause::kHeartbeatTimeout,
                      coordination::FailureCause::kPreempted, coordination::FailureCause::kRestarted,
                      coordination::FailureCause::kReportedError,
-                     coordination::FailureCause::kServiceUnreachable}) {
+                     coordination::FailureCause::kServiceUnreachable,
+                     coordination::FailureCause::kCollectiveTimeout}) {
     failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}});
   }
   prometheus::BuildGauge()

@@ -18,7 +18,8 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log" || {
 
 # The promised API and nothing else: only include/dist/ is installed as headers.
 headers=$(cd "$prefix/include" && find . -type f | sort)
-[ "$headers" = "./dist/distributed.h" ] || fail "installed headers are not just dist/: $headers"
+[ "$headers" = "$(printf './dist/collectives.h\n./dist/distributed.h')" ] ||
+  fail "installed headers are not just dist/: $headers"
 for f in bin/cohort-run bin/cohort-sidecar bin/cohort-operator lib/cmake/Cohort/CohortConfig.cmake \
          lib/cmake/Cohort/CohortConfigVersion.cmake lib/pkgconfig/cohort-dist.pc; do
   [ -e "$prefix/$f" ] || fail "$f was not installed"

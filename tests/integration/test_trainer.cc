@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "dist/distributed.h"
+#include "tests/integration/collective_scenarios.h"
 
 namespace {
 
@@ -141,6 +142,7 @@ int main(int argc, char** argv) {
   // A pod of a DistributedJob: "k8s" checks the environment, then rendezvous; "k8s-hold" keeps
   // restart attempt 0 training until a preemption (exit kPreemptedExitCode after the sync point)
   // or a kill, so a test can fail or evict a rank, and lets later attempts finish.
+  const bool collectives = cohort::testing::IsCollectiveScenario(scenario, &options);
   bool kubernetes = scenario == "k8s" || scenario == "k8s-hold";
   if (kubernetes) {
     if (int rc = CheckPodEnvironment()) return rc;
@@ -154,6 +156,7 @@ int main(int argc, char** argv) {
     return 3;
   }
   Say(absl::StrCat("INITIALIZED rank=", dist::ProcessIndex(), " attempt=", dist::RestartAttempt()));
+  if (collectives) return cohort::testing::RunCollectiveScenario(scenario);
   if (scenario == "rendezvous") return Rendezvous();
   if (scenario == "wait") return Wait();
   if (scenario == "preempt") {

@@ -49,6 +49,8 @@ enum class FailureCause {
   kRegistrationTimeout,  // It never joined.
   kShutdownTimeout,      // It never reached shutdown.
   kServiceLost,          // The coordination service (or this process's sidecar) went away.
+  kCollectiveTimeout,    // A collective timed out or its ranks called different operations
+                         // (dist/collectives.h); the message names the stuck rank(s).
 };
 const char* FailureCauseName(FailureCause cause);
 
@@ -135,7 +137,10 @@ absl::Status Barrier(absl::string_view id, absl::Duration timeout = kDefaultTime
                      const std::vector<int>& process_ids = {});
 // Fails this process's ongoing barrier `id` for every participant.
 absl::Status CancelBarrier(absl::string_view id);
-// A barrier across all processes (jax.experimental.multihost_utils.sync_global_devices).
+// A barrier across all processes that also checks that they passed the same name
+// (jax.experimental.multihost_utils.sync_global_devices). As in jax, a process whose name differs
+// from process 0's fails with FailedPrecondition naming both names; process 0 does not fail.
+// DeadlineExceeded naming the missing processes, Aborted when a process failed.
 absl::Status SyncGlobalDevices(absl::string_view name, absl::Duration timeout = kDefaultTimeout);
 
 // Call once per step, from the same starting step on every process. After any process receives

@@ -1,0 +1,620 @@
+#include <map>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "coordination/client/await.h"
+#include "dist/collectives.h"
+#include "libdist/src/collectives/communicator_impl.h"
+#include "libdist/src/collectives/flight_recorder.h"
+#include "libdist/src/collectives/host_setup.h"
+#include "libdist/src/collectives/nccl_api.h"
+#include "libdist/src/collectives/nccl_backend.h"
+#include "libdist/src/collectives/shm_transport.h"
+#include "libdist/src/collectives/tcp_transport.h"
+
+namespace dist {
+namespace internal {
+namespace {
+
+using cohort::coordination::Await;
+
+// How long a blocked collective waits for the program's peer-failure handler before returning
+// Aborted (the default handler exits at once; a custom one may take its time).
+constexpr absl::Duration kFailureHandlerWait = absl::Milliseconds(500);
+// How long a call whose connection broke waits for the job failure that explains it.
+constexpr absl::Duration kTransportFailureGrace = absl::Milliseconds(800);
+// How long the failure hook may take to abort one communicator.
+constexpr absl::Duration kAbortHookBound = absl::Seconds(2);
+
+template <typename Enum>
+absl::StatusOr<Enum> ParseChoice(const char* variable, const std::string& value,
+                                 std::initializer_list<std::pair<const char*, Enum>> choices) {
+  std::vector<std::string> names;
+  for (const auto& [name, e] : choices) {
+    if (value == name) return e;
+    names.push_back(name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(variable, "='", value, "' is not one of ",
+                                                 absl::StrJoin(names, ", ")));
+}
+
+// A key-value store path component from a user-given name.
+std::string KeySafe(const std::string& name) {
+  return absl::StrReplaceAll(name, {{"/", "_"}, {" ", "_"}});
+}
+
+// Each process numbers the communicators it creates under a name; creation is collective and
+// ordered, so every rank arrives at the same number.
+int NextInstance(const std::string& key) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* counts = new std::map<std::string, int>();
+  absl::MutexLock lock(&mu);
+  return (*counts)[key]++;
+}
+
+// One rank's announcement to the others.
+struct PeerInfo {
+  std::string locality;
+  std::string transport;  // What it asked for: auto|shm|tcp.
+  std::string shm;        // Its segment server, or "" when it has none.
+  std::string tcp;        // Its TCP address, or "".
+  std::string backend;    // What it asked for: auto|nccl|host.
+  std::string nccl;       // "" when NCCL is usable there, else why not.
+
+  std::string Encode() const {
+    return absl::StrJoin({locality, transport, shm, tcp, backend, nccl}, "\n");
+  }
+  static PeerInfo Decode(const std::string& s) {
+    std::vector<std::string> f = absl::StrSplit(s, absl::MaxSplits('\n', 5));
+    f.resize(6);
+    return PeerInfo{f[0], f[1], f[2], f[3], f[4], f[5]};
+  }
+};
+
+// Sets this rank's value under `scope/<rank>` and waits for every rank's. DeadlineExceeded names
+// the processes that never published.
+absl::StatusOr<std::vector<std::string>> ExchangeAll(const JobHandle& job,
+                                                     const std::string& scope, int rank,
+                                                     const std::string& value,
+                                                     const RankNames& names,
+                                                     absl::Time deadline,
+                                                     const std::string& what) {
+  const int size = static_cast<int>(names.processes.size());
+  absl::Status set = Await<absl::Status>([&](auto done) {
+    job.client->InsertKeyValue(absl::StrCat(scope, "/", rank), value, true, std::move(done));
+  });
+  if (!set.ok()) return set;
+  std::vector<std::string> values(size);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) {
+      values[r] = value;
+      continue;
+    }
+    const absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
+    absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
+      job.client->GetKeyValue(absl::StrCat(scope, "/", r), left, std::move(done));
+    });
+    if (absl::IsDeadlineExceeded(v.status())) {
+      std::vector<int> missing;
+      for (int q = r; q < size; ++q) {
+        absl::StatusOr<std::string> t = Await<absl::StatusOr<std::string>>([&](auto done) {
+          job.client->TryGetKeyValue(absl::StrCat(scope, "/", q), std::move(done));
+        });
+        if (!t.ok()) missing.push_back(q);
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          names.List(missing), missing.size() == 1 ? " did" : " did", " not ", what,
+          " in time; every process must create its communicators in the same order"));
+    }
+    if (!v.ok()) return v.status();
+    values[r] = *v;
+  }
+  return values;
+}
+
+absl::Status JobAborted(const PeerFailure& failure) {
+  return absl::AbortedError(absl::StrCat("the job failed: ", failure.message));
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedCommunicatorOptions> ResolveCommunicatorOptions(
+    const CommunicatorOptions& options, absl::Duration job_init_timeout) {
+  namespace env = cohort::env;
+  ResolvedCommunicatorOptions r;
+  if (options.backend) {
+    r.backend = *options.backend;
+  } else if (auto v = env::Get(env::kCollectives)) {
+    absl::StatusOr<Backend> b = ParseChoice<Backend>(
+        env::kCollectives, *v,
+        {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"host", Backend::kHost}});
+    if (!b.ok()) return b.status();
+    r.backend = *b;
+  }
+  if (options.host_transport) {
+    r.host_transport = *options.host_transport;
+  } else if (auto v = env::Get(env::kHostTransport)) {
+    absl::StatusOr<HostTransport> t = ParseChoice<HostTransport>(
+        env::kHostTransport, *v,
+        {{"auto", HostTransport::kAuto}, {"shm", HostTransport::kShm}, {"tcp", HostTransport::kTcp}});
+    if (!t.ok()) return t.status();
+    r.host_transport = *t;
+  }
+  if (options.timeout) {
+    r.timeout = *options.timeout;
+  } else {
+    absl::StatusOr<std::optional<absl::Duration>> t = env::GetDuration(env::kCollectiveTimeout);
+    if (!t.ok()) return t.status();
+    if (t->has_value()) r.timeout = **t;
+  }
+  if (r.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the collective timeout must be positive");
+  }
+  r.init_timeout = options.init_timeout.value_or(job_init_timeout);
+  if (options.tcp_host) {
+    r.tcp_host = *options.tcp_host;
+  } else if (auto v = env::Get(env::kCollectivesHost)) {
+    r.tcp_host = *v;
+  }
+  r.cuda_device = options.cuda_device.value_or(-1);
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
+    JobHandle job, ResolvedCommunicatorOptions options, std::string name, std::string scope,
+    std::vector<int> processes) {
+  std::unique_ptr<CommunicatorImpl> c(new CommunicatorImpl());
+  c->job_ = std::move(job);
+  c->options_ = options;
+  c->name_ = std::move(name);
+  c->scope_ = std::move(scope);
+  c->names_.processes = std::move(processes);
+  const int size = c->size();
+  c->rank_ = static_cast<int>(
+      std::find(c->names_.processes.begin(), c->names_.processes.end(), c->job_.process_id) -
+      c->names_.processes.begin());
+  const int rank = c->rank_;
+  const absl::Time deadline = absl::Now() + options.init_timeout;
+  const RankNames& names = c->names_;
+
+  // What this rank can offer.
+  PeerInfo mine;
+  mine.locality = LocalityKey();
+  mine.transport = HostTransportName(options.host_transport);
+  mine.backend = BackendName(options.backend);
+  const NcclApi* nccl_api = nullptr;
+  if (options.backend != Backend::kHost) {
+    absl::StatusOr<const NcclApi*> api = LoadNccl();
+    if (api.ok()) {
+      nccl_api = *api;
+    } else {
+      mine.nccl = std::string(api.status().message());
+    }
+  } else {
+    mine.nccl = "not asked for";
+  }
+  std::optional<SegmentServer> segment_server;
+  std::optional<SharedSegment> segment;
+  std::optional<TcpListener> listener;
+  const bool want_host = options.backend != Backend::kNccl;
+  if (want_host && options.host_transport != HostTransport::kTcp && size > 1) {
+    absl::StatusOr<SegmentServer> server = SegmentServer::Start();
+    absl::StatusOr<SharedSegment> seg =
+        server.ok() ? SharedSegment::Create(ShmBackend::SegmentBytes())
+                    : absl::StatusOr<SharedSegment>(server.status());
+    if (server.ok() && seg.ok()) {
+      segment_server = std::move(*server);
+      segment = std::move(*seg);
+      mine.shm = segment_server->name();
+    } else if (options.host_transport == HostTransport::kShm) {
+      return seg.status();
+    }
+  }
+  if (want_host && options.host_transport != HostTransport::kShm && size > 1) {
+    absl::StatusOr<TcpListener> l =
+        TcpListener::Listen(TcpHost(options.tcp_host, c->job_.coordinator_address));
+    if (!l.ok()) return l.status();
+    listener = std::move(*l);
+    mine.tcp = listener->address();
+  }
+
+  absl::StatusOr<std::vector<std::string>> encoded = ExchangeAll(
+      c->job_, c->scope_ + "/peer", rank, mine.Encode(), names, deadline,
+      absl::StrCat("create communicator '", c->name_, "'"));
+  if (!encoded.ok()) return encoded.status();
+  std::vector<PeerInfo> peers;
+  for (const std::string& e : *encoded) peers.push_back(PeerInfo::Decode(e));
+
+  // Every rank decides alike from the same announcements.
+  for (int r = 0; r < size; ++r) {
+    if (peers[r].backend != mine.backend || peers[r].transport != mine.transport) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the ranks of communicator '", c->name_, "' asked for different backends: ",
+          names.Name(r), " for COHORT_COLLECTIVES=", peers[r].backend,
+          " COHORT_HOST_TRANSPORT=", peers[r].transport, ", ", names.Name(rank), " for ",
+          mine.backend, " / ", mine.transport, "; set them alike on every process"));
+    }
+  }
+  std::vector<int> without_nccl;
+  for (int r = 0; r < size; ++r) {
+    if (!peers[r].nccl.empty()) without_nccl.push_back(r);
+  }
+  const bool use_nccl = options.backend != Backend::kHost && without_nccl.empty();
+  if (options.backend == Backend::kNccl && !use_nccl) {
+    const int first = without_nccl.front();
+    return absl::UnavailableError(absl::StrCat(
+        "COHORT_COLLECTIVES=nccl, but ", names.List(without_nccl), " cannot run NCCL (",
+        names.Name(first), ": ", peers[first].nccl, ")"));
+  }
+
+  if (want_host) {
+    bool all_local = true;
+    for (int r = 0; r < size; ++r) all_local &= peers[r].locality == mine.locality && !peers[r].shm.empty();
+    if (size == 1) {
+      std::vector<SharedSegment> segs;
+      absl::StatusOr<SharedSegment> seg = SharedSegment::Create(ShmBackend::SegmentBytes());
+      if (!seg.ok()) return seg.status();
+      segs.push_back(std::move(*seg));
+      c->host_ = std::make_unique<ShmBackend>(0, names, std::move(segs));
+      c->transport_ = "shared memory";
+    } else if (options.host_transport != HostTransport::kTcp && all_local) {
+      std::vector<int> local(size);
+      std::vector<std::string> servers(size);
+      for (int r = 0; r < size; ++r) {
+        local[r] = r;
+        servers[r] = peers[r].shm;
+      }
+      absl::StatusOr<std::vector<SharedSegment>> segs = ExchangeSegments(
+          rank, local, servers, *segment_server, std::move(*segment), names, deadline);
+      if (!segs.ok()) return segs.status();
+      c->host_ = std::make_unique<ShmBackend>(rank, names, std::move(*segs));
+      c->transport_ = "shared memory";
+    } else if (options.host_transport == HostTransport::kShm) {
+      std::vector<int> remote;
+      for (int r = 0; r < size; ++r) {
+        if (peers[r].locality != mine.locality || peers[r].shm.empty()) remote.push_back(r);
+      }
+      return absl::UnavailableError(absl::StrCat(
+          "COHORT_HOST_TRANSPORT=shm, but ", names.List(remote),
+          " cannot share memory with ", names.Name(rank),
+          " (another host or network namespace); use auto or tcp"));
+    } else {
+      std::vector<std::string> addresses(size);
+      for (int r = 0; r < size; ++r) addresses[r] = peers[r].tcp;
+      const uint64_t nonce = std::hash<std::string>()(c->scope_);
+      absl::StatusOr<std::unique_ptr<TcpBackend>> tcp = TcpBackend::Connect(
+          rank, names, std::move(*listener), addresses, nonce, deadline);
+      if (!tcp.ok()) return tcp.status();
+      c->host_ = std::move(*tcp);
+      c->transport_ = "TCP";
+    }
+  }
+  if (use_nccl) {
+    const std::string id_key = absl::StrCat(c->scope_, "/nccl/id");
+    const std::string joined = absl::StrCat(c->scope_, "/nccl/joined");
+    JobHandle j = c->job_;
+    NcclBackend::Rendezvous rdv;
+    rdv.publish_id = [j, id_key](const NcclUniqueId& id) {
+      return Await<absl::Status>([&](auto done) {
+        j.client->InsertKeyValue(id_key, std::string(id.internal, sizeof(id.internal)), true,
+                                 std::move(done));
+      });
+    };
+    rdv.fetch_id = [j, id_key](absl::Time dl) -> absl::StatusOr<NcclUniqueId> {
+      absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
+        j.client->GetKeyValue(id_key, std::max(absl::ZeroDuration(), dl - absl::Now()),
+                              std::move(done));
+      });
+      if (!v.ok()) return v.status();
+      NcclUniqueId id{};
+      std::memcpy(id.internal, v->data(), std::min(v->size(), sizeof(id.internal)));
+      return id;
+    };
+    rdv.mark_joined = [j, joined, rank] {
+      Await<absl::Status>([&](auto done) {
+        j.client->InsertKeyValue(absl::StrCat(joined, "/", rank), "1", true, std::move(done));
+      });
+    };
+    rdv.missing_ranks = [j, joined, size] {
+      std::vector<int> missing;
+      for (int r = 0; r < size; ++r) {
+        absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
+          j.client->TryGetKeyValue(absl::StrCat(joined, "/", r), std::move(done));
+        });
+        if (!v.ok()) missing.push_back(r);
+      }
+      return missing;
+    };
+    absl::StatusOr<std::unique_ptr<NcclBackend>> nccl = NcclBackend::Create(
+        nccl_api, rank, names, options.cuda_device, std::move(rdv), deadline);
+    if (!nccl.ok()) return nccl.status();
+    c->nccl_ = std::move(*nccl);
+  }
+
+  // Abort on a job failure, before the program's own handler runs.
+  c->hook_target_ = std::make_shared<HookTarget>();
+  {
+    absl::MutexLock lock(&c->hook_target_->mu);
+    c->hook_target_->impl = c.get();
+  }
+  std::shared_ptr<HookTarget> target = c->hook_target_;
+  absl::StatusOr<FailureHandlers::Id> hook = AddFailureHandler(
+      absl::StrCat("abort communicator '", c->name_, "'"), kAbortHookBound,
+      [target](const PeerFailure& failure) {
+        absl::MutexLock lock(&target->mu);
+        if (target->impl) target->impl->Abort(JobAborted(failure));
+      });
+  if (hook.ok()) c->failure_hook_ = *hook;
+  if (std::optional<PeerFailure> failed = JobFailure()) c->Abort(JobAborted(*failed));
+  return c;
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  if (failure_hook_) RemoveFailureHandler(*failure_hook_);
+  if (hook_target_) {
+    absl::MutexLock lock(&hook_target_->mu);
+    hook_target_->impl = nullptr;
+  }
+  // A job that failed: the backends abort instead of shutting down with their peers.
+  if (JobFailure().has_value()) {
+    if (host_) host_->Abort();
+    if (nccl_) nccl_->Abort();
+  }
+}
+
+std::string CommunicatorImpl::Describe() const {
+  std::string s = absl::StrCat(name_, ": ", size(), size() == 1 ? " rank" : " ranks");
+  if (host_) absl::StrAppend(&s, ", host backend over ", transport_);
+  if (nccl_) absl::StrAppend(&s, host_ ? ", " : ", ", nccl_->Describe(), " for device buffers");
+  return s;
+}
+
+CollectiveProgress CommunicatorImpl::Progress() const {
+  absl::MutexLock lock(&mu_);
+  return progress_;
+}
+
+void CommunicatorImpl::Abort(absl::Status reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (aborted_.ok()) aborted_ = reason;
+  }
+  if (host_) host_->Abort();
+  if (nccl_) nccl_->Abort();
+}
+
+absl::Status CommunicatorImpl::Validate(CollectiveKind kind, const void* send, void* recv,
+                                        size_t count, int root) const {
+  const bool has_data = kind != CollectiveKind::kBarrier && count > 0;
+  if (has_data && recv == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(kind),
+                                                   ": the receive buffer is null"));
+  }
+  if (has_data && send == nullptr &&
+      !(kind == CollectiveKind::kBroadcast && rank_ != root)) {
+    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(kind),
+                                                   ": the send buffer is null"));
+  }
+  if (kind == CollectiveKind::kBroadcast && (root < 0 || root >= size())) {
+    return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root,
+                                                   " is not a rank of communicator '", name_,
+                                                   "' (0..", size() - 1, ")"));
+  }
+  return absl::OkStatus();
+}
+
+CollectiveBackend* CommunicatorImpl::BackendFor(const void* send, const void* recv) const {
+  if (!nccl_) return host_.get();
+  if (!host_) return nccl_.get();
+  const NcclApi* api = *LoadNccl();
+  return NcclBackend::IsDevicePointer(api, recv) || NcclBackend::IsDevicePointer(api, send)
+             ? nccl_.get()
+             : host_.get();
+}
+
+absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status) {
+  absl::Status aborted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::IsInternal(status)) {
+      // A broken connection is usually a peer that died: the coordination service names it
+      // within moments, and the failure hook aborts this communicator with that news.
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](absl::Status* a) { return !a->ok(); }, &aborted_),
+                           kTransportFailureGrace);
+    }
+    aborted = aborted_;
+  }
+  if (!aborted.ok()) {
+    status = absl::Status(aborted.code(), absl::StrCat(sig.ToString(), " on communicator '",
+                                                       name_, "' aborted: ", aborted.message()));
+  } else {
+    status = absl::Status(status.code(), absl::StrCat("communicator '", name_, "': ",
+                                                      status.message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = status;
+  }
+  const std::string dump = FlightRecorder::Get().Dump(8);
+  cohort::LogWarning(status.message(), "\n", dump);
+  if (absl::IsDeadlineExceeded(status) || absl::IsFailedPrecondition(status)) {
+    // The ranks no longer agree on what comes next: fail the job, naming what was seen.
+    Await<absl::Status>([&](auto done) {
+      job_.client->ReportError(cohort::coordination::FailureCause::kCollectiveTimeout,
+                               std::string(status.message()), std::move(done));
+    });
+  }
+  if (JobFailure().has_value() || absl::IsDeadlineExceeded(status) ||
+      absl::IsFailedPrecondition(status)) {
+    // Fate sharing first (by default the process exits 75 here), also for the failure this
+    // process just reported.
+    AwaitFailureHandled(kFailureHandlerWait);
+  }
+  return status;
+}
+
+absl::Status CommunicatorImpl::Run(CollectiveKind kind, const void* send, void* recv,
+                                   size_t count, DataType type, ReduceOp op, int root,
+                                   const CallOptions& options) {
+  if (absl::Status s = Validate(kind, send, recv, count, root); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "communicator '", name_, "' cannot be used after an earlier failure: ",
+          broken_.message()));
+    }
+  }
+  CollectiveCall call;
+  call.sig.seq = next_seq_.fetch_add(1);
+  call.sig.kind = kind;
+  call.sig.type = type;
+  call.sig.op = op;
+  call.sig.root = kind == CollectiveKind::kBroadcast ? root : -1;
+  call.sig.count = kind == CollectiveKind::kBarrier ? 0 : count;
+  call.send = send;
+  call.recv = recv;
+  call.deadline = absl::Now() + options.timeout.value_or(options_.timeout);
+  call.cuda_stream = options.cuda_stream;
+  const absl::Time started = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    progress_.last_started = call.sig.seq;
+    progress_.pending = call.sig;
+    progress_.pending_since = started;
+  }
+  FlightRecorder& recorder = FlightRecorder::Get();
+  const uint64_t entry = recorder.Start(name_, call.sig);
+  absl::Status s = BackendFor(send, recv)->Run(call);
+  recorder.End(entry, s.ok() ? "ok" : std::string(s.message()));
+  {
+    absl::MutexLock lock(&mu_);
+    progress_.pending.reset();
+    if (s.ok()) progress_.last_completed = call.sig.seq;
+  }
+  if (s.ok() || absl::IsInvalidArgument(s)) return s;
+  return Fail(call.sig, s);
+}
+
+absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {
+  const int k = splits_++;
+  const std::string scope = absl::StrCat(scope_, "/split", k);
+  absl::StatusOr<std::vector<std::string>> all =
+      ExchangeAll(job_, scope + "/members", rank_, absl::StrCat(color, ",", key), names_,
+                  absl::Now() + options_.init_timeout,
+                  absl::StrCat("split communicator '", name_, "'"));
+  if (!all.ok()) return all.status();
+  if (color < 0) return std::unique_ptr<CommunicatorImpl>();
+  std::vector<std::tuple<int, int, int>> members;  // (key, parent rank, process)
+  for (int r = 0; r < size(); ++r) {
+    std::pair<std::string, std::string> ck = absl::StrSplit((*all)[r], ',');
+    int c = 0, kk = 0;
+    if (!absl::SimpleAtoi(ck.first, &c) || !absl::SimpleAtoi(ck.second, &kk)) {
+      return absl::InternalError("malformed split announcement");
+    }
+    if (c == color) members.emplace_back(kk, r, names_.processes[r]);
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> processes;
+  for (const auto& m : members) processes.push_back(std::get<2>(m));
+  return Build(job_, options_, absl::StrCat(name_, ".", color),
+               absl::StrCat(scope, "/color", color), std::move(processes));
+}
+
+}  // namespace internal
+
+// ---- dist::Communicator -------------------------------------------------------------------
+
+Communicator::Communicator(std::unique_ptr<internal::CommunicatorImpl> impl)
+    : impl_(std::move(impl)) {}
+
+Communicator::~Communicator() = default;
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    const CommunicatorOptions& options) {
+  absl::StatusOr<internal::JobHandle> job = internal::CurrentJob();
+  if (!job.ok()) {
+    return absl::FailedPreconditionError(
+        "dist::Communicator::Create() needs dist::Initialize() first");
+  }
+  absl::StatusOr<internal::ResolvedCommunicatorOptions> resolved =
+      internal::ResolveCommunicatorOptions(options, job->initialization_timeout);
+  if (!resolved.ok()) return resolved.status();
+  const std::string name = options.name.empty() ? "world" : options.name;
+  const std::string key = internal::KeySafe(name);
+  const std::string scope = absl::StrCat("collectives/attempt", job->restart_attempt, "/", key,
+                                         "#", internal::NextInstance(key));
+  std::vector<int> processes(job->num_processes);
+  for (int p = 0; p < job->num_processes; ++p) processes[p] = p;
+  absl::StatusOr<std::unique_ptr<internal::CommunicatorImpl>> impl =
+      internal::CommunicatorImpl::Build(*job, *resolved, name, scope, std::move(processes));
+  if (!impl.ok()) {
+    return absl::Status(impl.status().code(),
+                        absl::StrCat("cannot create communicator '", name, "' on process ",
+                                     job->process_id, ": ", impl.status().message()));
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(*impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
+  absl::StatusOr<std::unique_ptr<internal::CommunicatorImpl>> impl = impl_->Split(color, key);
+  if (!impl.ok()) return impl.status();
+  if (!*impl) return std::unique_ptr<Communicator>();
+  return std::unique_ptr<Communicator>(new Communicator(std::move(*impl)));
+}
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::size() const { return impl_->size(); }
+const std::vector<int>& Communicator::processes() const { return impl_->processes(); }
+Backend Communicator::backend() const { return impl_->backend(); }
+std::string Communicator::Describe() const { return impl_->Describe(); }
+
+void Communicator::Abort(absl::string_view reason) {
+  impl_->Abort(absl::AbortedError(absl::StrCat("Abort() was called: ", reason)));
+}
+
+absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count, DataType type,
+                                     ReduceOp op, const CallOptions& options) {
+  return impl_->Run(internal::CollectiveKind::kAllReduce, send, recv, count, type, op, -1,
+                    options);
+}
+
+absl::Status Communicator::AllGather(const void* send, void* recv, size_t send_count,
+                                     DataType type, const CallOptions& options) {
+  return impl_->Run(internal::CollectiveKind::kAllGather, send, recv, send_count, type,
+                    ReduceOp::kSum, -1, options);
+}
+
+absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t recv_count,
+                                         DataType type, ReduceOp op,
+                                         const CallOptions& options) {
+  return impl_->Run(internal::CollectiveKind::kReduceScatter, send, recv, recv_count, type, op,
+                    -1, options);
+}
+
+absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count, DataType type,
+                                     int root, const CallOptions& options) {
+  return impl_->Run(internal::CollectiveKind::kBroadcast, send, recv, count, type,
+                    ReduceOp::kSum, root, options);
+}
+
+absl::Status Communicator::AllToAll(const void* send, void* recv, size_t count, DataType type,
+                                    const CallOptions& options) {
+  return impl_->Run(internal::CollectiveKind::kAllToAll, send, recv, count, type,
+                    ReduceOp::kSum, -1, options);
+}
+
+absl::Status Communicator::Barrier(const CallOptions& options) {
+  return impl_->Run(internal::CollectiveKind::kBarrier, nullptr, nullptr, 0,
+                    DataType::kFloat32, ReduceOp::kSum, -1, options);
+}
+
+}  // namespace dist

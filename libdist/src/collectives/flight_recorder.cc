@@ -1,0 +1,111 @@
+#include "libdist/src/collectives/flight_recorder.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/env.h"
+#include "dist/distributed.h"
+
+namespace dist::internal {
+namespace {
+
+int g_dump_pipe[2] = {-1, -1};
+
+void OnSigusr2(int) {
+  const char byte = 1;
+  ssize_t ignored = write(g_dump_pipe[1], &byte, 1);
+  (void)ignored;
+}
+
+// SIGUSR2 only wakes a thread (nothing else is async-signal-safe); the thread writes the dump.
+void InstallDumpOnSigusr2(FlightRecorder* recorder) {
+  if (pipe2(g_dump_pipe, O_CLOEXEC) != 0) return;
+  std::thread([recorder] {
+    pthread_setname_np(pthread_self(), "dist-flightrec");
+    char byte;
+    while (read(g_dump_pipe[0], &byte, 1) > 0 || errno == EINTR) {
+      const std::string dump = recorder->Dump();
+      ssize_t ignored = write(STDERR_FILENO, dump.data(), dump.size());
+      (void)ignored;
+    }
+  }).detach();
+  struct sigaction sa {};
+  sa.sa_handler = OnSigusr2;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR2, &sa, nullptr);
+}
+
+}  // namespace
+
+FlightRecorder& FlightRecorder::Get() {
+  static FlightRecorder* recorder = [] {
+    size_t capacity = 2000;
+    absl::StatusOr<std::optional<int64_t>> n = cohort::env::GetInt(cohort::env::kFlightRecorderEntries);
+    if (n.ok() && n->has_value() && **n >= 0) capacity = static_cast<size_t>(**n);
+    auto* r = new FlightRecorder(capacity);
+    InstallDumpOnSigusr2(r);
+    return r;
+  }();
+  return *recorder;
+}
+
+uint64_t FlightRecorder::Start(const std::string& comm, const OpSignature& sig) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_id_++;
+  if (capacity_ == 0) return id;
+  Entry e{id, comm, sig, absl::Now(), absl::InfinitePast(), "pending"};
+  if (ring_.size() < capacity_) {
+    ring_.push_back(std::move(e));
+  } else {
+    ring_[(id - 1) % capacity_] = std::move(e);
+  }
+  return id;
+}
+
+void FlightRecorder::End(uint64_t id, const std::string& result) {
+  absl::MutexLock lock(&mu_);
+  if (capacity_ == 0 || ring_.empty()) return;
+  Entry& e = ring_[(id - 1) % capacity_];
+  if (e.id != id) return;  // Overwritten already.
+  e.ended = absl::Now();
+  e.result = result;
+}
+
+std::vector<FlightRecorder::Entry> FlightRecorder::Last(size_t n) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Entry> out;
+  if (ring_.empty()) return out;
+  const size_t count = std::min(n, ring_.size());
+  const uint64_t last = next_id_ - 1;
+  for (uint64_t id = last + 1 - count; id <= last; ++id) out.push_back(ring_[(id - 1) % capacity_]);
+  return out;
+}
+
+std::string FlightRecorder::Dump(size_t n) const {
+  const std::vector<Entry> entries = Last(n);
+  const absl::Time now = absl::Now();
+  std::string out = absl::StrCat("cohort flight recorder: process ", dist::ProcessIndex(),
+                                 " (pid ", getpid(), "), the last ", entries.size(),
+                                 " collectives, oldest first\n");
+  for (const Entry& e : entries) {
+    absl::StrAppend(&out, "  [", e.comm, "] ", e.sig.ToString(), ": ", e.result);
+    if (e.ended == absl::InfinitePast()) {
+      absl::StrAppend(&out, " for ", absl::FormatDuration(absl::Trunc(now - e.started,
+                                                                      absl::Milliseconds(1))));
+    } else {
+      absl::StrAppend(&out, " in ", absl::FormatDuration(absl::Trunc(e.ended - e.started,
+                                                                     absl::Microseconds(1))));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+}  // namespace dist::internal

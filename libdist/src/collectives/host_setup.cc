@@ -1,0 +1,236 @@
+#include "libdist/src/collectives/host_setup.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/env.h"
+
+namespace dist::internal {
+namespace {
+
+int MillisUntil(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  return left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left) + 1);
+}
+
+bool WaitFd(int fd, short events, absl::Time deadline) {
+  pollfd p{fd, events, 0};
+  while (true) {
+    int rc = poll(&p, 1, MillisUntil(deadline));
+    if (rc > 0) return true;
+    if (rc == 0 || errno != EINTR) return false;
+  }
+}
+
+sockaddr_un AbstractAddress(const std::string& name, socklen_t* len) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  addr.sun_path[0] = '\0';
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return addr;
+}
+
+bool SendFd(int sock, int fd, uint32_t rank) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&rank, sizeof(rank)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  return sendmsg(sock, &msg, MSG_NOSIGNAL) == sizeof(rank);
+}
+
+// The fd and the sender's rank; -1 on failure.
+int ReceiveFd(int sock, uint32_t* rank) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{rank, sizeof(*rank)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != sizeof(*rank)) return -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+      return fd;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::string LocalityKey() {
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  struct stat st {};
+  const uint64_t netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+  if (boot_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    boot_id = host;
+  }
+  return absl::StrCat(boot_id, ".", netns);
+}
+
+std::string TcpHost(const std::string& configured, const std::string& coordinator_address) {
+  if (!configured.empty()) return configured;
+  if (auto pod_ip = cohort::env::Get(cohort::env::kPodIp)) return *pod_ip;
+  const size_t colon = coordinator_address.rfind(':');
+  std::string host = colon == std::string::npos ? coordinator_address
+                                                : coordinator_address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "localhost" || absl::StartsWith(host, "127.") || host == "::1") {
+    return "127.0.0.1";
+  }
+  // The source address of the route to the coordinator (no packet is sent).
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "127.0.0.1";
+  std::string result = "127.0.0.1";
+  int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      if (local.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, buf, sizeof(buf));
+      } else {
+        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, buf,
+                  sizeof(buf));
+      }
+      result = buf;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(res);
+  return result;
+}
+
+absl::StatusOr<SegmentServer> SegmentServer::Start() {
+  std::random_device rd;
+  SegmentServer s;
+  s.name_ = absl::StrFormat("cohort-coll-%08x%08x", rd(), rd());
+  s.fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  socklen_t len = 0;
+  sockaddr_un addr = AbstractAddress(s.name_, &len);
+  if (s.fd_ < 0 || bind(s.fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      listen(s.fd_, 4096) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on an abstract Unix socket for shared memory (", std::strerror(errno),
+        "); set COHORT_HOST_TRANSPORT=tcp"));
+  }
+  return s;
+}
+
+SegmentServer::SegmentServer(SegmentServer&& other) noexcept { *this = std::move(other); }
+SegmentServer& SegmentServer::operator=(SegmentServer&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    name_ = std::move(other.name_);
+  }
+  return *this;
+}
+SegmentServer::~SegmentServer() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::StatusOr<std::vector<SharedSegment>> ExchangeSegments(
+    int rank, const std::vector<int>& local, const std::vector<std::string>& names,
+    SegmentServer& server, SharedSegment mine, const RankNames& rank_names,
+    absl::Time deadline) {
+  std::vector<SharedSegment> segments(names.size());
+  std::vector<int> outgoing(names.size(), -1);
+  auto close_all = [&] {
+    for (int& fd : outgoing) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  };
+  // Connect to every local peer (completes into its backlog before it accepts).
+  for (int peer : local) {
+    if (peer == rank) continue;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t len = 0;
+    sockaddr_un addr = AbstractAddress(names[peer], &len);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+      const int e = errno;
+      if (fd >= 0) close(fd);
+      close_all();
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach ", rank_names.Name(peer), "'s shared-memory socket (", std::strerror(e),
+          "): is it in another network namespace? Set COHORT_HOST_TRANSPORT=tcp"));
+    }
+    outgoing[peer] = fd;
+  }
+  // Hand this rank's segment to each peer that connected.
+  for (size_t handed = 0; handed + 1 < local.size();) {
+    if (!WaitFd(server.fd(), POLLIN, deadline)) {
+      close_all();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "not every rank on this host connected to ", rank_names.Name(rank),
+          "'s shared-memory socket in time"));
+    }
+    int fd = accept4(server.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    const bool sent = SendFd(fd, mine.fd(), static_cast<uint32_t>(rank));
+    close(fd);
+    if (sent) ++handed;
+  }
+  // Map the peers' segments.
+  for (int peer : local) {
+    if (peer == rank) continue;
+    if (!WaitFd(outgoing[peer], POLLIN, deadline)) {
+      close_all();
+      return absl::DeadlineExceededError(absl::StrCat(
+          rank_names.Name(peer), " did not hand over its shared-memory segment in time"));
+    }
+    uint32_t sender = 0;
+    const int fd = ReceiveFd(outgoing[peer], &sender);
+    if (fd < 0 || sender != static_cast<uint32_t>(peer)) {
+      if (fd >= 0) close(fd);
+      close_all();
+      return absl::InternalError(absl::StrCat("bad shared-memory handover from ",
+                                              rank_names.Name(peer)));
+    }
+    absl::StatusOr<SharedSegment> seg = SharedSegment::Map(fd, ShmBackend::SegmentBytes());
+    if (!seg.ok()) {
+      close_all();
+      return seg.status();
+    }
+    seg->CloseFd();
+    segments[peer] = std::move(*seg);
+  }
+  close_all();
+  mine.CloseFd();
+  segments[rank] = std::move(mine);
+  return segments;
+}
+
+}  // namespace dist::internal

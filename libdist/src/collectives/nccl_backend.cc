@@ -1,0 +1,231 @@
+#include "libdist/src/collectives/nccl_backend.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+
+namespace dist::internal {
+
+NcclBackend::NcclBackend(const NcclApi* api, int rank, int size, RankNames names, int device)
+    : api_(api), rank_(rank), size_(size), names_(std::move(names)), device_(device) {}
+
+absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclApi* api, int rank,
+                                                                 RankNames names, int device,
+                                                                 Rendezvous rendezvous,
+                                                                 absl::Time deadline) {
+  const int size = static_cast<int>(names.processes.size());
+  if (device < 0) api->GetDevice(&device);
+  if (CudaError e = api->SetDevice(device); e != kCudaSuccess) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot use CUDA device ", device, ": ",
+                                                   api->CudaGetErrorString(e)));
+  }
+  std::unique_ptr<NcclBackend> b(new NcclBackend(api, rank, size, names, device));
+  if (CudaError e = api->StreamCreate(&b->stream_); e != kCudaSuccess) {
+    return absl::InternalError(absl::StrCat("cannot create a CUDA stream: ",
+                                            api->CudaGetErrorString(e)));
+  }
+  if (CudaError e = api->Malloc(&b->barrier_buffer_, sizeof(float)); e != kCudaSuccess) {
+    return absl::InternalError(absl::StrCat("cannot allocate device memory: ",
+                                            api->CudaGetErrorString(e)));
+  }
+  NcclUniqueId id{};
+  if (rank == 0) {
+    if (NcclResult r = api->GetUniqueId(&id); r != kNcclSuccess) {
+      return absl::UnavailableError(absl::StrCat("ncclGetUniqueId failed: ", b->NcclError(r)));
+    }
+    if (absl::Status s = rendezvous.publish_id(id); !s.ok()) return s;
+  } else {
+    absl::StatusOr<NcclUniqueId> fetched = rendezvous.fetch_id(deadline);
+    if (!fetched.ok()) return fetched.status();
+    id = *fetched;
+  }
+  rendezvous.mark_joined();
+  NcclComm comm = nullptr;
+  const NcclResult r = api->CommInitRankNonBlocking(&comm, size, id, rank);
+  b->comm_ = comm;
+  if (r != kNcclSuccess && r != kNcclInProgress) {
+    b->failed_ = true;
+    return absl::UnavailableError(absl::StrCat("ncclCommInitRankConfig failed on ",
+                                               names.Name(rank), ": ", b->NcclError(r)));
+  }
+  absl::Status init = b->Poll([] { return true; }, "NCCL communicator init", deadline);
+  if (absl::IsDeadlineExceeded(init)) {
+    const std::vector<int> missing = rendezvous.missing_ranks();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "NCCL communicator init did not complete in time: ",
+        missing.empty() ? "every rank joined, but NCCL did not finish connecting (check "
+                          "NCCL_SOCKET_IFNAME and that hosts reach each other)"
+                        : absl::StrCat(names.List(missing), " never joined")));
+  }
+  if (!init.ok()) return init;
+  return b;
+}
+
+NcclBackend::~NcclBackend() {
+  if (comm_ != nullptr) {
+    bool released;
+    {
+      absl::MutexLock lock(&abort_mu_);
+      released = comm_released_;
+    }
+    if (!released && !failed_.load() && !aborted_.load()) {
+      // The clean, collective shutdown: finalize (flushes), then destroy.
+      NcclResult r = api_->CommFinalize(comm_);
+      absl::Status s = r == kNcclSuccess || r == kNcclInProgress
+                           ? Poll([] { return true; }, "NCCL communicator finalize",
+                                  absl::Now() + kAbortBound)
+                           : absl::InternalError(NcclError(r));
+      if (s.ok()) {
+        absl::MutexLock lock(&abort_mu_);
+        comm_released_ = true;
+        api_->CommDestroy(comm_);
+      } else {
+        cohort::LogWarning("NCCL finalize failed (", s.message(), "); aborting the communicator");
+      }
+    }
+    AbortComm();
+  }
+  if (barrier_buffer_) api_->Free(barrier_buffer_);
+  if (stream_) api_->StreamDestroy(stream_);
+}
+
+std::string NcclBackend::Describe() const {
+  return absl::StrCat(api_->Describe(), " on CUDA device ", device_);
+}
+
+std::string NcclBackend::NcclError(NcclResult result) const {
+  std::string s = api_->GetErrorString ? api_->GetErrorString(result) : "unknown error";
+  if (comm_ && api_->GetLastError) {
+    const char* last = api_->GetLastError(comm_);
+    if (last && *last) absl::StrAppend(&s, ": ", last);
+  }
+  return s;
+}
+
+void NcclBackend::Abort() { aborted_.store(true); }
+
+void NcclBackend::AbortComm() {
+  {
+    absl::MutexLock lock(&abort_mu_);
+    if (comm_released_ || comm_ == nullptr) return;
+    comm_released_ = true;
+  }
+  auto done = std::make_shared<absl::Notification>();
+  const NcclApi* api = api_;
+  NcclComm comm = comm_;
+  std::thread([api, comm, done] {
+    api->CommAbort(comm);
+    done->Notify();
+  }).detach();
+  if (!done->WaitForNotificationWithTimeout(kAbortBound)) {
+    cohort::LogWarning("ncclCommAbort did not return within ", absl::FormatDuration(kAbortBound),
+                       "; leaving it behind");
+  }
+}
+
+absl::Status NcclBackend::Poll(const std::function<bool()>& done, const std::string& what,
+                               absl::Time deadline) {
+  while (true) {
+    if (aborted_.load()) {
+      AbortComm();
+      return absl::AbortedError("the communicator was aborted");
+    }
+    NcclResult async = kNcclSuccess;
+    api_->CommGetAsyncError(comm_, &async);
+    if (async != kNcclSuccess && async != kNcclInProgress) {
+      failed_ = true;
+      const std::string error = NcclError(async);
+      AbortComm();
+      return absl::InternalError(absl::StrCat(what, " failed on ", names_.Name(rank_), ": ",
+                                              error));
+    }
+    if (async == kNcclSuccess && done()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      failed_ = true;
+      AbortComm();
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " did not complete in time on ", names_.Name(rank_)));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+}
+
+bool NcclBackend::IsDevicePointer(const NcclApi* api, const void* pointer) {
+  CudaPointerAttributes attributes{};
+  return pointer != nullptr && api->PointerGetAttributes(&attributes, pointer) == kCudaSuccess &&
+         (attributes.type == 2 || attributes.type == 3);
+}
+
+absl::Status NcclBackend::Run(const CollectiveCall& call) {
+  if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
+  if (failed_.load()) return absl::FailedPreconditionError("the NCCL communicator failed before");
+  api_->SetDevice(device_);
+  CudaStream stream = call.cuda_stream ? call.cuda_stream : stream_;
+  const OpSignature& sig = call.sig;
+  const int type = NcclDataType(sig.type);
+  const int op = NcclReduceOp(sig.op);
+  NcclResult r = kNcclSuccess;
+  switch (sig.kind) {
+    case CollectiveKind::kAllReduce:
+      r = api_->AllReduce(call.send, call.recv, sig.count, type, op, comm_, stream);
+      break;
+    case CollectiveKind::kAllGather:
+      r = api_->AllGather(call.send, call.recv, sig.count, type, comm_, stream);
+      break;
+    case CollectiveKind::kReduceScatter:
+      r = api_->ReduceScatter(call.send, call.recv, sig.count, type, op, comm_, stream);
+      break;
+    case CollectiveKind::kBroadcast:
+      r = api_->Broadcast(call.send, call.recv, sig.count, type, sig.root, comm_, stream);
+      break;
+    case CollectiveKind::kAllToAll: {
+      const size_t block = sig.count * DataTypeSize(sig.type);
+      r = api_->GroupStart();
+      for (int p = 0; p < size_ && (r == kNcclSuccess || r == kNcclInProgress); ++p) {
+        r = api_->Send(static_cast<const uint8_t*>(call.send) + p * block, sig.count, type, p,
+                       comm_, stream);
+        if (r == kNcclSuccess || r == kNcclInProgress) {
+          r = api_->Recv(static_cast<uint8_t*>(call.recv) + p * block, sig.count, type, p, comm_,
+                         stream);
+        }
+      }
+      const NcclResult end = api_->GroupEnd();
+      if (r == kNcclSuccess || r == kNcclInProgress) r = end;
+      break;
+    }
+    case CollectiveKind::kBarrier:
+      r = api_->AllReduce(barrier_buffer_, barrier_buffer_, 1, NcclDataType(DataType::kFloat32),
+                          NcclReduceOp(ReduceOp::kSum), comm_, stream);
+      break;
+  }
+  if (r == kNcclInvalidArgument || r == kNcclInvalidUsage) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL rejected ", sig.ToString(), ": ",
+                                                   NcclError(r)));
+  }
+  if (r != kNcclSuccess && r != kNcclInProgress) {
+    failed_ = true;
+    const std::string error = NcclError(r);
+    AbortComm();
+    return absl::InternalError(absl::StrCat(sig.ToString(), " failed: ", error));
+  }
+  CudaError stream_error = kCudaSuccess;
+  absl::Status s = Poll(
+      [&] {
+        const CudaError e = api_->StreamQuery(stream);
+        if (e == kCudaErrorNotReady) return false;
+        stream_error = e;
+        return true;
+      },
+      sig.ToString(), call.deadline);
+  if (s.ok() && stream_error != kCudaSuccess) {
+    failed_ = true;
+    return absl::InternalError(absl::StrCat(sig.ToString(), ": CUDA error ",
+                                            api_->CudaGetErrorString(stream_error)));
+  }
+  return s;
+}
+
+}  // namespace dist::internal

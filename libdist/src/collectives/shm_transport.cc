@@ -1,0 +1,498 @@
+#include "libdist/src/collectives/shm_transport.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "libdist/src/collectives/reduce.h"
+
+namespace dist::internal {
+
+// ---- SharedSegment ------------------------------------------------------------------------
+
+absl::StatusOr<SharedSegment> SharedSegment::Create(size_t bytes) {
+  const int fd = static_cast<int>(syscall(SYS_memfd_create, "cohort-collectives", MFD_CLOEXEC));
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("memfd_create failed: ", std::strerror(errno),
+                                            "; set COHORT_HOST_TRANSPORT=tcp to avoid shared "
+                                            "memory"));
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int e = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("could not size a ", bytes,
+                                            "-byte shared-memory segment: ", std::strerror(e)));
+  }
+  return Map(fd, bytes);
+}
+
+absl::StatusOr<SharedSegment> SharedSegment::Map(int fd, size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("could not map a ", bytes,
+                                            "-byte shared-memory segment: ", std::strerror(e)));
+  }
+  SharedSegment s;
+  s.data_ = static_cast<uint8_t*>(p);
+  s.size_ = bytes;
+  s.fd_ = fd;
+  return s;
+}
+
+SharedSegment::SharedSegment(SharedSegment&& other) noexcept { *this = std::move(other); }
+
+SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
+  if (this != &other) {
+    this->~SharedSegment();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+SharedSegment::~SharedSegment() {
+  if (data_) munmap(data_, size_);
+  CloseFd();
+  data_ = nullptr;
+}
+
+void SharedSegment::CloseFd() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+// ---- Layout -------------------------------------------------------------------------------
+
+// A counter only its owner writes; `waiters` counts the peers asleep on it.
+struct alignas(64) ShmBackend::Counter {
+  std::atomic<uint32_t> value;
+  std::atomic<uint32_t> waiters;
+};
+
+struct alignas(64) SlotHeader {
+  WireSignature sig;
+};
+
+// The head of each rank's segment. Chunk c uses slot c % kSlots.
+//   posted           the last chunk whose in-slot is written;
+//   consumed         the last chunk for which this rank is done reading its peers' in-slots;
+//   reduced          the last chunk whose reduced block is in this rank's out-slot;
+//   result_consumed  the last chunk for which this rank is done reading the peers' out-slots.
+// A rank writes its in-slot for chunk c once every peer consumed c - kSlots, and its out-slot
+// once every peer's result_consumed reached c - kSlots.
+struct ShmBackend::Segment {
+  Counter posted;
+  Counter consumed;
+  Counter reduced;
+  Counter result_consumed;
+  SlotHeader headers[kSlots];
+};
+
+namespace {
+
+constexpr size_t kDataOffset = 4096;
+static_assert(sizeof(ShmBackend::kSlots) > 0);
+
+bool Reached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;
+}
+
+void FutexWake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+  const struct timespec ts = absl::ToTimespec(timeout);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void Copy(void* dst, const void* src, size_t bytes) {
+  if (bytes && dst != src) std::memcpy(dst, src, bytes);
+}
+
+}  // namespace
+
+size_t ShmBackend::SegmentBytes() { return kDataOffset + 2 * kSlots * kSlotBytes; }
+
+ShmBackend::ShmBackend(int rank, RankNames names, std::vector<SharedSegment> segments)
+    : rank_(rank),
+      size_(static_cast<int>(segments.size())),
+      names_(std::move(names)),
+      segments_(std::move(segments)),
+      // Spin (about 20-50 us) only when every rank can have a core; otherwise sleep at once, so
+      // that the rank being waited for gets the CPU.
+      spin_iterations_(size_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                           ? 2000
+                           : 0) {
+  static_assert(sizeof(Segment) <= kDataOffset);
+}
+
+ShmBackend::~ShmBackend() = default;
+
+std::string ShmBackend::Describe() const { return "host backend over shared memory"; }
+
+ShmBackend::Segment& ShmBackend::Seg(int rank) const {
+  return *reinterpret_cast<Segment*>(segments_[rank].data());
+}
+
+uint8_t* ShmBackend::InSlot(int rank, uint32_t chunk) const {
+  return segments_[rank].data() + kDataOffset + (chunk % kSlots) * kSlotBytes;
+}
+
+uint8_t* ShmBackend::OutSlot(int rank, uint32_t chunk) const {
+  return segments_[rank].data() + kDataOffset + (kSlots + chunk % kSlots) * kSlotBytes;
+}
+
+void ShmBackend::Publish(CounterField field, uint32_t value) {
+  Counter& c = Seg(rank_).*field;
+  c.value.store(value, std::memory_order_seq_cst);
+  if (c.waiters.load(std::memory_order_seq_cst) > 0) FutexWake(&c.value);
+}
+
+void ShmBackend::Abort() {
+  aborted_.store(true);
+  for (int q = 0; q < size_; ++q) {
+    for (CounterField f : {&Segment::posted, &Segment::consumed, &Segment::reduced,
+                           &Segment::result_consumed}) {
+      FutexWake(&(Seg(q).*f).value);
+    }
+  }
+}
+
+absl::Status ShmBackend::WaitPeers(CounterField field, uint32_t target, const OpSignature& sig,
+                                   uint32_t first_chunk, absl::Time deadline) {
+  // How long one sleep lasts at most: a missed wake-up (an abort racing the sleep) costs this.
+  constexpr absl::Duration kSleepSlice = absl::Milliseconds(100);
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    Counter& c = Seg(q).*field;
+    if (Reached(c.value.load(std::memory_order_acquire), target)) continue;
+    for (int i = 0; i < spin_iterations_; ++i) {
+      CpuRelax();
+      if (Reached(c.value.load(std::memory_order_acquire), target)) break;
+    }
+    while (true) {
+      uint32_t v = c.value.load(std::memory_order_acquire);
+      if (Reached(v, target)) break;
+      if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
+      const absl::Time now = absl::Now();
+      if (now >= deadline) {
+        std::vector<int> not_entered, inside;
+        for (int p = 0; p < size_; ++p) {
+          if (p == rank_) continue;
+          if (Reached((Seg(p).*field).value.load(), target)) continue;
+          (Reached(Seg(p).posted.value.load(), first_chunk) ? inside : not_entered).push_back(p);
+        }
+        std::string msg = absl::StrCat(sig.ToString(), " did not complete in time on ",
+                                       names_.Name(rank_), ":");
+        if (!not_entered.empty()) {
+          absl::StrAppend(&msg, " ", names_.List(not_entered),
+                          not_entered.size() == 1 ? " has" : " have", " not entered it");
+        }
+        if (!inside.empty()) {
+          absl::StrAppend(&msg, not_entered.empty() ? " " : "; ", names_.List(inside),
+                          inside.size() == 1 ? " is" : " are", " inside it but not done");
+        }
+        return absl::DeadlineExceededError(msg);
+      }
+      c.waiters.fetch_add(1, std::memory_order_seq_cst);
+      v = c.value.load(std::memory_order_seq_cst);
+      if (!Reached(v, target) && !aborted_.load()) {
+        FutexWait(&c.value, v, std::min(kSleepSlice, deadline - now));
+      }
+      c.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::CheckSignatures(uint32_t chunk, const OpSignature& sig) {
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    const OpSignature theirs = FromWire(Seg(q).headers[chunk % kSlots].sig);
+    if (!theirs.SameCall(sig)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "collective mismatch: ", names_.Name(q), " called ", theirs.ToString(), " while ",
+          names_.Name(rank_), " called ", sig.ToString(),
+          "; every rank must call the same collectives in the same order"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename Post, typename Consume>
+absl::Status ShmBackend::Step(const OpSignature& sig, uint32_t first_chunk, absl::Time deadline,
+                              Post post, Consume consume) {
+  const uint32_t c = ++chunk_;
+  if (absl::Status s = WaitPeers(&Segment::consumed, c - kSlots, sig, first_chunk, deadline);
+      !s.ok()) {
+    return s;
+  }
+  Seg(rank_).headers[c % kSlots].sig = ToWire(sig);
+  post(InSlot(rank_, c));
+  Publish(&Segment::posted, c);
+  if (absl::Status s = WaitPeers(&Segment::posted, c, sig, first_chunk, deadline); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckSignatures(c, sig); !s.ok()) return s;
+  const uint8_t* slots[64];
+  std::vector<const uint8_t*> many;
+  const uint8_t** in = slots;
+  if (size_ > 64) {
+    many.resize(size_);
+    in = many.data();
+  }
+  for (int q = 0; q < size_; ++q) in[q] = InSlot(q, c);
+  consume(in);
+  // Single-phase: nothing goes through the out-slots.
+  Seg(rank_).reduced.value.store(c, std::memory_order_relaxed);
+  Publish(&Segment::result_consumed, c);
+  Publish(&Segment::consumed, c);
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::Run(const CollectiveCall& call) {
+  if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
+  switch (call.sig.kind) {
+    case CollectiveKind::kAllReduce: return AllReduce(call);
+    case CollectiveKind::kAllGather: return AllGather(call);
+    case CollectiveKind::kReduceScatter: return ReduceScatter(call);
+    case CollectiveKind::kBroadcast: return Broadcast(call);
+    case CollectiveKind::kAllToAll: return AllToAll(call);
+    case CollectiveKind::kBarrier: return Barrier(call);
+  }
+  return absl::InvalidArgumentError("unknown collective");
+}
+
+absl::Status ShmBackend::AllReduce(const CollectiveCall& call) {
+  const size_t esize = DataTypeSize(call.sig.type);
+  const size_t count = call.sig.count;
+  if (count * esize > kOneShotBytes && size_ > 1) return AllReduceTwoPhase(call);
+  // One shot: every rank posts its whole chunk and reduces all of them, in rank order.
+  const size_t per_chunk = kSlotBytes / esize;
+  const uint32_t first = chunk_ + 1;
+  const auto* send = static_cast<const uint8_t*>(call.send);
+  auto* recv = static_cast<uint8_t*>(call.recv);
+  size_t offset = 0;
+  do {
+    const size_t len = std::min(per_chunk, count - offset);
+    const uint8_t* mine = send + offset * esize;
+    absl::Status s = Step(
+        call.sig, first, call.deadline,
+        [&](uint8_t* slot) { Copy(slot, mine, len * esize); },
+        [&](const uint8_t* const* slots) {
+          const void* inputs[64];
+          std::vector<const void*> many;
+          const void** in = inputs;
+          if (size_ > 64) {
+            many.resize(size_);
+            in = many.data();
+          }
+          for (int q = 0; q < size_; ++q) in[q] = q == rank_ ? mine : slots[q];
+          ReduceInto(call.sig.type, call.sig.op, in, size_, recv + offset * esize, len, size_);
+        });
+    if (!s.ok()) return s;
+    offset += len;
+  } while (offset < count);
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::AllReduceTwoPhase(const CollectiveCall& call) {
+  const DataType type = call.sig.type;
+  const size_t esize = DataTypeSize(type);
+  const size_t count = call.sig.count;
+  const size_t per_chunk = kSlotBytes / esize;
+  const uint32_t first = chunk_ + 1;
+  const auto* send = static_cast<const uint8_t*>(call.send);
+  auto* recv = static_cast<uint8_t*>(call.recv);
+  std::vector<const void*> inputs(size_);
+  for (size_t offset = 0; offset < count;) {
+    const size_t len = std::min(per_chunk, count - offset);
+    const uint32_t c = ++chunk_;
+    const Range mine = PartOf(len, size_, rank_);
+    const uint8_t* src = send + offset * esize;
+    uint8_t* dst = recv + offset * esize;
+    // Post every block but this rank's own: each peer reduces its block from everyone's slot.
+    if (absl::Status s = WaitPeers(&Segment::consumed, c - kSlots, call.sig, first, call.deadline);
+        !s.ok()) {
+      return s;
+    }
+    Seg(rank_).headers[c % kSlots].sig = ToWire(call.sig);
+    uint8_t* in_slot = InSlot(rank_, c);
+    Copy(in_slot, src, mine.begin * esize);
+    const size_t after = mine.begin + mine.size;
+    Copy(in_slot + after * esize, src + after * esize, (len - after) * esize);
+    Publish(&Segment::posted, c);
+    if (absl::Status s = WaitPeers(&Segment::posted, c, call.sig, first, call.deadline); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CheckSignatures(c, call.sig); !s.ok()) return s;
+    // Reduce this rank's block, in rank order, into recv and (for the peers) the out-slot.
+    for (int q = 0; q < size_; ++q) {
+      inputs[q] = (q == rank_ ? src : InSlot(q, c)) + mine.begin * esize;
+    }
+    if (absl::Status s = WaitPeers(&Segment::result_consumed, c - kSlots, call.sig, first,
+                                   call.deadline);
+        !s.ok()) {
+      return s;
+    }
+    uint8_t* out_block = OutSlot(rank_, c) + mine.begin * esize;
+    ReduceInto(type, call.sig.op, inputs.data(), size_, out_block, mine.size, size_);
+    Publish(&Segment::consumed, c);
+    Copy(dst + mine.begin * esize, out_block, mine.size * esize);
+    Publish(&Segment::reduced, c);
+    // Gather the peers' reduced blocks.
+    if (absl::Status s = WaitPeers(&Segment::reduced, c, call.sig, first, call.deadline); !s.ok()) {
+      return s;
+    }
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      const Range r = PartOf(len, size_, q);
+      Copy(dst + r.begin * esize, OutSlot(q, c) + r.begin * esize, r.size * esize);
+    }
+    Publish(&Segment::result_consumed, c);
+    offset += len;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::AllGather(const CollectiveCall& call) {
+  const size_t esize = DataTypeSize(call.sig.type);
+  const size_t count = call.sig.count;  // Per rank.
+  const size_t per_chunk = kSlotBytes / esize;
+  const uint32_t first = chunk_ + 1;
+  const auto* send = static_cast<const uint8_t*>(call.send);
+  auto* recv = static_cast<uint8_t*>(call.recv);
+  size_t offset = 0;
+  do {
+    const size_t len = std::min(per_chunk, count - offset);
+    absl::Status s = Step(
+        call.sig, first, call.deadline,
+        [&](uint8_t* slot) { Copy(slot, send + offset * esize, len * esize); },
+        [&](const uint8_t* const* slots) {
+          for (int q = 0; q < size_; ++q) {
+            const uint8_t* from = q == rank_ ? send + offset * esize : slots[q];
+            Copy(recv + (q * count + offset) * esize, from, len * esize);
+          }
+        });
+    if (!s.ok()) return s;
+    offset += len;
+  } while (offset < count);
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::ReduceScatter(const CollectiveCall& call) {
+  const size_t esize = DataTypeSize(call.sig.type);
+  const size_t count = call.sig.count;  // Per rank.
+  const size_t per_chunk = std::max<size_t>(1, kSlotBytes / (esize * size_));
+  const uint32_t first = chunk_ + 1;
+  const auto* send = static_cast<const uint8_t*>(call.send);
+  auto* recv = static_cast<uint8_t*>(call.recv);
+  std::vector<const void*> inputs(size_);
+  size_t offset = 0;
+  do {
+    const size_t len = std::min(per_chunk, count - offset);
+    absl::Status s = Step(
+        call.sig, first, call.deadline,
+        [&](uint8_t* slot) {
+          for (int j = 0; j < size_; ++j) {
+            if (j != rank_) Copy(slot + j * len * esize, send + (j * count + offset) * esize,
+                                 len * esize);
+          }
+        },
+        [&](const uint8_t* const* slots) {
+          for (int q = 0; q < size_; ++q) {
+            inputs[q] = q == rank_ ? send + (rank_ * count + offset) * esize
+                                   : slots[q] + rank_ * len * esize;
+          }
+          ReduceInto(call.sig.type, call.sig.op, inputs.data(), size_, recv + offset * esize, len,
+                     size_);
+        });
+    if (!s.ok()) return s;
+    offset += len;
+  } while (offset < count);
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::Broadcast(const CollectiveCall& call) {
+  const size_t esize = DataTypeSize(call.sig.type);
+  const size_t count = call.sig.count;
+  const int root = call.sig.root;
+  const size_t per_chunk = kSlotBytes / esize;
+  const uint32_t first = chunk_ + 1;
+  const auto* send = static_cast<const uint8_t*>(call.send);
+  auto* recv = static_cast<uint8_t*>(call.recv);
+  size_t offset = 0;
+  do {
+    const size_t len = std::min(per_chunk, count - offset);
+    absl::Status s = Step(
+        call.sig, first, call.deadline,
+        [&](uint8_t* slot) {
+          if (rank_ == root) Copy(slot, send + offset * esize, len * esize);
+        },
+        [&](const uint8_t* const* slots) {
+          const uint8_t* from = rank_ == root ? send + offset * esize : slots[root];
+          Copy(recv + offset * esize, from, len * esize);
+        });
+    if (!s.ok()) return s;
+    offset += len;
+  } while (offset < count);
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::AllToAll(const CollectiveCall& call) {
+  const size_t esize = DataTypeSize(call.sig.type);
+  const size_t count = call.sig.count;  // Per peer.
+  const size_t per_chunk = std::max<size_t>(1, kSlotBytes / (esize * size_));
+  const uint32_t first = chunk_ + 1;
+  const auto* send = static_cast<const uint8_t*>(call.send);
+  auto* recv = static_cast<uint8_t*>(call.recv);
+  size_t offset = 0;
+  do {
+    const size_t len = std::min(per_chunk, count - offset);
+    absl::Status s = Step(
+        call.sig, first, call.deadline,
+        [&](uint8_t* slot) {
+          for (int j = 0; j < size_; ++j) {
+            if (j != rank_) Copy(slot + j * len * esize, send + (j * count + offset) * esize,
+                                 len * esize);
+          }
+        },
+        [&](const uint8_t* const* slots) {
+          for (int q = 0; q < size_; ++q) {
+            const uint8_t* from = q == rank_ ? send + (rank_ * count + offset) * esize
+                                             : slots[q] + rank_ * len * esize;
+            Copy(recv + (q * count + offset) * esize, from, len * esize);
+          }
+        });
+    if (!s.ok()) return s;
+    offset += len;
+  } while (offset < count);
+  return absl::OkStatus();
+}
+
+absl::Status ShmBackend::Barrier(const CollectiveCall& call) {
+  return Step(call.sig, chunk_ + 1, call.deadline, [](uint8_t*) {}, [](const uint8_t* const*) {});
+}
+
+}  // namespace dist::internal

@@ -1,0 +1,102 @@
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "libdist/src/collectives/collective_op.h"
+
+namespace dist::internal {
+
+// A shared-memory segment: a memfd (never a file in /dev/shm, which containers cap at 64 MiB,
+// and nothing is left behind when the processes die) mapped into this process. RAII.
+class SharedSegment {
+ public:
+  // A new zero-filled segment of `bytes`. Internal (naming the syscall) when it cannot be made.
+  static absl::StatusOr<SharedSegment> Create(size_t bytes);
+  // Maps a segment received from a peer; takes ownership of `fd`.
+  static absl::StatusOr<SharedSegment> Map(int fd, size_t bytes);
+  SharedSegment() = default;
+  SharedSegment(SharedSegment&& other) noexcept;
+  SharedSegment& operator=(SharedSegment&& other) noexcept;
+  ~SharedSegment();
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+  // Closes the fd (the mapping stays); done once every peer has its own copy.
+  void CloseFd();
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+};
+
+// The host backend between ranks that share memory. Each rank owns one segment, mapped by every
+// rank: a few counters, each on its own cache line, and kSlots in- and out-slots. Data moves in
+// slot-sized chunks, numbered across calls; a rank may run up to kSlots chunks ahead of the
+// slowest. Per chunk a rank posts what its peers need into its in-slot, waits until every peer
+// posted, and reads from the peers' slots; a large all-reduce also publishes its reduced block
+// in an out-slot (reduce-scatter, then all-gather by direct reads). Reductions read the ranks in
+// rank order: every rank gets the same bits. Waiting spins briefly, then sleeps on a futex in
+// the shared counter (woken by the writer only when someone sleeps).
+class ShmBackend final : public CollectiveBackend {
+ public:
+  static constexpr int kSlots = 4;
+  static constexpr size_t kSlotBytes = 256 * 1024;
+  // All-reduces up to this size reduce everything on every rank in one step (one round of
+  // synchronisation instead of two).
+  static constexpr size_t kOneShotBytes = 64 * 1024;
+  static size_t SegmentBytes();
+
+  // `segments[r]` is rank r's segment (this rank's own at `rank`), all of SegmentBytes().
+  ShmBackend(int rank, RankNames names, std::vector<SharedSegment> segments);
+  ~ShmBackend() override;
+
+  absl::Status Run(const CollectiveCall& call) override;
+  void Abort() override;
+  std::string Describe() const override;
+
+ private:
+  struct Counter;
+  struct Segment;
+  using CounterField = Counter Segment::*;
+
+  Segment& Seg(int rank) const;
+  uint8_t* InSlot(int rank, uint32_t chunk) const;
+  uint8_t* OutSlot(int rank, uint32_t chunk) const;
+  void Publish(CounterField field, uint32_t value);
+  // Waits until every peer's `field` reached `target`.
+  absl::Status WaitPeers(CounterField field, uint32_t target, const OpSignature& sig,
+                         uint32_t first_chunk, absl::Time deadline);
+  absl::Status CheckSignatures(uint32_t chunk, const OpSignature& sig);
+
+  // One chunk of every operation but the two-phase all-reduce: post, wait for the peers' posts,
+  // consume. `post` writes into this rank's in-slot; `consume` gets every rank's in-slot.
+  template <typename Post, typename Consume>
+  absl::Status Step(const OpSignature& sig, uint32_t first_chunk, absl::Time deadline, Post post,
+                    Consume consume);
+
+  absl::Status AllReduce(const CollectiveCall& call);
+  absl::Status AllReduceTwoPhase(const CollectiveCall& call);
+  absl::Status AllGather(const CollectiveCall& call);
+  absl::Status ReduceScatter(const CollectiveCall& call);
+  absl::Status Broadcast(const CollectiveCall& call);
+  absl::Status AllToAll(const CollectiveCall& call);
+  absl::Status Barrier(const CollectiveCall& call);
+
+  const int rank_;
+  const int size_;
+  const RankNames names_;
+  const std::vector<SharedSegment> segments_;
+  const int spin_iterations_;
+  uint32_t chunk_ = 0;  // The last chunk this rank started.
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace dist::internal

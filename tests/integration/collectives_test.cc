@@ -1,0 +1,115 @@
+// libdist collectives in real processes with their sidecars (tests/integration/
+// collective_scenarios.cc is the program): every op over shared memory and TCP, then a rank
+// killed inside a collective, a rank stalled outside it, and ranks that call different ones.
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_job.h"
+
+namespace cohort::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kPeerFailureExit = 75;
+
+int ExitCode(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+void StartJob(LocalJob& job, const std::string& scenario, std::map<std::string, std::string> env) {
+  for (int r = 0; r < job.config().num_processes; ++r) job.StartSidecar(r);
+  for (int r = 0; r < job.config().num_processes; ++r) job.StartTrainer(r, scenario, env);
+}
+
+void ExpectEveryOpWorks(int n, const std::string& transport, const std::string& described) {
+  LocalJob job({.num_processes = n});
+  StartJob(job, "collectives", {{"COHORT_HOST_TRANSPORT", transport}});
+  for (int r = 0; r < n; ++r) {
+    const std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(120))), 0) << label;
+    EXPECT_THAT(job.FindLine(label, "RESULT"), HasSubstr("failures=0")) << label;
+    EXPECT_THAT(job.FindLine(label, "COMMUNICATOR"), HasSubstr(described)) << label;
+    if (described == "shared memory" && n > 1) {
+      EXPECT_THAT(job.FindLine(label, "SEGMENTS"), HasSubstr("memfd=yes")) << label;
+    }
+  }
+  if (n > 1) {
+    EXPECT_THAT(job.FindLine("rank 1", "ASSERT_EQUAL_MESSAGE"),
+                HasSubstr("params diverged. Expected: int32[3]{1, 2, 3}; got: int32[3]{1, 2, 9}."));
+    EXPECT_THAT(job.FindLine(absl::StrCat("rank ", n - 1), "SYNC_MISMATCH_MESSAGE"),
+                HasSubstr("SyncGlobalDevices(\"checkpoint-x\") while process 0 called "
+                          "SyncGlobalDevices(\"checkpoint-2\")"));
+  }
+}
+
+TEST(CollectivesTest, ThreeRanksOnOneHost_EveryOpOverSharedMemory) {
+  ExpectEveryOpWorks(3, "auto", "shared memory");
+}
+
+TEST(CollectivesTest, ThreeRanksForcedTcp_EveryOpOverTcp) { ExpectEveryOpWorks(3, "tcp", "TCP"); }
+
+TEST(CollectivesTest, OneRank_EveryOpIsLocal) { ExpectEveryOpWorks(1, "auto", "shared memory"); }
+
+TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNamingItWithinOneSecond) {
+  for (const std::string transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    LocalJob job({.num_processes = 3});
+    StartJob(job, "collective-kill", {{"COHORT_HOST_TRANSPORT", transport}});
+    ASSERT_TRUE(job.WaitForLine("rank 2", "STALLING", absl::Seconds(60)));
+    for (int r : {0, 1}) {
+      ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "IN_COLLECTIVE", absl::Seconds(30)));
+    }
+    job.Process("rank 2").Signal(SIGKILL);
+    const absl::Time killed = absl::Now();
+    for (int r : {0, 1}) {
+      const std::string label = absl::StrCat("rank ", r);
+      ASSERT_TRUE(job.WaitForLine(label, "COLLECTIVE_RETURNED",
+                                  absl::Seconds(1) - (absl::Now() - killed)))
+          << label << " still inside the all-reduce 1 s after rank 2 was killed";
+      const std::string line = job.FindLine(label, "COLLECTIVE_RETURNED");
+      EXPECT_THAT(line, HasSubstr("ABORTED")) << label;
+      EXPECT_THAT(line, HasSubstr("rank 2")) << label;
+      EXPECT_THAT(line, HasSubstr("all_reduce #2")) << label;
+    }
+  }
+}
+
+TEST(CollectivesTest, RankStalledOutsideTheCollective_TimeoutNamesItAndEveryRankExits) {
+  LocalJob job({.num_processes = 3});
+  StartJob(job, "collective-stall", {{"COHORT_COLLECTIVE_TIMEOUT", "2s"}});
+  for (int r = 0; r < 3; ++r) {
+    const std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), kPeerFailureExit) << label;
+  }
+  // Whichever rank timed out first reported it; every rank was told, naming the stalled one.
+  for (int r = 0; r < 3; ++r) {
+    const std::string line = job.FindLine(absl::StrCat("rank ", r), "the job failed");
+    EXPECT_THAT(line, HasSubstr("process 2 has not entered it")) << r;
+    EXPECT_THAT(line, HasSubstr("all_reduce #2")) << r;
+    EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << r;
+  }
+}
+
+TEST(CollectivesTest, RanksCallDifferentCollectives_MismatchNamedAndJobFails) {
+  LocalJob job({.num_processes = 2});
+  StartJob(job, "collective-mismatch", {});
+  for (int r = 0; r < 2; ++r) {
+    const std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), kPeerFailureExit) << label;
+    const std::string line = job.FindLine(label, "the job failed");
+    EXPECT_THAT(line, HasSubstr("collective mismatch")) << label;
+    EXPECT_THAT(line, HasSubstr("all_reduce #1 (float32 sum, 1000 elements)")) << label;
+    EXPECT_THAT(line, HasSubstr("all_gather #1 (float32, 1000 elements)")) << label;
+  }
+}
+
+}  // namespace
+}  // namespace cohort::testing
