@@ -1,6 +1,9 @@
-// A small "training" program for libdist: rendezvous, key-value exchange, barriers over steps,
-// a checkpoint at the preemption sync step, and a resume from that checkpoint when it starts
-// again. `make demo` runs four of it as a DistributedJob and evicts one pod mid-run.
+// A small data-parallel training program for libdist: each rank computes the gradient of a
+// linear model on its shard of a synthetic data set, the ranks average their gradients with an
+// all-reduce and apply the same update, so the parameters stay identical (checked with
+// AssertEqual at every checkpoint). At the preemption sync step it checkpoints the parameters;
+// started again, it resumes from them. `make demo` runs four of it as a DistributedJob and
+// evicts one pod mid-run.
 //
 //   cohort-run -n 4 -- demo-trainer --steps 300 --checkpoint-dir /tmp/ckpt
 //
@@ -10,24 +13,72 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "dist/collectives.h"
 #include "dist/distributed.h"
 
 namespace {
 
+constexpr int kFeatures = 16;
+constexpr int kSamples = 8192;
+constexpr int kBatchPerRank = 32;
+
 int Fail(const char* what, const absl::Status& s) {
   std::fprintf(stderr, "demo-trainer: %s: %s\n", what, std::string(s.message()).c_str());
   return 1;
+}
+
+// The data set every rank can generate: y = x . w_true + noise, the same on every rank.
+struct DataSet {
+  std::vector<float> x, y;
+  DataSet() : x(kSamples * kFeatures), y(kSamples) {
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> w_true(kFeatures);
+    for (int j = 0; j < kFeatures; ++j) w_true[j] = static_cast<float>(j % 5) - 2.0f;
+    for (int i = 0; i < kSamples; ++i) {
+      float dot = 0;
+      for (int j = 0; j < kFeatures; ++j) {
+        x[i * kFeatures + j] = normal(rng);
+        dot += x[i * kFeatures + j] * w_true[j];
+      }
+      y[i] = dot + 0.1f * normal(rng);
+    }
+  }
+};
+
+// Mean squared error on this rank's batch of step `step`, and its gradient (kFeatures values
+// followed by the loss, so that one all-reduce averages both).
+std::vector<float> LocalGradient(const DataSet& data, const std::vector<float>& w, int rank,
+                                 int ranks, int64_t step) {
+  std::vector<float> g(kFeatures + 1, 0.0f);
+  const int shard = kSamples / ranks;
+  for (int b = 0; b < kBatchPerRank; ++b) {
+    const int i = rank * shard + static_cast<int>((step * kBatchPerRank + b) % shard);
+    float err = -data.y[i];
+    for (int j = 0; j < kFeatures; ++j) err += data.x[i * kFeatures + j] * w[j];
+    for (int j = 0; j < kFeatures; ++j) g[j] += 2.0f * err * data.x[i * kFeatures + j] / kBatchPerRank;
+    g[kFeatures] += err * err / kBatchPerRank;
+  }
+  return g;
+}
+
+std::string CheckpointPath(const std::string& dir, int rank) {
+  return absl::StrCat(dir, "/rank-", rank, ".ckpt");
 }
 
 }  // namespace
@@ -36,12 +87,14 @@ int main(int argc, char** argv) {
   int steps = 300;
   int step_ms = 20;
   int barrier_every = 10;
+  float learning_rate = 0.05f;
   std::string checkpoint_dir = "checkpoints";
   int preempted_exit_code = dist::kPreemptedExitCode;
-  CLI::App app{"demo-trainer: a libdist example"};
+  CLI::App app{"demo-trainer: data-parallel training with libdist"};
   app.add_option("--steps", steps, "Training steps")->capture_default_str();
-  app.add_option("--step-ms", step_ms, "Simulated compute per step (ms)")->capture_default_str();
+  app.add_option("--step-ms", step_ms, "Extra simulated compute per step (ms)")->capture_default_str();
   app.add_option("--barrier-every", barrier_every, "Barrier every N steps")->capture_default_str();
+  app.add_option("--learning-rate", learning_rate, "SGD step size")->capture_default_str();
   app.add_option("--checkpoint-dir", checkpoint_dir, "Where checkpoints go")->capture_default_str();
   app.add_option("--preempted-exit-code", preempted_exit_code,
                  "Exit status after the preemption checkpoint")->capture_default_str();
@@ -54,46 +107,68 @@ int main(int argc, char** argv) {
   absl::Duration init_time = absl::Now() - t0;
   std::printf("joined as rank %d of %d in %s\n", rank, n,
               absl::FormatDuration(absl::Trunc(init_time, absl::Milliseconds(1))).c_str());
-  // A checkpoint from an earlier restart attempt: carry on after it. Every rank wrote the same step.
+  absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create();
+  if (!comm.ok()) return Fail("communicator", comm.status());
+  std::printf("collectives: %s\n", (*comm)->Describe().c_str());
+
+  // A checkpoint from an earlier restart attempt: carry on after it with its parameters.
+  std::vector<float> w(kFeatures, 0.0f);
   int64_t resumed_from = -1;
-  std::ifstream saved(absl::StrCat(checkpoint_dir, "/rank-", rank, ".ckpt"));
-  std::string word;
-  if (saved >> word >> resumed_from && word == "step") {
-    std::printf("resumed from the checkpoint at step %lld\n", static_cast<long long>(resumed_from));
-  } else {
-    resumed_from = -1;
+  {
+    std::ifstream saved(CheckpointPath(checkpoint_dir, rank));
+    std::string word;
+    if (saved >> word >> resumed_from && word == "step" && saved >> word && word == "params") {
+      for (float& v : w) {
+        std::string hex;
+        saved >> hex;
+        v = std::strtof(hex.c_str(), nullptr);
+      }
+      std::printf("resumed from the checkpoint at step %lld\n", static_cast<long long>(resumed_from));
+    } else {
+      resumed_from = -1;
+      std::fill(w.begin(), w.end(), 0.0f);
+    }
+  }
+  dist::HostArray params = dist::HostArray::Of(dist::DataType::kFloat32, {kFeatures}, w);
+  if (absl::Status s = dist::AssertEqual(**comm, params, "ranks resumed with different parameters."); !s.ok()) {
+    return Fail("parameters after start", s);
   }
 
-  // Key-value exchange: every rank publishes an "address" and reads everyone's.
-  if (absl::Status s = dist::KeyValueSet(absl::StrCat("demo/addr/", rank),
-                                         absl::StrCat("127.0.0.1:", 20000 + rank));
-      !s.ok()) {
-    return Fail("publish address", s);
-  }
-  for (int peer = 0; peer < n; ++peer) {
-    absl::StatusOr<std::string> addr =
-        dist::KeyValueGet(absl::StrCat("demo/addr/", peer), absl::Seconds(60));
-    if (!addr.ok()) return Fail("read address", addr.status());
-  }
-  std::printf("exchanged addresses with %d ranks\n", n);
-  if (absl::Status s = dist::Barrier("demo/ready", absl::Seconds(60)); !s.ok()) {
-    return Fail("barrier", s);
-  }
-
+  const DataSet data;
   absl::Time train_start = absl::Now();
   int64_t step = resumed_from + 1;
   int64_t checkpoint_step = -1;
   int barriers = 0;
+  float loss = NAN;
   for (; step < steps; ++step) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));  // "Compute".
+    std::vector<float> g = LocalGradient(data, w, rank, n, step);
+    if (absl::Status s = (*comm)->AllReduce(g.data(), g.data(), g.size(), dist::DataType::kFloat32,
+                                            dist::ReduceOp::kAvg);
+        !s.ok()) {
+      return Fail("all-reduce of the gradients", s);
+    }
+    for (int j = 0; j < kFeatures; ++j) w[j] -= learning_rate * g[j];
+    loss = g[kFeatures];
+    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));  // The rest of "compute".
     absl::StatusOr<bool> sync = dist::ReachedPreemptionSyncPoint(step);
     if (!sync.ok()) return Fail("preemption sync", sync.status());
     if (*sync) {
+      params = dist::HostArray::Of(dist::DataType::kFloat32, {kFeatures}, w);
+      if (absl::Status s = dist::AssertEqual(**comm, params, "parameters diverged."); !s.ok()) {
+        return Fail("parameters at the checkpoint", s);
+      }
       std::filesystem::create_directories(checkpoint_dir);
-      std::ofstream(absl::StrCat(checkpoint_dir, "/rank-", rank, ".ckpt"))
-          << "step " << step << "\n";
+      std::ofstream out(CheckpointPath(checkpoint_dir, rank));
+      out << "step " << step << "\nparams";
+      for (float v : w) {
+        char hex[32];
+        std::snprintf(hex, sizeof(hex), " %a", v);
+        out << hex;
+      }
+      out << "\n";
       checkpoint_step = step;
-      std::printf("preemption: checkpoint written at step %lld\n", static_cast<long long>(step));
+      std::printf("preemption: checkpoint written at step %lld (loss %.4f)\n",
+                  static_cast<long long>(step), loss);
       break;
     }
     if ((step + 1) % barrier_every == 0) {
@@ -101,18 +176,27 @@ int main(int argc, char** argv) {
         return Fail("step barrier", s);
       }
       ++barriers;
-      if (rank == 0 && (step + 1) % (barrier_every * 5) == 0) {
-        std::printf("step %lld/%d\n", static_cast<long long>(step + 1), steps);
+      if (rank == 0 && ((step + 1) % (barrier_every * 5) == 0 || step + 1 == barrier_every)) {
+        std::printf("step %lld/%d loss %.4f\n", static_cast<long long>(step + 1), steps, loss);
       }
     }
     std::fflush(stdout);
   }
+  params = dist::HostArray::Of(dist::DataType::kFloat32, {kFeatures}, w);
+  if (absl::Status s = dist::AssertEqual(**comm, params, "parameters diverged."); !s.ok()) {
+    return Fail("parameters at the end", s);
+  }
+  uint64_t hash = 1469598103934665603ull;
+  for (uint8_t b : params.bytes) hash = (hash ^ b) * 1099511628211ull;
   absl::Duration train_time = absl::Now() - train_start;
+  comm->reset();
   if (absl::Status s = dist::Shutdown(); !s.ok()) return Fail("shutdown", s);
   std::printf(
-      "RESULT rank=%d steps=%lld checkpoint_step=%lld resumed_from=%lld barriers=%d init_ms=%lld train_ms=%lld\n",
+      "RESULT rank=%d steps=%lld checkpoint_step=%lld resumed_from=%lld barriers=%d loss=%.4f "
+      "params=%016llx init_ms=%lld train_ms=%lld\n",
       rank, static_cast<long long>(checkpoint_step >= 0 ? checkpoint_step : step),
-      static_cast<long long>(checkpoint_step), static_cast<long long>(resumed_from), barriers,
+      static_cast<long long>(checkpoint_step), static_cast<long long>(resumed_from), barriers, loss,
+      static_cast<unsigned long long>(hash),
       static_cast<long long>(absl::ToInt64Milliseconds(init_time)),
       static_cast<long long>(absl::ToInt64Milliseconds(train_time)));
   return checkpoint_step >= 0 ? preempted_exit_code : 0;

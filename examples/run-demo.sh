@@ -87,7 +87,7 @@ start=$(date +%s%3N)
 deadline=$(($(date +%s) + 180))
 while [ "$(date +%s)" -lt "$deadline" ]; do
   phase=$(field phase)
-  progress=$(grep -o "step [0-9]*/$steps\|resumed from the checkpoint at step [0-9]*" "$rank0_log" 2>/dev/null | tail -n 1 || true)
+  progress=$(grep -o "step [0-9]*/$steps loss [0-9.]*\|resumed from the checkpoint at step [0-9]*" "$rank0_log" 2>/dev/null | tail -n 1 || true)
   line="phase=${phase:-?} ready=$(field readyText) attempt=$(field restartAttempt) restarts=$(field restarts) preemptions=$(field preemptions)${progress:+ | rank 0: $progress}"
   if [ "$line" != "$last" ]; then
     ms=$(($(date +%s%3N) - start))
@@ -108,29 +108,35 @@ done
 say "5/5 summary"
 kubectl get djob demo -o wide
 echo
-printf '%-6s %-14s %-10s %-10s %-10s\n' rank resumed_from steps barriers train_ms
+printf '%-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' rank resumed_from steps barriers loss params train_ms
 results=0
+param_hashes=""
 for r in $(seq 0 $((ranks - 1))); do
   result=$(grep -o "RESULT .*" "$work/cluster/pods/default_demo-$r/trainer.log" 2>/dev/null | tail -n 1 || true)
   [ -z "$result" ] && { printf '%-6s (no result)\n' "$r"; continue; }
   results=$((results + 1))
   eval "${result#RESULT }"
-  printf '%-6s %-14s %-10s %-10s %-10s\n' "$rank" "$resumed_from" "$steps" "$barriers" "$train_ms"
+  printf '%-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' "$rank" "$resumed_from" "$steps" "$barriers" "$loss" "$params" "$train_ms"
+  param_hashes="$param_hashes $params"
 done
 echo
 kubectl describe djob demo | sed -n '/^Events:/,$p'
 checkpoints=$(ls "$work/checkpoints" | wc -l)
-distinct=$(cat "$work/checkpoints"/* 2>/dev/null | sort -u | wc -l)
+# Every rank's checkpoint holds the same step and the same parameters: one distinct file.
+distinct=$(for f in "$work/checkpoints"/*; do md5sum < "$f"; done 2>/dev/null | sort -u | wc -l)
+same_params=$(echo $param_hashes | tr ' ' '\n' | sort -u | wc -l)
 echo
-echo "checkpoint files: $checkpoints of $ranks, at $distinct distinct step(s): $(sort -u "$work/checkpoints"/* 2>/dev/null | tr '\n' ' ')"
+echo "checkpoint files: $checkpoints of $ranks, $distinct distinct ($(grep -h '^step' "$work/checkpoints"/* 2>/dev/null | sort -u | tr '\n' ' ')); final parameters identical on every rank: $([ "$same_params" = 1 ] && echo yes || echo NO)"
 phase=$(field phase)
 if [ "$phase" != "Succeeded" ] || [ "$(field preemptions)" != "1" ] || [ "$(field restarts)" != "0" ] ||
-   [ "$checkpoints" -ne "$ranks" ] || [ "$distinct" -ne 1 ] || [ "$results" -ne "$ranks" ]; then
+   [ "$checkpoints" -ne "$ranks" ] || [ "$distinct" -ne 1 ] || [ "$results" -ne "$ranks" ] ||
+   [ "$same_params" -ne 1 ]; then
   echo "demo FAILED: phase $phase; logs in $work (kept)"
   trap - EXIT
   [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null
   [ -n "$cluster_pid" ] && kill -TERM "$cluster_pid" 2>/dev/null
   exit 1
 fi
-echo "demo OK: one eviction; every rank checkpointed at the same step, the gang restarted without"
-echo "counting a failure, resumed from the checkpoint and finished."
+echo "demo OK: data-parallel training (gradients all-reduced every step, the loss falling); one"
+echo "eviction; every rank checkpointed the same parameters at the same step, the gang restarted"
+echo "without counting a failure, resumed from the checkpoint and finished with identical parameters."

@@ -6,11 +6,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dist/collectives.h"
 #include "dist/distributed.h"
 
 namespace {
@@ -44,18 +46,30 @@ int main(int argc, char** argv) {
     if (*v == absl::StrCat("from ", peer)) ++met;
   }
 
+  absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create();
+  if (!comm.ok()) return Fail("communicator", comm.status());
   int64_t step = 0;
+  int64_t total = 0;
   for (; step < steps; ++step) {
-    // ... one step of training ...
+    // ... one step of training: here, every process contributes its rank ...
+    int64_t contribution = rank;
+    if (absl::Status s = (*comm)->AllReduce(&contribution, &contribution, 1,
+                                            dist::DataType::kInt64, dist::ReduceOp::kSum);
+        !s.ok()) {
+      return Fail("all-reduce", s);
+    }
+    total += contribution;
     absl::StatusOr<bool> stop = dist::ReachedPreemptionSyncPoint(step);
     if (!stop.ok()) return Fail("preemption sync point", stop.status());
     if (*stop) break;  // Save a checkpoint here, then leave with dist::kPreemptedExitCode.
   }
   if (absl::Status s = dist::SyncGlobalDevices("done"); !s.ok()) return Fail("barrier", s);
   std::printf("my-trainer: rank %d of %d (restart attempt %d) heard from %d processes and ran "
-              "%lld steps\n",
-              rank, size, dist::RestartAttempt(), met, static_cast<long long>(step));
+              "%lld steps (all-reduced total %lld)\n",
+              rank, size, dist::RestartAttempt(), met, static_cast<long long>(step),
+              static_cast<long long>(total));
   std::fflush(stdout);
+  comm->reset();
   if (absl::Status s = dist::Shutdown(); !s.ok()) return Fail("shutdown", s);
   return 0;
 }

@@ -52,7 +52,7 @@ for trainer in "$work/cmake-build/my-trainer" "$work/pc-trainer"; do
   out=$("$prefix/bin/cohort-run" -n 2 --initialization-timeout 60s -- "$trainer" 5 2>&1) || {
     echo "$out"; fail "$trainer failed under cohort-run"; }
   for rank in 0 1; do
-    grep -q "rank $rank of 2 (restart attempt 0) heard from 2 processes and ran 5 steps" <<<"$out" \
+    grep -q "rank $rank of 2 (restart attempt 0) heard from 2 processes and ran 5 steps (all-reduced total 5)" <<<"$out" \
       || { echo "$out"; fail "$trainer: rank $rank did not report"; }
   done
   grep -q "all 2 processes finished successfully" <<<"$out" || { echo "$out"; fail "job did not succeed"; }
