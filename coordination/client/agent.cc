@@ -155,7 +155,7 @@ template <typename Req, typename Resp>
 void Agent::OnStubWithTimeout(void (CoordinationStub::*method)(const Req&, Resp*, absl::Duration,
                                                                StubCallback),
                               Req request, absl::Duration timeout, bool even_when_stopping,
-                              DoneCallback done) {
+                              DoneCallback done, std::shared_ptr<Resp> response) {
   request.set_task_id(options_.task);
   request.set_incarnation(incarnation_);
   auto user = std::make_shared<DoneCallback>(std::move(done));
@@ -164,7 +164,7 @@ void Agent::OnStubWithTimeout(void (CoordinationStub::*method)(const Req&, Resp*
     (*user)(absl::CancelledError("the agent is stopping"));
     return;
   }
-  auto response = std::make_shared<Resp>();
+  if (response == nullptr) response = std::make_shared<Resp>();
   (stub_.get()->*method)(request, response.get(), timeout,
                          [this, id, user, response](absl::Status s) {
                            if (TakeCall(id)) (*user)(std::move(s));
@@ -288,16 +288,26 @@ bool Agent::job_failed() const {
   return failure_delivered_;
 }
 
+absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
+  return std::clamp(heartbeat_timeout / 4, absl::Milliseconds(50), absl::Seconds(10));
+}
+
 void Agent::HeartbeatLoop() {
   pthread_setname_np(pthread_self(), "agent-heartbeat");
-  const absl::Duration interval =
-      std::clamp(options_.heartbeat_timeout / 4, absl::Milliseconds(50), absl::Seconds(10));
+  const absl::Duration interval = HeartbeatInterval(options_.heartbeat_timeout);
   absl::Time last_ok = clock_->Now();
   std::string last_error;
   while (!clock_->WaitFor(stop_, interval)) {
     pb::HeartbeatRequest req;
     req.set_task_id(options_.task);
     req.set_incarnation(incarnation_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (progress_at_) {
+        ToProto(progress_, req.mutable_progress());
+        req.set_progress_age_ms(absl::ToInt64Milliseconds(clock_->Now() - *progress_at_));
+      }
+    }
     pb::HeartbeatResponse resp;
     absl::Status s =
         CallAndWait(&CoordinationStub::Heartbeat, req, &resp, std::max(interval, absl::Seconds(1)));
@@ -498,6 +508,29 @@ void Agent::ReportError(FailureCause cause, std::string message, DoneCallback do
   req.set_message(std::move(message));
   OnStubWithTimeout(&CoordinationStub::ReportError, std::move(req), kShortCallTimeout, true,
                     std::move(done));
+}
+
+void Agent::ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) {
+  {
+    absl::MutexLock lock(&mu_);
+    progress_ = std::move(progress);
+    progress_at_ = clock_->Now();
+  }
+  done(absl::OkStatus());
+}
+
+void Agent::GetJobProgress(ProgressCallback done) {
+  auto response = std::make_shared<pb::GetJobProgressResponse>();
+  OnStubWithTimeout(
+      &CoordinationStub::GetJobProgress, pb::GetJobProgressRequest(), kShortCallTimeout, false,
+      [response, done = std::move(done)](absl::Status s) {
+        if (!s.ok()) {
+          done(s);
+        } else {
+          done(FromProto(*response));
+        }
+      },
+      response);
 }
 
 void Agent::Shutdown(DoneCallback done) {

@@ -50,6 +50,10 @@ AgentOptions AgentOptionsFor(const JobSettings& settings);
 // Clock. Calls are asynchronous, so the sidecar never holds a thread per waiting trainer call.
 // When the service is lost, every call still waiting fails at once with Unavailable.
 // Thread-safe.
+// How often an agent with this heartbeat timeout sends heartbeats (a quarter of it, within
+// [50 ms, 10 s]): what a report riding on heartbeats may lag behind.
+absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout);
+
 class Agent final : public JobClient {
  public:
   using EventCallback = std::function<void(const JobEvent&)>;
@@ -89,6 +93,9 @@ class Agent final : public JobClient {
   void ReportPreemption(DoneCallback done) override;
   // Goes out even while the agent is stopping: a trainer's death must reach the job.
   void ReportError(FailureCause cause, std::string message, DoneCallback done) override;
+  // Kept for the next heartbeats; `done` runs at once.
+  void ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) override;
+  void GetJobProgress(ProgressCallback done) override;
   // Afterwards heartbeats stop and the agent is disconnected.
   void Shutdown(DoneCallback done) override;
 
@@ -118,11 +125,12 @@ class Agent final : public JobClient {
   template <typename Req, typename Resp, typename Done>
   void OnStub(void (CoordinationStub::*method)(const Req&, Resp*, StubCallback), Req request,
               Done done);
+  // `response`, when given, receives the reply (read it in `done`).
   template <typename Req, typename Resp>
   void OnStubWithTimeout(void (CoordinationStub::*method)(const Req&, Resp*, absl::Duration,
                                                           StubCallback),
                          Req request, absl::Duration timeout, bool even_when_stopping,
-                         DoneCallback done);
+                         DoneCallback done, std::shared_ptr<Resp> response = nullptr);
   // Runs one unary call on the stub from a background thread and waits for its answer.
   template <typename Req, typename Resp>
   absl::Status CallAndWait(void (CoordinationStub::*method)(const Req&, Resp*, absl::Duration,
@@ -155,6 +163,9 @@ class Agent final : public JobClient {
       ABSL_GUARDED_BY(mu_);
   int stub_calls_ ABSL_GUARDED_BY(mu_) = 0;  // Calls on the stub not yet completed.
   std::unique_ptr<CoordinationStub::Watch> watch_ ABSL_GUARDED_BY(mu_);
+  // The program's last progress report, carried on every heartbeat after it.
+  std::vector<CollectiveProgress> progress_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> progress_at_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Notification stop_;

@@ -48,6 +48,9 @@ class CoordinationStub {
   virtual void ShutdownTask(const pb::ShutdownTaskRequest& request,
                             pb::ShutdownTaskResponse* response, absl::Duration timeout,
                             StatusCallback done) = 0;
+  virtual void GetJobProgress(const pb::GetJobProgressRequest& request,
+                              pb::GetJobProgressResponse* response, absl::Duration timeout,
+                              StatusCallback done) = 0;
 
   // Key-value and barrier calls. Their timeouts travel in the requests and the service enforces
   // them; a transport may carry them as messages on one stream.

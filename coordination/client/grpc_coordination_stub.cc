@@ -158,6 +158,11 @@ void GrpcCoordinationStub::ReportPreemption(const pb::ReportPreemptionRequest& r
                                             absl::Duration timeout, StatusCallback done) {
   Unary(&Async::ReportPreemption, request, response, timeout, std::move(done));
 }
+void GrpcCoordinationStub::GetJobProgress(const pb::GetJobProgressRequest& request,
+                                          pb::GetJobProgressResponse* response,
+                                          absl::Duration timeout, StatusCallback done) {
+  Unary(&Async::GetJobProgress, request, response, timeout, std::move(done));
+}
 void GrpcCoordinationStub::ShutdownTask(const pb::ShutdownTaskRequest& request,
                                         pb::ShutdownTaskResponse* response,
                                         absl::Duration timeout, StatusCallback done) {

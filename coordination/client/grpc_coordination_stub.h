@@ -31,6 +31,9 @@ class GrpcCoordinationStub final : public CoordinationStub {
                  absl::Duration timeout, StatusCallback done) override;
   void ReportError(const pb::ReportErrorRequest& request, pb::ReportErrorResponse* response,
                    absl::Duration timeout, StatusCallback done) override;
+  void GetJobProgress(const pb::GetJobProgressRequest& request,
+                      pb::GetJobProgressResponse* response, absl::Duration timeout,
+                      StatusCallback done) override;
   void ReportPreemption(const pb::ReportPreemptionRequest& request,
                         pb::ReportPreemptionResponse* response, absl::Duration timeout,
                         StatusCallback done) override;

@@ -39,6 +39,7 @@ class JobClient {
   using ValueCallback = std::function<void(absl::StatusOr<std::string>)>;
   using EntriesCallback = std::function<void(absl::StatusOr<KeyValueEntries>)>;
   using IntCallback = std::function<void(absl::StatusOr<int64_t>)>;
+  using ProgressCallback = std::function<void(absl::StatusOr<std::vector<TaskProgress>>)>;
 
   virtual ~JobClient() = default;
 
@@ -66,6 +67,11 @@ class JobClient {
   virtual void ReportPreemption(DoneCallback done) = 0;
   // Fails the job with `message`: every process is told.
   virtual void ReportError(FailureCause cause, std::string message, DoneCallback done) = 0;
+  // This process's collective progress (libdist's communicators), which the agent carries to
+  // the service on its next heartbeats. Replaces the previous report; never waits on peers.
+  virtual void ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) = 0;
+  // Every task's state, heartbeat age and collective progress as the service holds them.
+  virtual void GetJobProgress(ProgressCallback done) = 0;
   // The shutdown barrier: returns once every live process called it (or the shutdown timeout
   // passed). Afterwards the client is disconnected.
   virtual void Shutdown(DoneCallback done) = 0;

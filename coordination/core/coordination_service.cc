@@ -214,7 +214,9 @@ void CoordinationService::MaybeCompleteRegistrationLocked(Deferred* deferred) {
   LogInfo("all ", tasks_.size(), " tasks registered");
 }
 
-absl::Status CoordinationService::Heartbeat(TaskId task, Incarnation incarnation) {
+absl::Status CoordinationService::Heartbeat(TaskId task, Incarnation incarnation,
+                                            const std::vector<CollectiveProgress>* progress,
+                                            absl::Duration progress_age) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
@@ -232,7 +234,38 @@ absl::Status CoordinationService::Heartbeat(TaskId task, Incarnation incarnation
         "rank ", task, " is ", TaskStateName(t.state), "; only connected tasks send heartbeats"));
   }
   t.last_heartbeat = clock_->Now();
+  if (progress != nullptr) {
+    t.progress = *progress;
+    t.progress_at = t.last_heartbeat - progress_age;
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TaskProgress>> CoordinationService::GetJobProgress(
+    TaskId task, Incarnation incarnation) const {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
+  if (tasks_[task].state == TaskState::kDisconnected || tasks_[task].incarnation != incarnation) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", task, " must register before asking for the job's progress"));
+  }
+  const absl::Time now = clock_->Now();
+  std::vector<TaskProgress> out;
+  out.reserve(tasks_.size());
+  for (TaskId id = 0; id < static_cast<TaskId>(tasks_.size()); ++id) {
+    const Task& t = tasks_[id];
+    TaskProgress p;
+    p.task = id;
+    p.state = t.state;
+    if (t.last_heartbeat != absl::InfinitePast()) p.since_heartbeat = now - t.last_heartbeat;
+    if (t.progress_at != absl::InfinitePast()) p.since_report = now - t.progress_at;
+    p.communicators = t.progress;
+    for (CollectiveProgress& c : p.communicators) {
+      if (!c.pending.empty()) c.pending_for += now - t.progress_at;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 absl::Status CoordinationService::ReportError(TaskId task, Incarnation incarnation,

@@ -97,7 +97,14 @@ class CoordinationService {
   // failed, or the task restarted after the job started).
   OpId RegisterTask(const RegisterArgs& args, DoneCallback done);
   // Errors: InvalidArgument, FailedPrecondition (not connected), Aborted (restarted / job failed).
-  absl::Status Heartbeat(TaskId task, Incarnation incarnation);
+  // `progress`, when given, replaces the task's collective progress (reported by its program
+  // `progress_age` before this heartbeat).
+  absl::Status Heartbeat(TaskId task, Incarnation incarnation,
+                         const std::vector<CollectiveProgress>* progress = nullptr,
+                         absl::Duration progress_age = absl::ZeroDuration());
+  // Every task's state, heartbeat age and collective progress (the collective watchdog's view).
+  // Errors: InvalidArgument, FailedPrecondition (the caller is not registered).
+  absl::StatusOr<std::vector<TaskProgress>> GetJobProgress(TaskId task, Incarnation incarnation) const;
   // Marks the task failed and fails the job (first failure only is propagated).
   absl::Status ReportError(TaskId task, Incarnation incarnation, FailureCause cause,
                            absl::string_view message);
@@ -171,6 +178,9 @@ class CoordinationService {
     std::string hostname;
     int64_t pid = 0;
     absl::Time last_heartbeat = absl::InfinitePast();
+    // The program's collective progress, when it reported any; `progress_at` is when it did.
+    std::vector<CollectiveProgress> progress;
+    absl::Time progress_at = absl::InfinitePast();
   };
   struct PendingCall {
     OpId op = 0;

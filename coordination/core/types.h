@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -49,6 +50,25 @@ struct PreemptionNotice {
 };
 
 using JobEvent = std::variant<TaskFailure, PreemptionNotice>;
+
+// Where one communicator of a process stands (libdist's collectives), as its heartbeats carry it.
+struct CollectiveProgress {
+  std::string communicator;  // The same id on every rank of the communicator.
+  uint64_t last_started = 0;
+  uint64_t last_completed = 0;
+  std::string pending;             // The call in flight ("" when none), in words.
+  uint64_t pending_signature = 0;  // Equal on two ranks exactly when they made the same call.
+  absl::Duration pending_for;      // How long it has been in flight.
+};
+
+// A task's health and collective progress as the service knows it (the watchdog's view).
+struct TaskProgress {
+  TaskId task = -1;
+  TaskState state = TaskState::kDisconnected;
+  std::optional<absl::Duration> since_heartbeat;  // nullopt: no heartbeat yet.
+  std::optional<absl::Duration> since_report;     // Since its program last reported progress.
+  std::vector<CollectiveProgress> communicators;
+};
 
 // Key-value pairs as a directory listing returns them: full keys, in key order.
 using KeyValueEntries = std::vector<std::pair<std::string, std::string>>;

@@ -89,6 +89,12 @@ grpc::ServerUnaryReactor* CoordinationGrpcService::RegisterTask(
   return Serve(ctx, &H::RegisterTaskAsync, req, resp);
 }
 
+grpc::ServerUnaryReactor* CoordinationGrpcService::GetJobProgress(
+    grpc::CallbackServerContext* ctx, const pb::GetJobProgressRequest* req,
+    pb::GetJobProgressResponse* resp) {
+  return Serve(ctx, &H::GetJobProgressAsync, req, resp);
+}
+
 grpc::ServerUnaryReactor* CoordinationGrpcService::Heartbeat(grpc::CallbackServerContext* ctx,
                                                              const pb::HeartbeatRequest* req,
                                                              pb::HeartbeatResponse* resp) {

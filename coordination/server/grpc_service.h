@@ -26,6 +26,9 @@ class CoordinationGrpcService final : public pb::CoordinationService::CallbackSe
   grpc::ServerUnaryReactor* RegisterTask(grpc::CallbackServerContext* ctx,
                                          const pb::RegisterTaskRequest* req,
                                          pb::RegisterTaskResponse* resp) override;
+  grpc::ServerUnaryReactor* GetJobProgress(grpc::CallbackServerContext* ctx,
+                                           const pb::GetJobProgressRequest* req,
+                                           pb::GetJobProgressResponse* resp) override;
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override;

@@ -31,9 +31,26 @@ OpId CoordinationRpcHandler::RegisterTaskAsync(const pb::RegisterTaskRequest* re
 OpId CoordinationRpcHandler::HeartbeatAsync(const pb::HeartbeatRequest* request,
                                             pb::HeartbeatResponse* response,
                                             StatusCallback done) {
-  absl::Status s = service_->Heartbeat(request->task_id(), request->incarnation());
+  absl::Status s;
+  if (request->has_progress_age_ms()) {
+    const std::vector<CollectiveProgress> progress = FromProto(request->progress());
+    s = service_->Heartbeat(request->task_id(), request->incarnation(), &progress,
+                            absl::Milliseconds(request->progress_age_ms()));
+  } else {
+    s = service_->Heartbeat(request->task_id(), request->incarnation());
+  }
   response->set_service_incarnation(service_->service_incarnation());
   done(std::move(s));
+  return 0;
+}
+
+OpId CoordinationRpcHandler::GetJobProgressAsync(const pb::GetJobProgressRequest* request,
+                                                 pb::GetJobProgressResponse* response,
+                                                 StatusCallback done) {
+  absl::StatusOr<std::vector<TaskProgress>> tasks =
+      service_->GetJobProgress(request->task_id(), request->incarnation());
+  if (tasks.ok()) ToProto(*tasks, response);
+  done(tasks.status());
   return 0;
 }
 

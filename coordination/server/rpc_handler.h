@@ -69,6 +69,8 @@ class CoordinationRpcHandler {
                           pb::CancelBarrierResponse* response, StatusCallback done);
   OpId ReportPreemptionAsync(const pb::ReportPreemptionRequest* request,
                              pb::ReportPreemptionResponse* response, StatusCallback done);
+  OpId GetJobProgressAsync(const pb::GetJobProgressRequest* request,
+                           pb::GetJobProgressResponse* response, StatusCallback done);
 
   // Job events for one task: past ones at once, then live ones, until CancelOp(op). Errors:
   // those of CoordinationService::Watch.

@@ -74,4 +74,58 @@ KeyValueEntries FromProto(const google::protobuf::RepeatedPtrField<pb::KeyValue>
   return out;
 }
 
+
+void ToProto(const std::vector<CollectiveProgress>& progress,
+             google::protobuf::RepeatedPtrField<pb::CollectiveProgress>* out) {
+  for (const CollectiveProgress& c : progress) {
+    pb::CollectiveProgress* p = out->Add();
+    p->set_communicator(c.communicator);
+    p->set_last_started(c.last_started);
+    p->set_last_completed(c.last_completed);
+    p->set_pending(c.pending);
+    p->set_pending_signature(c.pending_signature);
+    p->set_pending_ms(absl::ToInt64Milliseconds(c.pending_for));
+  }
+}
+
+std::vector<CollectiveProgress> FromProto(
+    const google::protobuf::RepeatedPtrField<pb::CollectiveProgress>& progress) {
+  std::vector<CollectiveProgress> out;
+  out.reserve(progress.size());
+  for (const pb::CollectiveProgress& p : progress) {
+    out.push_back(CollectiveProgress{p.communicator(), p.last_started(), p.last_completed(),
+                                     p.pending(), p.pending_signature(),
+                                     absl::Milliseconds(p.pending_ms())});
+  }
+  return out;
+}
+
+void ToProto(const std::vector<TaskProgress>& tasks, pb::GetJobProgressResponse* out) {
+  for (const TaskProgress& t : tasks) {
+    pb::TaskProgress* p = out->add_tasks();
+    p->set_task_id(t.task);
+    p->set_state(std::string(TaskStateName(t.state)));
+    if (t.since_heartbeat) p->set_heartbeat_age_ms(absl::ToInt64Milliseconds(*t.since_heartbeat));
+    if (t.since_report) p->set_report_age_ms(absl::ToInt64Milliseconds(*t.since_report));
+    ToProto(t.communicators, p->mutable_progress());
+  }
+}
+
+std::vector<TaskProgress> FromProto(const pb::GetJobProgressResponse& response) {
+  std::vector<TaskProgress> out;
+  for (const pb::TaskProgress& p : response.tasks()) {
+    TaskProgress t;
+    t.task = p.task_id();
+    for (TaskState s : {TaskState::kDisconnected, TaskState::kConnecting, TaskState::kConnected,
+                        TaskState::kFailed, TaskState::kShutDown}) {
+      if (TaskStateName(s) == p.state()) t.state = s;
+    }
+    if (p.has_heartbeat_age_ms()) t.since_heartbeat = absl::Milliseconds(p.heartbeat_age_ms());
+    if (p.has_report_age_ms()) t.since_report = absl::Milliseconds(p.report_age_ms());
+    t.communicators = FromProto(p.progress());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 }  // namespace cohort::coordination

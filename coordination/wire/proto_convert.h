@@ -20,4 +20,11 @@ JobEvent FromProto(const pb::JobEvent& event);
 void ToProto(KeyValueEntries entries, google::protobuf::RepeatedPtrField<pb::KeyValue>* out);
 KeyValueEntries FromProto(const google::protobuf::RepeatedPtrField<pb::KeyValue>& kvs);
 
+void ToProto(const std::vector<CollectiveProgress>& progress,
+             google::protobuf::RepeatedPtrField<pb::CollectiveProgress>* out);
+std::vector<CollectiveProgress> FromProto(
+    const google::protobuf::RepeatedPtrField<pb::CollectiveProgress>& progress);
+void ToProto(const std::vector<TaskProgress>& tasks, pb::GetJobProgressResponse* out);
+std::vector<TaskProgress> FromProto(const pb::GetJobProgressResponse& response);
+
 }  // namespace cohort::coordination

@@ -20,6 +20,7 @@ struct JobHandle {
   int restart_attempt = 0;
   std::string coordinator_address;  // May be empty in agent mode.
   absl::Duration initialization_timeout;
+  absl::Duration heartbeat_timeout;
 };
 
 // FailedPrecondition when dist::Initialize() has not run.

@@ -405,6 +405,7 @@ absl::StatusOr<JobHandle> CurrentJob() {
   job.restart_attempt = state->options.job.restart_attempt.value_or(0);
   job.coordinator_address = state->options.job.coordinator_address;
   job.initialization_timeout = state->options.job.timeouts.initialization;
+  job.heartbeat_timeout = state->options.job.timeouts.heartbeat;
   return job;
 }
 

@@ -235,6 +235,27 @@ void SidecarClient::ReportError(FailureCause cause, std::string message, DoneCal
       [done = std::move(done)](absl::Status s, pb::ReportErrorResponse) { done(s); });
 }
 
+void SidecarClient::ReportProgress(std::vector<cohort::coordination::CollectiveProgress> progress,
+                                   DoneCallback done) {
+  agentpb::ReportProgressRequest req;
+  cohort::coordination::ToProto(progress, req.mutable_progress());
+  Call<agentpb::ReportProgressRequest, agentpb::ReportProgressResponse>(
+      &Async::ReportProgress, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, agentpb::ReportProgressResponse) { done(s); });
+}
+
+void SidecarClient::GetJobProgress(ProgressCallback done) {
+  Call<pb::GetJobProgressRequest, pb::GetJobProgressResponse>(
+      &Async::GetJobProgress, pb::GetJobProgressRequest(), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, pb::GetJobProgressResponse resp) {
+        if (!s.ok()) {
+          done(s);
+        } else {
+          done(cohort::coordination::FromProto(resp));
+        }
+      });
+}
+
 void SidecarClient::Shutdown(DoneCallback done) {
   // Bounded by the sidecar's shutdown timeout; this is a backstop.
   Call<pb::ShutdownTaskRequest, pb::ShutdownTaskResponse>(

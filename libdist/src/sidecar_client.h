@@ -52,6 +52,9 @@ class SidecarClient final : public cohort::coordination::JobClient {
   void CancelBarrier(std::string id, DoneCallback done) override;
   void ReportPreemption(DoneCallback done) override;
   void ReportError(FailureCause cause, std::string message, DoneCallback done) override;
+  void ReportProgress(std::vector<cohort::coordination::CollectiveProgress> progress,
+                      DoneCallback done) override;
+  void GetJobProgress(ProgressCallback done) override;
   void Shutdown(DoneCallback done) override;
 
  private:

@@ -329,6 +329,27 @@ grpc::ServerUnaryReactor* AgentRpcService::CancelBarrier(grpc::CallbackServerCon
   });
 }
 
+grpc::ServerUnaryReactor* AgentRpcService::ReportProgress(grpc::CallbackServerContext* ctx,
+                                                          const agentpb::ReportProgressRequest* req,
+                                                          agentpb::ReportProgressResponse*) {
+  return Forward(ctx, nullptr, [req](Agent& agent, Finish finish) {
+    agent.ReportProgress(coordination::FromProto(req->progress()), std::move(finish));
+  });
+}
+
+grpc::ServerUnaryReactor* AgentRpcService::GetJobProgress(grpc::CallbackServerContext* ctx,
+                                                          const pb::GetJobProgressRequest*,
+                                                          pb::GetJobProgressResponse* resp) {
+  return Forward(ctx, nullptr, [resp](Agent& agent, Finish finish) {
+    agent.GetJobProgress(
+        [resp, finish = std::move(finish)](
+            absl::StatusOr<std::vector<coordination::TaskProgress>> tasks) {
+          if (tasks.ok()) coordination::ToProto(*tasks, resp);
+          finish(tasks.status());
+        });
+  });
+}
+
 grpc::ServerUnaryReactor* AgentRpcService::ReportPreemption(grpc::CallbackServerContext* ctx,
                                                             const pb::ReportPreemptionRequest*,
                                                             pb::ReportPreemptionResponse*) {

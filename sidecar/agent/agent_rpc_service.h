@@ -72,6 +72,12 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   grpc::ServerUnaryReactor* CancelBarrier(grpc::CallbackServerContext* ctx,
                                           const pb::CancelBarrierRequest* req,
                                           pb::CancelBarrierResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx,
+                                           const agentpb::ReportProgressRequest* req,
+                                           agentpb::ReportProgressResponse* resp) override;
+  grpc::ServerUnaryReactor* GetJobProgress(grpc::CallbackServerContext* ctx,
+                                           const pb::GetJobProgressRequest* req,
+                                           pb::GetJobProgressResponse* resp) override;
   grpc::ServerUnaryReactor* ReportPreemption(grpc::CallbackServerContext* ctx,
                                              const pb::ReportPreemptionRequest* req,
                                              pb::ReportPreemptionResponse* resp) override;

@@ -175,6 +175,23 @@ int Collectives() {
   return c.failures == 0 ? 0 : 3;
 }
 
+// The last rank enters an all-reduce at once, the others a second later: a test stops the last
+// one while it waits inside.
+int StopInside() {
+  Checker c;
+  auto comm = World(c);
+  if (!comm) return 3;
+  const int r = comm->rank(), p = comm->size();
+  std::vector<float> x(1 << 16, 1.0f);
+  c.Ok(comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up");
+  if (r != p - 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+  Say("IN_COLLECTIVE");
+  absl::Status s = comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32,
+                                   dist::ReduceOp::kSum);
+  Say(absl::StrCat("COLLECTIVE_RETURNED ", s.ToString()));
+  return s.ok() ? 0 : 5;
+}
+
 // Every rank but the last enters an all-reduce; the last one stalls outside it (a sleep, or the
 // test stops or kills it). Prints how the all-reduce ended.
 int Stall() {
@@ -227,13 +244,14 @@ bool IsCollectiveScenario(const std::string& scenario, dist::Options* options) {
     return true;
   }
   return scenario == "collectives" || scenario == "collective-stall" ||
-         scenario == "collective-mismatch";
+         scenario == "collective-mismatch" || scenario == "collective-stop-inside";
 }
 
 int RunCollectiveScenario(const std::string& scenario) {
   if (scenario == "collectives") return Collectives();
   if (scenario == "collective-stall" || scenario == "collective-kill") return Stall();
   if (scenario == "collective-mismatch") return Mismatch();
+  if (scenario == "collective-stop-inside") return StopInside();
   return 2;
 }
 

@@ -92,9 +92,33 @@ TEST(CollectivesTest, RankStalledOutsideTheCollective_TimeoutNamesItAndEveryRank
   // Whichever rank timed out first reported it; every rank was told, naming the stalled one.
   for (int r = 0; r < 3; ++r) {
     const std::string line = job.FindLine(absl::StrCat("rank ", r), "the job failed");
-    EXPECT_THAT(line, HasSubstr("process 2 has not entered it")) << r;
-    EXPECT_THAT(line, HasSubstr("all_reduce #2")) << r;
+    EXPECT_THAT(line, HasSubstr("process 2 is alive (heartbeat")) << r;
+    EXPECT_THAT(line, HasSubstr("but never entered all_reduce #2 (float32 sum, 65536 elements), "
+                                "which the other 2 processes entered")) << r;
+    EXPECT_THAT(line, HasSubstr("its last completed collective is #1")) << r;
     EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << r;
+  }
+}
+
+// SIGSTOP freezes the whole program, libdist's threads included; its sidecar keeps heartbeating.
+TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCollective) {
+  for (const bool inside : {false, true}) {
+    SCOPED_TRACE(inside ? "stopped inside the all-reduce" : "stopped outside it");
+    LocalJob job({.num_processes = 3, .heartbeat_timeout = "2s"});
+    StartJob(job, inside ? "collective-stop-inside" : "collective-stall",
+             {{"COHORT_COLLECTIVE_TIMEOUT", "3s"}});
+    ASSERT_TRUE(job.WaitForLine("rank 2", inside ? "IN_COLLECTIVE" : "STALLING", absl::Seconds(60)));
+    job.Process("rank 2").Signal(SIGSTOP);
+    for (int r : {0, 1}) {
+      const std::string label = absl::StrCat("rank ", r);
+      EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), kPeerFailureExit) << label;
+      const std::string line = job.FindLine(label, "the job failed");
+      EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << label;
+      EXPECT_THAT(line, HasSubstr("process 2 is alive (heartbeat")) << label;
+      EXPECT_THAT(line, HasSubstr("but its program stopped reporting progress")) << label;
+      EXPECT_THAT(line, HasSubstr("it is stopped (SIGSTOP, a debugger)")) << label;
+    }
+    job.Process("rank 2").Signal(SIGKILL);
   }
 }
 

@@ -18,6 +18,8 @@
 #include "libdist/src/collectives/nccl_backend.h"
 #include "libdist/src/collectives/shm_transport.h"
 #include "libdist/src/collectives/tcp_transport.h"
+#include "libdist/src/collectives/watchdog.h"
+#include "coordination/client/agent.h"
 
 namespace dist {
 namespace internal {
@@ -352,11 +354,29 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
         if (target->impl) target->impl->Abort(JobAborted(failure));
       });
   if (hook.ok()) c->failure_hook_ = *hook;
+  // The watchdog's view of this communicator, reported with its heartbeats.
+  c->progress_id_ = c->scope_.substr(c->scope_.find('/', std::string("collectives/").size()) + 1);
+  std::shared_ptr<CollectiveProgress> progress = c->progress_;
+  const std::string id = c->progress_id_;
+  c->reporter_id_ = ProgressReporter::Get().Add(c->job_, [progress, id] {
+    cohort::coordination::CollectiveProgress p;
+    p.communicator = id;
+    absl::MutexLock lock(&progress->mu);
+    p.last_started = progress->last_started;
+    p.last_completed = progress->last_completed;
+    if (progress->pending) {
+      p.pending = progress->pending->ToString();
+      p.pending_signature = SignatureHash(*progress->pending);
+      p.pending_for = absl::Now() - progress->pending_since;
+    }
+    return p;
+  });
   if (std::optional<PeerFailure> failed = JobFailure()) c->Abort(JobAborted(*failed));
   return c;
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  if (reporter_id_) ProgressReporter::Get().Remove(*reporter_id_);
   if (failure_hook_) RemoveFailureHandler(*failure_hook_);
   if (hook_target_) {
     absl::MutexLock lock(&hook_target_->mu);
@@ -374,11 +394,6 @@ std::string CommunicatorImpl::Describe() const {
   if (host_) absl::StrAppend(&s, ", host backend over ", transport_);
   if (nccl_) absl::StrAppend(&s, host_ ? ", " : ", ", nccl_->Describe(), " for device buffers");
   return s;
-}
-
-CollectiveProgress CommunicatorImpl::Progress() const {
-  absl::MutexLock lock(&mu_);
-  return progress_;
 }
 
 void CommunicatorImpl::Abort(absl::Status reason) {
@@ -419,7 +434,33 @@ CollectiveBackend* CommunicatorImpl::BackendFor(const void* send, const void* re
              : host_.get();
 }
 
-absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status) {
+std::optional<std::string> CommunicatorImpl::Diagnose(const OpSignature& sig,
+                                                      absl::Duration waited) {
+  // Let every rank's latest progress reach the service: this rank's now, the others' within a
+  // report interval plus a heartbeat interval.
+  ProgressReporter::Get().PushNow();
+  const absl::Duration heartbeat = cohort::coordination::HeartbeatInterval(job_.heartbeat_timeout);
+  absl::SleepFor(ProgressReporter::kInterval + heartbeat + absl::Milliseconds(200));
+  absl::StatusOr<std::vector<cohort::coordination::TaskProgress>> table =
+      Await<absl::StatusOr<std::vector<cohort::coordination::TaskProgress>>>(
+          [&](auto done) { job_.client->GetJobProgress(std::move(done)); });
+  if (!table.ok()) {
+    cohort::LogWarning("the collective watchdog could not read the job's progress: ",
+                       table.status().message());
+    return std::nullopt;
+  }
+  TimeoutContext context;
+  context.communicator = progress_id_;
+  context.sig = sig;
+  context.rank = rank_;
+  context.names = names_;
+  context.waited = waited;
+  context.stale_after = 2 * (ProgressReporter::kInterval + heartbeat) + absl::Seconds(1);
+  return DiagnoseTimeout(context, *table);
+}
+
+absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
+                                    absl::Duration waited) {
   absl::Status aborted;
   {
     absl::MutexLock lock(&mu_);
@@ -435,6 +476,13 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status)
   if (!aborted.ok()) {
     status = absl::Status(aborted.code(), absl::StrCat(sig.ToString(), " on communicator '",
                                                        name_, "' aborted: ", aborted.message()));
+  } else if (absl::IsDeadlineExceeded(status)) {
+    // The watchdog: name who held the call up from the cross-rank picture, when it can.
+    std::optional<std::string> diagnosis = Diagnose(sig, waited);
+    status = absl::DeadlineExceededError(absl::StrCat(
+        "communicator '", name_, "': ", sig.ToString(), " timed out after ",
+        absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(100))), " on ",
+        names_.Name(rank_), ": ", diagnosis ? *diagnosis : std::string(status.message())));
   } else {
     status = absl::Status(status.code(), absl::StrCat("communicator '", name_, "': ",
                                                       status.message()));
@@ -486,22 +534,22 @@ absl::Status CommunicatorImpl::Run(CollectiveKind kind, const void* send, void* 
   call.cuda_stream = options.cuda_stream;
   const absl::Time started = absl::Now();
   {
-    absl::MutexLock lock(&mu_);
-    progress_.last_started = call.sig.seq;
-    progress_.pending = call.sig;
-    progress_.pending_since = started;
+    absl::MutexLock lock(&progress_->mu);
+    progress_->last_started = call.sig.seq;
+    progress_->pending = call.sig;
+    progress_->pending_since = started;
   }
   FlightRecorder& recorder = FlightRecorder::Get();
   const uint64_t entry = recorder.Start(name_, call.sig);
   absl::Status s = BackendFor(send, recv)->Run(call);
   recorder.End(entry, s.ok() ? "ok" : std::string(s.message()));
   {
-    absl::MutexLock lock(&mu_);
-    progress_.pending.reset();
-    if (s.ok()) progress_.last_completed = call.sig.seq;
+    absl::MutexLock lock(&progress_->mu);
+    progress_->pending.reset();
+    if (s.ok()) progress_->last_completed = call.sig.seq;
   }
   if (s.ok() || absl::IsInvalidArgument(s)) return s;
-  return Fail(call.sig, s);
+  return Fail(call.sig, s, absl::Now() - started);
 }
 
 absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {

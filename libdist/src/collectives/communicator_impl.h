@@ -29,12 +29,14 @@ struct ResolvedCommunicatorOptions {
 absl::StatusOr<ResolvedCommunicatorOptions> ResolveCommunicatorOptions(
     const CommunicatorOptions& options, absl::Duration job_init_timeout);
 
-// Where a communicator stands, for the watchdog: what it started and completed last.
+// Where a communicator stands, for the watchdog: what it started and completed last. Shared
+// with the progress reporter.
 struct CollectiveProgress {
-  uint64_t last_started = 0;
-  uint64_t last_completed = 0;
-  std::optional<OpSignature> pending;
-  absl::Time pending_since;
+  absl::Mutex mu;
+  uint64_t last_started ABSL_GUARDED_BY(mu) = 0;
+  uint64_t last_completed ABSL_GUARDED_BY(mu) = 0;
+  std::optional<OpSignature> pending ABSL_GUARDED_BY(mu);
+  absl::Time pending_since ABSL_GUARDED_BY(mu);
 };
 
 // What dist::Communicator is: the ranks, the backends (host, and NCCL for device buffers), the
@@ -58,7 +60,6 @@ class CommunicatorImpl {
   const std::vector<int>& processes() const { return names_.processes; }
   Backend backend() const { return nccl_ ? Backend::kNccl : Backend::kHost; }
   std::string Describe() const;
-  CollectiveProgress Progress() const;
 
  private:
   CommunicatorImpl() = default;
@@ -66,7 +67,9 @@ class CommunicatorImpl {
                         int root) const;
   CollectiveBackend* BackendFor(const void* send, const void* recv) const;
   // After a failed call: the status to return, and whether the job must be told.
-  absl::Status Fail(const OpSignature& sig, absl::Status status);
+  absl::Status Fail(const OpSignature& sig, absl::Status status, absl::Duration waited);
+  // Who held up a timed-out call, from the service's cross-rank table (nullopt: unknown).
+  std::optional<std::string> Diagnose(const OpSignature& sig, absl::Duration waited);
 
   JobHandle job_;
   ResolvedCommunicatorOptions options_;
@@ -84,7 +87,9 @@ class CommunicatorImpl {
   mutable absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);   // The first failure; OK while healthy.
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);  // Why Abort() was called; OK otherwise.
-  CollectiveProgress progress_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<CollectiveProgress> progress_ = std::make_shared<CollectiveProgress>();
+  std::string progress_id_;              // The communicator's id in progress reports.
+  std::optional<uint64_t> reporter_id_;  // Its entry in the ProgressReporter.
   // What the failure hook aborts; shared with it, cleared by the destructor under its lock, so
   // a hook that runs while the communicator goes away aborts it or nothing.
   struct HookTarget {

@@ -103,6 +103,13 @@ class FakeJobClient final : public JobClient {
   void ReportError(FailureCause cause, std::string message, DoneCallback done) override {
     done(service_->ReportError(task_, incarnation_, cause, message));
   }
+  // As if the agent's next heartbeat carried it at once.
+  void ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) override {
+    done(service_->Heartbeat(task_, incarnation_, &progress));
+  }
+  void GetJobProgress(ProgressCallback done) override {
+    done(service_->GetJobProgress(task_, incarnation_));
+  }
   void Shutdown(DoneCallback done) override {
     service_->ShutdownTask(task_, incarnation_, std::move(done));
   }

@@ -104,6 +104,11 @@ class InProcessStub final : public CoordinationStub {
                         StatusCallback done) override {
     handler_->ReportPreemptionAsync(&request, response, std::move(done));
   }
+  void GetJobProgress(const pb::GetJobProgressRequest& request,
+                      pb::GetJobProgressResponse* response, absl::Duration,
+                      StatusCallback done) override {
+    handler_->GetJobProgressAsync(&request, response, std::move(done));
+  }
   void ShutdownTask(const pb::ShutdownTaskRequest& request, pb::ShutdownTaskResponse* response,
                     absl::Duration, StatusCallback done) override {
     {

@@ -191,6 +191,35 @@ TEST_F(CoordinationServiceTest, Heartbeat_Timeout_PropagatesFailureNamingRank) {
   EXPECT_EQ(service_->Heartbeat(0, Inc(0)).code(), absl::StatusCode::kAborted);
 }
 
+TEST_F(CoordinationServiceTest, Heartbeat_CarriesProgress_JobProgressAgesItFromTheReport) {
+  Start(2);
+  ConnectAll(2);
+  std::vector<CollectiveProgress> progress = {
+      {"world#0", 183, 182, "all_reduce #183 (float32 sum, 8 elements)", 42, absl::Seconds(5)}};
+  // Reported by the program 1 s before this heartbeat carried it.
+  ASSERT_TRUE(service_->Heartbeat(0, Inc(0), &progress, absl::Seconds(1)).ok());
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(service_->Heartbeat(1, Inc(1)).ok());
+  absl::StatusOr<std::vector<TaskProgress>> table = service_->GetJobProgress(1, Inc(1));
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->size(), 2u);
+  const TaskProgress& zero = (*table)[0];
+  EXPECT_EQ(zero.state, TaskState::kConnected);
+  EXPECT_EQ(zero.since_heartbeat, absl::Seconds(2));
+  EXPECT_EQ(zero.since_report, absl::Seconds(3));
+  ASSERT_EQ(zero.communicators.size(), 1u);
+  EXPECT_EQ(zero.communicators[0].last_started, 183u);
+  EXPECT_EQ(zero.communicators[0].pending_signature, 42u);
+  EXPECT_EQ(zero.communicators[0].pending_for, absl::Seconds(8));  // 5 s + 3 s since the report.
+  const TaskProgress& one = (*table)[1];
+  EXPECT_EQ(one.since_heartbeat, absl::ZeroDuration());
+  EXPECT_FALSE(one.since_report.has_value());  // Its program never reported.
+  EXPECT_TRUE(one.communicators.empty());
+  // Only a registered task may ask.
+  EXPECT_EQ(service_->GetJobProgress(0, Inc(0) + 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(CoordinationServiceTest, Heartbeat_WrongIncarnation_FailsJobAsRestart) {
   Start(2);
   ConnectAll(2);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# collective-bench against its CPU peers, side by side in one run (docs/benchmarks.md):
+#
+#   bench/run-collective-comparison.sh [RUNS] [RANKS...]     (default: 3 runs, P = 2 and 4)
+#
+# Each run measures, for each P: Cohort over shared memory, Cohort forced to TCP (with the
+# concurrent-memcpy ceiling), then OpenMPI, Intel MPI and gloo (bench/baselines/
+# run-collective-peers.sh, which installs them on first use). All JSON lines, tagged with their
+# run, go to $COHORT_BENCH_WORK/comparison.jsonl; bench/collective_report.py then prints the
+# medians over runs as the tables of docs/benchmarks.md, with the targets of issue 9 checked.
+# Run it on an otherwise idle machine: figures here drift by 30% from day to day, so only the
+# ratios within one run mean anything.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+build="${COHORT_BUILD_DIR:-$repo/build}"
+work="${COHORT_BENCH_WORK:-$build/bench-peers}"
+export COHORT_BENCH_WORK="$work"
+runs="${1:-3}"
+shift || true
+if [[ $# -eq 0 ]]; then set -- 2 4; fi
+bench="$build/bin/collective-bench"
+[[ -x "$bench" ]] || { echo "run-collective-comparison: build first ($bench is missing)" >&2; exit 2; }
+mkdir -p "$work"
+out="$work/comparison.jsonl"
+: >"$out"
+tag() { python3 -c 'import json,sys
+run=int(sys.argv[1])
+for line in sys.stdin:
+    line=line.strip()
+    if line.startswith("{"):
+        d=json.loads(line); d["run"]=run; print(json.dumps(d), flush=True)' "$1"; }
+for run in $(seq 1 "$runs"); do
+  for p in "$@"; do
+    echo "run $run/$runs, P=$p: cohort (shm)" >&2
+    "$bench" -n "$p" --json --transport shm 2>/dev/null | tag "$run" >>"$out"
+    echo "run $run/$runs, P=$p: cohort (tcp)" >&2
+    "$bench" -n "$p" --json --transport tcp --no-memcpy 2>/dev/null |
+      tag "$run" >>"$out"
+    echo "run $run/$runs, P=$p: peers" >&2
+    "$here/baselines/run-collective-peers.sh" "$p" | tag "$run" >>"$out"
+  done
+done
+python3 "$here/collective_report.py" "$out"
