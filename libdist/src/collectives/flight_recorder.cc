@@ -56,26 +56,37 @@ FlightRecorder& FlightRecorder::Get() {
   return *recorder;
 }
 
-uint64_t FlightRecorder::Start(const std::string& comm, const OpSignature& sig) {
+uint64_t FlightRecorder::Start(const std::string& comm, const OpSignature& sig,
+                               absl::Time started) {
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   if (capacity_ == 0) return id;
-  Entry e{id, comm, sig, absl::Now(), absl::InfinitePast(), "pending"};
-  if (ring_.size() < capacity_) {
-    ring_.push_back(std::move(e));
-  } else {
-    ring_[(id - 1) % capacity_] = std::move(e);
-  }
+  if (ring_.size() < capacity_) ring_.emplace_back();
+  // Reuse the slot's strings: no allocation per call once the ring is full.
+  Entry& e = ring_[(id - 1) % capacity_];
+  e.id = id;
+  e.comm.assign(comm);
+  e.sig = sig;
+  e.started = started;
+  e.ended = absl::InfinitePast();
+  e.result.assign("pending");
   return id;
 }
 
-void FlightRecorder::End(uint64_t id, const std::string& result) {
+void FlightRecorder::End(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  if (capacity_ == 0 || ring_.empty()) return;
+  Entry& e = ring_[(id - 1) % capacity_];
+  if (e.id == id) e.result.assign("ok");
+}
+
+void FlightRecorder::End(uint64_t id, std::string error, absl::Time ended) {
   absl::MutexLock lock(&mu_);
   if (capacity_ == 0 || ring_.empty()) return;
   Entry& e = ring_[(id - 1) % capacity_];
   if (e.id != id) return;  // Overwritten already.
-  e.ended = absl::Now();
-  e.result = result;
+  e.ended = ended;
+  e.result = std::move(error);
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Last(size_t n) const {
@@ -96,7 +107,11 @@ std::string FlightRecorder::Dump(size_t n) const {
                                  " collectives, oldest first\n");
   for (const Entry& e : entries) {
     absl::StrAppend(&out, "  [", e.comm, "] ", e.sig.ToString(), ": ", e.result);
-    if (e.ended == absl::InfinitePast()) {
+    if (e.result == "ok") {
+      absl::StrAppend(&out, ", started ", absl::FormatDuration(absl::Trunc(now - e.started,
+                                                                           absl::Milliseconds(1))),
+                      " ago");
+    } else if (e.ended == absl::InfinitePast()) {
       absl::StrAppend(&out, " for ", absl::FormatDuration(absl::Trunc(now - e.started,
                                                                       absl::Milliseconds(1))));
     } else {

@@ -22,7 +22,7 @@ class FlightRecorder {
     std::string comm;
     OpSignature sig;
     absl::Time started;
-    absl::Time ended;         // InfinitePast while pending.
+    absl::Time ended;         // InfinitePast while pending, and for calls that succeeded.
     std::string result;       // "pending", "ok" or the error.
   };
 
@@ -30,8 +30,10 @@ class FlightRecorder {
   static FlightRecorder& Get();
   explicit FlightRecorder(size_t capacity) : capacity_(capacity) {}
 
-  uint64_t Start(const std::string& comm, const OpSignature& sig);
-  void End(uint64_t id, const std::string& result);
+  uint64_t Start(const std::string& comm, const OpSignature& sig, absl::Time started);
+  // A call that succeeded (its end time is not taken: a clock read per call is not free).
+  void End(uint64_t id);
+  void End(uint64_t id, std::string error, absl::Time ended);
   // Oldest first.
   std::vector<Entry> Last(size_t n) const;
   // One line per entry, oldest first, headed by a line naming the process.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace dist::internal {
 namespace {
@@ -40,6 +41,30 @@ struct F16 {
 template <typename T, typename A, typename Conv, typename Op>
 void ReduceTyped(const void* const* inputs, int n, void* out_v, size_t count, int avg_divisor) {
   T* out = static_cast<T*>(out_v);
+  if constexpr (std::is_same_v<T, A>) {
+    // Accumulate straight into `out`, left to right, when no input after the first two is
+    // `out` itself (in place, out is this rank's input: it must be read before it is written).
+    bool direct = true;
+    for (int k = 2; k < n; ++k) direct &= inputs[k] != out_v;
+    if (direct) {
+      const T* in0 = static_cast<const T*>(inputs[0]);
+      if (n == 1) {
+        if (in0 != out) std::memcpy(out, in0, count * sizeof(T));
+      } else {
+        const T* in1 = static_cast<const T*>(inputs[1]);
+        for (size_t j = 0; j < count; ++j) out[j] = Op::Apply(in0[j], in1[j]);
+        for (int k = 2; k < n; ++k) {
+          const T* in = static_cast<const T*>(inputs[k]);
+          for (size_t j = 0; j < count; ++j) out[j] = Op::Apply(out[j], in[j]);
+        }
+      }
+      if (avg_divisor > 0) {
+        const T d = static_cast<T>(avg_divisor);
+        for (size_t j = 0; j < count; ++j) out[j] = out[j] / d;
+      }
+      return;
+    }
+  }
   A acc[kTile];
   for (size_t base = 0; base < count; base += kTile) {
     const size_t len = std::min(kTile, count - base);

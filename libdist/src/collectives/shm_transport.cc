@@ -1,6 +1,7 @@
 #include "libdist/src/collectives/shm_transport.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "libdist/src/collectives/copy.h"
 #include "libdist/src/collectives/reduce.h"
 
 namespace dist::internal {
@@ -126,9 +128,7 @@ inline void CpuRelax() {
 #endif
 }
 
-void Copy(void* dst, const void* src, size_t bytes) {
-  if (bytes && dst != src) std::memcpy(dst, src, bytes);
-}
+void Copy(void* dst, const void* src, size_t bytes) { CopyBytes(dst, src, bytes); }
 
 }  // namespace
 
@@ -139,11 +139,11 @@ ShmBackend::ShmBackend(int rank, RankNames names, std::vector<SharedSegment> seg
       size_(static_cast<int>(segments.size())),
       names_(std::move(names)),
       segments_(std::move(segments)),
-      // Spin (about 20-50 us) only when every rank can have a core; otherwise sleep at once, so
-      // that the rank being waited for gets the CPU.
-      spin_iterations_(size_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
-                           ? 2000
-                           : 0) {
+      oversubscribed_(size_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      // Spin (about 20-50 us) when every rank can have a core. With more ranks than cores, hand
+      // the core over instead (sched_yield: the rank being waited for may be the one that
+      // runs), which is far cheaper than a futex sleep and wake-up per step.
+      spin_iterations_(oversubscribed_ ? 64 : 2000) {
   static_assert(sizeof(Segment) <= kDataOffset);
 }
 
@@ -188,7 +188,11 @@ absl::Status ShmBackend::WaitPeers(CounterField field, uint32_t target, const Op
     Counter& c = Seg(q).*field;
     if (Reached(c.value.load(std::memory_order_acquire), target)) continue;
     for (int i = 0; i < spin_iterations_; ++i) {
-      CpuRelax();
+      if (oversubscribed_) {
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
       if (Reached(c.value.load(std::memory_order_acquire), target)) break;
     }
     while (true) {
@@ -227,9 +231,12 @@ absl::Status ShmBackend::WaitPeers(CounterField field, uint32_t target, const Op
 }
 
 absl::Status ShmBackend::CheckSignatures(uint32_t chunk, const OpSignature& sig) {
+  const WireSignature mine = ToWire(sig);
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
-    const OpSignature theirs = FromWire(Seg(q).headers[chunk % kSlots].sig);
+    const WireSignature& wire = Seg(q).headers[chunk % kSlots].sig;
+    if (std::memcmp(&wire, &mine, sizeof(mine)) == 0) continue;
+    const OpSignature theirs = FromWire(wire);
     if (!theirs.SameCall(sig)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "collective mismatch: ", names_.Name(q), " called ", theirs.ToString(), " while ",
@@ -264,10 +271,16 @@ absl::Status ShmBackend::Step(const OpSignature& sig, uint32_t first_chunk, absl
   }
   for (int q = 0; q < size_; ++q) in[q] = InSlot(q, c);
   consume(in);
-  // Single-phase: nothing goes through the out-slots.
-  Seg(rank_).reduced.value.store(c, std::memory_order_relaxed);
-  Publish(&Segment::result_consumed, c);
-  Publish(&Segment::consumed, c);
+  // Single-phase: nothing goes through the out-slots, so the three counters move together,
+  // with one fence before looking for sleepers instead of one per counter.
+  Segment& me = Seg(rank_);
+  me.reduced.value.store(c, std::memory_order_release);
+  me.result_consumed.value.store(c, std::memory_order_release);
+  me.consumed.value.store(c, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (Counter* counter : {&me.reduced, &me.result_consumed, &me.consumed}) {
+    if (counter->waiters.load(std::memory_order_relaxed) > 0) FutexWake(&counter->value);
+  }
   return absl::OkStatus();
 }
 

@@ -94,6 +94,7 @@ class ShmBackend final : public CollectiveBackend {
   const int size_;
   const RankNames names_;
   const std::vector<SharedSegment> segments_;
+  const bool oversubscribed_;  // More ranks than cores.
   const int spin_iterations_;
   uint32_t chunk_ = 0;  // The last chunk this rank started.
   std::atomic<bool> aborted_{false};
