@@ -167,6 +167,28 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
   }
 }
 
+// The documented example (manifests/examples/stalled-rank.yaml): rank 1 stops calling the
+// all-reduce; the collective watchdog names it in every pod's log and the job fails.
+TEST_F(OperatorE2E, StalledRankExample_WatchdogNamesTheStalledRankAndTheJobFails) {
+  auto op = Operator();
+  std::ifstream manifest(COHORT_SOURCE_DIR "/manifests/examples/stalled-rank.yaml");
+  const std::string yaml((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(yaml.empty());
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "stalled-rank", Finished, kJobTimeout);
+  EXPECT_EQ(Phase(job), "Failed") << job.dump(2) << Events(*cluster_, "stalled-rank");
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string log = absl::StrCat(cluster_->dir(), "/pods/default_stalled-rank-", rank, "/trainer.log");
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr("process 1 is alive (heartbeat")) << log;
+    EXPECT_THAT(text, HasSubstr("but never entered all_reduce #21 (int64 sum, 1 element), which the "
+                                "other 1 process entered")) << log;
+    EXPECT_THAT(text, HasSubstr("its last completed collective is #20")) << log;
+    EXPECT_THAT(text, HasSubstr("cause: collective timeout")) << log;
+  }
+}
+
 TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
   auto op = Operator();
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-evict", 2, "k8s-hold")).exit_code, 0);

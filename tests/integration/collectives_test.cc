@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +31,17 @@ void StartJob(LocalJob& job, const std::string& scenario, std::map<std::string, 
   for (int r = 0; r < job.config().num_processes; ++r) job.StartTrainer(r, scenario, env);
 }
 
+std::set<std::string> DevShm() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
 void ExpectEveryOpWorks(int n, const std::string& transport, const std::string& described) {
+  const std::set<std::string> shm_before = DevShm();
   LocalJob job({.num_processes = n});
   StartJob(job, "collectives", {{"COHORT_HOST_TRANSPORT", transport}});
   for (int r = 0; r < n; ++r) {
@@ -40,6 +52,11 @@ void ExpectEveryOpWorks(int n, const std::string& transport, const std::string& 
     if (described == "shared memory" && n > 1) {
       EXPECT_THAT(job.FindLine(label, "SEGMENTS"), HasSubstr("memfd=yes")) << label;
     }
+  }
+  // The segments were memfds: nothing was left in /dev/shm (other tests may add their own files
+  // meanwhile, so only ours would be named cohort).
+  for (const std::string& name : DevShm()) {
+    if (!shm_before.contains(name)) EXPECT_EQ(name.find("cohort"), std::string::npos) << name;
   }
   if (n > 1) {
     EXPECT_THAT(job.FindLine("rank 1", "ASSERT_EQUAL_MESSAGE"),
@@ -80,6 +97,20 @@ TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNami
       EXPECT_THAT(line, HasSubstr("all_reduce #2")) << label;
     }
   }
+}
+
+TEST(CollectivesTest, Sigusr2_DumpsTheFlightRecorderWithThePendingCollective) {
+  LocalJob job({.num_processes = 2});
+  StartJob(job, "collective-kill", {});
+  ASSERT_TRUE(job.WaitForLine("rank 1", "STALLING", absl::Seconds(60)));
+  ASSERT_TRUE(job.WaitForLine("rank 0", "IN_COLLECTIVE", absl::Seconds(30)));
+  job.Process("rank 0").Signal(SIGUSR2);
+  EXPECT_TRUE(job.WaitForLine("rank 0", "[world] all_reduce #2 (float32 sum, 65536 elements): pending for",
+                              absl::Seconds(5)));
+  EXPECT_NE(job.FindLine("rank 0", "cohort flight recorder: process 0"), "");
+  EXPECT_NE(job.FindLine("rank 0", "[world] all_reduce #1 (float32 sum, 65536 elements): ok"), "");
+  job.Process("rank 1").Signal(SIGKILL);
+  EXPECT_TRUE(job.WaitForLine("rank 0", "COLLECTIVE_RETURNED", absl::Seconds(5)));
 }
 
 TEST(CollectivesTest, RankStalledOutsideTheCollective_TimeoutNamesItAndEveryRankExits) {

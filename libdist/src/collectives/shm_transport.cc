@@ -139,11 +139,9 @@ ShmBackend::ShmBackend(int rank, RankNames names, std::vector<SharedSegment> seg
       size_(static_cast<int>(segments.size())),
       names_(std::move(names)),
       segments_(std::move(segments)),
-      oversubscribed_(size_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-      // Spin (about 20-50 us) when every rank can have a core. With more ranks than cores, hand
-      // the core over instead (sched_yield: the rank being waited for may be the one that
-      // runs), which is far cheaper than a futex sleep and wake-up per step.
-      spin_iterations_(oversubscribed_ ? 64 : 2000) {
+      // With more ranks than cores, a waiting rank hands its core over (sched_yield: the rank
+      // it waits for may be the one that runs next) instead of spinning on it.
+      oversubscribed_(size_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
   static_assert(sizeof(Segment) <= kDataOffset);
 }
 
@@ -187,13 +185,18 @@ absl::Status ShmBackend::WaitPeers(CounterField field, uint32_t target, const Op
     if (q == rank_) continue;
     Counter& c = Seg(q).*field;
     if (Reached(c.value.load(std::memory_order_acquire), target)) continue;
-    for (int i = 0; i < spin_iterations_; ++i) {
+    // Spin (or yield) for a while before sleeping: a futex wake-up takes 50-100 us on a VM, and
+    // once one rank sleeps, its peer waits for that wake-up and then sleeps too (a convoy that
+    // turns a 1 us step into a 100 us one). Time-based, so it means the same on every CPU.
+    const absl::Time spin_until = absl::Now() + kSpinBudget;
+    for (int i = 1;; ++i) {
       if (oversubscribed_) {
         sched_yield();
       } else {
         CpuRelax();
       }
       if (Reached(c.value.load(std::memory_order_acquire), target)) break;
+      if ((i & 255) == 0 && (aborted_.load() || absl::Now() >= spin_until)) break;
     }
     while (true) {
       uint32_t v = c.value.load(std::memory_order_acquire);
@@ -300,7 +303,10 @@ absl::Status ShmBackend::Run(const CollectiveCall& call) {
 absl::Status ShmBackend::AllReduce(const CollectiveCall& call) {
   const size_t esize = DataTypeSize(call.sig.type);
   const size_t count = call.sig.count;
-  if (count * esize > kOneShotBytes && size_ > 1) return AllReduceTwoPhase(call);
+  // Two ranks reduce a slot's worth in one step: reading both inputs costs less than the two
+  // extra rounds of synchronisation. More ranks read more; they split the work sooner.
+  const size_t one_shot = size_ == 2 ? kSlotBytes : kOneShotBytes;
+  if (count * esize > one_shot && size_ > 1) return AllReduceTwoPhase(call);
   // One shot: every rank posts its whole chunk and reduces all of them, in rank order.
   const size_t per_chunk = kSlotBytes / esize;
   const uint32_t first = chunk_ + 1;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "libdist/src/collectives/collective_op.h"
 
 namespace dist::internal {
@@ -53,6 +54,8 @@ class ShmBackend final : public CollectiveBackend {
   // synchronisation instead of two).
   static constexpr size_t kOneShotBytes = 64 * 1024;
   static size_t SegmentBytes();
+  // How long a waiting rank spins (or yields) before it sleeps on the futex.
+  static constexpr absl::Duration kSpinBudget = absl::Milliseconds(1);
 
   // `segments[r]` is rank r's segment (this rank's own at `rank`), all of SegmentBytes().
   ShmBackend(int rank, RankNames names, std::vector<SharedSegment> segments);
@@ -95,7 +98,6 @@ class ShmBackend final : public CollectiveBackend {
   const RankNames names_;
   const std::vector<SharedSegment> segments_;
   const bool oversubscribed_;  // More ranks than cores.
-  const int spin_iterations_;
   uint32_t chunk_ = 0;  // The last chunk this rank started.
   std::atomic<bool> aborted_{false};
 };
