@@ -293,10 +293,13 @@ struct TcpBackend::Transfer {
   size_t len = 0;
   size_t done = 0;
   const Transfer* source = nullptr;                    // A send that relays this receive.
+  const size_t* available = nullptr;                   // A send of bytes still being produced.
+  const Transfer* after = nullptr;                     // Starts once this one completed.
   std::function<void(size_t from, size_t to)> on_data;  // A receive's newly arrived bytes.
 
   bool complete() const { return header_done == sizeof(header) && done == len; }
-  size_t sendable() const { return source ? source->done : len; }
+  bool ready() const { return after == nullptr || after->complete(); }
+  size_t sendable() const { return available ? *available : source ? source->done : len; }
 };
 
 absl::Status TcpBackend::Drive(std::vector<Transfer*> transfers, const OpSignature& sig,
@@ -310,6 +313,7 @@ absl::Status TcpBackend::Drive(std::vector<Transfer*> transfers, const OpSignatu
     for (Transfer* t : transfers) {
       if (t->complete()) continue;
       all_done = false;
+      if (!t->ready()) continue;
       short ev = t->is_send ? POLLOUT : POLLIN;
       if (t->is_send && t->header_done == sizeof(t->header) && t->done >= t->sendable()) continue;
       const int fd = fds_[t->peer];
@@ -323,19 +327,25 @@ absl::Status TcpBackend::Drive(std::vector<Transfer*> transfers, const OpSignatu
     if (rc < 0 && errno != EINTR) return absl::InternalError(Errno("poll"));
     if (fds.back().revents) return absl::AbortedError("the communicator was aborted");
     if (rc == 0 && absl::Now() >= deadline) {
-      std::vector<int> waiting_for;
+      // Whose data never came; failing that, who did not take ours.
+      std::vector<int> waiting_for, not_reading;
       for (Transfer* t : transfers) {
-        if (!t->complete() && std::find(waiting_for.begin(), waiting_for.end(), t->peer) ==
-                                  waiting_for.end()) {
-          waiting_for.push_back(t->peer);
-        }
+        if (t->complete() || !t->ready()) continue;
+        std::vector<int>& list = t->is_send ? not_reading : waiting_for;
+        if (std::find(list.begin(), list.end(), t->peer) == list.end()) list.push_back(t->peer);
       }
-      return absl::DeadlineExceededError(absl::StrCat(
-          sig.ToString(), " did not complete in time on ", names_.Name(rank_), ": waiting for ",
-          names_.List(waiting_for), " (not in this collective yet, or stuck in it)"));
+      return absl::DeadlineExceededError(
+          waiting_for.empty()
+              ? absl::StrCat(sig.ToString(), " did not complete in time on ",
+                             names_.Name(rank_), ": ", names_.List(not_reading),
+                             " did not read what this rank sent (stuck before or in it)")
+              : absl::StrCat(sig.ToString(), " did not complete in time on ",
+                             names_.Name(rank_), ": waiting for data from ",
+                             names_.List(waiting_for),
+                             " (not in this collective yet, or stuck in it)"));
     }
     for (Transfer* t : transfers) {
-      if (t->complete()) continue;
+      if (t->complete() || !t->ready()) continue;
       const int fd = fds_[t->peer];
       // Move as much as the socket takes now.
       while (!t->complete()) {
@@ -427,54 +437,88 @@ absl::Status TcpBackend::Run(const CollectiveCall& call) {
 absl::Status TcpBackend::RingReduceScatter(uint8_t* work, const std::vector<Range>& blocks,
                                            DataType acc_type, ReduceOp op,
                                            const OpSignature& sig, absl::Time deadline) {
+  if (size_ == 1) return absl::OkStatus();
   const size_t aes = DataTypeSize(acc_type);
   size_t largest = 0;
   for (const Range& b : blocks) largest = std::max(largest, b.size);
   if (scratch2_.size() < largest * aes) scratch2_.resize(largest * aes);
   uint8_t* tmp = scratch2_.data();
   const ReduceOp step_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  for (int i = 0; i + 1 < size_; ++i) {
+  // All P-1 steps in flight at once, pipelined: step i+1 sends the block step i receives, as
+  // soon as each part of it has arrived and been reduced (messages on one connection still go
+  // in order). Step i+1 receives into `tmp` only after step i's receive completed, and that
+  // receive reduces what it gets as it gets it, so `tmp` is free again by then.
+  const int steps = size_ - 1;
+  std::vector<Transfer> sends(steps), recvs(steps);
+  std::vector<size_t> reduced(steps, 0);  // Elements of step i's block reduced so far.
+  std::vector<size_t> reduced_bytes(steps, 0);
+  std::vector<Transfer*> all;
+  for (int i = 0; i < steps; ++i) {
     const Range& out = blocks[Prev(1 + i)];
     const Range& in = blocks[Prev(2 + i)];
-    uint8_t* acc = work + in.begin * aes;
-    // Reduce what has arrived, element by element, while the rest is still on the wire.
-    size_t reduced = 0;
-    Transfer send_t, recv_t;
+    Transfer& send_t = sends[i];
     send_t.peer = Next();
     send_t.is_send = true;
     send_t.header = MessageHeader{ToWire(sig), out.size * aes};
     send_t.data = work + out.begin * aes;
     send_t.len = out.size * aes;
+    if (i > 0) {
+      send_t.after = &sends[i - 1];
+      send_t.available = &reduced_bytes[i - 1];
+    }
+    Transfer& recv_t = recvs[i];
     recv_t.peer = Prev();
     recv_t.data = tmp;
     recv_t.len = in.size * aes;
-    recv_t.on_data = [&](size_t, size_t to) {
+    if (i > 0) recv_t.after = &recvs[i - 1];
+    uint8_t* acc = work + in.begin * aes;
+    recv_t.on_data = [&, i, acc](size_t, size_t to) {
       const size_t ready = to / aes;
-      if (ready > reduced) {
-        const void* inputs[2] = {tmp + reduced * aes, acc + reduced * aes};
-        ReduceInto(acc_type, step_op, inputs, 2, acc + reduced * aes, ready - reduced, size_);
-        reduced = ready;
+      if (ready > reduced[i]) {
+        const void* inputs[2] = {tmp + reduced[i] * aes, acc + reduced[i] * aes};
+        ReduceInto(acc_type, step_op, inputs, 2, acc + reduced[i] * aes, ready - reduced[i],
+                   size_);
+        reduced[i] = ready;
+        reduced_bytes[i] = ready * aes;
       }
     };
-    if (absl::Status s = Drive({&send_t, &recv_t}, sig, deadline); !s.ok()) return s;
+    all.push_back(&send_t);
+    all.push_back(&recv_t);
   }
-  return absl::OkStatus();
+  return Drive(std::move(all), sig, deadline);
 }
 
 absl::Status TcpBackend::RingAllGather(uint8_t* data, const std::vector<Range>& blocks,
                                        DataType type, const OpSignature& sig,
                                        absl::Time deadline) {
+  if (size_ == 1) return absl::OkStatus();
   const size_t es = DataTypeSize(type);
-  for (int i = 0; i + 1 < size_; ++i) {
+  // Pipelined like the reduce-scatter: step i+1 forwards what step i receives as it arrives.
+  const int steps = size_ - 1;
+  std::vector<Transfer> sends(steps), recvs(steps);
+  std::vector<Transfer*> all;
+  for (int i = 0; i < steps; ++i) {
     const Range& out = blocks[Prev(i)];
     const Range& in = blocks[Prev(i + 1)];
-    if (absl::Status s = SendRecv(Next(), data + out.begin * es, out.size * es, Prev(),
-                                  data + in.begin * es, in.size * es, sig, deadline);
-        !s.ok()) {
-      return s;
+    Transfer& send_t = sends[i];
+    send_t.peer = Next();
+    send_t.is_send = true;
+    send_t.header = MessageHeader{ToWire(sig), out.size * es};
+    send_t.data = data + out.begin * es;
+    send_t.len = out.size * es;
+    if (i > 0) {
+      send_t.after = &sends[i - 1];
+      send_t.source = &recvs[i - 1];
     }
+    Transfer& recv_t = recvs[i];
+    recv_t.peer = Prev();
+    recv_t.data = data + in.begin * es;
+    recv_t.len = in.size * es;
+    if (i > 0) recv_t.after = &recvs[i - 1];
+    all.push_back(&send_t);
+    all.push_back(&recv_t);
   }
-  return absl::OkStatus();
+  return Drive(std::move(all), sig, deadline);
 }
 
 absl::Status TcpBackend::AllReduce(const CollectiveCall& call) {
