@@ -304,8 +304,11 @@ absl::Status ShmBackend::AllReduce(const CollectiveCall& call) {
   const size_t esize = DataTypeSize(call.sig.type);
   const size_t count = call.sig.count;
   // Two ranks reduce a slot's worth in one step: reading both inputs costs less than the two
-  // extra rounds of synchronisation. More ranks read more; they split the work sooner.
-  const size_t one_shot = size_ == 2 ? kSlotBytes : kOneShotBytes;
+  // extra rounds of synchronisation. More ranks read more; they split the work sooner, and
+  // sooner still when they share cores (then computing, not waiting, is what is scarce).
+  const size_t one_shot = size_ == 2         ? kSlotBytes
+                          : oversubscribed_ ? kOneShotBytes / 4
+                                            : kOneShotBytes;
   if (count * esize > one_shot && size_ > 1) return AllReduceTwoPhase(call);
   // One shot: every rank posts its whole chunk and reduces all of them, in rank order.
   const size_t per_chunk = kSlotBytes / esize;

@@ -51,7 +51,8 @@ class ShmBackend final : public CollectiveBackend {
   static constexpr int kSlots = 4;
   static constexpr size_t kSlotBytes = 256 * 1024;
   // All-reduces up to this size reduce everything on every rank in one step (one round of
-  // synchronisation instead of two).
+  // synchronisation instead of two): a slot's worth for two ranks, a quarter of this for ranks
+  // that share cores.
   static constexpr size_t kOneShotBytes = 64 * 1024;
   static size_t SegmentBytes();
   // How long a waiting rank spins (or yields) before it sleeps on the futex.
