@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # libdist collectives across hosts: two network namespaces joined by a veth pair stand in for two
-# hosts (rank 0 on one, ranks 1 and 2 on the other). The ranks must find out that they do not
-# share memory and run every op over TCP between the "hosts". Standalone mode: process 0 hosts
-# the coordination service on its namespace's address.
+# hosts. With one rank on one and two on the other, the ranks must find out that not all of them
+# share memory and run every op over TCP; with two on each, shared memory within a host and TCP
+# between. Standalone mode: process 0 hosts the coordination service on its namespace's address.
 #
 #   tests/integration/collectives_multihost_test.sh BUILD_DIR
 #
@@ -39,28 +39,34 @@ ip -n "$ns0" link set "$veth0" up
 ip -n "$ns1" link set "$veth1" up
 
 # Nothing else lives in these namespaces, so any port is free.
-coordinator=10.201.0.1:29400
-run_rank() {  # rank namespace
-  ip netns exec "$2" env -u COHORT_AGENT_SOCKET COHORT_MODE=standalone \
-    COHORT_COORDINATOR_ADDRESS="$coordinator" COHORT_NUM_PROCESSES=3 COHORT_PROCESS_ID="$1" \
-    COHORT_INITIALIZATION_TIMEOUT=60s COHORT_COLLECTIVE_TIMEOUT=60s \
-    "$trainer" collectives >"$work/rank-$1.log" 2>&1
-}
-run_rank 0 "$ns0" & p0=$!
-run_rank 1 "$ns1" & p1=$!
-run_rank 2 "$ns1" & p2=$!
-failed=0
-for r in 0 1 2; do
-  pid_var="p$r"
-  if ! wait "${!pid_var}"; then failed=1; fi
-done
-for r in 0 1 2; do
-  log="$work/rank-$r.log"
-  if ! grep -q "RESULT rank=$r .*failures=0" "$log" ||
-     ! grep -q "COMMUNICATOR world: 3 ranks, host backend over TCP" "$log"; then
-    failed=1
+run_job() {  # name port namespace-of-each-rank... ; expects every rank's RESULT and COMMUNICATOR
+  local name=$1 port=$2 expect=$3
+  shift 3
+  local n=$# rank=0 pids=() failed=0
+  for ns in "$@"; do
+    ip netns exec "$ns" env -u COHORT_AGENT_SOCKET COHORT_MODE=standalone \
+      COHORT_COORDINATOR_ADDRESS="10.201.0.1:$port" COHORT_NUM_PROCESSES="$n" \
+      COHORT_PROCESS_ID="$rank" COHORT_INITIALIZATION_TIMEOUT=60s COHORT_COLLECTIVE_TIMEOUT=60s \
+      "$trainer" collectives >"$work/$name-rank-$rank.log" 2>&1 &
+    pids+=($!)
+    rank=$((rank + 1))
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  for r in $(seq 0 $((n - 1))); do
+    log="$work/$name-rank-$r.log"
+    if ! grep -q "RESULT rank=$r .*failures=0" "$log" || ! grep -q "COMMUNICATOR world: $n ranks, $expect" "$log"; then
+      failed=1
+    fi
+  done
+  if [ "$failed" != 0 ]; then
+    for r in $(seq 0 $((n - 1))); do echo "--- $name rank $r"; cat "$work/$name-rank-$r.log"; done
+    echo "FAIL: $name: expected every op to pass over '$expect'"
+    exit 1
   fi
-  if [ "$failed" != 0 ]; then echo "--- rank $r"; cat "$log"; fi
-done
-[ "$failed" = 0 ] || { echo "FAIL: the ranks on two network namespaces did not complete every op over TCP"; exit 1; }
-echo "OK: 3 ranks on two network namespaces ran every collective over TCP between them"
+  echo "OK: $name: $n ranks over $expect"
+}
+# Unequal hosts (1 + 2 ranks): TCP between every pair.
+run_job uneven 29400 "host backend over TCP" "$ns0" "$ns1" "$ns1"
+# Two ranks on each host: shared memory within a host, TCP between (a hierarchical all-reduce).
+run_job even 29401 "host backend over shared memory within each of 2 hosts (2 ranks each) and TCP between them" \
+  "$ns0" "$ns0" "$ns1" "$ns1"

@@ -14,6 +14,7 @@
 #include "libdist/src/collectives/communicator_impl.h"
 #include "libdist/src/collectives/flight_recorder.h"
 #include "libdist/src/collectives/host_setup.h"
+#include "libdist/src/collectives/hybrid_backend.h"
 #include "libdist/src/collectives/nccl_api.h"
 #include "libdist/src/collectives/nccl_backend.h"
 #include "libdist/src/collectives/shm_transport.h"
@@ -123,6 +124,27 @@ absl::StatusOr<std::vector<std::string>> ExchangeAll(const JobHandle& job,
 
 absl::Status JobAborted(const PeerFailure& failure) {
   return absl::AbortedError(absl::StrCat("the job failed: ", failure.message));
+}
+
+// The ranks by host (their locality key), hosts in order of their lowest rank.
+struct HostGroups {
+  std::vector<std::vector<int>> hosts;
+  std::vector<int> host_of;  // By rank.
+  bool uniform = true;       // The same number of ranks on every host.
+};
+HostGroups GroupByHost(const std::vector<PeerInfo>& peers) {
+  HostGroups g;
+  std::map<std::string, int> index;
+  for (int r = 0; r < static_cast<int>(peers.size()); ++r) {
+    // A rank without a shared-memory socket is a host of its own.
+    const std::string key = peers[r].shm.empty() ? absl::StrCat("rank-", r) : peers[r].locality;
+    auto [it, inserted] = index.emplace(key, static_cast<int>(g.hosts.size()));
+    if (inserted) g.hosts.emplace_back();
+    g.hosts[it->second].push_back(r);
+    g.host_of.push_back(it->second);
+  }
+  for (const auto& h : g.hosts) g.uniform &= h.size() == g.hosts[0].size();
+  return g;
 }
 
 }  // namespace
@@ -296,6 +318,36 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
       if (!tcp.ok()) return tcp.status();
       c->host_ = std::move(*tcp);
       c->transport_ = "TCP";
+      // Several ranks on each host: shared memory within hosts, TCP between them.
+      const HostGroups groups = GroupByHost(peers);
+      if (options.host_transport == HostTransport::kAuto && groups.uniform &&
+          groups.hosts.size() > 1 && groups.hosts[0].size() > 1) {
+        const int host = groups.host_of[rank];
+        const std::vector<int>& local = groups.hosts[host];
+        const int local_rank = static_cast<int>(
+            std::find(local.begin(), local.end(), rank) - local.begin());
+        std::vector<std::string> servers(size);
+        for (int r : local) servers[r] = peers[r].shm;
+        absl::StatusOr<std::vector<SharedSegment>> all_segs = ExchangeSegments(
+            rank, local, servers, *segment_server, std::move(*segment), names, deadline);
+        if (!all_segs.ok()) return all_segs.status();
+        std::vector<SharedSegment> segs;
+        RankNames local_names;
+        for (int r : local) {
+          segs.push_back(std::move((*all_segs)[r]));
+          local_names.processes.push_back(names.processes[r]);
+        }
+        std::vector<int> rail;
+        for (const std::vector<int>& h : groups.hosts) rail.push_back(h[local_rank]);
+        auto* flat = static_cast<TcpBackend*>(c->host_.get());
+        std::unique_ptr<CollectiveBackend> rail_backend = TcpBackend::Subset(*flat, rail);
+        c->host_ = std::make_unique<HybridBackend>(
+            local_rank, static_cast<int>(local.size()), static_cast<int>(groups.hosts.size()),
+            size, std::make_unique<ShmBackend>(local_rank, local_names, std::move(segs)),
+            std::move(rail_backend), std::move(c->host_));
+        c->transport_ = absl::StrCat("shared memory within each of ", groups.hosts.size(),
+                                     " hosts (", local.size(), " ranks each) and TCP between them");
+      }
     }
   }
   if (use_nccl) {

@@ -261,6 +261,24 @@ TcpBackend::TcpBackend(int rank, RankNames names, std::vector<int> fds)
       fds_(std::move(fds)),
       abort_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
+std::unique_ptr<TcpBackend> TcpBackend::Subset(const TcpBackend& full,
+                                               const std::vector<int>& members) {
+  RankNames names;
+  std::vector<int> fds;
+  int rank = -1;
+  for (int i = 0; i < static_cast<int>(members.size()); ++i) {
+    const int m = members[i];
+    names.processes.push_back(full.names_.processes[m]);
+    if (m == full.rank_) {
+      rank = i;
+      fds.push_back(-1);
+    } else {
+      fds.push_back(fcntl(full.fds_[m], F_DUPFD_CLOEXEC, 0));
+    }
+  }
+  return std::unique_ptr<TcpBackend>(new TcpBackend(rank, std::move(names), std::move(fds)));
+}
+
 TcpBackend::~TcpBackend() {
   for (int fd : fds_) {
     if (fd >= 0) close(fd);

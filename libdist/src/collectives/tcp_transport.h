@@ -43,6 +43,10 @@ class TcpBackend final : public CollectiveBackend {
                                                              TcpListener listener,
                                                              const std::vector<std::string>& addresses,
                                                              uint64_t nonce, absl::Time deadline);
+  // A backend among `members` (ranks of `full`, in the order given, this rank among them) over
+  // copies of full's connections. Calls on the two must not overlap (one caller thread).
+  static std::unique_ptr<TcpBackend> Subset(const TcpBackend& full,
+                                            const std::vector<int>& members);
   ~TcpBackend() override;
 
   absl::Status Run(const CollectiveCall& call) override;

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libdist/src/collectives/collective_op.h"
+#include "libdist/src/collectives/hybrid_backend.h"
 #include "libdist/src/collectives/reduce.h"
 #include "libdist/src/collectives/shm_transport.h"
 #include "libdist/src/collectives/tcp_transport.h"
@@ -66,6 +67,35 @@ std::vector<std::unique_ptr<CollectiveBackend>> MakeGroup(Transport transport, i
     });
   }
   for (auto& t : threads) t.join();
+  return group;
+}
+
+// `hosts` hosts of `local` ranks each (rank = host * local + local rank): shared memory within
+// a host, TCP between (rails of equal local rank, and every pair for the other ops).
+std::vector<std::unique_ptr<CollectiveBackend>> MakeHybridGroup(int hosts, int local) {
+  const int p = hosts * local;
+  auto flat = MakeGroup(Transport::kTcp, p);
+  std::vector<std::unique_ptr<CollectiveBackend>> group(p);
+  for (int h = 0; h < hosts; ++h) {
+    std::vector<SharedSegment> owners;
+    for (int l = 0; l < local; ++l) owners.push_back(*SharedSegment::Create(ShmBackend::SegmentBytes()));
+    for (int l = 0; l < local; ++l) {
+      const int r = h * local + l;
+      std::vector<SharedSegment> segs;
+      RankNames names;
+      for (int q = 0; q < local; ++q) {
+        segs.push_back(*SharedSegment::Map(dup(owners[q].fd()), ShmBackend::SegmentBytes()));
+        names.processes.push_back(h * local + q);
+      }
+      std::vector<int> rail;
+      for (int g = 0; g < hosts; ++g) rail.push_back(g * local + l);
+      auto* tcp = static_cast<TcpBackend*>(flat[r].get());
+      std::unique_ptr<CollectiveBackend> rail_backend = TcpBackend::Subset(*tcp, rail);
+      group[r] = std::make_unique<HybridBackend>(
+          l, local, hosts, p, std::make_unique<ShmBackend>(l, names, std::move(segs)),
+          std::move(rail_backend), std::move(flat[r]));
+    }
+  }
   return group;
 }
 
@@ -270,13 +300,31 @@ TEST_P(HostBackendTest, EveryOpTypeAndSize_MatchesReferenceOnEveryRank) {
   RunCase(group, {CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, 0, false, -1}, transport, ++seq);
 }
 
-TEST_P(HostBackendTest, SixtyFourMebibyteAllReduce_MatchesReference) {
+TEST_P(HostBackendTest, SixtyFourMebibytes_EveryOpAndEveryTypeOfAllReduce) {
   const auto [transport, p] = GetParam();
   if (p > 3) GTEST_SKIP() << "64 MiB runs on 1, 2 and 3 ranks (memory and time on 2 cores)";
   auto group = MakeGroup(transport, p);
-  const size_t count = (64u << 20) / 4;
-  RunCase(group, {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, count, true, -1}, transport, 1);
-  RunCase(group, {CollectiveKind::kAllReduce, DataType::kBFloat16, ReduceOp::kAvg, count, false, -1}, transport, 2);
+  uint64_t seq = 0;
+  // Every op at 64 MiB per rank (float32), in and out of place ...
+  const size_t n = (64u << 20) / 4;
+  for (bool in_place : {true, false}) {
+    RunCase(group, {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, n, in_place, -1}, transport, ++seq);
+    RunCase(group, {CollectiveKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum, n, in_place, p - 1}, transport, ++seq);
+    // Per-rank blocks of the gathering ops: 64 MiB in all (not divisible by every P).
+    RunCase(group, {CollectiveKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, n / p, in_place, -1}, transport, ++seq);
+    RunCase(group, {CollectiveKind::kReduceScatter, DataType::kFloat32, ReduceOp::kMax, n / p, in_place, -1}, transport, ++seq);
+    if (!in_place) {
+      RunCase(group, {CollectiveKind::kAllToAll, DataType::kFloat32, ReduceOp::kSum, n / p, false, -1}, transport, ++seq);
+    }
+    if (HasFatalFailure()) return;
+  }
+  // ... and the all-reduce of 64 MiB in every other type.
+  for (DataType type : {DataType::kFloat64, DataType::kInt32, DataType::kInt64,
+                        DataType::kBFloat16, DataType::kFloat16}) {
+    const size_t count = (64u << 20) / DataTypeSize(type);
+    RunCase(group, {CollectiveKind::kAllReduce, type, ReduceOp::kAvg, count, false, -1}, transport, ++seq);
+    if (HasFatalFailure()) return;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -287,6 +335,40 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat(std::get<0>(info.param) == Transport::kShm ? "Shm" : "Tcp",
                           std::get<1>(info.param), "Ranks");
     });
+
+class HybridBackendTest : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(HybridBackendTest, EveryOpTypeAndSize_MatchesReferenceOnEveryRank) {
+  const auto [hosts, local] = GetParam();
+  const int p = hosts * local;
+  auto group = MakeHybridGroup(hosts, local);
+  uint64_t seq = 0;
+  for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
+                        DataType::kInt64, DataType::kBFloat16, DataType::kFloat16}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}, size_t{70001}}) {
+      for (bool in_place : {false, true}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kAvg}) {
+          RunCase(group, {CollectiveKind::kAllReduce, type, op, count, in_place, -1}, Transport::kTcp, ++seq);
+          if (HasFatalFailure()) return;
+        }
+        RunCase(group, {CollectiveKind::kAllGather, type, ReduceOp::kSum, count, in_place, -1}, Transport::kTcp, ++seq);
+        RunCase(group, {CollectiveKind::kBroadcast, type, ReduceOp::kSum, count, in_place, p - 1}, Transport::kTcp, ++seq);
+        RunCase(group, {CollectiveKind::kReduceScatter, type, ReduceOp::kSum, count, in_place, -1}, Transport::kTcp, ++seq);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  RunCase(group, {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, (64u << 20) / 4, true, -1}, Transport::kTcp, ++seq);
+  RunCase(group, {CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, 0, false, -1}, Transport::kTcp, ++seq);
+}
+
+INSTANTIATE_TEST_SUITE_P(HostsTimesRanks, HybridBackendTest,
+                         ::testing::Values(std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.first, "Hosts", info.param.second,
+                                               "RanksEach");
+                         });
 
 class HostBackendFailureTest : public ::testing::TestWithParam<Transport> {};
 
