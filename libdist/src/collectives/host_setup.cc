@@ -17,24 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "libdist/src/collectives/poll_util.h"
 #include "common/env.h"
 
 namespace dist::internal {
 namespace {
-
-int MillisUntil(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
-  return left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left) + 1);
-}
-
-bool WaitFd(int fd, short events, absl::Time deadline) {
-  pollfd p{fd, events, 0};
-  while (true) {
-    int rc = poll(&p, 1, MillisUntil(deadline));
-    if (rc > 0) return true;
-    if (rc == 0 || errno != EINTR) return false;
-  }
-}
 
 sockaddr_un AbstractAddress(const std::string& name, socklen_t* len) {
   sockaddr_un addr{};

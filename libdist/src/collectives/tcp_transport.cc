@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "libdist/src/collectives/poll_util.h"
 #include "libdist/src/collectives/reduce.h"
 
 namespace dist::internal {
@@ -48,12 +49,6 @@ void SetNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-int MillisUntil(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000 * 3600));
-}
-
 // host:port -> sockaddr (IPv4 or IPv6; "[v6]:port" accepted).
 absl::StatusOr<sockaddr_storage> Resolve(const std::string& address, socklen_t* len) {
   const size_t colon = address.rfind(':');
@@ -77,16 +72,6 @@ absl::StatusOr<sockaddr_storage> Resolve(const std::string& address, socklen_t* 
   *len = res->ai_addrlen;
   freeaddrinfo(res);
   return ss;
-}
-
-// Waits until fd is ready for `events`, the deadline, or an error.
-bool WaitFd(int fd, short events, absl::Time deadline) {
-  pollfd p{fd, events, 0};
-  while (true) {
-    int rc = poll(&p, 1, MillisUntil(deadline));
-    if (rc > 0) return true;
-    if (rc == 0 || (rc < 0 && errno != EINTR)) return false;
-  }
 }
 
 bool WriteAll(int fd, const void* data, size_t len, absl::Time deadline) {
