@@ -44,19 +44,31 @@ void ReduceTyped(const void* const* inputs, int n, void* out_v, size_t count, in
   if constexpr (std::is_same_v<T, A>) {
     // Accumulate straight into `out`, left to right, when no input after the first two is
     // `out` itself (in place, out is this rank's input: it must be read before it is written).
-    bool direct = true;
+    bool direct = n <= 4;
     for (int k = 2; k < n; ++k) direct &= inputs[k] != out_v;
     if (direct) {
+      // One pass, every input read once per element, left to right (up to four inputs).
       const T* in0 = static_cast<const T*>(inputs[0]);
-      if (n == 1) {
-        if (in0 != out) std::memcpy(out, in0, count * sizeof(T));
-      } else {
-        const T* in1 = static_cast<const T*>(inputs[1]);
-        for (size_t j = 0; j < count; ++j) out[j] = Op::Apply(in0[j], in1[j]);
-        for (int k = 2; k < n; ++k) {
-          const T* in = static_cast<const T*>(inputs[k]);
-          for (size_t j = 0; j < count; ++j) out[j] = Op::Apply(out[j], in[j]);
-        }
+      const T* in1 = n > 1 ? static_cast<const T*>(inputs[1]) : nullptr;
+      const T* in2 = n > 2 ? static_cast<const T*>(inputs[2]) : nullptr;
+      const T* in3 = n > 3 ? static_cast<const T*>(inputs[3]) : nullptr;
+      switch (n) {
+        case 1:
+          if (in0 != out) std::memcpy(out, in0, count * sizeof(T));
+          break;
+        case 2:
+          for (size_t j = 0; j < count; ++j) out[j] = Op::Apply(in0[j], in1[j]);
+          break;
+        case 3:
+          for (size_t j = 0; j < count; ++j) {
+            out[j] = Op::Apply(Op::Apply(in0[j], in1[j]), in2[j]);
+          }
+          break;
+        default:
+          for (size_t j = 0; j < count; ++j) {
+            out[j] = Op::Apply(Op::Apply(Op::Apply(in0[j], in1[j]), in2[j]), in3[j]);
+          }
+          break;
       }
       if (avg_divisor > 0) {
         const T d = static_cast<T>(avg_divisor);
