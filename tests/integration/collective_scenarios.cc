@@ -175,6 +175,17 @@ int Collectives() {
   return c.failures == 0 ? 0 : 3;
 }
 
+// Says IN_COLLECTIVE, all-reduces `x`, and says how (and after how long) the call returned.
+int EnterAllReduce(dist::Communicator& comm, std::vector<float>& x) {
+  Say("IN_COLLECTIVE");
+  const absl::Time start = absl::Now();
+  absl::Status s = comm.AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32,
+                                  dist::ReduceOp::kSum);
+  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
+                   " ms: ", s.ToString()));
+  return s.ok() ? 0 : 5;
+}
+
 // The last rank enters an all-reduce at once, the others a second later: a test stops the last
 // one while it waits inside.
 int StopInside() {
@@ -185,11 +196,7 @@ int StopInside() {
   std::vector<float> x(1 << 16, 1.0f);
   c.Ok(comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up");
   if (r != p - 1) std::this_thread::sleep_for(std::chrono::seconds(1));
-  Say("IN_COLLECTIVE");
-  absl::Status s = comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32,
-                                   dist::ReduceOp::kSum);
-  Say(absl::StrCat("COLLECTIVE_RETURNED ", s.ToString()));
-  return s.ok() ? 0 : 5;
+  return EnterAllReduce(*comm, x);
 }
 
 // Every rank but the last enters an all-reduce; the last one stalls outside it (a sleep, or the
@@ -207,13 +214,7 @@ int Stall() {
     std::this_thread::sleep_for(std::chrono::minutes(10));
     return 4;
   }
-  Say("IN_COLLECTIVE");
-  const absl::Time start = absl::Now();
-  absl::Status s = comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32,
-                                   dist::ReduceOp::kSum);
-  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
-                   " ms: ", s.ToString()));
-  return s.ok() ? 0 : 5;
+  return EnterAllReduce(*comm, x);
 }
 
 // The last rank calls a different collective.

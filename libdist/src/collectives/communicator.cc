@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<std::string>> ExchangeAll(const JobHandle& job,
         if (!t.ok()) missing.push_back(q);
       }
       return absl::DeadlineExceededError(absl::StrCat(
-          names.List(missing), missing.size() == 1 ? " did" : " did", " not ", what,
+          names.List(missing), " did not ", what,
           " in time; every process must create its communicators in the same order"));
     }
     if (!v.ok()) return v.status();

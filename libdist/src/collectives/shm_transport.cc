@@ -105,7 +105,6 @@ struct ShmBackend::Segment {
 namespace {
 
 constexpr size_t kDataOffset = 4096;
-static_assert(sizeof(ShmBackend::kSlots) > 0);
 
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
@@ -141,7 +140,9 @@ ShmBackend::ShmBackend(int rank, RankNames names, std::vector<SharedSegment> seg
       segments_(std::move(segments)),
       // With more ranks than cores, a waiting rank hands its core over (sched_yield: the rank
       // it waits for may be the one that runs next) instead of spinning on it.
-      oversubscribed_(size_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+      oversubscribed_(size_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      inputs_(size_),
+      slots_(size_) {
   static_assert(sizeof(Segment) <= kDataOffset);
 }
 
@@ -265,15 +266,8 @@ absl::Status ShmBackend::Step(const OpSignature& sig, uint32_t first_chunk, absl
     return s;
   }
   if (absl::Status s = CheckSignatures(c, sig); !s.ok()) return s;
-  const uint8_t* slots[64];
-  std::vector<const uint8_t*> many;
-  const uint8_t** in = slots;
-  if (size_ > 64) {
-    many.resize(size_);
-    in = many.data();
-  }
-  for (int q = 0; q < size_; ++q) in[q] = InSlot(q, c);
-  consume(in);
+  for (int q = 0; q < size_; ++q) slots_[q] = InSlot(q, c);
+  consume(slots_.data());
   // Single-phase: nothing goes through the out-slots, so the three counters move together,
   // with one fence before looking for sleepers instead of one per counter.
   Segment& me = Seg(rank_);
@@ -311,32 +305,20 @@ absl::Status ShmBackend::AllReduce(const CollectiveCall& call) {
                                             : kOneShotBytes;
   if (count * esize > one_shot && size_ > 1) return AllReduceTwoPhase(call);
   // One shot: every rank posts its whole chunk and reduces all of them, in rank order.
-  const size_t per_chunk = kSlotBytes / esize;
-  const uint32_t first = chunk_ + 1;
   const auto* send = static_cast<const uint8_t*>(call.send);
   auto* recv = static_cast<uint8_t*>(call.recv);
-  size_t offset = 0;
-  do {
-    const size_t len = std::min(per_chunk, count - offset);
-    const uint8_t* mine = send + offset * esize;
-    absl::Status s = Step(
-        call.sig, first, call.deadline,
-        [&](uint8_t* slot) { Copy(slot, mine, len * esize); },
-        [&](const uint8_t* const* slots) {
-          const void* inputs[64];
-          std::vector<const void*> many;
-          const void** in = inputs;
-          if (size_ > 64) {
-            many.resize(size_);
-            in = many.data();
-          }
-          for (int q = 0; q < size_; ++q) in[q] = q == rank_ ? mine : slots[q];
-          ReduceInto(call.sig.type, call.sig.op, in, size_, recv + offset * esize, len, size_);
-        });
-    if (!s.ok()) return s;
-    offset += len;
-  } while (offset < count);
-  return absl::OkStatus();
+  return Chunked(
+      call, kSlotBytes / esize,
+      [&](uint8_t* slot, size_t offset, size_t len) {
+        Copy(slot, send + offset * esize, len * esize);
+      },
+      [&](const uint8_t* const* slots, size_t offset, size_t len) {
+        for (int q = 0; q < size_; ++q) {
+          inputs_[q] = q == rank_ ? send + offset * esize : slots[q];
+        }
+        ReduceInto(call.sig.type, call.sig.op, inputs_.data(), size_, recv + offset * esize, len,
+                   size_);
+      });
 }
 
 absl::Status ShmBackend::AllReduceTwoPhase(const CollectiveCall& call) {
@@ -348,7 +330,6 @@ absl::Status ShmBackend::AllReduceTwoPhase(const CollectiveCall& call) {
   const uint32_t first = chunk_ + 1;
   const auto* send = static_cast<const uint8_t*>(call.send);
   auto* recv = static_cast<uint8_t*>(call.recv);
-  std::vector<const void*> inputs(size_);
   // Chunks go in groups of kSlots, each phase for the whole group before the next phase: a rank
   // waits three times per group instead of three times per chunk (what costs most when ranks
   // share cores), and the slots of a group were released by the group before it.
@@ -395,10 +376,10 @@ absl::Status ShmBackend::AllReduceTwoPhase(const CollectiveCall& call) {
       }
       const uint8_t* src = send + chunk.begin * esize;
       for (int q = 0; q < size_; ++q) {
-        inputs[q] = (q == rank_ ? src : InSlot(q, c)) + mine.begin * esize;
+        inputs_[q] = (q == rank_ ? src : InSlot(q, c)) + mine.begin * esize;
       }
       uint8_t* out_block = OutSlot(rank_, c) + mine.begin * esize;
-      ReduceInto(type, call.sig.op, inputs.data(), size_, out_block, mine.size, size_);
+      ReduceInto(type, call.sig.op, inputs_.data(), size_, out_block, mine.size, size_);
       Publish(&Segment::consumed, c);
       Copy(recv + (chunk.begin + mine.begin) * esize, out_block, mine.size * esize);
       Publish(&Segment::reduced, c);
@@ -426,120 +407,98 @@ absl::Status ShmBackend::AllReduceTwoPhase(const CollectiveCall& call) {
 absl::Status ShmBackend::AllGather(const CollectiveCall& call) {
   const size_t esize = DataTypeSize(call.sig.type);
   const size_t count = call.sig.count;  // Per rank.
-  const size_t per_chunk = kSlotBytes / esize;
-  const uint32_t first = chunk_ + 1;
   const auto* send = static_cast<const uint8_t*>(call.send);
   auto* recv = static_cast<uint8_t*>(call.recv);
-  size_t offset = 0;
-  do {
-    const size_t len = std::min(per_chunk, count - offset);
-    absl::Status s = Step(
-        call.sig, first, call.deadline,
-        [&](uint8_t* slot) { Copy(slot, send + offset * esize, len * esize); },
-        [&](const uint8_t* const* slots) {
-          for (int q = 0; q < size_; ++q) {
-            const uint8_t* from = q == rank_ ? send + offset * esize : slots[q];
-            Copy(recv + (q * count + offset) * esize, from, len * esize);
-          }
-        });
-    if (!s.ok()) return s;
-    offset += len;
-  } while (offset < count);
-  return absl::OkStatus();
+  return Chunked(
+      call, kSlotBytes / esize,
+      [&](uint8_t* slot, size_t offset, size_t len) {
+        Copy(slot, send + offset * esize, len * esize);
+      },
+      [&](const uint8_t* const* slots, size_t offset, size_t len) {
+        for (int q = 0; q < size_; ++q) {
+          const uint8_t* from = q == rank_ ? send + offset * esize : slots[q];
+          Copy(recv + (q * count + offset) * esize, from, len * esize);
+        }
+      });
 }
 
 absl::Status ShmBackend::ReduceScatter(const CollectiveCall& call) {
   const size_t esize = DataTypeSize(call.sig.type);
   const size_t count = call.sig.count;  // Per rank.
-  const size_t per_chunk = std::max<size_t>(1, kSlotBytes / (esize * size_));
-  const uint32_t first = chunk_ + 1;
   const auto* send = static_cast<const uint8_t*>(call.send);
   auto* recv = static_cast<uint8_t*>(call.recv);
-  std::vector<const void*> inputs(size_);
-  size_t offset = 0;
-  do {
-    const size_t len = std::min(per_chunk, count - offset);
-    absl::Status s = Step(
-        call.sig, first, call.deadline,
-        [&](uint8_t* slot) {
-          for (int j = 0; j < size_; ++j) {
-            if (j != rank_) Copy(slot + j * len * esize, send + (j * count + offset) * esize,
-                                 len * esize);
-          }
-        },
-        [&](const uint8_t* const* slots) {
-          for (int q = 0; q < size_; ++q) {
-            inputs[q] = q == rank_ ? send + (rank_ * count + offset) * esize
-                                   : slots[q] + rank_ * len * esize;
-          }
-          ReduceInto(call.sig.type, call.sig.op, inputs.data(), size_, recv + offset * esize, len,
-                     size_);
-        });
-    if (!s.ok()) return s;
-    offset += len;
-  } while (offset < count);
-  return absl::OkStatus();
+  return Chunked(
+      call, std::max<size_t>(1, kSlotBytes / (esize * size_)),
+      [&](uint8_t* slot, size_t offset, size_t len) { PostBlocks(slot, send, count, offset, len, esize); },
+      [&](const uint8_t* const* slots, size_t offset, size_t len) {
+        for (int q = 0; q < size_; ++q) {
+          inputs_[q] = q == rank_ ? send + (rank_ * count + offset) * esize
+                                  : slots[q] + rank_ * len * esize;
+        }
+        ReduceInto(call.sig.type, call.sig.op, inputs_.data(), size_, recv + offset * esize, len,
+                   size_);
+      });
 }
 
 absl::Status ShmBackend::Broadcast(const CollectiveCall& call) {
   const size_t esize = DataTypeSize(call.sig.type);
-  const size_t count = call.sig.count;
   const int root = call.sig.root;
-  const size_t per_chunk = kSlotBytes / esize;
-  const uint32_t first = chunk_ + 1;
   const auto* send = static_cast<const uint8_t*>(call.send);
   auto* recv = static_cast<uint8_t*>(call.recv);
-  size_t offset = 0;
-  do {
-    const size_t len = std::min(per_chunk, count - offset);
-    absl::Status s = Step(
-        call.sig, first, call.deadline,
-        [&](uint8_t* slot) {
-          if (rank_ == root) Copy(slot, send + offset * esize, len * esize);
-        },
-        [&](const uint8_t* const* slots) {
-          const uint8_t* from = rank_ == root ? send + offset * esize : slots[root];
-          Copy(recv + offset * esize, from, len * esize);
-        });
-    if (!s.ok()) return s;
-    offset += len;
-  } while (offset < count);
-  return absl::OkStatus();
+  return Chunked(
+      call, kSlotBytes / esize,
+      [&](uint8_t* slot, size_t offset, size_t len) {
+        if (rank_ == root) Copy(slot, send + offset * esize, len * esize);
+      },
+      [&](const uint8_t* const* slots, size_t offset, size_t len) {
+        const uint8_t* from = rank_ == root ? send + offset * esize : slots[root];
+        Copy(recv + offset * esize, from, len * esize);
+      });
 }
 
 absl::Status ShmBackend::AllToAll(const CollectiveCall& call) {
   const size_t esize = DataTypeSize(call.sig.type);
   const size_t count = call.sig.count;  // Per peer.
-  const size_t per_chunk = std::max<size_t>(1, kSlotBytes / (esize * size_));
-  const uint32_t first = chunk_ + 1;
   const auto* send = static_cast<const uint8_t*>(call.send);
   auto* recv = static_cast<uint8_t*>(call.recv);
-  size_t offset = 0;
-  do {
-    const size_t len = std::min(per_chunk, count - offset);
-    absl::Status s = Step(
-        call.sig, first, call.deadline,
-        [&](uint8_t* slot) {
-          for (int j = 0; j < size_; ++j) {
-            if (j != rank_) Copy(slot + j * len * esize, send + (j * count + offset) * esize,
-                                 len * esize);
-          }
-        },
-        [&](const uint8_t* const* slots) {
-          for (int q = 0; q < size_; ++q) {
-            const uint8_t* from = q == rank_ ? send + (rank_ * count + offset) * esize
-                                             : slots[q] + rank_ * len * esize;
-            Copy(recv + (q * count + offset) * esize, from, len * esize);
-          }
-        });
-    if (!s.ok()) return s;
-    offset += len;
-  } while (offset < count);
-  return absl::OkStatus();
+  return Chunked(
+      call, std::max<size_t>(1, kSlotBytes / (esize * size_)),
+      [&](uint8_t* slot, size_t offset, size_t len) { PostBlocks(slot, send, count, offset, len, esize); },
+      [&](const uint8_t* const* slots, size_t offset, size_t len) {
+        for (int q = 0; q < size_; ++q) {
+          const uint8_t* from = q == rank_ ? send + (rank_ * count + offset) * esize
+                                           : slots[q] + rank_ * len * esize;
+          Copy(recv + (q * count + offset) * esize, from, len * esize);
+        }
+      });
+}
+
+void ShmBackend::PostBlocks(uint8_t* slot, const uint8_t* send, size_t count, size_t offset,
+                            size_t len, size_t esize) const {
+  for (int j = 0; j < size_; ++j) {
+    if (j != rank_) Copy(slot + j * len * esize, send + (j * count + offset) * esize, len * esize);
+  }
 }
 
 absl::Status ShmBackend::Barrier(const CollectiveCall& call) {
-  return Step(call.sig, chunk_ + 1, call.deadline, [](uint8_t*) {}, [](const uint8_t* const*) {});
+  return Chunked(call, 1, [](uint8_t*, size_t, size_t) {},
+                 [](const uint8_t* const*, size_t, size_t) {});
+}
+
+template <typename Post, typename Consume>
+absl::Status ShmBackend::Chunked(const CollectiveCall& call, size_t per_chunk, Post post,
+                                 Consume consume) {
+  const uint32_t first = chunk_ + 1;
+  size_t offset = 0;
+  do {  // At least one chunk, also for a count of 0: every call synchronises and is checked.
+    const size_t len = std::min(per_chunk, call.sig.count - offset);
+    absl::Status s = Step(
+        call.sig, first, call.deadline, [&](uint8_t* slot) { post(slot, offset, len); },
+        [&](const uint8_t* const* slots) { consume(slots, offset, len); });
+    if (!s.ok()) return s;
+    offset += len;
+  } while (offset < call.sig.count);
+  return absl::OkStatus();
 }
 
 }  // namespace dist::internal

@@ -86,6 +86,14 @@ class ShmBackend final : public CollectiveBackend {
   template <typename Post, typename Consume>
   absl::Status Step(const OpSignature& sig, uint32_t first_chunk, absl::Time deadline, Post post,
                     Consume consume);
+  // Step() over the call's count in chunks of `per_chunk` elements: post(slot, offset, len),
+  // consume(slots, offset, len).
+  template <typename Post, typename Consume>
+  absl::Status Chunked(const CollectiveCall& call, size_t per_chunk, Post post, Consume consume);
+  // Posts block j's [offset, offset + len) of `send` (size() blocks of `count`) at j * len in
+  // `slot`, for every peer j (reduce-scatter, all-to-all).
+  void PostBlocks(uint8_t* slot, const uint8_t* send, size_t count, size_t offset, size_t len,
+                  size_t esize) const;
 
   absl::Status AllReduce(const CollectiveCall& call);
   absl::Status AllReduceTwoPhase(const CollectiveCall& call);
@@ -100,6 +108,9 @@ class ShmBackend final : public CollectiveBackend {
   const RankNames names_;
   const std::vector<SharedSegment> segments_;
   const bool oversubscribed_;  // More ranks than cores.
+  // Per-call scratch, sized once: the reduction's inputs and the peers' slots of a step.
+  std::vector<const void*> inputs_;
+  std::vector<const uint8_t*> slots_;
   uint32_t chunk_ = 0;  // The last chunk this rank started.
   std::atomic<bool> aborted_{false};
 };

@@ -554,7 +554,7 @@ absl::Status TcpBackend::AllReduce(const CollectiveCall& call) {
 absl::Status TcpBackend::ReduceScatter(const CollectiveCall& call) {
   const DataType type = call.sig.type;
   const DataType acc = AccumulationType(type);
-  const size_t es = DataTypeSize(type), aes = DataTypeSize(acc);
+  const size_t aes = DataTypeSize(acc);
   const size_t n = call.sig.count;
   uint8_t* work = Scratch(n * size_ * aes);
   WidenToAccumulation(type, call.send, work, n * size_);
@@ -567,7 +567,6 @@ absl::Status TcpBackend::ReduceScatter(const CollectiveCall& call) {
   uint8_t* mine = work + rank_ * n * aes;
   if (call.sig.op == ReduceOp::kAvg) DivideInPlace(acc, mine, n, size_);
   NarrowFromAccumulation(type, mine, call.recv, n);
-  (void)es;
   return absl::OkStatus();
 }
 

@@ -382,7 +382,6 @@ TEST_P(HostBackendFailureTest, RankThatNeverCalls_DeadlineNamesIt) {
   auto group = MakeGroup(GetParam(), 3);
   std::vector<absl::Status> status(2);
   std::vector<std::thread> threads;
-  std::vector<float> data(3, 1.0f);
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float> buf(1000, 1.0f);
