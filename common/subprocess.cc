@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,10 +55,17 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
   if (pipe2(exec_err, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
     setpgid(0, 0);
+    if (options.die_with_parent) {
+      // The kernel kills the child when the forking thread ends; a parent that died before this
+      // line is caught by the check after it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

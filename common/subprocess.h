@@ -29,6 +29,9 @@ class Subprocess {
     bool inherit_env = true;   // Else the child's environment is env_set alone.
     std::string output_path;   // Append stdout and stderr to this file (instead of capturing).
     std::string working_dir;   // Empty: ours.
+    // SIGKILL the child (its own process, not its group) when the thread that started it ends,
+    // e.g. when the parent is killed, so that it never outlives its parent.
+    bool die_with_parent = false;
   };
 
   // Errors: NotFound (program missing), Internal (fork/pipe failure).

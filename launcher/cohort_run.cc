@@ -3,17 +3,22 @@
 //
 //   cohort-run -n 4 -- ./build/bin/demo-trainer --steps 50
 //
-// Output lines are prefixed with the rank. When any rank fails, the others follow (fate
-// sharing) and cohort-run stops everything and exits with the failed rank's code. SIGINT or
-// SIGTERM is forwarded to every rank as a preemption notice; a second one stops everything.
+// Output lines are prefixed with the rank. When any process of the job dies (a trainer or a
+// sidecar, at any moment), every rank is told and follows (fate sharing): cohort-run reports a
+// death the service cannot see itself (a rank that never registered), stops what cannot be told
+// (a trainer whose sidecar is gone), and exits with the status of the process that caused it,
+// naming it. Its children die with it (PR_SET_PDEATHSIG). SIGINT or SIGTERM is forwarded to
+// every rank as a preemption notice; a second one stops everything. docs/faults.md has the rules.
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -34,9 +39,16 @@
 #include "common/job_settings.h"
 #include "common/subprocess.h"
 #include "common/token.h"
+#include "coordination/client/grpc_coordination_stub.h"
+#include "coordination/wire/proto_convert.h"
 
 namespace cohort {
 namespace {
+
+// How long a process whose partner (a rank's trainer or sidecar) is gone gets to exit by itself
+// before cohort-run stops it; also how long ranks get to notice a dead coordination service
+// themselves before their sidecars are stopped.
+constexpr absl::Duration kOrphanGrace = absl::Milliseconds(500);
 
 struct Flags {
   int num_processes = 0;
@@ -59,7 +71,33 @@ struct Child {
   Subprocess process;
   std::string buffer;
   bool output_open = true;
-  bool killed = false;
+  bool killed = false;        // SIGKILLed by cohort-run.
+  bool stopped_by_us = false;  // Sent SIGINT/SIGTERM by cohort-run to make it exit.
+  std::optional<absl::Time> exited_at;
+};
+
+// Tells the coordination service that a rank's process died, so that every other rank is told
+// at once (and stops waiting in initialize(), a barrier or a key-value get). It matters for a
+// rank that never registered, whose death nobody else sees; for a registered one the service
+// already knows (its sidecar reported it, or its connection closed) and ignores the report.
+class ServiceReporter {
+ public:
+  ServiceReporter(const std::string& coordinator, const std::string& token)
+      : stub_(coordinator, token) {}
+  void ReportDeath(int rank, const std::string& what) {
+    auto request = std::make_shared<coordination::pb::ReportErrorRequest>();
+    request->set_task_id(rank);
+    request->set_incarnation(0);  // The rank may never have registered.
+    request->set_cause(coordination::ToProto(coordination::FailureCause::kProcessExited));
+    request->set_message(absl::StrCat(what, " (seen by cohort-run)"));
+    auto response = std::make_shared<coordination::pb::ReportErrorResponse>();
+    stub_.ReportError(*request, response.get(), kReportTimeout,
+                      [request, response](absl::Status) {});
+  }
+
+ private:
+  static constexpr absl::Duration kReportTimeout = absl::Seconds(2);
+  coordination::GrpcCoordinationStub stub_;
 };
 
 std::string FindSidecar(const std::string& flag) {
@@ -150,8 +188,9 @@ int Run(int argc, char** argv) {
   }
   std::filesystem::create_directories(f.work_dir);
   std::string token_file = (std::filesystem::path(f.work_dir) / "token").string();
+  const std::string token = GenerateToken();
   {
-    std::ofstream(token_file) << GenerateToken() << "\n";
+    std::ofstream(token_file) << token << "\n";
     chmod(token_file.c_str(), 0600);
   }
   absl::StatusOr<int> jax_port = PickFreePort();
@@ -168,6 +207,7 @@ int Run(int argc, char** argv) {
   std::string coordinator = absl::StrCat("127.0.0.1:", f.coordinator_port);
   std::vector<Child> children;
   auto start = [&](Child child, Subprocess::Options options) -> bool {
+    options.die_with_parent = true;  // Nothing outlives cohort-run, even a kill -9 of it.
     absl::StatusOr<Subprocess> p = Subprocess::Start(options);
     if (!p.ok()) {
       std::cerr << "cohort-run: " << child.label << ": " << p.status().message() << "\n";
@@ -205,53 +245,142 @@ int Run(int argc, char** argv) {
       env[env::kAgentSocket] = (rank_dir / "agent.sock").string();
       std::map<std::string, std::string> sidecar_env = env;
       if (!f.verbose && !env::Get("COHORT_LOG_LEVEL")) sidecar_env["COHORT_LOG_LEVEL"] = "warning";
-      started = start(Child{absl::StrCat("sidecar ", rank), rank, false, {}, {}, true, false},
-                      Subprocess::Options{{sidecar, "--http-port", "0", "--http-port-file",
-                                           (rank_dir / "http-port").string()},
-                                          sidecar_env});
+      Child c;
+      c.label = absl::StrCat("sidecar ", rank);
+      c.rank = rank;
+      c.trainer = false;
+      started = start(std::move(c), Subprocess::Options{{sidecar, "--http-port", "0",
+                                                         "--http-port-file",
+                                                         (rank_dir / "http-port").string(),
+                                                         "--preempt-before-attach"},
+                                                        sidecar_env});
       if (!started) break;
     }
-    started = start(Child{absl::StrCat("rank ", rank), rank, true, {}, {}, true, false},
-                    Subprocess::Options{f.command, env});
+    Child c;
+    c.label = absl::StrCat("rank ", rank);
+    c.rank = rank;
+    started = start(std::move(c), Subprocess::Options{f.command, env});
   }
   Print(absl::StrCat("cohort-run: started ", f.num_processes, " processes (coordinator ",
                      coordinator, f.standalone ? ", standalone" : ", one sidecar each",
                      "); work dir ", f.work_dir));
 
-  std::optional<std::pair<int, int>> first_failure;  // (rank, wait status)
-  int trainers_left = f.num_processes;
+  auto find = [&](bool trainer, int rank) -> Child* {
+    for (Child& c : children) {
+      if (c.trainer == trainer && c.rank == rank) return &c;
+    }
+    return nullptr;
+  };
+  // Fate sharing of cohort-run's own: what it sees die, it tells the job (see ServiceReporter).
+  ServiceReporter reporter(coordinator, token);
+  std::optional<std::pair<std::string, int>> first_failure;  // (who, wait status)
   int signals_seen = 0;
   std::optional<absl::Time> kill_at;
   std::map<int, int> trainer_status;
-  bool sidecars_told = false;
+  std::optional<absl::Time> stop_sidecars_at;  // After the service died.
   if (!started) kill_at = absl::Now();
+  auto fail = [&](const Child& c, int status, const std::string& what) {
+    if (!first_failure) first_failure = {c.label, status};
+    if (!kill_at) kill_at = absl::Now() + *grace;
+    // The rank-0 sidecar is the service: nobody is left to tell.
+    if (!f.standalone && !(c.rank == 0 && !c.trainer)) reporter.ReportDeath(c.rank, what);
+  };
 
   while (true) {
-    // Reap.
+    // Reap everything that exited, then judge: a batch may hold a death and the exits it caused.
+    std::vector<Child*> exited;
     for (Child& c : children) {
       if (!c.process.running()) continue;
-      std::optional<int> st = c.process.Poll();
-      if (!st) continue;
-      if (c.trainer) {
-        --trainers_left;
-        trainer_status[c.rank] = *st;
-        int code = Subprocess::ExitCodeOf(*st);
-        if (code != 0) {
-          Print(absl::StrCat("cohort-run: rank ", c.rank, " ",
-                             Subprocess::DescribeStatus(*st)));
-          if (!first_failure && code != kPeerFailureExitCode) first_failure = {c.rank, *st};
+      if (!c.process.Poll()) continue;
+      c.exited_at = absl::Now();
+      exited.push_back(&c);
+    }
+    // The cause first: a process killed by someone else, then a trainer's own error, then the
+    // rest (a follower's exit 75, a sidecar that exited after its trainer).
+    auto rank_of = [](const Child* c) {
+      int st = *c->process.status();
+      if (WIFSIGNALED(st) && !c->killed && !c->stopped_by_us) return 0;
+      int code = Subprocess::ExitCodeOf(st);
+      if (c->trainer && code != 0 && code != kPeerFailureExitCode) return 1;
+      return 2;
+    };
+    std::stable_sort(exited.begin(), exited.end(),
+                     [&](const Child* a, const Child* b) { return rank_of(a) < rank_of(b); });
+    for (Child* c : exited) {
+      int st = *c->process.status();
+      int code = Subprocess::ExitCodeOf(st);
+      std::string what = absl::StrCat(c->label, " ", Subprocess::DescribeStatus(st));
+      if (c->trainer) {
+        trainer_status[c->rank] = st;
+        if (code == 0) continue;
+        Print(absl::StrCat("cohort-run: ", what));
+        if (code == kPeerFailureExitCode) {
           if (!kill_at) kill_at = absl::Now() + *grace;
+        } else {
+          fail(*c, st, what);
+        }
+        continue;
+      }
+      // A sidecar. Its exit matters unless its trainer finished successfully (rank 0's: unless
+      // every trainer did), or cohort-run stopped it. A trainer that exited 75 may have done
+      // so because of this very death: a process's connections close a moment before it can
+      // be reaped.
+      auto unfinished = [&](const Child* t) {
+        return t != nullptr && (t->process.running() || *t->process.status() != 0);
+      };
+      bool needed = false;
+      for (const Child& t : children) {
+        if (t.trainer && (t.rank == c->rank || c->rank == 0)) needed |= unfinished(&t);
+      }
+      if (!needed || c->killed || c->stopped_by_us) continue;
+      if (code == 0 && !WIFSIGNALED(st)) continue;  // Exited after its trainer shut down.
+      // Exit code 1 follows a failure of its trainer or of the job, which is the cause (its
+      // trainer may die a moment before it can be reaped); a signal or a bad configuration is
+      // the sidecar's own.
+      bool own = WIFSIGNALED(st) || code != 1;
+      if (own && !first_failure) {
+        Print(absl::StrCat("cohort-run: ", what));
+        fail(*c, st, what);
+      } else if (!kill_at) {
+        kill_at = absl::Now() + *grace;
+      }
+      if (c->rank == 0) {
+        // The ranks that reached the service see its connections refused and stop; a rank that
+        // never reached it cannot tell a dead service from a late one, so its sidecar is stopped.
+        if (!stop_sidecars_at) stop_sidecars_at = absl::Now() + kOrphanGrace;
+      }
+    }
+    if (stop_sidecars_at && absl::Now() >= *stop_sidecars_at) {
+      stop_sidecars_at.reset();
+      for (Child& c : children) {
+        if (!c.trainer && c.process.running() && !c.stopped_by_us) {
+          c.stopped_by_us = true;
+          c.process.Signal(SIGINT);
         }
       }
     }
-    // Every rank finished: sidecars whose trainer shut down exit by themselves (rank 0 once
-    // every rank is done); SIGTERM stops the others (e.g. under a program without libdist).
-    if (trainers_left == 0 && !sidecars_told) {
-      sidecars_told = true;
-      for (Child& c : children) {
-        if (!c.trainer && c.process.running()) c.process.Signal(SIGTERM);
+    for (Child& c : children) {
+      if (!c.process.running() || c.killed) continue;
+      Child* partner = find(!c.trainer, c.rank);
+      if (partner == nullptr || !partner->exited_at ||
+          absl::Now() < *partner->exited_at + kOrphanGrace) {
+        continue;
       }
-      if (!kill_at) kill_at = absl::Now() + *grace;
+      if (c.trainer) {
+        // A sidecar exits cleanly only after its trainer shut down, which may go on working.
+        if (*partner->process.status() == 0) continue;
+        // Its sidecar is gone: an attached trainer was told and exits by itself; one that was
+        // still waiting to attach never will be.
+        c.killed = true;
+        Print(absl::StrCat("cohort-run: stopping ", c.label, " (SIGKILL): its sidecar is gone"));
+        c.process.Signal(SIGKILL);
+      } else if (!c.stopped_by_us) {
+        // Its trainer is gone: a sidecar that saw it attach exits by itself; one that never did
+        // (a program without libdist, or one that died first) is stopped. SIGINT, never SIGTERM:
+        // that would be a preemption notice.
+        c.stopped_by_us = true;
+        c.process.Signal(SIGINT);
+      }
     }
     bool any_running = false;
     for (const Child& c : children) any_running |= c.process.running();
@@ -278,7 +407,8 @@ int Run(int argc, char** argv) {
         owners.push_back(&c);
       }
     }
-    int timeout_ms = 200;
+    // Signals (SIGCHLD included) wake the poll; the timeout only paces the timed steps above.
+    int timeout_ms = 50;
     poll(fds.data(), fds.size(), timeout_ms);
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info;
@@ -310,11 +440,11 @@ int Run(int argc, char** argv) {
       }
     }
   }
-
   int exit_code = 0;
   if (first_failure) {
     exit_code = Subprocess::ExitCodeOf(first_failure->second);
-    Print(absl::StrCat("cohort-run: FAILED: rank ", first_failure->first, " ",
+    if (exit_code == 0) exit_code = 1;  // E.g. a sidecar stopped while its rank ran.
+    Print(absl::StrCat("cohort-run: FAILED: ", first_failure->first, " ",
                        Subprocess::DescribeStatus(first_failure->second),
                        "; the other ranks were stopped"));
   } else {
@@ -336,4 +466,10 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace cohort
 
-int main(int argc, char** argv) { return cohort::Run(argc, argv); }
+int main(int argc, char** argv) {
+  int code = cohort::Run(argc, argv);
+  // Like cohort-sidecar: gRPC's threads (the service reporter's channel) are not torn down by
+  // static destructors racing them at exit.
+  std::fflush(nullptr);
+  _exit(code);
+}

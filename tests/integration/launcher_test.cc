@@ -3,13 +3,19 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fcntl.h>
 #include <poll.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
@@ -121,6 +127,104 @@ TEST(CohortRunTest, Sigterm_ForwardedAsPreemptionNotice) {
   EXPECT_TRUE(run.Has("forwarding SIGTERM to every rank as a preemption notice"));
   EXPECT_TRUE(run.Has("[rank 0] SYNC rank=0"));
   EXPECT_TRUE(run.Has("[rank 1] SYNC rank=1"));
+}
+
+// The processes of a cohort-run job: those whose environment names its token file.
+std::vector<pid_t> JobProcesses(const std::string& work_dir) {
+  std::vector<pid_t> pids;
+  const std::string needle = absl::StrCat("COHORT_TOKEN_FILE=", work_dir, "/token");
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (absl::string_view var : absl::StrSplit(env, '\0')) {
+      if (var == needle) pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+std::string FreshWorkDir(const std::string& name) {
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     absl::StrCat("cohort-run-test-", name, "-", getpid()))
+                        .string();
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST(CohortRunTest, RankDiesBeforeRegistering_JobFailsAtOnceNamingIt) {
+  // Rank 1 exits before it ever calls initialize(); the others wait there. A grace period of a
+  // minute shows that they stop by themselves: cohort-run told the job.
+  absl::Time start = absl::Now();
+  LauncherRun run = Launch({"-n", "3", "--grace-period", "60s", "--", "/bin/sh", "-c",
+                            absl::StrCat("test \"$COHORT_PROCESS_ID\" = 1 && exit 9; exec ",
+                                         BinPath("test-trainer"), " wait")});
+  int status = run.Finish();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 9);
+  EXPECT_TRUE(run.Has("cohort-run: FAILED: rank 1 exit code 9"));
+  for (int r : {0, 2}) {
+    bool told = false;
+    for (const std::string& l : run.lines) {
+      told |= absl::StartsWith(l, absl::StrCat("[rank ", r, "] ")) &&
+              absl::StrContains(l, "rank 1 failed because its process died");
+    }
+    EXPECT_TRUE(told) << "rank " << r << " was not told that rank 1 died";
+  }
+  EXPECT_FALSE(run.Has("SIGKILL"));
+}
+
+TEST(CohortRunTest, RankKilledBySigtermBeforeInitialize_JobFailsNamingIt) {
+  LauncherRun run = Launch({"-n", "2", "--grace-period", "60s", "--", "/bin/sh", "-c",
+                            absl::StrCat("test \"$COHORT_PROCESS_ID\" = 0 && kill -TERM $$; exec ",
+                                         BinPath("test-trainer"), " wait")});
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_TRUE(run.Has("cohort-run: FAILED: rank 0 killed by signal 15"));
+  EXPECT_FALSE(run.Has("SIGKILL"));
+}
+
+TEST(CohortRunTest, SidecarKilledAtStartup_JobEndsWithinTwoSecondsNamingIt) {
+  std::string work_dir = FreshWorkDir("sidecar-start");
+  LauncherRun run = Launch({"-n", "4", "--grace-period", "60s", "--work-dir", work_dir, "--",
+                            BinPath("test-trainer"), "wait"});
+  // As early as the process exists: before its agent socket, before any registration.
+  std::optional<pid_t> victim;
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!victim && absl::Now() < deadline) {
+    for (pid_t pid : JobProcesses(work_dir)) {
+      std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+      std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (absl::StrContains(cmd, "cohort-sidecar") && absl::StrContains(cmd, "rank-2/")) victim = pid;
+    }
+  }
+  ASSERT_TRUE(victim.has_value());
+  kill(*victim, SIGKILL);
+  absl::Time killed = absl::Now();
+  int status = run.Finish();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
+  EXPECT_TRUE(run.Has("cohort-run: FAILED: sidecar 2 killed by signal 9"));
+  EXPECT_THAT(JobProcesses(work_dir), ::testing::IsEmpty());
+}
+
+TEST(CohortRunTest, LauncherKilled_NoProcessOfTheJobOutlivesIt) {
+  std::string work_dir = FreshWorkDir("launcher-killed");
+  LauncherRun run = Launch({"-n", "3", "--work-dir", work_dir, "--", BinPath("test-trainer"), "wait"});
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(run.ReadUntil(absl::StrCat("[rank ", r, "] WAITING"), absl::Seconds(60)));
+  }
+  ASSERT_EQ(JobProcesses(work_dir).size(), 6u);
+  run.process.Signal(SIGKILL);
+  run.process.Wait();
+  absl::Time deadline = absl::Now() + absl::Seconds(2);
+  while (!JobProcesses(work_dir).empty() && absl::Now() < deadline) usleep(10000);
+  EXPECT_THAT(JobProcesses(work_dir), ::testing::IsEmpty());
+  std::filesystem::remove_all(work_dir);
 }
 
 }  // namespace
