@@ -51,6 +51,11 @@ std::chrono::system_clock::time_point ToChronoDeadline(absl::Duration timeout) {
   return absl::ToChronoTime(absl::Now() + capped);
 }
 
+void AllowClientKeepalive(grpc::ServerBuilder* builder) {
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+}
+
 grpc::ChannelArguments DefaultChannelArguments() {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);

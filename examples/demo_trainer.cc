@@ -101,7 +101,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   absl::Time t0 = absl::Now();
-  if (absl::Status s = dist::Initialize(); !s.ok()) return Fail("initialize", s);
+  if (absl::Status s = dist::Initialize(); !s.ok()) {
+    Fail("initialize", s);
+    // Another process (or the coordination service) failed while this one was joining: this
+    // one only follows (docs/libdist.md "Fate sharing").
+    return absl::IsAborted(s) || absl::IsUnavailable(s) ? dist::kPeerFailureExitCode : 1;
+  }
   const int rank = dist::ProcessIndex();
   const int n = dist::ProcessCount();
   absl::Duration init_time = absl::Now() - t0;

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/grpc_util.h"
 #include "common/job_settings.h"
 #include "common/log.h"
 #include "common/metrics_http_server.h"
@@ -54,6 +55,7 @@ struct Flags {
   std::string http_port_file;
   TimeoutFlags timeouts;
   size_t per_rank_metrics_limit = 4096;
+  bool preempt_before_attach = false;
 };
 
 int Fail(const std::string& message) {
@@ -103,6 +105,11 @@ int Run(int argc, char** argv) {
   app.add_option("--per-rank-metrics-limit", f.per_rank_metrics_limit,
                  "Rank 0 exports per-rank series up to this job size")
       ->capture_default_str();
+  app.add_flag("--preempt-before-attach", f.preempt_before_attach,
+               "A SIGTERM that comes before the trainer attached is a preemption notice for the "
+               "trainer to come, instead of a reason to exit (cohort-run sets it; under "
+               "Kubernetes, SIGTERM reaches the sidecar only after its trainer's container ended, "
+               "so the default exits)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -177,6 +184,9 @@ int Run(int argc, char** argv) {
   builder.AddListeningPort(absl::StrCat("unix:", f.agent_socket), grpc::InsecureServerCredentials(),
                            &unused_port);
   builder.RegisterService(&agent_service);
+  // libdist pings its attach stream every 10 s, which carries nothing for as long as the program
+  // makes no call: without this, the sidecar would end it after ~30 s quiet.
+  AllowClientKeepalive(&builder);
   std::unique_ptr<grpc::Server> socket_server = builder.BuildAndStart();
   if (!socket_server) {
     return Fail(absl::StrCat("cannot serve the agent socket ", f.agent_socket,
@@ -216,6 +226,13 @@ int Run(int argc, char** argv) {
         agent_service.OnPreemptionSignal();
         continue;
       }
+      if (sig == SIGTERM && count == 1 && f.preempt_before_attach &&
+          !agent_service.trainer_ever_attached()) {
+        LogInfo("SIGTERM before the trainer attached: a preemption notice, reported once it "
+                "has joined the job");
+        agent_service.OnPreemptionSignal();
+        continue;
+      }
       LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": exiting");
       agent_service.StopWaiting();
       return;
@@ -235,6 +252,10 @@ int Run(int argc, char** argv) {
     if (!coordinator->service().JobStatus().ok()) exit_code = kExitFailed;
   }
   LogInfo("exiting with code ", exit_code);
+  // A trainer still attached (the sidecar was stopped) is told now; the rest of the grace is
+  // for replies in flight.
+  agent_service.DetachTrainer(absl::UnavailableError(
+      "its cohort-sidecar was stopped (SIGINT or SIGTERM) while the trainer was attached"));
   socket_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   std::filesystem::remove(socket_path, ec);
   // The signal thread may be parked in sigwait; the process exit ends it.

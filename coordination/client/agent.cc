@@ -86,8 +86,16 @@ void Agent::StopBackgroundThreads() {
   }
 }
 
+absl::Status Agent::Refusal() const {
+  absl::MutexLock lock(&mu_);
+  if (service_lost_) return absl::UnavailableError(*service_lost_);
+  return absl::CancelledError("the agent is stopping");
+}
+
 uint64_t Agent::BeginCall(std::function<void(absl::Status)> fail, bool even_when_stopping) {
   absl::MutexLock lock(&mu_);
+  // Nothing is left to answer: fail at once rather than wait for a channel that never comes.
+  if (service_lost_) return 0;
   if (stopping_ && !even_when_stopping) return 0;
   uint64_t id = ++last_call_;
   waiting_calls_.emplace(id, std::move(fail));
@@ -141,7 +149,7 @@ void Agent::OnStub(void (CoordinationStub::*method)(const Req&, Resp*, StubCallb
       false);
   if (id == 0) {
     Resp none;
-    (*user)(absl::CancelledError("the agent is stopping"), none);
+    (*user)(Refusal(), none);
     return;
   }
   auto response = std::make_shared<Resp>();
@@ -161,7 +169,7 @@ void Agent::OnStubWithTimeout(void (CoordinationStub::*method)(const Req&, Resp*
   auto user = std::make_shared<DoneCallback>(std::move(done));
   uint64_t id = BeginCall([user](absl::Status s) { (*user)(std::move(s)); }, even_when_stopping);
   if (id == 0) {
-    (*user)(absl::CancelledError("the agent is stopping"));
+    (*user)(Refusal());
     return;
   }
   if (response == nullptr) response = std::make_shared<Resp>();
@@ -221,8 +229,22 @@ absl::Status Agent::Connect(EventCallback on_event) {
       stopped_meanwhile = stopping_;
     }
     if (stopped_meanwhile) stub_->CancelAll();
-    answered.WaitForNotification();  // Bounded by the initialization timeout.
+    // Bounded by the initialization timeout. Meanwhile, note whether a connection to the
+    // service is open: once it was, a refused connection means the service died, not that it
+    // has yet to start.
+    while (!answered.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+      stub_->ServiceConnected();
+    }
     if (last.ok()) break;
+    if (absl::IsUnavailable(last) && stub_->ServiceReached()) {
+      absl::Status probe = ProbeService();
+      if (absl::IsUnavailable(probe)) {
+        return absl::UnavailableError(absl::StrCat(
+            "lost the coordination service at ", options_.coordinator_address,
+            " while waiting for every process to register: its connection was refused or reset (",
+            probe.message(), "); process 0's sidecar died or was killed (its log says why)"));
+      }
+    }
     // Unavailable: the coordinator is not up yet (pods start in any order). Aborted
     // "superseded": the service replaced this attempt by a retry of the same process.
     bool retryable = absl::IsUnavailable(last) ||
@@ -266,18 +288,21 @@ absl::Status Agent::Connect(EventCallback on_event) {
 
 void Agent::Deliver(const JobEvent& event) {
   EventCallback cb;
-  bool is_failure = std::holds_alternative<TaskFailure>(event);
+  const bool is_failure = std::holds_alternative<TaskFailure>(event);
+  const bool lost = is_failure &&
+                    std::get<TaskFailure>(event).cause == FailureCause::kServiceUnreachable;
   {
     absl::MutexLock lock(&mu_);
+    if (lost && !service_lost_) service_lost_ = std::get<TaskFailure>(event).message;
     bool& delivered = is_failure ? failure_delivered_ : preemption_delivered_;
-    if (delivered) return;
+    if (!delivered) cb = on_event_;
     delivered = true;
-    cb = on_event_;
   }
   if (cb) cb(event);
   // The service fails waiting calls itself when a task fails; when the service itself is lost,
-  // nothing would, so they fail here.
-  if (is_failure && std::get<TaskFailure>(event).cause == FailureCause::kServiceUnreachable) {
+  // nothing would, so they fail here: also when the loss follows a failure already delivered
+  // (the service stops soon after a job failure, and a call may still wait on it).
+  if (lost) {
     FailCalls(absl::UnavailableError(std::get<TaskFailure>(event).message));
     stub_->CancelAll();
   }
@@ -286,6 +311,20 @@ void Agent::Deliver(const JobEvent& event) {
 bool Agent::job_failed() const {
   absl::MutexLock lock(&mu_);
   return failure_delivered_;
+}
+
+absl::Status Agent::ProbeService() {
+  pb::HeartbeatRequest req;
+  req.set_task_id(options_.task);
+  req.set_incarnation(incarnation_);
+  pb::HeartbeatResponse resp;
+  return CallAndWait(&CoordinationStub::Heartbeat, req, &resp, kProbeTimeout);
+}
+
+void Agent::LoseService(absl::string_view why) {
+  Deliver(TaskFailure{-1, FailureCause::kServiceUnreachable,
+                      absl::StrCat("lost the coordination service at ",
+                                   options_.coordinator_address, ": ", why)});
 }
 
 absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
@@ -327,6 +366,13 @@ void Agent::HeartbeatLoop() {
       return;
     }
     if (absl::IsFailedPrecondition(s)) return;  // Shut down.
+    if (absl::IsUnavailable(s)) {
+      // Refused or reset (heartbeats do not wait for the channel): the service's process is
+      // gone, and the job's state with it.
+      LoseService(absl::StrCat("its connection was refused or reset (", s.message(),
+                               "); process 0's sidecar died or was killed"));
+      return;
+    }
     last_error = std::string(s.message());
     // Transient errors are tolerated for a whole heartbeat timeout: one dropped connection on a
     // long run must not bring the gang down.
@@ -336,7 +382,7 @@ void Agent::HeartbeatLoop() {
                                        options_.coordinator_address, ": no heartbeat succeeded for ",
                                        absl::FormatDuration(options_.heartbeat_timeout),
                                        " (last error: ", last_error,
-                                       "); process 0's sidecar died or the network failed")});
+                                       "); process 0's host froze or the network failed")});
       return;
     }
   }
@@ -381,9 +427,16 @@ void Agent::WatchLoop() {
       LogWarning("event stream refused: ", end_status.message());
       return;
     }
+    // The stream ended by itself: the connection closed. A service that refuses or resets a
+    // new one is gone; one that answers gets a new stream (it replays past events, so nothing
+    // is lost); a silent one is the heartbeat timeout's call.
+    if (absl::Status probe = ProbeService(); absl::IsUnavailable(probe)) {
+      LoseService(absl::StrCat("its connection closed (", end_status.message(),
+                               ") and a new one was refused (", probe.message(),
+                               "); process 0's sidecar died or was killed"));
+      return;
+    }
     if (got_event.load()) backoff.Reset();
-    // The service replays past events on a new stream, so a reconnect loses nothing; a dead
-    // service is the heartbeat loop's call.
     if (clock_->WaitFor(stop_, backoff.Next())) return;
   }
 }

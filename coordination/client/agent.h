@@ -54,6 +54,10 @@ AgentOptions AgentOptionsFor(const JobSettings& settings);
 // [50 ms, 10 s]): what a report riding on heartbeats may lag behind.
 absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout);
 
+// How long a probe of the service (a heartbeat that does not wait for the channel) may take
+// before the service counts as silent rather than gone.
+inline constexpr absl::Duration kProbeTimeout = absl::Seconds(1);
+
 class Agent final : public JobClient {
  public:
   using EventCallback = std::function<void(const JobEvent&)>;
@@ -99,7 +103,9 @@ class Agent final : public JobClient {
   // Afterwards heartbeats stop and the agent is disconnected.
   void Shutdown(DoneCallback done) override;
 
-  // Abandons a Connect() in progress (its registration is withdrawn) and stops the threads.
+  // Abandons a Connect() in progress and stops the threads. The service sees the registration's
+  // connection close, which fails the rank and the job (a process that goes away mid-way has
+  // died, docs/faults.md).
   void Cancel();
 
   // Whether this process reported a preemption notice (so its death counts as preempted).
@@ -137,6 +143,14 @@ class Agent final : public JobClient {
                                                             StubCallback),
                            const Req& request, Resp* response, absl::Duration timeout);
 
+  // What a call gets when the agent takes no more: Unavailable once the service was lost,
+  // else Cancelled.
+  absl::Status Refusal() const;
+  // One heartbeat that does not wait for the channel: Unavailable means the service refused or
+  // reset the connection (its process is gone).
+  absl::Status ProbeService();
+  // Delivers the loss of the service (cause kServiceUnreachable); `why` completes the sentence.
+  void LoseService(absl::string_view why);
   void HeartbeatLoop();
   void WatchLoop();
   // Delivers an event once (failures and preemption are deduplicated across stream reconnects).
@@ -167,6 +181,8 @@ class Agent final : public JobClient {
   std::vector<CollectiveProgress> progress_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> progress_at_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Why the service is lost, once it is: later calls fail at once with it.
+  std::optional<std::string> service_lost_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;
   std::thread heartbeat_thread_;

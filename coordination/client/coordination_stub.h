@@ -33,7 +33,10 @@ class CoordinationStub {
 
   virtual ~CoordinationStub() = default;
 
-  // Unary calls. `timeout` bounds the call, including the wait for the service to be reachable.
+  // Unary calls. `timeout` bounds the call, including the wait for the service to be reachable,
+  // except for Heartbeat: it does not wait, so a service whose connection is refused or reset
+  // (its process died) fails it at once with Unavailable, and only a silent service (a frozen or
+  // partitioned host) runs into the timeout.
   virtual void RegisterTask(const pb::RegisterTaskRequest& request,
                             pb::RegisterTaskResponse* response, absl::Duration timeout,
                             StatusCallback done) = 0;
@@ -80,6 +83,8 @@ class CoordinationStub {
   // Whether the service was ever reached, to tell "coordinator unreachable" from "reached, but
   // peers are missing" when registration times out.
   virtual bool ServiceReached() const = 0;
+  // Whether a connection to the service is open right now (and so ServiceReached() from then on).
+  virtual bool ServiceConnected() const = 0;
 
   // Cancels every call in flight; each completes (Cancelled) soon after. Later calls still go
   // out.

@@ -89,7 +89,13 @@ void GrpcCoordinationStub::NoteChannelState(const absl::Status& status) {
 }
 
 bool GrpcCoordinationStub::ServiceReached() const {
-  return reached_.load() || channel_->GetState(false) == GRPC_CHANNEL_READY;
+  return reached_.load() || ServiceConnected();
+}
+
+bool GrpcCoordinationStub::ServiceConnected() const {
+  bool ready = channel_->GetState(false) == GRPC_CHANNEL_READY;
+  if (ready) reached_.store(true);
+  return ready;
 }
 
 void GrpcCoordinationStub::CancelAll() {
@@ -106,9 +112,9 @@ template <typename Interface, typename Req, typename Resp>
 void GrpcCoordinationStub::Unary(void (Interface::*method)(grpc::ClientContext*, const Req*, Resp*,
                                                            std::function<void(grpc::Status)>),
                                  const Req& request, Resp* response, absl::Duration timeout,
-                                 StatusCallback done) {
+                                 StatusCallback done, bool wait_for_ready) {
   UnaryCall<Async, Interface, Req, Resp>(
-      stub_->async(), method, request, UnaryCallOptions{token_, timeout, true, &calls_},
+      stub_->async(), method, request, UnaryCallOptions{token_, timeout, wait_for_ready, &calls_},
       [this, response, done = std::move(done)](absl::Status s, Resp r) {
         NoteChannelState(s);
         *response = std::move(r);
@@ -146,7 +152,9 @@ void GrpcCoordinationStub::RegisterTask(const pb::RegisterTaskRequest& request,
 void GrpcCoordinationStub::Heartbeat(const pb::HeartbeatRequest& request,
                                      pb::HeartbeatResponse* response, absl::Duration timeout,
                                      StatusCallback done) {
-  Unary(&Async::Heartbeat, request, response, timeout, std::move(done));
+  // No wait for the channel: a refused or reset connection fails the heartbeat at once, so that
+  // a service that died is told apart from a silent one (see the interface).
+  Unary(&Async::Heartbeat, request, response, timeout, std::move(done), /*wait_for_ready=*/false);
 }
 void GrpcCoordinationStub::ReportError(const pb::ReportErrorRequest& request,
                                        pb::ReportErrorResponse* response, absl::Duration timeout,

@@ -60,6 +60,7 @@ class GrpcCoordinationStub final : public CoordinationStub {
   std::unique_ptr<Watch> WatchJob(const pb::WatchJobRequest& request, EventCallback on_event,
                                   StatusCallback on_end) override;
   bool ServiceReached() const override;
+  bool ServiceConnected() const override;
   void CancelAll() override;
 
  private:
@@ -67,7 +68,8 @@ class GrpcCoordinationStub final : public CoordinationStub {
   template <typename Interface, typename Req, typename Resp>
   void Unary(void (Interface::*method)(grpc::ClientContext*, const Req*, Resp*,
                                        std::function<void(grpc::Status)>),
-             const Req& request, Resp* response, absl::Duration timeout, StatusCallback done);
+             const Req& request, Resp* response, absl::Duration timeout, StatusCallback done,
+             bool wait_for_ready = true);
   template <typename Req, typename Resp>
   void OnSession(const Req& request, Resp* response, StatusCallback done);
   // Notes whether the channel has connected, after a call completed.
@@ -77,7 +79,7 @@ class GrpcCoordinationStub final : public CoordinationStub {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::CoordinationService::Stub> stub_;
   ClientCallSet calls_;
-  std::atomic<bool> reached_{false};
+  mutable std::atomic<bool> reached_{false};  // Set once a connection was seen open.
 
   absl::Mutex mu_;
   std::shared_ptr<SessionClient> session_ ABSL_GUARDED_BY(mu_);

@@ -26,6 +26,10 @@ std::string CauseSentence(FailureCause cause) {
   return "it failed";
 }
 
+// The number of a barrier call in messages ("call #1" has counter 0), safe for any counter a
+// request carries.
+uint64_t CallNumber(int64_t counter) { return static_cast<uint64_t>(counter) + 1; }
+
 }  // namespace
 
 CoordinationService::CoordinationService(ServiceConfig config, Clock* clock)
@@ -130,6 +134,7 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
     return 0;
   }
   if (job_failure_) {
+    tasks_[args.task].told_of_failure = true;
     reply(absl::AbortedError(job_failure_->message));
     return 0;
   }
@@ -359,13 +364,14 @@ void CoordinationService::CancelOp(OpId op) {
       if (reg == pending_registrations_.end() || reg->second.op != op) break;
       deferred.Add([done = std::move(reg->second.done), cancelled] { done(cancelled); });
       pending_registrations_.erase(reg);
-      Task& t = tasks_[ref.task];
-      if (t.state == TaskState::kConnecting) {
-        // The process died while waiting for its peers: withdraw it so that a restarted process
-        // can take the rank before the job starts.
-        t = Task{};
-        if (--num_registered_ == 0) register_deadline_ = absl::InfiniteFuture();
-        LogInfo("rank ", ref.task, " withdrew its registration (its connection closed)");
+      if (tasks_[ref.task].state == TaskState::kConnecting) {
+        // Its connection closed while it waited for its peers: the process (or its sidecar)
+        // died. Every process death is a job failure, whatever the moment.
+        FailTaskLocked(TaskFailure{ref.task, FailureCause::kProcessExited,
+                                   "its connection closed while it waited for the other "
+                                   "processes to register: its sidecar (or, in standalone "
+                                   "mode, its process) died or was killed"},
+                       &deferred);
       }
       break;
     }
@@ -397,6 +403,16 @@ void CoordinationService::CancelOp(OpId op) {
     }
     case OpKind::kWatch:
       watchers_.erase(op);
+      if (tasks_[ref.task].state == TaskState::kConnected) {
+        // The event stream of a live task never ends by itself: its connection closed without
+        // a shutdown, so the agent's process died (a refused or reset connection, not a silent
+        // one, which the heartbeat timeout catches).
+        FailTaskLocked(TaskFailure{ref.task, FailureCause::kProcessExited,
+                                   "its connection to the coordination service closed without "
+                                   "a shutdown: its sidecar (or, in standalone mode, its "
+                                   "process) died or was killed"},
+                       &deferred);
+      }
       break;
   }
 }
@@ -587,6 +603,12 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
         absl::StrCat("barrier '", args.id, "': the timeout must be positive")));
     return 0;
   }
+  if (args.counter < 0) {
+    reply(absl::InvalidArgumentError(absl::StrCat(
+        "barrier '", args.id, "': call counter ", args.counter,
+        " is negative; it counts the caller's earlier calls of the id")));
+    return 0;
+  }
   std::vector<TaskId> participants = args.participants;
   std::sort(participants.begin(), participants.end());
   participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
@@ -609,17 +631,26 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
 
   auto it = barriers_.find(args.id);
   if (it != barriers_.end() && it->second.counter == args.counter && it->second.done) {
-    reply(it->second.result);  // A retry of a call that already completed.
+    // A retry of a call that already completed gets its result; a call that names other
+    // participants is no retry (it would pass without them).
+    if (it->second.participants != participants) {
+      reply(absl::InvalidArgumentError(absl::StrFormat(
+          "barrier '%s' call #%d already completed with other participants than rank %d names; "
+          "every participant must pass the same set",
+          args.id, CallNumber(args.counter), args.task)));
+      return 0;
+    }
+    reply(it->second.result);
     return 0;
   }
   bool new_instance =
       (it == barriers_.end() && args.counter == 0) ||
-      (it != barriers_.end() && it->second.done && args.counter == it->second.counter + 1);
+      (it != barriers_.end() && it->second.done && args.counter - 1 == it->second.counter);
   if (it != barriers_.end() && !new_instance && it->second.counter != args.counter) {
     std::string msg = absl::StrFormat(
         "barrier '%s' is out of step: rank %d calls it for time #%d while the coordinator is at "
         "call #%d; every participant must call a barrier id the same number of times",
-        args.id, args.task, args.counter + 1, it->second.counter + 1);
+        args.id, args.task, CallNumber(args.counter), CallNumber(it->second.counter));
     if (!it->second.done) FinishBarrierLocked(it->second, absl::FailedPreconditionError(msg), &deferred);
     reply(absl::FailedPreconditionError(msg));
     return 0;
@@ -628,7 +659,7 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
     reply(absl::FailedPreconditionError(absl::StrFormat(
         "barrier '%s' is out of step: rank %d calls it for time #%d but nobody called it before; "
         "every participant must call a barrier id the same number of times",
-        args.id, args.task, args.counter + 1)));
+        args.id, args.task, CallNumber(args.counter))));
     return 0;
   }
   if (new_instance) {
@@ -647,7 +678,7 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
     std::string msg = absl::StrFormat(
         "barrier '%s' call #%d: rank %d names different participants than rank %d did; every "
         "participant must pass the same set",
-        args.id, args.counter + 1, args.task, b.first_task);
+        args.id, CallNumber(args.counter), args.task, b.first_task);
     FinishBarrierLocked(b, absl::InvalidArgumentError(msg), &deferred);
     reply(absl::InvalidArgumentError(msg));
     return 0;
@@ -683,11 +714,11 @@ absl::Status CoordinationService::CancelBarrier(TaskId task, Incarnation incarna
   auto it = barriers_.find(std::string(id));
   if (it == barriers_.end() || it->second.counter != counter) {
     return absl::NotFoundError(
-        absl::StrCat("barrier '", id, "' call #", counter + 1, " is not in progress"));
+        absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " is not in progress"));
   }
   if (it->second.done) {
     return absl::FailedPreconditionError(
-        absl::StrCat("barrier '", id, "' call #", counter + 1, " already completed"));
+        absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " already completed"));
   }
   FinishBarrierLocked(it->second,
                       absl::CancelledError(absl::StrCat("barrier '", id, "' was cancelled by rank ",
@@ -773,7 +804,7 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
         absl::DeadlineExceededError(absl::StrFormat(
             "barrier '%s' (call #%d) timed out after %s: %d/%d tasks arrived; missing rank(s) %s. "
             "They are slow, stuck, or never call this barrier",
-            id, b.counter + 1, absl::FormatDuration(b.timeout), b.arrived.size(),
+            id, CallNumber(b.counter), absl::FormatDuration(b.timeout), b.arrived.size(),
             ParticipantCount(b), FormatRankList(missing))),
         deferred);
   }
@@ -837,9 +868,25 @@ bool CoordinationService::AllTasksDoneLocked(const CoordinationService* self) {
   return true;
 }
 
-bool CoordinationService::WaitUntilAllTasksDone(absl::Time deadline) const {
+bool CoordinationService::JobEndedLocked(const CoordinationService* self) {
+  return self->job_failure_.has_value() || AllTasksDoneLocked(self);
+}
+
+bool CoordinationService::EveryTaskToldLocked(const CoordinationService* self) {
+  for (const Task& t : self->tasks_) {
+    if (t.state == TaskState::kDisconnected && !t.told_of_failure) return false;
+  }
+  return true;
+}
+
+bool CoordinationService::WaitUntilEveryTaskTold(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithDeadline(absl::Condition(&AllTasksDoneLocked, this), deadline);
+  return mu_.AwaitWithDeadline(absl::Condition(&EveryTaskToldLocked, this), deadline);
+}
+
+bool CoordinationService::WaitUntilJobEnded(absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(&JobEndedLocked, this), deadline);
 }
 
 absl::Status CoordinationService::JobStatus() const {

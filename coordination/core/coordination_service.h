@@ -166,8 +166,14 @@ class CoordinationService {
   // (a job that never started, or one whose registration failed). The service may then stop
   // without stranding anyone.
   bool AllTasksDone() const;
-  // Waits (real time) until AllTasksDone() or the deadline; returns AllTasksDone().
-  bool WaitUntilAllTasksDone(absl::Time deadline) const;
+  // Waits (real time) until AllTasksDone(), the job failed, or the deadline; returns whether
+  // one of the first two happened. After a failure nothing is left to wait for: every live
+  // task was told on its event stream.
+  bool WaitUntilJobEnded(absl::Time deadline) const;
+  // After a job failure: waits (real time) until every task has heard of it — a registered one
+  // on its event stream, one that never registered from its next registration attempt — or
+  // the deadline. Returns whether every task has.
+  bool WaitUntilEveryTaskTold(absl::Time deadline) const;
   // The job's failure, or OK.
   absl::Status JobStatus() const;
 
@@ -181,6 +187,8 @@ class CoordinationService {
     // The program's collective progress, when it reported any; `progress_at` is when it did.
     std::vector<CollectiveProgress> progress;
     absl::Time progress_at = absl::InfinitePast();
+    // A registration attempt after the job failed was answered with the failure.
+    bool told_of_failure = false;
   };
   struct PendingCall {
     OpId op = 0;
@@ -216,13 +224,17 @@ class CoordinationService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteRegistrationLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteShutdownLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  size_t ParticipantCount(const BarrierInstance& barrier) const;
+  size_t ParticipantCount(const BarrierInstance& barrier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishBarrierLocked(BarrierInstance& barrier, absl::Status result, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<TaskId> MissingLocked(const BarrierInstance& barrier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckDeadlinesLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Static so that absl::Condition can call it.
+  static bool EveryTaskToldLocked(const CoordinationService* self)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_);
+  static bool JobEndedLocked(const CoordinationService* self)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_);
   static bool AllTasksDoneLocked(const CoordinationService* self)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_);
 

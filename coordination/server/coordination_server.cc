@@ -1,9 +1,11 @@
 #include "coordination/server/coordination_server.h"
 
+#include <algorithm>
 #include <pthread.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/grpc_util.h"
 #include "common/log.h"
 
 namespace cohort::coordination {
@@ -48,8 +50,7 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
   builder.RegisterService(server->grpc_service_.get());
   builder.SetMaxReceiveMessageSize(16 << 20);
   // Agents ping every 10 s to notice a dead connection; allow it.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  AllowClientKeepalive(&builder);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -80,10 +81,17 @@ bool CoordinationServer::Stop(absl::Duration bound) {
   absl::MutexLock lock(&stop_mu_);
   if (stop_result_) return *stop_result_;
   stopping_.Notify();
-  bool all_done = service_->WaitUntilAllTasksDone(absl::Now() + bound);
+  // After a job failure every live rank was told on its event stream: nothing to wait for.
+  bool all_done = service_->WaitUntilJobEnded(absl::Now() + bound);
   if (!all_done) {
     LogWarning("stopping the coordination service after ", absl::FormatDuration(bound),
                " although some tasks have not shut down");
+  }
+  if (!service_->JobStatus().ok()) {
+    // A rank still registering (its pod or process started late) hears of the failure from its
+    // next attempt, if the port is still open, instead of finding it closed and retrying until
+    // the initialization timeout.
+    service_->WaitUntilEveryTaskTold(absl::Now() + std::min(bound, kFailureLinger));
   }
   // Let in-flight replies (the shutdown barrier's) reach their clients, then cancel the rest
   // (the agents' event streams, which never end by themselves).

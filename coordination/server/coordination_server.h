@@ -35,10 +35,16 @@ absl::StatusOr<ServerOptions> ServerOptionsFor(const JobSettings& settings,
 
 // The coordination service on a gRPC port, plus its one deadline-checker thread.
 //
-// Lifecycle: Start() -> serving -> Stop(bound) waits until every task shut down or failed (or
-// the bound passes), then stops accepting calls and fails the ones still waiting. Destruction
+// Lifecycle: Start() -> serving -> Stop(bound) waits until every task shut down or failed, or
+// the job failed (every live task was told; ranks that never registered get kFailureLinger to
+// hear of it), or the bound passes; then it stops accepting calls and fails the ones still
+// waiting. Destruction
 // stops at once. Thread-safe: a Stop() that finds another in progress waits for it and returns
 // its result.
+// After a job failure, how long Stop() keeps the port open for ranks that never registered, so
+// that their next registration attempt hears of the failure.
+inline constexpr absl::Duration kFailureLinger = absl::Seconds(1);
+
 class CoordinationServer {
  public:
   // Errors: Unavailable when the address cannot be bound (in use, not local).
@@ -55,7 +61,7 @@ class CoordinationServer {
   // Notified when Stop() (or destruction) begins; Stop() may still be waiting for tasks.
   const absl::Notification& stopping() const { return stopping_; }
 
-  // Returns whether every task was done before the bound passed.
+  // Returns whether the job ended (every task done, or the job failed) before the bound passed.
   bool Stop(absl::Duration bound);
 
  private:

@@ -83,6 +83,10 @@ struct State {
   std::atomic<int64_t> sync_global_devices_calls{0};
   // Runs libdist's failure handlers, then the program's, off the event thread.
   std::thread failure_thread ABSL_GUARDED_BY(mu);
+  // A preemption notice can arrive while Initialize() is still starting (the sidecar reports one
+  // taken before the rank joined as soon as it joined): it is kept until `preemption` exists.
+  bool preemption_ready ABSL_GUARDED_BY(mu) = false;
+  bool early_notice ABSL_GUARDED_BY(mu) = false;
 };
 
 absl::Mutex g_mu;
@@ -104,7 +108,16 @@ void HandleEvent(const std::weak_ptr<State>& weak, const JobEvent& event) {
   if (std::holds_alternative<PreemptionNotice>(event)) {
     cohort::LogInfo("preemption notice from process ", std::get<PreemptionNotice>(event).task,
                     "; agreeing on a checkpoint step");
-    if (state->preemption) state->preemption->OnNotice();
+    PreemptionSync* sync = nullptr;
+    {
+      absl::MutexLock lock(&state->mu);
+      if (state->preemption_ready) {
+        sync = state->preemption.get();
+      } else {
+        state->early_notice = true;
+      }
+    }
+    if (sync != nullptr) sync->OnNotice();
     return;
   }
   const auto& f = std::get<TaskFailure>(event);
@@ -181,6 +194,14 @@ absl::Status Initialize(const Options& options) {
   state->runtime = std::move(*runtime);
   state->preemption =
       std::make_unique<PreemptionSync>(state->client(), resolved->job.process_id);
+  bool early_notice = false;
+  {
+    absl::MutexLock lock(&state->mu);
+    state->preemption_ready = true;
+    early_notice = state->early_notice;
+  }
+  // Dropping it would leave the other processes waiting for this one in the agreement.
+  if (early_notice) state->preemption->OnNotice();
   if (options.install_preemption_handler) {
     state->sigterm = std::make_unique<SigtermWatcher>([weak] {
       if (auto s = weak.lock()) {

@@ -60,6 +60,15 @@ void AgentRpcService::StopWaiting() {
   stop_waiting_ = true;
 }
 
+void AgentRpcService::DetachTrainer(const absl::Status& status) {
+  std::shared_ptr<EventStream<agentpb::AgentEvent>::Sink> sink;
+  {
+    absl::MutexLock lock(&mu_);
+    sink = std::move(attach_sink_);
+  }
+  if (sink != nullptr) sink->FinishWith(status);
+}
+
 bool AgentRpcService::trainer_ever_attached() const {
   absl::MutexLock lock(&mu_);
   return attached_;
@@ -114,6 +123,7 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
       return stream;
     }
     attached_ = true;
+    attach_sink_ = sink;
     AgentOptions options = options_;
     if (req->initialization_timeout_ms() > 0) {
       options.initialization_timeout = absl::Milliseconds(req->initialization_timeout_ms());
@@ -143,8 +153,13 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
     });
     if (!s.ok()) {
       LogError("rank ", options_.task, " could not join the job: ", s.message());
-      SetOutcome(TrainerOutcome::kFailed);
+      {
+        absl::MutexLock lock(&mu_);
+        connect_failed_ = true;
+      }
+      // The trainer hears why before the sidecar, seeing the outcome, exits.
       sink->FinishWith(s);
+      SetOutcome(TrainerOutcome::kFailed);
       return;
     }
     if (metrics_) metrics_->SetAgentConnected(true);
@@ -167,10 +182,13 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
 void AgentRpcService::OnTrainerGone(int64_t pid) {
   std::shared_ptr<Agent> agent;
   bool clean = false;
+  bool connect_failed = false;
   {
     absl::MutexLock lock(&mu_);
     agent = agent_;
     clean = trainer_shut_down_;
+    connect_failed = connect_failed_;
+    attach_sink_.reset();
   }
   if (metrics_) metrics_->SetTrainerAttached(false);
   if (clean || agent == nullptr) {
@@ -178,19 +196,31 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
     SetOutcome(TrainerOutcome::kShutDown);
     return;
   }
-  if (!agent->connected()) {
-    // Died while waiting for its peers: withdraw the registration so the rank can be retaken.
-    LogWarning("trainer pid ", pid, " went away before the job started");
-    agent->Cancel();
+  if (connect_failed) {
+    LogInfo("trainer pid ", pid, " exited after its rank could not join the job");
     SetOutcome(TrainerOutcome::kFailed);
     return;
   }
+  if (!agent->connected()) {
+    // Died while waiting for its peers: a process death is a job failure at any moment, so the
+    // others stop waiting in initialize() now rather than at the initialization timeout.
+    LogError("trainer pid ", pid, " went away before every rank joined the job; telling the job");
+    agent->ReportError(FailureCause::kProcessExited,
+                       "it exited during initialize(), before every process joined the job: it "
+                       "crashed or was killed",
+                       [this](absl::Status s) {
+                         // The failure ends the registration still waiting in the service.
+                         if (!s.ok()) LogWarning("could not report the trainer's exit: ", s.message());
+                         SetOutcome(TrainerOutcome::kFailed);
+                       });
+    return;
+  }
   if (agent->job_failed()) {
-    // Fate sharing: the trainer followed a failure elsewhere. Still tell the service, so that
-    // rank 0 knows this rank is done and need not wait for its heartbeats to stop.
+    // Fate sharing: the trainer followed a failure elsewhere. Nothing to report: the service
+    // waits for nobody after a failure, and sees this rank's connection close when the sidecar
+    // exits.
     LogInfo("trainer pid ", pid, " exited after the job failed");
-    agent->ReportError(FailureCause::kProcessExited, "exited after the job failed",
-                       [this](absl::Status) { SetOutcome(TrainerOutcome::kFailed); });
+    SetOutcome(TrainerOutcome::kFailed);
     return;
   }
   FailureCause cause =

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/agent/v1/agent.grpc.pb.h"
+#include "common/grpc_event_stream.h"
 #include "coordination/client/agent.h"
 
 namespace cohort::sidecar {
@@ -88,6 +89,9 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   // Waits until the trainer shut down or failed, StopWaiting() is called, or the deadline passes.
   TrainerOutcome WaitForTrainer(absl::Time deadline);
   void StopWaiting();
+  // Ends the trainer's attach stream with `status` (the sidecar is exiting), so that the trainer
+  // is told why at once instead of when the server's shutdown cancels the stream.
+  void DetachTrainer(const absl::Status& status);
   bool trainer_attached() const;
   bool trainer_ever_attached() const;
   bool agent_connected() const;
@@ -114,6 +118,9 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   bool preemption_signalled_ ABSL_GUARDED_BY(mu_) = false;
   TrainerOutcome outcome_ ABSL_GUARDED_BY(mu_) = TrainerOutcome::kRunning;
   bool stop_waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool connect_failed_ ABSL_GUARDED_BY(mu_) = false;  // The agent could not join the job.
+  // The trainer's attach stream, while attached.
+  std::shared_ptr<EventStream<agentpb::AgentEvent>::Sink> attach_sink_ ABSL_GUARDED_BY(mu_);
   std::thread connect_thread_;  // Runs Agent::Connect, which blocks until all ranks register.
 };
 

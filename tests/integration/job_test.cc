@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -80,23 +81,110 @@ TEST(JobTest, ProgramInstalledFailureHandler_CalledWithRankAndCause) {
   }
 }
 
-TEST(JobTest, SidecarKilled_HeartbeatTimeoutFailsJobNamingRank) {
-  LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
+// Waits until every rank in `ranks` exited with `code` within `bound` of `since`, and its
+// failure line names `cause_text`.
+void ExpectToldWithin(LocalJob& job, std::vector<int> ranks, absl::Time since, absl::Duration bound,
+                      const std::string& cause_text) {
+  for (int r : ranks) {
+    std::string label = absl::StrCat("rank ", r);
+    int status = job.WaitForExit(label, std::max(bound - (absl::Now() - since), absl::ZeroDuration()));
+    ASSERT_NE(status, -1) << label << " still running " << bound << " after the fault";
+    EXPECT_EQ(ExitCode(status), kPeerFailureExit) << label;
+    std::string line = job.FindLine(label, "the job failed");
+    if (line.empty()) line = job.FindLine(label, "INIT_FAILED");
+    EXPECT_THAT(line, HasSubstr(cause_text)) << label;
+  }
+}
+
+TEST(JobTest, SidecarKilled_EveryOtherRankToldWithinOneSecondNamingIt) {
+  // A dead process's connections are closed (RST/FIN): no heartbeat timeout is needed.
+  LocalJob job({.num_processes = 3, .heartbeat_timeout = "10s"});
   job.StartAll("wait");
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
   }
   job.Process("sidecar 1").Signal(SIGKILL);
-  for (int r : {0, 2}) {
-    std::string label = absl::StrCat("rank ", r);
-    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(15))), kPeerFailureExit) << label;
-    std::string line = job.FindLine(label, "the job failed");
-    EXPECT_THAT(line, HasSubstr("rank 1")) << label;
-    EXPECT_THAT(line, HasSubstr("heartbeat")) << label;
-  }
+  absl::Time killed = absl::Now();
+  ExpectToldWithin(job, {0, 2}, killed, absl::Seconds(1), "rank 1");
+  EXPECT_THAT(job.FindLine("rank 0", "the job failed"), HasSubstr("closed without a shutdown"));
   // Rank 1's trainer lost its own sidecar.
-  EXPECT_EQ(ExitCode(job.WaitForExit("rank 1", absl::Seconds(15))), kPeerFailureExit);
+  EXPECT_EQ(ExitCode(job.WaitForExit("rank 1", absl::Seconds(5))), kPeerFailureExit);
   EXPECT_THAT(job.FindLine("rank 1", "the job failed"), HasSubstr("sidecar"));
+}
+
+TEST(JobTest, SidecarFrozen_HeartbeatTimeoutFailsJobNamingRank) {
+  // A silent peer (no RST, no FIN: a frozen or partitioned host) is what heartbeats are for.
+  LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
+  job.StartAll("wait");
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
+  }
+  job.Process("sidecar 1").Signal(SIGSTOP);
+  ExpectToldWithin(job, {0, 2}, absl::Now(), absl::Seconds(15), "rank 1");
+  EXPECT_THAT(job.FindLine("rank 0", "the job failed"), HasSubstr("heartbeat"));
+  job.Process("sidecar 1").Signal(SIGKILL);
+}
+
+TEST(JobTest, CoordinatorSidecarKilled_EveryRankToldAtOnceNotAtTheHeartbeatTimeout) {
+  // The service's state dies with its process: a refused or reset connection to it is a job
+  // failure at once, although the heartbeat timeout is 10 s.
+  LocalJob job({.num_processes = 4, .heartbeat_timeout = "10s"});
+  job.StartAll("wait");
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
+  }
+  job.Process("sidecar 0").Signal(SIGKILL);
+  absl::Time killed = absl::Now();
+  ExpectToldWithin(job, {1, 2, 3}, killed, absl::Seconds(1), "lost the coordination service");
+  EXPECT_THAT(job.FindLine("rank 1", "the job failed"), HasSubstr("sidecar died or was killed"));
+  // Every surviving sidecar exits by itself.
+  for (int r : {1, 2, 3}) {
+    std::string label = absl::StrCat("sidecar ", r);
+    EXPECT_NE(job.WaitForExit(label, absl::Seconds(2)), -1) << label << " lingers";
+  }
+}
+
+TEST(JobTest, CoordinatorFrozen_RanksFailAtTheHeartbeatTimeout) {
+  LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
+  job.StartAll("wait");
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
+  }
+  job.Process("sidecar 0").Signal(SIGSTOP);
+  ExpectToldWithin(job, {1, 2}, absl::Now(), absl::Seconds(15), "no heartbeat succeeded");
+  job.Process("sidecar 0").Signal(SIGKILL);
+}
+
+TEST(JobTest, AfterAFailure_EverySidecarExitsByItselfPromptly) {
+  LocalJob job({.num_processes = 4});
+  job.StartAll("wait");
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
+  }
+  job.Process("rank 2").Signal(SIGKILL);
+  absl::Time killed = absl::Now();
+  for (int r = 0; r < 4; ++r) {
+    std::string label = absl::StrCat("sidecar ", r);
+    int status = job.WaitForExit(label, std::max(absl::Seconds(2) - (absl::Now() - killed),
+                                                 absl::ZeroDuration()));
+    ASSERT_NE(status, -1) << label << " still running 2 s after the failure";
+    EXPECT_EQ(ExitCode(status), 1) << label;
+  }
+}
+
+TEST(JobTest, TrainerKilledDuringTheConnectBarrier_OthersStopWaitingAtOnce) {
+  // Ranks 0-2 wait in initialize() for rank 3, which never starts; rank 1 dies meanwhile.
+  LocalJob job({.num_processes = 4, .initialization_timeout = "60s"});
+  for (int r = 0; r < 4; ++r) job.StartSidecar(r);
+  for (int r = 0; r < 3; ++r) job.StartTrainer(r, "wait");
+  for (int r = 0; r < 3; ++r) {
+    std::string label = absl::StrCat("sidecar ", r);
+    ASSERT_TRUE(job.WaitForLine(label, absl::StrCat("registering rank ", r), absl::Seconds(60)))
+        << label;
+  }
+  job.Process("rank 1").Signal(SIGKILL);
+  absl::Time killed = absl::Now();
+  ExpectToldWithin(job, {0, 2}, killed, absl::Seconds(1), "rank 1");
 }
 
 TEST(JobTest, SigtermToOneRank_EveryRankReachesSameSyncStepMaxPlusOne) {

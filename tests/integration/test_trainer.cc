@@ -85,6 +85,29 @@ int Preempt() {
   return 3;
 }
 
+// What the chaos test runs: steps of key-value traffic, a barrier and a preemption check, then
+// shutdown, so that a kill can land in any of them. A preemption notice ends it at the agreed
+// step ("CHECKPOINT"), as a real program would save a checkpoint there.
+int Chaos(int steps) {
+  const int rank = dist::ProcessIndex(), n = dist::ProcessCount();
+  for (int step = 0; step < steps; ++step) {
+    if (int rc = Check(dist::KeyValueSet(absl::StrCat("chaos/", step, "/", rank), "x"), "set")) return rc;
+    absl::StatusOr<std::string> peer =
+        dist::KeyValueGet(absl::StrCat("chaos/", step, "/", (rank + 1) % n), absl::Seconds(60));
+    if (int rc = Check(peer.status(), "get")) return rc;
+    if (int rc = Check(dist::Barrier("chaos-step", absl::Seconds(60)), "barrier")) return rc;
+    absl::StatusOr<bool> reached = dist::ReachedPreemptionSyncPoint(step);
+    if (int rc = Check(reached.status(), "sync point")) return rc;
+    if (*reached) {
+      Say(absl::StrCat("CHECKPOINT rank=", rank, " step=", step));
+      return Check(dist::Shutdown(), "shutdown");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Say(absl::StrCat("DONE rank=", rank));
+  return Check(dist::Shutdown(), "shutdown");
+}
+
 // What the operator injects (the environment contract of docs/operator.md), checked before
 // libdist reads it: the JAX_* names agree with the COHORT_* ones and the coordinator is rank 0's DNS name.
 int CheckPodEnvironment() {
@@ -153,7 +176,10 @@ int main(int argc, char** argv) {
   absl::Status init = dist::Initialize(options);
   if (!init.ok()) {
     Say(absl::StrCat("INIT_FAILED ", absl::StatusCodeToString(init.code()), ": ", init.message()));
-    return 3;
+    // Aborted: another process failed first; Unavailable: the service or the sidecar is gone.
+    // Either way this process follows a failure elsewhere.
+    bool follower = absl::IsAborted(init) || absl::IsUnavailable(init);
+    return follower ? dist::kPeerFailureExitCode : 3;
   }
   Say(absl::StrCat("INITIALIZED rank=", dist::ProcessIndex(), " attempt=", dist::RestartAttempt()));
   if (collectives) return cohort::testing::RunCollectiveScenario(scenario);
@@ -164,6 +190,11 @@ int main(int argc, char** argv) {
     return kubernetes && rc == 0 ? dist::kPreemptedExitCode : rc;
   }
   if (scenario == "init-only") return Check(dist::Shutdown(), "shutdown");
+  if (scenario == "chaos") {
+    int steps = 60;
+    if (argc > 2 && !absl::SimpleAtoi(argv[2], &steps)) steps = 60;
+    return Chaos(steps);
+  }
   if (scenario == "rank1-exits-7") {
     if (dist::ProcessIndex() == 1) return 7;  // Without shutdown: a crash as far as the job knows.
     return Wait();

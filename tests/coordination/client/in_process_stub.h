@@ -167,6 +167,7 @@ class InProcessStub final : public CoordinationStub {
     absl::MutexLock lock(&mu_);
     return !fail_registrations_.has_value();
   }
+  bool ServiceConnected() const override { return ServiceReached(); }
 
   // Cancels what waits in the service, as a transport would when its calls are cancelled. Held
   // calls stay held.

@@ -133,17 +133,19 @@ TEST_F(CoordinationServiceTest, Register_NewIncarnationAfterConnect_FailsJobForE
   EXPECT_EQ(failure.cause, FailureCause::kRestarted);
 }
 
-TEST_F(CoordinationServiceTest, Register_CancelledWhileWaiting_WithdrawsSoRestartCanRegister) {
-  Start(2);
-  Result first;
-  OpId op = Register(1, &first, 111);
-  service_->CancelOp(op);
-  EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
-  Result restarted, r0;
-  Register(1, &restarted, 222);
+TEST_F(CoordinationServiceTest, Register_ConnectionClosedWhileWaiting_FailsTheJobAtOnce) {
+  // The process (or its sidecar) died in the connect barrier: the others stop waiting now, not
+  // at the initialization timeout.
+  Start(3);
+  Result r0, r1;
   Register(0, &r0);
-  EXPECT_TRUE(restarted.ok()) << restarted.message();
-  EXPECT_TRUE(r0.ok());
+  OpId op = Register(1, &r1);
+  service_->CancelOp(op);
+  EXPECT_EQ(r1.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(r0.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(r0.message(), HasSubstr("rank 1"));
+  EXPECT_THAT(r0.message(), HasSubstr("closed while it waited"));
+  EXPECT_EQ(service_->GetSnapshot().tasks[1].state, TaskState::kFailed);
 }
 
 TEST_F(CoordinationServiceTest, Register_Timeout_NamesMissingRanksAndFailsJob) {
@@ -235,6 +237,32 @@ TEST_F(CoordinationServiceTest, ReportError_FirstFailureWinsAndLaterOnesAreNotBr
   ASSERT_TRUE(service_->ReportError(2, Inc(2), FailureCause::kProcessExited, "exited").ok());
   ASSERT_EQ(watched_[0]->size(), 1u);
   EXPECT_EQ(std::get<TaskFailure>((*watched_[0])[0]).task, 1);
+}
+
+TEST_F(CoordinationServiceTest, Watch_ClosedWithoutShutdown_FailsTheTaskAndTellsTheOthers) {
+  Start(2);
+  ConnectAll(2);
+  WatchEvents(0);
+  absl::StatusOr<OpId> op = service_->Watch(1, Inc(1), [](const JobEvent&) {});
+  ASSERT_TRUE(op.ok());
+  service_->CancelOp(*op);  // Rank 1's connection closed: its process died.
+  ASSERT_EQ(watched_[0]->size(), 1u);
+  const TaskFailure& f = std::get<TaskFailure>((*watched_[0])[0]);
+  EXPECT_EQ(f.task, 1);
+  EXPECT_EQ(f.cause, FailureCause::kProcessExited);
+  EXPECT_THAT(f.message, HasSubstr("closed without a shutdown"));
+}
+
+TEST_F(CoordinationServiceTest, Watch_ClosedAfterShutdown_IsNoFailure) {
+  Start(1);
+  ConnectAll(1);
+  absl::StatusOr<OpId> op = service_->Watch(0, Inc(0), [](const JobEvent&) {});
+  ASSERT_TRUE(op.ok());
+  Result shut;
+  service_->ShutdownTask(0, Inc(0), shut.Callback());
+  ASSERT_TRUE(shut.ok()) << shut.message();
+  service_->CancelOp(*op);
+  EXPECT_TRUE(service_->JobStatus().ok()) << service_->JobStatus();
 }
 
 TEST_F(CoordinationServiceTest, Watch_AfterFailure_ReplaysFailure) {
@@ -373,6 +401,35 @@ TEST_F(CoordinationServiceTest, Barrier_ConflictingParticipants_FailsForEveryone
   CallBarrier(2, "b", 0, &r2, {1, 2, 3});
   EXPECT_EQ(r1.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(r2.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Found by tests/fuzz (coordination_service): a completed call repeated with other participants
+// was taken for a retry and passed, although the other participants never called it.
+TEST_F(CoordinationServiceTest, Barrier_CompletedCallRepeatedWithOtherParticipants_InvalidArgument) {
+  Start(3);
+  ConnectAll(3);
+  Result alone, everyone, retry;
+  CallBarrier(0, "sync", 0, &alone, {0});
+  ASSERT_TRUE(alone.ok()) << alone.message();
+  CallBarrier(0, "sync", 0, &everyone);
+  EXPECT_EQ(everyone.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(everyone.message(), HasSubstr("other participants"));
+  CallBarrier(0, "sync", 0, &retry, {0});  // A true retry still gets the stored result.
+  EXPECT_TRUE(retry.ok()) << retry.message();
+}
+
+TEST_F(CoordinationServiceTest, Barrier_NegativeOrHugeCounter_RefusedWithoutOverflow) {
+  Start(2);
+  ConnectAll(2);
+  Result negative, huge;
+  CallBarrier(0, "b", -1, &negative);
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.message(), HasSubstr("negative"));
+  CallBarrier(0, "b", INT64_MAX, &huge);
+  EXPECT_EQ(huge.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(huge.message(), HasSubstr("#9223372036854775808"));
+  absl::Status cancel = service_->CancelBarrier(1, Inc(1), "b", INT64_MAX);
+  EXPECT_EQ(cancel.code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(CoordinationServiceTest, Barrier_ReusableId_SameNumberOfCalls) {
