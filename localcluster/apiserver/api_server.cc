@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/rfc3339.h"
+#include "localcluster/apiserver/openapi.h"
+#include "localcluster/apiserver/schema_validation.h"
 
 namespace cohort::local {
 namespace {
@@ -97,6 +99,7 @@ int HttpCodeOf(absl::StatusCode code) {
 }
 
 json StatusObject(const absl::Status& s) {
+  if (std::optional<json> body = StatusBody(s)) return *body;  // Built whole, with its details.
   return {{"kind", "Status"},
           {"apiVersion", "v1"},
           {"metadata", json::object()},
@@ -111,9 +114,21 @@ void Reply(httplib::Response& res, const absl::StatusOr<json>& result, int ok_co
     res.status = ok_code;
     res.set_content(result->dump(), "application/json");
   } else {
-    res.status = HttpCodeOf(result.status().code());
-    res.set_content(StatusObject(result.status()).dump(), "application/json");
+    json status = StatusObject(result.status());
+    res.status = status.value("code", HttpCodeOf(result.status().code()));
+    res.set_content(status.dump(), "application/json");
   }
+}
+
+// A Warning response header (RFC 7234, code 299) as the API server sends one; kubectl prints
+// its text as "Warning: <text>".
+std::string WarningHeader(const std::string& text) {
+  std::string quoted;
+  for (char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return absl::StrCat("299 - \"", quoted, "\"");
 }
 
 // "5s", "3m", "2h", "4d": kubectl's AGE.
@@ -153,6 +168,9 @@ std::vector<ResourceType> BuiltinTypes() {
       core("events", "event", "Event", true, false, {"ev"}),
       core("serviceaccounts", "serviceaccount", "ServiceAccount", true, false, {"sa"}),
   };
+  for (ResourceType& t : types) {
+    if (t.kind == "Pod" || t.kind == "Service") t.categories = {"all"};
+  }
   types.push_back({"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, {}});
   types.push_back({"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
                    "CustomResourceDefinition", false, true, {"crd", "crds"}});
@@ -169,6 +187,7 @@ absl::StatusOr<ResourceType> TypeFromCrd(const json& crd) {
   t.singular = names.value("singular", "");
   t.kind = names.value("kind", "");
   t.short_names = names.value("shortNames", std::vector<std::string>{});
+  t.categories = names.value("categories", std::vector<std::string>{});
   t.namespaced = spec.value("scope", "Namespaced") == "Namespaced";
   if (t.group.empty() || t.plural.empty() || t.kind.empty()) {
     return absl::InvalidArgumentError("a CustomResourceDefinition needs spec.group, spec.names.plural and spec.names.kind");
@@ -187,6 +206,10 @@ absl::StatusOr<ResourceType> TypeFromCrd(const json& crd) {
   t.version = chosen->value("name", "");
   t.status_subresource = chosen->contains("subresources") && (*chosen)["subresources"].contains("status");
   t.printer_columns = chosen->value("additionalPrinterColumns", json::array());
+  if (chosen->contains("schema") && (*chosen)["schema"].is_object()) {
+    json schema = (*chosen)["schema"].value("openAPIV3Schema", json());
+    if (schema.is_object()) t.schema = std::make_shared<const json>(std::move(schema));
+  }
   return t;
 }
 
@@ -201,6 +224,7 @@ json ResourceList(const std::string& group_version, const std::vector<ResourceTy
                          {"kind", t.kind},
                          {"verbs", verbs},
                          {"shortNames", t.short_names}});
+    if (!t.categories.empty()) resources.back()["categories"] = t.categories;
     if (t.status_subresource) {
       resources.push_back({{"name", t.plural + "/status"}, {"singularName", ""}, {"namespaced", t.namespaced},
                            {"kind", t.kind}, {"verbs", {"get", "patch", "update"}}});
@@ -434,27 +458,17 @@ void ApiServer::Route() {
     Reply(res, json{{"major", "1"}, {"minor", "32"}, {"gitVersion", "v1.32.0-cohort-local"},
                     {"platform", "linux/amd64"}});
   });
-  // OpenAPI v3, only as much as kubectl needs to see that every kind accepts server-side field
-  // validation (fieldValidation on PATCH); there are no schemas.
+  // OpenAPI v3 (openapi.h): what kubectl reads for server-side field validation and explain.
   svr.Get("/openapi/v3", [this](const httplib::Request&, httplib::Response& res) {
-    json paths = json::object();
-    for (const ResourceType& t : store_.Types()) {
-      std::string gv = t.group.empty() ? "api/v1" : absl::StrCat("apis/", t.GroupVersion());
-      paths[gv] = {{"serverRelativeURL", absl::StrCat("/openapi/v3/", gv)}};
-    }
-    Reply(res, json{{"paths", paths}});
+    Reply(res, OpenApiV3Index(store_.Types()));
   });
   svr.Get(R"(/openapi/v3/(api/v1|apis/[^/]+/[^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    std::string gv = req.matches[1].str();
-    json paths = json::object();
-    for (const ResourceType& t : store_.Types()) {
-      if ((t.group.empty() ? "api/v1" : absl::StrCat("apis/", t.GroupVersion())) != gv) continue;
-      json patch = {{"x-kubernetes-group-version-kind", {{"group", t.group}, {"version", t.version}, {"kind", t.kind}}},
-                    {"parameters", {{{"name", "fieldValidation"}, {"in", "query"}, {"schema", {{"type", "string"}}}}}},
-                    {"responses", {{"200", {{"description", "OK"}}}}}};
-      paths[absl::StrCat("/", gv, t.namespaced ? "/namespaces/{namespace}/" : "/", t.plural, "/{name}")] = {{"patch", patch}};
+    std::optional<json> document = OpenApiV3Document(req.matches[1].str(), store_.Types());
+    if (!document) {
+      Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", req.path, ")")));
+      return;
     }
-    Reply(res, json{{"openapi", "3.0.0"}, {"info", {{"title", "Kubernetes"}, {"version", "v1.32.0"}}}, {"paths", paths}});
+    Reply(res, *document);
   });
   svr.Get("/api", [this](const httplib::Request&, httplib::Response& res) {
     Reply(res, json{{"kind", "APIVersions"}, {"versions", {"v1"}},
@@ -551,6 +565,34 @@ void ApiServer::Route() {
         Reply(res, body.status());
         return;
       }
+      // A custom resource is pruned, defaulted and validated against its CRD's schema on every
+      // write (schema_validation.h); the unknown fields fieldValidation=Warn drops come back as
+      // Warning headers.
+      std::vector<std::string> warnings;
+      ObjectStore::Admission admit;
+      if (type.schema != nullptr) {
+        CustomResourceWrite write;
+        write.verb = method == "POST"  ? CustomResourceWrite::Verb::kCreate
+                     : method == "PUT" ? CustomResourceWrite::Verb::kUpdate
+                                       : CustomResourceWrite::Verb::kPatch;
+        absl::StatusOr<FieldValidation> validation = ParseFieldValidation(
+            req.get_param_value("fieldValidation"),
+            method == "POST" ? "CreateOptions" : method == "PUT" ? "UpdateOptions" : "PatchOptions");
+        if (!validation.ok()) {
+          Reply(res, validation.status());
+          return;
+        }
+        write.field_validation = *validation;
+        admit = [&type, write, &warnings](json& object, bool status_only) {
+          CustomResourceWrite this_write = write;
+          this_write.status_only = status_only;
+          return AdmitCustomResource(type, this_write, object, &warnings);
+        };
+      }
+      auto finish = [&res, &warnings](const absl::StatusOr<json>& result, int ok_code = 200) {
+        for (const std::string& w : warnings) res.set_header("Warning", WarningHeader(w));
+        Reply(res, result, ok_code);
+      };
       absl::StatusOr<json> result;
       if (method == "POST" && t.subresource == "eviction") {
         result = Evict(type, t.ns, t.name);
@@ -565,12 +607,12 @@ void ApiServer::Route() {
             return;
           }
         }
-        result = store_.Create(type, type.namespaced ? t.ns : "", *body);
+        result = store_.Create(type, type.namespaced ? t.ns : "", *body, admit);
         if (result.ok() && type.kind == "CustomResourceDefinition") result = Establish(*result);
-        Reply(res, result, 201);
+        finish(result, 201);
         return;
       } else if (method == "PUT") {
-        result = store_.Update(type, t.ns, t.name, *body, status);
+        result = store_.Update(type, t.ns, t.name, *body, status, admit);
         if (result.ok() && type.kind == "CustomResourceDefinition" && !status) result = Establish(*result);
       } else {  // PATCH
         std::string content_type = req.get_header_value("Content-Type");
@@ -582,18 +624,18 @@ void ApiServer::Route() {
           }
           try {
             json patched = current->patch(*body);
-            result = store_.Update(type, t.ns, t.name, patched, status);
+            result = store_.Update(type, t.ns, t.name, patched, status, admit);
           } catch (const json::exception& e) {
             result = absl::InvalidArgumentError(absl::StrCat("the JSON patch cannot be applied: ", e.what()));
           }
         } else if (absl::StrContains(content_type, "apply-patch")) {
           result = absl::UnimplementedError("server-side apply is not supported here; use kubectl apply without --server-side");
         } else {
-          result = store_.Patch(type, t.ns, t.name, *body, status);
+          result = store_.Patch(type, t.ns, t.name, *body, status, admit);
         }
         if (result.ok() && type.kind == "CustomResourceDefinition" && !status) result = Establish(*result);
       }
-      Reply(res, result);
+      finish(result);
     };
   };
   for (const char* prefix : {R"(/api/.+)", R"(/apis/.+)"}) {
@@ -686,21 +728,32 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
   int64_t timeout_seconds;
   if (!absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout_seconds)) timeout_seconds = 1800;
   bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+  // kubectl get -w asks for Tables, as for its first list: then each event's object is a Table of
+  // one row, the column definitions in the first event only (the client keeps them).
+  bool table = absl::StrContains(req.get_header_value("Accept"), "as=Table");
   std::string rv = req.get_param_value("resourceVersion");
   struct State {
     int64_t after = 0;
     bool started = false;
+    bool columns_sent = false;
     absl::Time deadline;
     absl::Time last_sent;
   };
   auto state = std::make_shared<State>();
   state->deadline = absl::Now() + absl::Seconds(timeout_seconds);
   state->last_sent = absl::Now();
+  auto event = [this, type, table, state](const std::string& event_type, const json& object) -> json {
+    if (!table) return {{"type", event_type}, {"object", object}};
+    json rows = ToTable(type, {object}, clock_->Now(), object["metadata"].value("resourceVersion", ""));
+    if (state->columns_sent) rows["columnDefinitions"] = json::array();
+    state->columns_sent = true;
+    return {{"type", event_type}, {"object", rows}};
+  };
   std::vector<std::string> initial;
   if (rv.empty() || rv == "0") {
     // From now, starting with the current state as ADDED events.
     json list = store_.List(type, ns, labels, fields);
-    for (const json& o : list["items"]) initial.push_back(json{{"type", "ADDED"}, {"object", o}}.dump() + "\n");
+    for (const json& o : list["items"]) initial.push_back(event("ADDED", o).dump() + "\n");
     state->after = std::stoll(list["metadata"]["resourceVersion"].get<std::string>());
   } else if (!absl::SimpleAtoi(rv, &state->after)) {
     Reply(res, absl::FailedPreconditionError(absl::StrCat("resourceVersion '", rv, "' is not a number")));
@@ -710,7 +763,7 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
   // do), and the compressor holds events back until the stream ends.
   res.set_chunked_content_provider(
       "application/json;stream=watch",
-      [this, type, ns, name, labels, fields, bookmarks, state, initial = std::move(initial)](
+      [this, type, ns, name, labels, fields, bookmarks, table, state, event, initial = std::move(initial)](
           size_t, httplib::DataSink& sink) {
         auto send = [&](const json& event) {
           std::string line = event.dump() + "\n";
@@ -737,12 +790,16 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
         for (const ObjectStore::WatchEvent& e : *events) {
           if (!name.empty() && (*e.object)["metadata"].value("name", "") != name) continue;
           if (!labels.Matches(*e.object) || !fields.Matches(*e.object)) continue;
-          if (!send({{"type", e.type}, {"object", *e.object}})) return false;
+          if (!send(event(e.type, *e.object))) return false;
         }
         if (bookmarks && absl::Now() - state->last_sent > absl::Seconds(5)) {
-          json bookmark = {{"type", "BOOKMARK"},
-                           {"object", {{"kind", type.kind}, {"apiVersion", type.GroupVersion()},
-                                       {"metadata", {{"resourceVersion", absl::StrCat(state->after)}}}}}};
+          json marker = {{"kind", type.kind}, {"apiVersion", type.GroupVersion()},
+                         {"metadata", {{"resourceVersion", absl::StrCat(state->after)}}}};
+          if (table) {
+            marker = {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", marker["metadata"]},
+                      {"columnDefinitions", json::array()}, {"rows", json::array()}};
+          }
+          json bookmark = {{"type", "BOOKMARK"}, {"object", marker}};
           if (!send(bookmark)) return false;
         }
         return sink.is_writable();

@@ -37,10 +37,13 @@ struct ApiServerOptions {
 // configmaps, events, serviceaccounts, leases, customresourcedefinitions) and every kind a
 // CustomResourceDefinition registers; get/list/create/update/merge, strategic-merge and JSON
 // patch/delete, the status subresource, list and watch with resourceVersion, bookmarks, label
-// and field selectors, Table output for kubectl get (a CRD's printer columns), the pod eviction
-// endpoint (DisruptionTarget, then graceful deletion), pod logs (without --follow) and
-// ownerReference garbage collection.
-// Not served: server-side apply, OpenAPI documents, admission, finalizers, RBAC.
+// and field selectors, Table output for kubectl get and get -w (a CRD's printer columns), the
+// pod eviction endpoint (DisruptionTarget, then graceful deletion), pod logs (without --follow)
+// and ownerReference garbage collection. A custom resource is pruned, defaulted and validated
+// against its CRD's schema on every write, as a real server does (schema_validation.h); the
+// OpenAPI v3 documents carry the CRDs' schemas (openapi.h) for kubectl explain and field
+// validation.
+// Not served: server-side apply, admission webhooks, finalizers, RBAC.
 class ApiServer {
  public:
   static absl::StatusOr<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, Clock* clock);

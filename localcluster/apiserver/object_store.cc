@@ -70,13 +70,13 @@ void ObjectStore::Record(const ResourceType& t, const char* type, const json& ob
   }
 }
 
-absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::string& ns, json object) {
+absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::string& ns, json object,
+                                         const Admission& admit) {
   if (!object.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
-  json& meta = object["metadata"];
-  if (!meta.is_object()) meta = json::object();
-  std::string name = meta.value("name", "");
-  if (name.empty() && meta.contains("generateName")) {
-    name = absl::StrCat(meta["generateName"].get<std::string>(), GenerateToken().substr(0, 5));
+  if (!object["metadata"].is_object()) object["metadata"] = json::object();
+  std::string name = object["metadata"].value("name", "");
+  if (name.empty() && object["metadata"].contains("generateName")) {
+    name = absl::StrCat(object["metadata"]["generateName"].get<std::string>(), GenerateToken().substr(0, 5));
   }
   if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(t.kind, ": metadata.name is required"));
@@ -84,8 +84,9 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   if (t.namespaced && ns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(t.kind, " is namespaced: create it in a namespace"));
   }
-  if (meta.contains("namespace") && meta["namespace"] != ns && t.namespaced) {
-    return absl::InvalidArgumentError(absl::StrCat("metadata.namespace \"", meta["namespace"].get<std::string>(),
+  if (object["metadata"].contains("namespace") && object["metadata"]["namespace"] != ns && t.namespaced) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata.namespace \"",
+                                                   object["metadata"]["namespace"].get<std::string>(),
                                                    "\" does not match the request's namespace \"", ns, "\""));
   }
   absl::MutexLock lock(&mu_);
@@ -93,15 +94,19 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   if (objects.count({ns, name})) {
     return absl::AlreadyExistsError(absl::StrCat(Describe(t, name), " already exists"));
   }
-  meta["name"] = name;
-  if (t.namespaced) meta["namespace"] = ns;
+  object["metadata"]["name"] = name;
+  if (t.namespaced) object["metadata"]["namespace"] = ns;
+  object["apiVersion"] = t.GroupVersion();
+  object["kind"] = t.kind;
+  if (admit) {
+    if (absl::Status s = admit(object, /*status_only=*/false); !s.ok()) return s;
+  }
+  json& meta = object["metadata"];
   meta["uid"] = absl::StrCat(GenerateToken().substr(0, 8), "-", ++uid_counter_);
   meta["resourceVersion"] = absl::StrCat(++version_);
   meta["creationTimestamp"] = FormatRfc3339(clock_->Now());
   meta["generation"] = 1;
   meta.erase("deletionTimestamp");
-  object["apiVersion"] = t.GroupVersion();
-  object["kind"] = t.kind;
   // Secrets: stringData is write-only and lands, base64-encoded, in data.
   if (t.kind == "Secret" && object.contains("stringData")) {
     for (auto& [key, value] : object["stringData"].items()) {
@@ -144,7 +149,7 @@ json ObjectStore::List(const ResourceType& t, const std::string& ns, const Selec
 
 absl::StatusOr<json> ObjectStore::StoreUpdate(const ResourceType& t, const std::string& ns,
                                               const std::string& name, json updated, bool status_only,
-                                              const std::string& expected_version) {
+                                              const std::string& expected_version, const Admission& admit) {
   auto& objects = objects_[t.Key()];
   auto it = objects.find({ns, name});
   if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
@@ -176,11 +181,15 @@ absl::StatusOr<json> ObjectStore::StoreUpdate(const ResourceType& t, const std::
         result.erase("status");
       }
     }
-    if (SpecPart(result) != SpecPart(current)) {
-      result["metadata"]["generation"] = current["metadata"].value("generation", 1) + 1;
-    }
     result["apiVersion"] = t.GroupVersion();
     result["kind"] = t.kind;
+  }
+  if (admit) {
+    if (absl::Status s = admit(result, status_only); !s.ok()) return s;
+  }
+  // After admission: a default it filled in is part of the spec.
+  if (!status_only && SpecPart(result) != SpecPart(current)) {
+    result["metadata"]["generation"] = current["metadata"].value("generation", 1) + 1;
   }
   if (result == current) return current;  // A no-op write does not bump the version.
   result["metadata"]["resourceVersion"] = absl::StrCat(++version_);
@@ -190,18 +199,18 @@ absl::StatusOr<json> ObjectStore::StoreUpdate(const ResourceType& t, const std::
 }
 
 absl::StatusOr<json> ObjectStore::Update(const ResourceType& t, const std::string& ns, const std::string& name,
-                                         json object, bool status_only) {
+                                         json object, bool status_only, const Admission& admit) {
   if (!object.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
   if (object.contains("metadata") && object["metadata"].contains("name") && object["metadata"]["name"] != name) {
     return absl::InvalidArgumentError("metadata.name does not match the name in the URL");
   }
   std::string expected = object.contains("metadata") ? object["metadata"].value("resourceVersion", "") : "";
   absl::MutexLock lock(&mu_);
-  return StoreUpdate(t, ns, name, std::move(object), status_only, expected);
+  return StoreUpdate(t, ns, name, std::move(object), status_only, expected, admit);
 }
 
 absl::StatusOr<json> ObjectStore::Patch(const ResourceType& t, const std::string& ns, const std::string& name,
-                                        const json& patch, bool status_only) {
+                                        const json& patch, bool status_only, const Admission& admit) {
   if (!patch.is_object()) return absl::InvalidArgumentError("a merge patch must be a JSON object");
   absl::MutexLock lock(&mu_);
   auto& objects = objects_[t.Key()];
@@ -210,7 +219,7 @@ absl::StatusOr<json> ObjectStore::Patch(const ResourceType& t, const std::string
   json patched = it->second;
   patched.merge_patch(patch);
   std::string expected = patch.contains("metadata") ? patch["metadata"].value("resourceVersion", "") : "";
-  return StoreUpdate(t, ns, name, std::move(patched), status_only, expected);
+  return StoreUpdate(t, ns, name, std::move(patched), status_only, expected, admit);
 }
 
 void ObjectStore::Remove(const ResourceType& t, Objects::iterator it) {
@@ -268,7 +277,7 @@ absl::StatusOr<std::vector<ObjectStore::WatchEvent>> ObjectStore::WaitForEvents(
   if (*after < oldest_kept_ - 1) {
     return absl::OutOfRangeError(absl::StrCat("too old resource version: ", *after, " (", oldest_kept_ - 1, ")"));
   }
-  auto ready = [&] { return version_ > *after || woken_; };
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > *after || woken_; };
   mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
   std::vector<WatchEvent> out;
   // History is ordered by version: skip to the first change after `*after`.

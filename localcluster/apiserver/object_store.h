@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,6 +31,11 @@ struct ResourceType {
   bool status_subresource = false;
   std::vector<std::string> short_names;
   nlohmann::json printer_columns = nlohmann::json::array();  // additionalPrinterColumns.
+  // A CRD version's openAPIV3Schema: writes are pruned, defaulted and validated against it
+  // (schema_validation.h). Null for built-in kinds: stored as sent. Shared: a ResourceType is
+  // copied for every request.
+  std::shared_ptr<const nlohmann::json> schema = nullptr;
+  std::vector<std::string> categories = {};  // For `kubectl get all` and the like.
 
   std::string GroupVersion() const { return group.empty() ? version : group + "/" + version; }
   std::string Key() const { return group + "/" + plural; }  // One version per kind here.
@@ -48,6 +54,12 @@ class ObjectStore {
     std::shared_ptr<const nlohmann::json> object;
   };
 
+  // Checks, and may change (defaults, pruning), an object about to be stored, given whole as it
+  // would be stored: the API server's decoding and validation of a custom resource. An error
+  // aborts the write and is returned. Runs with the store locked: it must not call the store.
+  // `status_only`: a write to the status subresource.
+  using Admission = std::function<absl::Status(nlohmann::json& object, bool status_only)>;
+
   ObjectStore(Clock* clock, size_t history = 50000);
 
   void AddType(const ResourceType& type);
@@ -55,7 +67,8 @@ class ObjectStore {
   std::optional<ResourceType> FindType(const std::string& group, const std::string& plural) const;
   std::vector<ResourceType> Types() const;
 
-  absl::StatusOr<nlohmann::json> Create(const ResourceType& t, const std::string& ns, nlohmann::json object);
+  absl::StatusOr<nlohmann::json> Create(const ResourceType& t, const std::string& ns, nlohmann::json object,
+                                        const Admission& admit = nullptr);
   absl::StatusOr<nlohmann::json> Get(const ResourceType& t, const std::string& ns,
                                      const std::string& name) const;
   // A List object of `t` in `ns` ("" = all namespaces).
@@ -64,11 +77,12 @@ class ObjectStore {
   // PUT: the whole object, or only its status when `status_only`.
   absl::StatusOr<nlohmann::json> Update(const ResourceType& t, const std::string& ns,
                                         const std::string& name, nlohmann::json object,
-                                        bool status_only);
-  // A JSON merge patch (strategic merge patches are applied the same way).
+                                        bool status_only, const Admission& admit = nullptr);
+  // A JSON merge patch (strategic merge patches are applied the same way); `admit` sees the
+  // patched object.
   absl::StatusOr<nlohmann::json> Patch(const ResourceType& t, const std::string& ns,
                                        const std::string& name, const nlohmann::json& patch,
-                                       bool status_only);
+                                       bool status_only, const Admission& admit = nullptr);
   // Removes the object and garbage-collects its dependents. A pod bound to a node is only marked
   // (deletionTimestamp) unless `grace_seconds` is 0: its kubelet stops it, then deletes it with 0.
   // Returns the object as of the deletion.
@@ -88,7 +102,8 @@ class ObjectStore {
 
   absl::StatusOr<nlohmann::json> StoreUpdate(const ResourceType& t, const std::string& ns,
                                              const std::string& name, nlohmann::json updated,
-                                             bool status_only, const std::string& expected_version)
+                                             bool status_only, const std::string& expected_version,
+                                             const Admission& admit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Remove(const ResourceType& t, Objects::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<nlohmann::json> DeleteLocked(const ResourceType& t, const std::string& ns,

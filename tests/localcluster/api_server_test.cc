@@ -8,15 +8,20 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "operator/client/http_kube_client.h"
+#include "tests/localcluster/crd_fixture.h"
 
 namespace cohort::local {
 namespace {
 
 using json = nlohmann::json;
 using op::kPods;
+using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 class ApiServerTest : public ::testing::Test {
  protected:
@@ -276,6 +281,249 @@ TEST_F(ApiServerTest, PodLogsFromTheKubeletDefaultContainerAndTail) {
   auto missing = http.Get("/api/v1/namespaces/default/pods/nope/log");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
+}
+
+// --- Custom resources against their CRD's schema, as a real API server treats them ---
+
+class CustomResourceTest : public ApiServerTest {
+ protected:
+  void SetUp() override {
+    ApiServerTest::SetUp();
+    absl::StatusOr<json> crd = client_->Create(kCrds, "", testing::DistributedJobCrd());
+    ASSERT_TRUE(crd.ok()) << crd.status();
+    http_ = std::make_unique<httplib::Client>(server_->url());
+    http_->enable_server_certificate_verification(false);
+    http_->set_bearer_token_auth("secret-token");
+  }
+
+  struct Response {
+    int status = 0;
+    json body;
+    std::vector<std::string> warnings;  // Warning headers.
+  };
+  Response Send(const std::string& method, const std::string& path, const json& body,
+                const std::string& content_type = "application/json") {
+    httplib::Result r = method == "POST"    ? http_->Post(path, body.dump(), content_type)
+                        : method == "PUT"   ? http_->Put(path, body.dump(), content_type)
+                        : method == "PATCH" ? http_->Patch(path, body.dump(), content_type)
+                                            : http_->Get(path);
+    Response out;
+    if (!r) {
+      ADD_FAILURE() << method << " " << path << ": " << httplib::to_string(r.error());
+      return out;
+    }
+    out.status = r->status;
+    out.body = json::parse(r->body, nullptr, false);
+    for (size_t i = 0; i < r->get_header_value_count("Warning"); ++i) {
+      out.warnings.push_back(r->get_header_value("Warning", i));
+    }
+    return out;
+  }
+  json Stored(const std::string& name) {
+    absl::StatusOr<json> job = client_->Get(op::kDistributedJobs, "default", name);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : json();
+  }
+
+  static constexpr char kJobs[] = "/apis/cohort.dev/v1alpha1/namespaces/default/distributedjobs";
+  const op::Resource kCrds{"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
+  std::unique_ptr<httplib::Client> http_;
+};
+
+TEST_F(CustomResourceTest, CreateWrongType_422WithTheRealServersStatusAndNothingStored) {
+  json job = testing::Job("four");
+  job["spec"]["replicas"] = "four";
+  Response r = Send("POST", kJobs, job);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["kind"], "Status");
+  EXPECT_EQ(r.body["status"], "Failure");
+  EXPECT_EQ(r.body["reason"], "Invalid");
+  EXPECT_EQ(r.body["code"], 422);
+  EXPECT_EQ(r.body["message"],
+            "DistributedJob.cohort.dev \"four\" is invalid: spec.replicas: Invalid value: \"string\": spec.replicas "
+            "in body must be of type integer: \"string\"");
+  EXPECT_EQ(r.body["details"], json::parse(R"({"name":"four","group":"cohort.dev","kind":"DistributedJob",
+      "causes":[{"reason":"FieldValueTypeInvalid","field":"spec.replicas",
+                 "message":"Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""}]})"));
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(op::kDistributedJobs, "default", "four").status()));
+}
+
+TEST_F(CustomResourceTest, CreateUnknownField_StrictRejectsWarnAndIgnorePrune) {
+  json job = testing::Job("a");
+  job["spec"]["replicaz"] = 3;
+  Response strict = Send("POST", absl::StrCat(kJobs, "?fieldValidation=Strict"), job);
+  EXPECT_EQ(strict.status, 400);
+  EXPECT_EQ(strict.body["reason"], "BadRequest");
+  EXPECT_EQ(strict.body["message"],
+            "DistributedJob in version \"v1alpha1\" cannot be handled as a DistributedJob: strict decoding error: "
+            "unknown field \"spec.replicaz\"");
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(op::kDistributedJobs, "default", "a").status()));
+
+  Response warned = Send("POST", kJobs, job);  // No fieldValidation: Warn, the default.
+  EXPECT_EQ(warned.status, 201) << warned.body;
+  EXPECT_THAT(warned.warnings, ElementsAre("299 - \"unknown field \\\"spec.replicaz\\\"\""));
+  EXPECT_FALSE(Stored("a")["spec"].contains("replicaz"));
+
+  job["metadata"]["name"] = "b";
+  Response ignored = Send("POST", absl::StrCat(kJobs, "?fieldValidation=Ignore"), job);
+  EXPECT_EQ(ignored.status, 201) << ignored.body;
+  EXPECT_THAT(ignored.warnings, IsEmpty());
+  EXPECT_FALSE(Stored("b")["spec"].contains("replicaz"));
+
+  job["metadata"]["name"] = "c";
+  Response bogus = Send("POST", absl::StrCat(kJobs, "?fieldValidation=Yes"), job);
+  EXPECT_EQ(bogus.status, 422);
+  EXPECT_EQ(bogus.body["message"],
+            "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Yes\": supported "
+            "values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
+}
+
+TEST_F(CustomResourceTest, Create_SchemaDefaultsApplied) {
+  json job = testing::Job("d");
+  job["spec"].erase("replicas");
+  ASSERT_EQ(Send("POST", kJobs, job).status, 201);
+  json spec = Stored("d")["spec"];
+  EXPECT_EQ(spec["replicas"], 1);
+  EXPECT_EQ(spec["maxRestarts"], 3);
+  EXPECT_EQ(spec["restartBackoff"], "10s");
+  EXPECT_EQ(spec["sidecar"]["image"], "ghcr.io/cohort-dev/cohort-sidecar:0.1.0");
+}
+
+TEST_F(CustomResourceTest, UpdatesAndPatches_ResultValidatedAndRefusedWritesChangeNothing) {
+  ASSERT_EQ(Send("POST", kJobs, testing::Job("u")).status, 201);
+  json before = Stored("u");
+  std::string item = absl::StrCat(kJobs, "/u");
+
+  json put = before;
+  put["spec"]["replicas"] = 0;
+  Response r = Send("PUT", item, put);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["message"], "DistributedJob.cohort.dev \"u\" is invalid: spec.replicas: Invalid value: 0: "
+                               "spec.replicas in body should be greater than or equal to 1");
+
+  r = Send("PATCH", item, {{"spec", {{"replicas", "x"}}}}, "application/merge-patch+json");
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["details"]["causes"][0]["field"], "spec.replicas");
+
+  r = Send("PATCH", item, json::parse(R"([{"op":"replace","path":"/spec/sidecar/imagePullPolicy","value":"Often"}])"),
+           "application/json-patch+json");
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["details"]["causes"][0]["reason"], "FieldValueNotSupported");
+
+  r = Send("PATCH", absl::StrCat(item, "?fieldValidation=Strict"), {{"spec", {{"replicaz", 3}}}},
+           "application/merge-patch+json");
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["details"]["causes"][0]["field"], "patch");
+  EXPECT_THAT(r.body["message"].get<std::string>(),
+              HasSubstr("strict decoding error: unknown field \"spec.replicaz\""));
+
+  EXPECT_EQ(Stored("u"), before) << "no refused write changed the object or its resourceVersion";
+
+  // A patch that removes a defaulted field gets the default back: the spec is unchanged.
+  r = Send("PATCH", item, {{"spec", {{"maxRestarts", nullptr}}}}, "application/merge-patch+json");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Stored("u")["spec"]["maxRestarts"], 3);
+  EXPECT_EQ(Stored("u")["metadata"]["generation"], 1);
+}
+
+TEST_F(CustomResourceTest, StatusWrites_CheckedAgainstTheStatusSchema) {
+  ASSERT_EQ(Send("POST", kJobs, testing::Job("s")).status, 201);
+  json job = Stored("s");
+  job["status"] = {{"phase", "Bogus"}, {"ready", 1}};
+  absl::StatusOr<json> written = client_->UpdateStatus(op::kDistributedJobs, "default", job);
+  EXPECT_TRUE(absl::IsInvalidArgument(written.status())) << written.status();
+  EXPECT_THAT(written.status().message(),
+              HasSubstr("DistributedJob.cohort.dev \"s\" is invalid: status.phase: Unsupported value: \"Bogus\""));
+  job["status"]["phase"] = "Running";
+  written = client_->UpdateStatus(op::kDistributedJobs, "default", job);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ((*written)["status"]["phase"], "Running");
+}
+
+TEST_F(CustomResourceTest, OpenApiV3_TheCrdSchemaForExplainAndFieldValidationForApply) {
+  Response index = Send("GET", "/openapi/v3", json());
+  ASSERT_EQ(index.status, 200);
+  EXPECT_EQ(index.body["paths"]["apis/cohort.dev/v1alpha1"]["serverRelativeURL"],
+            "/openapi/v3/apis/cohort.dev/v1alpha1");
+
+  Response doc = Send("GET", "/openapi/v3/apis/cohort.dev/v1alpha1", json());
+  ASSERT_EQ(doc.status, 200);
+  const json& schema = doc.body["components"]["schemas"]["dev.cohort.v1alpha1.DistributedJob"];
+  EXPECT_EQ(schema["x-kubernetes-group-version-kind"],
+            json::parse(R"([{"group":"cohort.dev","version":"v1alpha1","kind":"DistributedJob"}])"));
+  EXPECT_EQ(schema["properties"]["spec"]["properties"]["replicas"]["type"], "integer");
+  EXPECT_EQ(schema["properties"]["spec"]["required"], json::array({"template"}));
+  EXPECT_EQ(schema["properties"]["metadata"]["allOf"][0]["$ref"],
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+  EXPECT_TRUE(doc.body["components"]["schemas"].contains("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+  const json& patch =
+      doc.body["paths"]["/apis/cohort.dev/v1alpha1/namespaces/{namespace}/distributedjobs/{name}"]["patch"];
+  EXPECT_EQ(patch["x-kubernetes-group-version-kind"]["kind"], "DistributedJob");
+  std::vector<std::string> parameters;
+  for (const json& p : patch["parameters"]) parameters.push_back(p["name"]);
+  EXPECT_THAT(parameters, Contains("fieldValidation"));
+
+  EXPECT_EQ(Send("GET", "/openapi/v3/apis/nothing.example/v1", json()).status, 404);
+}
+
+TEST_F(CustomResourceTest, Discovery_ShortNamesAndCategories) {
+  Response group = Send("GET", "/apis/cohort.dev/v1alpha1", json());
+  ASSERT_EQ(group.status, 200);
+  EXPECT_EQ(group.body["resources"][0]["shortNames"], json::array({"djob"}));
+  EXPECT_EQ(group.body["resources"][0]["categories"], json::array({"all"}));
+  Response core = Send("GET", "/api/v1", json());
+  for (const json& r : core.body["resources"]) {
+    if (r["name"] == "pods") {
+      EXPECT_EQ(r["categories"], json::array({"all"}));
+    }
+  }
+}
+
+TEST_F(CustomResourceTest, WatchAsTable_EventsAreTablesWithThePrinterColumns) {
+  ASSERT_EQ(Send("POST", kJobs, testing::Job("w1")).status, 201);
+  ASSERT_EQ(Send("POST", kJobs, testing::Job("w2")).status, 201);
+  std::vector<json> events;
+  std::string buffer;
+  httplib::Headers accept = {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
+  http_->Get(absl::StrCat(kJobs, "?watch=true&resourceVersion=0&timeoutSeconds=20"), accept,
+             [&](const char* data, size_t length) {
+               buffer.append(data, length);
+               for (size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1)) {
+                 events.push_back(json::parse(buffer.substr(0, nl)));
+                 if (events.size() == 2) {  // Both ADDED: now a change, as the operator makes one.
+                   EXPECT_TRUE(client_
+                                   ->MergePatch(op::kDistributedJobs, "default", "w1",
+                                                {{"status", {{"phase", "Running"}, {"readyText", "2/2"}}}},
+                                                /*status=*/true)
+                                   .ok());
+                 }
+               }
+               return events.size() < 3;
+             });
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+  const json& first = events[0]["object"];
+  EXPECT_EQ(first["kind"], "Table");
+  std::vector<std::string> columns;
+  for (const json& c : first["columnDefinitions"]) columns.push_back(c["name"]);
+  EXPECT_THAT(columns, ElementsAre("Name", "Phase", "Ready", "Restarts", "Preemptions", "Coordinator", "Age"));
+  EXPECT_EQ(first["rows"][0]["cells"][0], "w1");
+  EXPECT_EQ(first["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+  EXPECT_TRUE(events[1]["object"]["columnDefinitions"].empty()) << "sent with the first event only";
+  EXPECT_EQ(events[1]["object"]["rows"][0]["cells"][0], "w2");
+  EXPECT_EQ(events[2]["type"], "MODIFIED");
+  json cells = events[2]["object"]["rows"][0]["cells"];
+  EXPECT_EQ(cells[0], "w1");
+  EXPECT_EQ(cells[1], "Running");
+  EXPECT_EQ(cells[2], "2/2");
+}
+
+TEST_F(CustomResourceTest, BuiltInKindsAreStoredAsSent) {
+  json pod = Pod("p");
+  pod["spec"]["madeUp"] = true;
+  Response r = Send("POST", "/api/v1/namespaces/default/pods?fieldValidation=Strict", pod);
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE((*client_->Get(kPods, "default", "p"))["spec"]["madeUp"]);
 }
 
 }  // namespace

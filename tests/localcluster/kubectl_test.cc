@@ -1,0 +1,150 @@
+// Real kubectl against a running cohort-local-cluster with the project's CRD applied: the local
+// API server checks DistributedJobs against the CRD's schema the way a real one does (kubectl's
+// default fieldValidation=Strict, --validate=false and =warn), and serves what `kubectl explain`
+// and `kubectl get -w` need.
+#include <signal.h>
+
+#include <memory>
+#include <regex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/local_control_plane.h"
+
+namespace cohort::testing {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr absl::Duration kLineTimeout = absl::Seconds(30);
+
+// A DistributedJob manifest; `spec_lines` go before the template, indented two spaces.
+std::string JobYaml(const std::string& name, const std::string& spec_lines) {
+  return absl::StrCat("apiVersion: cohort.dev/v1alpha1\nkind: DistributedJob\nmetadata:\n  name: ", name,
+                      "\nspec:\n", spec_lines,
+                      "  template:\n    spec:\n      containers:\n        - name: trainer\n"
+                      "          image: cohort/test-trainer:dev\n");
+}
+
+// One control plane for the suite (no operator: nothing acts on the jobs); jobs have distinct names.
+class LocalClusterKubectl : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new LocalControlPlane(); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(cluster_->kubeconfig(), "") << "the local control plane did not start"; }
+
+  absl::StatusOr<json> Get(const std::string& name) {
+    return cluster_->client().Get(op::kDistributedJobs, "default", name);
+  }
+
+  static LocalControlPlane* cluster_;
+};
+LocalControlPlane* LocalClusterKubectl::cluster_ = nullptr;
+
+TEST_F(LocalClusterKubectl, ApplyUnknownField_RejectedWithTheStrictDecodingError) {
+  LocalControlPlane::Result applied = cluster_->Kubectl({"apply"}, JobYaml("k-unknown", "  replicaz: 3\n"));
+  EXPECT_NE(applied.exit_code, 0) << applied.output;
+  EXPECT_THAT(applied.output, HasSubstr("Error from server (BadRequest): error when creating"));
+  EXPECT_THAT(applied.output, HasSubstr("DistributedJob in version \"v1alpha1\" cannot be handled as a "
+                                        "DistributedJob: strict decoding error: unknown field \"spec.replicaz\""));
+  EXPECT_TRUE(absl::IsNotFound(Get("k-unknown").status())) << "nothing stored";
+}
+
+TEST_F(LocalClusterKubectl, ApplyUnknownFieldWithoutValidation_StoredPrunedAndDefaulted) {
+  LocalControlPlane::Result applied =
+      cluster_->Kubectl({"apply", "--validate=false"}, JobYaml("k-pruned", "  replicas: 2\n  replicaz: 3\n"));
+  ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  EXPECT_THAT(applied.output, HasSubstr("distributedjob.cohort.dev/k-pruned created"));
+  EXPECT_THAT(applied.output, Not(HasSubstr("Warning")));
+  absl::StatusOr<json> job = Get("k-pruned");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE((*job)["spec"].contains("replicaz")) << job->dump();
+  EXPECT_EQ((*job)["spec"]["replicas"], 2);
+  EXPECT_EQ((*job)["spec"]["coordinatorPort"], 8476) << "the CRD's default";
+  EXPECT_EQ((*job)["spec"]["sidecar"]["imagePullPolicy"], "IfNotPresent") << "the CRD's default";
+
+  // --validate=warn: stored the same way, with kubectl printing the server's warning.
+  LocalControlPlane::Result warned =
+      cluster_->Kubectl({"apply", "--validate=warn"}, JobYaml("k-warned", "  replicaz: 3\n"));
+  ASSERT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_THAT(warned.output, HasSubstr("Warning: unknown field \"spec.replicaz\""));
+  ASSERT_TRUE(Get("k-warned").ok());
+  EXPECT_FALSE((*Get("k-warned"))["spec"].contains("replicaz"));
+
+  // An existing job edited with the same typo: kubectl patches, and the patch is refused.
+  LocalControlPlane::Result patched =
+      cluster_->Kubectl({"apply"}, JobYaml("k-pruned", "  replicas: 3\n  replicaz: 3\n"));
+  EXPECT_NE(patched.exit_code, 0) << patched.output;
+  EXPECT_THAT(patched.output, HasSubstr("strict decoding error: unknown field \"spec.replicaz\""));
+  EXPECT_EQ((*Get("k-pruned"))["spec"]["replicas"], 2) << "the refused patch changed nothing";
+}
+
+TEST_F(LocalClusterKubectl, ApplyWrongType_RejectedNamingTheFieldAndTheType) {
+  LocalControlPlane::Result applied = cluster_->Kubectl({"apply"}, JobYaml("k-four", "  replicas: \"four\"\n"));
+  EXPECT_NE(applied.exit_code, 0) << applied.output;
+  EXPECT_THAT(applied.output, HasSubstr("The DistributedJob \"k-four\" is invalid: spec.replicas: Invalid value: "
+                                        "\"string\": spec.replicas in body must be of type integer: \"string\""));
+  EXPECT_TRUE(absl::IsNotFound(Get("k-four").status()));
+
+  LocalControlPlane::Result zero = cluster_->Kubectl({"apply"}, JobYaml("k-zero", "  replicas: 0\n"));
+  EXPECT_NE(zero.exit_code, 0) << zero.output;
+  EXPECT_THAT(zero.output, HasSubstr("spec.replicas: Invalid value: 0: spec.replicas in body should be greater "
+                                     "than or equal to 1"));
+}
+
+TEST_F(LocalClusterKubectl, Explain_PrintsTheCrdSchema) {
+  // A full resource name works at once: kubectl's discovery cache (~/.kube/cache, six hours) may
+  // predate the CRD, and kubectl refreshes it when a name is not found.
+  LocalControlPlane::Result replicas = cluster_->Kubectl({"explain", "distributedjob.spec.replicas"});
+  ASSERT_EQ(replicas.exit_code, 0) << replicas.output;
+  EXPECT_THAT(replicas.output, HasSubstr("KIND:       DistributedJob"));
+  EXPECT_THAT(replicas.output, HasSubstr("FIELD: replicas <integer>"));
+  EXPECT_THAT(replicas.output, HasSubstr("Number of processes (pods); each gets a rank 0..replicas-1."));
+
+  // A short name is expanded from that cache before the refresh, so `explain` (unlike `get`)
+  // needs discovery newer than the CRD: here, a cache of its own (docs/operator.md).
+  std::string cache = absl::StrCat(cluster_->dir(), "/kubectl-cache-explain");
+  LocalControlPlane::Result spec = cluster_->Kubectl({"explain", "djob.spec", "--cache-dir", cache});
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  EXPECT_THAT(spec.output, HasSubstr("FIELD: spec <Object>"));
+  EXPECT_TRUE(std::regex_search(spec.output, std::regex(R"(replicas\s+<integer>)"))) << spec.output;
+  EXPECT_TRUE(std::regex_search(spec.output, std::regex(R"(template\s+<Object> -required-)"))) << spec.output;
+  EXPECT_THAT(spec.output, HasSubstr("Wait before the first restart"));
+
+  LocalControlPlane::Result policy =
+      cluster_->Kubectl({"explain", "djob.spec.sidecar.imagePullPolicy", "--cache-dir", cache});
+  ASSERT_EQ(policy.exit_code, 0) << policy.output;
+  EXPECT_TRUE(std::regex_search(policy.output, std::regex(R"(ENUM:\s+Always\s+IfNotPresent\s+Never)")))
+      << policy.output;
+}
+
+TEST_F(LocalClusterKubectl, GetWatch_ShowsThePrinterColumnsForEveryChange) {
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("k-watch", "  replicas: 2\n")).exit_code, 0);
+  absl::StatusOr<std::unique_ptr<WatchedProcess>> watch = WatchedProcess::Start(
+      {"kubectl", "get", "djob", "-w"}, {{"KUBECONFIG", cluster_->kubeconfig()}}, "kubectl get -w");
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  std::string header = (*watch)->WaitForLine("NAME", kLineTimeout);
+  EXPECT_TRUE(std::regex_search(header, std::regex(R"(NAME\s+PHASE\s+READY\s+RESTARTS\s+AGE)"))) << header;
+
+  // What the operator writes when the gang runs; kubectl prints it from the watch event.
+  absl::StatusOr<json> written = cluster_->client().MergePatch(
+      op::kDistributedJobs, "default", "k-watch",
+      {{"status", {{"phase", "Running"}, {"readyText", "2/2"}, {"restarts", 1}}}}, /*status=*/true);
+  ASSERT_TRUE(written.ok()) << written.status();
+  std::string row = (*watch)->WaitForLine("Running", kLineTimeout);
+  EXPECT_TRUE(std::regex_search(row, std::regex(R"(k-watch\s+Running\s+2/2\s+1\s+\d+s)"))) << "row: '" << row
+                                                                                          << "'\n"
+                                                                                          << (*watch)->Output();
+  (*watch)->Signal(SIGTERM);
+  EXPECT_TRUE((*watch)->WaitForExit(kLineTimeout).has_value());
+}
+
+}  // namespace
+}  // namespace cohort::testing
