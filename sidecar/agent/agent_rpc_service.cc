@@ -201,6 +201,14 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
     SetOutcome(TrainerOutcome::kFailed);
     return;
   }
+  if (agent->job_failed()) {
+    // Fate sharing: the trainer followed a failure elsewhere. Nothing to report: the service
+    // waits for nobody after a failure, and sees this rank's connection close when the sidecar
+    // exits.
+    LogInfo("trainer pid ", pid, " exited after the job failed");
+    SetOutcome(TrainerOutcome::kFailed);
+    return;
+  }
   if (!agent->connected()) {
     // Died while waiting for its peers: a process death is a job failure at any moment, so the
     // others stop waiting in initialize() now rather than at the initialization timeout.
@@ -213,14 +221,6 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
                          if (!s.ok()) LogWarning("could not report the trainer's exit: ", s.message());
                          SetOutcome(TrainerOutcome::kFailed);
                        });
-    return;
-  }
-  if (agent->job_failed()) {
-    // Fate sharing: the trainer followed a failure elsewhere. Nothing to report: the service
-    // waits for nobody after a failure, and sees this rank's connection close when the sidecar
-    // exits.
-    LogInfo("trainer pid ", pid, " exited after the job failed");
-    SetOutcome(TrainerOutcome::kFailed);
     return;
   }
   FailureCause cause =

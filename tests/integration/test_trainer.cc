@@ -27,7 +27,9 @@ void Say(const std::string& line) {
 int Check(const absl::Status& s, const char* what) {
   if (s.ok()) return 0;
   Say(absl::StrCat("ERROR ", what, ": ", absl::StatusCodeToString(s.code()), ": ", s.message()));
-  return 3;
+  // Aborted: the job failed elsewhere (e.g. during Shutdown(), where no failure handler runs);
+  // Unavailable: the service or the sidecar is gone. This process only follows.
+  return absl::IsAborted(s) || absl::IsUnavailable(s) ? dist::kPeerFailureExitCode : 3;
 }
 
 // Initialize, exchange keys, pass a reusable barrier several times, count, list, shut down.
@@ -176,10 +178,7 @@ int main(int argc, char** argv) {
   absl::Status init = dist::Initialize(options);
   if (!init.ok()) {
     Say(absl::StrCat("INIT_FAILED ", absl::StatusCodeToString(init.code()), ": ", init.message()));
-    // Aborted: another process failed first; Unavailable: the service or the sidecar is gone.
-    // Either way this process follows a failure elsewhere.
-    bool follower = absl::IsAborted(init) || absl::IsUnavailable(init);
-    return follower ? dist::kPeerFailureExitCode : 3;
+    return Check(init, "initialize") == dist::kPeerFailureExitCode ? dist::kPeerFailureExitCode : 3;
   }
   Say(absl::StrCat("INITIALIZED rank=", dist::ProcessIndex(), " attempt=", dist::RestartAttempt()));
   if (collectives) return cohort::testing::RunCollectiveScenario(scenario);
