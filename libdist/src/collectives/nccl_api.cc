@@ -13,6 +13,12 @@
 #include <nccl.h>
 #define COHORT_HAVE_NCCL_H 1
 #endif
+#if __has_include(<cuda_runtime_api.h>)
+#include <cuda_runtime_api.h>
+// cudaPointerGetAttributes writes the whole of CUDA's struct into ours.
+static_assert(sizeof(dist::internal::CudaPointerAttributes) >= sizeof(cudaPointerAttributes),
+              "CudaPointerAttributes is smaller than this CUDA's cudaPointerAttributes");
+#endif
 
 namespace dist::internal {
 namespace {

@@ -34,12 +34,16 @@ inline constexpr CudaError kCudaSuccess = 0;
 inline constexpr CudaError kCudaErrorNotReady = 600;
 using CudaStream = void*;  // cudaStream_t
 
-// cudaPointerAttributes (CUDA >= 10): memory type 2 is device, 3 managed.
+// cudaPointerAttributes (CUDA >= 10): memory type 2 is device, 3 managed. CUDA 13 added
+// `long reserved[8]`, which cudaPointerGetAttributes writes too: without it the call overwrote
+// the caller's stack (seen on an H100: a jump into the stack). nccl_api.cc checks the size
+// against the CUDA header when it is there.
 struct CudaPointerAttributes {
   int type;
   int device;
   void* device_pointer;
   void* host_pointer;
+  long reserved[8];
 };
 
 struct NcclApi {

@@ -162,9 +162,17 @@ bool NcclBackend::IsDevicePointer(const NcclApi* api, const void* pointer) {
 absl::Status NcclBackend::Run(const CollectiveCall& call) {
   if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
   if (failed_.load()) return absl::FailedPreconditionError("the NCCL communicator failed before");
+  const OpSignature& sig = call.sig;
+  // Checked here, not left to NCCL: NCCL 2.28 records an invalid argument as the communicator's
+  // error (seen on an H100), after which every call fails, while a bad root is the caller's
+  // mistake and the communicator must stay usable.
+  if (sig.kind == CollectiveKind::kBroadcast && (sig.root < 0 || sig.root >= size_)) {
+    return absl::InvalidArgumentError(absl::StrCat(sig.ToString(), ": root ", sig.root,
+                                                   " is not a rank of this communicator (0..",
+                                                   size_ - 1, ")"));
+  }
   api_->SetDevice(device_);
   CudaStream stream = call.cuda_stream ? call.cuda_stream : stream_;
-  const OpSignature& sig = call.sig;
   const int type = NcclDataType(sig.type);
   const int op = NcclReduceOp(sig.op);
   NcclResult r = kNcclSuccess;
