@@ -87,7 +87,8 @@ class ServiceReporter {
   void ReportDeath(int rank, const std::string& what) {
     auto request = std::make_shared<coordination::pb::ReportErrorRequest>();
     request->set_task_id(rank);
-    request->set_incarnation(0);  // The rank may never have registered.
+    // An observer's report: it holds whether or not the rank registered.
+    request->set_incarnation(coordination::kObserverIncarnation);
     request->set_cause(coordination::ToProto(coordination::FailureCause::kProcessExited));
     request->set_message(absl::StrCat(what, " (seen by cohort-run)"));
     auto response = std::make_shared<coordination::pb::ReportErrorResponse>();

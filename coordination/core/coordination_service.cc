@@ -47,7 +47,8 @@ CoordinationService::~CoordinationService() {
   }
   pending_registrations_.clear();
   for (auto& [task, call] : shutdown_waiters_) {
-    deferred.Add([done = std::move(call.done), stopping] { done(stopping); });
+    // A waiter whose caller went away (CancelOp) has no callback left.
+    if (call.done) deferred.Add([done = std::move(call.done), stopping] { done(stopping); });
   }
   shutdown_waiters_.clear();
   for (auto& [id, barrier] : barriers_) {
@@ -280,7 +281,11 @@ absl::Status CoordinationService::ReportError(TaskId task, Incarnation incarnati
   if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
   Task& t = tasks_[task];
   if (t.state == TaskState::kShutDown || t.state == TaskState::kFailed) return absl::OkStatus();
-  if (t.state != TaskState::kDisconnected && t.incarnation != incarnation) {
+  // Incarnation 0 (never a process's own) is an observer's report, e.g. cohort-run seeing its
+  // child die: it holds for whatever incarnation the rank has, even one that registered a moment
+  // before its death and has yet to open its event stream.
+  if (incarnation != kObserverIncarnation && t.state != TaskState::kDisconnected &&
+      t.incarnation != incarnation) {
     return absl::AbortedError(absl::StrCat("rank ", task, ": error report from a stale incarnation"));
   }
   FailTaskLocked(TaskFailure{task, cause, std::string(message)}, &deferred);
@@ -313,7 +318,7 @@ void CoordinationService::FailTaskLocked(TaskFailure failure, Deferred* deferred
   pending_registrations_.clear();
   for (auto& [task, call] : shutdown_waiters_) {
     ops_.erase(call.op);
-    deferred->Add([done = std::move(call.done), aborted] { done(aborted); });
+    if (call.done) deferred->Add([done = std::move(call.done), aborted] { done(aborted); });
   }
   shutdown_waiters_.clear();
   for (auto& [id, barrier] : barriers_) {

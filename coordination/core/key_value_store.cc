@@ -100,7 +100,12 @@ absl::StatusOr<int64_t> KeyValueStore::Increment(absl::string_view raw_key, int6
         "key '", key, "' holds a value that is not a decimal integer, so it cannot be "
         "incremented; use a separate key for counters"));
   }
-  int64_t next = current + delta;
+  int64_t next;
+  if (__builtin_add_overflow(current, delta, &next)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "incrementing key '", key, "' (", current, ") by ", delta,
+        " overflows a 64-bit integer; the value is unchanged"));
+  }
   std::string text = absl::StrCat(next);
   if (it == entries_.end()) {
     it = entries_.emplace(key, std::move(text)).first;

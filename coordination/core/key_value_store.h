@@ -49,7 +49,8 @@ class KeyValueStore {
   // Deletes the key and everything below `key/`. Returns how many entries went.
   size_t Delete(absl::string_view key);
   // Adds `delta` to the decimal integer stored at the key (a missing key counts as 0) and stores
-  // the result as decimal text. InvalidArgument when the stored value is not an integer.
+  // the result as decimal text. InvalidArgument when the stored value is not an integer or the sum
+  // overflows int64 (the value is then unchanged).
   absl::StatusOr<int64_t> Increment(absl::string_view key, int64_t delta, Deferred* deferred);
 
   // Parks a blocking get until the key is inserted (callback gets the value), its deadline passes

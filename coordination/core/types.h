@@ -17,6 +17,9 @@ using Incarnation = uint64_t;  // Random per process start; a new one means the 
 using OpId = uint64_t;         // Names a waiting call so that its transport can cancel it.
 
 // A fresh random incarnation, never 0 (0 means "none" on the wire).
+// The incarnation of an error report made by an observer of the process rather than the
+// process itself (cohort-run, which sees its children die): RandomIncarnation() never returns it.
+inline constexpr Incarnation kObserverIncarnation = 0;
 Incarnation RandomIncarnation();
 
 enum class TaskState { kDisconnected, kConnecting, kConnected, kFailed, kShutDown };

@@ -265,6 +265,25 @@ TEST_F(CoordinationServiceTest, Watch_ClosedAfterShutdown_IsNoFailure) {
   EXPECT_TRUE(service_->JobStatus().ok()) << service_->JobStatus();
 }
 
+TEST_F(CoordinationServiceTest, ReportError_FromAnObserver_HoldsForARegisteredRank) {
+  // cohort-run saw rank 1's process die right after it registered, before its event stream
+  // opened: nothing else would tell the job until the heartbeat timeout.
+  Start(2);
+  ConnectAll(2);
+  WatchEvents(0);
+  ASSERT_TRUE(service_->ReportError(1, kObserverIncarnation, FailureCause::kProcessExited,
+                                    "sidecar 1 killed by signal 9 (seen by cohort-run)")
+                  .ok());
+  ASSERT_EQ(watched_[0]->size(), 1u);
+  EXPECT_EQ(std::get<TaskFailure>((*watched_[0])[0]).task, 1);
+  // A report from another incarnation of the process itself is still refused.
+  Start(2);
+  ConnectAll(2);
+  EXPECT_TRUE(absl::IsAborted(
+      service_->ReportError(1, Inc(1) + 7, FailureCause::kReportedError, "stale")));
+  EXPECT_TRUE(service_->JobStatus().ok());
+}
+
 TEST_F(CoordinationServiceTest, Watch_AfterFailure_ReplaysFailure) {
   Start(2);
   ConnectAll(2);
@@ -489,6 +508,28 @@ TEST_F(CoordinationServiceTest, Barrier_ManyTasks_AllReleasedTogether) {
 }
 
 // --- Shutdown -------------------------------------------------------------------------------
+
+// Found by tests/fuzz (agent_protocol): a shutdown whose caller went away keeps its place with no
+// callback, and the job's failure (or the service's destructor) called that empty callback:
+// std::bad_function_call in a destructor, so std::terminate.
+TEST_F(CoordinationServiceTest, Shutdown_CallerGoneThenJobFailsOrServiceStops_NoCrash) {
+  Start(2);
+  ConnectAll(2);
+  Result a;
+  OpId op = service_->ShutdownTask(0, Inc(0), a.Callback());
+  ASSERT_NE(op, 0u);
+  service_->CancelOp(op);
+  EXPECT_EQ(a.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(service_->ReportError(1, Inc(1), FailureCause::kReportedError, "boom").ok());
+  EXPECT_TRUE(absl::IsAborted(service_->JobStatus()));
+
+  Start(2);
+  ConnectAll(2);
+  Result b;
+  service_->CancelOp(service_->ShutdownTask(0, Inc(0), b.Callback()));
+  service_.reset();
+  EXPECT_EQ(b.code(), absl::StatusCode::kCancelled);
+}
 
 TEST_F(CoordinationServiceTest, Shutdown_WaitsForEveryTask) {
   Start(2);

@@ -1,5 +1,6 @@
 #include "coordination/core/key_value_store.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort::coordination {
@@ -58,6 +59,20 @@ TEST(KeyValueStore, Increment_StartsAtZeroAndRejectsNonIntegers) {
   EXPECT_EQ(*kv.Get("n"), "3");
   ASSERT_TRUE(kv.Insert("s", "abc", false, &d).ok());
   EXPECT_EQ(kv.Increment("s", 1, &d).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Found by tests/fuzz (coordination_service): the sum was computed with signed overflow.
+TEST(KeyValueStore, Increment_Overflow_InvalidArgumentValueUnchanged) {
+  KeyValueStore kv;
+  Deferred d;
+  ASSERT_TRUE(kv.Insert("n", "9223372036854775807", false, &d).ok());
+  absl::StatusOr<int64_t> up = kv.Increment("n", 1, &d);
+  EXPECT_EQ(up.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(up.status().message()), ::testing::HasSubstr("overflows"));
+  EXPECT_EQ(*kv.Get("n"), "9223372036854775807");
+  ASSERT_TRUE(kv.Insert("m", "-9223372036854775808", false, &d).ok());
+  EXPECT_EQ(kv.Increment("m", -1, &d).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*kv.Increment("m", 9223372036854775807, &d), -1);
 }
 
 TEST(KeyValueStore, Waiter_WokenByInsertAfterLockReleased) {
