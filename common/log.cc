@@ -22,6 +22,7 @@ const char* LevelName(LogLevel level) {
     case LogLevel::kInfo: return "INFO";
     case LogLevel::kWarning: return "WARN";
     case LogLevel::kError: return "ERROR";
+    case LogLevel::kNone: break;
   }
   return "?";
 }

@@ -8,7 +8,9 @@ namespace cohort {
 
 // Minimal line logger to stderr: "<time> <LEVEL> <component>] message". One write(2) per line so
 // lines from several threads never interleave.
-enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+// kNone prints nothing, errors included: for fuzz targets, which fail jobs thousands of times a
+// second.
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kNone = 4 };
 
 // Sets the component prefix and the lowest level printed (COHORT_LOG_LEVEL=debug|info|warning|error
 // overrides the level). Also turns off Abseil's mutex deadlock detector, which Debian's Abseil
@@ -32,7 +34,7 @@ void LogWarning(const Args&... args) {
 }
 template <typename... Args>
 void LogError(const Args&... args) {
-  LogLine(LogLevel::kError, absl::StrCat(args...));
+  if (LogEnabled(LogLevel::kError)) LogLine(LogLevel::kError, absl::StrCat(args...));
 }
 
 }  // namespace cohort
