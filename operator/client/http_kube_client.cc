@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/backoff.h"
+#include "operator/client/api_response.h"
 
 namespace cohort::op {
 namespace {
@@ -55,38 +56,6 @@ absl::Status ParseServer(const std::string& server, bool* tls, std::string* host
   *host = std::string(absl::StripSuffix(absl::StripPrefix(*host, "["), "]"));
   if (host->empty()) return absl::InvalidArgumentError(absl::StrCat("API server address '", server, "' has no host"));
   return absl::OkStatus();
-}
-
-// The status a Kubernetes error response means (see KubeClient). `body` is usually a
-// metav1.Status whose message names the cause.
-absl::Status StatusFromResponse(const std::string& method, const std::string& path, int code,
-                                const std::string& body) {
-  std::string message;
-  json status = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (status.is_object() && status.contains("message") && status["message"].is_string()) {
-    message = status["message"].get<std::string>();
-  } else {
-    message = body.substr(0, 200);
-  }
-  std::string text = absl::StrCat(method, " ", path, ": ", message, " (HTTP ", code, ")");
-  switch (code) {
-    case 400:
-    case 422:
-      return absl::InvalidArgumentError(text);
-    case 401:
-      return absl::UnauthenticatedError(text);
-    case 403:
-      return absl::PermissionDeniedError(text);
-    case 404:
-      return absl::NotFoundError(text);
-    case 409:
-      return method == "POST" ? absl::AlreadyExistsError(text) : absl::AbortedError(text);
-    case 410:
-      return absl::OutOfRangeError(text);
-    default:
-      if (code == 429 || code >= 500) return absl::UnavailableError(text);
-      return absl::UnknownError(text);
-  }
 }
 
 bool Retryable(int code) { return code == 429 || code >= 500; }
@@ -338,9 +307,7 @@ absl::Status HttpKubeClient::Watch(const Resource& r, const std::string& ns, con
 
   int code = 0;
   std::string error_body;
-  std::string pending;
-  absl::Status outcome = absl::OkStatus();
-  bool cancelled = false;
+  WatchStreamDecoder decoder(path);
   httplib::Result res = conn->Get(
       path, httplib::Headers{},
       [&](const httplib::Response& response) {
@@ -352,31 +319,16 @@ absl::Status HttpKubeClient::Watch(const Resource& r, const std::string& ns, con
           error_body.append(data, length);
           return true;
         }
-        pending.append(data, length);
-        size_t start = 0;
-        for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-          json event = json::parse(pending.begin() + start, pending.begin() + nl, nullptr, false);
-          if (event.is_discarded() || !event.is_object()) continue;
-          if (event.value("type", "") == "ERROR") {
-            const json& st = event["object"];
-            outcome = StatusFromResponse("WATCH", path, st.value("code", 500), st.dump());
-            return false;
-          }
-          if (!on_event(event)) {
-            cancelled = true;
-            return false;
-          }
-        }
-        pending.erase(0, start);
-        return true;
+        return decoder.Feed(absl::string_view(data, length), on_event);
       });
+  bool cancelled = decoder.cancelled();
   {
     absl::MutexLock lock(&mu_);
     watching_.erase(conn);
     if (watches_cancelled_) cancelled = true;
   }
   if (cancelled) return absl::CancelledError("watch cancelled");
-  if (!outcome.ok()) return outcome;
+  if (!decoder.status().ok()) return decoder.status();
   if (code != 0 && code != 200) return StatusFromResponse("WATCH", path, code, error_body);
   if (!res && res.error() != httplib::Error::Read) {
     return absl::UnavailableError(absl::StrCat("WATCH ", path, ": ", httplib::to_string(res.error())));

@@ -3,18 +3,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/backoff.h"
 #include "common/log.h"
+#include "operator/api/json_fields.h"
 
 namespace cohort::op {
-namespace {
 
 using json = nlohmann::json;
 
-std::string KeyOf(const json& object) {
-  const json& meta = object["metadata"];
-  return absl::StrCat(meta.value("namespace", ""), "/", meta.value("name", ""));
+std::string ObjectKey(const json& object) {
+  const json& meta = Member(object, "metadata");
+  return absl::StrCat(StringMember(meta, "namespace"), "/", StringMember(meta, "name"));
 }
-
-}  // namespace
 
 Informer::Informer(KubeClient* client, Resource resource, std::string ns, std::string label_selector,
                    Handler handler, absl::Duration watch_timeout)
@@ -43,9 +41,9 @@ absl::Status Informer::Relist() {
   if (!list.ok()) return list.status();
   ++lists_;
   absl::flat_hash_map<std::string, std::string> seen;
-  for (const json& item : (*list)["items"]) {
-    std::string key = KeyOf(item);
-    std::string version = item["metadata"].value("resourceVersion", "");
+  for (const json& item : ArrayMember(*list, "items")) {
+    std::string key = ObjectKey(item);
+    std::string version = StringMember(Member(item, "metadata"), "resourceVersion");
     auto it = known_.find(key);
     if (it == known_.end()) {
       handler_("ADDED", item);
@@ -62,7 +60,7 @@ absl::Status Informer::Relist() {
     handler_("DELETED", gone);  // Only its name is known: it vanished while we were away.
   }
   known_ = std::move(seen);
-  resource_version_ = (*list)["metadata"].value("resourceVersion", "");
+  resource_version_ = StringMember(Member(*list, "metadata"), "resourceVersion");
   absl::MutexLock lock(&mu_);
   synced_ = true;
   return absl::OkStatus();
@@ -78,12 +76,12 @@ absl::Status Informer::RunOnce() {
   options.timeout = watch_timeout_;
   absl::Status s = client_->Watch(resource_, ns_, options, [this](const json& event) {
     if (stop_.HasBeenNotified()) return false;
-    std::string type = event.value("type", "");
-    const json& object = event["object"];
-    std::string version = object.contains("metadata") ? object["metadata"].value("resourceVersion", "") : "";
+    std::string type = StringMember(event, "type");
+    const json& object = Member(event, "object");
+    std::string version = StringMember(Member(object, "metadata"), "resourceVersion");
     if (!version.empty()) resource_version_ = version;
     if (type == "BOOKMARK") return true;
-    std::string key = KeyOf(object);
+    std::string key = ObjectKey(object);
     if (type == "DELETED") {
       known_.erase(key);
     } else {

@@ -19,6 +19,9 @@ namespace cohort::op {
 // the last version seen; 410 Gone lists again, and the relist reports what changed meanwhile
 // (objects that vanished as DELETED); other errors back off (capped) and retry. It keeps only
 // names and versions, never whole objects, so memory stays small with thousands of pods.
+// "namespace/name" of an object ("/" and empty parts for one without them); never throws.
+std::string ObjectKey(const nlohmann::json& object);
+
 class Informer {
  public:
   // `type` is ADDED, MODIFIED or DELETED. Called from the informer's thread, in order.

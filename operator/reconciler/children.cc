@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "operator/api/json_fields.h"
 
 namespace cohort::op {
 namespace {
@@ -64,7 +65,7 @@ void MergeEnv(json& container, const json& contract) {
   if (container.contains("env") && container["env"].is_array()) {
     for (const json& e : container["env"]) {
       bool overridden = false;
-      for (const json& c : contract) overridden |= e.value("name", "") == c["name"];
+      for (const json& c : contract) overridden |= StringMember(e, "name") == c["name"];
       if (!overridden) merged.push_back(e);
     }
   }
@@ -109,23 +110,25 @@ json BuildTokenSecret(const DistributedJob& job, const std::string& token) {
 }
 
 json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
-  json tmpl = job.spec.pod_template.is_object() ? job.spec.pod_template : json::object();
-  json labels = tmpl.contains("metadata") && tmpl["metadata"].contains("labels")
-                    ? tmpl["metadata"]["labels"]
-                    : json::object();
+  // The template's shape is the user's (a CRD without a schema checks nothing): what is not an
+  // object here is left out rather than trusted.
+  const json& tmpl = job.spec.pod_template;
+  const json& template_labels = Member(tmpl, "metadata", "labels");
+  json labels = template_labels.is_object() ? template_labels : json::object();
   labels[kRankLabel] = absl::StrCat(rank);
   labels[kRestartAttemptLabel] = absl::StrCat(restart_attempt);
   json metadata = Metadata(job, PodName(job, rank), labels);
-  if (tmpl.contains("metadata") && tmpl["metadata"].contains("annotations")) {
-    metadata["annotations"] = tmpl["metadata"]["annotations"];
+  if (const json& annotations = Member(tmpl, "metadata", "annotations"); annotations.is_object()) {
+    metadata["annotations"] = annotations;
   }
-  json spec = tmpl.contains("spec") ? tmpl["spec"] : json::object();
+  json spec = Member(tmpl, "spec").is_object() ? Member(tmpl, "spec") : json::object();
   spec["hostname"] = PodName(job, rank);
   spec["subdomain"] = ServiceName(job);
   spec["restartPolicy"] = "Never";
 
   json contract = ContractEnv(job, rank, restart_attempt);
   for (json& c : spec["containers"]) {
+    if (!c.is_object()) continue;  // Validate() reports it; the API server refuses the pod.
     MergeEnv(c, contract);
     AddMounts(c);
   }

@@ -3,12 +3,14 @@
 #include <string.h>
 
 #include <algorithm>
+#include <climits>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/backoff.h"
+#include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
 
 namespace cohort::op {
@@ -27,6 +29,15 @@ constexpr size_t kMaxMessage = 512;
 
 using PodPhase = ObservedPod::Phase;
 
+// At most `max` bytes of `text`, cut at a character boundary: a status or Event with half a UTF-8
+// character is not valid JSON text, and the API client cannot serialize it.
+absl::string_view TruncateUtf8(absl::string_view text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut);
+}
+
 std::string Describe(const ObservedPod& p) {
   std::string out = absl::StrCat("rank ", p.rank, " (pod ", p.name, ")");
   if (p.trainer_exit_code) {
@@ -42,7 +53,7 @@ std::string Describe(const ObservedPod& p) {
   absl::string_view message = p.trainer_message;
   while (!message.empty() && message.back() == '\n') message.remove_suffix(1);
   if (size_t nl = message.rfind('\n'); nl != absl::string_view::npos) message.remove_prefix(nl + 1);
-  if (message.size() > kMaxMessage) message = message.substr(0, kMaxMessage);
+  if (message.size() > kMaxMessage) message = TruncateUtf8(message, kMaxMessage);
   if (!message.empty()) absl::StrAppend(&out, ": ", message);
   return out;
 }
@@ -57,50 +68,50 @@ bool Failed(const ObservedPod& p) {
 }
 
 std::optional<int32_t> IntLabel(const nlohmann::json& labels, const char* key) {
-  if (!labels.is_object() || !labels.contains(key) || !labels[key].is_string()) return std::nullopt;
   int32_t v;
-  if (!absl::SimpleAtoi(labels[key].get<std::string>(), &v)) return std::nullopt;
+  if (!absl::SimpleAtoi(StringMember(labels, key), &v)) return std::nullopt;
   return v;
 }
 
 }  // namespace
 
 std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
-  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
-  const nlohmann::json& labels = meta.value("labels", nlohmann::json::object());
+  const nlohmann::json& meta = Member(pod, "metadata");
+  const nlohmann::json& labels = Member(meta, "labels");
   std::optional<int32_t> rank = IntLabel(labels, kRankLabel);
   std::optional<int32_t> restart_attempt = IntLabel(labels, kRestartAttemptLabel);
-  if (!rank || !restart_attempt) return std::nullopt;
+  std::string name = StringMember(meta, "name");
+  // A pod without a name cannot be acted on (deleting "" would address the whole collection).
+  if (!rank || !restart_attempt || name.empty()) return std::nullopt;
   ObservedPod p;
-  p.name = meta.value("name", "");
+  p.name = std::move(name);
   p.rank = *rank;
   p.restart_attempt = *restart_attempt;
-  p.terminating = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
-  const nlohmann::json& status = pod.value("status", nlohmann::json::object());
-  std::string phase = status.value("phase", "Pending");
+  p.terminating = !Member(meta, "deletionTimestamp").is_null();
+  const nlohmann::json& status = Member(pod, "status");
+  std::string phase = StringMember(status, "phase", "Pending");
   p.phase = phase == "Running"     ? PodPhase::kRunning
             : phase == "Succeeded" ? PodPhase::kSucceeded
             : phase == "Failed"    ? PodPhase::kFailed
             : phase == "Pending"   ? PodPhase::kPending
                                    : PodPhase::kUnknown;
-  for (const nlohmann::json& c : status.value("conditions", nlohmann::json::array())) {
-    bool is_true = c.value("status", "") == "True";
-    if (c.value("type", "") == "Ready") p.ready = is_true;
-    if (c.value("type", "") == "DisruptionTarget") p.disruption_target = is_true;
+  for (const nlohmann::json& c : ArrayMember(status, "conditions")) {
+    bool is_true = StringMember(c, "status") == "True";
+    std::string type = StringMember(c, "type");
+    if (type == "Ready") p.ready = is_true;
+    if (type == "DisruptionTarget") p.disruption_target = is_true;
   }
-  for (const nlohmann::json& cs : status.value("containerStatuses", nlohmann::json::array())) {
-    if (cs.value("name", "") == "cohort-sidecar") continue;
-    const nlohmann::json& state = cs.value("state", nlohmann::json::object());
-    if (state.contains("terminated")) {
-      const nlohmann::json& t = state["terminated"];
-      if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
-        p.trainer_exit_code = t["exitCode"].get<int>();
-      }
-      if (std::optional<absl::Time> at = ParseRfc3339(t.value("finishedAt", ""))) {
+  for (const nlohmann::json& cs : ArrayMember(status, "containerStatuses")) {
+    if (StringMember(cs, "name") == "cohort-sidecar") continue;
+    const nlohmann::json& t = Member(cs, "state", "terminated");
+    if (t.is_object()) {
+      std::optional<int64_t> code = IntMember(t, "exitCode");
+      if (code && *code >= INT_MIN && *code <= INT_MAX) p.trainer_exit_code = static_cast<int>(*code);
+      if (std::optional<absl::Time> at = ParseRfc3339(StringMember(t, "finishedAt"))) {
         p.finished_at = *at;
       }
-      p.trainer_message = t.value("message", "");
-      if (p.trainer_message.empty()) p.trainer_message = t.value("reason", "");
+      p.trainer_message = StringMember(t, "message");
+      if (p.trainer_message.empty()) p.trainer_message = StringMember(t, "reason");
       while (!p.trainer_message.empty() && p.trainer_message.back() == '\n') {
         p.trainer_message.pop_back();
       }

@@ -51,8 +51,9 @@ struct ObservedPod {
   absl::Time finished_at = absl::InfinitePast();  // When it terminated, if it did and says.
 };
 
-// Reads a pod as the API server returns it. nullopt when it lacks the job's rank or restart attempt
-// label (not one of ours). The trainer is the first container that is not the cohort-sidecar.
+// Reads a pod as the API server returns it, whatever its shape (never throws). nullopt when it lacks
+// a name or the job's rank or restart attempt label (not one of ours). The trainer is the first
+// container that is not the cohort-sidecar.
 std::optional<ObservedPod> ObservePod(const nlohmann::json& pod);
 
 struct Event {

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/token.h"
 #include "operator/api/distributed_job.h"
+#include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/job_decision.h"
 
@@ -18,10 +19,9 @@ using json = nlohmann::json;
 // Whether `object`'s controller is the job with this uid. An object without a controller
 // reference that carries the job-name label is treated as the job's (made by hand).
 bool OwnedBy(const json& object, const std::string& job_uid) {
-  const json& meta = object["metadata"];
-  if (job_uid.empty() || !meta.contains("ownerReferences")) return true;
-  for (const json& ref : meta["ownerReferences"]) {
-    if (ref.value("controller", false)) return ref.value("uid", "") == job_uid;
+  if (job_uid.empty()) return true;
+  for (const json& ref : ArrayMember(Member(object, "metadata"), "ownerReferences")) {
+    if (BoolMember(ref, "controller")) return StringMember(ref, "uid") == job_uid;
   }
   return true;
 }
@@ -120,9 +120,10 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (!pod_list.ok()) return pod_list.status();
   std::vector<ObservedPod> pods;
   std::vector<std::string> stale;  // Pods of an earlier job of the same name.
-  for (const json& p : (*pod_list)["items"]) {
+  for (const json& p : ArrayMember(*pod_list, "items")) {
     if (!OwnedBy(p, job->uid)) {
-      stale.push_back(p["metadata"].value("name", ""));
+      // Without a name there is nothing to delete (and an empty name would address the collection).
+      if (std::string pod = StringMember(Member(p, "metadata"), "name"); !pod.empty()) stale.push_back(pod);
     } else if (std::optional<ObservedPod> observed = ObservePod(p)) {
       pods.push_back(*observed);
     }

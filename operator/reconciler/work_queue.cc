@@ -1,6 +1,7 @@
 #include "operator/reconciler/work_queue.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace cohort::op {
 
@@ -33,13 +34,12 @@ void WorkQueue::AddAfter(const std::string& key, absl::Duration delay) {
 
 void WorkQueue::PromoteDueLocked() {
   absl::Time now = clock_->Now();
-  std::vector<std::string> due;
+  std::vector<std::pair<absl::Time, std::string>> due;  // Earliest first, then by key.
   for (const auto& [key, at] : delayed_) {
-    if (at <= now) due.push_back(key);
+    if (at <= now) due.emplace_back(at, key);
   }
-  std::sort(due.begin(), due.end(),
-            [this](const std::string& a, const std::string& b) { return delayed_[a] < delayed_[b]; });
-  for (const std::string& key : due) {
+  std::sort(due.begin(), due.end());
+  for (const auto& [at, key] : due) {
     delayed_.erase(key);
     AddLocked(key);
   }

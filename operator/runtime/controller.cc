@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/backoff.h"
 #include "common/log.h"
+#include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
 
 namespace cohort::op {
@@ -18,16 +19,16 @@ absl::Duration FailureBackoff(int failures) {
 
 Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
                        ControllerOptions options)
-    : client_(client), clock_(clock), reconciler_(reconciler), metrics_(metrics), options_(std::move(options)),
+    : client_(client), reconciler_(reconciler), metrics_(metrics), options_(std::move(options)),
       queue_(clock) {
   jobs_ = std::make_unique<Informer>(
       client_, kDistributedJobs, options_.ns, "",
       [this](const std::string& type, const json& job) {
-        std::string key = absl::StrCat(job["metadata"].value("namespace", ""), "/", job["metadata"].value("name", ""));
+        std::string key = ObjectKey(job);
         if (type == "DELETED") {
           metrics_->SetJobPhase(key, "");
-        } else if (job.contains("status")) {
-          metrics_->SetJobPhase(key, job["status"].value("phase", ""));
+        } else if (Member(job, "status").is_object()) {
+          metrics_->SetJobPhase(key, StringMember(Member(job, "status"), "phase"));
         }
         queue_.Add(key);
       },
@@ -35,13 +36,13 @@ Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler,
   pods_ = std::make_unique<Informer>(
       client_, kPods, options_.ns, kJobNameLabel,
       [this](const std::string&, const json& pod) {
-        const json& meta = pod["metadata"];
-        std::string job = meta.contains("labels") ? meta["labels"].value(kJobNameLabel, "") : "";
+        const json& meta = Member(pod, "metadata");
+        std::string job = StringMember(Member(meta, "labels"), kJobNameLabel);
         if (job.empty()) {  // A DELETED from a relist carries only the name: "<job>-<rank>".
-          std::string name = meta.value("name", "");
+          std::string name = StringMember(meta, "name");
           job = name.substr(0, name.rfind('-'));
         }
-        queue_.Add(absl::StrCat(meta.value("namespace", ""), "/", job));
+        queue_.Add(absl::StrCat(StringMember(meta, "namespace"), "/", job));
       },
       options_.watch_timeout);
 }

@@ -44,7 +44,6 @@ class Controller {
   void Process(const std::string& key);
 
   KubeClient* const client_;
-  Clock* const clock_;
   Reconciler* const reconciler_;
   OperatorMetrics* const metrics_;
   const ControllerOptions options_;

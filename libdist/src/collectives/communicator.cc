@@ -372,9 +372,10 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
       return id;
     };
     rdv.mark_joined = [j, joined, rank] {
+      // Best effort: a rank whose mark is missing is only named among the missing ones later.
       Await<absl::Status>([&](auto done) {
         j.client->InsertKeyValue(absl::StrCat(joined, "/", rank), "1", true, std::move(done));
-      });
+      }).IgnoreError();
     };
     rdv.missing_ranks = [j, joined, size] {
       std::vector<int> missing;
@@ -547,10 +548,11 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
   cohort::LogWarning(status.message(), "\n", dump);
   if (absl::IsDeadlineExceeded(status) || absl::IsFailedPrecondition(status)) {
     // The ranks no longer agree on what comes next: fail the job, naming what was seen.
+    // Best effort: if the report does not get through, the job fails through this process's exit.
     Await<absl::Status>([&](auto done) {
       job_.client->ReportError(cohort::coordination::FailureCause::kCollectiveTimeout,
                                std::string(status.message()), std::move(done));
-    });
+    }).IgnoreError();
   }
   if (JobFailure().has_value() || absl::IsDeadlineExceeded(status) ||
       absl::IsFailedPrecondition(status)) {

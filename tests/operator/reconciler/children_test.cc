@@ -110,5 +110,24 @@ TEST(BuildPod, TemplateInitContainersRunAfterTheSidecar) {
   EXPECT_EQ(init[1]["name"], "fetch-data");
 }
 
+// Found by tests/fuzz (distributed_job): a template whose labels are not an object, or whose env
+// holds entries that are not objects with a string name, made BuildPod throw (nlohmann's value()).
+TEST(BuildPod, TemplateMembersOfOtherTypes_NoThrowContractStillSet) {
+  json obj = JobBuilder()
+                 .Set("/spec/template/metadata"_json_pointer, {{"labels", "team=ml"}, {"annotations", {"a"}}})
+                 .Set("/spec/template/spec/containers/0/env"_json_pointer,
+                      {3, {{"name", 5}, {"value", "x"}}, {{"name", "COHORT_PROCESS_ID"}, {"value", "9"}}})
+                 .Build();
+  json pod;
+  ASSERT_NO_THROW(pod = BuildPod(Job(obj), 1, 0));
+  EXPECT_EQ(pod["metadata"]["labels"][kRankLabel], "1");
+  EXPECT_FALSE(pod["metadata"].contains("annotations"));
+  std::map<std::string, json> env;
+  for (const json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e.is_object() && e["name"].is_string()) env[e["name"]] = e.value("value", json());
+  }
+  EXPECT_EQ(env["COHORT_PROCESS_ID"], "1");
+}
+
 }  // namespace
 }  // namespace cohort::op

@@ -276,6 +276,46 @@ TEST(ObservePod, RunningAndReady) {
   EXPECT_FALSE(p->trainer_exit_code.has_value());
 }
 
+// Found by tests/fuzz (kube_json): members of other types than a pod's threw (nlohmann's value()),
+// and a pod without a name was deleted by name "" (the whole collection).
+TEST(ObservePod, UnexpectedShapes_NoThrowAndNamelessIsNotOurs) {
+  nlohmann::json labels = {{"cohort.dev/rank", "0"}, {"cohort.dev/restart-attempt", "0"}};
+  for (const nlohmann::json& pod :
+       {nlohmann::json(3), nlohmann::json::array(), nlohmann::json({{"metadata", 3}}),
+        nlohmann::json({{"metadata", {{"labels", "cohort.dev/rank=0"}}}}),
+        nlohmann::json({{"metadata", {{"labels", labels}}}}),
+        nlohmann::json({{"metadata", {{"name", 7}, {"labels", labels}}}})}) {
+    EXPECT_FALSE(ObservePod(pod).has_value()) << pod.dump();
+  }
+  nlohmann::json odd = {
+      {"metadata", {{"name", "train-0"}, {"labels", labels}}},
+      {"status",
+       {{"phase", 3},
+        {"conditions", {1, {{"type", "Ready"}, {"status", true}}}},
+        {"containerStatuses",
+         {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", "137"}, {"finishedAt", 5}}}}}}}}}}};
+  std::optional<ObservedPod> p = ObservePod(odd);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->phase, ObservedPod::Phase::kPending);
+  EXPECT_FALSE(p->ready);
+  EXPECT_FALSE(p->trainer_exit_code.has_value());
+}
+
+// Found by tests/fuzz (kube_json): the termination message was cut at 512 bytes in the middle of
+// a two-byte character, and the status holding it could not be serialized for the API server.
+TEST(Decide, LongTerminationMessage_CutAtACharacterBoundary) {
+  std::string message = "a";
+  for (int i = 0; i < 300; ++i) message += "\u00e9";  // 2 bytes each: byte 512 is inside one.
+  Decision d = Decide(Job(InPhase(Phase::kRunning)),
+                      Gang(0, [&](int r, PodBuilder& p) { if (r == 1) p.Exited(1, message); }), kNow);
+  const Condition* restarting = FindCondition(d.status.conditions, "Restarting");
+  ASSERT_NE(restarting, nullptr);
+  EXPECT_NO_THROW(nlohmann::json(restarting->message).dump());
+  EXPECT_THAT(restarting->message, HasSubstr("a\u00e9\u00e9"));
+  ASSERT_FALSE(d.events.empty());
+  EXPECT_NO_THROW(nlohmann::json(d.events[0].message).dump());
+}
+
 TEST(RestartBackoff, DoublesAndCaps) {
   DistributedJobSpec spec;
   EXPECT_EQ(RestartBackoff(spec, 1), absl::Seconds(10));
