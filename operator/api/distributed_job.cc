@@ -1,6 +1,10 @@
 #include "operator/api/distributed_job.h"
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 
@@ -12,29 +16,46 @@ using json = nlohmann::json;
 constexpr int32_t kMaxReplicas = 100'000;
 constexpr size_t kMaxLabelLength = 63;
 
-// Reads an optional field of one JSON type; InvalidArgument naming `path` when the type is wrong.
+// Reads an optional field of one JSON type into `out`. When the type is wrong, `out` keeps its
+// default and the error (InvalidArgument) names the field, the value and how to write it.
 template <typename T>
 absl::Status ReadField(const json& parent, const char* key, const std::string& path, T* out) {
   auto it = parent.find(key);
   if (it == parent.end() || it->is_null()) return absl::OkStatus();
-  bool type_ok;
-  const char* expected;
   if constexpr (std::is_same_v<T, bool>) {
-    type_ok = it->is_boolean();
-    expected = "true or false";
+    if (it->is_boolean()) {
+      *out = it->get<bool>();
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected true or false, got ", it->dump(),
+                                                   "; write true or false without quotes"));
   } else if constexpr (std::is_integral_v<T>) {
-    type_ok = it->is_number_integer();
-    expected = "an integer";
+    // 4.0 is an integer too: clients that decode JSON numbers as floating point write it back so.
+    double d = it->is_number() ? it->get<double>() : 0;
+    if (it->is_number_integer() || (it->is_number_float() && std::isfinite(d) && std::trunc(d) == d)) {
+      bool in_range = it->is_number_unsigned()  ? it->get<uint64_t>() <= uint64_t{std::numeric_limits<T>::max()}
+                      : it->is_number_integer() ? it->get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                                      it->get<int64_t>() <= std::numeric_limits<T>::max()
+                                                // max() rounds up to 2^63 as a double (int64); -min() is exact.
+                                                : d >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                                                      d < -static_cast<double>(std::numeric_limits<T>::min());
+      if (!in_range) {
+        return absl::InvalidArgumentError(absl::StrCat(path, key, ": ", it->dump(), " is out of range (at most ",
+                                                       std::numeric_limits<T>::max(), ")"));
+      }
+      *out = it->is_number_float() ? static_cast<T>(d) : it->get<T>();
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected an integer, got ", it->dump(),
+                                                   "; write a whole number without quotes, e.g. ", key, ": 4"));
   } else {
-    type_ok = it->is_string();
-    expected = "a string";
-  }
-  if (!type_ok) {
+    if (it->is_string()) {
+      *out = it->get<std::string>();
+      return absl::OkStatus();
+    }
     return absl::InvalidArgumentError(
-        absl::StrCat(path, key, ": expected ", expected, ", got ", it->dump()));
+        absl::StrCat(path, key, ": expected a string, got ", it->dump(), "; put the value in quotes"));
   }
-  *out = it->get<T>();
-  return absl::OkStatus();
 }
 
 absl::Status ReadDuration(const json& parent, const char* key, const std::string& path,
@@ -100,8 +121,22 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
   if (absl::Status s = ReadField(meta, "generation", "metadata.", &job.generation); !s.ok()) return s;
   job.being_deleted = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
 
-  const json& spec = object.contains("spec") ? object["spec"] : json::object();
-  if (!spec.is_object()) return absl::InvalidArgumentError("spec: expected an object");
+  // From here on a problem is the user's to fix: it goes to spec_errors and the parse goes on.
+  auto note = [&job](const absl::Status& s) {
+    if (!s.ok()) job.spec_errors.emplace_back(s.message());
+  };
+  // An object field of the spec, or null (absent, or not an object: noted).
+  auto object_field = [&](const json& parent, const char* key, const std::string& path,
+                          const char* what) -> const json* {
+    auto it = parent.find(key);
+    if (it == parent.end() || it->is_null()) return nullptr;
+    if (it->is_object()) return &*it;
+    note(absl::InvalidArgumentError(absl::StrCat(path, key, ": expected an object", what, ", got ", it->dump())));
+    return nullptr;
+  };
+  static const json kNoFields = json::object();
+  const json* spec_ptr = object_field(object, "spec", "", "");
+  const json& spec = spec_ptr != nullptr ? *spec_ptr : kNoFields;
   DistributedJobSpec& s = job.spec;
   const std::string p = "spec.";
   for (absl::Status st :
@@ -110,33 +145,26 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
         ReadField(spec, "maxRestarts", p, &s.max_restarts),
         ReadDuration(spec, "restartBackoff", p, &s.restart_backoff),
         ReadField(spec, "suspend", p, &s.suspend)}) {
-    if (!st.ok()) return st;
+    note(st);
   }
   for (auto [key, out] : {std::pair{"ttlSecondsAfterFinished", &s.ttl_seconds_after_finished},
                           std::pair{"activeDeadlineSeconds", &s.active_deadline_seconds}}) {
     int64_t v = 0;
     if (spec.contains(key) && !spec[key].is_null()) {
-      if (absl::Status st = ReadField(spec, key, p, &v); !st.ok()) return st;
-      *out = v;
+      absl::Status st = ReadField(spec, key, p, &v);
+      note(st);
+      if (st.ok()) *out = v;
     }
   }
-  if (spec.contains("template")) {
-    if (!spec["template"].is_object()) return absl::InvalidArgumentError("spec.template: expected an object");
-    s.pod_template = spec["template"];
-  }
-  if (spec.contains("sidecar") && !spec["sidecar"].is_null()) {
-    const json& sc = spec["sidecar"];
-    if (!sc.is_object()) return absl::InvalidArgumentError("spec.sidecar: expected an object");
+  if (const json* tmpl = object_field(spec, "template", p, " (a pod template)")) s.pod_template = *tmpl;
+  if (const json* sc = object_field(spec, "sidecar", p, "")) {
     const std::string sp = "spec.sidecar.";
-    for (absl::Status st : {ReadField(sc, "image", sp, &s.sidecar.image),
-                            ReadField(sc, "imagePullPolicy", sp, &s.sidecar.image_pull_policy),
-                            ReadDuration(sc, "heartbeatTimeout", sp, &s.sidecar.heartbeat_timeout)}) {
-      if (!st.ok()) return st;
+    for (absl::Status st : {ReadField(*sc, "image", sp, &s.sidecar.image),
+                            ReadField(*sc, "imagePullPolicy", sp, &s.sidecar.image_pull_policy),
+                            ReadDuration(*sc, "heartbeatTimeout", sp, &s.sidecar.heartbeat_timeout)}) {
+      note(st);
     }
-    if (sc.contains("resources")) {
-      if (!sc["resources"].is_object()) return absl::InvalidArgumentError("spec.sidecar.resources: expected an object");
-      s.sidecar.resources = sc["resources"];
-    }
+    if (const json* r = object_field(*sc, "resources", sp, " (a ResourceRequirements)")) s.sidecar.resources = *r;
   }
 
   const json& status = object.contains("status") ? object["status"] : json::object();
@@ -174,8 +202,13 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
 }
 
 std::vector<std::string> Validate(const DistributedJob& job) {
-  std::vector<std::string> errors;
+  std::vector<std::string> errors = job.spec_errors;
   const DistributedJobSpec& s = job.spec;
+  // A template that could not be read was reported already; "required" would only repeat it.
+  bool template_unreadable = false;
+  for (const std::string& e : job.spec_errors) {
+    template_unreadable |= absl::StartsWith(e, "spec:") || absl::StartsWith(e, "spec.template:");
+  }
   if (!IsDns1035Label(job.name)) {
     errors.push_back(absl::StrCat(
         "metadata.name: '", job.name,
@@ -210,7 +243,8 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   }
   const json& tmpl = s.pod_template;
   const json* containers = nullptr;
-  if (!tmpl.is_object() || !tmpl.contains("spec") || !tmpl["spec"].is_object()) {
+  if (template_unreadable) {
+  } else if (!tmpl.is_object() || !tmpl.contains("spec") || !tmpl["spec"].is_object()) {
     errors.push_back("spec.template: required: a pod template whose spec has the trainer container");
   } else {
     const json& pod = tmpl["spec"];

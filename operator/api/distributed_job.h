@@ -82,16 +82,24 @@ struct DistributedJob {
   int64_t generation = 0;
   bool being_deleted = false;  // metadata.deletionTimestamp is set.
   DistributedJobSpec spec;
+  // Spec fields that could not be read (a wrong JSON type, an unparsable duration), one sentence
+  // each naming the field, the value and how to write it; such a field keeps its default.
+  // Validate() reports them first.
+  std::vector<std::string> spec_errors;
   DistributedJobStatus status;
 };
 
-// Parses a DistributedJob object and applies defaults. Only structural problems (not an object,
-// no metadata.name, a field of the wrong JSON type) are errors here (InvalidArgument naming the
-// field); semantic checks are Validate()'s.
+// Parses a DistributedJob object and applies defaults. Errors (InvalidArgument naming the field)
+// only for what no API server returns: not an object, metadata not an object or without a name,
+// metadata fields of the wrong type. A spec field that cannot be read is the user's to fix, so it
+// is no error here: it goes to `spec_errors` and the job can still be reported on (a cluster
+// whose CRD has no schema lets `replicas: "four"` through). Status fields that cannot be read
+// keep their defaults.
 absl::StatusOr<DistributedJob> ParseDistributedJob(const nlohmann::json& object);
 
 // Every problem with the spec, one sentence each naming the field, the value and what is
-// allowed, e.g. "spec.replicas: must be at least 1 (got 0)". Empty when valid.
+// allowed, e.g. "spec.replicas: must be at least 1 (got 0)": the spec_errors first, then the
+// semantic checks. Empty when valid.
 std::vector<std::string> Validate(const DistributedJob& job);
 
 // The status subresource's JSON for the job's status (with readyText, "3/4", for kubectl get).

@@ -74,15 +74,77 @@ INSTANTIATE_TEST_SUITE_P(
         ParseErrorCase{"NotObject", json::array(), "JSON object"},
         ParseErrorCase{"NoName", JobBuilder().Set("/metadata/name"_json_pointer, "").Build(),
                        "metadata.name: required"},
-        ParseErrorCase{"ReplicasString", JobBuilder().Spec("replicas", "four").Build(),
-                       "spec.replicas: expected an integer"},
-        ParseErrorCase{"SuspendString", JobBuilder().Spec("suspend", "yes").Build(),
-                       "spec.suspend: expected true or false"},
-        ParseErrorCase{"BadBackoff", JobBuilder().Spec("restartBackoff", "soon").Build(),
-                       "spec.restartBackoff"},
-        ParseErrorCase{"TemplateNotObject", JobBuilder().Spec("template", 3).Build(),
-                       "spec.template: expected an object"}),
+        ParseErrorCase{"MetadataNotObject", JobBuilder().Set("/metadata"_json_pointer, 3).Build(),
+                       "metadata: expected an object"}),
     [](const ::testing::TestParamInfo<ParseErrorCase>& info) { return info.param.name; });
+
+// A spec field of the wrong type does not stop the parse: the job is still reported on (a
+// SpecValid condition), and Validate() names the field, the value and how to write it.
+struct SpecTypeCase {
+  std::string name;
+  json object;
+  std::string expected;  // Substring of the one expected error.
+};
+
+class SpecTypeTest : public ::testing::TestWithParam<SpecTypeCase> {};
+
+TEST_P(SpecTypeTest, WrongType_ParsedAndOneErrorNamingFieldValueAndFix) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(GetParam().object);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name, "train");
+  std::vector<std::string> errors = Validate(*job);
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_THAT(errors[0], HasSubstr(GetParam().expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, SpecTypeTest,
+    ::testing::Values(
+        SpecTypeCase{"ReplicasString", JobBuilder().Spec("replicas", "four").Build(),
+                     "spec.replicas: expected an integer, got \"four\"; write a whole number without "
+                     "quotes, e.g. replicas: 4"},
+        SpecTypeCase{"ReplicasFraction", JobBuilder().Spec("replicas", 2.5).Build(),
+                     "spec.replicas: expected an integer, got 2.5"},
+        SpecTypeCase{"ReplicasOutOfRange", JobBuilder().Spec("replicas", 5'000'000'000).Build(),
+                     "spec.replicas: 5000000000 is out of range"},
+        SpecTypeCase{"SuspendString", JobBuilder().Spec("suspend", "yes").Build(),
+                     "spec.suspend: expected true or false, got \"yes\"; write true or false without "
+                     "quotes"},
+        SpecTypeCase{"BadBackoff", JobBuilder().Spec("restartBackoff", "soon").Build(),
+                     "spec.restartBackoff: 'soon' is not a duration; write it like 30s, 250ms, 5m or a "
+                     "number of seconds"},
+        SpecTypeCase{"BackoffObject", JobBuilder().Spec("restartBackoff", {{"s", 1}}).Build(),
+                     "spec.restartBackoff: expected a duration like \"30s\", got {\"s\":1}"},
+        SpecTypeCase{"TtlString", JobBuilder().Spec("ttlSecondsAfterFinished", "1h").Build(),
+                     "spec.ttlSecondsAfterFinished: expected an integer, got \"1h\""},
+        SpecTypeCase{"TemplateNotObject", JobBuilder().Spec("template", 3).Build(),
+                     "spec.template: expected an object (a pod template), got 3"},
+        SpecTypeCase{"SpecNotObject", JobBuilder().Set("/spec"_json_pointer, "x").Build(),
+                     "spec: expected an object, got \"x\""},
+        SpecTypeCase{"SidecarImageNumber", JobBuilder().Spec("sidecar", {{"image", 5}}).Build(),
+                     "spec.sidecar.image: expected a string, got 5; put the value in quotes"},
+        SpecTypeCase{"SidecarHeartbeat", JobBuilder().Spec("sidecar", {{"heartbeatTimeout", "often"}}).Build(),
+                     "spec.sidecar.heartbeatTimeout: 'often' is not a duration"}),
+    [](const ::testing::TestParamInfo<SpecTypeCase>& info) { return info.param.name; });
+
+TEST(ParseDistributedJob, IntegralFloat_AcceptedAsInteger) {
+  // What a client that decodes JSON numbers as floating point writes back.
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(JobBuilder().Spec("replicas", 4.0).Build());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec.replicas, 4);
+  EXPECT_THAT(Validate(*job), IsEmpty());
+}
+
+TEST(ParseDistributedJob, SeveralWrongTypes_EveryOneReported) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(
+      JobBuilder().Spec("replicas", "four").Spec("restartBackoff", "soon").Spec("suspend", 1).Build());
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<std::string> errors = Validate(*job);
+  ASSERT_EQ(errors.size(), 3u) << ::testing::PrintToString(errors);
+  EXPECT_THAT(errors[0], HasSubstr("spec.replicas"));
+  EXPECT_THAT(errors[1], HasSubstr("spec.restartBackoff"));
+  EXPECT_THAT(errors[2], HasSubstr("spec.suspend"));
+}
 
 struct ValidationCase {
   std::string name;

@@ -111,6 +111,55 @@ TEST_F(ReconcilerTest, InvalidSpec_NothingCreatedConditionAndEvent) {
   EXPECT_THAT(EventReasons(), Contains("InvalidSpec"));
 }
 
+// A field the operator cannot even parse (a cluster whose CRD has no schema lets it through) is the
+// user's to fix: a condition and an Event say which field, what it holds and how to write it; no
+// pods, and no retry loop: the next look comes from the watch when the job is edited.
+TEST_F(ReconcilerTest, UnparsableFields_SpecValidFalseEventNoPodsAndNoRetry) {
+  Apply(JobBuilder().Spec("restartBackoff", "soon").Spec("replicas", "four").Build());
+  absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
+  ASSERT_TRUE(requeue.ok()) << "a spec error is not retried with backoff: " << requeue.status();
+  EXPECT_FALSE(requeue->has_value()) << "nothing to look at again until the job changes";
+  EXPECT_EQ(kube_.Count(kPods), 0u);
+  EXPECT_EQ(kube_.Count(kServices), 0u);
+  EXPECT_EQ(kube_.Count(kSecrets), 0u);
+  json status = kube_.Object(kDistributedJobs, "ml", "train")["status"];
+  std::string message;
+  for (const json& c : status["conditions"]) {
+    if (c["type"] == "SpecValid") {
+      EXPECT_EQ(c["status"], "False");
+      EXPECT_EQ(c["reason"], "InvalidSpec");
+      message = c["message"];
+    }
+  }
+  EXPECT_THAT(message, HasSubstr("spec.replicas: expected an integer, got \"four\""));
+  EXPECT_THAT(message, HasSubstr("write a whole number without quotes"));
+  EXPECT_THAT(message, HasSubstr("spec.restartBackoff: 'soon' is not a duration; write it like 30s"));
+  EXPECT_THAT(EventReasons(), ::testing::ElementsAre("InvalidSpec"));
+  json events = *kube_.List(kEvents, "ml", "");
+  EXPECT_EQ(events["items"][0]["type"], "Warning");
+  EXPECT_EQ(events["items"][0]["message"], message);
+
+  // Looking again changes nothing: no second write, no second Event.
+  int writes = kube_.status_writes();
+  requeue = Pass();
+  ASSERT_TRUE(requeue.ok()) << requeue.status();
+  EXPECT_FALSE(requeue->has_value());
+  EXPECT_EQ(kube_.status_writes(), writes);
+  EXPECT_EQ(EventReasons().size(), 1u);
+
+  // The user fixes the spec: the next pass (from the watch) starts the job.
+  kube_.Modify(kDistributedJobs, "ml", "train", [](json& job) {
+    job["spec"]["replicas"] = 2;
+    job["spec"]["restartBackoff"] = "5s";
+    job["metadata"]["generation"] = 2;
+  });
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(kube_.Count(kPods), 2u);
+  const Condition* valid = FindCondition(Job().status.conditions, "SpecValid");
+  ASSERT_NE(valid, nullptr);
+  EXPECT_EQ(valid->status, "True");
+}
+
 TEST_F(ReconcilerTest, JobGone_NothingToDo) {
   absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
   ASSERT_TRUE(requeue.ok());
