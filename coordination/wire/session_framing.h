@@ -61,7 +61,10 @@ inline void TakeResult(pb::SessionResponse* in, pb::GetKeyValueResponse* out) {
   *out = std::move(*in->mutable_get_key_value());
 }
 inline void TakeResult(pb::SessionResponse* in, pb::TryGetKeyValueResponse* out) {
-  *out->mutable_kv() = std::move(*in->mutable_get_key_value()->mutable_kv());
+  // Only a found key carries one: a try-get that failed reads back without a kv, as it was sent.
+  if (in->get_key_value().has_kv()) {
+    *out->mutable_kv() = std::move(*in->mutable_get_key_value()->mutable_kv());
+  }
 }
 inline void TakeResult(pb::SessionResponse* in, pb::GetKeyValueDirResponse* out) {
   *out = std::move(*in->mutable_get_key_value_dir());
