@@ -4,8 +4,12 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
+# `make fuzz`: seconds per fuzz target, how many run at once, and which (default: all).
+FUZZ_SECONDS ?= 600
+FUZZ_PARALLEL ?= 1
+FUZZ_TARGETS ?=
 
-.PHONY: all deps build test demo bench install clean
+.PHONY: all deps build test demo bench install fuzz clean
 
 all: build
 
@@ -30,6 +34,11 @@ install: build
 
 bench: deps build
 	@bash bench/run-benchmarks.sh $(BUILD_DIR)
+
+# Each fuzz target (tests/fuzz/) for FUZZ_SECONDS, corpus kept in $(BUILD_DIR)/fuzz/; prints a table
+# of executions and findings, and copies findings into tests/fuzz/regressions/. Needs clang.
+fuzz: deps build
+	@bash tests/fuzz/run_long.sh $(BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_PARALLEL) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -10,6 +10,8 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus python3
+  # The clang sub-build: thread-safety analysis and the libFuzzer targets (cmake/ClangSubbuild.cmake).
+  clang libclang-rt-14-dev
 )
 
 missing=()

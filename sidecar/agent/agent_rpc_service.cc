@@ -339,8 +339,8 @@ grpc::ServerUnaryReactor* AgentRpcService::IncrementKeyValue(
 
 grpc::ServerUnaryReactor* AgentRpcService::Barrier(grpc::CallbackServerContext* ctx,
                                                    const pb::BarrierRequest* req,
-                                                   pb::BarrierResponse* resp) {
-  return Forward(ctx, nullptr, [this, req, resp](Agent& agent, Finish finish) {
+                                                   pb::BarrierResponse* /*resp*/) {
+  return Forward(ctx, nullptr, [this, req](Agent& agent, Finish finish) {
     absl::Time start = absl::Now();
     agent.Barrier(req->barrier_id(), absl::Milliseconds(req->timeout_ms()),
                   {req->task_ids().begin(), req->task_ids().end()},
