@@ -283,8 +283,15 @@ int Run(int argc, char** argv) {
   auto fail = [&](const Child& c, int status, const std::string& what) {
     if (!first_failure) first_failure = {c.label, status};
     if (!kill_at) kill_at = absl::Now() + *grace;
-    // The rank-0 sidecar is the service: nobody is left to tell.
-    if (!f.standalone && !(c.rank == 0 && !c.trainer)) reporter.ReportDeath(c.rank, what);
+    // The process hosting the service (rank 0's sidecar; in standalone mode rank 0 itself) took
+    // it along: nobody is left to tell. Ranks that reached it notice by themselves; in standalone
+    // mode no sidecar can be stopped for the others, so they get the orphans' grace.
+    const bool hosted_service = c.rank == 0 && c.trainer == f.standalone;
+    if (!hosted_service) {
+      reporter.ReportDeath(c.rank, what);
+    } else if (f.standalone && *kill_at > absl::Now() + kOrphanGrace) {
+      kill_at = absl::Now() + kOrphanGrace;
+    }
   };
 
   while (true) {
