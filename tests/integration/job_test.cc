@@ -34,6 +34,16 @@ int ExitCode(int wait_status) {
   return wait_status >= 0 && WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
 }
 
+// Starts every sidecar and trainer in the "wait" scenario; true once every rank is waiting
+// (in a barrier or a key-value get that only a failure ends).
+bool StartAllWaiting(LocalJob& job) {
+  job.StartAll("wait");
+  for (int r = 0; r < job.config().num_processes; ++r) {
+    if (!job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60))) return false;
+  }
+  return true;
+}
+
 TEST(JobTest, EightRanksWithSidecars_RendezvousBarriersAndShutdown) {
   LocalJob job({.num_processes = 8});
   job.StartAll("rendezvous");
@@ -49,10 +59,7 @@ TEST(JobTest, EightRanksWithSidecars_RendezvousBarriersAndShutdown) {
 
 TEST(JobTest, TrainerKilledInBarrier_EveryOtherRankFailsNamingItWithinTwoSeconds) {
   LocalJob job({.num_processes = 4});
-  job.StartAll("wait");
-  for (int r = 0; r < 4; ++r) {
-    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
-  }
+  ASSERT_TRUE(StartAllWaiting(job));
   job.Process("rank 2").Signal(SIGKILL);
   absl::Time killed = absl::Now();
   for (int r : {0, 1, 3}) {
@@ -99,10 +106,7 @@ void ExpectToldWithin(LocalJob& job, std::vector<int> ranks, absl::Time since, a
 TEST(JobTest, SidecarKilled_EveryOtherRankToldWithinOneSecondNamingIt) {
   // A dead process's connections are closed (RST/FIN): no heartbeat timeout is needed.
   LocalJob job({.num_processes = 3, .heartbeat_timeout = "10s"});
-  job.StartAll("wait");
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
-  }
+  ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 1").Signal(SIGKILL);
   absl::Time killed = absl::Now();
   ExpectToldWithin(job, {0, 2}, killed, absl::Seconds(1), "rank 1");
@@ -115,10 +119,7 @@ TEST(JobTest, SidecarKilled_EveryOtherRankToldWithinOneSecondNamingIt) {
 TEST(JobTest, SidecarFrozen_HeartbeatTimeoutFailsJobNamingRank) {
   // A silent peer (no RST, no FIN: a frozen or partitioned host) is what heartbeats are for.
   LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
-  job.StartAll("wait");
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
-  }
+  ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 1").Signal(SIGSTOP);
   ExpectToldWithin(job, {0, 2}, absl::Now(), absl::Seconds(15), "rank 1");
   EXPECT_THAT(job.FindLine("rank 0", "the job failed"), HasSubstr("heartbeat"));
@@ -129,10 +130,7 @@ TEST(JobTest, CoordinatorSidecarKilled_EveryRankToldAtOnceNotAtTheHeartbeatTimeo
   // The service's state dies with its process: a refused or reset connection to it is a job
   // failure at once, although the heartbeat timeout is 10 s.
   LocalJob job({.num_processes = 4, .heartbeat_timeout = "10s"});
-  job.StartAll("wait");
-  for (int r = 0; r < 4; ++r) {
-    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
-  }
+  ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 0").Signal(SIGKILL);
   absl::Time killed = absl::Now();
   ExpectToldWithin(job, {1, 2, 3}, killed, absl::Seconds(1), "lost the coordination service");
@@ -146,10 +144,7 @@ TEST(JobTest, CoordinatorSidecarKilled_EveryRankToldAtOnceNotAtTheHeartbeatTimeo
 
 TEST(JobTest, CoordinatorFrozen_RanksFailAtTheHeartbeatTimeout) {
   LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
-  job.StartAll("wait");
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
-  }
+  ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 0").Signal(SIGSTOP);
   ExpectToldWithin(job, {1, 2}, absl::Now(), absl::Seconds(15), "no heartbeat succeeded");
   job.Process("sidecar 0").Signal(SIGKILL);
@@ -157,10 +152,7 @@ TEST(JobTest, CoordinatorFrozen_RanksFailAtTheHeartbeatTimeout) {
 
 TEST(JobTest, AfterAFailure_EverySidecarExitsByItselfPromptly) {
   LocalJob job({.num_processes = 4});
-  job.StartAll("wait");
-  for (int r = 0; r < 4; ++r) {
-    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60)));
-  }
+  ASSERT_TRUE(StartAllWaiting(job));
   job.Process("rank 2").Signal(SIGKILL);
   absl::Time killed = absl::Now();
   for (int r = 0; r < 4; ++r) {
