@@ -35,6 +35,7 @@ uint64_t CallNumber(int64_t counter) { return static_cast<uint64_t>(counter) + 1
 CoordinationService::CoordinationService(ServiceConfig config, Clock* clock)
     : config_(std::move(config)), clock_(clock), service_incarnation_(RandomIncarnation()) {
   tasks_.resize(std::max(config_.num_tasks, 0));
+  for (Task& t : tasks_) t.heartbeat_timeout = config_.heartbeat_timeout;
 }
 
 CoordinationService::~CoordinationService() {
@@ -61,6 +62,7 @@ std::string CoordinationService::TaskName(TaskId task) const {
   if (task < 0 || task >= static_cast<TaskId>(tasks_.size())) return absl::StrCat("rank ", task);
   const Task& t = tasks_[task];
   if (t.hostname.empty()) return absl::StrCat("rank ", task);
+  if (t.pid == 0) return absl::StrCat("rank ", task, " (", t.hostname, ")");  // JAX sends no pid.
   return absl::StrCat("rank ", task, " (", t.hostname, " pid ", t.pid, ")");
 }
 
@@ -75,6 +77,10 @@ absl::Status CoordinationService::ValidateRangeLocked(TaskId task) const {
 }
 
 absl::Status CoordinationService::ValidateCallerLocked(TaskId task, Incarnation incarnation) const {
+  if (task == kUnidentifiedTask) {
+    if (job_failure_) return absl::AbortedError(job_failure_->message);
+    return absl::OkStatus();
+  }
   if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
   if (job_failure_) return absl::AbortedError(job_failure_->message);
   const Task& t = tasks_[task];
@@ -146,6 +152,8 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
       t.incarnation = args.incarnation;
       t.hostname = args.hostname;
       t.pid = args.pid;
+      t.heartbeat_timeout = args.heartbeat_timeout.value_or(config_.heartbeat_timeout);
+      t.protocol = args.protocol.empty() ? "cohort" : args.protocol;
       OpId op = NextOpLocked();
       ops_[op] = OpRef{OpKind::kRegister, args.task, ""};
       pending_registrations_[args.task] = PendingCall{op, std::move(done)};
@@ -355,6 +363,14 @@ absl::StatusOr<OpId> CoordinationService::Watch(TaskId task, Incarnation incarna
   return op;
 }
 
+void CoordinationService::EndWatch(OpId op) {
+  absl::MutexLock lock(&mu_);
+  auto it = ops_.find(op);
+  if (it == ops_.end() || it->second.kind != OpKind::kWatch) return;
+  ops_.erase(it);
+  watchers_.erase(op);
+}
+
 void CoordinationService::CancelOp(OpId op) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
@@ -412,11 +428,15 @@ void CoordinationService::CancelOp(OpId op) {
         // The event stream of a live task never ends by itself: its connection closed without
         // a shutdown, so the agent's process died (a refused or reset connection, not a silent
         // one, which the heartbeat timeout catches).
-        FailTaskLocked(TaskFailure{ref.task, FailureCause::kProcessExited,
-                                   "its connection to the coordination service closed without "
-                                   "a shutdown: its sidecar (or, in standalone mode, its "
-                                   "process) died or was killed"},
-                       &deferred);
+        FailTaskLocked(
+            TaskFailure{ref.task, FailureCause::kProcessExited,
+                        tasks_[ref.task].protocol == "cohort"
+                            ? "its connection to the coordination service closed without a "
+                              "shutdown: its sidecar (or, in standalone mode, its process) died "
+                              "or was killed"
+                            : "its JAX process died or was killed: its PollForError call to the "
+                              "JAX port broke before the process shut down"},
+            &deferred);
       }
       break;
   }
@@ -738,6 +758,10 @@ absl::Status CoordinationService::CancelBarrier(TaskId task, Incarnation incarna
 absl::Status CoordinationService::ReportPreemption(TaskId task, Incarnation incarnation) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
+  if (incarnation == kObserverIncarnation && task >= 0 &&
+      task < static_cast<TaskId>(tasks_.size()) && tasks_[task].state != TaskState::kDisconnected) {
+    incarnation = tasks_[task].incarnation;  // An observer's notice holds for the live process.
+  }
   if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
   if (preemption_) return absl::OkStatus();  // The first notice wins; every task already knows.
   preemption_ = PreemptionNotice{task, clock_->Now()};
@@ -760,15 +784,18 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
   std::vector<TaskId> stale;
   for (TaskId i = 0; i < static_cast<TaskId>(tasks_.size()); ++i) {
     const Task& t = tasks_[i];
-    if (t.state == TaskState::kConnected && now - t.last_heartbeat > config_.heartbeat_timeout) {
+    if (t.state == TaskState::kConnected && now - t.last_heartbeat > t.heartbeat_timeout) {
       stale.push_back(i);
     }
   }
   if (!stale.empty()) {
+    // Tasks of one protocol share a timeout; name the longest among the stale ones.
+    absl::Duration timeout = absl::ZeroDuration();
+    for (TaskId t : stale) timeout = std::max(timeout, tasks_[t].heartbeat_timeout);
     std::string message = absl::StrFormat(
         "no heartbeat for over %s from rank(s) %s: the sidecar or host died, hung, or lost its "
         "network path to the coordinator",
-        absl::FormatDuration(config_.heartbeat_timeout), FormatRankList(stale));
+        absl::FormatDuration(timeout), FormatRankList(stale));
     for (TaskId t : stale) {
       FailTaskLocked(TaskFailure{t, FailureCause::kHeartbeatTimeout, message}, deferred);
     }
@@ -852,7 +879,10 @@ CoordinationService::Snapshot CoordinationService::GetSnapshot() const {
   Snapshot snap;
   snap.now = clock_->Now();
   snap.tasks.reserve(tasks_.size());
-  for (const Task& t : tasks_) snap.tasks.push_back(TaskSnapshot{t.state, t.last_heartbeat, t.hostname});
+  for (const Task& t : tasks_) {
+    snap.tasks.push_back(TaskSnapshot{t.state, t.last_heartbeat, t.hostname,
+                                      t.protocol.empty() ? "cohort" : t.protocol, t.incarnation});
+  }
   snap.job_failed = job_failure_.has_value();
   snap.preemption_notices = preemption_ ? 1 : 0;
   snap.kv_entries = kv_.size();

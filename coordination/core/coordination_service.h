@@ -42,6 +42,11 @@ struct RegisterArgs {
   std::string hostname;
   int64_t pid = 0;
   std::optional<int32_t> restart_attempt;  // Unset: the task's launcher did not say.
+  // Replaces the service's heartbeat timeout for this task (clients of a protocol whose
+  // heartbeat interval the service does not choose, e.g. JAX's 50 s).
+  std::optional<absl::Duration> heartbeat_timeout;
+  // The wire protocol the task speaks, for metrics and logs ("cohort" when empty).
+  std::string protocol;
 };
 
 struct BarrierArgs {
@@ -109,7 +114,11 @@ class CoordinationService {
   absl::Status ReportError(TaskId task, Incarnation incarnation, FailureCause cause,
                            absl::string_view message);
   // Streams job events: past ones (a failure, a preemption notice) at once, then live ones.
+  // CancelOp(op) before the task shut down means its connection closed: the task died.
   absl::StatusOr<OpId> Watch(TaskId task, Incarnation incarnation, EventCallback on_event);
+  // Ends a watch whose stream the service itself ended (it delivered the job's failure), which
+  // says nothing about the watcher's health, unlike CancelOp.
+  void EndWatch(OpId op);
   // Shutdown barrier over every task that has not failed.
   OpId ShutdownTask(TaskId task, Incarnation incarnation, DoneCallback done);
 
@@ -135,7 +144,9 @@ class CoordinationService {
   absl::Status CancelBarrier(TaskId task, Incarnation incarnation, absl::string_view id,
                              int64_t counter);
 
-  // Records a preemption notice (the first one wins) and tells every task.
+  // Records a preemption notice (the first one wins) and tells every task. Incarnation
+  // kObserverIncarnation: a notice about the rank from outside its process (its sidecar got
+  // SIGTERM while the program talks to the service itself), valid for any registered incarnation.
   absl::Status ReportPreemption(TaskId task, Incarnation incarnation);
 
   // The client of a waiting call went away: complete it with CANCELLED and forget it. A pending
@@ -150,6 +161,8 @@ class CoordinationService {
     TaskState state = TaskState::kDisconnected;
     absl::Time last_heartbeat = absl::InfinitePast();
     std::string hostname;
+    std::string protocol;  // "cohort" or a compatibility protocol ("xla_coordination", ...).
+    Incarnation incarnation = 0;
   };
   struct Snapshot {
     std::vector<TaskSnapshot> tasks;
@@ -184,6 +197,8 @@ class CoordinationService {
     std::string hostname;
     int64_t pid = 0;
     absl::Time last_heartbeat = absl::InfinitePast();
+    absl::Duration heartbeat_timeout;
+    std::string protocol;
     // The program's collective progress, when it reported any; `progress_at` is when it did.
     std::vector<CollectiveProgress> progress;
     absl::Time progress_at = absl::InfinitePast();

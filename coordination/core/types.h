@@ -22,6 +22,10 @@ using OpId = uint64_t;         // Names a waiting call so that its transport can
 inline constexpr Incarnation kObserverIncarnation = 0;
 Incarnation RandomIncarnation();
 
+// The caller of a key-value call made over a protocol that does not say who calls (XLA's
+// coordination protocol before jaxlib 0.10): only the job's state is checked.
+inline constexpr int32_t kUnidentifiedTask = -1;
+
 enum class TaskState { kDisconnected, kConnecting, kConnected, kFailed, kShutDown };
 
 enum class FailureCause {

@@ -7,76 +7,18 @@
 #include "common/grpc_event_stream.h"
 #include "common/grpc_util.h"
 #include "coordination/server/session_reactor.h"
+#include "coordination/server/waiting_call_reactor.h"
 
 namespace cohort::coordination {
-namespace {
-
-// A unary reactor for one handler call, which may wait in the service. It is referenced by gRPC
-// (until OnDone) and by the code that started the call (until it has handed the OpId over), so
-// that a completion racing with the start can never free it early. OnCancel (client gone,
-// deadline, server shutdown) cancels the call in the service, which completes it with
-// CANCELLED. A directory reply's budget charge is held until gRPC is done with the response.
-class UnaryReactor final : public grpc::ServerUnaryReactor {
- public:
-  explicit UnaryReactor(CoordinationRpcHandler* handler) : handler_(handler) {}
-
-  void Complete(const absl::Status& status, ReplyBudget::Charge charge = {}) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      finished_ = true;
-      charge_ = std::move(charge);
-    }
-    Finish(ToGrpcStatus(status));
-  }
-
-  // Hands over the OpId of the call now waiting in the service (0: it does not wait), and drops
-  // the starter's reference.
-  void Started(OpId op) {
-    bool cancel_now = false;
-    {
-      absl::MutexLock lock(&mu_);
-      op_ = op;
-      cancel_now = cancelled_ && !finished_ && op != 0;
-    }
-    if (cancel_now) handler_->CancelOp(op);
-    Unref();
-  }
-
-  void OnCancel() override {
-    OpId op = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      op = op_;
-    }
-    if (op != 0) handler_->CancelOp(op);
-  }
-  void OnDone() override { Unref(); }
-
- private:
-  void Unref() {
-    if (refs_.fetch_sub(1) == 1) delete this;
-  }
-  CoordinationRpcHandler* const handler_;
-  std::atomic<int> refs_{2};
-  absl::Mutex mu_;
-  OpId op_ ABSL_GUARDED_BY(mu_) = 0;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  ReplyBudget::Charge charge_ ABSL_GUARDED_BY(mu_);
-};
-
-}  // namespace
 
 template <typename Req, typename Resp>
 grpc::ServerUnaryReactor* CoordinationGrpcService::Serve(grpc::CallbackServerContext* ctx,
                                                          HandlerMethod<Req, Resp> method,
                                                          const Req* req, Resp* resp) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
-  auto* reactor = new UnaryReactor(handler_);
+  auto* reactor = new WaitingCallReactor(&handler_->service());
   reactor->Started((handler_->*method)(req, resp, [reactor](absl::Status s) {
-    reactor->Complete(s);
+    reactor->Complete(ToGrpcStatus(s));
   }));
   return reactor;
 }
@@ -135,10 +77,10 @@ grpc::ServerUnaryReactor* CoordinationGrpcService::GetKeyValueDir(
     grpc::CallbackServerContext* ctx, const pb::GetKeyValueDirRequest* req,
     pb::GetKeyValueDirResponse* resp) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
-  auto* reactor = new UnaryReactor(handler_);
+  auto* reactor = new WaitingCallReactor(&handler_->service());
   reactor->Started(handler_->GetKeyValueDirAsync(
       req, resp, [reactor](absl::Status s, ReplyBudget::Charge charge) {
-        reactor->Complete(s, std::move(charge));
+        reactor->Complete(ToGrpcStatus(s), std::move(charge));
       }));
   return reactor;
 }

@@ -14,8 +14,12 @@ CoordinationRpcHandler::CoordinationRpcHandler(CoordinationService* service,
 OpId CoordinationRpcHandler::RegisterTaskAsync(const pb::RegisterTaskRequest* request,
                                                pb::RegisterTaskResponse* response,
                                                StatusCallback done) {
-  RegisterArgs args{request->task_id(), request->incarnation(), request->num_tasks(),
-                    request->hostname(), request->pid(), std::nullopt};
+  RegisterArgs args;
+  args.task = request->task_id();
+  args.incarnation = request->incarnation();
+  args.num_tasks = request->num_tasks();
+  args.hostname = request->hostname();
+  args.pid = request->pid();
   if (request->has_restart_attempt()) args.restart_attempt = request->restart_attempt();
   CoordinationService* service = service_;
   return service_->RegisterTask(

@@ -134,7 +134,7 @@ class FakeJob {
     service_ = std::make_unique<CoordinationService>(config, &clock_);
     for (TaskId t = 0; t < num_tasks; ++t) {
       Incarnation incarnation = 1000 + t;
-      service_->RegisterTask(RegisterArgs{t, incarnation, num_tasks, "fake-host", 100 + t, {}},
+      service_->RegisterTask(RegisterArgs{t, incarnation, num_tasks, "fake-host", 100 + t, {}, {}, {}},
                              [](absl::Status) {});
       clients_.push_back(std::make_unique<FakeJobClient>(service_.get(), t, incarnation));
     }

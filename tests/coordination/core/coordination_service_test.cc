@@ -35,7 +35,7 @@ class CoordinationServiceTest : public ::testing::Test {
   Incarnation Inc(TaskId t) const { return 1000 + t; }
   OpId Register(TaskId t, Result* r, Incarnation inc = 0) {
     return service_->RegisterTask(
-        RegisterArgs{t, inc ? inc : Inc(t), service_->config().num_tasks, "host", 100 + t, {}},
+        RegisterArgs{t, inc ? inc : Inc(t), service_->config().num_tasks, "host", 100 + t, {}, {}, {}},
         r->Callback());
   }
   void ConnectAll(int n) {
@@ -88,7 +88,7 @@ TEST_F(CoordinationServiceTest, Register_OutOfRange_InvalidArgumentNamesRange) {
 TEST_F(CoordinationServiceTest, Register_NumTasksMismatch_InvalidArgument) {
   Start(4);
   Result r;
-  service_->RegisterTask(RegisterArgs{1, Inc(1), 8, "h", 1, {}}, r.Callback());
+  service_->RegisterTask(RegisterArgs{1, Inc(1), 8, "h", 1, {}, {}, {}}, r.Callback());
   EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.message(), HasSubstr("num_processes mismatch"));
   EXPECT_THAT(r.message(), HasSubstr("8"));
