@@ -194,7 +194,19 @@ int Run(int argc, char** argv) {
     std::ofstream(token_file) << token << "\n";
     chmod(token_file.c_str(), 0600);
   }
-  absl::StatusOr<int> jax_port = PickFreePort();
+  // Ports picked one after another may repeat: each must differ from those before it.
+  auto pick_another = [](std::vector<int> taken) -> absl::StatusOr<int> {
+    for (int attempt = 0;; ++attempt) {
+      absl::StatusOr<int> port = PickFreePort();
+      if (!port.ok() || attempt == 10 ||
+          std::find(taken.begin(), taken.end(), *port) == taken.end()) {
+        return port;
+      }
+    }
+  };
+  absl::StatusOr<int> jax_port = pick_another({f.coordinator_port});
+  absl::StatusOr<int> master_port =
+      pick_another({f.coordinator_port, jax_port.ok() ? *jax_port : 0});
 
   // Signals arrive on a signalfd polled with the children's output.
   sigset_t mask;
@@ -236,9 +248,22 @@ int Run(int argc, char** argv) {
         {env::kHeartbeatTimeout, absl::FormatDuration(timeouts->heartbeat)},
         {env::kInitializationTimeout, absl::FormatDuration(timeouts->initialization)},
         {env::kShutdownTimeout, absl::FormatDuration(timeouts->shutdown)},
+        // An unmodified JAX program dials rank 0's sidecar, which speaks JAX's protocol there;
+        // JAX's process 0 still starts a service of its own, on a loopback port nobody dials.
         {"JAX_COORDINATOR_ADDRESS", absl::StrCat("127.0.0.1:", jax_port.ok() ? *jax_port : 0)},
+        {"JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0"},
         {"JAX_NUM_PROCESSES", absl::StrCat(f.num_processes)},
         {"JAX_PROCESS_ID", absl::StrCat(rank)},
+        // torch.distributed's env:// as torchrun sets it on one node: rank 0's process hosts
+        // the TCPStore on MASTER_PORT.
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", absl::StrCat(master_port.ok() ? *master_port : 0)},
+        {"WORLD_SIZE", absl::StrCat(f.num_processes)},
+        {"RANK", absl::StrCat(rank)},
+        {"LOCAL_RANK", absl::StrCat(rank)},
+        {"LOCAL_WORLD_SIZE", absl::StrCat(f.num_processes)},
+        {"GROUP_RANK", "0"},
+        {"NODE_RANK", "0"},
     };
     if (f.standalone) {
       env[env::kMode] = "standalone";

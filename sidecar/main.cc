@@ -56,6 +56,9 @@ struct Flags {
   TimeoutFlags timeouts;
   size_t per_rank_metrics_limit = 4096;
   bool preempt_before_attach = false;
+  int jax_port = kUnset;  // From JAX_COORDINATOR_ADDRESS.
+  bool no_jax_port = false;
+  std::string jax_heartbeat_timeout;
 };
 
 int Fail(const std::string& message) {
@@ -105,6 +108,15 @@ int Run(int argc, char** argv) {
   app.add_option("--per-rank-metrics-limit", f.per_rank_metrics_limit,
                  "Rank 0 exports per-rank series up to this job size")
       ->capture_default_str();
+  app.add_option("--jax-port", f.jax_port,
+                 "Rank 0: port that serves XLA's coordination protocol to unmodified "
+                 "jax.distributed programs, over the same service (default: the port of "
+                 "JAX_COORDINATOR_ADDRESS when it is set; 0 picks one). See docs/jax.md");
+  app.add_flag("--no-jax-port", f.no_jax_port, "Rank 0: do not serve JAX's protocol");
+  app.add_option("--jax-heartbeat-timeout", f.jax_heartbeat_timeout,
+                 absl::StrCat("A JAX process silent this long has failed (JAX heartbeats every "
+                              "50 s by default; default ",
+                              absl::FormatDuration(coordination::kJaxHeartbeatTimeout), ")"));
   app.add_flag("--preempt-before-attach", f.preempt_before_attach,
                "A SIGTERM that comes before the trainer attached is a preemption notice for the "
                "trainer to come, instead of a reason to exit (cohort-run sets it; under "
@@ -151,22 +163,47 @@ int Run(int argc, char** argv) {
   // Signals go to one thread; block them before any other thread starts.
   sigset_t signals = BlockTerminationSignals();
 
+  // Metrics.
+  auto registry = std::make_shared<prometheus::Registry>();
+  AddBuildInfo(*registry, "sidecar");
+  sidecar::SidecarMetrics metrics(*registry, rank);
+  sidecar::JaxPortMetrics jax_metrics(*registry);
+
   // Rank 0: the coordination service.
   std::unique_ptr<coordination::CoordinationServer> coordinator;
   if (rank == 0) {
     absl::StatusOr<coordination::ServerOptions> options =
         coordination::ServerOptionsFor(*settings, f.coordinator_bind_address);
     if (!options.ok()) return Fail(std::string(options.status().message()));
+    if (!f.no_jax_port) {
+      std::optional<int> jax_port;
+      if (f.jax_port != kUnset) {
+        jax_port = f.jax_port;
+      } else if (std::optional<std::string> jax = env::Get("JAX_COORDINATOR_ADDRESS")) {
+        absl::StatusOr<int> port = env::CoordinatorPort(*jax);
+        if (!port.ok()) {
+          return Fail(absl::StrCat("JAX_COORDINATOR_ADDRESS: ", port.status().message()));
+        }
+        jax_port = *port;
+      }
+      if (jax_port) options->jax_listen_address = absl::StrCat(f.coordinator_bind_address, ":", *jax_port);
+      if (!f.jax_heartbeat_timeout.empty()) {
+        absl::StatusOr<absl::Duration> d = env::ParseDuration(f.jax_heartbeat_timeout);
+        if (!d.ok()) return Fail(absl::StrCat("--jax-heartbeat-timeout: ", d.status().message()));
+        options->jax.heartbeat_timeout = *d;
+      }
+      options->jax.on_rpc = [&metrics = jax_metrics](absl::string_view protocol,
+                                                     absl::string_view method,
+                                                     absl::StatusCode code) {
+        metrics.Count(protocol, method, code);
+      };
+    }
     absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> server =
         coordination::CoordinationServer::Start(*options);
     if (!server.ok()) return Fail(std::string(server.status().message()));
     coordinator = std::move(*server);
   }
 
-  // Metrics.
-  auto registry = std::make_shared<prometheus::Registry>();
-  AddBuildInfo(*registry, "sidecar");
-  sidecar::SidecarMetrics metrics(*registry, rank);
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {registry};
   if (coordinator) {
     collectables.push_back(std::make_shared<sidecar::CoordinatorCollector>(
@@ -207,6 +244,9 @@ int Run(int argc, char** argv) {
   LogInfo("rank ", rank, "/", num, ": agent socket ", f.agent_socket, ", metrics on port ",
           (*http)->port(),
           rank == 0 ? absl::StrCat(", coordination service on port ", coordinator->port()) : "",
+          coordinator && coordinator->jax_port() != 0
+              ? absl::StrCat(", JAX's coordination protocol on port ", coordinator->jax_port())
+              : "",
           settings->restart_attempt ? absl::StrCat(", restart attempt ", *settings->restart_attempt)
                                     : "");
 

@@ -3,8 +3,10 @@
 #include <pthread.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/grpc_event_stream.h"
 #include "common/log.h"
+#include "coordination/client/grpc_coordination_stub.h"
 #include "coordination/wire/proto_convert.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
@@ -244,10 +246,38 @@ void AgentRpcService::OnPreemptionSignal() {
     preemption_signalled_ = true;
     agent = agent_;
   }
-  if (agent == nullptr || !agent->connected()) return;  // Reported once connected.
+  if (agent == nullptr) {
+    // No libdist trainer has attached: the rank's program may talk to the service itself (an
+    // unmodified JAX program on rank 0's JAX port). Tell the service about that process now; a
+    // libdist trainer that attaches later still reports the notice once connected.
+    ReportPreemptionAsObserver();
+    return;
+  }
+  if (!agent->connected()) return;  // Reported once connected.
   agent->ReportPreemption([](absl::Status s) {
     if (!s.ok()) LogWarning("could not report the preemption notice: ", s.message());
   });
+}
+
+void AgentRpcService::ReportPreemptionAsObserver() {
+  coordination::GrpcCoordinationStub stub(options_.coordinator_address, options_.token);
+  pb::ReportPreemptionRequest request;
+  request.set_task_id(options_.task);
+  request.set_incarnation(coordination::kObserverIncarnation);
+  pb::ReportPreemptionResponse response;
+  absl::Notification done;
+  absl::Status result;
+  stub.ReportPreemption(request, &response, absl::Seconds(2), [&](absl::Status s) {
+    result = s;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  if (result.ok()) {
+    LogInfo("preemption notice for rank ", options_.task, " reported to the coordination service");
+  } else {
+    LogDebug("preemption notice for rank ", options_.task, " not taken by the service yet (",
+             result.message(), "); it goes with the trainer's registration");
+  }
 }
 
 template <typename Call>

@@ -106,6 +106,9 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   grpc::ServerUnaryReactor* Forward(grpc::CallbackServerContext* ctx, const char* metric_op,
                                     Call call);
   void OnTrainerGone(int64_t pid);
+  // Reports the preemption straight to the service for whatever process holds this rank there
+  // (the observer incarnation); waits up to 2 s.
+  void ReportPreemptionAsObserver();
   void SetOutcome(TrainerOutcome outcome);
 
   const AgentOptions options_;

@@ -97,6 +97,21 @@ void SidecarMetrics::CountPreemptionNotice() { preemption_notices_.Increment(); 
 void SidecarMetrics::SetAgentConnected(bool connected) { agent_connected_.Set(connected ? 1 : 0); }
 void SidecarMetrics::SetTrainerAttached(bool attached) { trainer_attached_.Set(attached ? 1 : 0); }
 
+JaxPortMetrics::JaxPortMetrics(prometheus::Registry& registry)
+    : rpcs_(prometheus::BuildCounter()
+                .Name("cohort_jax_rpcs_total")
+                .Help("Calls answered on the JAX port, by protocol, method and status code")
+                .Register(registry)) {}
+
+void JaxPortMetrics::Count(absl::string_view protocol, absl::string_view method,
+                           absl::StatusCode code) {
+  rpcs_
+      .Add({{"protocol", std::string(protocol)},
+            {"method", std::string(method)},
+            {"code", CodeLabel(absl::Status(code, ""))}})
+      .Increment();
+}
+
 std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
   coordination::CoordinationService::Snapshot snap = service_->GetSnapshot();
   std::vector<prometheus::MetricFamily> out;
@@ -120,11 +135,21 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
     prometheus::MetricFamily age{"cohort_task_heartbeat_age_seconds",
                                  "Seconds since the coordinator last heard from the rank",
                                  prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily state{"cohort_task_state",
+                                   "1 for each rank's current state, labelled with the protocol "
+                                   "it registered with",
+                                   prometheus::MetricType::Gauge, {}};
     for (size_t i = 0; i < snap.tasks.size(); ++i) {
       const auto& t = snap.tasks[i];
       std::string rank = absl::StrCat(i);
       up.metric.push_back(
           GaugeSample(t.state == coordination::TaskState::kConnected ? 1 : 0, {{"rank", rank}}));
+      state.metric.push_back(
+          GaugeSample(1, {{"rank", rank},
+                          {"state", std::string(coordination::TaskStateName(t.state))},
+                          {"protocol", t.state == coordination::TaskState::kDisconnected
+                                           ? std::string("none")
+                                           : t.protocol}}));
       if (t.state == coordination::TaskState::kConnected) {
         age.metric.push_back(GaugeSample(absl::ToDoubleSeconds(snap.now - t.last_heartbeat),
                                          {{"rank", rank}}));
@@ -132,6 +157,7 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
     }
     out.push_back(std::move(up));
     out.push_back(std::move(age));
+    out.push_back(std::move(state));
   }
   out.push_back({"cohort_job_failed", "1 once any rank failed and the job is failing",
                  prometheus::MetricType::Gauge, {GaugeSample(snap.job_failed ? 1 : 0, {})}});

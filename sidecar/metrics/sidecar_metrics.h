@@ -41,6 +41,17 @@ class SidecarMetrics {
   prometheus::Gauge& trainer_attached_;
 };
 
+// Calls answered on rank 0's JAX port (cohort_jax_rpcs_total), by protocol generation, method
+// and status code: which jaxlib generation the job's processes speak and what they ask.
+class JaxPortMetrics {
+ public:
+  explicit JaxPortMetrics(prometheus::Registry& registry);
+  void Count(absl::string_view protocol, absl::string_view method, absl::StatusCode code);
+
+ private:
+  prometheus::Family<prometheus::Counter>& rpcs_;
+};
+
 // Per-task health as the coordinator sees it, computed at scrape time from the service's
 // snapshot: task states, heartbeat age per rank (the "which rank is sick" view), key-value and
 // barrier gauges. Per-rank series are emitted up to `per_rank_limit` ranks.
