@@ -3,6 +3,7 @@
 # Python tool or client (jax for the JAX end-to-end test, kubernetes-validate for manifests).
 # Usage: setup_python_venv.sh VENV_DIR MODULE PACKAGE...
 #   MODULE: what `python -c "import MODULE"` must find afterwards.
+#   PYTHON (environment): the interpreter that makes the environment; default python3.
 # Exit 0: VENV_DIR/bin/python imports MODULE. 77: PyPI cannot be reached (the test skips and says
 # so). Anything else: a real error (the test fails).
 #
@@ -24,8 +25,9 @@ fi
 if "$venv/bin/python" -c "import $module" 2>/dev/null; then
   exit 0
 fi
-if ! python3 -m venv "$venv"; then
-  echo "cannot create a virtual environment at $venv with $(command -v python3)" >&2
+python=${PYTHON:-python3}
+if ! "$python" -m venv "$venv"; then
+  echo "cannot create a virtual environment at $venv with $(command -v "$python")" >&2
   exit 1
 fi
 if "$venv/bin/pip" install --quiet --disable-pip-version-check "$@"; then

@@ -28,56 +28,6 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-struct LauncherRun {
-  Subprocess process;
-  std::vector<std::string> lines;
-  std::string buffer;
-  bool open = true;
-
-  // Reads output until a line contains `text` (or the output ends / the deadline passes).
-  bool ReadUntil(const std::string& text, absl::Duration timeout) {
-    absl::Time deadline = absl::Now() + timeout;
-    while (open && absl::Now() < deadline) {
-      for (const auto& l : lines) {
-        if (!text.empty() && l.find(text) != std::string::npos) return true;
-      }
-      pollfd fd{process.output_fd(), POLLIN, 0};
-      poll(&fd, 1, 100);
-      std::vector<std::string> got;
-      open = ReadLines(process.output_fd(), &buffer, &got);
-      for (auto& l : got) {
-        std::fprintf(stderr, "%s\n", l.c_str());
-        lines.push_back(std::move(l));
-      }
-    }
-    for (const auto& l : lines) {
-      if (!text.empty() && l.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-  int Finish() {
-    ReadUntil("", absl::Seconds(60));
-    return process.Wait();
-  }
-  bool Has(const std::string& text) const {
-    for (const auto& l : lines) {
-      if (l.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-};
-
-LauncherRun Launch(std::vector<std::string> args) {
-  std::vector<std::string> argv = {BinPath("cohort-run")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{argv, {}});
-  EXPECT_TRUE(p.ok()) << p.status();
-  LauncherRun run;
-  run.process = std::move(*p);
-  fcntl(run.process.output_fd(), F_SETFL, O_NONBLOCK);
-  return run;
-}
-
 TEST(CohortRunTest, ThreeRanks_PrefixedOutputAndSuccess) {
   LauncherRun run = Launch({"-n", "3", "--", BinPath("test-trainer"), "rendezvous"});
   int status = run.Finish();

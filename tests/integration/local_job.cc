@@ -165,4 +165,49 @@ int LocalJob::http_port(int rank) const {
   return port;
 }
 
+bool LauncherRun::ReadUntil(const std::string& text, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (open && absl::Now() < deadline) {
+    if (!text.empty() && Has(text)) return true;
+    pollfd fd{process.output_fd(), POLLIN, 0};
+    poll(&fd, 1, 100);
+    std::vector<std::string> got;
+    open = ReadLines(process.output_fd(), &buffer, &got);
+    for (auto& l : got) {
+      std::fprintf(stderr, "%s\n", l.c_str());
+      lines.push_back(std::move(l));
+    }
+  }
+  return !text.empty() && Has(text);
+}
+
+int LauncherRun::Finish() {
+  ReadUntil("", absl::Seconds(60));
+  return process.Wait();
+}
+
+bool LauncherRun::Has(const std::string& text) const { return !Find(text).empty(); }
+
+std::string LauncherRun::Find(const std::string& text) const {
+  for (const auto& l : lines) {
+    if (l.find(text) != std::string::npos) return l;
+  }
+  return "";
+}
+
+LauncherRun Launch(std::vector<std::string> args, std::map<std::string, std::string> env) {
+  std::vector<std::string> argv = {BinPath("cohort-run")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{argv, std::move(env)});
+  EXPECT_TRUE(p.ok()) << p.status();
+  LauncherRun run;
+  if (!p.ok()) {
+    run.open = false;
+    return run;
+  }
+  run.process = std::move(*p);
+  fcntl(run.process.output_fd(), F_SETFL, O_NONBLOCK);
+  return run;
+}
+
 }  // namespace cohort::testing

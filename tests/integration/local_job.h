@@ -69,4 +69,23 @@ class LocalJob {
 // Paths of the built binaries.
 std::string BinPath(const std::string& name);
 
+// One run of cohort-run, its output read line by line (and echoed to the test log).
+struct LauncherRun {
+  Subprocess process;
+  std::vector<std::string> lines;
+  std::string buffer;
+  bool open = true;
+
+  // Reads output until a line contains `text` (or the output ends / the deadline passes).
+  bool ReadUntil(const std::string& text, absl::Duration timeout);
+  // Reads the rest of the output (up to 60 s) and returns cohort-run's wait status.
+  int Finish();
+  bool Has(const std::string& text) const;
+  // The first line containing `text`, or "".
+  std::string Find(const std::string& text) const;
+};
+
+// Starts cohort-run with `args`, adding `env` to this process's environment.
+LauncherRun Launch(std::vector<std::string> args, std::map<std::string, std::string> env = {});
+
 }  // namespace cohort::testing
