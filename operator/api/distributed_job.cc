@@ -223,9 +223,11 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   if (s.replicas < 1 || s.replicas > kMaxReplicas) {
     errors.push_back(absl::StrCat("spec.replicas: must be between 1 and ", kMaxReplicas, " (got ", s.replicas, ")"));
   }
-  if (s.coordinator_port < 1 || s.coordinator_port > 65534) {
-    errors.push_back(absl::StrCat("spec.coordinatorPort: must be a port between 1 and 65534 (got ",
-                                  s.coordinator_port, "); the next port is JAX's coordinator"));
+  if (s.coordinator_port < 1 || s.coordinator_port > 65533) {
+    errors.push_back(absl::StrCat("spec.coordinatorPort: must be a port between 1 and 65533 (got ",
+                                  s.coordinator_port,
+                                  "); the next port is JAX's coordinator and the one after it "
+                                  "PyTorch's MASTER_PORT"));
   }
   if (s.max_restarts < 0) {
     errors.push_back(absl::StrCat("spec.maxRestarts: must be 0 or more (got ", s.max_restarts, ")"));

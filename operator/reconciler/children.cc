@@ -35,9 +35,10 @@ std::string Seconds(absl::Duration d) {
 // same name is replaced, so a stale value can never override the operator's.
 json ContractEnv(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
   std::string coordinator = CoordinatorAddress(job);
-  std::string jax_address =
-      absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".", job.namespace_.empty() ? "default" : job.namespace_,
-                   ".svc:", job.spec.coordinator_port + 1);
+  const std::string rank0_host =
+      absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".",
+                   job.namespace_.empty() ? "default" : job.namespace_, ".svc");
+  std::string jax_address = absl::StrCat(rank0_host, ":", job.spec.coordinator_port + 1);
   json env = json::array();
   auto add = [&](const char* name, const std::string& value) {
     env.push_back({{"name", name}, {"value", value}});
@@ -53,10 +54,23 @@ json ContractEnv(const DistributedJob& job, int32_t rank, int32_t restart_attemp
   add(env::kHeartbeatTimeout, Seconds(job.spec.sidecar.heartbeat_timeout));
   env.push_back({{"name", env::kPodIp},
                  {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
-  // An unmodified JAX program: JAX's process 0 hosts its own service on the next port.
+  // An unmodified JAX program dials rank 0's sidecar on the next port, where it speaks JAX's
+  // coordination protocol; JAX's process 0 still starts a service of its own, bound where
+  // nobody dials (docs/jax.md).
   add("JAX_COORDINATOR_ADDRESS", jax_address);
+  add("JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0");
   add("JAX_NUM_PROCESSES", absl::StrCat(job.spec.replicas));
   add("JAX_PROCESS_ID", absl::StrCat(rank));
+  // torch.distributed's env:// as torchrun and Kubeflow's PyTorchJob set it, one process per
+  // pod: rank 0's process hosts the TCPStore two ports above the coordinator's.
+  add("MASTER_ADDR", rank0_host);
+  add("MASTER_PORT", absl::StrCat(job.spec.coordinator_port + 2));
+  add("WORLD_SIZE", absl::StrCat(job.spec.replicas));
+  add("RANK", absl::StrCat(rank));
+  add("LOCAL_RANK", "0");
+  add("LOCAL_WORLD_SIZE", "1");
+  add("GROUP_RANK", absl::StrCat(rank));
+  add("NODE_RANK", absl::StrCat(rank));
   return env;
 }
 

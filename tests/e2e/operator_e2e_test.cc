@@ -7,15 +7,19 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "httplib.h"
 #include "gtest/gtest.h"
+#include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
 
 namespace cohort::testing {
@@ -347,41 +351,176 @@ TEST_F(OperatorE2E, Metrics_CountWhatTheOperatorDidAndPromtoolAcceptsThem) {
   EXPECT_EQ(PromtoolProblems(res->body), "");
 }
 
-TEST_F(OperatorE2E, JaxProgram_TwoRanksInitializeFromTheInjectedEnvironmentAndSucceed) {
-  // jax (CPU) from PyPI in a virtual environment under the build tree, made once.
-  std::string venv = absl::StrCat(COHORT_BUILD_DIR, "/jax-venv");
-  absl::StatusOr<Subprocess> setup = Subprocess::Start(Subprocess::Options{
-      {absl::StrCat(COHORT_SOURCE_DIR, "/tests/setup_python_venv.sh"), venv, "jax", "jax"}, {},
-      /*capture_output=*/false});
-  ASSERT_TRUE(setup.ok()) << setup.status();
-  int code = Subprocess::ExitCodeOf(setup->Wait());
-  if (code == 77) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
-  ASSERT_EQ(code, 0) << "tests/setup_python_venv.sh " << venv << " jax jax failed";
-
-  auto op = Operator();
-  std::string yaml = absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1
+// A DistributedJob of 2 ranks running `program` (with `args`) under the environment's python.
+std::string PythonJobYaml(const std::string& name, const std::string& venv, const std::string& program,
+                          const std::string& args, const std::string& env_yaml) {
+  return absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1
 kind: DistributedJob
 metadata:
-  name: e2e-jax
+  name: NAME
 spec:
   replicas: 2
-  maxRestarts: 0
+  maxRestarts: 2
+  restartBackoff: 100ms
   template:
     spec:
       containers:
         - name: trainer
           image: python:3.11
-          command: ["PYTHON", "PROGRAM"]
-)",
-                                         {{"PYTHON", absl::StrCat(venv, "/bin/python")},
-                                          {"PROGRAM", absl::StrCat(COHORT_SOURCE_DIR, "/tests/e2e/jax_program.py")}});
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
+          command: ["PYTHON", "PROGRAM"ARGS]
+          env:
+            - name: JAX_PLATFORMS
+              value: cpu
+ENV)",
+                             {{"NAME", name},
+                              {"PYTHON", absl::StrCat(venv, "/bin/python")},
+                              {"PROGRAM", absl::StrCat(COHORT_SOURCE_DIR, "/", program)},
+                              {"ARGS", args.empty() ? "" : absl::StrCat(", \"", args, "\"")},
+                              {"ENV", env_yaml}});
+}
+
+std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int rank) {
+  std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", job, "-", rank, "/trainer.log"));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Waits until `rank`'s trainer log of `job` has a line containing `text`; returns the log then,
+// or "" at the deadline (a restarted pod's log starts afresh, so read it while it is there).
+std::string WaitForLog(LocalControlPlane& cluster, const std::string& job, int rank, const std::string& text,
+                       absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::string log = TrainerLog(cluster, job, rank);
+    if (absl::StrContains(log, text)) return log;
+    absl::SleepFor(absl::Milliseconds(20));  // A file, written by another process: polled.
+  }
+  return "";
+}
+
+// What the test programs recorded (COHORT_TEST_RECORD) across every restart attempt.
+std::string RecordYaml(const std::string& path) {
+  return absl::StrCat("            - name: COHORT_TEST_RECORD\n              value: ", path, "\n");
+}
+std::string ReadRecord(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// An unmodified JAX program (tests/frameworks/jax_program.py) whose processes register with rank 0's
+// sidecar, not with the service JAX's process 0 starts: the sidecar's metrics show both tasks.
+TEST_F(OperatorE2E, JaxProgram_TwoRanksSucceedThroughRankZerosSidecar) {
+  std::string venv = JaxEnvironment("0.10.2");
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jax", venv, "tests/frameworks/jax_program.py", "k8s",
+                                                      "            - name: COHORT_TEST_SIDECAR_METRICS\n"
+                                                      "              value: pod\n"))
+                .exit_code,
+            0);
   json job = cluster_->WaitForJob("default", "e2e-jax", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax");
   for (int rank = 0; rank < 2; ++rank) {
-    std::ifstream in(absl::StrCat(cluster_->dir(), "/pods/default_e2e-jax-", rank, "/trainer.log"));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_THAT(text, HasSubstr(absl::StrCat("JAX process ", rank, " of 2"))) << text;
+    EXPECT_THAT(TrainerLog(*cluster_, "e2e-jax", rank),
+                HasSubstr(absl::StrCat("JAX process ", rank,
+                                       " of 2: kv, barrier, allgather, broadcast and live nodes ok")));
+  }
+  std::string log0 = TrainerLog(*cluster_, "e2e-jax", 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(log0, HasSubstr(absl::StrCat("METRIC cohort_task_state{rank=\"", rank,
+                                             "\",state=\"shut_down\",protocol=\"xla_coordination\"} 1")));
+  }
+}
+
+TEST_F(OperatorE2E, JaxProgram_RankKilled_TheOtherIsToldAndTheGangRestarts) {
+  std::string venv = JaxEnvironment("0.10.2");
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jax-kill", venv, "tests/frameworks/jax_program.py", "k8s",
+                                                      "            - name: COHORT_TEST_HOLD\n"
+                                                      "              value: \"1\"\n"))
+                .exit_code,
+            0);
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-kill", 0, "JAX process 0 ready", absl::Minutes(2)), "");
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-kill", 1, "JAX process 1 ready", absl::Minutes(1)), "");
+  pid_t pid = LocalControlPlane::FindProcess(
+      "jax_program.py", {"COHORT_JOB_NAME=e2e-jax-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+  ASSERT_GT(pid, 0) << "rank 1's JAX process";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  absl::Time killed = absl::Now();
+  std::string told = WaitForLog(*cluster_, "e2e-jax-kill", 0,
+                                "Terminating process because the JAX distributed service detected fatal errors",
+                                absl::Seconds(10));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+  EXPECT_THAT(told, HasSubstr("rank 1 (JAX process at "));
+  EXPECT_THAT(told, HasSubstr("its JAX process died or was killed"));
+
+  json job = cluster_->WaitForJob("default", "e2e-jax-kill", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax-kill");
+  EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-jax-kill");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 0);
+  EXPECT_THAT(TrainerLog(*cluster_, "e2e-jax-kill", 0), HasSubstr("JAX process 0 restart attempt 1"));
+}
+
+// `kubectl drain`: the evicted pod's JAX process gets SIGTERM; JAX's handler sets the notice key
+// in Cohort's store; both processes agree on a step, save and exit; the gang restarts as a
+// preemption.
+TEST_F(OperatorE2E, JaxProgram_PodEvicted_BothSyncAtOneStepAndTheGangRestartsAsAPreemption) {
+  std::string venv = JaxEnvironment("0.10.2");
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
+  auto op = Operator();
+  const std::string record = absl::StrCat(cluster_->dir(), "/e2e-jax-evict.record");
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jax-evict", venv, "tests/frameworks/jax_program.py", "k8s",
+                                                      "            - name: COHORT_TEST_HOLD\n"
+                                                      "              value: \"1\"\n" +
+                                                          RecordYaml(record)))
+                .exit_code,
+            0);
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-evict", 0, "JAX process 0 ready", absl::Minutes(2)), "");
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-evict", 1, "JAX process 1 ready", absl::Minutes(1)), "");
+  LocalControlPlane::Result evicted = cluster_->Kubectl(
+      {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-jax-evict-1/eviction"},
+      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-jax-evict-1","namespace":"default"}})");
+  ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
+
+  json job = cluster_->WaitForJob("default", "e2e-jax-evict", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax-evict");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1) << Events(*cluster_, "e2e-jax-evict");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  const std::string recorded = ReadRecord(record);
+  auto sync_step = [&](int rank) {
+    size_t at = recorded.find(absl::StrCat("JAX process ", rank, " preemption sync point at step "));
+    if (at == std::string::npos) return std::string("none");
+    at = recorded.find("at step ", at);
+    return recorded.substr(at, recorded.find(';', at) - at);
+  };
+  EXPECT_NE(sync_step(0), "none") << recorded;
+  EXPECT_EQ(sync_step(0), sync_step(1)) << recorded;
+  EXPECT_THAT(recorded, HasSubstr("JAX process 1 restart attempt 1"));
+}
+
+// An unmodified PyTorch DDP program: init_process_group("gloo") with no arguments.
+TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheGang) {
+  std::string venv = TorchEnvironment();
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-torch", venv, "tests/frameworks/torch_ddp_program.py", "",
+                                                      "            - name: COHORT_TEST_HOLD\n"
+                                                      "              value: \"1\"\n"))
+                .exit_code,
+            0);
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 0, "torch rank 0 of 2 ready (attempt 0)", absl::Minutes(2)), "");
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 1, "torch rank 1 of 2 ready (attempt 0)", absl::Minutes(1)), "");
+  pid_t pid = LocalControlPlane::FindProcess(
+      "torch_ddp_program.py", {"COHORT_JOB_NAME=e2e-torch", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+  ASSERT_GT(pid, 0) << "rank 1's torch process";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+
+  json job = cluster_->WaitForJob("default", "e2e-torch", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-torch");
+  EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-torch");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "e2e-torch", rank),
+                HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
   }
 }
 

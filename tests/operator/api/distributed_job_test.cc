@@ -168,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"ZeroReplicas", JobBuilder().Spec("replicas", 0).Build(),
                        "spec.replicas: must be between 1 and 100000 (got 0)"},
         ValidationCase{"PortTooHigh", JobBuilder().Spec("coordinatorPort", 70000).Build(),
-                       "spec.coordinatorPort: must be a port between 1 and 65534 (got 70000)"},
+                       "spec.coordinatorPort: must be a port between 1 and 65533 (got 70000)"},
         ValidationCase{"NegativeRestarts", JobBuilder().Spec("maxRestarts", -1).Build(),
                        "spec.maxRestarts: must be 0 or more"},
         ValidationCase{"NegativeTtl", JobBuilder().Spec("ttlSecondsAfterFinished", -5).Build(),

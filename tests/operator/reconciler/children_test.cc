@@ -62,8 +62,22 @@ TEST(BuildPod, TrainerGetsTheEnvironmentContract) {
   EXPECT_EQ(env["COHORT_TOKEN_FILE"], "/var/run/secrets/cohort/token");
   EXPECT_EQ(env["COHORT_POD_IP"]["fieldRef"]["fieldPath"], "status.podIP");
   EXPECT_EQ(env["JAX_COORDINATOR_ADDRESS"], "train-0.train.ml.svc:8477");
+  EXPECT_EQ(env["JAX_COORDINATOR_BIND_ADDRESS"], "127.0.0.1:0");
   EXPECT_EQ(env["JAX_NUM_PROCESSES"], "4");
   EXPECT_EQ(env["JAX_PROCESS_ID"], "3");
+}
+
+TEST(BuildPod, TrainerGetsTorchrunsEnvironment_OneProcessPerPod) {
+  json pod = BuildPod(Job(), 3, 1);
+  std::map<std::string, json> env = EnvOf(pod["spec"]["containers"][0]);
+  EXPECT_EQ(env["MASTER_ADDR"], "train-0.train.ml.svc");
+  EXPECT_EQ(env["MASTER_PORT"], "8478");  // Neither the coordinator's port nor JAX's.
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["LOCAL_RANK"], "0");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "1");
+  EXPECT_EQ(env["GROUP_RANK"], "3");
+  EXPECT_EQ(env["NODE_RANK"], "3");
 }
 
 TEST(BuildPod, TemplateEnvKeptButContractWins) {

@@ -9,6 +9,13 @@ Modes (argv[1]):
                test kills one rank; JAX terminates the other when the service tells it).
   preemption   train in a loop until jax's own reached_preemption_sync_point(step) is true, print
                the step, save and exit 0 (the preemption test sends SIGTERM to one process).
+  k8s          as a DistributedJob: restart attempt 0 runs `preemption` when COHORT_TEST_HOLD=1
+               (the test kills or evicts a rank), else `clean`; later attempts run `clean`.
+
+For the tests, rank 0 prints what its sidecar's /metrics says of the JAX tasks after shutdown
+(COHORT_TEST_SIDECAR_PORT_FILE: the file holding the sidecar's HTTP port on this host;
+COHORT_TEST_SIDECAR_METRICS=pod: the sidecar of this pod, on port 9400 of COHORT_POD_IP).
+Run by tests/frameworks/frameworks_test.cc and tests/e2e/operator_e2e_test.cc.
 """
 
 import os
@@ -18,6 +25,16 @@ import time
 import jax
 import jax.numpy as jnp
 from jax.experimental import multihost_utils
+
+
+def say(line):
+    """Prints `line`; with COHORT_TEST_RECORD set, also appends it to that file, which outlives
+    the pod (a restarted pod's log starts afresh)."""
+    print(line, flush=True)
+    record = os.environ.get("COHORT_TEST_RECORD")
+    if record:
+        with open(record, "a") as f:
+            f.write(line + "\n")
 
 
 def initialize():
@@ -48,8 +65,7 @@ def clean():
     assert int(root[0]) == 7, root
     live = kv.get_live_nodes(list(range(count)))
     assert sorted(live) == list(range(count)), live
-    print(f"JAX process {index} of {count}: kv, barrier, allgather, broadcast and live nodes ok",
-          flush=True)
+    say(f"JAX process {index} of {count}: kv, barrier, allgather, broadcast and live nodes ok")
     jax.distributed.shutdown()
     print_sidecar_metrics(index)
 
@@ -57,40 +73,54 @@ def clean():
 def print_sidecar_metrics(index):
     """For the test: what rank 0's sidecar says of the JAX tasks once both shut down."""
     port_file = os.environ.get("COHORT_TEST_SIDECAR_PORT_FILE")
-    if index != 0 or not port_file:
+    if index != 0:
+        return
+    if port_file:
+        with open(port_file) as f:
+            url = f"http://127.0.0.1:{int(f.read())}/metrics"
+    elif os.environ.get("COHORT_TEST_SIDECAR_METRICS") == "pod":
+        url = f"http://{os.environ['COHORT_POD_IP']}:9400/metrics"
+    else:
         return
     import urllib.request
-    with open(port_file) as f:
-        port = int(f.read())
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
     for line in text.splitlines():
         if line.startswith(("cohort_task_state{", "cohort_jax_rpcs_total{")):
             print("METRIC", line, flush=True)
 
 
 def wait():
-    print(f"JAX process {jax.process_index()} ready", flush=True)
+    say(f"JAX process {jax.process_index()} ready")
     client().blocking_key_value_get("cohort-test/never-set", 120_000)
     sys.exit("a key nobody sets was found")
 
 
 def preemption():
     index = jax.process_index()
-    print(f"JAX process {index} ready", flush=True)
+    say(f"JAX process {index} ready")
     step = 0
     x = jnp.zeros(4)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         x = x + 1
         if multihost_utils.reached_preemption_sync_point(step):
-            print(f"JAX process {index} preemption sync point at step {step}; saving", flush=True)
+            say(f"JAX process {index} preemption sync point at step {step}; saving")
             jax.distributed.shutdown()
             return
         step += 1
         time.sleep(0.01)
-    sys.exit("no preemption notice within 60 s")
+    sys.exit("no preemption notice within 120 s")
+
+
+def k8s():
+    attempt = int(os.environ.get("COHORT_RESTART_ATTEMPT", "0"))
+    say(f"JAX process {jax.process_index()} restart attempt {attempt}")
+    if attempt == 0 and os.environ.get("COHORT_TEST_HOLD") == "1":
+        preemption()
+    else:
+        clean()
 
 
 if __name__ == "__main__":
     initialize()
-    {"clean": clean, "wait": wait, "preemption": preemption}[sys.argv[1]]()
+    {"clean": clean, "wait": wait, "preemption": preemption, "k8s": k8s}[sys.argv[1]]()

@@ -1,4 +1,4 @@
-// Unmodified JAX programs (tests/jax/jax_program.py, jax from PyPI, CPU) under cohort-run: every
+// Unmodified JAX programs (tests/frameworks/jax_program.py, jax from PyPI, CPU) under cohort-run: every
 // process dials rank 0's sidecar, which speaks XLA's coordination protocol (docs/jax.md). Each
 // test runs for every supported jaxlib generation that this machine can install:
 // jax 0.10.2 (xla.coordination) and 0.9.2 (tensorflow.CoordinationService) on Python 3.11, and
@@ -19,6 +19,7 @@
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/python_environment.h"
 #include "tests/integration/local_job.h"
 
 namespace cohort::testing {
@@ -32,7 +33,7 @@ struct JaxVersion {
   std::string python;    // The interpreter the environment is made with.
 };
 
-std::string ProgramPath() { return absl::StrCat(COHORT_SOURCE_DIR, "/tests/jax/jax_program.py"); }
+std::string ProgramPath() { return absl::StrCat(COHORT_SOURCE_DIR, "/tests/frameworks/jax_program.py"); }
 
 // A Python >= 3.12 interpreter (jax 0.11+ needs one): python3.13 or python3.12 in PATH, else
 // one that pyenv installed; "" when there is none.
@@ -64,18 +65,11 @@ class JaxProgramTest : public ::testing::TestWithParam<JaxVersion> {
     const JaxVersion& v = GetParam();
     if (v.python.empty()) {
       GTEST_SKIP() << "jax " << v.jax << " needs Python >= 3.12 (its wheels say "
-                   << "Requires-Python >=3.12), and this machine has none in PATH";
+                   << "Requires-Python >=3.12), and this machine has none (in PATH or under pyenv)";
     }
-    venv_ = absl::StrCat(COHORT_BUILD_DIR, "/python/jax-", v.jax);
-    absl::StatusOr<Subprocess> setup = Subprocess::Start(Subprocess::Options{
-        {absl::StrCat(COHORT_SOURCE_DIR, "/tests/setup_python_venv.sh"), venv_, "jax",
-         absl::StrCat("jax==", v.jax), absl::StrCat("jaxlib==", v.jax)},
-        {{"PYTHON", v.python}},
-        /*capture_output=*/false});
-    ASSERT_TRUE(setup.ok()) << setup.status();
-    int code = Subprocess::ExitCodeOf(setup->Wait());
-    if (code == 77) GTEST_SKIP() << "PyPI cannot be reached: no jax " << v.jax;
-    ASSERT_EQ(code, 0) << "tests/setup_python_venv.sh " << venv_ << " failed";
+    venv_ = JaxEnvironment(v.jax, v.python);
+    if (HasFailure()) return;
+    if (venv_.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax " << v.jax;
     // Short: the sidecars' Unix sockets live under it.
     std::string tmpl = "/tmp/cohort-jax-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
@@ -114,6 +108,15 @@ class JaxProgramTest : public ::testing::TestWithParam<JaxVersion> {
   }
 
   std::string protocol() const { return GetParam().protocol; }
+
+  // Both processes returned true from reached_preemption_sync_point at the same step.
+  static void ExpectOneSyncStep(const LauncherRun& run) {
+    std::string step0 = run.Find("[rank 0] JAX process 0 preemption sync point at step");
+    std::string step1 = run.Find("[rank 1] JAX process 1 preemption sync point at step");
+    ASSERT_FALSE(step0.empty());
+    ASSERT_FALSE(step1.empty());
+    EXPECT_EQ(step0.substr(step0.find("at step")), step1.substr(step1.find("at step")));
+  }
 
   void TearDown() override {
     if (!work_dir_.empty()) std::filesystem::remove_all(work_dir_);
@@ -179,16 +182,13 @@ TEST_P(JaxProgramTest, SigtermToOneProcess_BothReachThePreemptionSyncPointAtTheS
   ASSERT_EQ(kill(trainer, SIGTERM), 0);
   int status = run.Finish();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  std::string step0 = run.Find("[rank 0] JAX process 0 preemption sync point at step");
-  std::string step1 = run.Find("[rank 1] JAX process 1 preemption sync point at step");
-  ASSERT_FALSE(step0.empty());
-  ASSERT_FALSE(step1.empty());
-  EXPECT_EQ(step0.substr(step0.find("at step")), step1.substr(step1.find("at step")));
+  ExpectOneSyncStep(run);
 }
 
-// The eviction of a rank reaches its sidecar as SIGTERM (cohort-run forwards its own SIGTERM
-// to every sidecar): the service turns it into JAX's preemption notice.
-TEST_P(JaxProgramTest, SigtermToCohortRun_BothReachThePreemptionSyncPointAtTheSameStep) {
+// A rank's sidecar told of a preemption (SIGTERM; under cohort-run the same as the operator's
+// notice) reports it for the JAX process that holds the rank; the service turns it into JAX's
+// notice key.
+TEST_P(JaxProgramTest, SigtermToASidecar_BothReachThePreemptionSyncPointAtTheSameStep) {
   LauncherRun run = Run("preemption");
   ASSERT_TRUE(run.ReadUntil("[rank 0] JAX process 0 ready", absl::Seconds(90)));
   ASSERT_TRUE(run.ReadUntil("[rank 1] JAX process 1 ready", absl::Seconds(30)));
@@ -197,11 +197,18 @@ TEST_P(JaxProgramTest, SigtermToCohortRun_BothReachThePreemptionSyncPointAtTheSa
   ASSERT_EQ(kill(sidecar, SIGTERM), 0);
   int status = run.Finish();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  std::string step0 = run.Find("[rank 0] JAX process 0 preemption sync point at step");
-  std::string step1 = run.Find("[rank 1] JAX process 1 preemption sync point at step");
-  ASSERT_FALSE(step0.empty());
-  ASSERT_FALSE(step1.empty());
-  EXPECT_EQ(step0.substr(step0.find("at step")), step1.substr(step1.find("at step")));
+  ExpectOneSyncStep(run);
+}
+
+// cohort-run forwards its SIGTERM to every rank's process: JAX's own handlers take it.
+TEST_P(JaxProgramTest, SigtermToCohortRun_BothReachThePreemptionSyncPointAtTheSameStep) {
+  LauncherRun run = Run("preemption");
+  ASSERT_TRUE(run.ReadUntil("[rank 0] JAX process 0 ready", absl::Seconds(90)));
+  ASSERT_TRUE(run.ReadUntil("[rank 1] JAX process 1 ready", absl::Seconds(30)));
+  ASSERT_EQ(kill(run.process.pid(), SIGTERM), 0);
+  int status = run.Finish();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ExpectOneSyncStep(run);
 }
 
 // Without JAX_COORDINATOR_BIND_ADDRESS, JAX's process 0 tries to host its own service on the
@@ -215,6 +222,20 @@ TEST_P(JaxProgramTest, WithoutTheBindAddress_TheJobFailsFastNamingRankZero) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(50));  // JAX's own init timeout here is 60 s.
   EXPECT_TRUE(run.Has("[rank 0]") && run.Has("Failed to add port to server"));
   EXPECT_TRUE(run.Has("cohort-run: FAILED: rank 0"));
+}
+
+TEST(TorchProgramTest, DdpWithNoArguments_TrainsOnTwoRanksUnderCohortRun) {
+  std::string venv = TorchEnvironment();
+  if (HasFailure()) return;
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch";
+  LauncherRun run = Launch({"-n", "2", "--", absl::StrCat(venv, "/bin/python"),
+                            absl::StrCat(COHORT_SOURCE_DIR, "/tests/frameworks/torch_ddp_program.py")});
+  int status = run.Finish();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(run.Has(absl::StrCat("[rank ", rank, "] torch rank ", rank,
+                                     ": 5 DDP steps, parameters equal on every rank")));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

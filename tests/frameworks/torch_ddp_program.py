@@ -1,0 +1,52 @@
+"""An unmodified PyTorch DDP program (gloo, CPU) as a user writes it for torchrun or Kubeflow's
+PyTorchJob: init_process_group() with no arguments reads MASTER_ADDR, MASTER_PORT, WORLD_SIZE and
+RANK, which cohort-operator sets. It trains a few steps and checks that every rank ends with the
+same parameters.
+
+With COHORT_TEST_HOLD=1, restart attempt 0 keeps training until a rank is killed (the test kills
+one; gloo then fails the others' all-reduce and the operator restarts the gang); later attempts
+train the few steps and succeed. Run by tests/e2e/operator_e2e_test.cc."""
+
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+attempt = int(os.environ.get("COHORT_RESTART_ATTEMPT", "0"))
+hold = attempt == 0 and os.environ.get("COHORT_TEST_HOLD") == "1"
+for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK"):
+    if name not in os.environ:
+        sys.exit(f"{name} is not set; torchrun sets it and so must the operator")
+
+torch.manual_seed(0)
+model = DistributedDataParallel(torch.nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+print(f"torch rank {rank} of {world} ready (attempt {attempt})", flush=True)
+deadline = time.monotonic() + 120
+step = 0
+while True:
+    x = torch.randn(8, 4) + rank
+    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    step += 1
+    if not hold and step >= 5:
+        break
+    if hold:
+        if time.monotonic() > deadline:
+            sys.exit("held for 120 s and no rank was killed")
+        time.sleep(0.05)
+
+params = torch.cat([p.detach().flatten() for p in model.parameters()])
+gathered = [torch.zeros_like(params) for _ in range(world)]
+dist.all_gather(gathered, params)
+if not all(torch.equal(g, params) for g in gathered):
+    sys.exit(f"rank {rank}: the ranks' parameters differ after {step} DDP steps")
+print(f"torch rank {rank}: {step} DDP steps, parameters equal on every rank", flush=True)
+dist.destroy_process_group()
