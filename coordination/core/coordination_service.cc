@@ -887,6 +887,7 @@ CoordinationService::Snapshot CoordinationService::GetSnapshot() const {
   snap.preemption_notices = preemption_ ? 1 : 0;
   snap.kv_entries = kv_.size();
   snap.kv_waiters = kv_.num_waiters();
+  snap.event_watchers = watchers_.size();
   for (const auto& [id, b] : barriers_) snap.barriers_in_progress += b.done ? 0 : 1;
   return snap;
 }

@@ -171,6 +171,7 @@ class CoordinationService {
     size_t kv_entries = 0;
     size_t kv_waiters = 0;
     size_t barriers_in_progress = 0;
+    size_t event_watchers = 0;  // Open event streams (libdist's WatchJob, JAX's PollForError).
     absl::Time now;
   };
   Snapshot GetSnapshot() const;
