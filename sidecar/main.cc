@@ -194,8 +194,9 @@ int Run(int argc, char** argv) {
       }
       options->jax.on_rpc = [&metrics = jax_metrics](absl::string_view protocol,
                                                      absl::string_view method,
-                                                     absl::StatusCode code) {
-        metrics.Count(protocol, method, code);
+                                                     absl::StatusCode code,
+                                                     std::optional<absl::Duration> waited) {
+        metrics.Count(protocol, method, code, waited);
       };
     }
     absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> server =

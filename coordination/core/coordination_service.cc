@@ -555,6 +555,15 @@ absl::StatusOr<KeyValueStore::Entries> CoordinationService::GetKeyValueDir(
   return kv_.GetDir(directory);
 }
 
+absl::Status CoordinationService::VisitKeyValueDir(
+    TaskId task, Incarnation incarnation, absl::string_view directory,
+    absl::FunctionRef<void(const std::string&, const std::string&)> fn) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  kv_.ForEachInDir(directory, fn);
+  return absl::OkStatus();
+}
+
 absl::Status CoordinationService::DeleteKeyValue(TaskId task, Incarnation incarnation,
                                                  absl::string_view key) {
   absl::MutexLock lock(&mu_);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -132,6 +133,10 @@ class CoordinationService {
                                              absl::string_view key);
   absl::StatusOr<KeyValueStore::Entries> GetKeyValueDir(TaskId task, Incarnation incarnation,
                                                         absl::string_view directory);
+  // The same, handing each entry to `fn` (under the service's lock: `fn` must only copy it out)
+  // instead of copying the listing first.
+  absl::Status VisitKeyValueDir(TaskId task, Incarnation incarnation, absl::string_view directory,
+                                absl::FunctionRef<void(const std::string&, const std::string&)> fn);
   absl::Status DeleteKeyValue(TaskId task, Incarnation incarnation, absl::string_view key);
   absl::StatusOr<int64_t> IncrementKeyValue(TaskId task, Incarnation incarnation,
                                             absl::string_view key, int64_t delta);

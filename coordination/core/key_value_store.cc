@@ -66,14 +66,22 @@ std::optional<std::string> KeyValueStore::Get(absl::string_view raw_key) const {
 }
 
 KeyValueStore::Entries KeyValueStore::GetDir(absl::string_view directory) const {
+  Entries out;
+  ForEachInDir(directory, [&](const std::string& key, const std::string& value) {
+    out.emplace_back(key, value);
+  });
+  return out;
+}
+
+void KeyValueStore::ForEachInDir(
+    absl::string_view directory,
+    absl::FunctionRef<void(const std::string&, const std::string&)> fn) const {
   std::string prefix = NormalizeKey(directory);
   if (!prefix.empty()) prefix.push_back('/');
-  Entries out;
   for (auto it = entries_.lower_bound(prefix);
        it != entries_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    out.emplace_back(it->first, it->second);
+    fn(it->first, it->second);
   }
-  return out;
 }
 
 size_t KeyValueStore::Delete(absl::string_view raw_key) {

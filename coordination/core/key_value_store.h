@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -46,6 +47,9 @@ class KeyValueStore {
   std::optional<std::string> Get(absl::string_view key) const;
   // Every entry below `directory/` (full keys), in key order.
   Entries GetDir(absl::string_view directory) const;
+  // Calls fn(key, value) for each entry under `directory`, in key order, without copying them.
+  void ForEachInDir(absl::string_view directory,
+                    absl::FunctionRef<void(const std::string&, const std::string&)> fn) const;
   // Deletes the key and everything below `key/`. Returns how many entries went.
   size_t Delete(absl::string_view key);
   // Adds `delta` to the decimal integer stored at the key (a missing key counts as 0) and stores

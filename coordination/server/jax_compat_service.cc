@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include <google/protobuf/arena.h>
 #include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/support/message_allocator.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
@@ -81,6 +83,28 @@ std::string BarrierErrorBytes(const std::string& id, int64_t counter) {
   return e.SerializeAsString();
 }
 
+// Request and response of one call in one protobuf arena, freed at once when gRPC is done with
+// them: a directory reply of a 1,024-task rendezvous holds 1,024 entries, which would otherwise be
+// 3,072 separate allocations and frees per call.
+template <typename Request, typename Response>
+class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
+ public:
+  grpc::MessageHolder<Request, Response>* AllocateMessages() override { return new Holder(); }
+
+ private:
+  class Holder final : public grpc::MessageHolder<Request, Response> {
+   public:
+    Holder() {
+      this->set_request(google::protobuf::Arena::CreateMessage<Request>(&arena_));
+      this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
+    }
+    void Release() override { delete this; }
+
+   private:
+    google::protobuf::Arena arena_;
+  };
+};
+
 std::string Rfc3339(absl::Time t) { return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone()); }
 
 }  // namespace
@@ -148,8 +172,9 @@ class JaxBridge {
     }
   }
 
-  void Count(absl::string_view protocol, absl::string_view method, absl::StatusCode code) const {
-    if (options_.on_rpc) options_.on_rpc(protocol, method, code);
+  void Count(absl::string_view protocol, absl::string_view method, absl::StatusCode code,
+             std::optional<absl::Duration> waited = std::nullopt) const {
+    if (options_.on_rpc) options_.on_rpc(protocol, method, code, waited);
   }
 
  private:
@@ -262,9 +287,9 @@ template <typename Start>
 grpc::ServerUnaryReactor* Serve(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
                                 absl::string_view method, ErrorPayloads payloads, Start start) {
   auto* reactor = new WaitingCallReactor(&bridge->core());
-  reactor->Started(start([reactor, bridge, protocol, method,
-                          payloads = std::move(payloads)](absl::Status s) {
-    bridge->Count(protocol, method, s.code());
+  reactor->Started(start([reactor, bridge, protocol, method, payloads = std::move(payloads),
+                          started = absl::Now()](absl::Status s) {
+    bridge->Count(protocol, method, s.code(), absl::Now() - started);
     reactor->Complete(WithPayloads(s, payloads));
   }));
   return reactor;
@@ -303,7 +328,9 @@ absl::StatusCode FailureCode(const TaskFailure& failure) {
 
 class XlaService final : public xpb::CoordinationService::CallbackService {
  public:
-  explicit XlaService(std::shared_ptr<JaxBridge> bridge) : bridge_(std::move(bridge)) {}
+  explicit XlaService(std::shared_ptr<JaxBridge> bridge) : bridge_(std::move(bridge)) {
+    SetMessageAllocatorFor_GetKeyValueDir(&dir_allocator_);
+  }
 
   grpc::ServerUnaryReactor* RegisterTask(grpc::CallbackServerContext* ctx,
                                          const xpb::RegisterTaskRequest* req,
@@ -412,17 +439,15 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
                                            const xpb::GetKeyValueDirRequest* req,
                                            xpb::GetKeyValueDirResponse* resp) override {
     auto [task, incarnation] = Caller(req->incarnations());
-    absl::StatusOr<KeyValueStore::Entries> entries =
-        bridge_->core().GetKeyValueDir(task, incarnation, req->directory_key());
-    if (entries.ok()) {
-      resp->set_directory_key(req->directory_key());
-      for (auto& [key, value] : *entries) {
-        xpb::KeyValueEntry* kv = resp->add_kv();
-        kv->set_key(key);
-        kv->set_value(value);
-      }
-    }
-    return Answer(bridge_, kProto, "GetKeyValueDir", XlaPayloads(task), ctx, entries.status());
+    // Straight from the store into the reply: a 1,024-task rendezvous reads 1,024 × 1,024 entries.
+    absl::Status s = bridge_->core().VisitKeyValueDir(
+        task, incarnation, req->directory_key(), [resp](const std::string& key, const std::string& value) {
+          xpb::KeyValueEntry* kv = resp->add_kv();
+          kv->set_key(key);
+          kv->set_value(value);
+        });
+    if (s.ok()) resp->set_directory_key(req->directory_key());
+    return Answer(bridge_, kProto, "GetKeyValueDir", XlaPayloads(task), ctx, s);
   }
 
   grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,
@@ -505,6 +530,7 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
 
  private:
   static constexpr absl::string_view kProto = kXlaCoordinationProtocol;
+  ArenaMessageAllocator<xpb::GetKeyValueDirRequest, xpb::GetKeyValueDirResponse> dir_allocator_;
 
   Incarnation IncarnationFor(TaskId task, const xpb::Incarnations& inc) const {
     if (inc.task_incarnation() != 0) return inc.task_incarnation();
@@ -524,7 +550,9 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
 
 class TslService final : public tpb::CoordinationService::CallbackService {
  public:
-  explicit TslService(std::shared_ptr<JaxBridge> bridge) : bridge_(std::move(bridge)) {}
+  explicit TslService(std::shared_ptr<JaxBridge> bridge) : bridge_(std::move(bridge)) {
+    SetMessageAllocatorFor_GetKeyValueDir(&dir_allocator_);
+  }
 
   grpc::ServerUnaryReactor* RegisterTask(grpc::CallbackServerContext* ctx,
                                          const tpb::RegisterTaskRequest* req,
@@ -691,17 +719,15 @@ class TslService final : public tpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext* ctx,
                                            const tpb::GetKeyValueDirRequest* req,
                                            tpb::GetKeyValueDirResponse* resp) override {
-    absl::StatusOr<KeyValueStore::Entries> entries =
-        bridge_->core().GetKeyValueDir(kUnidentifiedTask, 0, req->directory_key());
-    if (entries.ok()) {
-      resp->set_directory_key(req->directory_key());
-      for (auto& [key, value] : *entries) {
-        tpb::KeyValueEntry* kv = resp->add_kv();
-        kv->set_key(key);
-        kv->set_value(value);
-      }
-    }
-    return Answer(bridge_, kProto, "GetKeyValueDir", TslPayloads(-1), ctx, entries.status());
+    absl::Status s = bridge_->core().VisitKeyValueDir(
+        kUnidentifiedTask, 0, req->directory_key(),
+        [resp](const std::string& key, const std::string& value) {
+          tpb::KeyValueEntry* kv = resp->add_kv();
+          kv->set_key(key);
+          kv->set_value(value);
+        });
+    if (s.ok()) resp->set_directory_key(req->directory_key());
+    return Answer(bridge_, kProto, "GetKeyValueDir", TslPayloads(-1), ctx, s);
   }
 
   grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,
@@ -764,6 +790,7 @@ class TslService final : public tpb::CoordinationService::CallbackService {
 
  private:
   static constexpr absl::string_view kProto = kTensorflowCoordinationProtocol;
+  ArenaMessageAllocator<tpb::GetKeyValueDirRequest, tpb::GetKeyValueDirResponse> dir_allocator_;
   const std::shared_ptr<JaxBridge> bridge_;
 };
 

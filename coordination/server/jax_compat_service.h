@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 
@@ -30,8 +31,11 @@ struct JaxPortOptions {
   // Heartbeat timeout of the tasks that register through this port (never below the
   // service's own).
   absl::Duration heartbeat_timeout = kJaxHeartbeatTimeout;
-  // Called once per answered call: protocol, method name, status code. May be empty.
-  std::function<void(absl::string_view protocol, absl::string_view method, absl::StatusCode code)>
+  // Called once per answered call: protocol, method name, status code, and for the calls that
+  // wait in the service (RegisterTask, Barrier, GetKeyValue, ShutdownTask) how long they waited.
+  // May be empty.
+  std::function<void(absl::string_view protocol, absl::string_view method, absl::StatusCode code,
+                     std::optional<absl::Duration> waited)>
       on_rpc;
 };
 

@@ -101,15 +101,38 @@ JaxPortMetrics::JaxPortMetrics(prometheus::Registry& registry)
     : rpcs_(prometheus::BuildCounter()
                 .Name("cohort_jax_rpcs_total")
                 .Help("Calls answered on the JAX port, by protocol, method and status code")
-                .Register(registry)) {}
+                .Register(registry)),
+      waits_(prometheus::BuildHistogram()
+                 .Name("cohort_jax_wait_seconds")
+                 .Help("How long JAX processes' waiting calls (barriers, blocking gets, "
+                       "registration, shutdown) waited in the service, by protocol and method")
+                 .Register(registry)) {}
 
 void JaxPortMetrics::Count(absl::string_view protocol, absl::string_view method,
-                           absl::StatusCode code) {
-  rpcs_
-      .Add({{"protocol", std::string(protocol)},
-            {"method", std::string(method)},
-            {"code", CodeLabel(absl::Status(code, ""))}})
-      .Increment();
+                           absl::StatusCode code, std::optional<absl::Duration> waited) {
+  std::string key = absl::StrCat(protocol, "/", method, "/", static_cast<int>(code));
+  prometheus::Counter* counter;
+  prometheus::Histogram* histogram = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    prometheus::Counter*& c = counters_[key];
+    if (c == nullptr) {
+      c = &rpcs_.Add({{"protocol", std::string(protocol)},
+                      {"method", std::string(method)},
+                      {"code", CodeLabel(absl::Status(code, ""))}});
+    }
+    counter = c;
+    if (waited) {
+      prometheus::Histogram*& h = histograms_[absl::StrCat(protocol, "/", method)];
+      if (h == nullptr) {
+        h = &waits_.Add({{"protocol", std::string(protocol)}, {"method", std::string(method)}},
+                        prometheus::Histogram::BucketBoundaries{0.001, 0.01, 0.1, 1, 10, 60, 300, 1800});
+      }
+      histogram = h;
+    }
+  }
+  counter->Increment();
+  if (histogram != nullptr) histogram->Observe(absl::ToDoubleSeconds(*waited));
 }
 
 std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <prometheus/collectable.h>
@@ -11,7 +12,9 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordination/core/coordination_service.h"
 
@@ -42,14 +45,22 @@ class SidecarMetrics {
 };
 
 // Calls answered on rank 0's JAX port (cohort_jax_rpcs_total), by protocol generation, method
-// and status code: which jaxlib generation the job's processes speak and what they ask.
+// and status code: which jaxlib generation the job's processes speak and what they ask; and how
+// long the calls that wait in the service waited (cohort_jax_wait_seconds: barriers, blocking
+// gets, registration, shutdown).
 class JaxPortMetrics {
  public:
   explicit JaxPortMetrics(prometheus::Registry& registry);
-  void Count(absl::string_view protocol, absl::string_view method, absl::StatusCode code);
+  void Count(absl::string_view protocol, absl::string_view method, absl::StatusCode code,
+             std::optional<absl::Duration> waited);
 
  private:
   prometheus::Family<prometheus::Counter>& rpcs_;
+  prometheus::Family<prometheus::Histogram>& waits_;
+  // The series already made, so that a call costs a lookup, not a label map and a family lookup.
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, prometheus::Counter*> counters_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Histogram*> histograms_ ABSL_GUARDED_BY(mu_);
 };
 
 // Per-task health as the coordinator sees it, computed at scrape time from the service's
