@@ -498,6 +498,42 @@ TEST_F(OperatorE2E, JaxProgram_PodEvicted_BothSyncAtOneStepAndTheGangRestartsAsA
   EXPECT_THAT(recorded, HasSubstr("JAX process 1 restart attempt 1"));
 }
 
+// A documented example (manifests/examples/), applied as a user would, except that its command
+// (pip install, then python on the program) becomes the test environment's python on the program:
+// pods here have no image and no network.
+std::string ExampleYaml(const std::string& file, const std::string& pip_install, const std::string& venv) {
+  std::ifstream manifest(absl::StrCat(COHORT_SOURCE_DIR, "/manifests/examples/", file));
+  std::string yaml((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+  const std::string command =
+      absl::StrCat("[\"sh\", \"-c\", \"", pip_install, " && exec python /program/train.py\"]");
+  EXPECT_THAT(yaml, HasSubstr(command));
+  return absl::StrReplaceAll(yaml, {{command, absl::StrCat("[\"", venv, "/bin/python\", \"/program/train.py\"]")}});
+}
+
+TEST_F(OperatorE2E, JaxExample_RunsToTheEnd) {
+  std::string venv = JaxEnvironment("0.10.2");
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX example";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, ExampleYaml("jax-job.yaml", "pip install --quiet jax==0.10.2", venv)).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "jax-example", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "jax-example");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "jax-example", rank), HasSubstr(absl::StrCat("process ", rank, ": done")));
+  }
+}
+
+TEST_F(OperatorE2E, PytorchExample_RunsToTheEnd) {
+  std::string venv = TorchEnvironment();
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch example";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, ExampleYaml("pytorch-job.yaml", "pip install --quiet torch==2.15.0", venv)).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "pytorch-example", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "pytorch-example");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "pytorch-example", rank), HasSubstr(absl::StrCat("rank ", rank, ": done")));
+  }
+}
+
 // An unmodified PyTorch DDP program: init_process_group("gloo") with no arguments.
 TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheGang) {
   std::string venv = TorchEnvironment();
