@@ -190,6 +190,9 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
                  prometheus::MetricType::Gauge, {GaugeSample(snap.kv_waiters, {})}});
   out.push_back({"cohort_barriers_in_progress", "Barriers waiting for participants",
                  prometheus::MetricType::Gauge, {GaugeSample(snap.barriers_in_progress, {})}});
+  out.push_back({"cohort_event_streams",
+                 "Open event streams: libdist agents' WatchJob and JAX processes' PollForError",
+                 prometheus::MetricType::Gauge, {GaugeSample(snap.event_watchers, {})}});
   return out;
 }
 

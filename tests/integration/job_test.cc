@@ -16,6 +16,7 @@
 
 #include <httplib.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -41,7 +42,19 @@ bool StartAllWaiting(LocalJob& job) {
   for (int r = 0; r < job.config().num_processes; ++r) {
     if (!job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60))) return false;
   }
-  return true;
+  // initialize() returns once every rank registered; each agent then opens its event stream. A
+  // sidecar killed before its stream reached the service is noticed only at the heartbeat
+  // timeout (docs/faults.md), so the fault tests start once every stream is open.
+  httplib::Client http("127.0.0.1", job.http_port(0));
+  const std::string want = absl::StrCat("cohort_event_streams ", job.config().num_processes);
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    auto res = http.Get("/metrics");
+    if (res && res->status == 200 && absl::StrContains(res->body, want)) return true;
+    absl::SleepFor(absl::Milliseconds(5));  // Another process's state, read over HTTP: polled.
+  }
+  ADD_FAILURE() << "rank 0's service never had " << want;
+  return false;
 }
 
 TEST(JobTest, EightRanksWithSidecars_RendezvousBarriersAndShutdown) {
