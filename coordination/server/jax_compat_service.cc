@@ -385,7 +385,7 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
                                            const xpb::InsertKeyValueRequest* req,
                                            xpb::InsertKeyValueResponse*) override {
-    auto [task, incarnation] = Caller(req->incarnations());
+    const auto [task, incarnation] = Caller(req->incarnations());
     absl::Status s = bridge_->core().InsertKeyValue(task, incarnation, req->kv().key(),
                                                     req->kv().value(), req->allow_overwrite());
     if (s.ok()) bridge_->AfterInsert(task, req->kv().key());
@@ -395,7 +395,10 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext* ctx,
                                         const xpb::GetKeyValueRequest* req,
                                         xpb::GetKeyValueResponse* resp) override {
-    auto [task, incarnation] = Caller(req->incarnations());
+    // Plain variables: the lambda below captures them (structured bindings cannot be, in C++17).
+    const std::pair<TaskId, Incarnation> caller = Caller(req->incarnations());
+    const TaskId task = caller.first;
+    const Incarnation incarnation = caller.second;
     // No timeout: JAX's blocking get waits until the key is set, the job fails or it cancels.
     return Serve(bridge_, kProto, "GetKeyValue", XlaPayloads(task), [&](auto done) {
       return bridge_->core().GetKeyValue(
@@ -413,7 +416,7 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* TryGetKeyValue(grpc::CallbackServerContext* ctx,
                                            const xpb::TryGetKeyValueRequest* req,
                                            xpb::TryGetKeyValueResponse* resp) override {
-    auto [task, incarnation] = Caller(req->incarnations());
+    const auto [task, incarnation] = Caller(req->incarnations());
     absl::StatusOr<std::string> v = bridge_->core().TryGetKeyValue(task, incarnation, req->key());
     if (v.ok()) {
       resp->mutable_kv()->set_key(req->key());
@@ -425,7 +428,7 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
                                               const xpb::IncrementKeyValueRequest* req,
                                               xpb::IncrementKeyValueResponse* resp) override {
-    auto [task, incarnation] = Caller(req->incarnations());
+    const auto [task, incarnation] = Caller(req->incarnations());
     absl::StatusOr<int64_t> v =
         bridge_->core().IncrementKeyValue(task, incarnation, req->key(), req->increment());
     if (v.ok()) {
@@ -438,7 +441,7 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext* ctx,
                                            const xpb::GetKeyValueDirRequest* req,
                                            xpb::GetKeyValueDirResponse* resp) override {
-    auto [task, incarnation] = Caller(req->incarnations());
+    const auto [task, incarnation] = Caller(req->incarnations());
     // Straight from the store into the reply: a 1,024-task rendezvous reads 1,024 × 1,024 entries.
     absl::Status s = bridge_->core().VisitKeyValueDir(
         task, incarnation, req->directory_key(), [resp](const std::string& key, const std::string& value) {
@@ -453,7 +456,7 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,
                                            const xpb::DeleteKeyValueRequest* req,
                                            xpb::DeleteKeyValueResponse*) override {
-    auto [task, incarnation] = Caller(req->incarnations());
+    const auto [task, incarnation] = Caller(req->incarnations());
     // The key and everything under it, whatever is_directory says (XLA's client always sets it).
     return Answer(bridge_, kProto, "DeleteKeyValue", XlaPayloads(task), ctx,
                   bridge_->core().DeleteKeyValue(task, incarnation, req->key()));
