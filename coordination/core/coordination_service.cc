@@ -76,11 +76,16 @@ absl::Status CoordinationService::ValidateRangeLocked(TaskId task) const {
   return absl::OkStatus();
 }
 
-absl::Status CoordinationService::ValidateCallerLocked(TaskId task, Incarnation incarnation) const {
+absl::Status CoordinationService::ValidateKeyValueCallerLocked(TaskId task,
+                                                               Incarnation incarnation) const {
   if (task == kUnidentifiedTask) {
     if (job_failure_) return absl::AbortedError(job_failure_->message);
     return absl::OkStatus();
   }
+  return ValidateCallerLocked(task, incarnation);
+}
+
+absl::Status CoordinationService::ValidateCallerLocked(TaskId task, Incarnation incarnation) const {
   if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
   if (job_failure_) return absl::AbortedError(job_failure_->message);
   const Task& t = tasks_[task];
@@ -494,7 +499,7 @@ absl::Status CoordinationService::InsertKeyValue(TaskId task, Incarnation incarn
                                                  bool allow_overwrite) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
   return kv_.Insert(key, std::move(value), allow_overwrite, &deferred);
 }
 
@@ -502,7 +507,7 @@ OpId CoordinationService::GetKeyValue(TaskId task, Incarnation incarnation, absl
                                       absl::Duration timeout, ValueCallback done) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) {
+  if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) {
     deferred.Add([done, s] { done(s); });
     return 0;
   }
@@ -539,7 +544,7 @@ absl::StatusOr<std::string> CoordinationService::TryGetKeyValue(TaskId task,
                                                                 Incarnation incarnation,
                                                                 absl::string_view key) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
   std::optional<std::string> value = kv_.Get(key);
   if (!value) {
     return absl::NotFoundError(
@@ -551,7 +556,7 @@ absl::StatusOr<std::string> CoordinationService::TryGetKeyValue(TaskId task,
 absl::StatusOr<KeyValueStore::Entries> CoordinationService::GetKeyValueDir(
     TaskId task, Incarnation incarnation, absl::string_view directory) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
   return kv_.GetDir(directory);
 }
 
@@ -559,7 +564,7 @@ absl::Status CoordinationService::VisitKeyValueDir(
     TaskId task, Incarnation incarnation, absl::string_view directory,
     absl::FunctionRef<void(const std::string&, const std::string&)> fn) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
   kv_.ForEachInDir(directory, fn);
   return absl::OkStatus();
 }
@@ -567,7 +572,7 @@ absl::Status CoordinationService::VisitKeyValueDir(
 absl::Status CoordinationService::DeleteKeyValue(TaskId task, Incarnation incarnation,
                                                  absl::string_view key) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
   kv_.Delete(key);
   return absl::OkStatus();
 }
@@ -578,7 +583,7 @@ absl::StatusOr<int64_t> CoordinationService::IncrementKeyValue(TaskId task,
                                                                int64_t delta) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
+  if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
   return kv_.Increment(key, delta, &deferred);
 }
 

@@ -123,6 +123,8 @@ class CoordinationService {
   // Shutdown barrier over every task that has not failed.
   OpId ShutdownTask(TaskId task, Incarnation incarnation, DoneCallback done);
 
+  // Key-value calls accept kUnidentifiedTask (any incarnation) as the caller; the transports of
+  // Cohort's own protocol never pass it (CoordinationRpcHandler refuses negative task ids).
   absl::Status InsertKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
                               std::string value, bool allow_overwrite);
   // Blocking get: waits up to `timeout` for the key (DeadlineExceeded after).
@@ -239,6 +241,10 @@ class CoordinationService {
   absl::Status ValidateCallerLocked(TaskId task, Incarnation incarnation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ValidateRangeLocked(TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for a key-value call, which may also come from kUnidentifiedTask (only the job's
+  // state is checked then).
+  absl::Status ValidateKeyValueCallerLocked(TaskId task, Incarnation incarnation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the task; the first failure also fails the job and every waiting call.
   void FailTaskLocked(TaskFailure failure, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BroadcastLocked(const JobEvent& event, Deferred* deferred)

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "coordination/wire/proto_convert.h"
 
 namespace cohort::coordination {
@@ -70,9 +71,23 @@ OpId CoordinationRpcHandler::ShutdownTaskAsync(const pb::ShutdownTaskRequest* re
   return service_->ShutdownTask(request->task_id(), request->incarnation(), std::move(done));
 }
 
+namespace {
+// Cohort's protocol always names its caller: a negative task id (the core's kUnidentifiedTask,
+// which only the JAX port's older generation uses) is refused before it reaches the service.
+absl::Status CheckNamedTask(int32_t task) {
+  if (task >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "task id ", task, " is negative; a key-value call names the caller's rank (0..N-1)"));
+}
+}  // namespace
+
 OpId CoordinationRpcHandler::InsertKeyValueAsync(const pb::InsertKeyValueRequest* request,
                                                  pb::InsertKeyValueResponse*,
                                                  StatusCallback done) {
+  if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
+    done(s);
+    return 0;
+  }
   done(service_->InsertKeyValue(request->task_id(), request->incarnation(), request->kv().key(),
                                 request->kv().value(), request->allow_overwrite()));
   return 0;
@@ -81,6 +96,10 @@ OpId CoordinationRpcHandler::InsertKeyValueAsync(const pb::InsertKeyValueRequest
 OpId CoordinationRpcHandler::GetKeyValueAsync(const pb::GetKeyValueRequest* request,
                                               pb::GetKeyValueResponse* response,
                                               StatusCallback done) {
+  if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
+    done(s);
+    return 0;
+  }
   return service_->GetKeyValue(
       request->task_id(), request->incarnation(), request->key(),
       absl::Milliseconds(request->timeout_ms()),
@@ -96,6 +115,10 @@ OpId CoordinationRpcHandler::GetKeyValueAsync(const pb::GetKeyValueRequest* requ
 OpId CoordinationRpcHandler::TryGetKeyValueAsync(const pb::TryGetKeyValueRequest* request,
                                                  pb::TryGetKeyValueResponse* response,
                                                  StatusCallback done) {
+  if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
+    done(s);
+    return 0;
+  }
   absl::StatusOr<std::string> v =
       service_->TryGetKeyValue(request->task_id(), request->incarnation(), request->key());
   if (v.ok()) {
@@ -109,6 +132,10 @@ OpId CoordinationRpcHandler::TryGetKeyValueAsync(const pb::TryGetKeyValueRequest
 OpId CoordinationRpcHandler::GetKeyValueDirAsync(const pb::GetKeyValueDirRequest* request,
                                                  pb::GetKeyValueDirResponse* response,
                                                  ReplyCallback done) {
+  if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
+    done(s, ReplyBudget::Charge());
+    return 0;
+  }
   // A directory reply can be large (all N keys): it is built only when the budget has room.
   reply_budget_->Admit([service = service_, budget = reply_budget_, task = request->task_id(),
                         incarnation = request->incarnation(), directory = request->directory(),
@@ -124,6 +151,10 @@ OpId CoordinationRpcHandler::GetKeyValueDirAsync(const pb::GetKeyValueDirRequest
 OpId CoordinationRpcHandler::DeleteKeyValueAsync(const pb::DeleteKeyValueRequest* request,
                                                  pb::DeleteKeyValueResponse*,
                                                  StatusCallback done) {
+  if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
+    done(s);
+    return 0;
+  }
   done(service_->DeleteKeyValue(request->task_id(), request->incarnation(), request->key()));
   return 0;
 }
@@ -131,6 +162,10 @@ OpId CoordinationRpcHandler::DeleteKeyValueAsync(const pb::DeleteKeyValueRequest
 OpId CoordinationRpcHandler::IncrementKeyValueAsync(const pb::IncrementKeyValueRequest* request,
                                                     pb::IncrementKeyValueResponse* response,
                                                     StatusCallback done) {
+  if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
+    done(s);
+    return 0;
+  }
   absl::StatusOr<int64_t> v = service_->IncrementKeyValue(request->task_id(), request->incarnation(),
                                                           request->key(), request->increment());
   if (v.ok()) response->set_value(*v);

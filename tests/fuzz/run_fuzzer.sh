@@ -26,7 +26,10 @@ fi
 dir="$work/$mode"
 rm -rf "$dir"
 mkdir -p "$dir/corpus" "$dir/artifacts"
-flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -print_funcs=0 "-artifact_prefix=$dir/artifacts/")
+# libFuzzer exits 77 on a finding by default, which ctest would count as a skip (SKIP_RETURN_CODE
+# 77 is for fuzzers that could not be built): findings exit 1.
+flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -print_funcs=0 -error_exitcode=1
+       -timeout_exitcode=1 "-artifact_prefix=$dir/artifacts/")
 if [ -f "$here/dict/$target.dict" ]; then flags+=("-dict=$here/dict/$target.dict"); fi
 inputs=("$corpus")
 if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions" 2>/dev/null)" ]; then inputs+=("$regressions"); fi
