@@ -111,7 +111,7 @@ std::string Rfc3339(absl::Time t) { return absl::FormatTime(absl::RFC3339_full, 
 
 // What both generations share: the service, which process holds which task, the preemption
 // notice key, and the per-call observer.
-class JaxBridge {
+class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
  public:
   JaxBridge(CoordinationService* service, JaxPortOptions options)
       : service_(service), options_(std::move(options)) {
@@ -134,6 +134,39 @@ class JaxBridge {
     args.heartbeat_timeout = options_.heartbeat_timeout;
     args.protocol = std::string(protocol);
     return args;
+  }
+
+  // Joins the registration barrier; once it passes, remembers which process holds the task.
+  OpId Register(TaskId task, Incarnation incarnation, absl::string_view protocol,
+                absl::string_view peer, std::function<void(absl::Status)> done) {
+    return service_->RegisterTask(
+        RegisterArgsFor(task, incarnation, protocol, peer),
+        // The service may answer after the port's services are gone (it fails what still
+        // waits when it stops): the callback keeps the bridge.
+        [self = shared_from_this(), task, incarnation, done = std::move(done)](absl::Status s) {
+          if (s.ok()) self->Remember(task, incarnation);
+          done(s);
+        });
+  }
+
+  // GetAliveTasks: of `asked` (empty: every task), those connected, with their incarnations.
+  absl::StatusOr<std::vector<std::pair<TaskId, Incarnation>>> AliveTasks(
+      std::vector<TaskId> asked) const {
+    CoordinationService::Snapshot snap = service_->GetSnapshot();
+    const TaskId n = static_cast<TaskId>(snap.tasks.size());
+    if (asked.empty()) {
+      for (TaskId t = 0; t < n; ++t) asked.push_back(t);
+    }
+    std::sort(asked.begin(), asked.end());
+    std::vector<std::pair<TaskId, Incarnation>> alive;
+    for (TaskId t : asked) {
+      if (t < 0 || t >= n) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "GetAliveTasks names task ", t, "; the job has tasks 0 to ", n - 1));
+      }
+      if (snap.tasks[t].state == TaskState::kConnected) alive.emplace_back(t, snap.tasks[t].incarnation);
+    }
+    return alive;
   }
 
   void Remember(TaskId task, Incarnation incarnation) {
@@ -336,15 +369,9 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
                                          const xpb::RegisterTaskRequest* req,
                                          xpb::RegisterTaskResponse* resp) override {
     TaskId task = req->source_task_id();
-    Incarnation incarnation = req->incarnation();
     resp->set_service_incarnation(bridge_->core().service_incarnation());
-    RegisterArgs args = bridge_->RegisterArgsFor(task, incarnation, kProto, ctx->peer());
     return Serve(bridge_, kProto, "RegisterTask", XlaPayloads(task), [&](auto done) {
-      return bridge_->core().RegisterTask(
-          args, [bridge = bridge_, task, incarnation, done](absl::Status s) {
-            if (s.ok()) bridge->Remember(task, incarnation);
-            done(s);
-          });
+      return bridge_->Register(task, req->incarnation(), kProto, ctx->peer(), done);
     });
   }
 
@@ -491,27 +518,15 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* GetAliveTasks(grpc::CallbackServerContext* ctx,
                                           const xpb::GetAliveTasksRequest* req,
                                           xpb::GetAliveTasksResponse* resp) override {
-    CoordinationService::Snapshot snap = bridge_->core().GetSnapshot();
-    std::vector<TaskId> asked(req->task_ids().begin(), req->task_ids().end());
-    if (asked.empty()) {
-      for (TaskId t = 0; t < static_cast<TaskId>(snap.tasks.size()); ++t) asked.push_back(t);
-    }
-    std::sort(asked.begin(), asked.end());
-    for (TaskId t : asked) {
-      if (t < 0 || t >= static_cast<TaskId>(snap.tasks.size())) {
-        return Answer(bridge_, kProto, "GetAliveTasks", XlaPayloads(req->requesting_task_id()),
-                      ctx,
-                      absl::InvalidArgumentError(absl::StrCat(
-                          "GetAliveTasks names task ", t, "; the job has tasks 0 to ",
-                          snap.tasks.size() - 1)));
-      }
-      if (snap.tasks[t].state == TaskState::kConnected) {
-        resp->add_alive_task_ids(t);
-        resp->add_incarnations(snap.tasks[t].incarnation);
+    auto alive = bridge_->AliveTasks({req->task_ids().begin(), req->task_ids().end()});
+    if (alive.ok()) {
+      for (const auto& [task, incarnation] : *alive) {
+        resp->add_alive_task_ids(task);
+        resp->add_incarnations(incarnation);
       }
     }
     return Answer(bridge_, kProto, "GetAliveTasks", XlaPayloads(req->requesting_task_id()), ctx,
-                  absl::OkStatus());
+                  alive.status());
   }
 
   grpc::ServerUnaryReactor* WatchTasks(grpc::CallbackServerContext* ctx,
@@ -561,15 +576,9 @@ class TslService final : public tpb::CoordinationService::CallbackService {
                                          const tpb::RegisterTaskRequest* req,
                                          tpb::RegisterTaskResponse* resp) override {
     TaskId task = req->source_task().task_id();
-    Incarnation incarnation = req->incarnation();
     resp->set_leader_incarnation(bridge_->core().service_incarnation());
-    RegisterArgs args = bridge_->RegisterArgsFor(task, incarnation, kProto, ctx->peer());
     return Serve(bridge_, kProto, "RegisterTask", TslPayloads(task), [&](auto done) {
-      return bridge_->core().RegisterTask(
-          args, [bridge = bridge_, task, incarnation, done](absl::Status s) {
-            if (s.ok()) bridge->Remember(task, incarnation);
-            done(s);
-          });
+      return bridge_->Register(task, req->incarnation(), kProto, ctx->peer(), done);
     });
   }
 
@@ -769,26 +778,16 @@ class TslService final : public tpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* GetAliveTasks(grpc::CallbackServerContext* ctx,
                                           const tpb::GetAliveTasksRequest* req,
                                           tpb::GetAliveTasksResponse* resp) override {
-    CoordinationService::Snapshot snap = bridge_->core().GetSnapshot();
     std::vector<TaskId> asked;
     for (const tpb::CoordinatedTask& t : req->tasks()) asked.push_back(t.task_id());
-    if (asked.empty()) {
-      for (TaskId t = 0; t < static_cast<TaskId>(snap.tasks.size()); ++t) asked.push_back(t);
-    }
-    std::sort(asked.begin(), asked.end());
-    for (TaskId t : asked) {
-      if (t < 0 || t >= static_cast<TaskId>(snap.tasks.size())) {
-        return Answer(bridge_, kProto, "GetAliveTasks", TslPayloads(-1), ctx,
-                      absl::InvalidArgumentError(absl::StrCat(
-                          "GetAliveTasks names task ", t, "; the job has tasks 0 to ",
-                          snap.tasks.size() - 1)));
-      }
-      if (snap.tasks[t].state == TaskState::kConnected) {
-        *resp->add_alive_tasks() = TslTask(t);
-        resp->add_incarnations(snap.tasks[t].incarnation);
+    auto alive = bridge_->AliveTasks(std::move(asked));
+    if (alive.ok()) {
+      for (const auto& [task, incarnation] : *alive) {
+        *resp->add_alive_tasks() = TslTask(task);
+        resp->add_incarnations(incarnation);
       }
     }
-    return Answer(bridge_, kProto, "GetAliveTasks", TslPayloads(-1), ctx, absl::OkStatus());
+    return Answer(bridge_, kProto, "GetAliveTasks", TslPayloads(-1), ctx, alive.status());
   }
 
  private:
