@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/rfc3339.h"
 
 namespace cohort::op {
 namespace {
@@ -120,6 +121,11 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
   if (job.name.empty()) return absl::InvalidArgumentError("metadata.name: required");
   if (absl::Status s = ReadField(meta, "generation", "metadata.", &job.generation); !s.ok()) return s;
   job.being_deleted = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+  if (meta.contains("creationTimestamp") && meta["creationTimestamp"].is_string()) {
+    if (std::optional<absl::Time> at = ParseRfc3339(meta["creationTimestamp"].get<std::string>())) {
+      job.created_at = *at;
+    }
+  }
 
   // From here on a problem is the user's to fix: it goes to spec_errors and the parse goes on.
   auto note = [&job](const absl::Status& s) {

@@ -81,6 +81,7 @@ struct DistributedJob {
   std::string resource_version;
   int64_t generation = 0;
   bool being_deleted = false;  // metadata.deletionTimestamp is set.
+  absl::Time created_at = absl::InfinitePast();  // metadata.creationTimestamp, when readable.
   DistributedJobSpec spec;
   // Spec fields that could not be read (a wrong JSON type, an unparsable duration), one sentence
   // each naming the field, the value and how to write it; such a field keeps its default.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <set>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -110,8 +111,9 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
       if (std::optional<absl::Time> at = ParseRfc3339(StringMember(t, "finishedAt"))) {
         p.finished_at = *at;
       }
+      p.trainer_reason = StringMember(t, "reason");
       p.trainer_message = StringMember(t, "message");
-      if (p.trainer_message.empty()) p.trainer_message = StringMember(t, "reason");
+      if (p.trainer_message.empty()) p.trainer_message = p.trainer_reason;
       while (!p.trainer_message.empty() && p.trainer_message.back() == '\n') {
         p.trainer_message.pop_back();
       }
@@ -119,6 +121,38 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
     break;  // The first app container is the trainer.
   }
   return p;
+}
+
+std::string RestartCause(const ObservedPod& root) {
+  if (root.trainer_exit_code && *root.trainer_exit_code == kPreemptedExitCode) return "preempted";
+  if (Follower(root)) {
+    // libdist's default handler ends its line with "[cause: <dist::FailureCauseName>]".
+    static constexpr absl::string_view kMarker = "[cause: ";
+    absl::string_view message = root.trainer_message;
+    size_t at = message.rfind(kMarker);
+    if (at == absl::string_view::npos) return "unknown";
+    absl::string_view name = message.substr(at + kMarker.size());
+    name = name.substr(0, name.find(']'));
+    // dist::FailureCauseName's words, to metric label values.
+    static constexpr std::pair<absl::string_view, const char*> kCauses[] = {
+        {"crash", "crash"},
+        {"restart", "crash"},  // Its process came back with a new incarnation: it had died.
+        {"heartbeat timeout", "heartbeat_timeout"},
+        {"preemption", "preempted"},
+        {"reported error", "reported_error"},
+        {"registration timeout", "registration_timeout"},
+        {"shutdown timeout", "shutdown_timeout"},
+        {"coordination service lost", "service_lost"},
+        {"collective timeout", "collective_timeout"},
+    };
+    for (const auto& [words, cause] : kCauses) {
+      if (name == words) return cause;
+    }
+    return "unknown";
+  }
+  if (root.trainer_reason == "OOMKilled") return "oom";
+  if (root.trainer_exit_code && *root.trainer_exit_code > 128) return "signal";
+  return "crash";
 }
 
 absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {
@@ -318,6 +352,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
                           : vanished;
     ++st.preemptions;
     ++st.restart_attempt;
+    d.restart = GangRestart{"preempted", preempted != nullptr ? preempted->finished_at : absl::InfinitePast()};
     delete_all(current);
     d.create_ranks.clear();
     st.phase = Phase::kRestarting;
@@ -359,6 +394,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     }
     ++st.restarts;
     ++st.restart_attempt;
+    d.restart = GangRestart{RestartCause(*root), root->finished_at};
     st.phase = Phase::kRestarting;
     condition("Restarting", true, "Failure", why);
     condition("Running", false, "Restarting", why);

@@ -48,6 +48,7 @@ struct ObservedPod {
   bool disruption_target = false;  // The DisruptionTarget condition is True (eviction, preemption).
   std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.
   std::string trainer_message;           // Its termination message or reason.
+  std::string trainer_reason;            // Its termination reason ("OOMKilled", "Error", ...).
   absl::Time finished_at = absl::InfinitePast();  // When it terminated, if it did and says.
 };
 
@@ -63,6 +64,20 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
+// Why the gang restarted, for the operator's per-job metrics (docs/metrics.md): one of a bounded set
+// of causes, and when the failure happened (the failing container's finish time; InfinitePast when
+// unknown, e.g. for an eviction).
+struct GangRestart {
+  std::string cause;  // crash, oom, signal, heartbeat_timeout, reported_error, collective_timeout,
+                      // registration_timeout, shutdown_timeout, service_lost, preempted, unknown
+  absl::Time failed_at = absl::InfinitePast();
+};
+
+// The cause of a failure whose root is `root`: the rank that failed itself (oom, signal, crash),
+// or a follower whose last log line names the cause libdist was told ("[cause: heartbeat
+// timeout]").
+std::string RestartCause(const ObservedPod& root);
+
 struct Decision {
   std::vector<int32_t> create_ranks;     // Pods of status.restart_attempt to create.
   std::vector<std::string> delete_pods;  // Pods to delete.
@@ -70,6 +85,7 @@ struct Decision {
   std::optional<absl::Duration> requeue_after;
   DistributedJobStatus status;           // The status to write (once, at the end of the pass).
   std::vector<Event> events;             // To emit after the status write succeeded.
+  std::optional<GangRestart> restart;    // Set when this pass restarts the gang.
 };
 
 // Backoff before restart number `restart` (1-based): restartBackoff doubling, capped at 5 min.

@@ -174,6 +174,9 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (report != nullptr) {
     report->phase = new_status.value("phase", "");
     for (const Event& e : d.events) report->event_reasons.push_back(e.reason);
+    report->restart = d.restart;
+    report->now = now;
+    report->job_created = job->created_at;
   }
   // Events only after the status they describe is recorded.
   for (size_t i = 0; i < d.events.size(); ++i) {

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "operator/api/distributed_job.h"
 #include "operator/client/kube_client.h"
+#include "operator/reconciler/job_decision.h"
 
 namespace cohort::op {
 
@@ -25,6 +26,9 @@ struct ReconcileReport {
   int pods_deleted = 0;
   std::string phase;                       // The job's phase after the pass ("" if gone).
   std::vector<std::string> event_reasons;  // "GangRestart", "Preempted", ...
+  std::optional<GangRestart> restart;      // The gang restart this pass decided, if any.
+  absl::Time now = absl::InfinitePast();   // The time the pass judged the job at.
+  absl::Time job_created = absl::InfinitePast();
 };
 
 class Reconciler {

@@ -82,7 +82,7 @@ void Controller::Process(const std::string& key) {
   absl::Time start = absl::Now();
   ReconcileReport report;
   absl::StatusOr<std::optional<absl::Duration>> result = reconciler_->Reconcile(ns, name, &report);
-  metrics_->ObserveReconcile(absl::Now() - start, result.status(), report);
+  metrics_->ObserveReconcile(key, absl::Now() - start, result.status(), report);
   if (!report.phase.empty()) metrics_->SetJobPhase(key, report.phase);
   int failures = 0;
   {

@@ -38,33 +38,142 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                   .Name("cohort_operator_leader")
                   .Help("1 while this replica holds the leader Lease")
                   .Register(registry)
-                  .Add({})) {
+                  .Add({})),
+      job_phase_(prometheus::BuildGauge()
+                     .Name("cohort_operator_job_phase")
+                     .Help("1 for each live DistributedJob's current phase, 0 for its other phases")
+                     .Register(registry)),
+      job_restarts_(prometheus::BuildCounter()
+                        .Name("cohort_operator_job_restarts_total")
+                        .Help("Gang restarts of a DistributedJob by cause (cause=\"preempted\": preemptions)")
+                        .Register(registry)),
+      job_detect_(prometheus::BuildHistogram()
+                      .Name("cohort_operator_job_failure_detect_seconds")
+                      .Help("From a rank's container finishing to the operator deciding the gang restart")
+                      .Register(registry)),
+      job_recovery_(prometheus::BuildHistogram()
+                        .Name("cohort_operator_job_recovery_seconds")
+                        .Help("From a failure (or a preemption's restart decision) to every rank running again")
+                        .Register(registry)),
+      job_time_to_running_(prometheus::BuildHistogram()
+                               .Name("cohort_operator_job_time_to_running_seconds")
+                               .Help("From a DistributedJob's creation to all its ranks first running")
+                               .Register(registry)) {
   for (Phase phase : {Phase::kPending, Phase::kRunning, Phase::kRestarting, Phase::kSucceeded, Phase::kFailed,
                       Phase::kSuspended}) {
     jobs_.Add({{"phase", PhaseName(phase)}}).Set(0);
   }
 }
 
-void OperatorMetrics::ObserveReconcile(absl::Duration duration, const absl::Status& status,
-                                       const ReconcileReport& report) {
+namespace {
+
+constexpr Phase kPhases[] = {Phase::kPending,   Phase::kRunning, Phase::kRestarting,
+                             Phase::kSucceeded, Phase::kFailed,  Phase::kSuspended};
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+}
+
+prometheus::Labels JobLabels(const std::string& key) {
+  size_t slash = key.find('/');
+  return {{"job_namespace", key.substr(0, slash)},
+          {"cohort_job", slash == std::string::npos ? key : key.substr(slash + 1)}};
+}
+
+}  // namespace
+
+OperatorMetrics::JobSeries& OperatorMetrics::SeriesLocked(const std::string& key) {
+  auto [it, added] = jobs_series_.try_emplace(key);
+  JobSeries& job = it->second;
+  if (added) {
+    prometheus::Labels labels = JobLabels(key);
+    for (Phase phase : kPhases) {
+      prometheus::Labels with_phase = labels;
+      with_phase["phase"] = PhaseName(phase);
+      job.phase_gauges[PhaseName(phase)] = &job_phase_.Add(with_phase);
+    }
+    job.detect = &job_detect_.Add(labels, LatencyBuckets());
+    job.recovery = &job_recovery_.Add(labels, LatencyBuckets());
+    job.time_to_running = &job_time_to_running_.Add(labels, LatencyBuckets());
+  }
+  return job;
+}
+
+void OperatorMetrics::RemoveLocked(const std::string& key) {
+  auto it = jobs_series_.find(key);
+  if (it == jobs_series_.end()) return;
+  JobSeries& job = it->second;
+  for (auto& [phase, gauge] : job.phase_gauges) job_phase_.Remove(gauge);
+  for (auto& [cause, counter] : job.restarts) job_restarts_.Remove(counter);
+  job_detect_.Remove(job.detect);
+  job_recovery_.Remove(job.recovery);
+  job_time_to_running_.Remove(job.time_to_running);
+  jobs_series_.erase(it);
+}
+
+void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration duration,
+                                       const absl::Status& status, const ReconcileReport& report) {
   const char* result = status.ok() ? "success" : absl::IsAborted(status) ? "conflict" : "error";
   reconciles_.Add({{"result", result}}).Increment();
   reconcile_duration_.Observe(absl::ToDoubleSeconds(duration));
   pods_created_.Increment(report.pods_created);
+  bool running = false;
   for (const std::string& reason : report.event_reasons) {
     if (reason == "GangRestart") restarts_.Increment();
     if (reason == "Preempted") preemptions_.Increment();
+    if (reason == "Running") running = true;
+  }
+  if (!report.restart && !running) return;
+
+  absl::MutexLock lock(&mu_);
+  JobSeries& job = SeriesLocked(key);
+  if (report.restart) {
+    prometheus::Counter*& counter = job.restarts[report.restart->cause];
+    if (counter == nullptr) {
+      prometheus::Labels labels = JobLabels(key);
+      labels["cause"] = report.restart->cause;
+      counter = &job_restarts_.Add(labels);
+    }
+    counter->Increment();
+    absl::Time failed_at = report.restart->failed_at;
+    if (failed_at != absl::InfinitePast() && failed_at <= report.now) {
+      job.detect->Observe(absl::ToDoubleSeconds(report.now - failed_at));
+    } else {
+      failed_at = report.now;  // An eviction says no time: recovery counts from the decision.
+    }
+    // A second failure before the gang recovered keeps the first one's clock.
+    if (!job.recovering_since) job.recovering_since = failed_at;
+  }
+  if (running) {
+    if (job.recovering_since) {
+      job.recovery->Observe(absl::ToDoubleSeconds(report.now - *job.recovering_since));
+      job.recovering_since.reset();
+    } else if (!job.was_running && report.job_created != absl::InfinitePast() &&
+               report.job_created <= report.now) {
+      job.time_to_running->Observe(absl::ToDoubleSeconds(report.now - report.job_created));
+    }
+    job.was_running = true;
   }
 }
 
 void OperatorMetrics::SetJobPhase(const std::string& key, const std::string& phase) {
   absl::MutexLock lock(&mu_);
-  std::string& current = phases_[key];
-  if (current == phase) return;
-  if (!current.empty()) jobs_.Add({{"phase", current}}).Decrement();
-  if (!phase.empty()) jobs_.Add({{"phase", phase}}).Increment();
-  current = phase;
-  if (phase.empty()) phases_.erase(key);
+  if (phase.empty()) {
+    auto it = jobs_series_.find(key);
+    if (it != jobs_series_.end() && !it->second.phase.empty()) jobs_.Add({{"phase", it->second.phase}}).Decrement();
+    RemoveLocked(key);
+    return;
+  }
+  JobSeries& job = SeriesLocked(key);
+  if (job.phase == phase) return;
+  if (!job.phase.empty()) jobs_.Add({{"phase", job.phase}}).Decrement();
+  jobs_.Add({{"phase", phase}}).Increment();
+  for (auto& [name, gauge] : job.phase_gauges) gauge->Set(name == phase ? 1 : 0);
+  // A job seen running before this replica led (status says so) is not new: no time to running.
+  if (phase == "Running" || phase == "Restarting" || phase == "Succeeded" || phase == "Failed") {
+    if (job.phase.empty()) job.was_running = true;
+  }
+  job.phase = phase;
 }
 
 void OperatorMetrics::SetLeader(bool leader) { leader_.Set(leader ? 1 : 0); }

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -17,18 +19,39 @@
 namespace cohort::op {
 
 // cohort-operator's metric families (docs/metrics.md). Thread-safe.
+//
+// Besides the cluster-wide series, every live DistributedJob has its own (labels job_namespace,
+// cohort_job): its phase, its gang restarts by cause, and how long failures took to detect and
+// to recover from. They go when the job is deleted, so their number is bounded by the live jobs
+// (at most 6 + 11 + 3 histograms per job). The recovery clock lives in this replica's memory: a
+// failure that straddles a change of leader is counted but not timed.
 class OperatorMetrics {
  public:
   explicit OperatorMetrics(prometheus::Registry& registry);
 
-  // One reconcile pass: counted by result (success, conflict, error), its duration, and what
-  // it did (pods created, gang restarts, preemptions).
-  void ObserveReconcile(absl::Duration duration, const absl::Status& status, const ReconcileReport& report);
-  // The phase of job `key` ("" when it is gone), for cohort_operator_jobs{phase}.
+  // One reconcile pass of job `key` ("namespace/name"): counted by result (success, conflict,
+  // error), its duration, and what it did (pods created, gang restarts and their causes,
+  // the job reaching Running).
+  void ObserveReconcile(const std::string& key, absl::Duration duration, const absl::Status& status,
+                        const ReconcileReport& report);
+  // The phase of job `key` ("" when it is gone: its per-job series are removed).
   void SetJobPhase(const std::string& key, const std::string& phase);
   void SetLeader(bool leader);
 
  private:
+  struct JobSeries {
+    std::string phase;
+    std::map<std::string, prometheus::Gauge*> phase_gauges;   // By phase.
+    std::map<std::string, prometheus::Counter*> restarts;     // By cause.
+    prometheus::Histogram* detect = nullptr;
+    prometheus::Histogram* recovery = nullptr;
+    prometheus::Histogram* time_to_running = nullptr;
+    std::optional<absl::Time> recovering_since;  // A gang restart is under way since.
+    bool was_running = false;
+  };
+  JobSeries& SeriesLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   prometheus::Family<prometheus::Counter>& reconciles_;
   prometheus::Histogram& reconcile_duration_;
   prometheus::Family<prometheus::Gauge>& jobs_;
@@ -36,8 +59,13 @@ class OperatorMetrics {
   prometheus::Counter& restarts_;
   prometheus::Counter& preemptions_;
   prometheus::Gauge& leader_;
+  prometheus::Family<prometheus::Gauge>& job_phase_;
+  prometheus::Family<prometheus::Counter>& job_restarts_;
+  prometheus::Family<prometheus::Histogram>& job_detect_;
+  prometheus::Family<prometheus::Histogram>& job_recovery_;
+  prometheus::Family<prometheus::Histogram>& job_time_to_running_;
   absl::Mutex mu_;
-  std::map<std::string, std::string> phases_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, JobSeries> jobs_series_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort::op

@@ -31,6 +31,10 @@ class PodBuilder {
     pod_.trainer_message = std::move(message);
     return *this;
   }
+  PodBuilder& Reason(std::string reason) {
+    pod_.trainer_reason = std::move(reason);
+    return *this;
+  }
   PodBuilder& FinishedAt(absl::Time t) {
     pod_.finished_at = t;
     return *this;

@@ -223,6 +223,54 @@ TEST(Decide, OnlyFollowersFailed_WaitsBrieflyForTheRankThatCausedIt) {
   EXPECT_THAT(late.events[0].message, HasSubstr("exited with code 75"));
 }
 
+TEST(RestartCause, FromTheRootRanksExitOrTheCauseLibdistWasTold) {
+  auto root = [](int code, std::string message = "", std::string reason = "") -> ObservedPod {
+    return PodBuilder(0).Exited(code, std::move(message)).Reason(std::move(reason));
+  };
+  EXPECT_EQ(RestartCause(root(1, "Traceback ...")), "crash");
+  EXPECT_EQ(RestartCause(root(139)), "signal");
+  EXPECT_EQ(RestartCause(root(137, "", "OOMKilled")), "oom");
+  EXPECT_EQ(RestartCause(root(137, "", "Error")), "signal");
+  EXPECT_EQ(RestartCause(root(kPreemptedExitCode)), "preempted");
+  auto told = [&](const std::string& words) {
+    return RestartCause(root(kPeerFailureExitCode,
+                             "cohort: the job failed: rank 2 ... [cause: " + words + "]. Exiting with code 75"));
+  };
+  EXPECT_EQ(told("heartbeat timeout"), "heartbeat_timeout");
+  EXPECT_EQ(told("reported error"), "reported_error");
+  EXPECT_EQ(told("collective timeout"), "collective_timeout");
+  EXPECT_EQ(told("coordination service lost"), "service_lost");
+  EXPECT_EQ(told("crash"), "crash");
+  EXPECT_EQ(told("something new"), "unknown");
+  EXPECT_EQ(RestartCause(root(kPeerFailureExitCode, "no marker")), "unknown");
+}
+
+TEST(Decide, GangRestartSaysItsCauseAndWhenTheRankFailed) {
+  Decision crash = Decide(Job(InPhase(Phase::kRunning)), Gang(0, [](int r, PodBuilder& p) {
+                            if (r == 2) p.Exited(137).FinishedAt(kNow - absl::Seconds(3));
+                          }),
+                          kNow);
+  ASSERT_TRUE(crash.restart.has_value());
+  EXPECT_EQ(crash.restart->cause, "signal");
+  EXPECT_EQ(crash.restart->failed_at, kNow - absl::Seconds(3));
+
+  Decision evicted = Decide(Job(InPhase(Phase::kRunning)),
+                            Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Evicted(); }), kNow);
+  ASSERT_TRUE(evicted.restart.has_value());
+  EXPECT_EQ(evicted.restart->cause, "preempted");
+  EXPECT_EQ(evicted.restart->failed_at, absl::InfinitePast());
+
+  EXPECT_FALSE(Decide(Job(InPhase(Phase::kRunning)), Gang(0, AllRunning), kNow).restart.has_value());
+  // No restarts left: the job fails, which is no restart.
+  Decision last = Decide(Job([](DistributedJob& j) {
+                           InPhase(Phase::kRunning)(j);
+                           j.status.restarts = j.spec.max_restarts;
+                         }),
+                         Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Exited(1); }), kNow);
+  EXPECT_EQ(last.status.phase, Phase::kFailed);
+  EXPECT_FALSE(last.restart.has_value());
+}
+
 TEST(Decide, RestartRequeuesAfterBackoff) {
   Decision d = Decide(Job(InPhase(Phase::kRunning)),
                       Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Exited(1); }), kNow);
@@ -257,6 +305,8 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
   EXPECT_TRUE(p->terminating);
   EXPECT_EQ(p->trainer_exit_code, 137);
   EXPECT_EQ(p->trainer_message, "OOMKilled");
+  EXPECT_EQ(p->trainer_reason, "OOMKilled");
+  EXPECT_EQ(RestartCause(*p), "oom");
 }
 
 TEST(ObservePod, NotOursWithoutLabels) {

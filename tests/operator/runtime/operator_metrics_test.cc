@@ -1,0 +1,99 @@
+#include "operator/runtime/operator_metrics.h"
+
+#include <memory>
+#include <string>
+
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::op {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const absl::Time kCreated = absl::FromUnixSeconds(1'800'000'000);
+
+class OperatorMetricsTest : public ::testing::Test {
+ protected:
+  std::string Text() { return prometheus::TextSerializer().Serialize(registry_->Collect()); }
+
+  // A pass over ml/train at `now` that restarted the gang and/or saw it reach Running.
+  void Pass(absl::Time now, std::optional<GangRestart> restart, bool running = false) {
+    ReconcileReport report;
+    report.now = now;
+    report.job_created = kCreated;
+    report.restart = restart;
+    if (restart) report.event_reasons.push_back(restart->cause == "preempted" ? "Preempted" : "GangRestart");
+    if (running) report.event_reasons.push_back("Running");
+    metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), report);
+  }
+
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  OperatorMetrics metrics_{*registry_};
+};
+
+TEST_F(OperatorMetricsTest, PhaseOfEachJobIsOneSeriesPerPhase) {
+  metrics_.SetJobPhase("ml/train", "Pending");
+  metrics_.SetJobPhase("ml/train", "Running");
+  std::string text = Text();
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Running"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Pending"} 0)"));
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Running"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Pending"} 0)"));
+}
+
+TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
+  metrics_.SetJobPhase("ml/train", "Pending");
+  Pass(kCreated + absl::Seconds(7), std::nullopt, /*running=*/true);
+  // Rank 2 was killed at +100 s; the operator decided the restart at +101.5 s; all ranks ran
+  // again at +112 s.
+  Pass(kCreated + absl::Seconds(101.5), GangRestart{"signal", kCreated + absl::Seconds(100)});
+  Pass(kCreated + absl::Seconds(112), std::nullopt, /*running=*/true);
+  // An eviction (no failure time): recovery counts from the decision.
+  Pass(kCreated + absl::Seconds(200), GangRestart{"preempted", absl::InfinitePast()});
+  Pass(kCreated + absl::Seconds(230), std::nullopt, /*running=*/true);
+
+  std::string text = Text();
+  const std::string job = R"(cohort_job="train",job_namespace="ml")";
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_time_to_running_seconds_sum{" + job + "} 7"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_time_to_running_seconds_count{" + job + "} 1"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_failure_detect_seconds_sum{" + job + "} 1.5"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_failure_detect_seconds_count{" + job + "} 1"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_recovery_seconds_sum{" + job + "} 42"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_recovery_seconds_count{" + job + "} 2"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_restarts_total{cause=\"signal\"," + job + "} 1"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_restarts_total{cause=\"preempted\"," + job + "} 1"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_gang_restarts_total 1"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_preemptions_total 1"));
+}
+
+TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
+  metrics_.SetJobPhase("ml/train", "Running");
+  Pass(kCreated + absl::Seconds(10), GangRestart{"crash", kCreated + absl::Seconds(9)});
+  Pass(kCreated + absl::Seconds(20), GangRestart{"crash", kCreated + absl::Seconds(19)});
+  Pass(kCreated + absl::Seconds(30), std::nullopt, /*running=*/true);
+  std::string text = Text();
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_recovery_seconds_sum{cohort_job="train",job_namespace="ml"} 21)"));
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_restarts_total{cause="crash",cohort_job="train",job_namespace="ml"} 2)"));
+  // Seen Running before this replica's first pass: not a new job, no time to running.
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_time_to_running_seconds_count{cohort_job="train",job_namespace="ml"} 0)"));
+}
+
+TEST_F(OperatorMetricsTest, DeletedJobLeavesNoSeries) {
+  metrics_.SetJobPhase("ml/train", "Running");
+  Pass(kCreated + absl::Seconds(10), GangRestart{"oom", kCreated + absl::Seconds(9)});
+  metrics_.SetJobPhase("ml/other", "Pending");
+  metrics_.SetJobPhase("ml/train", "");
+  std::string text = Text();
+  EXPECT_THAT(text, Not(HasSubstr(R"(cohort_job="train")")));
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="other",job_namespace="ml",phase="Pending"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Running"} 0)"));
+  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Pending"} 1)"));
+}
+
+}  // namespace
+}  // namespace cohort::op
