@@ -167,6 +167,7 @@ int Run(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, "sidecar");
   sidecar::SidecarMetrics metrics(*registry, rank);
+  metrics.SetJob(num, settings->timeouts.heartbeat);
   sidecar::JaxPortMetrics jax_metrics(*registry);
 
   // Rank 0: the coordination service.

@@ -346,6 +346,10 @@ void Agent::HeartbeatLoop() {
         ToProto(progress_, req.mutable_progress());
         req.set_progress_age_ms(absl::ToInt64Milliseconds(clock_->Now() - *progress_at_));
       }
+      if (step_) {
+        req.set_step(*step_);
+        req.set_step_age_ms(absl::ToInt64Milliseconds(clock_->Now() - step_at_));
+      }
     }
     pb::HeartbeatResponse resp;
     absl::Status s =
@@ -568,6 +572,15 @@ void Agent::ReportProgress(std::vector<CollectiveProgress> progress, DoneCallbac
     absl::MutexLock lock(&mu_);
     progress_ = std::move(progress);
     progress_at_ = clock_->Now();
+  }
+  done(absl::OkStatus());
+}
+
+void Agent::ReportStep(int64_t step, DoneCallback done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (step_ != step) step_at_ = clock_->Now();  // A repeat is no progress.
+    step_ = step;
   }
   done(absl::OkStatus());
 }

@@ -99,6 +99,7 @@ class Agent final : public JobClient {
   void ReportError(FailureCause cause, std::string message, DoneCallback done) override;
   // Kept for the next heartbeats; `done` runs at once.
   void ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) override;
+  void ReportStep(int64_t step, DoneCallback done) override;
   void GetJobProgress(ProgressCallback done) override;
   // Afterwards heartbeats stop and the agent is disconnected.
   void Shutdown(DoneCallback done) override;
@@ -180,6 +181,9 @@ class Agent final : public JobClient {
   // The program's last progress report, carried on every heartbeat after it.
   std::vector<CollectiveProgress> progress_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> progress_at_ ABSL_GUARDED_BY(mu_);
+  // The program's last training step and when it reported it.
+  std::optional<int64_t> step_ ABSL_GUARDED_BY(mu_);
+  absl::Time step_at_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Why the service is lost, once it is: later calls fail at once with it.
   std::optional<std::string> service_lost_ ABSL_GUARDED_BY(mu_);

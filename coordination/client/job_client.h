@@ -70,6 +70,9 @@ class JobClient {
   // This process's collective progress (libdist's communicators), which the agent carries to
   // the service on its next heartbeats. Replaces the previous report; never waits on peers.
   virtual void ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) = 0;
+  // This process's training step (dist::ReportProgress), which the agent carries to the service
+  // on its next heartbeats. Replaces the previous report; never waits on peers.
+  virtual void ReportStep(int64_t step, DoneCallback done) = 0;
   // Every task's state, heartbeat age and collective progress as the service holds them.
   virtual void GetJobProgress(ProgressCallback done) = 0;
   // The shutdown barrier: returns once every live process called it (or the shutdown timeout

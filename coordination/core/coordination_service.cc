@@ -235,7 +235,8 @@ void CoordinationService::MaybeCompleteRegistrationLocked(Deferred* deferred) {
 
 absl::Status CoordinationService::Heartbeat(TaskId task, Incarnation incarnation,
                                             const std::vector<CollectiveProgress>* progress,
-                                            absl::Duration progress_age) {
+                                            absl::Duration progress_age,
+                                            std::optional<StepReport> step) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
@@ -256,6 +257,10 @@ absl::Status CoordinationService::Heartbeat(TaskId task, Incarnation incarnation
   if (progress != nullptr) {
     t.progress = *progress;
     t.progress_at = t.last_heartbeat - progress_age;
+  }
+  if (step) {
+    t.step = step->step;
+    t.step_at = t.last_heartbeat - step->age;
   }
   return absl::OkStatus();
 }
@@ -708,7 +713,8 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
     b.counter = args.counter;
     b.participants = participants;
     b.timeout = args.timeout;
-    b.deadline = clock_->Now() + args.timeout;
+    b.opened = clock_->Now();
+    b.deadline = b.opened + args.timeout;
     b.first_task = args.task;
     it = barriers_.find(args.id);
   }
@@ -895,14 +901,26 @@ CoordinationService::Snapshot CoordinationService::GetSnapshot() const {
   snap.tasks.reserve(tasks_.size());
   for (const Task& t : tasks_) {
     snap.tasks.push_back(TaskSnapshot{t.state, t.last_heartbeat, t.hostname,
-                                      t.protocol.empty() ? "cohort" : t.protocol, t.incarnation});
+                                      t.protocol.empty() ? "cohort" : t.protocol, t.incarnation,
+                                      t.step, t.step_at});
   }
   snap.job_failed = job_failure_.has_value();
   snap.preemption_notices = preemption_ ? 1 : 0;
   snap.kv_entries = kv_.size();
   snap.kv_waiters = kv_.num_waiters();
   snap.event_watchers = watchers_.size();
-  for (const auto& [id, b] : barriers_) snap.barriers_in_progress += b.done ? 0 : 1;
+  const BarrierInstance* oldest = nullptr;
+  for (const auto& [id, b] : barriers_) {
+    if (b.done) continue;
+    ++snap.barriers_in_progress;
+    if (oldest == nullptr || b.opened < oldest->opened) oldest = &b;
+  }
+  if (oldest != nullptr) {
+    snap.oldest_barrier_since = oldest->opened;
+    for (const auto& [task, call] : oldest->arrived) {
+      if (task >= 0 && static_cast<size_t>(task) < snap.tasks.size()) snap.tasks[task].in_oldest_barrier = true;
+    }
+  }
   return snap;
 }
 

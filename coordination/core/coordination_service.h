@@ -104,10 +104,11 @@ class CoordinationService {
   OpId RegisterTask(const RegisterArgs& args, DoneCallback done);
   // Errors: InvalidArgument, FailedPrecondition (not connected), Aborted (restarted / job failed).
   // `progress`, when given, replaces the task's collective progress (reported by its program
-  // `progress_age` before this heartbeat).
+  // `progress_age` before this heartbeat); `step`, when given, its training step.
   absl::Status Heartbeat(TaskId task, Incarnation incarnation,
                          const std::vector<CollectiveProgress>* progress = nullptr,
-                         absl::Duration progress_age = absl::ZeroDuration());
+                         absl::Duration progress_age = absl::ZeroDuration(),
+                         std::optional<StepReport> step = std::nullopt);
   // Every task's state, heartbeat age and collective progress (the collective watchdog's view).
   // Errors: InvalidArgument, FailedPrecondition (the caller is not registered).
   absl::StatusOr<std::vector<TaskProgress>> GetJobProgress(TaskId task, Incarnation incarnation) const;
@@ -170,6 +171,9 @@ class CoordinationService {
     std::string hostname;
     std::string protocol;  // "cohort" or a compatibility protocol ("xla_coordination", ...).
     Incarnation incarnation = 0;
+    std::optional<int64_t> step;                    // Its program's last reported training step,
+    absl::Time step_at = absl::InfinitePast();      // and when the program reported it.
+    bool in_oldest_barrier = false;  // It has arrived at the oldest open barrier.
   };
   struct Snapshot {
     std::vector<TaskSnapshot> tasks;
@@ -178,6 +182,7 @@ class CoordinationService {
     size_t kv_entries = 0;
     size_t kv_waiters = 0;
     size_t barriers_in_progress = 0;
+    absl::Time oldest_barrier_since = absl::InfiniteFuture();  // When the oldest open one opened.
     size_t event_watchers = 0;  // Open event streams (libdist's WatchJob, JAX's PollForError).
     absl::Time now;
   };
@@ -210,6 +215,8 @@ class CoordinationService {
     // The program's collective progress, when it reported any; `progress_at` is when it did.
     std::vector<CollectiveProgress> progress;
     absl::Time progress_at = absl::InfinitePast();
+    std::optional<int64_t> step;  // Its training step, when it reported one, and when.
+    absl::Time step_at = absl::InfinitePast();
     // A registration attempt after the job failed was answered with the failure.
     bool told_of_failure = false;
   };
@@ -223,6 +230,7 @@ class CoordinationService {
     std::vector<TaskId> participants;  // Sorted; empty means all tasks.
     absl::Time deadline;
     absl::Duration timeout;
+    absl::Time opened;  // When the first participant arrived.
     TaskId first_task = -1;
     absl::flat_hash_map<TaskId, PendingCall> arrived;
     bool done = false;

@@ -68,6 +68,13 @@ struct CollectiveProgress {
   absl::Duration pending_for;      // How long it has been in flight.
 };
 
+// The training step a process last reported (dist::ReportProgress), as a heartbeat carries it:
+// the step and how long before the heartbeat the program reported it.
+struct StepReport {
+  int64_t step = 0;
+  absl::Duration age;
+};
+
 // A task's health and collective progress as the service knows it (the watchdog's view).
 struct TaskProgress {
   TaskId task = -1;

@@ -1,5 +1,7 @@
 #include "coordination/server/rpc_handler.h"
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -36,13 +38,17 @@ OpId CoordinationRpcHandler::RegisterTaskAsync(const pb::RegisterTaskRequest* re
 OpId CoordinationRpcHandler::HeartbeatAsync(const pb::HeartbeatRequest* request,
                                             pb::HeartbeatResponse* response,
                                             StatusCallback done) {
+  std::optional<StepReport> step;
+  if (request->has_step()) {
+    step = StepReport{request->step(), absl::Milliseconds(std::max<int64_t>(0, request->step_age_ms()))};
+  }
   absl::Status s;
   if (request->has_progress_age_ms()) {
     const std::vector<CollectiveProgress> progress = FromProto(request->progress());
     s = service_->Heartbeat(request->task_id(), request->incarnation(), &progress,
-                            absl::Milliseconds(request->progress_age_ms()));
+                            absl::Milliseconds(request->progress_age_ms()), step);
   } else {
-    s = service_->Heartbeat(request->task_id(), request->incarnation());
+    s = service_->Heartbeat(request->task_id(), request->incarnation(), nullptr, absl::ZeroDuration(), step);
   }
   response->set_service_incarnation(service_->service_incarnation());
   done(std::move(s));

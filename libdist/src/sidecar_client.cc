@@ -244,6 +244,14 @@ void SidecarClient::ReportProgress(std::vector<cohort::coordination::CollectiveP
       [done = std::move(done)](absl::Status s, agentpb::ReportProgressResponse) { done(s); });
 }
 
+void SidecarClient::ReportStep(int64_t step, DoneCallback done) {
+  agentpb::ReportStepRequest req;
+  req.set_step(step);
+  Call<agentpb::ReportStepRequest, agentpb::ReportStepResponse>(
+      &Async::ReportStep, std::move(req), kShortCallTimeout,
+      [done = std::move(done)](absl::Status s, agentpb::ReportStepResponse) { done(s); });
+}
+
 void SidecarClient::GetJobProgress(ProgressCallback done) {
   Call<pb::GetJobProgressRequest, pb::GetJobProgressResponse>(
       &Async::GetJobProgress, pb::GetJobProgressRequest(), kShortCallTimeout,

@@ -54,6 +54,7 @@ class SidecarClient final : public cohort::coordination::JobClient {
   void ReportError(FailureCause cause, std::string message, DoneCallback done) override;
   void ReportProgress(std::vector<cohort::coordination::CollectiveProgress> progress,
                       DoneCallback done) override;
+  void ReportStep(int64_t step, DoneCallback done) override;
   void GetJobProgress(ProgressCallback done) override;
   void Shutdown(DoneCallback done) override;
 

@@ -389,6 +389,15 @@ grpc::ServerUnaryReactor* AgentRpcService::CancelBarrier(grpc::CallbackServerCon
   });
 }
 
+grpc::ServerUnaryReactor* AgentRpcService::ReportStep(grpc::CallbackServerContext* ctx,
+                                                      const agentpb::ReportStepRequest* req,
+                                                      agentpb::ReportStepResponse*) {
+  return Forward(ctx, nullptr, [this, req](Agent& agent, Finish finish) {
+    if (metrics_ != nullptr) metrics_->ObserveStep(req->step(), absl::Now());
+    agent.ReportStep(req->step(), std::move(finish));
+  });
+}
+
 grpc::ServerUnaryReactor* AgentRpcService::ReportProgress(grpc::CallbackServerContext* ctx,
                                                           const agentpb::ReportProgressRequest* req,
                                                           agentpb::ReportProgressResponse*) {

@@ -73,6 +73,9 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   grpc::ServerUnaryReactor* CancelBarrier(grpc::CallbackServerContext* ctx,
                                           const pb::CancelBarrierRequest* req,
                                           pb::CancelBarrierResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportStep(grpc::CallbackServerContext* ctx,
+                                       const agentpb::ReportStepRequest* req,
+                                       agentpb::ReportStepResponse* resp) override;
   grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx,
                                            const agentpb::ReportProgressRequest* req,
                                            agentpb::ReportProgressResponse* resp) override;

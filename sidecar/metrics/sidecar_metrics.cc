@@ -2,6 +2,8 @@
 
 #include <prometheus/metric_family.h>
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -51,7 +53,34 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                             .Name("cohort_trainer_attached")
                             .Help("1 while a trainer process is attached to this sidecar")
                             .Register(registry)
-                            .Add({})) {
+                            .Add({})),
+      world_size_(prometheus::BuildGauge()
+                      .Name("cohort_world_size")
+                      .Help("Ranks in the job")
+                      .Register(registry)),
+      heartbeat_timeout_(prometheus::BuildGauge()
+                             .Name("cohort_heartbeat_timeout_seconds")
+                             .Help("The job's heartbeat timeout: a rank silent this long has failed")
+                             .Register(registry)),
+      step_(prometheus::BuildGauge()
+                .Name("cohort_trainer_step")
+                .Help("The last training step the program reported (dist::ReportProgress)")
+                .Register(registry)),
+      step_timestamp_(prometheus::BuildGauge()
+                          .Name("cohort_trainer_last_progress_timestamp_seconds")
+                          .Help("Unix time of the program's last step report")
+                          .Register(registry)),
+      step_seconds_(prometheus::BuildHistogram()
+                        .Name("cohort_trainer_step_seconds")
+                        .Help("Wall time per training step, between successive step reports")
+                        .Register(registry)
+                        .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.25,
+                                                                         0.5, 1, 2.5, 5, 10, 30, 60, 300})),
+      productive_seconds_(prometheus::BuildCounter()
+                              .Name("cohort_trainer_productive_seconds_total")
+                              .Help("Wall time covered by steps that advanced (goodput's numerator)")
+                              .Register(registry)
+                              .Add({})) {
   // Known series start at zero, so rate() and alerts work before the first event.
   for (const char* op : {"set", "get", "try_get", "dir", "delete", "increment"}) {
     kv_operations_.Add({{"operation", op}, {"result", "ok"}});
@@ -91,6 +120,25 @@ void SidecarMetrics::ObserveBarrier(absl::Duration wait, const absl::Status& sta
 
 void SidecarMetrics::CountFailure(coordination::FailureCause cause) {
   failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}}).Increment();
+}
+
+void SidecarMetrics::SetJob(int32_t world_size, absl::Duration heartbeat_timeout) {
+  world_size_.Add({}).Set(world_size);
+  heartbeat_timeout_.Add({}).Set(absl::ToDoubleSeconds(heartbeat_timeout));
+}
+
+void SidecarMetrics::ObserveStep(int64_t step, absl::Time now) {
+  absl::MutexLock lock(&step_mu_);
+  if (last_step_ && step > *last_step_ && now > last_step_at_) {
+    double seconds = absl::ToDoubleSeconds(now - last_step_at_);
+    productive_seconds_.Increment(seconds);
+    step_seconds_.Observe(seconds / static_cast<double>(step - *last_step_));
+  }
+  if (last_step_ && step == *last_step_) return;  // A repeat: the step's time stays its first report's.
+  last_step_ = step;
+  last_step_at_ = now;
+  step_.Add({}).Set(static_cast<double>(step));
+  step_timestamp_.Add({}).Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
 }
 
 void SidecarMetrics::CountPreemptionNotice() { preemption_notices_.Increment(); }
@@ -158,6 +206,15 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
     prometheus::MetricFamily age{"cohort_task_heartbeat_age_seconds",
                                  "Seconds since the coordinator last heard from the rank",
                                  prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily step{"cohort_task_step",
+                                  "Each rank's last reported training step (dist::ReportProgress)",
+                                  prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily progress_age{"cohort_task_progress_age_seconds",
+                                          "Seconds since the connected rank's program last reported a new step",
+                                          prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily in_barrier{"cohort_task_in_oldest_barrier",
+                                        "1 if the rank has arrived at the oldest open barrier, else 0",
+                                        prometheus::MetricType::Gauge, {}};
     prometheus::MetricFamily state{"cohort_task_state",
                                    "1 for each rank's current state, labelled with the protocol "
                                    "it registered with",
@@ -177,10 +234,19 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
         age.metric.push_back(GaugeSample(absl::ToDoubleSeconds(snap.now - t.last_heartbeat),
                                          {{"rank", rank}}));
       }
+      if (t.step) step.metric.push_back(GaugeSample(static_cast<double>(*t.step), {{"rank", rank}}));
+      if (t.step && t.state == coordination::TaskState::kConnected) {  // A finished rank is not stuck.
+        progress_age.metric.push_back(GaugeSample(
+            absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - t.step_at)), {{"rank", rank}}));
+      }
+      in_barrier.metric.push_back(GaugeSample(t.in_oldest_barrier ? 1 : 0, {{"rank", rank}}));
     }
     out.push_back(std::move(up));
     out.push_back(std::move(age));
     out.push_back(std::move(state));
+    out.push_back(std::move(step));
+    out.push_back(std::move(progress_age));
+    out.push_back(std::move(in_barrier));
   }
   out.push_back({"cohort_job_failed", "1 once any rank failed and the job is failing",
                  prometheus::MetricType::Gauge, {GaugeSample(snap.job_failed ? 1 : 0, {})}});
@@ -190,6 +256,11 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
                  prometheus::MetricType::Gauge, {GaugeSample(snap.kv_waiters, {})}});
   out.push_back({"cohort_barriers_in_progress", "Barriers waiting for participants",
                  prometheus::MetricType::Gauge, {GaugeSample(snap.barriers_in_progress, {})}});
+  double oldest = snap.oldest_barrier_since == absl::InfiniteFuture()
+                      ? 0
+                      : absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - snap.oldest_barrier_since));
+  out.push_back({"cohort_barrier_oldest_open_seconds", "Age of the oldest open barrier; 0 when none is open",
+                 prometheus::MetricType::Gauge, {GaugeSample(oldest, {})}});
   out.push_back({"cohort_event_streams",
                  "Open event streams: libdist agents' WatchJob and JAX processes' PollForError",
                  prometheus::MetricType::Gauge, {GaugeSample(snap.event_watchers, {})}});

@@ -32,6 +32,12 @@ class SidecarMetrics {
   void CountPreemptionNotice();
   void SetAgentConnected(bool connected);
   void SetTrainerAttached(bool attached);
+  // The job's shape, exported as gauges (cohort_world_size, cohort_heartbeat_timeout_seconds).
+  void SetJob(int32_t world_size, absl::Duration heartbeat_timeout);
+  // The trainer reported training step `step` at `now` (dist::ReportProgress): the step gauge,
+  // its timestamp and, when the step advanced since the last report, the time per step and the
+  // productive time (the goodput numerator). A step that goes back (a restore) starts afresh.
+  void ObserveStep(int64_t step, absl::Time now);
 
  private:
   prometheus::Histogram& ObserveBarrierBuckets(const std::map<std::string, std::string>& labels);
@@ -42,6 +48,15 @@ class SidecarMetrics {
   prometheus::Counter& preemption_notices_;
   prometheus::Gauge& agent_connected_;
   prometheus::Gauge& trainer_attached_;
+  prometheus::Family<prometheus::Gauge>& world_size_;
+  prometheus::Family<prometheus::Gauge>& heartbeat_timeout_;
+  prometheus::Family<prometheus::Gauge>& step_;
+  prometheus::Family<prometheus::Gauge>& step_timestamp_;
+  prometheus::Histogram& step_seconds_;
+  prometheus::Counter& productive_seconds_;
+  absl::Mutex step_mu_;
+  std::optional<int64_t> last_step_ ABSL_GUARDED_BY(step_mu_);
+  absl::Time last_step_at_ ABSL_GUARDED_BY(step_mu_);
 };
 
 // Calls answered on rank 0's JAX port (cohort_jax_rpcs_total), by protocol generation, method

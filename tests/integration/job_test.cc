@@ -28,6 +28,7 @@ namespace cohort::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kPeerFailureExit = 75;
 
@@ -320,6 +321,46 @@ TEST(JobTest, RandomBytesOnGrpcAndHttpPorts_ServiceKeepsServing) {
   ASSERT_TRUE(res) << "no answer on /metrics after garbage";
   EXPECT_EQ(res->status, 200);
   EXPECT_THAT(res->body, HasSubstr("cohort_task_up{rank=\"1\"} 1"));
+}
+
+// Reads `port`'s /metrics until it holds every one of `wanted` (a heartbeat carries a rank's step
+// to rank 0 within a heartbeat interval; nothing notifies a test of that), at most `timeout`.
+std::string MetricsWith(int port, const std::vector<std::string>& wanted, absl::Duration timeout) {
+  httplib::Client http("127.0.0.1", port);
+  absl::Time deadline = absl::Now() + timeout;
+  std::string body;
+  while (absl::Now() < deadline) {
+    if (auto res = http.Get("/metrics"); res && res->status == 200) {
+      body = res->body;
+      if (std::all_of(wanted.begin(), wanted.end(), [&](const std::string& w) { return body.find(w) != std::string::npos; })) {
+        break;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return body;
+}
+
+TEST(JobTest, Metrics_StepsAndTheRankMissingAtTheOldestBarrier) {
+  LocalJob job({.num_processes = 3});
+  job.StartAll("wait");  // Steps 7 everywhere; ranks 0 and 1 in barrier "hang", rank 2 not.
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(30)));
+  std::string coordinator = MetricsWith(job.http_port(0),
+                                        {"cohort_task_step{rank=\"2\"} 7", "cohort_task_in_oldest_barrier{rank=\"1\"} 1"},
+                                        absl::Seconds(20));
+  EXPECT_THAT(coordinator, HasSubstr("cohort_task_step{rank=\"0\"} 7"));
+  EXPECT_THAT(coordinator, HasSubstr("cohort_task_step{rank=\"2\"} 7"));
+  EXPECT_THAT(coordinator, HasSubstr("cohort_task_progress_age_seconds{rank=\"2\"}"));
+  EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"0\"} 1"));
+  EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"1\"} 1"));
+  EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"2\"} 0"));
+  EXPECT_THAT(coordinator, Not(HasSubstr("cohort_barrier_oldest_open_seconds 0\n")));
+  EXPECT_THAT(coordinator, HasSubstr("cohort_world_size 3"));
+  std::string rank2 = MetricsWith(job.http_port(2), {"cohort_trainer_step 7"}, absl::Seconds(5));
+  EXPECT_THAT(rank2, HasSubstr("cohort_trainer_step 7"));
+  EXPECT_THAT(rank2, HasSubstr("cohort_trainer_last_progress_timestamp_seconds "));
+  EXPECT_THAT(rank2, HasSubstr("cohort_heartbeat_timeout_seconds "));
+  EXPECT_THAT(rank2, Not(HasSubstr("cohort_task_step")));  // Only rank 0 holds the job's view.
 }
 
 TEST(JobTest, Metrics_PromtoolAcceptsEverySidecarsOutput) {

@@ -57,9 +57,10 @@ int Rendezvous() {
   return Check(dist::Shutdown(), "shutdown");
 }
 
-// Every rank but the last waits in a barrier that cannot pass, because the last rank waits
-// for a key nobody sets. Only a failure (injected by the test) ends the wait.
+// Every rank reports training step 7; then every rank but the last waits in a barrier that
+// cannot pass, because the last rank waits for a key nobody sets. Only a failure (injected by the test) ends the wait.
 int Wait() {
+  if (int rc = Check(dist::ReportProgress(7), "report progress")) return rc;
   Say("WAITING");
   absl::Status s;
   if (dist::ProcessIndex() == dist::ProcessCount() - 1) {

@@ -143,6 +143,15 @@ absl::Status CancelBarrier(absl::string_view id);
 // DeadlineExceeded naming the missing processes, Aborted when a process failed.
 absl::Status SyncGlobalDevices(absl::string_view name, absl::Duration timeout = kDefaultTimeout);
 
+// Reports this process's training step: its sidecar exports it (cohort_trainer_step, the time per
+// step and the productive time behind goodput) and rank 0's exports every rank's
+// (cohort_task_step, cohort_task_progress_age_seconds), so a dashboard shows step lag and an
+// alert names a rank that stopped making progress while its process is alive (docs/metrics.md).
+// Call it once per step (or at least every few seconds); it never waits on the job (reports
+// more often than every 100 ms are coalesced). ReachedPreemptionSyncPoint(step) reports the step
+// too. FailedPrecondition before Initialize().
+absl::Status ReportProgress(int64_t step);
+
 // Call once per step, from the same starting step on every process. After any process receives
 // a preemption notice (SIGTERM, or ReportPreemption()), returns true on exactly one step, the
 // same on every process: one past the largest step any process had reached when the notice

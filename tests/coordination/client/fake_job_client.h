@@ -103,6 +103,9 @@ class FakeJobClient final : public JobClient {
   void ReportError(FailureCause cause, std::string message, DoneCallback done) override {
     done(service_->ReportError(task_, incarnation_, cause, message));
   }
+  void ReportStep(int64_t step, DoneCallback done) override {
+    done(service_->Heartbeat(task_, incarnation_, nullptr, absl::ZeroDuration(), StepReport{step, absl::ZeroDuration()}));
+  }
   // As if the agent's next heartbeat carried it at once.
   void ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) override {
     done(service_->Heartbeat(task_, incarnation_, &progress));

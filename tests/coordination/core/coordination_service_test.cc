@@ -364,6 +364,53 @@ TEST_F(CoordinationServiceTest, KeyValue_TryGetDirDeleteIncrement) {
 
 // --- Barriers -------------------------------------------------------------------------------
 
+TEST_F(CoordinationServiceTest, Snapshot_OldestOpenBarrierAndWhoIsInIt) {
+  Start(3);
+  ConnectAll(3);
+  EXPECT_EQ(service_->GetSnapshot().oldest_barrier_since, absl::InfiniteFuture());
+  Result a0, a2, b1;
+  CallBarrier(0, "a", 0, &a0);
+  absl::Time a_opened = clock_.Now();
+  clock_.Advance(absl::Seconds(5));
+  CallBarrier(1, "b", 0, &b1);  // Younger: not the one reported.
+  CallBarrier(2, "a", 0, &a2);
+  auto snap = service_->GetSnapshot();
+  EXPECT_EQ(snap.barriers_in_progress, 2u);
+  EXPECT_EQ(snap.oldest_barrier_since, a_opened);
+  EXPECT_TRUE(snap.tasks[0].in_oldest_barrier);
+  EXPECT_FALSE(snap.tasks[1].in_oldest_barrier) << "rank 1 is the one barrier 'a' waits for";
+  EXPECT_TRUE(snap.tasks[2].in_oldest_barrier);
+
+  // Rank 1 arrives: "a" passes and "b", rank 1's, is the oldest open one.
+  Result a1, b0, b2;
+  CallBarrier(1, "a", 0, &a1);
+  ASSERT_TRUE(a0.ok() && a1.ok() && a2.ok());
+  snap = service_->GetSnapshot();
+  EXPECT_EQ(snap.oldest_barrier_since, a_opened + absl::Seconds(5));
+  EXPECT_TRUE(snap.tasks[1].in_oldest_barrier);
+  EXPECT_FALSE(snap.tasks[0].in_oldest_barrier);
+  CallBarrier(0, "b", 0, &b0);
+  CallBarrier(2, "b", 0, &b2);
+  ASSERT_TRUE(b0.ok() && b1.ok() && b2.ok());
+  EXPECT_EQ(service_->GetSnapshot().oldest_barrier_since, absl::InfiniteFuture());
+}
+
+TEST_F(CoordinationServiceTest, Heartbeat_CarriesTheTrainingStepAndWhenItWasReported) {
+  Start(2);
+  ConnectAll(2);
+  EXPECT_FALSE(service_->GetSnapshot().tasks[1].step.has_value());
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(service_->Heartbeat(1, Inc(1), nullptr, absl::ZeroDuration(),
+                                  StepReport{42, absl::Seconds(2)}).ok());
+  auto snap = service_->GetSnapshot();
+  EXPECT_EQ(snap.tasks[1].step, 42);
+  EXPECT_EQ(snap.tasks[1].step_at, clock_.Now() - absl::Seconds(2));
+  // A heartbeat without a step keeps the last one.
+  ASSERT_TRUE(service_->Heartbeat(1, Inc(1)).ok());
+  EXPECT_EQ(service_->GetSnapshot().tasks[1].step, 42);
+  EXPECT_FALSE(service_->GetSnapshot().tasks[0].step.has_value());
+}
+
 TEST_F(CoordinationServiceTest, Barrier_PassesWhenAllArrive) {
   Start(3);
   ConnectAll(3);
