@@ -59,3 +59,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: ["events"]
   verbs: ["create"]
 {{- end -}}
+
+{{/* Labels of a monitoring object: the chart's, component "monitoring", then the given extra labels (which win). Call with (dict "ctx" $ "extra" LABELS). */}}
+{{- define "cohort.monitoringLabels" -}}
+{{- $base := include "cohort.labels" .ctx | fromYaml -}}
+{{- $_ := set $base "app.kubernetes.io/component" "monitoring" -}}
+{{- toYaml (merge (dict) (.extra | default dict) $base) -}}
+{{- end -}}
