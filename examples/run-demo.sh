@@ -40,6 +40,23 @@ wait_for() {
   return 1
 }
 field() { kubectl get djob demo -o "jsonpath={.status.$1}" 2>/dev/null || true; }
+# metric TEXT NAME: the value of the first sample of NAME (name and labels, as printed) in TEXT.
+metric() { printf '%s\n' "$1" | awk -v name="$2" 'index($0, name " ") == 1 { print $2; exit }'; }
+# scrape_sidecars: what a Prometheus would have scraped from every running sidecar: the last
+# step and productive time of each pod of each restart attempt, kept in $work/scraped/.
+scrape_sidecars() {
+  mkdir -p "$work/scraped"
+  kubectl get pods -l app.kubernetes.io/managed-by=cohort-operator -o \
+    'jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.name} {.metadata.labels.cohort\.dev/restart-attempt} {.status.podIP}{"\n"}{end}' \
+    2>/dev/null | while read -r pod attempt ip; do
+    [ -n "$ip" ] || continue
+    text=$(curl -s --max-time 1 "http://$ip:9400/metrics" 2>/dev/null) || continue
+    step=$(metric "$text" cohort_trainer_step)
+    productive=$(metric "$text" cohort_trainer_productive_seconds_total)
+    [ -n "$step" ] && echo "$step $productive" >"$work/scraped/$pod-attempt-$attempt"
+    echo "$ip" >"$work/scraped/address-$pod"
+  done
+}
 
 say "1/5 starting the local control plane (API server over HTTPS + kubelet) in $work"
 "$bin/cohort-local-cluster" --dir "$work/cluster" --bin-dir "$bin" >"$work/cluster.log" 2>&1 &
@@ -95,6 +112,8 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
     last=$line
   fi
   if [ "$phase" = "Succeeded" ] || [ "$phase" = "Failed" ]; then break; fi
+  scrapes=$((${scrapes:-0} + 1))
+  [ $((scrapes % 5)) = 1 ] && scrape_sidecars  # Every second, as a Prometheus scrape would.
   if [ "$evicted" = 0 ] && grep -q "step 100/" "$rank0_log" 2>/dev/null; then
     say "4/5 evicting pod demo-$victim (what a node drain or a spot reclaim does)"
     kubectl create --raw "/api/v1/namespaces/default/pods/demo-$victim/eviction" -f - <<EOF >/dev/null
@@ -137,6 +156,28 @@ if [ "$phase" != "Succeeded" ] || [ "$(field preemptions)" != "1" ] || [ "$(fiel
   [ -n "$cluster_pid" ] && kill -TERM "$cluster_pid" 2>/dev/null
   exit 1
 fi
+# What the job's dashboard (charts/cohort/dashboards/cohort-job.json) would show for this run: the
+# operator's per-job series (it outlives the pods) and the sidecars' last scrapes.
+wall_s=$(( ($(date +%s%3N) - start) / 1000 ))
+operator_port=$(grep -o "metrics on port [0-9]*" "$work/operator.log" | grep -o "[0-9]*$" | head -n 1)
+operator_metrics=$(curl -s --max-time 2 "http://127.0.0.1:$operator_port/metrics" || true)
+job_labels='cohort_job="demo",job_namespace="default"'
+preempted=$(metric "$operator_metrics" "cohort_operator_job_restarts_total{cause=\"preempted\",$job_labels}")
+recovery_sum=$(metric "$operator_metrics" "cohort_operator_job_recovery_seconds_sum{$job_labels}")
+# The step of each rank at its last scrape, as "lowest-highest".
+last_steps=$(for r in $(seq 0 $((ranks - 1))); do
+  ls "$work/scraped/demo-$r-attempt-"* 2>/dev/null | sort -t- -k4 -n | tail -n 1 | xargs -r cat | cut -d' ' -f1
+done | sort -n | sed -n '1p;$p' | paste -sd-)
+recovery=$(awk -v s="$recovery_sum" 'BEGIN { if (s == "") print "?"; else printf "%.1f", s }')
+productive=$(cat "$work/scraped/"demo-*-attempt-* 2>/dev/null | awk '{ s += $2 } END { printf "%.1f", s }')
+goodput=$(awk -v p="$productive" -v n="$ranks" -v w="$wall_s" 'BEGIN { printf "%.2f", (w > 0 ? p / (n * w) : 0) }')
+echo "metrics: cohort-operator on http://127.0.0.1:$operator_port/metrics (per job: phase, restarts by cause,"
+echo "  detect/recovery times), each rank's sidecar on http://<pod IP>:9400/metrics (rank 0's was"
+echo "  http://$(cat "$work/scraped/address-demo-0" 2>/dev/null || echo '?'):9400/metrics: every rank's step, progress age, barriers)."
+echo "the Cohort job dashboard would show: ${preempted:-0} preemption (restarts by cause: preempted ${preempted:-0}),"
+echo "  the gang running again ${recovery} s after the eviction; steps at the last scrape (each second)"
+echo "  ${last_steps:-?} of $steps; goodput $goodput"
+echo "  (${productive} s of steps over $ranks ranks x ${wall_s} s); see docs/observability.md to install it."
 echo "demo OK: data-parallel training (gradients all-reduced every step, the loss falling); one"
 echo "eviction; every rank checkpointed the same parameters at the same step, the gang restarted"
 echo "without counting a failure, resumed from the checkpoint and finished with identical parameters."

@@ -10,6 +10,8 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus python3
+  # `make demo` reads the sidecars' and the operator's /metrics for its summary.
+  curl
   # The clang sub-build: thread-safety analysis and the libFuzzer targets (cmake/ClangSubbuild.cmake).
   clang libclang-rt-14-dev
 )
