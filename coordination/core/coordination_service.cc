@@ -902,7 +902,7 @@ CoordinationService::Snapshot CoordinationService::GetSnapshot() const {
   for (const Task& t : tasks_) {
     snap.tasks.push_back(TaskSnapshot{t.state, t.last_heartbeat, t.hostname,
                                       t.protocol.empty() ? "cohort" : t.protocol, t.incarnation,
-                                      t.step, t.step_at});
+                                      t.step, t.step_at, t.progress_at});
   }
   snap.job_failed = job_failure_.has_value();
   snap.preemption_notices = preemption_ ? 1 : 0;

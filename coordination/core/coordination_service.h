@@ -173,6 +173,9 @@ class CoordinationService {
     Incarnation incarnation = 0;
     std::optional<int64_t> step;                    // Its program's last reported training step,
     absl::Time step_at = absl::InfinitePast();      // and when the program reported it.
+    // When its program (libdist's progress thread, every 500 ms while it has a communicator)
+    // last reported collective progress: a frozen program stops, even while its sidecar heartbeats.
+    absl::Time report_at = absl::InfinitePast();
     bool in_oldest_barrier = false;  // It has arrived at the oldest open barrier.
   };
   struct Snapshot {

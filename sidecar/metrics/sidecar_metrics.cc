@@ -212,6 +212,9 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
     prometheus::MetricFamily progress_age{"cohort_task_progress_age_seconds",
                                           "Seconds since the connected rank's program last reported a new step",
                                           prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily report_age{"cohort_task_program_report_age_seconds",
+                                        "Seconds since the connected rank's program last reported collective progress",
+                                        prometheus::MetricType::Gauge, {}};
     prometheus::MetricFamily in_barrier{"cohort_task_in_oldest_barrier",
                                         "1 if the rank has arrived at the oldest open barrier, else 0",
                                         prometheus::MetricType::Gauge, {}};
@@ -239,6 +242,10 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
         progress_age.metric.push_back(GaugeSample(
             absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - t.step_at)), {{"rank", rank}}));
       }
+      if (t.report_at != absl::InfinitePast() && t.state == coordination::TaskState::kConnected) {
+        report_age.metric.push_back(GaugeSample(
+            absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - t.report_at)), {{"rank", rank}}));
+      }
       in_barrier.metric.push_back(GaugeSample(t.in_oldest_barrier ? 1 : 0, {{"rank", rank}}));
     }
     out.push_back(std::move(up));
@@ -246,6 +253,7 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
     out.push_back(std::move(state));
     out.push_back(std::move(step));
     out.push_back(std::move(progress_age));
+    out.push_back(std::move(report_age));
     out.push_back(std::move(in_barrier));
   }
   out.push_back({"cohort_job_failed", "1 once any rank failed and the job is failing",

@@ -290,6 +290,10 @@ class Harness {
       Forward<agentpb::ReportProgressRequest>(method, rest, [&](const auto& req, const auto& call) {
         agent_->ReportProgress(FromProto(req.progress()), [this, call](absl::Status s) { Complete(call, s); });
       });
+    } else if (method == "ReportStep") {
+      Forward<agentpb::ReportStepRequest>(method, rest, [&](const auto& req, const auto& call) {
+        agent_->ReportStep(req.step(), [this, call](absl::Status s) { Complete(call, s); });
+      });
     } else if (method == "GetJobProgress") {
       Forward<pb::GetJobProgressRequest>(method, rest, [&](const auto&, const auto& call) {
         agent_->GetJobProgress([this, call](absl::StatusOr<std::vector<TaskProgress>> tasks) {

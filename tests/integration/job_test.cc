@@ -351,6 +351,8 @@ TEST(JobTest, Metrics_StepsAndTheRankMissingAtTheOldestBarrier) {
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_step{rank=\"0\"} 7"));
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_step{rank=\"2\"} 7"));
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_progress_age_seconds{rank=\"2\"}"));
+  EXPECT_THAT(coordinator, Not(HasSubstr("cohort_task_program_report_age_seconds{")))
+      << "no collectives, no collective progress reports";
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"0\"} 1"));
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"1\"} 1"));
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"2\"} 0"));
