@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <functional>
 #include <map>
 #include <set>
@@ -32,11 +33,13 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/subprocess.h"
 #include "common/watched_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "operator/client/kube_client.h"
+#include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
 
 namespace cohort::testing {
@@ -275,6 +278,7 @@ bool MayBeEmptyWhileHealthy(const std::string& title) {
 }
 
 TEST_F(MonitoringE2E, HealthyJob_Failure_Eviction_StalledRank_AsTheDashboardsAndAlertsShowThem) {
+  const absl::Time start = absl::Now();
   const std::string ckpt = cluster_.dir() + "/ckpt";
   fs::create_directories(ckpt);
   ASSERT_EQ(cluster_
@@ -345,6 +349,19 @@ spec:
   EXPECT_THAT(rejected, ::testing::IsEmpty()) << "panel queries Prometheus rejected";
   EXPECT_THAT(empty, ::testing::IsEmpty()) << "panels without data for a healthy job";
 
+  // A steady stretch, so that the rates (and the picture drawn at the end) show the job training:
+  // every rank stepping through a whole 15 s window (its series existed 15 s ago).
+  auto steady = [&](int attempt) {
+    return WaitUntil(
+        [&] {
+          return ValueIs(absl::StrCat(R"(count(rate(cohort_trainer_step_seconds_count{cohort_job="mon",restart_attempt=")",
+                                      attempt, R"("}[15s]) > 2 and on (pod, restart_attempt) (cohort_rank offset 15s)))"),
+                         [](double v) { return v == kRanks; });
+        },
+        absl::Seconds(60));
+  };
+  EXPECT_TRUE(steady(0));
+
   json rules = prometheus_->Api("rules");
   ASSERT_TRUE(rules.is_object());
   int alerting = 0;
@@ -406,6 +423,7 @@ spec:
   ASSERT_TRUE(WaitUntil([&] { return ValueIs(R"(count(cohort_task_step{cohort_job="mon",restart_attempt="2"}))",
                                              [](double v) { return v == kRanks; }); },
                         absl::Seconds(30)));
+  EXPECT_TRUE(steady(2));
   pid_t stalled = Trainer(1, 2);
   ASSERT_GT(stalled, 0);
   stopped_.push_back(stalled);
@@ -418,6 +436,31 @@ spec:
   }
   EXPECT_TRUE(ValueIs(R"(max(cohort_task_up{cohort_job="mon"}))", [](double v) { return v == 1; }))
       << "the stopped rank still heartbeats: only progress shows it";
+
+  // 5. The job dashboard as a picture of this run (docs/observability.md shows one), drawn by
+  // scripts/render_dashboard.py from this Prometheus: every panel query must succeed.
+  std::string venv = PythonEnvironment("render-matplotlib-3.11.2", "matplotlib", {"matplotlib==3.11.2", "numpy==2.4.6"});
+  if (venv.empty()) {
+    std::cout << "PyPI unreachable: the dashboard picture is not drawn\n";
+  } else {
+    std::string png = absl::StrCat(COHORT_BUILD_DIR, "/monitoring/cohort-job-dashboard.png");
+    fs::create_directories(fs::path(png).parent_path());
+    fs::remove(png);
+    absl::StatusOr<Subprocess> render = Subprocess::Start(Subprocess::Options{
+        {absl::StrCat(venv, "/bin/python"), COHORT_SOURCE_DIR "/scripts/render_dashboard.py", "--prometheus",
+         absl::StrCat("http://127.0.0.1:", prometheus_->port()), "--dashboard",
+         COHORT_SOURCE_DIR "/charts/cohort/dashboards/cohort-job.json", "--var", "namespace=default", "--var",
+         absl::StrCat("job=", kJob), "--start", absl::StrCat(absl::ToUnixSeconds(start)), "--end",
+         absl::StrCat(absl::ToUnixSeconds(absl::Now())), "--strict", "--out", png},
+        {},
+        /*capture_output=*/false});
+    ASSERT_TRUE(render.ok()) << render.status();
+    EXPECT_EQ(Subprocess::ExitCodeOf(render->Wait()), 0) << "scripts/render_dashboard.py failed";
+    std::error_code ec;
+    EXPECT_GT(fs::file_size(png, ec), 50'000u) << png;
+    std::cout << "the job dashboard of this run: " << png << "\n";
+  }
+
   kill(stalled, SIGCONT);
   ASSERT_EQ(cluster_.Kubectl({"delete", "djob", kJob, "--wait=false"}).exit_code, 0);
 }
