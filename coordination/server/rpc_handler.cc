@@ -42,14 +42,11 @@ OpId CoordinationRpcHandler::HeartbeatAsync(const pb::HeartbeatRequest* request,
   if (request->has_step()) {
     step = StepReport{request->step(), absl::Milliseconds(std::max<int64_t>(0, request->step_age_ms()))};
   }
-  absl::Status s;
-  if (request->has_progress_age_ms()) {
-    const std::vector<CollectiveProgress> progress = FromProto(request->progress());
-    s = service_->Heartbeat(request->task_id(), request->incarnation(), &progress,
-                            absl::Milliseconds(request->progress_age_ms()), step);
-  } else {
-    s = service_->Heartbeat(request->task_id(), request->incarnation(), nullptr, absl::ZeroDuration(), step);
-  }
+  std::vector<CollectiveProgress> progress;
+  if (request->has_progress_age_ms()) progress = FromProto(request->progress());
+  absl::Status s = service_->Heartbeat(request->task_id(), request->incarnation(),
+                                       request->has_progress_age_ms() ? &progress : nullptr,
+                                       absl::Milliseconds(request->progress_age_ms()), step);
   response->set_service_incarnation(service_->service_incarnation());
   done(std::move(s));
   return 0;

@@ -1,8 +1,27 @@
 #include "operator/runtime/operator_metrics.h"
 
+#include <algorithm>
+
 #include "operator/api/distributed_job.h"
 
 namespace cohort::op {
+
+namespace {
+
+constexpr Phase kPhases[] = {Phase::kPending,   Phase::kRunning, Phase::kRestarting,
+                             Phase::kSucceeded, Phase::kFailed,  Phase::kSuspended};
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+}
+
+prometheus::Labels JobLabels(const std::string& key) {
+  size_t slash = key.find('/');
+  return {{"job_namespace", key.substr(0, slash)},
+          {"cohort_job", slash == std::string::npos ? key : key.substr(slash + 1)}};
+}
+
+}  // namespace
 
 OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
     : reconciles_(prometheus::BuildCounter()
@@ -59,28 +78,9 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                                .Name("cohort_operator_job_time_to_running_seconds")
                                .Help("From a DistributedJob's creation to all its ranks first running")
                                .Register(registry)) {
-  for (Phase phase : {Phase::kPending, Phase::kRunning, Phase::kRestarting, Phase::kSucceeded, Phase::kFailed,
-                      Phase::kSuspended}) {
-    jobs_.Add({{"phase", PhaseName(phase)}}).Set(0);
-  }
+  for (Phase phase : kPhases) jobs_.Add({{"phase", PhaseName(phase)}}).Set(0);
 }
 
-namespace {
-
-constexpr Phase kPhases[] = {Phase::kPending,   Phase::kRunning, Phase::kRestarting,
-                             Phase::kSucceeded, Phase::kFailed,  Phase::kSuspended};
-
-prometheus::Histogram::BucketBoundaries LatencyBuckets() {
-  return {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
-}
-
-prometheus::Labels JobLabels(const std::string& key) {
-  size_t slash = key.find('/');
-  return {{"job_namespace", key.substr(0, slash)},
-          {"cohort_job", slash == std::string::npos ? key : key.substr(slash + 1)}};
-}
-
-}  // namespace
 
 OperatorMetrics::JobSeries& OperatorMetrics::SeriesLocked(const std::string& key) {
   auto [it, added] = jobs_series_.try_emplace(key);
@@ -117,12 +117,9 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   reconciles_.Add({{"result", result}}).Increment();
   reconcile_duration_.Observe(absl::ToDoubleSeconds(duration));
   pods_created_.Increment(report.pods_created);
-  bool running = false;
-  for (const std::string& reason : report.event_reasons) {
-    if (reason == "GangRestart") restarts_.Increment();
-    if (reason == "Preempted") preemptions_.Increment();
-    if (reason == "Running") running = true;
-  }
+  if (report.restart) (report.restart->cause == "preempted" ? preemptions_ : restarts_).Increment();
+  const bool running = std::find(report.event_reasons.begin(), report.event_reasons.end(), "Running") !=
+                       report.event_reasons.end();
   if (!report.restart && !running) return;
 
   absl::MutexLock lock(&mu_);
