@@ -303,19 +303,19 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     condition("Restarting", false, "Restarted", absl::StrCat("restart attempt ", st.restart_attempt));
   }
 
-  // Pending: create the ranks that have no pod. A pod of an old restart attempt holds the name until
-  // it is gone.
+  // Pending: create the ranks that have no pod, once every pod of the old restart attempt is gone.
+  // Not rank by rank: a new rank started beside a still-terminating old rank 0 can reach that
+  // process's servers under the same address and port (the coordination service, or the TCPStore
+  // a PyTorch rank 0 serves on MASTER_PORT) and join the dying attempt instead of the new one.
   if (st.phase == Phase::kPending) {
-    std::set<int32_t> present, blocked;
+    std::set<int32_t> present;
     for (const ObservedPod* p : current) present.insert(p->rank);
-    for (const ObservedPod* p : old) blocked.insert(p->rank);
-    for (int32_t rank = 0; rank < spec.replicas; ++rank) {
-      if (present.count(rank)) continue;
-      if (blocked.count(rank)) {
-        requeue(kOldPodsRecheck);
-        continue;
+    if (!old.empty()) {
+      requeue(kOldPodsRecheck);
+    } else {
+      for (int32_t rank = 0; rank < spec.replicas; ++rank) {
+        if (!present.count(rank)) d.create_ranks.push_back(rank);
       }
-      d.create_ranks.push_back(rank);
     }
     if (present.empty() && !d.create_ranks.empty()) {
       event("Normal", "Started",
