@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The transport issue's targets, side by side in one run (docs/benchmarks.md, "Coordination
-# transport"): Cohort's coord-bench against the socket floor (barrier-floor), PyTorch's TCPStore
-# driven by its C++ client (tcpstore-bench) and XLA's service (jaxlib, via baseline_bench.py),
-# RUNS times each, interleaved so that drift hits every system alike; then the service's peak
-# RSS with 16 and with 10,000 tasks. JSON lines on stdout (each tagged with "run");
+# The transport issue's targets, side by side in one run (docs/benchmarks.md, "The transport
+# issue's targets, side by side"): Cohort's coord-bench against the socket floor (barrier-floor),
+# PyTorch's TCPStore driven by its C++ client (tcpstore-bench) and XLA's service (jaxlib, via
+# baseline_bench.py), RUNS times each, interleaved so that drift hits every system alike; then
+# the service's peak RSS with 16 and with 10,000 tasks. JSON lines on stdout (each tagged with "run");
 # bench/transport_report.py turns them into the table of medians.
 #   bench/run-transport-comparison.sh [BUILD_DIR] [RUNS] > transport.jsonl
 set -euo pipefail
