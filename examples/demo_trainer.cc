@@ -87,13 +87,20 @@ int main(int argc, char** argv) {
   int steps = 300;
   int step_ms = 20;
   int barrier_every = 10;
+  int barrier_timeout_s = 60;
   float learning_rate = 0.05f;
   std::string checkpoint_dir = "checkpoints";
   int preempted_exit_code = dist::kPreemptedExitCode;
   CLI::App app{"demo-trainer: data-parallel training with libdist"};
   app.add_option("--steps", steps, "Training steps")->capture_default_str();
   app.add_option("--step-ms", step_ms, "Extra simulated compute per step (ms)")->capture_default_str();
-  app.add_option("--barrier-every", barrier_every, "Barrier every N steps")->capture_default_str();
+  app.add_option("--barrier-every", barrier_every, "Barrier every N steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--barrier-timeout-s", barrier_timeout_s,
+                 "How long a rank waits at a step barrier for the others before it fails the job")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--learning-rate", learning_rate, "SGD step size")->capture_default_str();
   app.add_option("--checkpoint-dir", checkpoint_dir, "Where checkpoints go")->capture_default_str();
   app.add_option("--preempted-exit-code", preempted_exit_code,
@@ -177,7 +184,7 @@ int main(int argc, char** argv) {
       break;
     }
     if ((step + 1) % barrier_every == 0) {
-      if (absl::Status s = dist::Barrier("demo/step", absl::Seconds(60)); !s.ok()) {
+      if (absl::Status s = dist::Barrier("demo/step", absl::Seconds(barrier_timeout_s)); !s.ok()) {
         return Fail("step barrier", s);
       }
       ++barriers;

@@ -298,7 +298,7 @@ spec:
         - name: trainer
           image: ghcr.io/cohort-dev/cohort-demo:0.1.0
           command: ["demo-trainer", "--steps", "1000000", "--step-ms", "50", "--barrier-every", "5",
-                    "--checkpoint-dir", "CKPT"]
+                    "--barrier-timeout-s", "600", "--checkpoint-dir", "CKPT"]
 )",
                                                         {{"JOB", kJob}, {"RANKS", absl::StrCat(kRanks)}, {"CKPT", ckpt}}))
                 .exit_code,
@@ -421,7 +421,10 @@ spec:
   EXPECT_TRUE(ValueIs(R"(cohort_operator_job_phase{cohort_job="mon",phase="Running"})", [](double v) { return v == 1; }));
 
   // 4. A trainer stopped (alive, heartbeating through its sidecar, making no progress): the
-  // no-progress alert names its rank, not the ranks that then wait for it.
+  // no-progress alert names its rank, not the ranks that then wait for it. The others wait for
+  // it in the all-reduce or, when it stopped just before a barrier step, at the barrier: hence
+  // --barrier-timeout-s 600 above, since the default 60 s would fail the job (cause crash)
+  // before the alert's 60 s without progress plus its 1 m `for` have passed.
   ASSERT_TRUE(WaitUntil([&] { return ValueIs(R"(count(cohort_task_step{cohort_job="mon",restart_attempt="2"}))",
                                              [](double v) { return v == kRanks; }); },
                         absl::Seconds(30)));
