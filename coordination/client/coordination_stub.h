@@ -36,7 +36,9 @@ class CoordinationStub {
   // Unary calls. `timeout` bounds the call, including the wait for the service to be reachable,
   // except for Heartbeat: it does not wait, so a service whose connection is refused or reset
   // (its process died) fails it at once with Unavailable, and only a silent service (a frozen or
-  // partitioned host) runs into the timeout.
+  // partitioned host) runs into the timeout. ReportError waits only until the service was first
+  // reached (ServiceReached()); after that it fails at once like Heartbeat, so that a process
+  // whose trainer died does not wait on a service that died too.
   virtual void RegisterTask(const pb::RegisterTaskRequest& request,
                             pb::RegisterTaskResponse* response, absl::Duration timeout,
                             StatusCallback done) = 0;
@@ -76,7 +78,9 @@ class CoordinationStub {
                              pb::CancelBarrierResponse* response, StatusCallback done) = 0;
 
   // Streams the job's events (past ones first) to `on_event` until the stream ends; `on_end`
-  // then runs once with the reason (Cancelled after Watch::Cancel).
+  // then runs once with the reason (Cancelled after Watch::Cancel). Like ReportError, it waits
+  // for the channel only until the service was first reached; after that a refused connection
+  // ends it at once with Unavailable.
   virtual std::unique_ptr<Watch> WatchJob(const pb::WatchJobRequest& request,
                                           EventCallback on_event, StatusCallback on_end) = 0;
 

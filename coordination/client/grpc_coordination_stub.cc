@@ -25,12 +25,12 @@ class GrpcCoordinationStub::WatchCall final : public grpc::ClientReadReactor<pb:
   static std::unique_ptr<Watch> Start(pb::CoordinationService::Stub* stub,
                                       const std::string& token, ClientCallSet* calls,
                                       const pb::WatchJobRequest& request, EventCallback on_event,
-                                      StatusCallback on_end) {
+                                      StatusCallback on_end, bool wait_for_ready) {
     auto call = std::shared_ptr<WatchCall>(
         new WatchCall(calls, request, std::move(on_event), std::move(on_end)));
     call->self_ = call;
     AddToken(&call->context_, token);
-    call->context_.set_wait_for_ready(true);
+    call->context_.set_wait_for_ready(wait_for_ready);
     calls->Add(&call->context_);
     stub->async()->WatchJob(&call->context_, &call->request_, call.get());
     call->StartRead(&call->event_);
@@ -159,7 +159,12 @@ void GrpcCoordinationStub::Heartbeat(const pb::HeartbeatRequest& request,
 void GrpcCoordinationStub::ReportError(const pb::ReportErrorRequest& request,
                                        pb::ReportErrorResponse* response, absl::Duration timeout,
                                        StatusCallback done) {
-  Unary(&Async::ReportError, request, response, timeout, std::move(done));
+  // Before the service was first reached it may still be starting: wait for it. After, a refused
+  // connection means its process is gone (a service never comes back at the same address within
+  // one restart attempt), and a report that waited for the channel would only hold up the
+  // reporter's exit until a heartbeat noticed the loss: fail it at once with Unavailable.
+  Unary(&Async::ReportError, request, response, timeout, std::move(done),
+        /*wait_for_ready=*/!ServiceReached());
 }
 void GrpcCoordinationStub::ReportPreemption(const pb::ReportPreemptionRequest& request,
                                             pb::ReportPreemptionResponse* response,
@@ -218,8 +223,11 @@ void GrpcCoordinationStub::CancelBarrier(const pb::CancelBarrierRequest& request
 
 std::unique_ptr<CoordinationStub::Watch> GrpcCoordinationStub::WatchJob(
     const pb::WatchJobRequest& request, EventCallback on_event, StatusCallback on_end) {
+  // Like ReportError: once the service was reached, a refused connection ends the stream at once
+  // (Unavailable), so that a service that died before the stream opened is noticed now, not at
+  // the next heartbeat.
   return WatchCall::Start(stub_.get(), token_, &calls_, request, std::move(on_event),
-                          std::move(on_end));
+                          std::move(on_end), /*wait_for_ready=*/!ServiceReached());
 }
 
 }  // namespace cohort::coordination
