@@ -78,9 +78,7 @@ class CoordinationStub {
                              pb::CancelBarrierResponse* response, StatusCallback done) = 0;
 
   // Streams the job's events (past ones first) to `on_event` until the stream ends; `on_end`
-  // then runs once with the reason (Cancelled after Watch::Cancel). Like ReportError, it waits
-  // for the channel only until the service was first reached; after that a refused connection
-  // ends it at once with Unavailable.
+  // then runs once with the reason (Cancelled after Watch::Cancel).
   virtual std::unique_ptr<Watch> WatchJob(const pb::WatchJobRequest& request,
                                           EventCallback on_event, StatusCallback on_end) = 0;
 

@@ -25,12 +25,12 @@ class GrpcCoordinationStub::WatchCall final : public grpc::ClientReadReactor<pb:
   static std::unique_ptr<Watch> Start(pb::CoordinationService::Stub* stub,
                                       const std::string& token, ClientCallSet* calls,
                                       const pb::WatchJobRequest& request, EventCallback on_event,
-                                      StatusCallback on_end, bool wait_for_ready) {
+                                      StatusCallback on_end) {
     auto call = std::shared_ptr<WatchCall>(
         new WatchCall(calls, request, std::move(on_event), std::move(on_end)));
     call->self_ = call;
     AddToken(&call->context_, token);
-    call->context_.set_wait_for_ready(wait_for_ready);
+    call->context_.set_wait_for_ready(true);
     calls->Add(&call->context_);
     stub->async()->WatchJob(&call->context_, &call->request_, call.get());
     call->StartRead(&call->event_);
@@ -223,11 +223,8 @@ void GrpcCoordinationStub::CancelBarrier(const pb::CancelBarrierRequest& request
 
 std::unique_ptr<CoordinationStub::Watch> GrpcCoordinationStub::WatchJob(
     const pb::WatchJobRequest& request, EventCallback on_event, StatusCallback on_end) {
-  // Like ReportError: once the service was reached, a refused connection ends the stream at once
-  // (Unavailable), so that a service that died before the stream opened is noticed now, not at
-  // the next heartbeat.
   return WatchCall::Start(stub_.get(), token_, &calls_, request, std::move(on_event),
-                          std::move(on_end), /*wait_for_ready=*/!ServiceReached());
+                          std::move(on_end));
 }
 
 }  // namespace cohort::coordination
