@@ -36,9 +36,7 @@ class CoordinationStub {
   // Unary calls. `timeout` bounds the call, including the wait for the service to be reachable,
   // except for Heartbeat: it does not wait, so a service whose connection is refused or reset
   // (its process died) fails it at once with Unavailable, and only a silent service (a frozen or
-  // partitioned host) runs into the timeout. ReportError waits only until the service was first
-  // reached (ServiceReached()); after that it fails at once like Heartbeat, so that a process
-  // whose trainer died does not wait on a service that died too.
+  // partitioned host) runs into the timeout.
   virtual void RegisterTask(const pb::RegisterTaskRequest& request,
                             pb::RegisterTaskResponse* response, absl::Duration timeout,
                             StatusCallback done) = 0;

@@ -159,12 +159,7 @@ void GrpcCoordinationStub::Heartbeat(const pb::HeartbeatRequest& request,
 void GrpcCoordinationStub::ReportError(const pb::ReportErrorRequest& request,
                                        pb::ReportErrorResponse* response, absl::Duration timeout,
                                        StatusCallback done) {
-  // Before the service was first reached it may still be starting: wait for it. After, a refused
-  // connection means its process is gone (a service never comes back at the same address within
-  // one restart attempt), and a report that waited for the channel would only hold up the
-  // reporter's exit until a heartbeat noticed the loss: fail it at once with Unavailable.
-  Unary(&Async::ReportError, request, response, timeout, std::move(done),
-        /*wait_for_ready=*/!ServiceReached());
+  Unary(&Async::ReportError, request, response, timeout, std::move(done));
 }
 void GrpcCoordinationStub::ReportPreemption(const pb::ReportPreemptionRequest& request,
                                             pb::ReportPreemptionResponse* response,

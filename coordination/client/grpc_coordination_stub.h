@@ -17,8 +17,7 @@ namespace cohort::coordination {
 // The coordination service over gRPC: unary RPCs for registration, heartbeats, error reports,
 // preemption and shutdown; key-value and barrier calls as messages on one Session stream (opened
 // on first use, reopened after it broke); WatchJob on a server stream. Every call carries the
-// job token and waits for the channel to become ready, so ranks may start in any order; except
-// Heartbeat, and ReportError once the service was reached (see CoordinationStub).
+// job token and waits for the channel to become ready, so ranks may start in any order.
 //
 // Destruction cancels every call in flight and waits until each has completed. Thread-safe.
 class GrpcCoordinationStub final : public CoordinationStub {
