@@ -329,12 +329,7 @@ void CoordinationService::FailTaskLocked(TaskFailure failure, Deferred* deferred
   absl::Status aborted = absl::AbortedError(message);
 
   BroadcastLocked(*job_failure_, deferred);
-  for (const auto& [op, cb] : watchers_) {
-    auto ref = ops_.find(op);
-    if (ref != ops_.end()) tasks_[ref->second.task].told_of_failure = true;
-  }
   for (auto& [task, call] : pending_registrations_) {
-    tasks_[task].told_of_failure = true;
     ops_.erase(call.op);
     deferred->Add([done = std::move(call.done), aborted] { done(aborted); });
   }
@@ -365,17 +360,14 @@ absl::StatusOr<OpId> CoordinationService::Watch(TaskId task, Incarnation incarna
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateRangeLocked(task); !s.ok()) return s;
-  Task& t = tasks_[task];
+  const Task& t = tasks_[task];
   if (t.state == TaskState::kDisconnected || t.incarnation != incarnation) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", task, " must register before watching the job"));
   }
   OpId op = NextOpLocked();
   ops_[op] = OpRef{OpKind::kWatch, task, ""};
-  if (job_failure_) {
-    t.told_of_failure = true;
-    deferred.Add([on_event, e = *job_failure_] { on_event(e); });
-  }
+  if (job_failure_) deferred.Add([on_event, e = *job_failure_] { on_event(e); });
   if (preemption_) deferred.Add([on_event, e = *preemption_] { on_event(e); });
   watchers_[op] = std::move(on_event);
   return op;
@@ -950,14 +942,7 @@ bool CoordinationService::JobEndedLocked(const CoordinationService* self) {
 
 bool CoordinationService::EveryTaskToldLocked(const CoordinationService* self) {
   for (const Task& t : self->tasks_) {
-    if (t.told_of_failure || t.state == TaskState::kFailed || t.state == TaskState::kShutDown) {
-      continue;
-    }
-    // Never registered: it hears from its next attempt.
-    if (t.state == TaskState::kDisconnected) return false;
-    // A Cohort agent that registered a moment before the failure opens its event stream next
-    // and hears the failure then. (A JAX client need not poll for errors: not waited for.)
-    if (t.protocol == "cohort") return false;
+    if (t.state == TaskState::kDisconnected && !t.told_of_failure) return false;
   }
   return true;
 }

@@ -200,11 +200,8 @@ class CoordinationService {
   // task was told on its event stream.
   bool WaitUntilJobEnded(absl::Time deadline) const;
   // After a job failure: waits (real time) until every task has heard of it — a registered one
-  // on its event stream (also a Cohort agent that registered a moment before the failure and
-  // has yet to open it; a JAX client need not poll, and is not waited for), one still
-  // registering from its registration's answer, one that never registered from its next
-  // registration attempt — or the deadline. Failed and shut-down tasks need not hear. Returns
-  // whether every task has.
+  // on its event stream, one that never registered from its next registration attempt — or
+  // the deadline. Returns whether every task has.
   bool WaitUntilEveryTaskTold(absl::Time deadline) const;
   // The job's failure, or OK.
   absl::Status JobStatus() const;
@@ -223,7 +220,7 @@ class CoordinationService {
     absl::Time progress_at = absl::InfinitePast();
     std::optional<int64_t> step;  // Its training step, when it reported one, and when.
     absl::Time step_at = absl::InfinitePast();
-    // The job's failure reached it: on its event stream, or as the answer to its registration.
+    // A registration attempt after the job failed was answered with the failure.
     bool told_of_failure = false;
   };
   struct PendingCall {

@@ -107,7 +107,7 @@ bool CoordinationServer::Stop(absl::Duration bound) {
   absl::MutexLock lock(&stop_mu_);
   if (stop_result_) return *stop_result_;
   stopping_.Notify();
-  // After a job failure nothing is left to wait for but the telling (below).
+  // After a job failure every live rank was told on its event stream: nothing to wait for.
   bool all_done = service_->WaitUntilJobEnded(absl::Now() + bound);
   if (!all_done) {
     LogWarning("stopping the coordination service after ", absl::FormatDuration(bound),
@@ -116,8 +116,7 @@ bool CoordinationServer::Stop(absl::Duration bound) {
   if (!service_->JobStatus().ok()) {
     // A rank still registering (its pod or process started late) hears of the failure from its
     // next attempt, if the port is still open, instead of finding it closed and retrying until
-    // the initialization timeout; one that registered just before the failure, from the event
-    // stream it opens next. A refused connection would make it report the service lost instead.
+    // the initialization timeout.
     service_->WaitUntilEveryTaskTold(absl::Now() + std::min(bound, kFailureLinger));
   }
   // Let in-flight replies (the shutdown barrier's) reach their clients, then cancel the rest

@@ -43,13 +43,13 @@ absl::StatusOr<ServerOptions> ServerOptionsFor(const JobSettings& settings,
 // The coordination service on a gRPC port, plus its one deadline-checker thread.
 //
 // Lifecycle: Start() -> serving -> Stop(bound) waits until every task shut down or failed, or
-// the job failed (ranks that never registered, or have yet to open their event stream, get up
-// to kFailureLinger to hear of it), or the bound passes; then it stops accepting calls and
-// fails the ones still waiting. Destruction stops at once. Thread-safe: a Stop() that finds
-// another in progress waits for it and returns its result.
-// After a job failure, how long Stop() keeps the port open for ranks that have not heard of it
-// yet: one still to register hears from its next attempt, one that registered a moment before
-// the failure from the event stream it opens next.
+// the job failed (every live task was told; ranks that never registered get kFailureLinger to
+// hear of it), or the bound passes; then it stops accepting calls and fails the ones still
+// waiting. Destruction
+// stops at once. Thread-safe: a Stop() that finds another in progress waits for it and returns
+// its result.
+// After a job failure, how long Stop() keeps the port open for ranks that never registered, so
+// that their next registration attempt hears of the failure.
 inline constexpr absl::Duration kFailureLinger = absl::Seconds(1);
 
 class CoordinationServer {

@@ -293,21 +293,6 @@ TEST_F(CoordinationServiceTest, Watch_AfterFailure_ReplaysFailure) {
   EXPECT_THAT(std::get<TaskFailure>((*watched_[0])[0]).message, HasSubstr("bad data"));
 }
 
-TEST_F(CoordinationServiceTest, JobFailure_EveryTaskToldOnlyOnceAJustRegisteredRankWatches) {
-  // Rank 2 registered a moment before rank 1 failed and has yet to open its event stream. The
-  // service must stay up for it (CoordinationServer::Stop lingers on this) until it hears, or
-  // it would find the port closed and report the service lost instead of rank 1's failure.
-  Start(3);
-  ConnectAll(3);
-  WatchEvents(0);
-  ASSERT_TRUE(service_->ReportError(1, Inc(1), FailureCause::kReportedError, "bad data").ok());
-  EXPECT_FALSE(service_->WaitUntilEveryTaskTold(absl::Now()));
-  WatchEvents(2);
-  ASSERT_EQ(watched_[1]->size(), 1u);
-  EXPECT_THAT(std::get<TaskFailure>((*watched_[1])[0]).message, HasSubstr("bad data"));
-  EXPECT_TRUE(service_->WaitUntilEveryTaskTold(absl::Now()));
-}
-
 TEST_F(CoordinationServiceTest, JobFailure_FailsPendingBlockingGet) {
   Start(2);
   ConnectAll(2);
