@@ -66,4 +66,70 @@ absl::StatusOr<std::optional<absl::Duration>> GetDuration(const char* name) {
   return std::optional<absl::Duration>(*d);
 }
 
+std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessPlacement& p,
+                                                                  bool gpus) {
+  const std::string rank = absl::StrCat(p.rank());
+  const std::string world = absl::StrCat(p.world_size());
+  const std::string local = absl::StrCat(p.local_index);
+  const std::string per_pod = absl::StrCat(p.processes_per_pod);
+  const std::string pod = absl::StrCat(p.pod_index);
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {kNumProcesses, world}, {kProcessId, rank},    {kLocalProcessId, local},
+      {kProcessesPerPod, per_pod}, {"JAX_NUM_PROCESSES", world}, {"JAX_PROCESS_ID", rank},
+  };
+  if (gpus) vars.emplace_back(kJaxLocalDeviceIds, local);
+  for (auto& v : std::vector<std::pair<std::string, std::string>>{
+           {"WORLD_SIZE", world}, {"RANK", rank}, {"LOCAL_RANK", local},
+           {"LOCAL_WORLD_SIZE", per_pod}, {"GROUP_RANK", pod}, {"NODE_RANK", pod}}) {
+    vars.push_back(std::move(v));
+  }
+  return vars;
+}
+
+std::string AgentSocketPath(absl::string_view base, int local_index, int served) {
+  if (served <= 1) return std::string(base);
+  absl::string_view stem = base;
+  absl::ConsumeSuffix(&stem, ".sock");
+  return absl::StrCat(stem, "-", local_index, ".sock");
+}
+
+absl::StatusOr<ProcessPlacement> PodPlacementFromEnvironment() {
+  auto required = [](const char* name) -> absl::StatusOr<int64_t> {
+    absl::StatusOr<std::optional<int64_t>> v = GetInt(name);
+    if (!v.ok()) return v.status();
+    if (!v->has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "environment variable ", name,
+          " is not set; the Cohort operator (or cohort-run) sets it in every job pod"));
+    }
+    return **v;
+  };
+  absl::StatusOr<int64_t> first_rank = required(kProcessId);
+  if (!first_rank.ok()) return first_rank.status();
+  absl::StatusOr<int64_t> world = required(kNumProcesses);
+  if (!world.ok()) return world.status();
+  absl::StatusOr<std::optional<int64_t>> per_pod = GetInt(kProcessesPerPod);
+  if (!per_pod.ok()) return per_pod.status();
+  const int64_t k = per_pod->value_or(1);
+  if (k < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kProcessesPerPod, "=", k, " must be at least 1"));
+  }
+  if (*world < 1 || *world % k != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kNumProcesses, "=", *world, " is not a positive multiple of ", kProcessesPerPod, "=", k,
+        "; the job runs the same number of processes in every pod"));
+  }
+  if (*first_rank < 0 || *first_rank >= *world || *first_rank % k != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kProcessId, "=", *first_rank, " is not the rank of a pod's first process (a multiple of ",
+        kProcessesPerPod, "=", k, " below ", kNumProcesses, "=", *world, ")"));
+  }
+  ProcessPlacement p;
+  p.processes_per_pod = static_cast<int>(k);
+  p.num_pods = static_cast<int>(*world / k);
+  p.pod_index = static_cast<int>(*first_rank / k);
+  return p;
+}
+
 }  // namespace cohort::env

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -16,6 +18,10 @@ namespace cohort::env {
 inline constexpr char kCoordinatorAddress[] = "COHORT_COORDINATOR_ADDRESS";
 inline constexpr char kNumProcesses[] = "COHORT_NUM_PROCESSES";
 inline constexpr char kProcessId[] = "COHORT_PROCESS_ID";
+// The process's index among the processes of its pod (or, under cohort-run without
+// --processes-per-pod, of this machine), and how many those are.
+inline constexpr char kLocalProcessId[] = "COHORT_LOCAL_PROCESS_ID";
+inline constexpr char kProcessesPerPod[] = "COHORT_PROCESSES_PER_POD";
 // The gang's restart attempt: 0 for the first run, one more per gang restart. ("Incarnation"
 // means only the random id each process picks when it starts.)
 inline constexpr char kRestartAttempt[] = "COHORT_RESTART_ATTEMPT";
@@ -41,6 +47,39 @@ inline constexpr char kHostTransport[] = "COHORT_HOST_TRANSPORT";
 inline constexpr char kCollectiveTimeout[] = "COHORT_COLLECTIVE_TIMEOUT";
 inline constexpr char kCollectivesHost[] = "COHORT_COLLECTIVES_HOST";
 inline constexpr char kFlightRecorderEntries[] = "COHORT_FLIGHT_RECORDER_ENTRIES";
+
+// Set on a pod whose trainer requests GPUs: the process's GPU (jax reads it itself).
+inline constexpr char kJaxLocalDeviceIds[] = "JAX_LOCAL_DEVICE_IDS";
+
+// Where one process of a job runs: rank = pod index x processes per pod + local index.
+struct ProcessPlacement {
+  int pod_index = 0;
+  int local_index = 0;
+  int processes_per_pod = 1;
+  int num_pods = 1;
+
+  int rank() const { return pod_index * processes_per_pod + local_index; }
+  int world_size() const { return num_pods * processes_per_pod; }
+};
+
+// The variables that differ from one process of a job to the next, in the order the operator
+// writes them: Cohort's (COHORT_NUM_PROCESSES, COHORT_PROCESS_ID, COHORT_LOCAL_PROCESS_ID,
+// COHORT_PROCESSES_PER_POD), JAX's (JAX_NUM_PROCESSES, JAX_PROCESS_ID, and JAX_LOCAL_DEVICE_IDS
+// = the local index when `gpus`) and torchrun's (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// GROUP_RANK and NODE_RANK = the pod index). The operator, the in-pod launcher and cohort-run
+// all take them from here.
+std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessPlacement& p,
+                                                                  bool gpus);
+
+// The agent socket of local process `local_index` of a sidecar serving `served` processes:
+// `base` itself when it serves one, else "<base without .sock>-<local_index>.sock".
+std::string AgentSocketPath(absl::string_view base, int local_index, int served);
+
+// The placement of local process 0 of this pod, from COHORT_PROCESS_ID (its rank),
+// COHORT_PROCESSES_PER_POD (default 1) and COHORT_NUM_PROCESSES. InvalidArgument naming the
+// variable and the fix when one is missing, malformed or inconsistent (the job size not a
+// multiple of the processes per pod, a rank that is not local process 0's).
+absl::StatusOr<ProcessPlacement> PodPlacementFromEnvironment();
 
 // The variable's value, or nullopt when it is unset or empty.
 std::optional<std::string> Get(const char* name);

@@ -105,6 +105,20 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const JobSettingsOverrides& given
     s.restart_attempt = static_cast<int>(**attempt);
   }
 
+  absl::StatusOr<std::optional<int64_t>> local = env::GetInt(env::kLocalProcessId);
+  if (!local.ok()) return local.status();
+  absl::StatusOr<std::optional<int64_t>> local_count = env::GetInt(env::kProcessesPerPod);
+  if (!local_count.ok()) return local_count.status();
+  s.local_process_id = static_cast<int>(local->value_or(0));
+  s.local_process_count = static_cast<int>(local_count->value_or(1));
+  if (s.local_process_count < 1 || s.local_process_id < 0 ||
+      s.local_process_id >= s.local_process_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        env::kLocalProcessId, "=", s.local_process_id, " is not an index below ",
+        env::kProcessesPerPod, "=", s.local_process_count,
+        "; the launcher (cohort-launch, cohort-run) sets both, unset them otherwise"));
+  }
+
   absl::StatusOr<JobTimeouts> timeouts = ResolveJobTimeouts(given);
   if (!timeouts.ok()) return timeouts.status();
   s.timeouts = *timeouts;

@@ -45,6 +45,10 @@ struct JobSettings {
   // The gang's restart attempt (COHORT_RESTART_ATTEMPT: 0 for the first run, +1 per gang
   // restart); nullopt when the launcher does not say.
   std::optional<int> restart_attempt;
+  // The process's index among its pod's processes and how many those are
+  // (COHORT_LOCAL_PROCESS_ID, COHORT_PROCESSES_PER_POD; 0 and 1 when unset).
+  int local_process_id = 0;
+  int local_process_count = 1;
   JobTimeouts timeouts;
   std::string token;  // Empty: no authentication.
 };

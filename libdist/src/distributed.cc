@@ -272,6 +272,16 @@ int ProcessCount() {
   return s ? s->options.job.num_processes : 1;
 }
 
+int LocalProcessIndex() {
+  auto s = Current();
+  return s ? s->options.job.local_process_id : 0;
+}
+
+int LocalProcessCount() {
+  auto s = Current();
+  return s ? s->options.job.local_process_count : 1;
+}
+
 int RestartAttempt() {
   auto s = Current();
   return s && s->options.job.restart_attempt ? *s->options.job.restart_attempt : 0;

@@ -93,7 +93,8 @@ struct CommunicatorOptions {
   // The address other hosts reach this process's TCP transport at; default: the address this
   // host uses to reach the coordinator (127.0.0.1 when the coordinator is on loopback).
   std::optional<std::string> tcp_host;          // [COHORT_COLLECTIVES_HOST]
-  // The CUDA device of the NCCL backend (default: the current device).
+  // The CUDA device of the NCCL backend (default: dist::LocalProcessIndex() modulo the devices
+  // the process sees: one GPU per process of a multi-GPU pod).
   std::optional<int> cuda_device;
   // Shown in messages and in the flight recorder ("world" for Create(), "<parent>.<color>" for
   // a split).

@@ -106,6 +106,12 @@ absl::Status Shutdown();
 // This process's rank and the job's size (0 and 1 before Initialize).
 int ProcessIndex();
 int ProcessCount();
+// This process's index among the processes of its pod (COHORT_LOCAL_PROCESS_ID, as LOCAL_RANK)
+// and how many the pod runs (COHORT_PROCESSES_PER_POD, as LOCAL_WORLD_SIZE): 0 and 1 before
+// Initialize or when the launcher does not say. On a GPU node with one process per GPU, the
+// local index is the process's GPU (the NCCL backend's default device).
+int LocalProcessIndex();
+int LocalProcessCount();
 // Which restart of the gang this is: 0 for the first run, one more after each gang restart
 // (COHORT_RESTART_ATTEMPT, set by cohort-operator and cohort-run; 0 when unset or before
 // Initialize). A program can use it to tell a fresh start from a restart, e.g. to look for a

@@ -1,5 +1,6 @@
 #include "libdist/src/collectives/nccl_backend.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,12 @@ namespace dist::internal {
 
 NcclBackend::NcclBackend(const NcclApi* api, int rank, int size, RankNames names, int device)
     : api_(api), rank_(rank), size_(size), names_(std::move(names)), device_(device) {}
+
+int NcclBackend::DefaultDevice(const NcclApi* api, int local_process_index) {
+  int count = 0;
+  if (api->GetDeviceCount(&count) != kCudaSuccess || count < 1) return 0;
+  return std::max(local_process_index, 0) % count;
+}
 
 absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclApi* api, int rank,
                                                                  RankNames names, int device,

@@ -30,6 +30,11 @@ class NcclBackend final : public CollectiveBackend {
     std::function<std::vector<int>()> missing_ranks;
   };
 
+  // The device a process uses unless told otherwise: its index among its pod's processes
+  // (COHORT_LOCAL_PROCESS_ID) modulo the devices it sees, so the processes of an 8-GPU pod take
+  // one GPU each while every GPU stays visible to all of them (NCCL's P2P needs that).
+  static int DefaultDevice(const NcclApi* api, int local_process_index);
+
   // `device`: the CUDA device (-1: the current one).
   static absl::StatusOr<std::unique_ptr<NcclBackend>> Create(const NcclApi* api, int rank,
                                                              RankNames names, int device,

@@ -260,6 +260,15 @@ TEST_F(NcclBackendTest, HealthyDestruction_FinalizesAndDestroysWithoutAbort) {
   EXPECT_EQ(state_.aborts, 0);
 }
 
+TEST_F(NcclBackendTest, DefaultDevice_LocalIndexModuloTheVisibleDevices) {
+  api_.GetDeviceCount = [](int* n) { *n = 4; return kCudaSuccess; };
+  EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 0), 0);
+  EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 3), 3);
+  EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 5), 1);
+  api_.GetDeviceCount = [](int* n) { *n = 0; return kCudaSuccess; };
+  EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 5), 0);
+}
+
 TEST(NcclApiTest, LibraryAbsent_UnavailableSaysWhatToDo) {
   absl::StatusOr<NcclApi> api = LoadNcclFrom("libnccl-does-not-exist.so.2", "libcudart.so");
   ASSERT_TRUE(absl::IsUnavailable(api.status())) << api.status();
