@@ -38,7 +38,10 @@ COPY --from=build /opt/cohort/lib/ /usr/local/lib/
 COPY --from=build /opt/cohort/bin/cohort-run /opt/cohort/bin/cohort-sidecar /usr/local/bin/
 RUN ldconfig
 
-# The sidecar every job pod runs, with the local launcher (the default target).
+# The sidecar every job pod runs, with the local launcher and the static in-pod launcher that
+# the init container cohort-launch-install copies into pods running several processes (the
+# default target).
 FROM runtime AS sidecar
-COPY --from=build /opt/cohort/bin/cohort-sidecar /opt/cohort/bin/cohort-run /usr/local/bin/
+COPY --from=build /opt/cohort/bin/cohort-sidecar /opt/cohort/bin/cohort-run \
+     /opt/cohort/bin/cohort-launch /usr/local/bin/
 ENTRYPOINT ["/usr/local/bin/cohort-sidecar"]

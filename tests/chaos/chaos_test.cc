@@ -1,5 +1,6 @@
 // Chaos trials of cohort-run jobs: in each, a random process of the job (a trainer or a sidecar,
-// of any rank) gets kill -9 or SIGTERM at a random moment from startup to shutdown. Each trial
+// of any rank; with one sidecar per rank, or pods of two ranks sharing one) gets kill -9 or
+// SIGTERM at a random moment from startup to shutdown. Each trial
 // checks what docs/faults.md promises:
 //   - nothing of the job is left running once cohort-run has exited;
 //   - after a SIGKILL, the job ends within --max-end (2 s) of the kill and cohort-run names the
@@ -114,6 +115,7 @@ struct Trial {
   int index = 0;
   uint64_t seed = 0;
   int ranks = 0;
+  int per_pod = 1;  // Ranks per sidecar (cohort-run --processes-per-pod).
   bool trainer = true;
   int rank = 0;
   int sig = SIGKILL;
@@ -127,12 +129,14 @@ struct Trial {
   std::vector<std::string> problems;
   std::vector<Line> lines;
 
+  // cohort-run's name for the victim: a sidecar is named after its pod.
   std::string Victim() const {
-    return absl::StrCat(trainer ? "rank " : "sidecar ", rank);
+    return trainer ? absl::StrCat("rank ", rank) : absl::StrCat("sidecar ", rank / per_pod);
   }
   std::string Describe() const {
-    return absl::StrFormat("trial %d (seed %d): %d ranks, %s of %s at %.3f s", index, seed, ranks,
-                           sig == SIGKILL ? "SIGKILL" : "SIGTERM", Victim(), at_s);
+    return absl::StrFormat("trial %d (seed %d): %d ranks, %d per sidecar, %s of %s at %.3f s",
+                           index, seed, ranks, per_pod, sig == SIGKILL ? "SIGKILL" : "SIGTERM",
+                           Victim(), at_s);
   }
 };
 
@@ -150,9 +154,11 @@ void RunTrial(const Flags& f, Trial& t) {
   std::filesystem::remove_all(work_dir);
   std::string token_file = work_dir + "/token";
   std::vector<std::string> argv = {f.bin_dir + "/cohort-run", "-n", absl::StrCat(t.ranks),
+                                   "--processes-per-pod", absl::StrCat(t.per_pod),
                                    "--work-dir", work_dir, "--grace-period", "10s",
                                    "--initialization-timeout", "60s", "--",
                                    f.bin_dir + "/test-trainer", "chaos", absl::StrCat(f.steps)};
+  if (t.per_pod == 1) argv.erase(argv.begin() + 3, argv.begin() + 5);  // A sidecar per rank.
   absl::StatusOr<Subprocess> launcher = Subprocess::Start(Subprocess::Options{argv, {}});
   if (!launcher.ok()) {
     t.problems.push_back(absl::StrCat("cannot start cohort-run: ", launcher.status().message()));
@@ -327,6 +333,10 @@ int Main(int argc, char** argv) {
     t.rank = std::uniform_int_distribution<int>(0, t.ranks - 1)(rng);
     t.sig = std::bernoulli_distribution(0.7)(rng) ? SIGKILL : SIGTERM;
     t.at_s = std::uniform_real_distribution<double>(0, f.window_s)(rng);
+    // Half the jobs of an even size are pods of two ranks sharing a sidecar (the GPU node's
+    // shape); a sidecar victim is then its pod's sidecar, found by its first rank.
+    t.per_pod = t.ranks % 2 == 0 && std::bernoulli_distribution(0.5)(rng) ? 2 : 1;
+    if (!t.trainer) t.rank -= t.rank % t.per_pod;
     RunTrial(f, t);
     Judge(f, t);
     if (!t.victim_found) ++missed;

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -36,6 +37,69 @@ TEST(CohortRunTest, ThreeRanks_PrefixedOutputAndSuccess) {
     EXPECT_TRUE(run.Has(absl::StrCat("[rank ", r, "] RENDEZVOUS rank=", r, " keys=3 count=3")));
   }
   EXPECT_TRUE(run.Has("cohort-run: all 3 processes finished successfully"));
+}
+
+TEST(CohortRunTest, ProcessesPerPod_PodsOfTwoShareASidecarWithThePodsEnvironment) {
+  LauncherRun run = Launch({"-n", "4", "--processes-per-pod", "2", "--", BinPath("test-trainer"),
+                            "rendezvous"});
+  int status = run.Finish();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(run.Has("2 pods of 2 with a sidecar each"));
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(run.Has(absl::StrCat("[rank ", r, "] RENDEZVOUS rank=", r,
+                                     " keys=4 count=4 local=", r % 2, "/2")));
+  }
+}
+
+TEST(CohortRunTest, ProcessesPerPod_OneProcessKilled_EveryOtherRankToldWithinASecond) {
+  std::string work_dir = (std::filesystem::temp_directory_path() /
+                          absl::StrCat("cohort-run-test-ppp-kill-", getpid()))
+                             .string();
+  std::filesystem::remove_all(work_dir);
+  LauncherRun run = Launch({"-n", "4", "--processes-per-pod", "2", "--grace-period", "60s",
+                            "--work-dir", work_dir, "--", BinPath("test-trainer"), "wait"});
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(run.ReadUntil(absl::StrCat("[rank ", r, "] WAITING"), absl::Seconds(60)));
+  }
+  // Rank 3: local process 1 of pod 1, whose sidecar also serves rank 2.
+  std::optional<pid_t> victim;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> vars = absl::StrSplit(env, '\0');
+    auto has = [&](const std::string& var) {
+      return std::find(vars.begin(), vars.end(), var) != vars.end();
+    };
+    if (has(absl::StrCat("COHORT_TOKEN_FILE=", work_dir, "/token")) &&
+        has("COHORT_PROCESS_ID=3")) {
+      pid_t pid = 0;
+      if (absl::SimpleAtoi(entry.path().filename().string(), &pid)) victim = pid;
+    }
+  }
+  ASSERT_TRUE(victim.has_value());
+  kill(*victim, SIGKILL);
+  absl::Time killed = absl::Now();
+  int status = run.Finish();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
+  EXPECT_TRUE(run.Has("cohort-run: FAILED: rank 3 killed by signal 9"));
+  for (int r : {0, 1, 2}) {
+    bool told = false;
+    for (const std::string& l : run.lines) {
+      told |= absl::StartsWith(l, absl::StrCat("[rank ", r, "] ")) && absl::StrContains(l, "rank 3");
+    }
+    EXPECT_TRUE(told) << "rank " << r << " was not told that rank 3 died";
+  }
+  EXPECT_FALSE(run.Has("SIGKILL)"));  // Nobody had to be killed: every rank followed by itself.
+}
+
+TEST(CohortRunTest, ProcessesPerPodNotADivisor_ClearError) {
+  LauncherRun run = Launch({"-n", "3", "--processes-per-pod", "2", "--", "/bin/true"});
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_TRUE(run.Has("--processes-per-pod 2 must be a positive divisor of -n 3"));
 }
 
 TEST(CohortRunTest, StandaloneMode_NoSidecars) {

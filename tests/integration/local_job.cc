@@ -198,6 +198,10 @@ std::string LauncherRun::Find(const std::string& text) const {
 LauncherRun Launch(std::vector<std::string> args, std::map<std::string, std::string> env) {
   std::vector<std::string> argv = {BinPath("cohort-run")};
   argv.insert(argv.end(), args.begin(), args.end());
+  return StartLauncher(std::move(argv), std::move(env));
+}
+
+LauncherRun StartLauncher(std::vector<std::string> argv, std::map<std::string, std::string> env) {
   absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{argv, std::move(env)});
   EXPECT_TRUE(p.ok()) << p.status();
   LauncherRun run;

@@ -69,7 +69,8 @@ class LocalJob {
 // Paths of the built binaries.
 std::string BinPath(const std::string& name);
 
-// One run of cohort-run, its output read line by line (and echoed to the test log).
+// One run of a launcher (cohort-run, cohort-launch), its output read line by line (and echoed to
+// the test log).
 struct LauncherRun {
   Subprocess process;
   std::vector<std::string> lines;
@@ -78,7 +79,7 @@ struct LauncherRun {
 
   // Reads output until a line contains `text` (or the output ends / the deadline passes).
   bool ReadUntil(const std::string& text, absl::Duration timeout);
-  // Reads the rest of the output (up to 60 s) and returns cohort-run's wait status.
+  // Reads the rest of the output (up to 60 s) and returns the launcher's wait status.
   int Finish();
   bool Has(const std::string& text) const;
   // The first line containing `text`, or "".
@@ -87,5 +88,8 @@ struct LauncherRun {
 
 // Starts cohort-run with `args`, adding `env` to this process's environment.
 LauncherRun Launch(std::vector<std::string> args, std::map<std::string, std::string> env = {});
+// Starts the program `argv` (argv[0] a path), adding `env` to this process's environment.
+LauncherRun StartLauncher(std::vector<std::string> argv,
+                          std::map<std::string, std::string> env = {});
 
 }  // namespace cohort::testing

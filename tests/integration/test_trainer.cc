@@ -53,7 +53,8 @@ int Rendezvous() {
   if (int rc = Check(count.status(), "try_get")) return rc;
   auto dir = dist::KeyValueDir("rdv");
   if (int rc = Check(dir.status(), "dir")) return rc;
-  Say(absl::StrCat("RENDEZVOUS rank=", rank, " keys=", dir->size(), " count=", *count));
+  Say(absl::StrCat("RENDEZVOUS rank=", rank, " keys=", dir->size(), " count=", *count,
+                   " local=", dist::LocalProcessIndex(), "/", dist::LocalProcessCount()));
   return Check(dist::Shutdown(), "shutdown");
 }
 

@@ -1,0 +1,115 @@
+// cohort-launch, the launcher of a pod's processes, run as the operator runs it in a trainer
+// container: real processes, real signals.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_job.h"
+
+namespace cohort::testing {
+namespace {
+
+// The environment the operator gives the trainer container of pod 1 of a 2 x 2 job with GPUs.
+std::map<std::string, std::string> PodOneOfTwoByTwo() {
+  return {{"COHORT_PROCESS_ID", "2"},
+          {"COHORT_NUM_PROCESSES", "4"},
+          {"COHORT_PROCESSES_PER_POD", "2"},
+          {"COHORT_LOCAL_PROCESS_ID", "0"},
+          {"COHORT_AGENT_SOCKET", "/run/cohort/agent.sock"},
+          {"JAX_LOCAL_DEVICE_IDS", "0"}};
+}
+
+LauncherRun LaunchPod(std::vector<std::string> args,
+                      std::map<std::string, std::string> env = PodOneOfTwoByTwo()) {
+  std::vector<std::string> argv = {BinPath("cohort-launch")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return StartLauncher(std::move(argv), std::move(env));
+}
+
+TEST(CohortLaunchTest, TwoProcesses_EachItsRanksEnvironmentAndPrefixedOutput) {
+  LauncherRun run = LaunchPod(
+      {"--", "/bin/sh", "-c",
+       "echo env $COHORT_PROCESS_ID $COHORT_LOCAL_PROCESS_ID $RANK $LOCAL_RANK $WORLD_SIZE "
+       "$LOCAL_WORLD_SIZE $NODE_RANK $JAX_PROCESS_ID $JAX_LOCAL_DEVICE_IDS $COHORT_AGENT_SOCKET"});
+  int status = run.Finish();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(run.Has("[rank 2] env 2 0 2 0 4 2 1 2 0 /run/cohort/agent-0.sock"));
+  EXPECT_TRUE(run.Has("[rank 3] env 3 1 3 1 4 2 1 3 1 /run/cohort/agent-1.sock"));
+}
+
+TEST(CohortLaunchTest, OneProcessFails_OthersStoppedAfterTheWindowAndItsStatusReturned) {
+  absl::Time start = absl::Now();
+  LauncherRun run = LaunchPod({"--grace-period", "1s", "--", "/bin/sh", "-c",
+                               "if [ \"$LOCAL_RANK\" = 1 ]; then exit 3; fi; exec sleep 60"});
+  int status = run.Finish();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_TRUE(run.Has("cohort-launch: rank 3 exit code 3"));
+  EXPECT_TRUE(run.Has("cohort-launch: stopping rank 2 (SIGKILL)"));
+  EXPECT_TRUE(run.Has("cohort-launch: exiting with rank 3's status (exit code 3)"));
+}
+
+TEST(CohortLaunchTest, ProcessKilledBySignal_ExitsWith128PlusTheSignal) {
+  LauncherRun run = LaunchPod({"--grace-period", "1s", "--", "/bin/sh", "-c",
+                               "if [ \"$LOCAL_RANK\" = 0 ]; then kill -KILL $$; fi; exec sleep 60"});
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
+  EXPECT_TRUE(run.Has("cohort-launch: rank 2 killed by signal 9"));
+}
+
+TEST(CohortLaunchTest, Sigterm_ForwardedToEveryProcess) {
+  LauncherRun run = LaunchPod(
+      {"--", "/bin/sh", "-c",
+       "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.1; done"});
+  ASSERT_TRUE(run.ReadUntil("[rank 2] ready", absl::Seconds(30)));
+  ASSERT_TRUE(run.ReadUntil("[rank 3] ready", absl::Seconds(30)));
+  kill(run.process.pid(), SIGTERM);
+  int status = run.Finish();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(run.Has("[rank 2] got TERM"));
+  EXPECT_TRUE(run.Has("[rank 3] got TERM"));
+}
+
+TEST(CohortLaunchTest, InconsistentEnvironment_ClearErrorAndNothingStarted) {
+  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
+  env["COHORT_NUM_PROCESSES"] = "5";
+  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c", "echo started"}, env);
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_TRUE(run.Has("COHORT_NUM_PROCESSES=5 is not a positive multiple of "
+                      "COHORT_PROCESSES_PER_POD=2"));
+  EXPECT_FALSE(run.Has("started"));
+}
+
+TEST(CohortLaunchTest, Install_CopiesAnExecutableThatRuns) {
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     absl::StrCat("cohort-launch-install-", getpid()))
+                        .string();
+  std::filesystem::remove_all(dir);
+  std::string dest = dir + "/bin/cohort-launch";
+  LauncherRun install = LaunchPod({"--install", dest});
+  ASSERT_EQ(install.Finish(), 0);
+  struct stat st {};
+  ASSERT_EQ(stat(dest.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
+  LauncherRun run = StartLauncher({dest, "--", "/bin/sh", "-c", "echo hi $RANK"}, PodOneOfTwoByTwo());
+  EXPECT_EQ(run.Finish(), 0);
+  EXPECT_TRUE(run.Has("[rank 3] hi 3"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cohort::testing
