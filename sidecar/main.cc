@@ -1,10 +1,11 @@
-// cohort-sidecar: runs next to every trainer. On rank 0 it hosts the coordination service; on
-// every rank it hosts the agent that libdist attaches to over a Unix socket, and serves
-// /metrics, /healthz and /readyz. Every flag falls back to the COHORT_* environment the operator
-// (or cohort-run) sets. See docs/sidecar.md.
+// cohort-sidecar: runs in every job pod. On rank 0's pod it hosts the coordination service; for
+// every rank of its pod (spec.processesPerPod of them) it hosts the agent that the rank's libdist
+// attaches to over a Unix socket of its own, and it serves /metrics, /healthz and /readyz. Every
+// flag falls back to the COHORT_* environment the operator (or cohort-run) sets. See
+// docs/sidecar.md.
 //
-// Exit codes: 0 the trainer shut down cleanly (or the sidecar was stopped before any trainer
-// attached); 1 the trainer or the job failed; 2 bad configuration.
+// Exit codes: 0 every trainer shut down cleanly (or the sidecar was stopped before any trainer
+// attached); 1 a trainer or the job failed; 2 bad configuration.
 
 #include <pthread.h>
 #include <signal.h>
@@ -46,6 +47,7 @@ constexpr int kUnset = -1;
 struct Flags {
   int rank = kUnset;           // From COHORT_PROCESS_ID.
   int num_processes = kUnset;  // From COHORT_NUM_PROCESSES.
+  int processes_per_pod = kUnset;  // From COHORT_PROCESSES_PER_POD (default 1).
   std::string coordinator_address;
   std::string coordinator_bind_address = "0.0.0.0";
   std::string agent_socket;
@@ -76,8 +78,13 @@ struct SignalState {
 int Run(int argc, char** argv) {
   InitLogging("cohort-sidecar");
   Flags f;
-  CLI::App app{"cohort-sidecar: coordination service (rank 0), agent and metrics for one rank"};
-  app.add_option("--rank", f.rank, "This pod's rank (env COHORT_PROCESS_ID)");
+  CLI::App app{"cohort-sidecar: coordination service (rank 0), agents and metrics for the ranks "
+               "of one pod"};
+  app.add_option("--rank", f.rank,
+                 "The rank of this pod's first process (env COHORT_PROCESS_ID)");
+  app.add_option("--processes-per-pod", f.processes_per_pod,
+                 "Ranks this sidecar serves, --rank onwards, each on its own socket "
+                 "(env COHORT_PROCESSES_PER_POD, default 1)");
   app.add_option("--num-processes", f.num_processes, "Job size (env COHORT_NUM_PROCESSES)");
   app.add_option("--coordinator-address", f.coordinator_address,
                  "host:port of rank 0's coordination service (env COHORT_COORDINATOR_ADDRESS)");
@@ -86,7 +93,8 @@ int Run(int argc, char** argv) {
                  "the coordinator address")
       ->capture_default_str();
   app.add_option("--agent-socket", f.agent_socket,
-                 "Unix socket libdist attaches to (env COHORT_AGENT_SOCKET)");
+                 "Unix socket libdist attaches to (env COHORT_AGENT_SOCKET); serving several "
+                 "ranks, local process l's is <socket without .sock>-<l>.sock");
   app.add_option("--token-file", f.token_file,
                  "File holding the job token (env COHORT_TOKEN_FILE, or COHORT_TOKEN)");
   app.add_option("--http-address", f.http_address, "Interface of /metrics, /healthz, /readyz")
@@ -145,6 +153,19 @@ int Run(int argc, char** argv) {
   }
   const int rank = settings->process_id;
   const int num = settings->num_processes;
+  int per_pod = f.processes_per_pod;
+  if (per_pod == kUnset) {
+    absl::StatusOr<std::optional<int64_t>> v = env::GetInt(env::kProcessesPerPod);
+    if (!v.ok()) return Fail(std::string(v.status().message()));
+    per_pod = static_cast<int>(v->value_or(1));
+  }
+  if (per_pod < 1 || rank % per_pod != 0 || rank + per_pod > num) {
+    return Fail(absl::StrCat("this sidecar would serve ranks ", rank, " to ", rank + per_pod - 1,
+                             " (COHORT_PROCESS_ID=", rank, ", COHORT_PROCESSES_PER_POD=", per_pod,
+                             ") of a job of ", num,
+                             " (COHORT_NUM_PROCESSES): the first rank must be a multiple of the "
+                             "processes per pod, and every rank below the job size"));
+  }
   if (f.agent_socket.empty()) f.agent_socket = env::Get(env::kAgentSocket).value_or("");
   if (f.agent_socket.empty()) {
     return Fail("agent socket unknown: set COHORT_AGENT_SOCKET or --agent-socket to a path in a "
@@ -163,11 +184,14 @@ int Run(int argc, char** argv) {
   // Signals go to one thread; block them before any other thread starts.
   sigset_t signals = BlockTerminationSignals();
 
-  // Metrics.
+  // Metrics: one set of series per rank served.
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, "sidecar");
-  sidecar::SidecarMetrics metrics(*registry, rank);
-  metrics.SetJob(num, settings->timeouts.heartbeat);
+  std::vector<std::unique_ptr<sidecar::SidecarMetrics>> metrics;
+  for (int local = 0; local < per_pod; ++local) {
+    metrics.push_back(std::make_unique<sidecar::SidecarMetrics>(*registry, rank + local));
+  }
+  metrics[0]->SetJob(num, settings->timeouts.heartbeat);
   sidecar::JaxPortMetrics jax_metrics(*registry);
 
   // Rank 0: the coordination service.
@@ -212,25 +236,59 @@ int Run(int argc, char** argv) {
         &coordinator->service(), f.per_rank_metrics_limit));
   }
 
-  // The agent socket.
-  sidecar::AgentRpcService agent_service(coordination::AgentOptionsFor(*settings), &metrics);
-  std::error_code ec;
-  std::filesystem::path socket_path(f.agent_socket);
-  if (socket_path.has_parent_path()) std::filesystem::create_directories(socket_path.parent_path(), ec);
-  std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
-  grpc::ServerBuilder builder;
-  int unused_port = 0;
-  builder.AddListeningPort(absl::StrCat("unix:", f.agent_socket), grpc::InsecureServerCredentials(),
-                           &unused_port);
-  builder.RegisterService(&agent_service);
-  // libdist pings its attach stream every 10 s, which carries nothing for as long as the program
-  // makes no call: without this, the sidecar would end it after ~30 s quiet.
-  AllowClientKeepalive(&builder);
-  std::unique_ptr<grpc::Server> socket_server = builder.BuildAndStart();
-  if (!socket_server) {
-    return Fail(absl::StrCat("cannot serve the agent socket ", f.agent_socket,
-                             ": check that its directory exists and is writable"));
+  // The agent sockets: one per rank served, each with its own agent.
+  struct RankAgent {
+    std::string socket;
+    std::unique_ptr<sidecar::AgentRpcService> service;
+    std::unique_ptr<grpc::Server> server;
+  };
+  std::vector<RankAgent> agents;
+  for (int local = 0; local < per_pod; ++local) {
+    JobSettings rank_settings = *settings;
+    rank_settings.process_id = rank + local;
+    RankAgent a;
+    a.socket = env::AgentSocketPath(f.agent_socket, local, per_pod);
+    coordination::AgentOptions options = coordination::AgentOptionsFor(rank_settings);
+    if (per_pod > 1) {
+      // Failure messages name the pod and the process: "rank 5 (pod demo-1, local process 1,
+      // pid 812) failed because its process died".
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      options.where = absl::StrCat("pod ", host, ", local process ", local, ",");
+    }
+    a.service = std::make_unique<sidecar::AgentRpcService>(std::move(options),
+                                                           metrics[local].get());
+    std::error_code ec;
+    std::filesystem::path socket_path(a.socket);
+    if (socket_path.has_parent_path()) std::filesystem::create_directories(socket_path.parent_path(), ec);
+    std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
+    grpc::ServerBuilder builder;
+    int unused_port = 0;
+    builder.AddListeningPort(absl::StrCat("unix:", a.socket), grpc::InsecureServerCredentials(),
+                             &unused_port);
+    builder.RegisterService(a.service.get());
+    // libdist pings its attach stream every 10 s, which carries nothing for as long as the
+    // program makes no call: without this, the sidecar would end it after ~30 s quiet.
+    AllowClientKeepalive(&builder);
+    a.server = builder.BuildAndStart();
+    if (!a.server) {
+      return Fail(absl::StrCat("cannot serve the agent socket ", a.socket,
+                               ": check that its directory exists and is writable"));
+    }
+    agents.push_back(std::move(a));
   }
+  auto any_attached = [&] {
+    for (const RankAgent& a : agents) {
+      if (a.service->trainer_attached()) return true;
+    }
+    return false;
+  };
+  auto any_ever_attached = [&] {
+    for (const RankAgent& a : agents) {
+      if (a.service->trainer_ever_attached()) return true;
+    }
+    return false;
+  };
 
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
       f.http_address, f.http_port, collectables, [&]() -> std::string {
@@ -238,12 +296,16 @@ int Run(int argc, char** argv) {
         return "";
       });
   if (!http.ok()) return Fail(std::string(http.status().message()));
+  std::error_code ec;
   if (!f.http_port_file.empty()) {
     std::string tmp = f.http_port_file + ".tmp";
     std::ofstream(tmp) << (*http)->port() << "\n";
     std::filesystem::rename(tmp, f.http_port_file, ec);
   }
-  LogInfo("rank ", rank, "/", num, ": agent socket ", f.agent_socket, ", metrics on port ",
+  LogInfo(per_pod == 1 ? absl::StrCat("rank ", rank, "/", num)
+                       : absl::StrCat("ranks ", rank, "-", rank + per_pod - 1, "/", num),
+          ": agent socket ", agents[0].socket, per_pod > 1 ? " and the next ones" : "",
+          ", metrics on port ",
           (*http)->port(),
           rank == 0 ? absl::StrCat(", coordination service on port ", coordinator->port()) : "",
           coordinator && coordinator->jax_port() != 0
@@ -263,29 +325,34 @@ int Run(int argc, char** argv) {
         absl::MutexLock lock(&signal_state.mu);
         count = ++signal_state.count;
       }
-      if (sig == SIGTERM && count == 1 && agent_service.trainer_attached()) {
-        LogInfo("SIGTERM: reporting a preemption notice and waiting for the trainer to finish");
-        agent_service.OnPreemptionSignal();
+      if (sig == SIGTERM && count == 1 && any_attached()) {
+        LogInfo("SIGTERM: reporting a preemption notice and waiting for the trainers to finish");
+        for (RankAgent& a : agents) a.service->OnPreemptionSignal();
         continue;
       }
-      if (sig == SIGTERM && count == 1 && f.preempt_before_attach &&
-          !agent_service.trainer_ever_attached()) {
-        LogInfo("SIGTERM before the trainer attached: a preemption notice, reported once it "
-                "has joined the job");
-        agent_service.OnPreemptionSignal();
+      if (sig == SIGTERM && count == 1 && f.preempt_before_attach && !any_ever_attached()) {
+        LogInfo("SIGTERM before a trainer attached: a preemption notice, reported once they "
+                "have joined the job");
+        for (RankAgent& a : agents) a.service->OnPreemptionSignal();
         continue;
       }
       LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": exiting");
-      agent_service.StopWaiting();
+      for (RankAgent& a : agents) a.service->StopWaiting();
       return;
     }
   });
 
-  sidecar::TrainerOutcome outcome = agent_service.WaitForTrainer(absl::InfiniteFuture());
-  // Stopped by a signal with no trainer ever attached (e.g. a program that does not use
-  // libdist): nothing failed.
-  bool idle_stop = outcome == sidecar::TrainerOutcome::kRunning && !agent_service.trainer_ever_attached();
-  int exit_code = outcome == sidecar::TrainerOutcome::kShutDown || idle_stop ? kExitOk : kExitFailed;
+  // Every rank's trainer, one after the other: each ends (shuts down, fails, or is told of the
+  // job's failure) or the signal thread stops the waiting.
+  int exit_code = kExitOk;
+  for (RankAgent& a : agents) {
+    sidecar::TrainerOutcome outcome = a.service->WaitForTrainer(absl::InfiniteFuture());
+    // Stopped by a signal with no trainer ever attached (e.g. a program that does not use
+    // libdist): nothing failed.
+    bool idle_stop =
+        outcome == sidecar::TrainerOutcome::kRunning && !a.service->trainer_ever_attached();
+    if (outcome != sidecar::TrainerOutcome::kShutDown && !idle_stop) exit_code = kExitFailed;
+  }
   if (coordinator) {
     // Keep the service up until every rank shut down or failed, so a fast rank 0 never strands
     // slower peers (bounded by the shutdown timeout).
@@ -296,10 +363,15 @@ int Run(int argc, char** argv) {
   LogInfo("exiting with code ", exit_code);
   // A trainer still attached (the sidecar was stopped) is told now; the rest of the grace is
   // for replies in flight.
-  agent_service.DetachTrainer(absl::UnavailableError(
-      "its cohort-sidecar was stopped (SIGINT or SIGTERM) while the trainer was attached"));
-  socket_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-  std::filesystem::remove(socket_path, ec);
+  for (RankAgent& a : agents) {
+    a.service->DetachTrainer(absl::UnavailableError(
+        "its cohort-sidecar was stopped (SIGINT or SIGTERM) while the trainer was attached"));
+  }
+  const absl::Time grace = absl::Now() + absl::Seconds(1);
+  for (RankAgent& a : agents) {
+    a.server->Shutdown(absl::ToChronoTime(grace));
+    std::filesystem::remove(a.socket, ec);
+  }
   // The signal thread may be parked in sigwait; the process exit ends it.
   signal_thread.detach();
   std::fflush(nullptr);

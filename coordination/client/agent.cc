@@ -204,7 +204,7 @@ absl::Status Agent::Connect(EventCallback on_event) {
   req.set_task_id(options_.task);
   req.set_incarnation(incarnation_);
   req.set_num_tasks(options_.num_tasks);
-  req.set_hostname(Hostname());
+  req.set_hostname(options_.where.empty() ? Hostname() : options_.where);
   req.set_pid(options_.pid != 0 ? options_.pid : getpid());
   if (options_.restart_attempt) req.set_restart_attempt(*options_.restart_attempt);
 

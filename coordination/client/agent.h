@@ -31,6 +31,9 @@ struct AgentOptions {
   absl::Duration heartbeat_timeout = kDefaultHeartbeatTimeout;
   absl::Duration shutdown_timeout = kDefaultShutdownTimeout;
   int64_t pid = 0;  // The process this rank runs as (the trainer's); 0: this process.
+  // Where the rank runs, for the job's messages ("rank 5 (<where> pid 812) failed ..."); empty:
+  // this host's name. A sidecar serving several ranks says "pod demo-1, local process 1,".
+  std::string where;
   // The gang's restart attempt this process belongs to (COHORT_RESTART_ATTEMPT), sent with the
   // registration so that the service can turn away a process of another attempt.
   std::optional<int32_t> restart_attempt;

@@ -27,7 +27,8 @@ prometheus::ClientMetric GaugeSample(double value, std::vector<prometheus::Clien
 }  // namespace
 
 SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
-    : kv_operations_(prometheus::BuildCounter()
+    : rank_(absl::StrCat(rank)),
+      kv_operations_(prometheus::BuildCounter()
                          .Name("cohort_kv_operations_total")
                          .Help("Key-value operations made by this rank, by operation and result")
                          .Register(registry)),
@@ -43,17 +44,17 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                               .Name("cohort_preemption_notices_total")
                               .Help("Preemption notices this rank was told of")
                               .Register(registry)
-                              .Add({})),
+                              .Add({{"rank", rank_}})),
       agent_connected_(prometheus::BuildGauge()
                            .Name("cohort_agent_connected")
                            .Help("1 while this rank's agent is registered with the coordinator")
                            .Register(registry)
-                           .Add({})),
+                           .Add({{"rank", rank_}})),
       trainer_attached_(prometheus::BuildGauge()
                             .Name("cohort_trainer_attached")
-                            .Help("1 while a trainer process is attached to this sidecar")
+                            .Help("1 while this rank's trainer process is attached to the sidecar")
                             .Register(registry)
-                            .Add({})),
+                            .Add({{"rank", rank_}})),
       world_size_(prometheus::BuildGauge()
                       .Name("cohort_world_size")
                       .Help("Ranks in the job")
@@ -74,16 +75,16 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                         .Name("cohort_trainer_step_seconds")
                         .Help("Wall time per training step, between successive step reports")
                         .Register(registry)
-                        .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.25,
+                        .Add({{"rank", rank_}}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.25,
                                                                          0.5, 1, 2.5, 5, 10, 30, 60, 300})),
       productive_seconds_(prometheus::BuildCounter()
                               .Name("cohort_trainer_productive_seconds_total")
                               .Help("Wall time covered by steps that advanced (goodput's numerator)")
                               .Register(registry)
-                              .Add({})) {
+                              .Add({{"rank", rank_}})) {
   // Known series start at zero, so rate() and alerts work before the first event.
   for (const char* op : {"set", "get", "try_get", "dir", "delete", "increment"}) {
-    kv_operations_.Add({{"operation", op}, {"result", "ok"}});
+    kv_operations_.Add({{"operation", op}, {"result", "ok"}, {"rank", rank_}});
   }
   ObserveBarrierBuckets({{"result", "ok"}});
   for (auto cause : {coordination::FailureCause::kProcessExited,
@@ -92,23 +93,24 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                      coordination::FailureCause::kReportedError,
                      coordination::FailureCause::kServiceUnreachable,
                      coordination::FailureCause::kCollectiveTimeout}) {
-    failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}});
+    failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}, {"rank", rank_}});
   }
   prometheus::BuildGauge()
       .Name("cohort_rank")
-      .Help("The rank (process id) this sidecar serves")
+      .Help("A rank (process id) this sidecar serves: one series per rank of the pod")
       .Register(registry)
-      .Add({})
+      .Add({{"rank", rank_}})
       .Set(rank);
 }
 
 void SidecarMetrics::CountKeyValue(absl::string_view operation, const absl::Status& status) {
-  kv_operations_.Add({{"operation", std::string(operation)}, {"result", CodeLabel(status)}})
+  kv_operations_.Add({{"operation", std::string(operation)}, {"result", CodeLabel(status)}, {"rank", rank_}})
       .Increment();
 }
 
 prometheus::Histogram& SidecarMetrics::ObserveBarrierBuckets(
-    const std::map<std::string, std::string>& labels) {
+    std::map<std::string, std::string> labels) {
+  labels["rank"] = rank_;
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
       0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800};
   return barrier_wait_.Add(labels, kBuckets);
@@ -119,7 +121,7 @@ void SidecarMetrics::ObserveBarrier(absl::Duration wait, const absl::Status& sta
 }
 
 void SidecarMetrics::CountFailure(coordination::FailureCause cause) {
-  failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}}).Increment();
+  failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}, {"rank", rank_}}).Increment();
 }
 
 void SidecarMetrics::SetJob(int32_t world_size, absl::Duration heartbeat_timeout) {
@@ -137,8 +139,8 @@ void SidecarMetrics::ObserveStep(int64_t step, absl::Time now) {
   if (last_step_ && step == *last_step_) return;  // A repeat: the step's time stays its first report's.
   last_step_ = step;
   last_step_at_ = now;
-  step_.Add({}).Set(static_cast<double>(step));
-  step_timestamp_.Add({}).Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+  step_.Add({{"rank", rank_}}).Set(static_cast<double>(step));
+  step_timestamp_.Add({{"rank", rank_}}).Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
 }
 
 void SidecarMetrics::CountPreemptionNotice() { preemption_notices_.Increment(); }

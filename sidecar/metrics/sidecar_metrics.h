@@ -20,7 +20,9 @@
 
 namespace cohort::sidecar {
 
-// The sidecar's own metric families, built once. Names follow docs/metrics.md.
+// The series of one rank the sidecar serves, each labelled with the rank (a sidecar serving the
+// several processes of a pod has one SidecarMetrics per rank, over one registry). Names follow
+// docs/metrics.md.
 class SidecarMetrics {
  public:
   SidecarMetrics(prometheus::Registry& registry, int32_t rank);
@@ -40,7 +42,9 @@ class SidecarMetrics {
   void ObserveStep(int64_t step, absl::Time now);
 
  private:
-  prometheus::Histogram& ObserveBarrierBuckets(const std::map<std::string, std::string>& labels);
+  prometheus::Histogram& ObserveBarrierBuckets(std::map<std::string, std::string> labels);
+
+  const std::string rank_;
 
   prometheus::Family<prometheus::Counter>& kv_operations_;
   prometheus::Family<prometheus::Histogram>& barrier_wait_;

@@ -358,9 +358,9 @@ TEST(JobTest, Metrics_StepsAndTheRankMissingAtTheOldestBarrier) {
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"2\"} 0"));
   EXPECT_THAT(coordinator, Not(HasSubstr("cohort_barrier_oldest_open_seconds 0\n")));
   EXPECT_THAT(coordinator, HasSubstr("cohort_world_size 3"));
-  std::string rank2 = MetricsWith(job.http_port(2), {"cohort_trainer_step 7"}, absl::Seconds(5));
-  EXPECT_THAT(rank2, HasSubstr("cohort_trainer_step 7"));
-  EXPECT_THAT(rank2, HasSubstr("cohort_trainer_last_progress_timestamp_seconds "));
+  std::string rank2 = MetricsWith(job.http_port(2), {"cohort_trainer_step{rank=\"2\"} 7"}, absl::Seconds(5));
+  EXPECT_THAT(rank2, HasSubstr("cohort_trainer_step{rank=\"2\"} 7"));
+  EXPECT_THAT(rank2, HasSubstr("cohort_trainer_last_progress_timestamp_seconds{rank=\"2\"} "));
   EXPECT_THAT(rank2, HasSubstr("cohort_heartbeat_timeout_seconds "));
   EXPECT_THAT(rank2, Not(HasSubstr("cohort_task_step")));  // Only rank 0 holds the job's view.
 }
