@@ -5,9 +5,11 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/rfc3339.h"
+#include "operator/api/json_fields.h"
 
 namespace cohort::op {
 namespace {
@@ -88,6 +90,30 @@ bool IsDns1035Label(const std::string& s) {
 
 }  // namespace
 
+const char* LauncherName(Launcher launcher) {
+  return launcher == Launcher::kTorchrun ? "Torchrun" : "Cohort";
+}
+
+int64_t TrainerGpuLimit(const DistributedJob& job) {
+  const json& containers = Member(job.spec.pod_template, "spec", "containers");
+  if (!containers.is_array() || containers.empty()) return 0;
+  const json& gpus = Member(containers[0], "resources", "limits", "nvidia.com/gpu");
+  int64_t n = 0;
+  if (gpus.is_number_integer()) n = gpus.get<int64_t>();
+  if (gpus.is_string() && !absl::SimpleAtoi(gpus.get<std::string>(), &n)) n = 0;
+  return std::max<int64_t>(n, 0);
+}
+
+int32_t ResolvedProcessesPerPod(const DistributedJob& job) {
+  if (!job.spec.processes_per_pod_auto) return job.spec.processes_per_pod;
+  int64_t gpus = TrainerGpuLimit(job);
+  return gpus >= 1 ? static_cast<int32_t>(std::min<int64_t>(gpus, kMaxProcessesPerPod)) : 1;
+}
+
+int64_t TotalProcesses(const DistributedJob& job) {
+  return int64_t{job.spec.replicas} * ResolvedProcessesPerPod(job);
+}
+
 const char* PhaseName(Phase phase) {
   switch (phase) {
     case Phase::kPending: return "Pending";
@@ -162,6 +188,39 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
       if (st.ok()) *out = v;
     }
   }
+  if (auto it = spec.find("processesPerPod"); it != spec.end() && !it->is_null()) {
+    // int-or-string: a whole number, or "auto".
+    if (it->is_string() && it->get<std::string>() == "auto") {
+      s.processes_per_pod_auto = true;
+    } else if (it->is_string()) {
+      int32_t n = 0;
+      if (absl::SimpleAtoi(it->get<std::string>(), &n)) {
+        s.processes_per_pod = n;
+      } else {
+        note(absl::InvalidArgumentError(absl::StrCat(
+            "spec.processesPerPod: ", it->dump(),
+            " is neither a whole number nor \"auto\"; write e.g. processesPerPod: 8, or "
+            "processesPerPod: auto for one process per GPU of the trainer's nvidia.com/gpu limit")));
+      }
+    } else {
+      note(ReadField(spec, "processesPerPod", p, &s.processes_per_pod));
+    }
+  }
+  if (auto it = spec.find("launcher"); it != spec.end() && !it->is_null()) {
+    std::string launcher;
+    absl::Status st = ReadField(spec, "launcher", p, &launcher);
+    if (st.ok() && launcher == "Cohort") {
+      s.launcher = Launcher::kCohort;
+    } else if (st.ok() && launcher == "Torchrun") {
+      s.launcher = Launcher::kTorchrun;
+    } else {
+      note(st.ok() ? absl::InvalidArgumentError(absl::StrCat(
+                         "spec.launcher: '", launcher,
+                         "' is not a launcher; write Cohort (Cohort starts processesPerPod "
+                         "copies of the command) or Torchrun (the command, torchrun, starts them)"))
+                   : st);
+    }
+  }
   if (const json* tmpl = object_field(spec, "template", p, " (a pod template)")) s.pod_template = *tmpl;
   if (const json* sc = object_field(spec, "sidecar", p, "")) {
     const std::string sp = "spec.sidecar.";
@@ -229,6 +288,16 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   if (s.replicas < 1 || s.replicas > kMaxReplicas) {
     errors.push_back(absl::StrCat("spec.replicas: must be between 1 and ", kMaxReplicas, " (got ", s.replicas, ")"));
   }
+  if (!s.processes_per_pod_auto &&
+      (s.processes_per_pod < 1 || s.processes_per_pod > kMaxProcessesPerPod)) {
+    errors.push_back(absl::StrCat("spec.processesPerPod: must be between 1 and ",
+                                  kMaxProcessesPerPod, ", or \"auto\" (got ", s.processes_per_pod,
+                                  ")"));
+  } else if (s.replicas >= 1 && TotalProcesses(job) > kMaxReplicas) {
+    errors.push_back(absl::StrCat("spec.processesPerPod: replicas x processesPerPod = ",
+                                  TotalProcesses(job), " processes; a job may have at most ",
+                                  kMaxReplicas));
+  }
   if (s.coordinator_port < 1 || s.coordinator_port > 65533) {
     errors.push_back(absl::StrCat("spec.coordinatorPort: must be a port between 1 and 65533 (got ",
                                   s.coordinator_port,
@@ -272,6 +341,20 @@ std::vector<std::string> Validate(const DistributedJob& job) {
         if (!c.is_object() || !c.contains("image") || !c["image"].is_string() ||
             c["image"].get<std::string>().empty()) {
           errors.push_back(absl::StrCat("spec.template.spec.containers[", i, "].image: required"));
+        }
+        const bool valid_count = s.processes_per_pod_auto || (s.processes_per_pod >= 1 &&
+                                                               s.processes_per_pod <= kMaxProcessesPerPod &&
+                                                               TotalProcesses(job) <= kMaxReplicas);
+        const bool cohort_launches = s.launcher == Launcher::kCohort && i == 0 && valid_count &&
+                                     ResolvedProcessesPerPod(job) > 1;
+        if (cohort_launches && c.is_object() &&
+            (!c.contains("command") || !c["command"].is_array() || c["command"].empty())) {
+          errors.push_back(absl::StrCat(
+              "spec.template.spec.containers[0].command: required when Cohort starts ",
+              ResolvedProcessesPerPod(job),
+              " processes per pod (Kubernetes cannot know an image's entrypoint): write the "
+              "program to run, e.g. command: [\"python\", \"train.py\"], or set "
+              "spec.launcher: Torchrun when the command starts the pod's processes itself"));
         }
       }
     }

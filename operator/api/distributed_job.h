@@ -30,8 +30,27 @@ struct SidecarSpec {
   absl::Duration heartbeat_timeout = kDefaultHeartbeatTimeout;
 };
 
+// Who starts the processes of a pod (spec.launcher).
+enum class Launcher {
+  // Cohort: the operator runs the trainer's command through cohort-launch, which starts
+  // processesPerPod copies of it, each with its own rank's environment.
+  kCohort,
+  // The command (torchrun) starts the pod's processes itself; the operator sets PET_NNODES,
+  // PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT for it.
+  kTorchrun,
+};
+const char* LauncherName(Launcher launcher);
+
+// The most processes one pod may run (spec.processesPerPod).
+inline constexpr int32_t kMaxProcessesPerPod = 256;
+
 struct DistributedJobSpec {
-  int32_t replicas = 1;
+  int32_t replicas = 1;  // Pods.
+  // spec.processesPerPod: a number, or "auto" (the trainer container's nvidia.com/gpu limit when
+  // it has one, else 1). ResolvedProcessesPerPod() gives the number.
+  int32_t processes_per_pod = 1;
+  bool processes_per_pod_auto = false;
+  Launcher launcher = Launcher::kCohort;
   nlohmann::json pod_template;  // A core/v1 PodTemplateSpec: the trainer.
   int32_t coordinator_port = 8476;
   int32_t max_restarts = 3;  // Gang restarts after failures; preemptions do not count.
@@ -105,6 +124,14 @@ std::vector<std::string> Validate(const DistributedJob& job);
 
 // The status subresource's JSON for the job's status (with readyText, "3/4", for kubectl get).
 nlohmann::json StatusToJson(const DistributedJob& job);
+
+// The processes of each pod: spec.processesPerPod, with "auto" resolved from the trainer's (the
+// first container's) nvidia.com/gpu limit (1 without one).
+int32_t ResolvedProcessesPerPod(const DistributedJob& job);
+// The trainer container's nvidia.com/gpu limit (0 when it has none or it is unreadable).
+int64_t TrainerGpuLimit(const DistributedJob& job);
+// Every process of the job: replicas x processes per pod.
+int64_t TotalProcesses(const DistributedJob& job);
 
 // "<job>-0.<job>.<namespace>.svc:<port>": rank 0's sidecar through the headless Service.
 std::string CoordinatorAddress(const DistributedJob& job);

@@ -31,21 +31,22 @@ std::string Seconds(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d) / 1000.0, "s");
 }
 
-// The environment of every container (the contract in common/env.h). A template variable of the
-// same name is replaced, so a stale value can never override the operator's.
-json ContractEnv(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
+// The environment of every container (the contract in common/env.h), as for the pod's first
+// process: cohort-launch gives each of the pod's processes its own rank's values. A template
+// variable of the same name is replaced, so a stale value can never override the operator's.
+json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_attempt) {
   std::string coordinator = CoordinatorAddress(job);
   const std::string rank0_host =
       absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".",
                    job.namespace_.empty() ? "default" : job.namespace_, ".svc");
   std::string jax_address = absl::StrCat(rank0_host, ":", job.spec.coordinator_port + 1);
+  const std::string master_port = absl::StrCat(job.spec.coordinator_port + 2);
+  const int32_t per_pod = ResolvedProcessesPerPod(job);
   json env = json::array();
-  auto add = [&](const char* name, const std::string& value) {
+  auto add = [&](const std::string& name, const std::string& value) {
     env.push_back({{"name", name}, {"value", value}});
   };
   add(env::kCoordinatorAddress, coordinator);
-  add(env::kNumProcesses, absl::StrCat(job.spec.replicas));
-  add(env::kProcessId, absl::StrCat(rank));
   add(env::kRestartAttempt, absl::StrCat(restart_attempt));
   add(env::kAgentSocket, kAgentSocket);
   add(env::kJobName, job.name);
@@ -54,23 +55,29 @@ json ContractEnv(const DistributedJob& job, int32_t rank, int32_t restart_attemp
   add(env::kHeartbeatTimeout, Seconds(job.spec.sidecar.heartbeat_timeout));
   env.push_back({{"name", env::kPodIp},
                  {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
+  // Rank, job size, local index: Cohort's, JAX's and torchrun's names (env::ProcessVariables).
+  env::ProcessPlacement placement{.pod_index = pod_index, .local_index = 0,
+                                  .processes_per_pod = per_pod, .num_pods = job.spec.replicas};
+  for (const auto& [name, value] : env::ProcessVariables(placement, TrainerGpuLimit(job) > 0)) {
+    add(name, value);
+  }
   // An unmodified JAX program dials rank 0's sidecar on the next port, where it speaks JAX's
   // coordination protocol; JAX's process 0 still starts a service of its own, bound where
   // nobody dials (docs/jax.md).
   add("JAX_COORDINATOR_ADDRESS", jax_address);
   add("JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0");
-  add("JAX_NUM_PROCESSES", absl::StrCat(job.spec.replicas));
-  add("JAX_PROCESS_ID", absl::StrCat(rank));
-  // torch.distributed's env:// as torchrun and Kubeflow's PyTorchJob set it, one process per
-  // pod: rank 0's process hosts the TCPStore two ports above the coordinator's.
+  // torch.distributed's env:// as torchrun and Kubeflow's PyTorchJob set it: rank 0's process
+  // hosts the TCPStore two ports above the coordinator's.
   add("MASTER_ADDR", rank0_host);
-  add("MASTER_PORT", absl::StrCat(job.spec.coordinator_port + 2));
-  add("WORLD_SIZE", absl::StrCat(job.spec.replicas));
-  add("RANK", absl::StrCat(rank));
-  add("LOCAL_RANK", "0");
-  add("LOCAL_WORLD_SIZE", "1");
-  add("GROUP_RANK", absl::StrCat(rank));
-  add("NODE_RANK", absl::StrCat(rank));
+  add("MASTER_PORT", master_port);
+  if (job.spec.launcher == Launcher::kTorchrun) {
+    // A command that is torchrun reads its flags from PET_* (Kubeflow Trainer's way).
+    add("PET_NNODES", absl::StrCat(job.spec.replicas));
+    add("PET_NPROC_PER_NODE", absl::StrCat(per_pod));
+    add("PET_NODE_RANK", absl::StrCat(pod_index));
+    add("PET_MASTER_ADDR", rank0_host);
+    add("PET_MASTER_PORT", master_port);
+  }
   return env;
 }
 
@@ -85,6 +92,21 @@ void MergeEnv(json& container, const json& contract) {
   }
   for (const json& c : contract) merged.push_back(c);
   container["env"] = merged;
+}
+
+// The trainer container's memory limit, when it has one (the size of its /dev/shm).
+json MemoryLimit(const json& container) {
+  const json& limit = Member(container, "resources", "limits", "memory");
+  return limit.is_string() || limit.is_number() ? limit : json();
+}
+
+bool MountsPath(const json& container, const char* path) {
+  const json& mounts = Member(container, "volumeMounts");
+  if (!mounts.is_array()) return false;
+  for (const json& m : mounts) {
+    if (StringMember(m, "mountPath") == path) return true;
+  }
+  return false;
 }
 
 void AddMounts(json& container) {
@@ -146,6 +168,31 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
     MergeEnv(c, contract);
     AddMounts(c);
   }
+  const int32_t per_pod = ResolvedProcessesPerPod(job);
+  const bool cohort_launches = per_pod > 1 && job.spec.launcher == Launcher::kCohort;
+  json* trainer = spec["containers"].is_array() && !spec["containers"].empty() &&
+                          spec["containers"][0].is_object()
+                      ? &spec["containers"][0]
+                      : nullptr;
+  if (trainer != nullptr && cohort_launches && (*trainer)["command"].is_array()) {
+    // cohort-launch (copied into the shared directory by the init container below) starts the
+    // pod's processes from the container's own command and arguments.
+    json command = json::array({kLauncherPath, "--"});
+    for (const json& a : (*trainer)["command"]) command.push_back(a);
+    (*trainer)["command"] = command;
+  }
+  // NCCL's and the host backend's shared memory between the pod's processes needs more than a
+  // container runtime's default /dev/shm (64 MiB): a memory-backed volume, as large as the
+  // container's memory limit, unless the template mounts its own.
+  const json* shm_volume = nullptr;
+  json dshm;
+  if (trainer != nullptr && (per_pod > 1 || TrainerGpuLimit(job) > 0) &&
+      !MountsPath(*trainer, "/dev/shm")) {
+    dshm = {{"name", "cohort-dshm"}, {"emptyDir", {{"medium", "Memory"}}}};
+    if (json limit = MemoryLimit(*trainer); !limit.is_null()) dshm["emptyDir"]["sizeLimit"] = limit;
+    (*trainer)["volumeMounts"].push_back({{"name", "cohort-dshm"}, {"mountPath", "/dev/shm"}});
+    shm_volume = &dshm;
+  }
 
   json sidecar = {
       {"name", "cohort-sidecar"},
@@ -171,6 +218,19 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   json init = spec.contains("initContainers") && spec["initContainers"].is_array()
                   ? spec["initContainers"]
                   : json::array();
+  if (cohort_launches) {
+    // Copies the static cohort-launch from the sidecar image into the shared directory, as
+    // service meshes inject their binaries: the trainer's image needs nothing from Cohort.
+    json install = {
+        {"name", "cohort-launch-install"},
+        {"image", job.spec.sidecar.image},
+        {"imagePullPolicy", job.spec.sidecar.image_pull_policy},
+        {"command", json::array({"cohort-launch", "--install", kLauncherPath})},
+        {"resources", job.spec.sidecar.resources},
+        {"volumeMounts", json::array({{{"name", "cohort-agent"}, {"mountPath", kAgentDir}}})},
+        {"securityContext", sidecar["securityContext"]}};
+    init.insert(init.begin(), install);
+  }
   init.insert(init.begin(), sidecar);  // First, so the agent is up before other init work.
   spec["initContainers"] = init;
 
@@ -179,6 +239,7 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   volumes.push_back({{"name", "cohort-agent"}, {"emptyDir", json::object()}});
   volumes.push_back({{"name", "cohort-token"},
                      {"secret", {{"secretName", SecretName(job)}, {"defaultMode", 0444}}}});
+  if (shm_volume != nullptr) volumes.push_back(*shm_volume);
 
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec}};
 }

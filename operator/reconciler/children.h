@@ -22,6 +22,9 @@ inline constexpr char kRestartAttemptLabel[] = "cohort.dev/restart-attempt";
 // Where the sidecar and the trainer meet (a shared emptyDir) and where the token is mounted.
 inline constexpr char kAgentDir[] = "/run/cohort";
 inline constexpr char kAgentSocket[] = "/run/cohort/agent.sock";
+// Where the init container cohort-launch-install puts cohort-launch when the pod runs several
+// processes.
+inline constexpr char kLauncherPath[] = "/run/cohort/bin/cohort-launch";
 inline constexpr char kTokenDir[] = "/var/run/secrets/cohort";
 inline constexpr char kTokenKey[] = "token";
 inline constexpr int kSidecarMetricsPort = 9400;
@@ -34,10 +37,13 @@ std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>"
 nlohmann::json BuildService(const DistributedJob& job);
 // An Opaque Secret with the token under "token".
 nlohmann::json BuildTokenSecret(const DistributedJob& job, const std::string& token);
-// The pod of `rank` in the gang's `restart_attempt`: the template's pod with hostname/subdomain
+// The pod of `rank` (the pod index: its processes are ranks rank x processesPerPod onwards) in
+// the gang's `restart_attempt`: the template's pod with hostname/subdomain
 // set, restartPolicy Never, the sidecar as a native sidecar (an init container with restartPolicy
 // Always), the shared socket directory and token volumes, and the COHORT_* and JAX_* environment
-// in every container.
+// in every container. With several processes per pod started by Cohort, the init container
+// cohort-launch-install and the trainer's command run through cohort-launch; with several
+// processes or GPUs, a memory-backed /dev/shm.
 nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
 
 }  // namespace cohort::op

@@ -39,8 +39,13 @@ absl::string_view TruncateUtf8(absl::string_view text, size_t max) {
   return text.substr(0, cut);
 }
 
-std::string Describe(const ObservedPod& p) {
-  std::string out = absl::StrCat("rank ", p.rank, " (pod ", p.name, ")");
+// `per_pod`: the processes each pod runs; a pod of several names its ranks (its termination
+// message, cohort-launch's last line, names the one that failed).
+std::string Describe(const ObservedPod& p, int32_t per_pod) {
+  std::string out =
+      per_pod == 1 ? absl::StrCat("rank ", p.rank, " (pod ", p.name, ")")
+                   : absl::StrCat("pod ", p.name, " (ranks ", p.rank * per_pod, "-",
+                                  p.rank * per_pod + per_pod - 1, ")");
   if (p.trainer_exit_code) {
     absl::StrAppend(&out, " exited with code ", *p.trainer_exit_code);
     // 128+N: killed by signal N (SIGKILL also means the OOM killer).
@@ -384,7 +389,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     }
   }
   if (root != nullptr) {
-    std::string why = Describe(*root);
+    std::string why = Describe(*root, ResolvedProcessesPerPod(job));
     delete_all(current);
     d.create_ranks.clear();
     if (st.restarts >= spec.max_restarts) {
@@ -409,7 +414,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       std::all_of(current.begin(), current.end(),
                   [](const ObservedPod* p) { return p->phase == PodPhase::kSucceeded; })) {
     finish(Phase::kSucceeded, "Completed",
-           absl::StrCat("all ", spec.replicas, " ranks exited successfully"));
+           absl::StrCat("all ", TotalProcesses(job), " ranks exited successfully"));
     return d;
   }
 
@@ -421,9 +426,9 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     st.phase = Phase::kRunning;
     if (st.start_time.empty()) st.start_time = FormatRfc3339(now);
     condition("Running", true, "AllRanksRunning",
-              absl::StrCat("all ", spec.replicas, " ranks are running (restart attempt ",
+              absl::StrCat("all ", TotalProcesses(job), " ranks are running (restart attempt ",
                            st.restart_attempt, ")"));
-    event("Normal", "Running", absl::StrCat("all ", spec.replicas, " ranks are running"));
+    event("Normal", "Running", absl::StrCat("all ", TotalProcesses(job), " ranks are running"));
   }
   return d;
 }

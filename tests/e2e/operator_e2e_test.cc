@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <set>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -558,6 +559,76 @@ TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheG
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-torch", rank),
                 HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
   }
+}
+
+// The GPU node's shape: 2 pods x 2 processes, cohort-launch starting the processes of each pod,
+// one sidecar per pod serving both.
+TEST_F(OperatorE2E, TwoPodsOfTwoProcesses_RanksZeroToThreeWithLocalIndicesSucceed) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-pp", 2, "k8s", "  processesPerPod: 2\n")).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "e2e-pp", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-pp");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string log = TrainerLog(*cluster_, "e2e-pp", rank / 2);
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("[rank ", rank, "] ENVIRONMENT ok: rank ", rank, " of 4")));
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("[rank ", rank, "] RENDEZVOUS rank=", rank,
+                                            " keys=4 count=4 local=", rank % 2, "/2")));
+  }
+  // kubectl get -o wide shows the processes per pod.
+  LocalControlPlane::Result got = cluster_->Kubectl({"get", "djob", "e2e-pp", "-o", "wide"});
+  EXPECT_THAT(got.output, HasSubstr("PROCESSES/POD"));
+}
+
+TEST_F(OperatorE2E, TwoPodsOfTwo_OneProcessKilled_EveryRankToldAndTheGangRestartsOnce) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ppkill", 2, "k8s-hold", "  processesPerPod: 2\n")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ppkill", AllReady, kJobTimeout)));
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_NE(WaitForLog(*cluster_, "e2e-ppkill", rank / 2, absl::StrCat("[rank ", rank, "] TRAINING"),
+                         kJobTimeout),
+              "")
+        << "rank " << rank << " never trained";
+  }
+  // Rank 3 is local process 1 of pod e2e-ppkill-1: one process, not the pod.
+  pid_t pid = LocalControlPlane::FindProcess(
+      "test-trainer", {"COHORT_JOB_NAME=e2e-ppkill", "COHORT_PROCESS_ID=3", "COHORT_RESTART_ATTEMPT=0"});
+  ASSERT_GT(pid, 0) << "rank 3's trainer process";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+
+  json job = cluster_->WaitForJob("default", "e2e-ppkill", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ppkill");
+  EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-ppkill");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 0);
+  // The second attempt's processes logged their own lines; every rank of the first was told.
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "e2e-ppkill", rank / 2),
+                HasSubstr(absl::StrCat("[rank ", rank, "] INITIALIZED rank=", rank, " attempt=1")));
+  }
+}
+
+TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestartAsAPreemption) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ppevict", 2, "k8s-hold", "  processesPerPod: 2\n")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ppevict", AllReady, kJobTimeout)));
+  LocalControlPlane::Result evicted = cluster_->Kubectl(
+      {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-ppevict-1/eviction"},
+      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-ppevict-1","namespace":"default"}})");
+  ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
+  json job = cluster_->WaitForJob("default", "e2e-ppevict", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ppevict");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  // Every process of both pods reached the same sync step.
+  std::set<std::string> steps;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string log = TrainerLog(*cluster_, "e2e-ppevict", rank / 2);
+    std::string marker = absl::StrCat("[rank ", rank, "] SYNC rank=", rank, " step=");
+    size_t at = log.find(marker);
+    ASSERT_NE(at, std::string::npos) << "rank " << rank << " did not sync:\n" << log;
+    steps.insert(log.substr(at + marker.size(), log.find('\n', at) - at - marker.size()));
+  }
+  EXPECT_EQ(steps.size(), 1u) << ::testing::PrintToString(steps);
 }
 
 }  // namespace

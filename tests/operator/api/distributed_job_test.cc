@@ -199,8 +199,62 @@ INSTANTIATE_TEST_SUITE_P(
                        "longer than 63 characters"},
         ValidationCase{"TinyHeartbeat",
                        JobBuilder().Spec("sidecar", {{"heartbeatTimeout", "10ms"}}).Build(),
-                       "spec.sidecar.heartbeatTimeout: must be at least 100ms"}),
+                       "spec.sidecar.heartbeatTimeout: must be at least 100ms"},
+        ValidationCase{"ZeroProcessesPerPod",
+                       JobBuilder().Spec("processesPerPod", 0).Build(),
+                       "spec.processesPerPod: must be between 1 and 256, or \"auto\" (got 0)"},
+        ValidationCase{"NegativeProcessesPerPod",
+                       JobBuilder().Spec("processesPerPod", -2).Build(),
+                       "spec.processesPerPod: must be between 1 and 256"},
+        ValidationCase{"TooManyProcessesPerPod",
+                       JobBuilder().Spec("processesPerPod", 257).Build(),
+                       "(got 257)"},
+        ValidationCase{"AutoMisspelled", JobBuilder().Spec("processesPerPod", "Auto").Build(),
+                       "spec.processesPerPod: \"Auto\" is neither a whole number nor \"auto\""},
+        ValidationCase{"TooManyProcessesInAll",
+                       JobBuilder().Spec("replicas", 1000).Spec("processesPerPod", 200).Build(),
+                       "replicas x processesPerPod = 200000 processes"},
+        ValidationCase{"UnknownLauncher", JobBuilder().Spec("launcher", "mpirun").Build(),
+                       "spec.launcher: 'mpirun' is not a launcher; write Cohort"},
+        ValidationCase{"SeveralProcessesWithoutCommand",
+                       JobBuilder().Spec("processesPerPod", 2).Build(),
+                       "containers[0].command: required when Cohort starts 2 processes per pod"}),
     [](const ::testing::TestParamInfo<ValidationCase>& info) { return info.param.name; });
+
+TEST(ProcessesPerPod, NumberAutoAndNumericString_Resolve) {
+  auto resolved = [](json spec_value, json limits) {
+    JobBuilder b;
+    b.Spec("processesPerPod", spec_value);
+    b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
+    if (!limits.is_null()) b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, limits);
+    absl::StatusOr<DistributedJob> job = ParseDistributedJob(b.Build());
+    EXPECT_TRUE(job.ok());
+    EXPECT_THAT(Validate(*job), ::testing::IsEmpty()) << spec_value;
+    return ResolvedProcessesPerPod(*job);
+  };
+  EXPECT_EQ(resolved(8, json()), 8);
+  EXPECT_EQ(resolved("4", json()), 4);
+  EXPECT_EQ(resolved("auto", json{{"nvidia.com/gpu", 8}}), 8);
+  EXPECT_EQ(resolved("auto", json{{"nvidia.com/gpu", "2"}}), 2);
+  EXPECT_EQ(resolved("auto", json{{"cpu", "4"}}), 1);
+  EXPECT_EQ(resolved("auto", json()), 1);
+}
+
+TEST(ProcessesPerPod, Unset_OneProcessPerPodAndCohortLaunches) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(JobBuilder().Build());
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(ResolvedProcessesPerPod(*job), 1);
+  EXPECT_EQ(TotalProcesses(*job), 4);
+  EXPECT_EQ(job->spec.launcher, Launcher::kCohort);
+}
+
+TEST(ProcessesPerPod, TorchrunLauncher_NoCommandNeeded) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(
+      JobBuilder().Spec("processesPerPod", 2).Spec("launcher", "Torchrun").Build());
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->spec.launcher, Launcher::kTorchrun);
+  EXPECT_THAT(Validate(*job), ::testing::IsEmpty());
+}
 
 TEST(StatusToJson, RoundTripsThroughParse) {
   DistributedJob written = *ParseDistributedJob(JobBuilder().Build());

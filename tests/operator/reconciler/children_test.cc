@@ -143,5 +143,114 @@ TEST(BuildPod, TemplateMembersOfOtherTypes_NoThrowContractStillSet) {
   EXPECT_EQ(env["COHORT_PROCESS_ID"], "1");
 }
 
+
+DistributedJob TwoProcessJob(json limits = json()) {
+  JobBuilder b;
+  b.Spec("replicas", 2).Spec("processesPerPod", 2);
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+  b.Set("/spec/template/spec/containers/0/args"_json_pointer, json::array({"--lr", "0.1"}));
+  if (!limits.is_null()) b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, limits);
+  return Job(b.Build());
+}
+
+const json* ContainerNamed(const json& list, const std::string& name) {
+  for (const json& c : list) {
+    if (c["name"] == name) return &c;
+  }
+  return nullptr;
+}
+
+TEST(BuildPod, TwoProcessesPerPod_EnvironmentOfTheFirstProcessOfThePod) {
+  json pod = BuildPod(TwoProcessJob(), 1, 0);
+  std::map<std::string, json> env = EnvOf(pod["spec"]["containers"][0]);
+  EXPECT_EQ(env["COHORT_PROCESS_ID"], "2");
+  EXPECT_EQ(env["COHORT_NUM_PROCESSES"], "4");
+  EXPECT_EQ(env["COHORT_LOCAL_PROCESS_ID"], "0");
+  EXPECT_EQ(env["COHORT_PROCESSES_PER_POD"], "2");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["NODE_RANK"], "1");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env.count("JAX_LOCAL_DEVICE_IDS"), 0u);  // No GPUs requested.
+  EXPECT_EQ(env.count("PET_NNODES"), 0u);            // Cohort launches.
+  // The sidecar serves both ranks of the pod.
+  const json* sidecar = ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar");
+  ASSERT_NE(sidecar, nullptr);
+  EXPECT_EQ(EnvOf(*sidecar)["COHORT_PROCESS_ID"], "2");
+  EXPECT_EQ(EnvOf(*sidecar)["COHORT_PROCESSES_PER_POD"], "2");
+}
+
+TEST(BuildPod, TwoProcessesPerPod_CommandRunsThroughCohortLaunchInstalledFirst) {
+  json pod = BuildPod(TwoProcessJob(), 0, 0);
+  const json& trainer = pod["spec"]["containers"][0];
+  EXPECT_EQ(trainer["command"], json::array({kLauncherPath, "--", "python", "train.py"}));
+  EXPECT_EQ(trainer["args"], json::array({"--lr", "0.1"}));
+  const json& init = pod["spec"]["initContainers"];
+  ASSERT_GE(init.size(), 2u);
+  EXPECT_EQ(init[0]["name"], "cohort-sidecar");
+  EXPECT_EQ(init[1]["name"], "cohort-launch-install");
+  EXPECT_EQ(init[1]["image"], pod["spec"]["initContainers"][0]["image"]);
+  EXPECT_EQ(init[1]["command"], json::array({"cohort-launch", "--install", kLauncherPath}));
+  EXPECT_FALSE(init[1].contains("restartPolicy"));  // Runs to completion before the trainer.
+}
+
+TEST(BuildPod, SeveralProcesses_MemoryBackedDevShmSizedByTheMemoryLimit) {
+  json pod = BuildPod(TwoProcessJob({{"memory", "16Gi"}}), 0, 0);
+  const json& trainer = pod["spec"]["containers"][0];
+  bool mounted = false;
+  for (const json& m : trainer["volumeMounts"]) mounted |= m["mountPath"] == "/dev/shm";
+  EXPECT_TRUE(mounted);
+  const json* volume = ContainerNamed(pod["spec"]["volumes"], "cohort-dshm");
+  ASSERT_NE(volume, nullptr);
+  EXPECT_EQ((*volume)["emptyDir"]["medium"], "Memory");
+  EXPECT_EQ((*volume)["emptyDir"]["sizeLimit"], "16Gi");
+}
+
+TEST(BuildPod, TemplateMountsItsOwnDevShm_Kept) {
+  JobBuilder b;
+  b.Spec("processesPerPod", 2);
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
+  b.Set("/spec/template/spec/containers/0/volumeMounts"_json_pointer,
+        json::array({{{"name", "mine"}, {"mountPath", "/dev/shm"}}}));
+  json pod = BuildPod(Job(b.Build()), 0, 0);
+  EXPECT_EQ(ContainerNamed(pod["spec"]["volumes"], "cohort-dshm"), nullptr);
+}
+
+TEST(BuildPod, OneProcessPerPodWithoutGpus_NoLauncherNoDevShm) {
+  json pod = BuildPod(Job(), 0, 0);
+  EXPECT_FALSE(pod["spec"]["containers"][0].contains("command"));
+  EXPECT_EQ(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr);
+  EXPECT_EQ(ContainerNamed(pod["spec"]["volumes"], "cohort-dshm"), nullptr);
+}
+
+TEST(BuildPod, AutoWithEightGpus_EightProcessesEachSeesItsDevice) {
+  JobBuilder b;
+  b.Spec("processesPerPod", "auto");
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
+  b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, json{{"nvidia.com/gpu", 8}});
+  json pod = BuildPod(Job(b.Build()), 1, 0);
+  std::map<std::string, json> env = EnvOf(pod["spec"]["containers"][0]);
+  EXPECT_EQ(env["COHORT_PROCESSES_PER_POD"], "8");
+  EXPECT_EQ(env["COHORT_PROCESS_ID"], "8");
+  EXPECT_EQ(env["COHORT_NUM_PROCESSES"], "32");
+  EXPECT_EQ(env["JAX_LOCAL_DEVICE_IDS"], "0");  // cohort-launch gives process l device l.
+}
+
+TEST(BuildPod, TorchrunLauncher_PetVariablesAndTheCommandAsItIs) {
+  JobBuilder b;
+  b.Spec("replicas", 2).Spec("processesPerPod", 2).Spec("launcher", "Torchrun");
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"torchrun", "train.py"}));
+  json pod = BuildPod(Job(b.Build()), 1, 0);
+  const json& trainer = pod["spec"]["containers"][0];
+  EXPECT_EQ(trainer["command"], json::array({"torchrun", "train.py"}));
+  std::map<std::string, json> env = EnvOf(trainer);
+  EXPECT_EQ(env["PET_NNODES"], "2");
+  EXPECT_EQ(env["PET_NPROC_PER_NODE"], "2");
+  EXPECT_EQ(env["PET_NODE_RANK"], "1");
+  EXPECT_EQ(env["PET_MASTER_ADDR"], "train-0.train.ml.svc");
+  EXPECT_EQ(env["PET_MASTER_PORT"], "8478");
+  EXPECT_EQ(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr);
+}
+
 }  // namespace
 }  // namespace cohort::op
