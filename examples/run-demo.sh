@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # `make demo`: the main job on the embedded local setup. It starts the local control plane
 # (cohort-local-cluster: an API server and a kubelet on this machine), cohort-operator, and
-# `kubectl apply`s a 4-rank DistributedJob of demo-trainer. Mid-run one pod is evicted, as a
-# node drain or a spot reclaim would: every rank checkpoints at the same step, the operator
+# `kubectl apply`s a DistributedJob of demo-trainer in the shape of GPU nodes: 2 pods of 2
+# processes (spec.processesPerPod), 4 ranks. Mid-run one pod is evicted, as a node drain or a
+# spot reclaim would: every process of both pods checkpoints at the same step, the operator
 # restarts the gang without counting a failure, the ranks resume from the checkpoint and finish.
 # Progress is printed as it happens and a summary at the end.
 set -euo pipefail
 build_dir=${1:-build}
 bin=$(cd "$build_dir/bin" && pwd)
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ranks=4
+pods=2
+per_pod=2
+ranks=$((pods * per_pod))
 steps=500
-victim=2
+victim=1  # The pod evicted: ranks 2 and 3.
 
 if ! command -v kubectl >/dev/null 2>&1; then
   echo "demo: kubectl is not on PATH; the demo drives the local control plane with real kubectl" >&2
@@ -43,7 +46,8 @@ field() { kubectl get djob demo -o "jsonpath={.status.$1}" 2>/dev/null || true; 
 # metric TEXT NAME: the value of the first sample of NAME (name and labels, as printed) in TEXT.
 metric() { printf '%s\n' "$1" | awk -v name="$2" 'index($0, name " ") == 1 { print $2; exit }'; }
 # scrape_sidecars: what a Prometheus would have scraped from every running sidecar: the last
-# step and productive time of each pod of each restart attempt, kept in $work/scraped/.
+# step and productive time of each rank (its pod's sidecar serves them all, one series per rank)
+# of each restart attempt, kept in $work/scraped/.
 scrape_sidecars() {
   mkdir -p "$work/scraped"
   kubectl get pods -l app.kubernetes.io/managed-by=cohort-operator -o \
@@ -51,9 +55,12 @@ scrape_sidecars() {
     2>/dev/null | while read -r pod attempt ip; do
     [ -n "$ip" ] || continue
     text=$(curl -s --max-time 1 "http://$ip:9400/metrics" 2>/dev/null) || continue
-    step=$(metric "$text" cohort_trainer_step)
-    productive=$(metric "$text" cohort_trainer_productive_seconds_total)
-    [ -n "$step" ] && echo "$step $productive" >"$work/scraped/$pod-attempt-$attempt"
+    first=$((${pod##*-} * per_pod))
+    for r in $(seq "$first" $((first + per_pod - 1))); do
+      step=$(metric "$text" "cohort_trainer_step{rank=\"$r\"}")
+      productive=$(metric "$text" "cohort_trainer_productive_seconds_total{rank=\"$r\"}")
+      [ -n "$step" ] && echo "$step $productive" >"$work/scraped/rank-$r-attempt-$attempt"
+    done
     echo "$ip" >"$work/scraped/address-$pod"
   done
 }
@@ -71,7 +78,7 @@ operator_pid=$!
 wait_for "$work/operator.log" "informers synced" 30
 grep -o "metrics on port [0-9]*" "$work/operator.log" | sed 's/^/   operator /'
 
-say "3/5 kubectl apply: a $ranks-rank DistributedJob running demo-trainer"
+say "3/5 kubectl apply: a DistributedJob of $pods pods x $per_pod processes ($ranks ranks) running demo-trainer"
 mkdir -p "$work/checkpoints"
 kubectl apply -f - <<EOF
 apiVersion: cohort.dev/v1alpha1
@@ -79,7 +86,8 @@ kind: DistributedJob
 metadata:
   name: demo
 spec:
-  replicas: $ranks
+  replicas: $pods
+  processesPerPod: $per_pod
   maxRestarts: 3
   restartBackoff: 1s
   template:
@@ -97,14 +105,15 @@ spec:
             path: $work/checkpoints
 EOF
 
-rank0_log="$work/cluster/pods/default_demo-0/trainer.log"
+pod_log() { echo "$work/cluster/pods/default_demo-$1/trainer.log"; }
+rank0_log=$(pod_log 0)  # cohort-launch prefixes each process's lines with its rank.
 last=""
 evicted=0
 start=$(date +%s%3N)
 deadline=$(($(date +%s) + 180))
 while [ "$(date +%s)" -lt "$deadline" ]; do
   phase=$(field phase)
-  progress=$(grep -o "step [0-9]*/$steps loss [0-9.]*\|resumed from the checkpoint at step [0-9]*" "$rank0_log" 2>/dev/null | tail -n 1 || true)
+  progress=$(grep "^\[rank 0\] " "$rank0_log" 2>/dev/null | grep -o "step [0-9]*/$steps loss [0-9.]*\|resumed from the checkpoint at step [0-9]*" | tail -n 1 || true)
   line="phase=${phase:-?} ready=$(field readyText) attempt=$(field restartAttempt) restarts=$(field restarts) preemptions=$(field preemptions)${progress:+ | rank 0: $progress}"
   if [ "$line" != "$last" ]; then
     ms=$(($(date +%s%3N) - start))
@@ -115,7 +124,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
   scrapes=$((${scrapes:-0} + 1))
   [ $((scrapes % 5)) = 1 ] && scrape_sidecars  # Every second, as a Prometheus scrape would.
   if [ "$evicted" = 0 ] && grep -q "step 100/" "$rank0_log" 2>/dev/null; then
-    say "4/5 evicting pod demo-$victim (what a node drain or a spot reclaim does)"
+    say "4/5 evicting pod demo-$victim, ranks $((victim * per_pod))-$((victim * per_pod + per_pod - 1)) (what a node drain or a spot reclaim does)"
     kubectl create --raw "/api/v1/namespaces/default/pods/demo-$victim/eviction" -f - <<EOF >/dev/null
 {"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"demo-$victim","namespace":"default"}}
 EOF
@@ -127,15 +136,16 @@ done
 say "5/5 summary"
 kubectl get djob demo -o wide
 echo
-printf '%-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' rank resumed_from steps barriers loss params train_ms
+printf '%-6s %-8s %-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' rank pod local resumed_from steps barriers loss params train_ms
 results=0
 param_hashes=""
 for r in $(seq 0 $((ranks - 1))); do
-  result=$(grep -o "RESULT .*" "$work/cluster/pods/default_demo-$r/trainer.log" 2>/dev/null | tail -n 1 || true)
+  pod=$((r / per_pod))
+  result=$(grep "^\[rank $r\] " "$(pod_log $pod)" 2>/dev/null | grep -o "RESULT .*" | tail -n 1 || true)
   [ -z "$result" ] && { printf '%-6s (no result)\n' "$r"; continue; }
   results=$((results + 1))
   eval "${result#RESULT }"
-  printf '%-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' "$rank" "$resumed_from" "$steps" "$barriers" "$loss" "$params" "$train_ms"
+  printf '%-6s %-8s %-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' "$rank" "demo-$pod" $((r % per_pod)) "$resumed_from" "$steps" "$barriers" "$loss" "$params" "$train_ms"
   param_hashes="$param_hashes $params"
 done
 echo
@@ -166,18 +176,18 @@ preempted=$(metric "$operator_metrics" "cohort_operator_job_restarts_total{cause
 recovery_sum=$(metric "$operator_metrics" "cohort_operator_job_recovery_seconds_sum{$job_labels}")
 # The step of each rank at its last scrape, as "lowest-highest".
 last_steps=$(for r in $(seq 0 $((ranks - 1))); do
-  ls "$work/scraped/demo-$r-attempt-"* 2>/dev/null | sort -t- -k4 -n | tail -n 1 | xargs -r cat | cut -d' ' -f1
+  ls "$work/scraped/rank-$r-attempt-"* 2>/dev/null | sort -t- -k4 -n | tail -n 1 | xargs -r cat | cut -d' ' -f1
 done | sort -n | sed -n '1p;$p' | paste -sd-)
 recovery=$(awk -v s="$recovery_sum" 'BEGIN { if (s == "") print "?"; else printf "%.1f", s }')
-productive=$(cat "$work/scraped/"demo-*-attempt-* 2>/dev/null | awk '{ s += $2 } END { printf "%.1f", s }')
+productive=$(cat "$work/scraped/"rank-*-attempt-* 2>/dev/null | awk '{ s += $2 } END { printf "%.1f", s }')
 goodput=$(awk -v p="$productive" -v n="$ranks" -v w="$wall_s" 'BEGIN { printf "%.2f", (w > 0 ? p / (n * w) : 0) }')
 echo "metrics: cohort-operator on http://127.0.0.1:$operator_port/metrics (per job: phase, restarts by cause,"
-echo "  detect/recovery times), each rank's sidecar on http://<pod IP>:9400/metrics (rank 0's was"
+echo "  detect/recovery times), each pod's sidecar on http://<pod IP>:9400/metrics (pod demo-0's was"
 echo "  http://$(cat "$work/scraped/address-demo-0" 2>/dev/null || echo '?'):9400/metrics: every rank's step, progress age, barriers)."
 echo "the Cohort job dashboard would show: ${preempted:-0} preemption (restarts by cause: preempted ${preempted:-0}),"
 echo "  the gang running again ${recovery} s after the eviction; steps at the last scrape (each second)"
 echo "  ${last_steps:-?} of $steps; goodput $goodput"
 echo "  (${productive} s of steps over $ranks ranks x ${wall_s} s); see docs/observability.md to install it."
 echo "demo OK: data-parallel training (gradients all-reduced every step, the loss falling); one"
-echo "eviction; every rank checkpointed the same parameters at the same step, the gang restarted"
+echo "eviction; all $ranks processes of both pods checkpointed the same parameters at the same step, the gang restarted"
 echo "without counting a failure, resumed from the checkpoint and finished with identical parameters."
