@@ -29,6 +29,8 @@ inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
 inline constexpr char kJobName[] = "COHORT_JOB_NAME";
 inline constexpr char kNamespace[] = "COHORT_NAMESPACE";
 inline constexpr char kPodIp[] = "COHORT_POD_IP";
+// The pod's name (cohort-run: "<job>-<pod index>"), for messages naming where a rank runs.
+inline constexpr char kPodName[] = "COHORT_POD_NAME";
 // Job token: the value itself, or a file holding it (the operator mounts the job's Secret).
 inline constexpr char kToken[] = "COHORT_TOKEN";
 inline constexpr char kTokenFile[] = "COHORT_TOKEN_FILE";

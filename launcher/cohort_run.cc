@@ -290,6 +290,7 @@ class LocalJob {
           env[name] = value;
         }
         env[env::kAgentSocket] = socket_base;
+        env[env::kPodName] = absl::StrCat(f_.job_name, "-", pod);
         if (!f_.verbose && !env::Get("COHORT_LOG_LEVEL")) env["COHORT_LOG_LEVEL"] = "warning";
         Child c;
         c.label = absl::StrCat("sidecar ", pod);

@@ -252,9 +252,13 @@ int Run(int argc, char** argv) {
     if (per_pod > 1) {
       // Failure messages name the pod and the process: "rank 5 (pod demo-1, local process 1,
       // pid 812) failed because its process died".
-      char host[256] = {};
-      gethostname(host, sizeof(host) - 1);
-      options.where = absl::StrCat("pod ", host, ", local process ", local, ",");
+      std::string pod = env::Get(env::kPodName).value_or("");
+      if (pod.empty()) {
+        char host[256] = {};
+        gethostname(host, sizeof(host) - 1);  // A pod's hostname is its name.
+        pod = host;
+      }
+      options.where = absl::StrCat("pod ", pod, ", local process ", local, ",");
     }
     a.service = std::make_unique<sidecar::AgentRpcService>(std::move(options),
                                                            metrics[local].get());

@@ -55,6 +55,8 @@ json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_a
   add(env::kHeartbeatTimeout, Seconds(job.spec.sidecar.heartbeat_timeout));
   env.push_back({{"name", env::kPodIp},
                  {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
+  env.push_back({{"name", env::kPodName},
+                 {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
   // Rank, job size, local index: Cohort's, JAX's and torchrun's names (env::ProcessVariables).
   env::ProcessPlacement placement{.pod_index = pod_index, .local_index = 0,
                                   .processes_per_pod = per_pod, .num_pods = job.spec.replicas};

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/backoff.h"
+#include "operator/reconciler/children.h"
 #include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
 
@@ -41,11 +42,15 @@ absl::string_view TruncateUtf8(absl::string_view text, size_t max) {
 
 // `per_pod`: the processes each pod runs; a pod of several names its ranks (its termination
 // message, cohort-launch's last line, names the one that failed).
+// "rank 3 (pod demo-3)", or with several processes per pod "pod demo-1 (ranks 2-3)".
+std::string Who(int32_t pod_index, const std::string& pod_name, int32_t per_pod) {
+  return per_pod == 1 ? absl::StrCat("rank ", pod_index, " (pod ", pod_name, ")")
+                      : absl::StrCat("pod ", pod_name, " (ranks ", pod_index * per_pod, "-",
+                                     pod_index * per_pod + per_pod - 1, ")");
+}
+
 std::string Describe(const ObservedPod& p, int32_t per_pod) {
-  std::string out =
-      per_pod == 1 ? absl::StrCat("rank ", p.rank, " (pod ", p.name, ")")
-                   : absl::StrCat("pod ", p.name, " (ranks ", p.rank * per_pod, "-",
-                                  p.rank * per_pod + per_pod - 1, ")");
+  std::string out = Who(p.rank, p.name, per_pod);
   if (p.trainer_exit_code) {
     absl::StrAppend(&out, " exited with code ", *p.trainer_exit_code);
     // 128+N: killed by signal N (SIGKILL also means the OOM killer).
@@ -346,14 +351,18 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     std::set<int32_t> present;
     for (const ObservedPod* p : current) present.insert(p->rank);
     for (int32_t rank = 0; rank < spec.replicas && vanished.empty(); ++rank) {
-      if (!present.count(rank)) vanished = absl::StrCat("rank ", rank, "'s pod was deleted");
+      if (!present.count(rank)) {
+        vanished = absl::StrCat(Who(rank, PodName(job, rank), ResolvedProcessesPerPod(job)),
+                                " was deleted");
+      }
     }
   }
   count();
   if (preempted != nullptr || !vanished.empty()) {
     std::string why = preempted != nullptr
-                          ? absl::StrCat("rank ", preempted->rank, " (pod ", preempted->name,
-                                         ") was preempted or evicted")
+                          ? absl::StrCat(Who(preempted->rank, preempted->name,
+                                             ResolvedProcessesPerPod(job)),
+                                         " was preempted or evicted")
                           : vanished;
     ++st.preemptions;
     ++st.restart_attempt;

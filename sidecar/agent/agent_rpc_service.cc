@@ -289,7 +289,14 @@ grpc::ServerUnaryReactor* AgentRpcService::Forward(grpc::CallbackServerContext* 
   absl::StatusOr<std::shared_ptr<Agent>> agent = ConnectedAgent();
   if (!agent.ok()) return FinishUnary(ctx, agent.status());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  call(**agent, [this, reactor, metric_op](absl::Status s) {
+  call(**agent, [this, reactor, metric_op, agent = *agent](absl::Status s) {
+    // After a job failure the service stops; a call that was still waiting then ends as
+    // CANCELLED or UNAVAILABLE, which may reach the trainer before the failure event on its
+    // attach stream. Aborted says what happened, and libdist waits for the event to tell it.
+    if (!s.ok() && !absl::IsAborted(s) && agent->job_failed()) {
+      s = absl::AbortedError(absl::StrCat("the job failed while this call waited (", s.message(),
+                                          ")"));
+    }
     if (metrics_ != nullptr && metric_op != nullptr) metrics_->CountKeyValue(metric_op, s);
     reactor->Finish(ToGrpcStatus(s));
   });

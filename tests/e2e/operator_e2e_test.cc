@@ -352,9 +352,11 @@ TEST_F(OperatorE2E, Metrics_CountWhatTheOperatorDidAndPromtoolAcceptsThem) {
   EXPECT_EQ(PromtoolProblems(res->body), "");
 }
 
-// A DistributedJob of 2 ranks running `program` (with `args`) under the environment's python.
+// A DistributedJob of 2 pods running `program` (with `args`) under the environment's python;
+// `extra_spec` adds spec fields (processesPerPod), `command` replaces python (torchrun).
 std::string PythonJobYaml(const std::string& name, const std::string& venv, const std::string& program,
-                          const std::string& args, const std::string& env_yaml) {
+                          const std::string& args, const std::string& env_yaml,
+                          const std::string& extra_spec = "", const std::string& command = "") {
   return absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1
 kind: DistributedJob
 metadata:
@@ -363,7 +365,7 @@ spec:
   replicas: 2
   maxRestarts: 2
   restartBackoff: 100ms
-  template:
+EXTRA_SPEC  template:
     spec:
       containers:
         - name: trainer
@@ -374,7 +376,8 @@ spec:
               value: cpu
 ENV)",
                              {{"NAME", name},
-                              {"PYTHON", absl::StrCat(venv, "/bin/python")},
+                              {"EXTRA_SPEC", extra_spec},
+                              {"PYTHON", command.empty() ? absl::StrCat(venv, "/bin/python") : command},
                               {"PROGRAM", absl::StrCat(COHORT_SOURCE_DIR, "/", program)},
                               {"ARGS", args.empty() ? "" : absl::StrCat(", \"", args, "\"")},
                               {"ENV", env_yaml}});
@@ -600,6 +603,11 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_OneProcessKilled_EveryRankToldAndTheGangRestart
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ppkill");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-ppkill");
   EXPECT_EQ(StatusInt(job, "preemptions"), 0);
+  // The event names the pod, its ranks and, from cohort-launch's last line, the process.
+  EXPECT_THAT(Events(*cluster_, "e2e-ppkill"),
+              HasSubstr("pod e2e-ppkill-1 (ranks 2-3) exited with code 137"));
+  EXPECT_THAT(Events(*cluster_, "e2e-ppkill"),
+              HasSubstr("exiting with rank 3's status (killed by signal 9"));
   // The second attempt's processes logged their own lines; every rank of the first was told.
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-ppkill", rank / 2),
@@ -609,8 +617,18 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_OneProcessKilled_EveryRankToldAndTheGangRestart
 
 TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestartAsAPreemption) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ppevict", 2, "k8s-hold", "  processesPerPod: 2\n")).exit_code, 0);
+  // The pods' logs start afresh with the restart: the processes also record their lines here.
+  const std::string record = absl::StrCat(cluster_->dir(), "/ppevict-record.txt");
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ppevict", 2, "k8s-hold", "  processesPerPod: 2\n") +
+                                             "          env:\n" + RecordYaml(record))
+                .exit_code,
+            0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ppevict", AllReady, kJobTimeout)));
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_NE(WaitForLog(*cluster_, "e2e-ppevict", rank / 2, absl::StrCat("[rank ", rank, "] TRAINING"),
+                         kJobTimeout),
+              "");
+  }
   LocalControlPlane::Result evicted = cluster_->Kubectl(
       {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-ppevict-1/eviction"},
       R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-ppevict-1","namespace":"default"}})");
@@ -619,16 +637,82 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestart
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ppevict");
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
-  // Every process of both pods reached the same sync step.
+  EXPECT_THAT(Events(*cluster_, "e2e-ppevict"), HasSubstr("pod e2e-ppevict-1 (ranks 2-3) was preempted"));
+  // Every process of both pods reached the same sync step (the evicted pod's through
+  // cohort-launch forwarding the SIGTERM, the other pod's through the job).
+  const std::string lines = ReadRecord(record);
   std::set<std::string> steps;
   for (int rank = 0; rank < 4; ++rank) {
-    std::string log = TrainerLog(*cluster_, "e2e-ppevict", rank / 2);
     std::string marker = absl::StrCat("[rank ", rank, "] SYNC rank=", rank, " step=");
-    size_t at = log.find(marker);
-    ASSERT_NE(at, std::string::npos) << "rank " << rank << " did not sync:\n" << log;
-    steps.insert(log.substr(at + marker.size(), log.find('\n', at) - at - marker.size()));
+    size_t at = lines.find(marker);
+    ASSERT_NE(at, std::string::npos) << "rank " << rank << " did not sync:\n" << lines;
+    steps.insert(lines.substr(at + marker.size(), lines.find('\n', at) - at - marker.size()));
   }
   EXPECT_EQ(steps.size(), 1u) << ::testing::PrintToString(steps);
+}
+
+// An unmodified DDP program (gloo) in pods of 2 processes started by cohort-launch: WORLD_SIZE 4,
+// each process its RANK and LOCAL_RANK, one TCPStore on rank 0's process.
+TEST_F(OperatorE2E, TorchDdpProgram_TwoPodsOfTwoProcesses_Trains) {
+  std::string venv = TorchEnvironment();
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-torchpp", venv, "tests/frameworks/torch_ddp_program.py",
+                                                      "", "", "  processesPerPod: 2\n"))
+                .exit_code,
+            0);
+  json job = cluster_->WaitForJob("default", "e2e-torchpp", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-torchpp");
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "e2e-torchpp", rank / 2),
+                HasSubstr(absl::StrCat("[rank ", rank, "] torch rank ", rank,
+                                       ": 5 DDP steps, parameters equal on every rank")));
+  }
+}
+
+// The same program with `torchrun train.py` as the command (spec.launcher: Torchrun), as
+// Kubeflow Trainer runs it: torchrun starts the pod's 2 processes from the PET_* variables.
+TEST_F(OperatorE2E, TorchrunCommand_TwoPodsOfTwoProcesses_Trains) {
+  std::string venv = TorchEnvironment();
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-torchrun", venv, "tests/frameworks/torch_ddp_program.py",
+                                                      "", "", "  processesPerPod: 2\n  launcher: Torchrun\n",
+                                                      absl::StrCat(venv, "/bin/torchrun")))
+                .exit_code,
+            0);
+  json job = cluster_->WaitForJob("default", "e2e-torchrun", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-torchrun")
+                                     << TrainerLog(*cluster_, "e2e-torchrun", 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "e2e-torchrun", rank / 2),
+                HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
+  }
+}
+
+// An unmodified JAX program, 2 processes per pod: 4 tasks register with rank 0's JAX port.
+TEST_F(OperatorE2E, JaxProgram_TwoPodsOfTwoProcesses_FourTasksRegisterAndFinish) {
+  std::string venv = JaxEnvironment("0.10.2");
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jaxpp", venv, "tests/frameworks/jax_program.py", "k8s",
+                                                      "            - name: COHORT_TEST_SIDECAR_METRICS\n"
+                                                      "              value: pod\n",
+                                                      "  processesPerPod: 2\n"))
+                .exit_code,
+            0);
+  json job = cluster_->WaitForJob("default", "e2e-jaxpp", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jaxpp");
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "e2e-jaxpp", rank / 2),
+                HasSubstr(absl::StrCat("[rank ", rank, "] JAX process ", rank,
+                                       " of 4: kv, barrier, allgather, broadcast and live nodes ok")));
+  }
+  std::string log0 = TrainerLog(*cluster_, "e2e-jaxpp", 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(log0, HasSubstr(absl::StrCat("METRIC cohort_task_state{rank=\"", rank,
+                                             "\",state=\"shut_down\",protocol=\"xla_coordination\"} 1")));
+  }
 }
 
 }  // namespace

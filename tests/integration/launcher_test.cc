@@ -87,7 +87,8 @@ TEST(CohortRunTest, ProcessesPerPod_OneProcessKilled_EveryOtherRankToldWithinASe
   for (int r : {0, 1, 2}) {
     bool told = false;
     for (const std::string& l : run.lines) {
-      told |= absl::StartsWith(l, absl::StrCat("[rank ", r, "] ")) && absl::StrContains(l, "rank 3");
+      told |= absl::StartsWith(l, absl::StrCat("[rank ", r, "] ")) &&
+              absl::StrContains(l, "rank 3 (pod local-1, local process 1, pid ");
     }
     EXPECT_TRUE(told) << "rank " << r << " was not told that rank 3 died";
   }

@@ -1,6 +1,7 @@
 // A trainer for the multi-process tests: each --scenario exercises libdist the way a real
 // program would and prints lines the tests look for.
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,9 +20,20 @@
 
 namespace {
 
+// Prints `line`; with COHORT_TEST_RECORD set, also appends it (prefixed with the rank) to that
+// file, which outlives the pod's log across restart attempts.
 void Say(const std::string& line) {
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
+  if (const char* record = std::getenv("COHORT_TEST_RECORD")) {
+    const char* rank = std::getenv("COHORT_PROCESS_ID");
+    std::string text = absl::StrCat("[rank ", rank != nullptr ? rank : "?", "] ", line, "\n");
+    int fd = open(record, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      (void)!write(fd, text.data(), text.size());  // One write: lines of processes never mix.
+      close(fd);
+    }
+  }
 }
 
 int Check(const absl::Status& s, const char* what) {

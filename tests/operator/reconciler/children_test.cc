@@ -171,6 +171,7 @@ TEST(BuildPod, TwoProcessesPerPod_EnvironmentOfTheFirstProcessOfThePod) {
   EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
   EXPECT_EQ(env["NODE_RANK"], "1");
   EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["COHORT_POD_NAME"]["fieldRef"]["fieldPath"], "metadata.name");
   EXPECT_EQ(env.count("JAX_LOCAL_DEVICE_IDS"), 0u);  // No GPUs requested.
   EXPECT_EQ(env.count("PET_NNODES"), 0u);            // Cohort launches.
   // The sidecar serves both ranks of the pod.

@@ -104,6 +104,19 @@ INSTANTIATE_TEST_SUITE_P(
              }),
              Phase::kRestarting, 0, 4, 1, 0, 1, "GangRestart",
              "rank 2 (pod train-2) exited with code 1: CUDA error: out of memory"},
+        Case{"TwoProcessesPerPod_GangRestartNamesThePodAndItsRanks",
+             Job([](DistributedJob& j) {
+               InPhase(Phase::kRunning)(j);
+               j.spec.processes_per_pod = 2;
+               j.spec.pod_template["spec"]["containers"][0]["command"] = nlohmann::json::array({"python"});
+             }),
+             Gang(0, [](int r, PodBuilder& p) {
+               if (r == 1) p.Exited(137, "cohort-launch: exiting with rank 3's status (killed by signal 9)");
+               else p.Exited(75);
+             }),
+             Phase::kRestarting, 0, 4, 1, 0, 1, "GangRestart",
+             "pod train-1 (ranks 2-3) exited with code 137 (SIGKILL: killed, or out of memory): "
+             "cohort-launch: exiting with rank 3's status (killed by signal 9)"},
         Case{"FollowersBeforeRootInRankOrder_RootStillNamed", Job(InPhase(Phase::kRunning)),
              Gang(0, [](int r, PodBuilder& p) { p.Exited(r == 3 ? 137 : 75); }),
              Phase::kRestarting, 0, 4, 1, 0, 1, "GangRestart", "rank 3 (pod train-3) exited with code 137"},
@@ -122,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(
              0, 4, 0, 1, 1, "Preempted", "preempted"},
         Case{"PodVanishedWhileRunning_Preemption", Job(InPhase(Phase::kRunning)),
              {PodBuilder(0).Running(), PodBuilder(1).Running(), PodBuilder(3).Running()},
-             Phase::kRestarting, 0, 3, 0, 1, 1, "Preempted", "rank 2's pod was deleted"},
+             Phase::kRestarting, 0, 3, 0, 1, 1, "Preempted", "rank 2 (pod train-2) was deleted"},
         Case{"AllSucceeded_Succeeded", Job(InPhase(Phase::kRunning)),
              Gang(0, [](int, PodBuilder& p) { p.Exited(0); }), Phase::kSucceeded, 0, 0, 0, 0, 0,
              "Completed", "all 4 ranks exited successfully"},
