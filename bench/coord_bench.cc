@@ -10,11 +10,18 @@
 // Workloads:
 //   rendezvous  every task registers, sets rdv/keys/<i>, increments rdv-count (the task that
 //               brings it to N sets rdv-all), blocks on rdv-all and reads the rdv/keys directory
-//               (N keys). seconds: from the common start until the last task saw all N keys.
+//               (N keys). seconds: from the common start until the last task saw all N keys;
+//               registered_seconds: until the last registration was answered.
 //   barrier     after registering, every task passes `rounds` barriers over all tasks.
 //               mean/p99_round_seconds: between consecutive releases of the last task.
 //   fanout      N-1 tasks block on one key; then one task sets it (128 bytes). seconds: from
 //               the set until the last waiter has the value.
+//
+// --processes-per-pod K gives the tasks the connections of a job of pods running K processes:
+// the K agents of one pod's sidecar share one connection to the service (gRPC shares the
+// subchannel of identical channels), so a 1,024-rank job of 128 pods x 8 makes 128 connections
+// and one of 1,024 pods x 1 makes 1,024. Without it, each worker process multiplexes its tasks
+// over 8 connections.
 
 #include <signal.h>
 #include <unistd.h>
@@ -63,9 +70,13 @@ int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
 // The simulated tasks of one worker process.
 class Worker {
  public:
-  Worker(const std::string& address, const std::string& token, int num_tasks, int first, int count)
-      : token_(token), num_tasks_(num_tasks), first_(first), count_(count) {
-    for (int c = 0; c < kChannelsPerWorker; ++c) {
+  // `per_pod` > 0: tasks first + i share a connection with their pod's (task / per_pod).
+  Worker(const std::string& address, const std::string& token, int num_tasks, int first, int count,
+         int per_pod = 0)
+      : token_(token), num_tasks_(num_tasks), first_(first), count_(count), per_pod_(per_pod) {
+    const int channels =
+        per_pod > 0 ? (first + count - 1) / per_pod - first / per_pod + 1 : kChannelsPerWorker;
+    for (int c = 0; c < channels; ++c) {
       grpc::ChannelArguments args = DefaultChannelArguments();
       args.SetInt("cohort.bench.channel", c);  // A distinct connection per channel.
       stubs_.push_back(pb::CoordinationService::NewStub(
@@ -79,7 +90,7 @@ class Worker {
   void OpenSessions() {
     for (int i = 0; i < count_; ++i) {
       sessions_.push_back(
-          std::make_unique<coordination::SessionClient>(stubs_[i % stubs_.size()].get(), token_));
+          std::make_unique<coordination::SessionClient>(StubOf(i), token_));
     }
   }
 
@@ -123,7 +134,7 @@ class Worker {
       req.set_num_tasks(num_tasks_);
       req.set_hostname("bench");
       req.set_pid(getpid());
-      UnaryCall(stubs_[i % stubs_.size()]->async(), &Async::RegisterTask, std::move(req),
+      UnaryCall(StubOf(i)->async(), &Async::RegisterTask, std::move(req),
                 UnaryCallOptions{token_, kCallTimeout},
                 std::function<void(absl::Status, pb::RegisterTaskResponse)>(
                     [&, i](absl::Status s, pb::RegisterTaskResponse) {
@@ -146,6 +157,13 @@ class Worker {
  private:
   std::string token_;
   int num_tasks_, first_, count_;
+  int per_pod_;
+  // The connection of local task i.
+  pb::CoordinationService::Stub* StubOf(int i) const {
+    if (per_pod_ > 0) return stubs_[(first_ + i) / per_pod_ - first_ / per_pod_].get();
+    return stubs_[i % stubs_.size()].get();
+  }
+
   std::vector<std::unique_ptr<pb::CoordinationService::Stub>> stubs_;
   std::vector<uint64_t> incarnations_;
   std::vector<std::unique_ptr<coordination::SessionClient>> sessions_;
@@ -159,8 +177,8 @@ void WaitUntilNs(int64_t t) {
 }
 
 int RunWorker(const std::string& address, const std::string& token, const std::string& workload,
-              int num_tasks, int first, int count, int rounds, int64_t start_ns) {
-  Worker w(address, token, num_tasks, first, count);
+              int num_tasks, int first, int count, int rounds, int64_t start_ns, int per_pod) {
+  Worker w(address, token, num_tasks, first, count, per_pod);
   json out;
   WaitUntilNs(start_ns);
   auto ignore = [](int, const pb::SessionResponse&) {};
@@ -305,7 +323,7 @@ json ResultOf(const Child& c) {
 }
 
 int RunBench(const std::string& workload, int tasks, int rounds, int processes, bool json_output,
-             const std::string& sidecar) {
+             const std::string& sidecar, int per_pod) {
   absl::StatusOr<int> port = PickFreePort();
   if (!port.ok()) return 1;
   std::string dir = (std::filesystem::temp_directory_path() /
@@ -353,14 +371,17 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
         {self, "--worker", "--address", address, "--token", token, "--workload", workload,
          "--tasks", absl::StrCat(tasks), "--first", absl::StrCat(begin), "--count",
          absl::StrCat(end - begin), "--rounds", absl::StrCat(rounds), "--start-ns",
-         absl::StrCat(start_ns)},
+         absl::StrCat(start_ns), "--processes-per-pod", absl::StrCat(per_pod)},
         {}});
     if (!w.ok()) return 1;
     children.push_back(Child{std::move(*w), "", {}, true});
   }
 
   json result = {{"implementation", "cohort"}, {"workload", workload}, {"tasks", tasks},
-                 {"client_processes", static_cast<int>(children.size())}};
+                 {"client_processes", static_cast<int>(children.size())},
+                 {"processes_per_pod", per_pod},
+                 {"connections", per_pod > 0 ? (tasks + per_pod - 1) / per_pod
+                                             : static_cast<int>(children.size()) * kChannelsPerWorker}};
   bool ok = true;
   if (workload == "fanout") {
     Worker setter(address, token, tasks, 0, 1);
@@ -393,9 +414,15 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
   } else {
     ok = CollectLines(children, "RESULT", absl::Minutes(10));
     if (workload == "rendezvous") {
-      int64_t done = 0;
-      for (const Child& c : children) done = std::max<int64_t>(done, ResultOf(c)["done_ns"]);
+      int64_t done = 0, registered = 0;
+      for (const Child& c : children) {
+        done = std::max<int64_t>(done, ResultOf(c)["done_ns"]);
+        registered = std::max<int64_t>(registered, ResultOf(c)["registered_ns"]);
+      }
       result["seconds"] = (done - start_ns) / 1e9;
+      // From the common start until the service answered the last registration: every rank
+      // registered.
+      result["registered_seconds"] = (registered - start_ns) / 1e9;
     } else {
       int64_t registered = 0;
       std::vector<int64_t> ends(rounds, 0);
@@ -449,7 +476,7 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
 
 int main(int argc, char** argv) {
   std::string workload = "rendezvous";
-  int tasks = 1024, rounds = 20, processes = 4;
+  int tasks = 1024, rounds = 20, processes = 4, per_pod = 0;
   bool json_output = false, worker = false;
   std::string address, token, sidecar;
   int first = 0, count = 0;
@@ -463,6 +490,10 @@ int main(int argc, char** argv) {
   app.add_option("--processes", processes, "Client processes")->capture_default_str()->check(CLI::Range(1, 64));
   app.add_flag("--json", json_output, "Print one JSON object (docs/benchmarks.md) instead of a sentence");
   app.add_option("--sidecar", sidecar, "cohort-sidecar binary (default: beside coord-bench)");
+  app.add_option("--processes-per-pod", per_pod,
+                 "Tasks per connection, as the agents of a pod of K processes share their "
+                 "sidecar's (default: each client process multiplexes over 8 connections)")
+      ->check(CLI::Range(0, 1024));
   app.add_flag("--worker", worker)->group("");
   app.add_option("--address", address)->group("");
   app.add_option("--token", token)->group("");
@@ -473,11 +504,11 @@ int main(int argc, char** argv) {
   cohort::InitLogging("coord-bench");
   if (worker) {
     return cohort::bench::RunWorker(address, token, workload, tasks, first, count, rounds,
-                                    start_ns);
+                                    start_ns, per_pod);
   }
   if (sidecar.empty()) {
     sidecar = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-sidecar")
                   .string();
   }
-  return cohort::bench::RunBench(workload, tasks, rounds, processes, json_output, sidecar);
+  return cohort::bench::RunBench(workload, tasks, rounds, processes, json_output, sidecar, per_pod);
 }

@@ -1,6 +1,6 @@
 // operator-bench: measures cohort-operator against the local control plane.
 //
-//   operator-bench --workload large-job [--ranks 1000]
+//   operator-bench --workload large-job [--ranks 1000] [--processes-per-pod 8]
 //   operator-bench --workload many-jobs [--jobs 500] [--ranks 8]
 //   [--kube-api-qps Q] [--kube-api-burst B] [--pod-create-parallelism P]
 //                                  (passed to the operator; defaults are its own)
@@ -12,7 +12,9 @@
 //              a pod watch has seen every one of its pods.
 //   many-jobs  creates --jobs jobs of --ranks ranks at once. seconds: from the first create
 //              until every pod exists and every job's status was written (phase Pending).
-// Prints one JSON object: workload, ranks, jobs, pods, seconds, pods_per_second, the
+// --processes-per-pod K makes each job ranks/K pods of K processes (spec.processesPerPod), the
+// shape of GPU nodes. Prints one JSON object: workload, ranks, processes_per_pod, jobs, pods,
+// seconds, pods_per_second, the
 // operator's flags, and operator_peak_rss_mib (VmHWM of the operator process at the end).
 #include <signal.h>
 
@@ -45,9 +47,13 @@ using json = nlohmann::json;
 
 std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
 
-json JobObject(const std::string& name, int ranks) {
-  json container = {{"name", "trainer"}, {"image", "ghcr.io/cohort-dev/cohort-demo:0.1.0"}};
-  json spec = {{"replicas", ranks}, {"template", {{"spec", {{"containers", json::array({container})}}}}}};
+json JobObject(const std::string& name, int ranks, int per_pod) {
+  json container = {{"name", "trainer"},
+                    {"image", "ghcr.io/cohort-dev/cohort-demo:0.1.0"},
+                    {"command", json::array({"demo-trainer"})}};
+  json spec = {{"replicas", ranks / per_pod},
+               {"processesPerPod", per_pod},
+               {"template", {{"spec", {{"containers", json::array({container})}}}}}};
   return {{"apiVersion", "cohort.dev/v1alpha1"},
           {"kind", "DistributedJob"},
           {"metadata", {{"name", name}, {"namespace", "default"}}},
@@ -63,12 +69,15 @@ int Run(int argc, char** argv) {
   std::string workload = "large-job";
   int ranks = 0;
   int jobs = 500;
+  int per_pod = 1;
   std::string qps, burst, parallelism;
   CLI::App app{"operator-bench: cohort-operator against the local control plane"};
   app.add_option("--workload", workload, "large-job or many-jobs")
       ->check(CLI::IsMember({"large-job", "many-jobs"}))->capture_default_str();
   app.add_option("--ranks", ranks, "ranks per job (default: 1000 for large-job, 8 for many-jobs)")
       ->check(CLI::Range(1, 10000));
+  app.add_option("--processes-per-pod", per_pod, "processes per pod (spec.processesPerPod)")
+      ->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--jobs", jobs, "jobs for many-jobs")->check(CLI::Range(1, 10000))->capture_default_str();
   app.add_option("--kube-api-qps", qps, "the operator's --kube-api-qps (default: its own)");
   app.add_option("--kube-api-burst", burst, "the operator's --kube-api-burst (default: its own)");
@@ -76,6 +85,11 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (ranks == 0) ranks = workload == "large-job" ? 1000 : 8;
   if (workload == "large-job") jobs = 1;
+  if (ranks % per_pod != 0) {
+    std::fprintf(stderr, "operator-bench: --ranks %d is not a multiple of --processes-per-pod %d\n",
+                 ranks, per_pod);
+    return 2;
+  }
   InitLogging("operator-bench");
   signal(SIGPIPE, SIG_IGN);
 
@@ -113,7 +127,7 @@ int Run(int argc, char** argv) {
   if (!client.ok()) return Fail(std::string(client.status().message()));
 
   // Watch pods and jobs from now on; count what the operator made.
-  const size_t want_pods = static_cast<size_t>(jobs) * ranks;
+  const size_t want_pods = static_cast<size_t>(jobs) * (ranks / per_pod);
   absl::Mutex mu;
   absl::flat_hash_set<std::string> pods, written;
   absl::Time last_pod, last_status;
@@ -146,7 +160,7 @@ int Run(int argc, char** argv) {
   absl::Time start = absl::Now();
   for (int j = 0; j < jobs; ++j) {
     std::string name = jobs == 1 ? "bench-large" : absl::StrCat("bench-", j);
-    absl::StatusOr<json> created = (*client)->Create(op::kDistributedJobs, "default", JobObject(name, ranks));
+    absl::StatusOr<json> created = (*client)->Create(op::kDistributedJobs, "default", JobObject(name, ranks, per_pod));
     if (!created.ok()) return Fail(std::string(created.status().message()));
   }
   absl::Time deadline = start + absl::Minutes(5);
@@ -175,6 +189,7 @@ int Run(int argc, char** argv) {
   json result = {{"workload", workload},
                  {"jobs", jobs},
                  {"ranks", ranks},
+                 {"processes_per_pod", per_pod},
                  {"pods", want_pods},
                  {"seconds", seconds},
                  {"pods_per_second", want_pods / seconds},
