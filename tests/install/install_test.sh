@@ -20,11 +20,15 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log" || {
 headers=$(cd "$prefix/include" && find . -type f | sort)
 [ "$headers" = "$(printf './dist/collectives.h\n./dist/distributed.h')" ] ||
   fail "installed headers are not just dist/: $headers"
-for f in bin/cohort-run bin/cohort-sidecar bin/cohort-operator lib/cmake/Cohort/CohortConfig.cmake \
+for f in bin/cohort-run bin/cohort-launch bin/cohort-sidecar bin/cohort-operator lib/cmake/Cohort/CohortConfig.cmake \
          lib/cmake/Cohort/CohortConfigVersion.cmake lib/pkgconfig/cohort-dist.pc; do
   [ -e "$prefix/$f" ] || fail "$f was not installed"
 done
 ls "$prefix"/lib/libcohort_dist.so* >/dev/null || fail "libcohort_dist.so was not installed"
+# cohort-launch runs inside users' images, which have none of Cohort's libraries.
+if ldd "$prefix/bin/cohort-launch" >/dev/null 2>&1; then
+  fail "cohort-launch is linked dynamically: $(ldd "$prefix/bin/cohort-launch" | tr '\n' ' ')"
+fi
 # The library exports the dist:: API only.
 if nm -DC --defined-only "$prefix/lib/libcohort_dist.so" | grep -v " dist::" | grep -q " [TDBRVW] "; then
   nm -DC --defined-only "$prefix/lib/libcohort_dist.so" | grep -v " dist::" | head
