@@ -106,7 +106,7 @@ TEST_F(LocalClusterKubectl, Explain_PrintsTheCrdSchema) {
   ASSERT_EQ(replicas.exit_code, 0) << replicas.output;
   EXPECT_THAT(replicas.output, HasSubstr("KIND:       DistributedJob"));
   EXPECT_THAT(replicas.output, HasSubstr("FIELD: replicas <integer>"));
-  EXPECT_THAT(replicas.output, HasSubstr("Number of processes (pods); each gets a rank 0..replicas-1."));
+  EXPECT_THAT(replicas.output, HasSubstr("Number of pods, <job>-0 to <job>-(replicas-1)."));
 
   // A short name is expanded from that cache before the refresh, so `explain` (unlike `get`)
   // needs discovery newer than the CRD: here, a cache of its own (docs/operator.md).
@@ -123,6 +123,16 @@ TEST_F(LocalClusterKubectl, Explain_PrintsTheCrdSchema) {
   ASSERT_EQ(policy.exit_code, 0) << policy.output;
   EXPECT_TRUE(std::regex_search(policy.output, std::regex(R"(ENUM:\s+Always\s+IfNotPresent\s+Never)")))
       << policy.output;
+
+  LocalControlPlane::Result per_pod =
+      cluster_->Kubectl({"explain", "djob.spec.processesPerPod", "--cache-dir", cache});
+  ASSERT_EQ(per_pod.exit_code, 0) << per_pod.output;
+  EXPECT_THAT(per_pod.output, HasSubstr("Processes each pod runs, one per GPU on a multi-GPU node"));
+  LocalControlPlane::Result launcher =
+      cluster_->Kubectl({"explain", "djob.spec.launcher", "--cache-dir", cache});
+  ASSERT_EQ(launcher.exit_code, 0) << launcher.output;
+  EXPECT_TRUE(std::regex_search(launcher.output, std::regex(R"(ENUM:\s+Cohort\s+Torchrun)")))
+      << launcher.output;
 }
 
 TEST_F(LocalClusterKubectl, GetWatch_ShowsThePrinterColumnsForEveryChange) {
