@@ -124,6 +124,16 @@ std::vector<pid_t> JobProcesses(const std::string& work_dir) {
   return pids;
 }
 
+// Kills `victim` (SIGKILL) and reads the launcher's output to its end, which must come within
+// 2 s; returns the launcher's wait status.
+int KillAndReadToTheEnd(LauncherRun& run, pid_t victim) {
+  kill(victim, SIGKILL);
+  absl::Time killed = absl::Now();
+  int status = run.Finish();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+  return status;
+}
+
 std::string FreshWorkDir(const std::string& name) {
   std::string dir = (std::filesystem::temp_directory_path() /
                      absl::StrCat("cohort-run-test-", name, "-", getpid()))
@@ -145,10 +155,7 @@ TEST(CohortRunTest, ProcessesPerPod_OneProcessKilled_EveryOtherRankToldNamingIts
     if (HasVariable(pid, "COHORT_PROCESS_ID=3")) victim = pid;
   }
   ASSERT_TRUE(victim.has_value());
-  kill(*victim, SIGKILL);
-  absl::Time killed = absl::Now();
-  int status = run.Finish();
-  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+  int status = KillAndReadToTheEnd(run, *victim);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
   EXPECT_TRUE(run.Has("cohort-run: FAILED: rank 3 killed by signal 9"));
@@ -212,10 +219,7 @@ TEST(CohortRunTest, SidecarKilledAtStartup_JobEndsWithinTwoSecondsNamingIt) {
     }
   }
   ASSERT_TRUE(victim.has_value());
-  kill(*victim, SIGKILL);
-  absl::Time killed = absl::Now();
-  int status = run.Finish();
-  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+  int status = KillAndReadToTheEnd(run, *victim);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
   EXPECT_TRUE(run.Has("cohort-run: FAILED: sidecar 2 killed by signal 9"));
