@@ -50,3 +50,8 @@ if not all(torch.equal(g, params) for g in gathered):
     sys.exit(f"rank {rank}: the ranks' parameters differ after {step} DDP steps")
 print(f"torch rank {rank}: {step} DDP steps, parameters equal on every rank", flush=True)
 dist.destroy_process_group()
+# torch 2.15.0 sometimes aborts in interpreter teardown after a clean destroy_process_group()
+# ("terminate called without an active exception", about 1 run in 5 of two ranks on loopback,
+# without Cohort too): the test is of what Cohort does, so the program leaves at once.
+sys.stdout.flush()
+os._exit(0)
