@@ -74,15 +74,11 @@ std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessP
   const std::string per_pod = absl::StrCat(p.processes_per_pod);
   const std::string pod = absl::StrCat(p.pod_index);
   std::vector<std::pair<std::string, std::string>> vars = {
-      {kNumProcesses, world}, {kProcessId, rank},    {kLocalProcessId, local},
+      {kNumProcesses, world},      {kProcessId, rank},      {kLocalProcessId, local},
       {kProcessesPerPod, per_pod}, {"JAX_NUM_PROCESSES", world}, {"JAX_PROCESS_ID", rank},
-  };
+      {"WORLD_SIZE", world},       {"RANK", rank},          {"LOCAL_RANK", local},
+      {"LOCAL_WORLD_SIZE", per_pod}, {"GROUP_RANK", pod},   {"NODE_RANK", pod}};
   if (gpus) vars.emplace_back(kJaxLocalDeviceIds, local);
-  for (auto& v : std::vector<std::pair<std::string, std::string>>{
-           {"WORLD_SIZE", world}, {"RANK", rank}, {"LOCAL_RANK", local},
-           {"LOCAL_WORLD_SIZE", per_pod}, {"GROUP_RANK", pod}, {"NODE_RANK", pod}}) {
-    vars.push_back(std::move(v));
-  }
   return vars;
 }
 

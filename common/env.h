@@ -64,11 +64,11 @@ struct ProcessPlacement {
   int world_size() const { return num_pods * processes_per_pod; }
 };
 
-// The variables that differ from one process of a job to the next, in the order the operator
-// writes them: Cohort's (COHORT_NUM_PROCESSES, COHORT_PROCESS_ID, COHORT_LOCAL_PROCESS_ID,
-// COHORT_PROCESSES_PER_POD), JAX's (JAX_NUM_PROCESSES, JAX_PROCESS_ID, and JAX_LOCAL_DEVICE_IDS
-// = the local index when `gpus`) and torchrun's (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// GROUP_RANK and NODE_RANK = the pod index). The operator, the in-pod launcher and cohort-run
+// The variables that differ from one process of a job to the next: Cohort's
+// (COHORT_NUM_PROCESSES, COHORT_PROCESS_ID, COHORT_LOCAL_PROCESS_ID, COHORT_PROCESSES_PER_POD),
+// JAX's (JAX_NUM_PROCESSES, JAX_PROCESS_ID, and JAX_LOCAL_DEVICE_IDS = the local index when
+// `gpus`) and torchrun's (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and
+// NODE_RANK = the pod index). The operator, the in-pod launcher and cohort-run
 // all take them from here.
 std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessPlacement& p,
                                                                   bool gpus);

@@ -75,6 +75,49 @@ struct SignalState {
   int count ABSL_GUARDED_BY(mu) = 0;
 };
 
+// One rank served by this sidecar: its agent and the Unix socket its trainer attaches to.
+struct RankAgent {
+  std::string socket;
+  std::unique_ptr<sidecar::AgentRpcService> service;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// Serves `options.task`'s agent on `socket` (a stale socket of an earlier run is replaced).
+// InvalidArgument naming the socket when it cannot be served.
+absl::StatusOr<RankAgent> ServeRank(const std::string& socket, coordination::AgentOptions options,
+                                    sidecar::SidecarMetrics* metrics) {
+  RankAgent a;
+  a.socket = socket;
+  a.service = std::make_unique<sidecar::AgentRpcService>(std::move(options), metrics);
+  std::error_code ec;
+  std::filesystem::path socket_path(socket);
+  if (socket_path.has_parent_path()) std::filesystem::create_directories(socket_path.parent_path(), ec);
+  std::filesystem::remove(socket_path, ec);
+  grpc::ServerBuilder builder;
+  int unused_port = 0;
+  builder.AddListeningPort(absl::StrCat("unix:", socket), grpc::InsecureServerCredentials(),
+                           &unused_port);
+  builder.RegisterService(a.service.get());
+  // libdist pings its attach stream every 10 s, which carries nothing for as long as the program
+  // makes no call: without this, the sidecar would end it after ~30 s quiet.
+  AllowClientKeepalive(&builder);
+  a.server = builder.BuildAndStart();
+  if (!a.server) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot serve the agent socket ", socket,
+        ": check that its directory exists and is writable"));
+  }
+  return a;
+}
+
+// This pod's name: COHORT_POD_NAME, else the hostname (a pod's hostname is its name).
+std::string PodName() {
+  if (std::optional<std::string> name = env::Get(env::kPodName)) return *name;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
 int Run(int argc, char** argv) {
   InitLogging("cohort-sidecar");
   Flags f;
@@ -237,59 +280,25 @@ int Run(int argc, char** argv) {
   }
 
   // The agent sockets: one per rank served, each with its own agent.
-  struct RankAgent {
-    std::string socket;
-    std::unique_ptr<sidecar::AgentRpcService> service;
-    std::unique_ptr<grpc::Server> server;
-  };
   std::vector<RankAgent> agents;
+  const std::string where = per_pod > 1 ? PodName() : "";
   for (int local = 0; local < per_pod; ++local) {
     JobSettings rank_settings = *settings;
     rank_settings.process_id = rank + local;
-    RankAgent a;
-    a.socket = env::AgentSocketPath(f.agent_socket, local, per_pod);
     coordination::AgentOptions options = coordination::AgentOptionsFor(rank_settings);
-    if (per_pod > 1) {
-      // Failure messages name the pod and the process: "rank 5 (pod demo-1, local process 1,
-      // pid 812) failed because its process died".
-      std::string pod = env::Get(env::kPodName).value_or("");
-      if (pod.empty()) {
-        char host[256] = {};
-        gethostname(host, sizeof(host) - 1);  // A pod's hostname is its name.
-        pod = host;
-      }
-      options.where = absl::StrCat("pod ", pod, ", local process ", local, ",");
-    }
-    a.service = std::make_unique<sidecar::AgentRpcService>(std::move(options),
-                                                           metrics[local].get());
-    std::error_code ec;
-    std::filesystem::path socket_path(a.socket);
-    if (socket_path.has_parent_path()) std::filesystem::create_directories(socket_path.parent_path(), ec);
-    std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
-    grpc::ServerBuilder builder;
-    int unused_port = 0;
-    builder.AddListeningPort(absl::StrCat("unix:", a.socket), grpc::InsecureServerCredentials(),
-                             &unused_port);
-    builder.RegisterService(a.service.get());
-    // libdist pings its attach stream every 10 s, which carries nothing for as long as the
-    // program makes no call: without this, the sidecar would end it after ~30 s quiet.
-    AllowClientKeepalive(&builder);
-    a.server = builder.BuildAndStart();
-    if (!a.server) {
-      return Fail(absl::StrCat("cannot serve the agent socket ", a.socket,
-                               ": check that its directory exists and is writable"));
-    }
-    agents.push_back(std::move(a));
+    // Failure messages name the pod and the process: "rank 5 (pod demo-1, local process 1,
+    // pid 812) failed because its process died".
+    if (per_pod > 1) options.where = absl::StrCat("pod ", where, ", local process ", local, ",");
+    absl::StatusOr<RankAgent> agent =
+        ServeRank(env::AgentSocketPath(f.agent_socket, local, per_pod), std::move(options),
+                  metrics[local].get());
+    if (!agent.ok()) return Fail(std::string(agent.status().message()));
+    agents.push_back(std::move(*agent));
   }
-  auto any_attached = [&] {
+  // Whether `state` holds for any rank's trainer.
+  auto any = [&](bool (sidecar::AgentRpcService::*state)() const) {
     for (const RankAgent& a : agents) {
-      if (a.service->trainer_attached()) return true;
-    }
-    return false;
-  };
-  auto any_ever_attached = [&] {
-    for (const RankAgent& a : agents) {
-      if (a.service->trainer_ever_attached()) return true;
+      if ((*a.service.*state)()) return true;
     }
     return false;
   };
@@ -329,12 +338,12 @@ int Run(int argc, char** argv) {
         absl::MutexLock lock(&signal_state.mu);
         count = ++signal_state.count;
       }
-      if (sig == SIGTERM && count == 1 && any_attached()) {
+      if (sig == SIGTERM && count == 1 && any(&sidecar::AgentRpcService::trainer_attached)) {
         LogInfo("SIGTERM: reporting a preemption notice and waiting for the trainers to finish");
         for (RankAgent& a : agents) a.service->OnPreemptionSignal();
         continue;
       }
-      if (sig == SIGTERM && count == 1 && f.preempt_before_attach && !any_ever_attached()) {
+      if (sig == SIGTERM && count == 1 && f.preempt_before_attach && !any(&sidecar::AgentRpcService::trainer_ever_attached)) {
         LogInfo("SIGTERM before a trainer attached: a preemption notice, reported once they "
                 "have joined the job");
         for (RankAgent& a : agents) a.service->OnPreemptionSignal();

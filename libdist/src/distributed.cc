@@ -474,6 +474,7 @@ absl::StatusOr<JobHandle> CurrentJob() {
   job.process_id = state->options.job.process_id;
   job.num_processes = state->options.job.num_processes;
   job.restart_attempt = state->options.job.restart_attempt.value_or(0);
+  job.local_process_id = state->options.job.local_process_id;
   job.coordinator_address = state->options.job.coordinator_address;
   job.initialization_timeout = state->options.job.timeouts.initialization;
   job.heartbeat_timeout = state->options.job.timeouts.heartbeat;

@@ -90,10 +90,6 @@ bool IsDns1035Label(const std::string& s) {
 
 }  // namespace
 
-const char* LauncherName(Launcher launcher) {
-  return launcher == Launcher::kTorchrun ? "Torchrun" : "Cohort";
-}
-
 int64_t TrainerGpuLimit(const DistributedJob& job) {
   const json& containers = Member(job.spec.pod_template, "spec", "containers");
   if (!containers.is_array() || containers.empty()) return 0;
@@ -288,12 +284,16 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   if (s.replicas < 1 || s.replicas > kMaxReplicas) {
     errors.push_back(absl::StrCat("spec.replicas: must be between 1 and ", kMaxReplicas, " (got ", s.replicas, ")"));
   }
+  // Whether the processes per pod can be used; the command check below needs a usable count.
+  bool processes_per_pod_ok = true;
   if (!s.processes_per_pod_auto &&
       (s.processes_per_pod < 1 || s.processes_per_pod > kMaxProcessesPerPod)) {
+    processes_per_pod_ok = false;
     errors.push_back(absl::StrCat("spec.processesPerPod: must be between 1 and ",
                                   kMaxProcessesPerPod, ", or \"auto\" (got ", s.processes_per_pod,
                                   ")"));
   } else if (s.replicas >= 1 && TotalProcesses(job) > kMaxReplicas) {
+    processes_per_pod_ok = false;
     errors.push_back(absl::StrCat("spec.processesPerPod: replicas x processesPerPod = ",
                                   TotalProcesses(job), " processes; a job may have at most ",
                                   kMaxReplicas));
@@ -342,11 +342,8 @@ std::vector<std::string> Validate(const DistributedJob& job) {
             c["image"].get<std::string>().empty()) {
           errors.push_back(absl::StrCat("spec.template.spec.containers[", i, "].image: required"));
         }
-        const bool valid_count = s.processes_per_pod_auto || (s.processes_per_pod >= 1 &&
-                                                               s.processes_per_pod <= kMaxProcessesPerPod &&
-                                                               TotalProcesses(job) <= kMaxReplicas);
-        const bool cohort_launches = s.launcher == Launcher::kCohort && i == 0 && valid_count &&
-                                     ResolvedProcessesPerPod(job) > 1;
+        const bool cohort_launches = s.launcher == Launcher::kCohort && i == 0 &&
+                                     processes_per_pod_ok && ResolvedProcessesPerPod(job) > 1;
         if (cohort_launches && c.is_object() &&
             (!c.contains("command") || !c["command"].is_array() || c["command"].empty())) {
           errors.push_back(absl::StrCat(

@@ -39,7 +39,6 @@ enum class Launcher {
   // PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT for it.
   kTorchrun,
 };
-const char* LauncherName(Launcher launcher);
 
 // The most processes one pod may run (spec.processesPerPod).
 inline constexpr int32_t kMaxProcessesPerPod = 256;

@@ -1,5 +1,7 @@
 #include "operator/reconciler/children.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "operator/api/json_fields.h"
@@ -186,14 +188,12 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   // NCCL's and the host backend's shared memory between the pod's processes needs more than a
   // container runtime's default /dev/shm (64 MiB): a memory-backed volume, as large as the
   // container's memory limit, unless the template mounts its own.
-  const json* shm_volume = nullptr;
-  json dshm;
+  std::optional<json> dshm;
   if (trainer != nullptr && (per_pod > 1 || TrainerGpuLimit(job) > 0) &&
       !MountsPath(*trainer, "/dev/shm")) {
-    dshm = {{"name", "cohort-dshm"}, {"emptyDir", {{"medium", "Memory"}}}};
-    if (json limit = MemoryLimit(*trainer); !limit.is_null()) dshm["emptyDir"]["sizeLimit"] = limit;
+    dshm = json{{"name", "cohort-dshm"}, {"emptyDir", {{"medium", "Memory"}}}};
+    if (json limit = MemoryLimit(*trainer); !limit.is_null()) (*dshm)["emptyDir"]["sizeLimit"] = limit;
     (*trainer)["volumeMounts"].push_back({{"name", "cohort-dshm"}, {"mountPath", "/dev/shm"}});
-    shm_volume = &dshm;
   }
 
   json sidecar = {
@@ -241,7 +241,7 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   volumes.push_back({{"name", "cohort-agent"}, {"emptyDir", json::object()}});
   volumes.push_back({{"name", "cohort-token"},
                      {"secret", {{"secretName", SecretName(job)}, {"defaultMode", 0444}}}});
-  if (shm_volume != nullptr) volumes.push_back(*shm_volume);
+  if (dshm) volumes.push_back(*dshm);
 
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec}};
 }

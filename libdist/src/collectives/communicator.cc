@@ -188,9 +188,6 @@ absl::StatusOr<ResolvedCommunicatorOptions> ResolveCommunicatorOptions(
     r.tcp_host = *v;
   }
   r.cuda_device = options.cuda_device.value_or(-1);
-  // Checked by Initialize (common/job_settings.h); a malformed value cannot reach here.
-  absl::StatusOr<std::optional<int64_t>> local = env::GetInt(env::kLocalProcessId);
-  r.local_process_index = local.ok() ? static_cast<int>(local->value_or(0)) : 0;
   return r;
 }
 
@@ -393,7 +390,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
     absl::StatusOr<std::unique_ptr<NcclBackend>> nccl = NcclBackend::Create(
         nccl_api, rank, names,
         options.cuda_device >= 0 ? options.cuda_device
-                                 : NcclBackend::DefaultDevice(nccl_api, options.local_process_index),
+                                 : NcclBackend::DefaultDevice(nccl_api, c->job_.local_process_id),
         std::move(rdv), deadline);
     if (!nccl.ok()) return nccl.status();
     c->nccl_ = std::move(*nccl);

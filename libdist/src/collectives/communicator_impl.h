@@ -23,8 +23,7 @@ struct ResolvedCommunicatorOptions {
   absl::Duration timeout = kDefaultCollectiveTimeout;
   absl::Duration init_timeout;
   std::string tcp_host;  // Empty: derived (host_setup.h TcpHost).
-  int cuda_device = -1;  // -1: NcclBackend::DefaultDevice of the local process index.
-  int local_process_index = 0;
+  int cuda_device = -1;  // -1: NcclBackend::DefaultDevice of the job's local process index.
 };
 // InvalidArgument naming the variable and the accepted values when one is malformed.
 absl::StatusOr<ResolvedCommunicatorOptions> ResolveCommunicatorOptions(
