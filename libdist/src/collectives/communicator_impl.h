@@ -22,7 +22,7 @@ struct ResolvedCommunicatorOptions {
   HostTransport host_transport = HostTransport::kAuto;
   absl::Duration timeout = kDefaultCollectiveTimeout;
   absl::Duration init_timeout;
-  std::string tcp_host;  // Empty: derived (host_setup.h TcpHost).
+  std::string tcp_host;  // Empty: derived (locality.h TcpHost).
   int cuda_device = -1;  // -1: NcclBackend::DefaultDevice of the job's local process index.
 };
 // InvalidArgument naming the variable and the accepted values when one is malformed.

@@ -21,8 +21,8 @@
 #include "libdist/src/collectives/collective_op.h"
 #include "libdist/src/collectives/hybrid_backend.h"
 #include "libdist/src/collectives/reduce.h"
-#include "libdist/src/collectives/shm_transport.h"
-#include "libdist/src/collectives/tcp_transport.h"
+#include "libdist/src/collectives/shm_backend.h"
+#include "libdist/src/collectives/tcp_backend.h"
 
 namespace dist::internal {
 namespace {

@@ -1,28 +1,17 @@
 #pragma once
 
-// What the host backend needs before its first call: where this process runs (so that ranks on
-// one host use shared memory), the address its TCP transport announces, and the exchange of
-// shared-memory segments between the ranks of one host.
+// How the ranks of one host hand each other their shared-memory segments before the shared-memory
+// backend's first call: each rank serves its segment's file descriptor on an abstract Unix socket.
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "libdist/src/collectives/collective_op.h"
-#include "libdist/src/collectives/shm_transport.h"
+#include "libdist/src/collectives/shm_backend.h"
 
 namespace dist::internal {
-
-// Processes with the same key share memory and reach each other's abstract Unix sockets: the
-// kernel's boot id plus the network namespace's inode.
-std::string LocalityKey();
-
-// The address to announce for TCP: `configured` when set, else COHORT_POD_IP, else the address
-// this host uses towards the coordinator (127.0.0.1 when the coordinator is on loopback or
-// unknown).
-std::string TcpHost(const std::string& configured, const std::string& coordinator_address);
 
 // A listening abstract Unix socket with a random name, that hands this rank's segment to every
 // local peer that connects. RAII.

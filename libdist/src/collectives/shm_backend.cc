@@ -1,4 +1,4 @@
-#include "libdist/src/collectives/shm_transport.h"
+#include "libdist/src/collectives/shm_backend.h"
 
 #include <linux/futex.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "libdist/src/collectives/tcp_transport.h"
+#include "libdist/src/collectives/tcp_backend.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

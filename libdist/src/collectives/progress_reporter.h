@@ -1,11 +1,9 @@
 #pragma once
 
-// The collective watchdog's two halves. Every communicator numbers its calls; a background
-// thread reports each communicator's progress (last call entered and completed, the one in
-// flight and for how long) to the agent, which carries it on its heartbeats, so the coordination
-// service always holds the cross-rank picture. When a call times out, DiagnoseTimeout() reads that
-// picture and names the rank(s) that are alive but never entered the call, those that stopped
-// reporting, or the ranks that called something else, instead of "timed out".
+// The first half of the collective watchdog: every communicator numbers its calls, and one
+// background thread reports each communicator's progress (last call entered and completed, the
+// oldest one in flight and for how long) to the agent, which carries it on its heartbeats, so the
+// coordination service always holds the cross-rank picture that timeout_diagnosis.h reads.
 
 #include <cstdint>
 #include <functional>
@@ -53,20 +51,5 @@ class ProgressReporter {
   bool kick_ ABSL_GUARDED_BY(mu_) = false;  // Report now (a new communicator).
   std::thread thread_ ABSL_GUARDED_BY(mu_);
 };
-
-struct TimeoutContext {
-  std::string communicator;  // Its progress id.
-  OpSignature sig;           // The call that timed out.
-  int rank = 0;              // This rank.
-  RankNames names;
-  absl::Duration waited;     // How long this rank waited in it.
-  // A program that has not reported progress for longer is called stopped.
-  absl::Duration stale_after;
-};
-
-// A sentence naming who held up the call, from the service's table; nullopt when the table does
-// not explain it (e.g. every rank's report is missing).
-std::optional<std::string> DiagnoseTimeout(
-    const TimeoutContext& context, const std::vector<cohort::coordination::TaskProgress>& table);
 
 }  // namespace dist::internal
