@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -54,9 +55,13 @@ class ClientCallSet {
     absl::MutexLock lock(&mu_);
     calls_.insert(context);
   }
-  void Remove(grpc::ClientContext* context) {
+  // `release` runs under the lock after the erase: a caller that destroys the call there (and
+  // with it the context's reference to the channel) is done with the channel before
+  // AwaitEmpty() returns, so the channel's owner, not a gRPC thread, destroys it last.
+  void Remove(grpc::ClientContext* context, absl::FunctionRef<void()> release = [] {}) {
     absl::MutexLock lock(&mu_);
     calls_.erase(context);
+    release();
   }
   // Cancels every call in flight; each completes (CANCELLED) soon after.
   void CancelAll() {
@@ -105,9 +110,12 @@ void UnaryCall(Async* async,
   ClientCallSet* calls = options.calls;
   if (calls != nullptr) calls->Add(&call->context);
   (async->*method)(&call->context, &call->request, &call->response,
-                   [call, calls, done = std::move(done)](grpc::Status s) {
+                   [call, calls, done = std::move(done)](grpc::Status s) mutable {
                      done(FromGrpcStatus(s), std::move(call->response));
-                     if (calls != nullptr) calls->Remove(&call->context);
+                     // Destroyed before the set forgets it: a channel destroyed on a gRPC
+                     // thread tears down gRPC's shared callback queue from inside it, which
+                     // later aborts the process (seen in SidecarClient's tests).
+                     if (calls != nullptr) calls->Remove(&call->context, [&] { call.reset(); });
                    });
 }
 

@@ -71,8 +71,11 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
     std::promise<void> connected;
     std::thread watchdog([&ctx, timeout, fut = connected.get_future()]() mutable {
       pthread_setname_np(pthread_self(), "dist-attach-wd");
-      if (fut.wait_for(absl::ToChronoSeconds(timeout + absl::Seconds(5))) ==
-          std::future_status::timeout) {
+      // An infinite timeout waits as long as it takes (now + seconds::max() would overflow).
+      if (timeout == absl::InfiniteDuration()) {
+        fut.wait();
+      } else if (fut.wait_for(absl::ToChronoSeconds(timeout + absl::Seconds(5))) ==
+                 std::future_status::timeout) {
         ctx.TryCancel();
       }
     });
@@ -102,7 +105,12 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
     }
     if (!got_first) {
       absl::Status s = cohort::FromGrpcStatus(status);
-      if (s.code() == absl::StatusCode::kCancelled || s.code() == absl::StatusCode::kDeadlineExceeded) {
+      if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+        // The sidecar's own verdict (e.g. which processes never registered): keep it.
+        s = absl::DeadlineExceededError(absl::StrCat("the cohort-sidecar at ", socket_path_,
+                                                     ": ", s.message()));
+      } else if (s.code() == absl::StatusCode::kCancelled) {
+        // The watchdog above gave up waiting for the first event.
         s = absl::DeadlineExceededError(absl::StrCat(
             "the cohort-sidecar at ", socket_path_, " did not report the job connected within ",
             absl::FormatDuration(timeout),
