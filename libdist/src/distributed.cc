@@ -13,12 +13,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
-#include "coordination/client/await.h"
 #include "libdist/src/current_job.h"
 #include "libdist/src/failure_handlers.h"
 #include "libdist/src/options.h"
 #include "libdist/src/preemption_sync.h"
 #include "libdist/src/runtime.h"
+#include "libdist/src/store.h"
 
 namespace dist {
 namespace {
@@ -26,7 +26,6 @@ namespace {
 using cohort::coordination::JobEvent;
 using cohort::coordination::PreemptionNotice;
 using cohort::coordination::TaskFailure;
-using cohort::coordination::Await;
 using internal::FailureHandlers;
 using internal::PreemptionSync;
 using internal::ResolvedOptions;
@@ -68,6 +67,7 @@ struct State {
     if (failure_thread.joinable()) failure_thread.detach();
   }
   cohort::coordination::JobClient* client() { return runtime->client(); }
+  internal::Store store() { return internal::Store(runtime->client()); }
 
   ResolvedOptions options;
   std::function<void(const PeerFailure&)> on_peer_failure;
@@ -290,18 +290,13 @@ int RestartAttempt() {
 absl::Status KeyValueSet(absl::string_view key, absl::string_view value, bool allow_overwrite) {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Settle(*state, Await<absl::Status>([&](auto done) {
-                  state->client()->InsertKeyValue(std::string(key), std::string(value),
-                                                  allow_overwrite, std::move(done));
-                }));
+  return Settle(*state, state->store().Set(key, value, allow_overwrite));
 }
 
 absl::StatusOr<std::string> KeyValueGet(absl::string_view key, absl::Duration timeout) {
   auto state = Current();
   if (!state) return NotInitialized();
-  absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
-    state->client()->GetKeyValue(std::string(key), timeout, std::move(done));
-  });
+  absl::StatusOr<std::string> v = state->store().Get(key, absl::Now() + timeout);
   if (!v.ok()) return Settle(*state, v.status());
   return v;
 }
@@ -309,8 +304,7 @@ absl::StatusOr<std::string> KeyValueGet(absl::string_view key, absl::Duration ti
 absl::StatusOr<std::string> KeyValueTryGet(absl::string_view key) {
   auto state = Current();
   if (!state) return NotInitialized();
-  absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>(
-      [&](auto done) { state->client()->TryGetKeyValue(std::string(key), std::move(done)); });
+  absl::StatusOr<std::string> v = state->store().TryGet(key);
   if (!v.ok()) return Settle(*state, v.status());
   return v;
 }
@@ -319,10 +313,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KeyValueDir(
     absl::string_view directory) {
   auto state = Current();
   if (!state) return NotInitialized();
-  absl::StatusOr<cohort::coordination::KeyValueEntries> entries =
-      Await<absl::StatusOr<cohort::coordination::KeyValueEntries>>([&](auto done) {
-        state->client()->GetKeyValueDir(std::string(directory), std::move(done));
-      });
+  absl::StatusOr<cohort::coordination::KeyValueEntries> entries = state->store().Dir(directory);
   if (!entries.ok()) return Settle(*state, entries.status());
   return entries;
 }
@@ -330,17 +321,13 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KeyValueDir(
 absl::Status KeyValueDelete(absl::string_view key) {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Settle(*state, Await<absl::Status>([&](auto done) {
-                  state->client()->DeleteKeyValue(std::string(key), std::move(done));
-                }));
+  return Settle(*state, state->store().Delete(key));
 }
 
 absl::StatusOr<int64_t> KeyValueIncrement(absl::string_view key, int64_t increment) {
   auto state = Current();
   if (!state) return NotInitialized();
-  absl::StatusOr<int64_t> v = Await<absl::StatusOr<int64_t>>([&](auto done) {
-    state->client()->IncrementKeyValue(std::string(key), increment, std::move(done));
-  });
+  absl::StatusOr<int64_t> v = state->store().Add(key, increment);
   if (!v.ok()) return Settle(*state, v.status());
   return v;
 }
@@ -349,19 +336,13 @@ absl::Status Barrier(absl::string_view id, absl::Duration timeout,
                      const std::vector<int>& process_ids) {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Settle(*state, Await<absl::Status>([&](auto done) {
-                  state->client()->Barrier(std::string(id), timeout,
-                                           {process_ids.begin(), process_ids.end()},
-                                           std::move(done));
-                }));
+  return Settle(*state, state->store().Barrier(id, timeout, process_ids));
 }
 
 absl::Status CancelBarrier(absl::string_view id) {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Settle(*state, Await<absl::Status>([&](auto done) {
-                  state->client()->CancelBarrier(std::string(id), std::move(done));
-                }));
+  return Settle(*state, state->store().CancelBarrier(id));
 }
 
 absl::Status SyncGlobalDevices(absl::string_view name, absl::Duration timeout) {
@@ -435,8 +416,7 @@ absl::StatusOr<bool> ReachedPreemptionSyncPoint(int64_t step) {
 absl::Status ReportPreemption() {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Await<absl::Status>(
-      [&](auto done) { state->client()->ReportPreemption(std::move(done)); });
+  return state->store().ReportPreemption();
 }
 
 bool PreemptionNoticeReceived() {
@@ -447,10 +427,7 @@ bool PreemptionNoticeReceived() {
 absl::Status ReportError(absl::string_view message) {
   auto state = Current();
   if (!state) return NotInitialized();
-  return Await<absl::Status>([&](auto done) {
-    state->client()->ReportError(cohort::coordination::FailureCause::kReportedError,
-                                 std::string(message), std::move(done));
-  });
+  return state->store().ReportError(cohort::coordination::FailureCause::kReportedError, message);
 }
 
 namespace internal {

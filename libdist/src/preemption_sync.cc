@@ -13,11 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "coordination/client/await.h"
+#include "libdist/src/store.h"
 
 namespace dist::internal {
 
-using cohort::coordination::Await;
 namespace {
 
 constexpr char kStepDir[] = "cohort/preemption/step";
@@ -43,20 +42,12 @@ void PreemptionSync::RunProtocol(int64_t frozen_step) {
   pthread_setname_np(pthread_self(), "dist-preempt");
   // No lock is held across the round trips: ReachedSyncPoint waits on protocol_running_, and
   // notice_received() must answer at once.
-  absl::Status s = Await<absl::Status>([&](auto done) {
-    client_->InsertKeyValue(absl::StrCat(kStepDir, "/", process_id_), absl::StrCat(frozen_step),
-                            /*allow_overwrite=*/true, std::move(done));
-  });
-  if (s.ok()) {
-    s = Await<absl::Status>([&](auto done) {
-      client_->Barrier(kSyncBarrier, kProtocolTimeout, {}, std::move(done));
-    });
-  }
+  Store store(client_);
+  absl::Status s = store.Set(absl::StrCat(kStepDir, "/", process_id_), absl::StrCat(frozen_step));
+  if (s.ok()) s = store.Barrier(kSyncBarrier, kProtocolTimeout, {});
   int64_t max_step = -1;
   if (s.ok()) {
-    absl::StatusOr<cohort::coordination::KeyValueEntries> steps =
-        Await<absl::StatusOr<cohort::coordination::KeyValueEntries>>(
-            [&](auto done) { client_->GetKeyValueDir(kStepDir, std::move(done)); });
+    absl::StatusOr<cohort::coordination::KeyValueEntries> steps = store.Dir(kStepDir);
     s = steps.status();
     if (steps.ok()) {
       for (const auto& [key, value] : *steps) {

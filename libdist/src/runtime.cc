@@ -1,10 +1,9 @@
 #include "libdist/src/runtime.h"
 
-#include "coordination/client/await.h"
+#include "libdist/src/store.h"
 
 namespace dist::internal {
 
-using cohort::coordination::Await;
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const ResolvedOptions& options,
                                                         EventCallback on_event) {
@@ -38,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const ResolvedOptions& o
 }
 
 absl::Status Runtime::Shutdown() {
-  absl::Status s = Await<absl::Status>([&](auto done) { client_->Shutdown(std::move(done)); });
+  absl::Status s = Store(client_).Shutdown();
   if (sidecar_) sidecar_->Detach();
   if (server_) server_->Stop(options_.job.timeouts.shutdown);
   return s;

@@ -186,6 +186,40 @@ int EnterAllReduce(dist::Communicator& comm, std::vector<float>& x) {
   return s.ok() ? 0 : 5;
 }
 
+// Says IN_COLLECTIVE, starts three asynchronous all-reduces, and with `wait` waits for each,
+// saying how (and after how long) each ended; without, it never looks at them again: the job
+// must still learn of a timeout.
+int EnterAllReduceAsync(dist::Communicator& comm, std::vector<float>& x, bool wait) {
+  std::vector<std::vector<float>> bufs(3, x);
+  std::vector<dist::Work> works;
+  for (auto& b : bufs) {
+    absl::StatusOr<dist::Work> w = comm.AllReduceAsync(b.data(), b.data(), b.size(),
+                                                       dist::DataType::kFloat32,
+                                                       dist::ReduceOp::kSum);
+    if (!w.ok()) {
+      Say(absl::StrCat("ENQUEUE_FAILED ", w.status().ToString()));
+      return 5;
+    }
+    works.push_back(*w);
+  }
+  Say("IN_COLLECTIVE");
+  if (!wait) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 4;
+  }
+  const absl::Time start = absl::Now();
+  int failed = 0;
+  for (dist::Work& w : works) {
+    absl::Status s = w.Wait();
+    failed += !s.ok();
+    Say(absl::StrCat("WORK_RETURNED #", w.sequence(), " after ",
+                     absl::ToInt64Milliseconds(absl::Now() - start), " ms: ", s.ToString()));
+  }
+  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
+                   " ms: ", failed, " of 3 failed"));
+  return failed == 0 ? 0 : 5;
+}
+
 // The last rank enters an all-reduce at once, the others a second later: a test stops the last
 // one while it waits inside.
 int StopInside() {
@@ -200,8 +234,9 @@ int StopInside() {
 }
 
 // Every rank but the last enters an all-reduce; the last one stalls outside it (a sleep, or the
-// test stops or kills it). Prints how the all-reduce ended.
-int Stall() {
+// test stops or kills it). Prints how the all-reduce ended. `async`: three asynchronous
+// all-reduces instead, waited for or not.
+int Stall(bool async = false, bool wait = true) {
   Checker c;
   auto comm = World(c);
   if (!comm) return 3;
@@ -214,6 +249,7 @@ int Stall() {
     std::this_thread::sleep_for(std::chrono::minutes(10));
     return 4;
   }
+  if (async) return EnterAllReduceAsync(*comm, x, /*wait=*/wait);
   return EnterAllReduce(*comm, x);
 }
 
@@ -237,7 +273,7 @@ int Mismatch() {
 }  // namespace
 
 bool IsCollectiveScenario(const std::string& scenario, dist::Options* options) {
-  if (scenario == "collective-kill") {
+  if (scenario == "collective-kill" || scenario == "collective-kill-async") {
     // Handle the failure without exiting, so that the blocked collective's return is seen.
     options->on_peer_failure = [](const dist::PeerFailure& f) {
       Say(absl::StrCat("HANDLED failed=", f.process_id, " cause=", dist::FailureCauseName(f.cause)));
@@ -245,12 +281,15 @@ bool IsCollectiveScenario(const std::string& scenario, dist::Options* options) {
     return true;
   }
   return scenario == "collectives" || scenario == "collective-stall" ||
+         scenario == "collective-stall-async" ||
          scenario == "collective-mismatch" || scenario == "collective-stop-inside";
 }
 
 int RunCollectiveScenario(const std::string& scenario) {
   if (scenario == "collectives") return Collectives();
   if (scenario == "collective-stall" || scenario == "collective-kill") return Stall();
+  if (scenario == "collective-kill-async") return Stall(/*async=*/true, /*wait=*/true);
+  if (scenario == "collective-stall-async") return Stall(/*async=*/true, /*wait=*/false);
   if (scenario == "collective-mismatch") return Mismatch();
   if (scenario == "collective-stop-inside") return StopInside();
   return 2;

@@ -99,6 +99,51 @@ TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNami
   }
 }
 
+TEST(CollectivesTest, RankKilledWithThreeAsyncAllReducesInFlight_EachEndsAbortedNamingItWithinOneSecond) {
+  for (const std::string transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    LocalJob job({.num_processes = 3});
+    StartJob(job, "collective-kill-async", {{"COHORT_HOST_TRANSPORT", transport}});
+    ASSERT_TRUE(job.WaitForLine("rank 2", "STALLING", absl::Seconds(60)));
+    for (int r : {0, 1}) {
+      ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "IN_COLLECTIVE", absl::Seconds(30)));
+    }
+    job.Process("rank 2").Signal(SIGKILL);
+    const absl::Time killed = absl::Now();
+    for (int r : {0, 1}) {
+      const std::string label = absl::StrCat("rank ", r);
+      ASSERT_TRUE(job.WaitForLine(label, "COLLECTIVE_RETURNED",
+                                  absl::Seconds(1) - (absl::Now() - killed)))
+          << label << " still waiting for its works 1 s after rank 2 was killed";
+      EXPECT_THAT(job.FindLine(label, "COLLECTIVE_RETURNED"), HasSubstr("3 of 3 failed"));
+      for (int seq : {2, 3, 4}) {
+        const std::string line = job.FindLine(label, absl::StrCat("WORK_RETURNED #", seq, " "));
+        EXPECT_THAT(line, HasSubstr("ABORTED")) << label << " #" << seq;
+        EXPECT_THAT(line, HasSubstr("rank 2")) << label << " #" << seq;
+        EXPECT_THAT(line, HasSubstr(absl::StrCat("all_reduce #", seq))) << label;
+      }
+    }
+  }
+}
+
+// The waiting ranks enqueue three all-reduces and never look at them again: the timeout still
+// fails the job with the watchdog's sentence.
+TEST(CollectivesTest, AsyncAllReducesNobodyWaitsFor_TimeoutStillNamesTheRankThatNeverCalled) {
+  LocalJob job({.num_processes = 3});
+  StartJob(job, "collective-stall-async", {{"COHORT_COLLECTIVE_TIMEOUT", "2s"}});
+  for (int r = 0; r < 3; ++r) {
+    const std::string label = absl::StrCat("rank ", r);
+    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), kPeerFailureExit) << label;
+  }
+  for (int r = 0; r < 3; ++r) {
+    const std::string line = job.FindLine(absl::StrCat("rank ", r), "the job failed");
+    EXPECT_THAT(line, HasSubstr("process 2 is alive (heartbeat")) << r;
+    EXPECT_THAT(line, HasSubstr("but never entered all_reduce #2 (float32 sum, 65536 elements), "
+                                "which the other 2 processes entered")) << r;
+    EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << r;
+  }
+}
+
 TEST(CollectivesTest, Sigusr2_DumpsTheFlightRecorderWithThePendingCollective) {
   LocalJob job({.num_processes = 2});
   StartJob(job, "collective-kill", {});

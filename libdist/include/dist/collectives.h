@@ -14,11 +14,14 @@
 // Results are bitwise identical on every rank (a fixed reduction order).
 //
 // Every call is collective: every rank of the communicator calls the same operations in the
-// same order with the same op, data type, count and root. A call blocks until this rank's part
-// is done, for at most its timeout. Errors (absl::Status, nothing throws):
+// same order with the same op, data type, count and root. Each comes twice: blocking
+// (AllReduce: returns when this rank's part is done, for at most its timeout) and asynchronous
+// (AllReduceAsync: returns a Work at once; see Work below). Errors (absl::Status, nothing
+// throws):
 //   InvalidArgument     the caller's mistake (null buffer, bad root, unknown option value);
 //   FailedPrecondition  not initialized; the communicator was closed or has failed before; the
-//                       ranks called different operations (the message names both);
+//                       ranks called different operations (the message names both); a CUDA
+//                       stream that is being captured into a graph;
 //   DeadlineExceeded    the call's timeout passed (the message names the ranks it waited for);
 //   Aborted             a process of the job failed (the message names it) or Abort() was called;
 //   Unavailable         the backend asked for cannot run here (the message says why);
@@ -27,8 +30,8 @@
 // FailedPrecondition with the first error, and a timeout or mismatch also fails the job (cause
 // kCollectiveTimeout), since the ranks no longer agree on what comes next.
 //
-// A communicator may be used by one thread at a time (calls are not reentrant); Abort() and the
-// destructor may be called from any thread.
+// A communicator may be used by one thread at a time (calls are not reentrant); Abort(), the
+// destructor and the Work handles may be used from any thread.
 
 #include <cstddef>
 #include <cstdint>
@@ -102,20 +105,63 @@ struct CommunicatorOptions {
 };
 
 struct CallOptions {
-  std::optional<absl::Duration> timeout;  // Default: the communicator's.
-  // NCCL backend: the cudaStream_t to run on (nullptr: the communicator's own stream). The call
-  // still returns only when the operation completed on the stream.
+  // Default: the communicator's. Counted from the call (for an asynchronous one: from the
+  // enqueue), whether or not anyone waits.
+  std::optional<absl::Duration> timeout;
+  // NCCL backend: the cudaStream_t to run on (nullptr: the communicator's own stream). A
+  // blocking call returns when the operation completed on the stream; an asynchronous one as
+  // soon as it is enqueued.
   void* cuda_stream = nullptr;
 };
 
 namespace internal {
 class CommunicatorImpl;
+struct WorkState;
+struct WorkAccess;
 }
+
+// One asynchronous collective call (AllReduceAsync, ...): a copyable handle to its state.
+//
+// Host backend: the calls of a communicator run in order on one worker thread of its own, so
+// the program computes while they run. NCCL backend: the call is enqueued on its stream
+// (CallOptions::cuda_stream, else the communicator's) and the host returns at once; the device
+// runs it in stream order.
+//
+// Buffers: send and recv must stay valid and unchanged (recv: untouched) until the Work is done
+// (Test() true, Wait() returned) or, on the NCCL backend, until later work on the stream that
+// StreamWait() ordered after it. Errors: those found when enqueueing (InvalidArgument, a broken
+// communicator, a capturing stream) come from the *Async call; the others (timeout, a peer's
+// failure, a transport error) from Test/Wait, and, when no one waits, the job still learns of
+// them: a timeout fails the job with the watchdog's sentence, exactly as for a blocking call. A
+// peer's failure ends every call in flight with Aborted naming it. Destroying the communicator
+// with calls in flight aborts them (Aborted).
+class Work {
+ public:
+  Work() = default;  // No call: done, OK.
+
+  // The call's number on its communicator: "all_reduce #12" in messages and the watchdog.
+  uint64_t sequence() const;
+  // Whether the call ended (succeeded or failed). Never blocks.
+  bool Test();
+  // Waits on the host until the call ended and returns its status. With a `timeout`, waits at
+  // most that long: DeadlineExceeded then says the call is still in flight (it keeps running,
+  // and its own timeout still applies).
+  absl::Status Wait(std::optional<absl::Duration> timeout = std::nullopt);
+  // NCCL: makes `cuda_stream` (a cudaStream_t) wait on the device for the call's end, without
+  // blocking the host (cudaStreamWaitEvent). Host backend: the same as Wait(). Returns the
+  // call's error when it already ended with one.
+  absl::Status StreamWait(void* cuda_stream);
+
+ private:
+  friend struct internal::WorkAccess;
+  explicit Work(std::shared_ptr<internal::WorkState> state) : state_(std::move(state)) {}
+  std::shared_ptr<internal::WorkState> state_;
+};
 
 // A group of ranks that run collectives together. Create() is collective over the whole job,
 // Split() over the parent's ranks: every rank calls it, in the same order relative to its other
 // collective calls. Destroying a communicator never hangs: a communicator that is mid-call on
-// another thread, or whose job failed, is aborted.
+// another thread, has asynchronous calls in flight, or whose job failed, is aborted.
 class Communicator {
  public:
   // Every process of the initialized job, rank = dist::ProcessIndex().
@@ -145,21 +191,33 @@ class Communicator {
   // recv[i] = op over ranks of send[i], for i < count. send == recv is in place.
   absl::Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                          const CallOptions& options = {});
+  absl::StatusOr<Work> AllReduceAsync(const void* send, void* recv, size_t count, DataType type,
+                                      ReduceOp op, const CallOptions& options = {});
   // recv (size() * send_count elements) = every rank's send, in rank order.
   absl::Status AllGather(const void* send, void* recv, size_t send_count, DataType type,
                          const CallOptions& options = {});
+  absl::StatusOr<Work> AllGatherAsync(const void* send, void* recv, size_t send_count,
+                                      DataType type, const CallOptions& options = {});
   // send holds size() blocks of recv_count elements; rank r receives block r reduced over
   // ranks.
   absl::Status ReduceScatter(const void* send, void* recv, size_t recv_count, DataType type,
                              ReduceOp op, const CallOptions& options = {});
+  absl::StatusOr<Work> ReduceScatterAsync(const void* send, void* recv, size_t recv_count,
+                                          DataType type, ReduceOp op,
+                                          const CallOptions& options = {});
   // recv = root's send on every rank (send is read on the root only; it may equal recv).
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root,
                          const CallOptions& options = {});
+  absl::StatusOr<Work> BroadcastAsync(const void* send, void* recv, size_t count, DataType type,
+                                      int root, const CallOptions& options = {});
   // send holds size() blocks of count elements; block j goes to rank j, and recv's block j
   // comes from rank j. send and recv must not overlap.
   absl::Status AllToAll(const void* send, void* recv, size_t count, DataType type,
                         const CallOptions& options = {});
+  absl::StatusOr<Work> AllToAllAsync(const void* send, void* recv, size_t count, DataType type,
+                                     const CallOptions& options = {});
   absl::Status Barrier(const CallOptions& options = {});
+  absl::StatusOr<Work> BarrierAsync(const CallOptions& options = {});
 
   // Fails every pending and later call of this communicator on this process with Aborted
   // (`reason` in the message). Thread-safe; returns without waiting for the calls to return.

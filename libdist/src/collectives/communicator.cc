@@ -1,3 +1,6 @@
+#include <pthread.h>
+
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -9,26 +12,25 @@
 #include "absl/time/clock.h"
 #include "common/env.h"
 #include "common/log.h"
-#include "coordination/client/await.h"
+#include "coordination/client/agent.h"
 #include "dist/collectives.h"
+#include "libdist/src/collectives/backend_plan.h"
 #include "libdist/src/collectives/communicator_impl.h"
 #include "libdist/src/collectives/flight_recorder.h"
-#include "libdist/src/collectives/locality.h"
 #include "libdist/src/collectives/hybrid_backend.h"
+#include "libdist/src/collectives/locality.h"
 #include "libdist/src/collectives/nccl_api.h"
 #include "libdist/src/collectives/nccl_backend.h"
-#include "libdist/src/collectives/shm_backend.h"
-#include "libdist/src/collectives/tcp_backend.h"
+#include "libdist/src/collectives/nccl_watch.h"
 #include "libdist/src/collectives/progress_reporter.h"
+#include "libdist/src/collectives/shm_backend.h"
 #include "libdist/src/collectives/shm_segments.h"
+#include "libdist/src/collectives/tcp_backend.h"
 #include "libdist/src/collectives/timeout_diagnosis.h"
-#include "coordination/client/agent.h"
 
 namespace dist {
 namespace internal {
 namespace {
-
-using cohort::coordination::Await;
 
 // How long a blocked collective waits for the program's peer-failure handler before returning
 // Aborted (the default handler exits at once; a custom one may take its time).
@@ -64,55 +66,26 @@ int NextInstance(const std::string& key) {
   return (*counts)[key]++;
 }
 
-// One rank's announcement to the others.
-struct PeerInfo {
-  std::string locality;
-  std::string transport;  // What it asked for: auto|shm|tcp.
-  std::string shm;        // Its segment server, or "" when it has none.
-  std::string tcp;        // Its TCP address, or "".
-  std::string backend;    // What it asked for: auto|nccl|host.
-  std::string nccl;       // "" when NCCL is usable there, else why not.
-
-  std::string Encode() const {
-    return absl::StrJoin({locality, transport, shm, tcp, backend, nccl}, "\n");
-  }
-  static PeerInfo Decode(const std::string& s) {
-    std::vector<std::string> f = absl::StrSplit(s, absl::MaxSplits('\n', 5));
-    f.resize(6);
-    return PeerInfo{f[0], f[1], f[2], f[3], f[4], f[5]};
-  }
-};
-
-// Sets this rank's value under `scope/<rank>` and waits for every rank's. DeadlineExceeded names
-// the processes that never published.
-absl::StatusOr<std::vector<std::string>> ExchangeAll(const JobHandle& job,
-                                                     const std::string& scope, int rank,
+// Sets this rank's value under `<rank>` in `store` and waits for every rank's. DeadlineExceeded
+// names the processes that never published.
+absl::StatusOr<std::vector<std::string>> ExchangeAll(Store store, int rank,
                                                      const std::string& value,
                                                      const RankNames& names,
                                                      absl::Time deadline,
                                                      const std::string& what) {
   const int size = static_cast<int>(names.processes.size());
-  absl::Status set = Await<absl::Status>([&](auto done) {
-    job.client->InsertKeyValue(absl::StrCat(scope, "/", rank), value, true, std::move(done));
-  });
-  if (!set.ok()) return set;
+  if (absl::Status set = store.Set(absl::StrCat(rank), value); !set.ok()) return set;
   std::vector<std::string> values(size);
   for (int r = 0; r < size; ++r) {
     if (r == rank) {
       values[r] = value;
       continue;
     }
-    const absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
-    absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
-      job.client->GetKeyValue(absl::StrCat(scope, "/", r), left, std::move(done));
-    });
+    absl::StatusOr<std::string> v = store.Get(absl::StrCat(r), deadline);
     if (absl::IsDeadlineExceeded(v.status())) {
       std::vector<int> missing;
       for (int q = r; q < size; ++q) {
-        absl::StatusOr<std::string> t = Await<absl::StatusOr<std::string>>([&](auto done) {
-          job.client->TryGetKeyValue(absl::StrCat(scope, "/", q), std::move(done));
-        });
-        if (!t.ok()) missing.push_back(q);
+        if (!store.TryGet(absl::StrCat(q)).ok()) missing.push_back(q);
       }
       return absl::DeadlineExceededError(absl::StrCat(
           names.List(missing), " did not ", what,
@@ -128,28 +101,14 @@ absl::Status JobAborted(const PeerFailure& failure) {
   return absl::AbortedError(absl::StrCat("the job failed: ", failure.message));
 }
 
-// The ranks by host (their locality key), hosts in order of their lowest rank.
-struct HostGroups {
-  std::vector<std::vector<int>> hosts;
-  std::vector<int> host_of;  // By rank.
-  bool uniform = true;       // The same number of ranks on every host.
-};
-HostGroups GroupByHost(const std::vector<PeerInfo>& peers) {
-  HostGroups g;
-  std::map<std::string, int> index;
-  for (int r = 0; r < static_cast<int>(peers.size()); ++r) {
-    // A rank without a shared-memory socket is a host of its own.
-    const std::string key = peers[r].shm.empty() ? absl::StrCat("rank-", r) : peers[r].locality;
-    auto [it, inserted] = index.emplace(key, static_cast<int>(g.hosts.size()));
-    if (inserted) g.hosts.emplace_back();
-    g.hosts[it->second].push_back(r);
-    g.host_of.push_back(it->second);
-  }
-  for (const auto& h : g.hosts) g.uniform &= h.size() == g.hosts[0].size();
-  return g;
-}
-
 }  // namespace
+
+// What this rank set up before the exchange, for the backends the plan picks.
+struct LocalResources {
+  std::optional<SegmentServer> segment_server;
+  std::optional<SharedSegment> segment;
+  std::optional<TcpListener> listener;
+};
 
 absl::StatusOr<ResolvedCommunicatorOptions> ResolveCommunicatorOptions(
     const CommunicatorOptions& options, absl::Duration job_init_timeout) {
@@ -194,13 +153,14 @@ absl::StatusOr<ResolvedCommunicatorOptions> ResolveCommunicatorOptions(
 }
 
 absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
-    JobHandle job, ResolvedCommunicatorOptions options, std::string name, std::string scope,
-    std::vector<int> processes) {
+    JobHandle job, ResolvedCommunicatorOptions options, std::string name, Store store,
+    std::string progress_id, std::vector<int> processes) {
   std::unique_ptr<CommunicatorImpl> c(new CommunicatorImpl());
   c->job_ = std::move(job);
   c->options_ = options;
   c->name_ = std::move(name);
-  c->scope_ = std::move(scope);
+  c->store_ = std::move(store);
+  c->progress_id_ = std::move(progress_id);
   c->names_.processes = std::move(processes);
   const int size = c->size();
   c->rank_ = static_cast<int>(
@@ -208,27 +168,24 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
       c->names_.processes.begin());
   const int rank = c->rank_;
   const absl::Time deadline = absl::Now() + options.init_timeout;
-  const RankNames& names = c->names_;
 
-  // What this rank can offer.
+  // 1. What this rank can offer.
   PeerInfo mine;
   mine.locality = LocalityKey();
   mine.transport = HostTransportName(options.host_transport);
   mine.backend = BackendName(options.backend);
-  const NcclApi* nccl_api = nullptr;
-  if (options.backend != Backend::kHost) {
+  const NcclApi* nccl_api = options.nccl_api;
+  if (options.backend == Backend::kHost) {
+    mine.nccl = "not asked for";
+  } else if (nccl_api == nullptr) {
     absl::StatusOr<const NcclApi*> api = LoadNccl();
     if (api.ok()) {
       nccl_api = *api;
     } else {
       mine.nccl = std::string(api.status().message());
     }
-  } else {
-    mine.nccl = "not asked for";
   }
-  std::optional<SegmentServer> segment_server;
-  std::optional<SharedSegment> segment;
-  std::optional<TcpListener> listener;
+  LocalResources resources;
   const bool want_host = options.backend != Backend::kNccl;
   if (want_host && options.host_transport != HostTransport::kTcp && size > 1) {
     absl::StatusOr<SegmentServer> server = SegmentServer::Start();
@@ -236,9 +193,9 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
         server.ok() ? SharedSegment::Create(ShmBackend::SegmentBytes())
                     : absl::StatusOr<SharedSegment>(server.status());
     if (server.ok() && seg.ok()) {
-      segment_server = std::move(*server);
-      segment = std::move(*seg);
-      mine.shm = segment_server->name();
+      resources.segment_server = std::move(*server);
+      resources.segment = std::move(*seg);
+      mine.shm = resources.segment_server->name();
     } else if (options.host_transport == HostTransport::kShm) {
       return seg.status();
     }
@@ -247,210 +204,170 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
     absl::StatusOr<TcpListener> l =
         TcpListener::Listen(TcpHost(options.tcp_host, c->job_.coordinator_address));
     if (!l.ok()) return l.status();
-    listener = std::move(*l);
-    mine.tcp = listener->address();
+    resources.listener = std::move(*l);
+    mine.tcp = resources.listener->address();
   }
 
-  absl::StatusOr<std::vector<std::string>> encoded = ExchangeAll(
-      c->job_, c->scope_ + "/peer", rank, mine.Encode(), names, deadline,
-      absl::StrCat("create communicator '", c->name_, "'"));
+  // 2. Every rank's offer: one store round.
+  absl::StatusOr<std::vector<std::string>> encoded =
+      ExchangeAll(c->store_.WithPrefix("peer"), rank, mine.Encode(), c->names_, deadline,
+                  absl::StrCat("create communicator '", c->name_, "'"));
   if (!encoded.ok()) return encoded.status();
   std::vector<PeerInfo> peers;
   for (const std::string& e : *encoded) peers.push_back(PeerInfo::Decode(e));
 
-  // Every rank decides alike from the same announcements.
-  for (int r = 0; r < size; ++r) {
-    if (peers[r].backend != mine.backend || peers[r].transport != mine.transport) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the ranks of communicator '", c->name_, "' asked for different backends: ",
-          names.Name(r), " for COHORT_COLLECTIVES=", peers[r].backend,
-          " COHORT_HOST_TRANSPORT=", peers[r].transport, ", ", names.Name(rank), " for ",
-          mine.backend, " / ", mine.transport, "; set them alike on every process"));
-    }
-  }
-  std::vector<int> without_nccl;
-  for (int r = 0; r < size; ++r) {
-    if (!peers[r].nccl.empty()) without_nccl.push_back(r);
-  }
-  const bool use_nccl = options.backend != Backend::kHost && without_nccl.empty();
-  if (options.backend == Backend::kNccl && !use_nccl) {
-    const int first = without_nccl.front();
-    return absl::UnavailableError(absl::StrCat(
-        "COHORT_COLLECTIVES=nccl, but ", names.List(without_nccl), " cannot run NCCL (",
-        names.Name(first), ": ", peers[first].nccl, ")"));
-  }
+  // 3. Every rank decides alike from the same offers.
+  absl::StatusOr<BackendPlan> plan = PlanBackends(peers, rank, c->name_, c->names_);
+  if (!plan.ok()) return plan.status();
 
-  if (want_host) {
-    bool all_local = true;
-    for (int r = 0; r < size; ++r) all_local &= peers[r].locality == mine.locality && !peers[r].shm.empty();
-    if (size == 1) {
-      std::vector<SharedSegment> segs;
+  // 4. The backends the plan names, then 5. the job's hooks.
+  if (absl::Status s = c->AssembleBackends(*plan, peers, resources, nccl_api, deadline);
+      !s.ok()) {
+    return s;
+  }
+  c->AttachToJob();
+  return c;
+}
+
+absl::Status CommunicatorImpl::AssembleBackends(const BackendPlan& plan,
+                                                const std::vector<PeerInfo>& peers,
+                                                LocalResources& resources,
+                                                const NcclApi* nccl_api, absl::Time deadline) {
+  const int size = this->size();
+  std::vector<std::string> servers(size);
+  for (int r : plan.local) servers[r] = peers[r].shm;
+  switch (plan.host) {
+    case BackendPlan::Host::kNone:
+      break;
+    case BackendPlan::Host::kSelf: {
       absl::StatusOr<SharedSegment> seg = SharedSegment::Create(ShmBackend::SegmentBytes());
       if (!seg.ok()) return seg.status();
+      std::vector<SharedSegment> segs;
       segs.push_back(std::move(*seg));
-      c->host_ = std::make_unique<ShmBackend>(0, names, std::move(segs));
-      c->transport_ = "shared memory";
-    } else if (options.host_transport != HostTransport::kTcp && all_local) {
-      std::vector<int> local(size);
-      std::vector<std::string> servers(size);
-      for (int r = 0; r < size; ++r) {
-        local[r] = r;
-        servers[r] = peers[r].shm;
-      }
-      absl::StatusOr<std::vector<SharedSegment>> segs = ExchangeSegments(
-          rank, local, servers, *segment_server, std::move(*segment), names, deadline);
+      host_ = std::make_unique<ShmBackend>(0, names_, std::move(segs));
+      break;
+    }
+    case BackendPlan::Host::kShm: {
+      absl::StatusOr<std::vector<SharedSegment>> segs =
+          ExchangeSegments(rank_, plan.local, servers, *resources.segment_server,
+                           std::move(*resources.segment), names_, deadline);
       if (!segs.ok()) return segs.status();
-      c->host_ = std::make_unique<ShmBackend>(rank, names, std::move(*segs));
-      c->transport_ = "shared memory";
-    } else if (options.host_transport == HostTransport::kShm) {
-      std::vector<int> remote;
-      for (int r = 0; r < size; ++r) {
-        if (peers[r].locality != mine.locality || peers[r].shm.empty()) remote.push_back(r);
-      }
-      return absl::UnavailableError(absl::StrCat(
-          "COHORT_HOST_TRANSPORT=shm, but ", names.List(remote),
-          " cannot share memory with ", names.Name(rank),
-          " (another host or network namespace); use auto or tcp"));
-    } else {
+      host_ = std::make_unique<ShmBackend>(rank_, names_, std::move(*segs));
+      break;
+    }
+    case BackendPlan::Host::kTcp:
+    case BackendPlan::Host::kHybrid: {
       std::vector<std::string> addresses(size);
       for (int r = 0; r < size; ++r) addresses[r] = peers[r].tcp;
-      const uint64_t nonce = std::hash<std::string>()(c->scope_);
+      const uint64_t nonce = std::hash<std::string>()(store_.prefix());
       absl::StatusOr<std::unique_ptr<TcpBackend>> tcp = TcpBackend::Connect(
-          rank, names, std::move(*listener), addresses, nonce, deadline);
+          rank_, names_, std::move(*resources.listener), addresses, nonce, deadline);
       if (!tcp.ok()) return tcp.status();
-      c->host_ = std::move(*tcp);
-      c->transport_ = "TCP";
-      // Several ranks on each host: shared memory within hosts, TCP between them.
-      const HostGroups groups = GroupByHost(peers);
-      if (options.host_transport == HostTransport::kAuto && groups.uniform &&
-          groups.hosts.size() > 1 && groups.hosts[0].size() > 1) {
-        const int host = groups.host_of[rank];
-        const std::vector<int>& local = groups.hosts[host];
-        const int local_rank = static_cast<int>(
-            std::find(local.begin(), local.end(), rank) - local.begin());
-        std::vector<std::string> servers(size);
-        for (int r : local) servers[r] = peers[r].shm;
-        absl::StatusOr<std::vector<SharedSegment>> all_segs = ExchangeSegments(
-            rank, local, servers, *segment_server, std::move(*segment), names, deadline);
-        if (!all_segs.ok()) return all_segs.status();
-        std::vector<SharedSegment> segs;
-        RankNames local_names;
-        for (int r : local) {
-          segs.push_back(std::move((*all_segs)[r]));
-          local_names.processes.push_back(names.processes[r]);
-        }
-        std::vector<int> rail;
-        for (const std::vector<int>& h : groups.hosts) rail.push_back(h[local_rank]);
-        auto* flat = static_cast<TcpBackend*>(c->host_.get());
-        std::unique_ptr<CollectiveBackend> rail_backend = TcpBackend::Subset(*flat, rail);
-        c->host_ = std::make_unique<HybridBackend>(
-            local_rank, static_cast<int>(local.size()), static_cast<int>(groups.hosts.size()),
-            size, std::make_unique<ShmBackend>(local_rank, local_names, std::move(segs)),
-            std::move(rail_backend), std::move(c->host_));
-        c->transport_ = absl::StrCat("shared memory within each of ", groups.hosts.size(),
-                                     " hosts (", local.size(), " ranks each) and TCP between them");
+      if (plan.host == BackendPlan::Host::kTcp) {
+        host_ = std::move(*tcp);
+        break;
       }
+      absl::StatusOr<std::vector<SharedSegment>> all_segs =
+          ExchangeSegments(rank_, plan.local, servers, *resources.segment_server,
+                           std::move(*resources.segment), names_, deadline);
+      if (!all_segs.ok()) return all_segs.status();
+      std::vector<SharedSegment> segs;
+      for (int r : plan.local) segs.push_back(std::move((*all_segs)[r]));
+      host_ = HybridBackend::Assemble(rank_, plan.local, plan.rail, std::move(segs), names_,
+                                      std::move(*tcp));
+      break;
     }
   }
-  if (use_nccl) {
-    const std::string id_key = absl::StrCat(c->scope_, "/nccl/id");
-    const std::string joined = absl::StrCat(c->scope_, "/nccl/joined");
-    JobHandle j = c->job_;
-    NcclBackend::Rendezvous rdv;
-    rdv.publish_id = [j, id_key](const NcclUniqueId& id) {
-      return Await<absl::Status>([&](auto done) {
-        j.client->InsertKeyValue(id_key, std::string(id.internal, sizeof(id.internal)), true,
-                                 std::move(done));
-      });
-    };
-    rdv.fetch_id = [j, id_key](absl::Time dl) -> absl::StatusOr<NcclUniqueId> {
-      absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
-        j.client->GetKeyValue(id_key, std::max(absl::ZeroDuration(), dl - absl::Now()),
-                              std::move(done));
-      });
-      if (!v.ok()) return v.status();
-      NcclUniqueId id{};
-      std::memcpy(id.internal, v->data(), std::min(v->size(), sizeof(id.internal)));
-      return id;
-    };
-    rdv.mark_joined = [j, joined, rank] {
-      // Best effort: a rank whose mark is missing is only named among the missing ones later.
-      Await<absl::Status>([&](auto done) {
-        j.client->InsertKeyValue(absl::StrCat(joined, "/", rank), "1", true, std::move(done));
-      }).IgnoreError();
-    };
-    rdv.missing_ranks = [j, joined, size] {
-      std::vector<int> missing;
-      for (int r = 0; r < size; ++r) {
-        absl::StatusOr<std::string> v = Await<absl::StatusOr<std::string>>([&](auto done) {
-          j.client->TryGetKeyValue(absl::StrCat(joined, "/", r), std::move(done));
-        });
-        if (!v.ok()) missing.push_back(r);
-      }
-      return missing;
-    };
+  transport_ = plan.transport;
+  if (plan.nccl) {
     absl::StatusOr<std::unique_ptr<NcclBackend>> nccl = NcclBackend::Create(
-        nccl_api, rank, names,
-        options.cuda_device >= 0 ? options.cuda_device
-                                 : NcclBackend::DefaultDevice(nccl_api, c->job_.local_process_id),
-        std::move(rdv), deadline);
+        nccl_api, rank_, names_,
+        options_.cuda_device >= 0 ? options_.cuda_device
+                                  : NcclBackend::DefaultDevice(nccl_api, job_.local_process_id),
+        store_, deadline);
     if (!nccl.ok()) return nccl.status();
-    c->nccl_ = std::move(*nccl);
+    nccl_ = std::move(*nccl);
   }
+  return absl::OkStatus();
+}
 
-  // Abort on a job failure, before the program's own handler runs.
-  c->hook_target_ = std::make_shared<HookTarget>();
+void CommunicatorImpl::AttachToJob() {
   {
-    absl::MutexLock lock(&c->hook_target_->mu);
-    c->hook_target_->impl = c.get();
+    absl::MutexLock lock(&anchor_->mu);
+    anchor_->impl = this;
   }
-  std::shared_ptr<HookTarget> target = c->hook_target_;
+  // Abort on a job failure, before the program's own handler runs.
+  std::shared_ptr<CommunicatorAnchor> anchor = anchor_;
   absl::StatusOr<FailureHandlers::Id> hook = AddFailureHandler(
-      absl::StrCat("abort communicator '", c->name_, "'"), kAbortHookBound,
-      [target](const PeerFailure& failure) {
-        absl::MutexLock lock(&target->mu);
-        if (target->impl) target->impl->Abort(JobAborted(failure));
+      absl::StrCat("abort communicator '", name_, "'"), kAbortHookBound,
+      [anchor](const PeerFailure& failure) {
+        absl::ReaderMutexLock lock(&anchor->mu);
+        if (anchor->impl) anchor->impl->Abort(JobAborted(failure));
       });
-  if (hook.ok()) c->failure_hook_ = *hook;
+  if (hook.ok()) failure_hook_ = *hook;
   // The watchdog's view of this communicator, reported with its heartbeats.
-  c->progress_id_ = c->scope_.substr(c->scope_.find('/', std::string("collectives/").size()) + 1);
-  std::shared_ptr<CollectiveProgress> progress = c->progress_;
-  const std::string id = c->progress_id_;
-  c->reporter_id_ = ProgressReporter::Get().Add(c->job_, [progress, id] {
+  std::shared_ptr<CollectiveProgress> progress = progress_;
+  const std::string id = progress_id_;
+  reporter_id_ = ProgressReporter::Get().Add(job_, [progress, id] {
     cohort::coordination::CollectiveProgress p;
     p.communicator = id;
     absl::MutexLock lock(&progress->mu);
     p.last_started = progress->last_started;
     p.last_completed = progress->last_completed;
-    if (progress->pending) {
-      p.pending = progress->pending->ToString();
-      p.pending_signature = SignatureHash(*progress->pending);
-      p.pending_for = absl::Now() - progress->pending_since;
+    if (!progress->in_flight.empty()) {
+      const auto& [seq, oldest] = *progress->in_flight.begin();
+      p.pending = oldest.sig.ToString();
+      p.pending_signature = SignatureHash(oldest.sig);
+      p.pending_for = absl::Now() - oldest.since;
     }
     return p;
   });
-  if (std::optional<PeerFailure> failed = JobFailure()) c->Abort(JobAborted(*failed));
-  return c;
+  if (std::optional<PeerFailure> failed = JobFailure()) Abort(JobAborted(*failed));
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  {
+    absl::MutexLock lock(&anchor_->mu);
+    anchor_->impl = nullptr;
+  }
   if (reporter_id_) ProgressReporter::Get().Remove(*reporter_id_);
   if (failure_hook_) RemoveFailureHandler(*failure_hook_);
-  if (hook_target_) {
-    absl::MutexLock lock(&hook_target_->mu);
-    hook_target_->impl = nullptr;
+  bool busy;
+  {
+    absl::MutexLock lock(&mu_);
+    busy = !in_flight_.empty();
+    if (busy && aborted_.ok()) {
+      aborted_ = absl::AbortedError("the communicator was destroyed with this call in flight");
+    }
+    stopping_ = true;
   }
-  // A job that failed: the backends abort instead of shutting down with their peers.
-  if (JobFailure().has_value()) {
+  // A job that failed, or calls in flight: the backends abort instead of shutting down with
+  // their peers.
+  if (busy || JobFailure().has_value()) {
     if (host_) host_->Abort();
     if (nccl_) nccl_->Abort();
+  }
+  if (worker_.joinable()) worker_.join();
+  std::deque<std::shared_ptr<WorkState>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(in_flight_);
+    host_queue_.clear();
+  }
+  for (const std::shared_ptr<WorkState>& work : left) {
+    absl::Status refusal;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      refusal = Refusal(work->call.sig);
+    }
+    Finish(*work, refusal);
   }
 }
 
 std::string CommunicatorImpl::Describe() const {
   std::string s = absl::StrCat(name_, ": ", size(), size() == 1 ? " rank" : " ranks");
   if (host_) absl::StrAppend(&s, ", host backend over ", transport_);
-  if (nccl_) absl::StrAppend(&s, host_ ? ", " : ", ", nccl_->Describe(), " for device buffers");
+  if (nccl_) absl::StrAppend(&s, ", ", nccl_->Describe(), " for device buffers");
   return s;
 }
 
@@ -483,13 +400,278 @@ absl::Status CommunicatorImpl::Validate(CollectiveKind kind, const void* send, v
   return absl::OkStatus();
 }
 
-CollectiveBackend* CommunicatorImpl::BackendFor(const void* send, const void* recv) const {
-  if (!nccl_) return host_.get();
-  if (!host_) return nccl_.get();
-  const NcclApi* api = *LoadNccl();
-  return NcclBackend::IsDevicePointer(api, recv) || NcclBackend::IsDevicePointer(api, send)
-             ? nccl_.get()
-             : host_.get();
+bool CommunicatorImpl::UseNccl(const void* send, const void* recv) const {
+  if (!nccl_) return false;
+  if (!host_) return true;
+  const NcclApi* api = options_.nccl_api ? options_.nccl_api : *LoadNccl();
+  return NcclBackend::IsDevicePointer(api, recv) || NcclBackend::IsDevicePointer(api, send);
+}
+
+absl::Status CommunicatorImpl::Refusal(const OpSignature& sig) const {
+  if (!aborted_.ok()) {
+    return absl::Status(aborted_.code(), absl::StrCat(sig.ToString(), " on communicator '", name_,
+                                                      "' aborted: ", aborted_.message()));
+  }
+  if (!broken_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("communicator '", name_, "' cannot be used after an earlier failure: ",
+                     broken_.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<WorkState>> CommunicatorImpl::Submit(
+    CollectiveKind kind, const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+    int root, const CallOptions& options, bool run_here) {
+  if (absl::Status s = Validate(kind, send, recv, count, root); !s.ok()) return s;
+  auto work = std::make_shared<WorkState>();
+  CollectiveCall& call = work->call;
+  call.sig.kind = kind;
+  call.sig.type = type;
+  call.sig.op = op;
+  call.sig.root = kind == CollectiveKind::kBroadcast ? root : -1;
+  call.sig.count = kind == CollectiveKind::kBarrier ? 0 : count;
+  call.send = send;
+  call.recv = recv;
+  call.cuda_stream = options.cuda_stream;
+  work->on_nccl = UseNccl(send, recv);
+  if (work->on_nccl) {
+    if (absl::Status s = nccl_->CheckNotCapturing(call.cuda_stream); !s.ok()) return s;
+    work->anchor = anchor_;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    // A broken communicator refuses new calls with its first failure (an abort too, once a
+    // call saw it).
+    if (!broken_.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("communicator '", name_, "' cannot be used after an earlier failure: ",
+                       broken_.message()));
+    }
+    call.sig.seq = next_seq_++;
+    // One clock read per call (absl::Now() costs ~100 ns on some VMs: a tenth of a small op).
+    work->enqueued = absl::Now();
+    call.deadline = work->enqueued + options.timeout.value_or(options_.timeout);
+    {
+      absl::MutexLock plock(&progress_->mu);
+      progress_->last_started = call.sig.seq;
+      progress_->in_flight.emplace(call.sig.seq,
+                                   CollectiveProgress::InFlight{call.sig, work->enqueued});
+    }
+    work->recorder_entry = FlightRecorder::Get().Start(name_, call.sig, work->enqueued);
+    in_flight_.push_back(work);
+    if (!work->on_nccl) {
+      if (!run_here) {
+        host_queue_.push_back(work);
+        StartWorkerLocked();
+      }
+      return work;
+    }
+  }
+  absl::StatusOr<CudaEvent> event = nccl_->Enqueue(call);
+  if (!event.ok()) {
+    absl::Status s = event.status();
+    if (!absl::IsInvalidArgument(s)) s = Fail(call.sig, s, absl::ZeroDuration());
+    Finish(*work, s);
+    return s;
+  }
+  {
+    absl::MutexLock lock(&work->mu);
+    work->event = *event;
+  }
+  NcclWatch::Get().Watch(anchor_);
+  return work;
+}
+
+absl::Status CommunicatorImpl::Run(CollectiveKind kind, const void* send, void* recv,
+                                   size_t count, DataType type, ReduceOp op, int root,
+                                   const CallOptions& options) {
+  // The host's fast path: nothing queued, so this call runs here, in order.
+  if (!UseNccl(send, recv)) {
+    bool here = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (host_queue_.empty() && !host_busy_) here = host_busy_ = true;
+    }
+    if (here) {
+      absl::StatusOr<std::shared_ptr<WorkState>> work =
+          Submit(kind, send, recv, count, type, op, root, options, /*run_here=*/true);
+      if (work.ok()) RunHostCall(**work);
+      {
+        absl::MutexLock lock(&mu_);
+        host_busy_ = false;
+      }
+      if (!work.ok()) return work.status();
+      absl::MutexLock lock(&(*work)->mu);
+      return (*work)->status;
+    }
+  }
+  absl::StatusOr<std::shared_ptr<WorkState>> work =
+      Submit(kind, send, recv, count, type, op, root, options);
+  if (!work.ok()) return work.status();
+  return WorkAccess::Wrap(std::move(*work)).Wait();
+}
+
+void CommunicatorImpl::RunHostCall(WorkState& work) {
+  absl::Status refusal;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    refusal = Refusal(work.call.sig);
+  }
+  if (!refusal.ok()) {
+    Finish(work, refusal);
+    return;
+  }
+  absl::Status s = host_->Run(work.call);
+  if (!s.ok() && !absl::IsInvalidArgument(s)) s = Fail(work.call.sig, s, absl::Now() - work.enqueued);
+  Finish(work, s);
+}
+
+void CommunicatorImpl::Finish(WorkState& work, absl::Status status) {
+  CudaEvent event;
+  {
+    absl::MutexLock lock(&work.mu);
+    if (work.done) return;
+    work.done = true;
+    work.status = status;
+    event = work.event;
+  }
+  if (status.ok()) {
+    FlightRecorder::Get().End(work.recorder_entry);
+  } else {
+    FlightRecorder::Get().End(work.recorder_entry, std::string(status.message()), absl::Now());
+  }
+  {
+    absl::MutexLock lock(&progress_->mu);
+    progress_->in_flight.erase(work.call.sig.seq);
+    if (status.ok()) {
+      progress_->last_completed = progress_->in_flight.empty()
+                                      ? progress_->last_started
+                                      : progress_->in_flight.begin()->first - 1;
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
+                           [&](const std::shared_ptr<WorkState>& w) { return w.get() == &work; });
+    if (it != in_flight_.end()) in_flight_.erase(it);
+  }
+  if (event != nullptr && nccl_) nccl_->ReleaseEvent(event);
+}
+
+void CommunicatorImpl::StartWorkerLocked() {
+  if (worker_.joinable() || stopping_) return;
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
+
+void CommunicatorImpl::WorkerLoop() {
+  pthread_setname_np(pthread_self(), "dist-coll-work");
+  while (true) {
+    std::shared_ptr<WorkState> work;
+    std::optional<absl::Status> failure;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || nccl_failure_.has_value() || (!host_busy_ && !host_queue_.empty());
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (nccl_failure_) {
+        failure = std::move(*nccl_failure_);
+        nccl_failure_.reset();
+      } else if (stopping_) {
+        return;
+      } else {
+        work = std::move(host_queue_.front());
+        host_queue_.pop_front();
+        host_busy_ = true;
+      }
+    }
+    if (failure) {
+      HandleNcclFailure(std::move(*failure));
+      continue;
+    }
+    RunHostCall(*work);
+    absl::MutexLock lock(&mu_);
+    host_busy_ = false;
+  }
+}
+
+bool CommunicatorImpl::PollNccl() {
+  std::vector<std::shared_ptr<WorkState>> ended;
+  bool pending = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (nccl_failed_) return false;  // The worker ends them.
+    std::optional<absl::Status> failure;
+    const WorkState* oldest = nullptr;
+    for (const std::shared_ptr<WorkState>& w : in_flight_) {
+      if (!w->on_nccl) continue;
+      CudaEvent event;
+      {
+        absl::MutexLock wlock(&w->mu);
+        event = w->event;
+      }
+      if (event == nullptr) {  // Still being enqueued.
+        pending = true;
+        continue;
+      }
+      absl::StatusOr<bool> done = nccl_->Query(event);
+      if (!done.ok()) {
+        failure = absl::InternalError(absl::StrCat(w->call.sig.ToString(), " failed on ",
+                                                   names_.Name(rank_), ": ",
+                                                   done.status().message()));
+        break;
+      }
+      if (*done) {
+        ended.push_back(w);
+      } else {
+        pending = true;
+        if (oldest == nullptr) oldest = w.get();
+      }
+    }
+    if (!failure) {
+      if (absl::Status health = nccl_->Health(); !health.ok()) failure = health;
+    }
+    if (!failure && oldest != nullptr && absl::Now() >= oldest->call.deadline) {
+      failure = absl::DeadlineExceededError(absl::StrCat(
+          oldest->call.sig.ToString(), " did not complete in time on ", names_.Name(rank_)));
+    }
+    if (failure) {
+      nccl_failed_ = true;
+      nccl_failure_ = std::move(*failure);
+      StartWorkerLocked();
+      return false;
+    }
+  }
+  for (const std::shared_ptr<WorkState>& w : ended) Finish(*w, absl::OkStatus());
+  return pending;
+}
+
+absl::Status CommunicatorImpl::StreamWait(WorkState& work, CudaStream stream) {
+  absl::MutexLock lock(&work.mu);
+  if (work.done) return work.status;
+  return nccl_->StreamWait(stream, work.event);
+}
+
+void CommunicatorImpl::HandleNcclFailure(absl::Status failure) {
+  nccl_->FailAndAbort();
+  std::vector<std::shared_ptr<WorkState>> works;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::shared_ptr<WorkState>& w : in_flight_) {
+      if (w->on_nccl) works.push_back(w);
+    }
+  }
+  if (works.empty()) return;
+  const WorkState& oldest = *works.front();
+  const absl::Status first =
+      Fail(oldest.call.sig, std::move(failure), absl::Now() - oldest.enqueued);
+  Finish(*works.front(), first);
+  for (size_t i = 1; i < works.size(); ++i) {
+    Finish(*works[i], absl::Status(first.code(), absl::StrCat(works[i]->call.sig.ToString(),
+                                                              " did not complete: ",
+                                                              first.message())));
+  }
 }
 
 std::optional<std::string> CommunicatorImpl::Diagnose(const OpSignature& sig,
@@ -499,9 +681,7 @@ std::optional<std::string> CommunicatorImpl::Diagnose(const OpSignature& sig,
   ProgressReporter::Get().PushNow();
   const absl::Duration heartbeat = cohort::coordination::HeartbeatInterval(job_.heartbeat_timeout);
   absl::SleepFor(ProgressReporter::kInterval + heartbeat + absl::Milliseconds(200));
-  absl::StatusOr<std::vector<cohort::coordination::TaskProgress>> table =
-      Await<absl::StatusOr<std::vector<cohort::coordination::TaskProgress>>>(
-          [&](auto done) { job_.client->GetJobProgress(std::move(done)); });
+  absl::StatusOr<std::vector<cohort::coordination::TaskProgress>> table = store_.JobProgress();
   if (!table.ok()) {
     cohort::LogWarning("the collective watchdog could not read the job's progress: ",
                        table.status().message());
@@ -554,10 +734,7 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
   if (absl::IsDeadlineExceeded(status) || absl::IsFailedPrecondition(status)) {
     // The ranks no longer agree on what comes next: fail the job, naming what was seen.
     // Best effort: if the report does not get through, the job fails through this process's exit.
-    Await<absl::Status>([&](auto done) {
-      job_.client->ReportError(cohort::coordination::FailureCause::kCollectiveTimeout,
-                               std::string(status.message()), std::move(done));
-    }).IgnoreError();
+    store_.ReportError(cohort::coordination::FailureCause::kCollectiveTimeout, status.message()).IgnoreError();
   }
   if (JobFailure().has_value() || absl::IsDeadlineExceeded(status) ||
       absl::IsFailedPrecondition(status)) {
@@ -568,60 +745,11 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
   return status;
 }
 
-absl::Status CommunicatorImpl::Run(CollectiveKind kind, const void* send, void* recv,
-                                   size_t count, DataType type, ReduceOp op, int root,
-                                   const CallOptions& options) {
-  if (absl::Status s = Validate(kind, send, recv, count, root); !s.ok()) return s;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "communicator '", name_, "' cannot be used after an earlier failure: ",
-          broken_.message()));
-    }
-  }
-  CollectiveCall call;
-  call.sig.seq = next_seq_.fetch_add(1);
-  call.sig.kind = kind;
-  call.sig.type = type;
-  call.sig.op = op;
-  call.sig.root = kind == CollectiveKind::kBroadcast ? root : -1;
-  call.sig.count = kind == CollectiveKind::kBarrier ? 0 : count;
-  call.send = send;
-  call.recv = recv;
-  // One clock read per call (absl::Now() costs ~100 ns on some VMs: a tenth of a small op).
-  const absl::Time started = absl::Now();
-  call.deadline = started + options.timeout.value_or(options_.timeout);
-  call.cuda_stream = options.cuda_stream;
-  {
-    absl::MutexLock lock(&progress_->mu);
-    progress_->last_started = call.sig.seq;
-    progress_->pending = call.sig;
-    progress_->pending_since = started;
-  }
-  FlightRecorder& recorder = FlightRecorder::Get();
-  const uint64_t entry = recorder.Start(name_, call.sig, started);
-  absl::Status s = BackendFor(send, recv)->Run(call);
-  if (s.ok()) {
-    recorder.End(entry);
-  } else {
-    recorder.End(entry, std::string(s.message()), absl::Now());
-  }
-  {
-    absl::MutexLock lock(&progress_->mu);
-    progress_->pending.reset();
-    if (s.ok()) progress_->last_completed = call.sig.seq;
-  }
-  if (s.ok() || absl::IsInvalidArgument(s)) return s;
-  return Fail(call.sig, s, absl::Now() - started);
-}
-
 absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {
-  const int k = splits_++;
-  const std::string scope = absl::StrCat(scope_, "/split", k);
+  const std::string split = absl::StrCat("split", splits_++);
   absl::StatusOr<std::vector<std::string>> all =
-      ExchangeAll(job_, scope + "/members", rank_, absl::StrCat(color, ",", key), names_,
-                  absl::Now() + options_.init_timeout,
+      ExchangeAll(store_.WithPrefix(split + "/members"), rank_, absl::StrCat(color, ",", key),
+                  names_, absl::Now() + options_.init_timeout,
                   absl::StrCat("split communicator '", name_, "'"));
   if (!all.ok()) return all.status();
   if (color < 0) return std::unique_ptr<CommunicatorImpl>();
@@ -637,8 +765,9 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int co
   std::sort(members.begin(), members.end());
   std::vector<int> processes;
   for (const auto& m : members) processes.push_back(std::get<2>(m));
-  return Build(job_, options_, absl::StrCat(name_, ".", color),
-               absl::StrCat(scope, "/color", color), std::move(processes));
+  const std::string child = absl::StrCat(split, "/color", color);
+  return Build(job_, options_, absl::StrCat(name_, ".", color), store_.WithPrefix(child),
+               absl::StrCat(progress_id_, "/", child), std::move(processes));
 }
 
 }  // namespace internal
@@ -662,12 +791,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (!resolved.ok()) return resolved.status();
   const std::string name = options.name.empty() ? "world" : options.name;
   const std::string key = internal::KeySafe(name);
-  const std::string scope = absl::StrCat("collectives/attempt", job->restart_attempt, "/", key,
-                                         "#", internal::NextInstance(key));
+  const std::string id = absl::StrCat(key, "#", internal::NextInstance(key));
+  internal::Store store = internal::Store(job->client).WithPrefix(
+      absl::StrCat("collectives/attempt", job->restart_attempt, "/", id));
   std::vector<int> processes(job->num_processes);
   for (int p = 0; p < job->num_processes; ++p) processes[p] = p;
   absl::StatusOr<std::unique_ptr<internal::CommunicatorImpl>> impl =
-      internal::CommunicatorImpl::Build(*job, *resolved, name, scope, std::move(processes));
+      internal::CommunicatorImpl::Build(*job, *resolved, name, std::move(store), id,
+                                        std::move(processes));
   if (!impl.ok()) {
     return absl::Status(impl.status().code(),
                         absl::StrCat("cannot create communicator '", name, "' on process ",
@@ -693,40 +824,45 @@ void Communicator::Abort(absl::string_view reason) {
   impl_->Abort(absl::AbortedError(absl::StrCat("Abort() was called: ", reason)));
 }
 
-absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count, DataType type,
-                                     ReduceOp op, const CallOptions& options) {
-  return impl_->Run(internal::CollectiveKind::kAllReduce, send, recv, count, type, op, -1,
-                    options);
-}
+// Each collective twice: blocking, and asynchronous (a Work).
+#define COHORT_COLLECTIVE(Name, Kind, Params, Args)                                   \
+  absl::Status Communicator::Name Params {                                            \
+    return impl_->Run(internal::CollectiveKind::Kind, Args, options);                 \
+  }                                                                                   \
+  absl::StatusOr<Work> Communicator::Name##Async Params {                             \
+    absl::StatusOr<std::shared_ptr<internal::WorkState>> work =                       \
+        impl_->Submit(internal::CollectiveKind::Kind, Args, options);                 \
+    if (!work.ok()) return work.status();                                             \
+    return internal::WorkAccess::Wrap(std::move(*work));                              \
+  }
+#define COHORT_PARAMS(...) (__VA_ARGS__)
+#define COHORT_ARGS(...) __VA_ARGS__
 
-absl::Status Communicator::AllGather(const void* send, void* recv, size_t send_count,
-                                     DataType type, const CallOptions& options) {
-  return impl_->Run(internal::CollectiveKind::kAllGather, send, recv, send_count, type,
-                    ReduceOp::kSum, -1, options);
-}
+COHORT_COLLECTIVE(AllReduce, kAllReduce,
+                  COHORT_PARAMS(const void* send, void* recv, size_t count, DataType type,
+                                ReduceOp op, const CallOptions& options),
+                  COHORT_ARGS(send, recv, count, type, op, -1))
+COHORT_COLLECTIVE(AllGather, kAllGather,
+                  COHORT_PARAMS(const void* send, void* recv, size_t send_count, DataType type,
+                                const CallOptions& options),
+                  COHORT_ARGS(send, recv, send_count, type, ReduceOp::kSum, -1))
+COHORT_COLLECTIVE(ReduceScatter, kReduceScatter,
+                  COHORT_PARAMS(const void* send, void* recv, size_t recv_count, DataType type,
+                                ReduceOp op, const CallOptions& options),
+                  COHORT_ARGS(send, recv, recv_count, type, op, -1))
+COHORT_COLLECTIVE(Broadcast, kBroadcast,
+                  COHORT_PARAMS(const void* send, void* recv, size_t count, DataType type,
+                                int root, const CallOptions& options),
+                  COHORT_ARGS(send, recv, count, type, ReduceOp::kSum, root))
+COHORT_COLLECTIVE(AllToAll, kAllToAll,
+                  COHORT_PARAMS(const void* send, void* recv, size_t count, DataType type,
+                                const CallOptions& options),
+                  COHORT_ARGS(send, recv, count, type, ReduceOp::kSum, -1))
+COHORT_COLLECTIVE(Barrier, kBarrier, COHORT_PARAMS(const CallOptions& options),
+                  COHORT_ARGS(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum, -1))
 
-absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t recv_count,
-                                         DataType type, ReduceOp op,
-                                         const CallOptions& options) {
-  return impl_->Run(internal::CollectiveKind::kReduceScatter, send, recv, recv_count, type, op,
-                    -1, options);
-}
-
-absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count, DataType type,
-                                     int root, const CallOptions& options) {
-  return impl_->Run(internal::CollectiveKind::kBroadcast, send, recv, count, type,
-                    ReduceOp::kSum, root, options);
-}
-
-absl::Status Communicator::AllToAll(const void* send, void* recv, size_t count, DataType type,
-                                    const CallOptions& options) {
-  return impl_->Run(internal::CollectiveKind::kAllToAll, send, recv, count, type,
-                    ReduceOp::kSum, -1, options);
-}
-
-absl::Status Communicator::Barrier(const CallOptions& options) {
-  return impl_->Run(internal::CollectiveKind::kBarrier, nullptr, nullptr, 0,
-                    DataType::kFloat32, ReduceOp::kSum, -1, options);
-}
+#undef COHORT_COLLECTIVE
+#undef COHORT_PARAMS
+#undef COHORT_ARGS
 
 }  // namespace dist

@@ -1,5 +1,6 @@
 #include "libdist/src/collectives/hybrid_backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,23 @@ HybridBackend::HybridBackend(int local_rank, int local_size, int num_hosts, int 
       local_(std::move(local)),
       rail_(std::move(rail)),
       flat_(std::move(flat)) {}
+
+std::unique_ptr<HybridBackend> HybridBackend::Assemble(int rank, const std::vector<int>& local,
+                                                       const std::vector<int>& rail,
+                                                       std::vector<SharedSegment> local_segments,
+                                                       const RankNames& names,
+                                                       std::unique_ptr<TcpBackend> flat) {
+  const int local_rank =
+      static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+  RankNames local_names;
+  for (int r : local) local_names.processes.push_back(names.processes[r]);
+  std::unique_ptr<CollectiveBackend> rail_backend = TcpBackend::Subset(*flat, rail);
+  return std::make_unique<HybridBackend>(
+      local_rank, static_cast<int>(local.size()), static_cast<int>(rail.size()),
+      static_cast<int>(names.processes.size()),
+      std::make_unique<ShmBackend>(local_rank, std::move(local_names), std::move(local_segments)),
+      std::move(rail_backend), std::move(flat));
+}
 
 std::string HybridBackend::Describe() const {
   return absl::StrCat("host backend over shared memory within each of ", num_hosts_, " hosts (",

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "libdist/src/collectives/collective_op.h"
+#include "libdist/src/collectives/shm_backend.h"
+#include "libdist/src/collectives/tcp_backend.h"
 
 namespace dist::internal {
 
@@ -23,6 +25,15 @@ class HybridBackend final : public CollectiveBackend {
   HybridBackend(int local_rank, int local_size, int num_hosts, int world_size,
                 std::unique_ptr<CollectiveBackend> local, std::unique_ptr<CollectiveBackend> rail,
                 std::unique_ptr<CollectiveBackend> flat);
+
+  // `rank`'s backend from its parts: `local` (this host's ranks, this rank among them) with their
+  // segments in the same order, `rail` (the ranks of this local index, one per host), and `flat`
+  // (TCP between every rank of `names`), whose rail connections it shares.
+  static std::unique_ptr<HybridBackend> Assemble(int rank, const std::vector<int>& local,
+                                                 const std::vector<int>& rail,
+                                                 std::vector<SharedSegment> local_segments,
+                                                 const RankNames& names,
+                                                 std::unique_ptr<TcpBackend> flat);
 
   absl::Status Run(const CollectiveCall& call) override;
   void Abort() override;

@@ -61,6 +61,16 @@ CudaError StreamCreateNonBlocking(CudaStream* stream) {
   return g_stream_create_with_flags(stream, kCudaStreamNonBlocking);
 }
 
+CudaError (*g_event_create_with_flags)(CudaEvent*, unsigned int) = nullptr;
+CudaError EventCreateNoTiming(CudaEvent* event) {
+  constexpr unsigned int kCudaEventDisableTiming = 2;
+  return g_event_create_with_flags(event, kCudaEventDisableTiming);
+}
+CudaError (*g_stream_wait_event)(CudaStream, CudaEvent, unsigned int) = nullptr;
+CudaError StreamWaitEventNoFlags(CudaStream stream, CudaEvent event) {
+  return g_stream_wait_event(stream, event, 0);
+}
+
 template <typename Fn>
 bool Bind(void* lib, const char* name, Fn* out, std::string* missing) {
   *out = reinterpret_cast<Fn>(dlsym(lib, name));
@@ -117,6 +127,12 @@ absl::StatusOr<NcclApi> LoadNcclFrom(const std::string& nccl_library,
   Bind(cudart, "cudaStreamCreateWithFlags", &g_stream_create_with_flags, &missing);
   Bind(cudart, "cudaStreamDestroy", &api.StreamDestroy, &missing);
   Bind(cudart, "cudaStreamQuery", &api.StreamQuery, &missing);
+  Bind(cudart, "cudaStreamIsCapturing", &api.StreamIsCapturing, &missing);
+  Bind(cudart, "cudaStreamWaitEvent", &g_stream_wait_event, &missing);
+  Bind(cudart, "cudaEventCreateWithFlags", &g_event_create_with_flags, &missing);
+  Bind(cudart, "cudaEventDestroy", &api.EventDestroy, &missing);
+  Bind(cudart, "cudaEventRecord", &api.EventRecord, &missing);
+  Bind(cudart, "cudaEventQuery", &api.EventQuery, &missing);
   Bind(cudart, "cudaPointerGetAttributes", &api.PointerGetAttributes, &missing);
   Bind(cudart, "cudaGetErrorString", &api.CudaGetErrorString, &missing);
   Bind(cudart, "cudaMalloc", &api.Malloc, &missing);
@@ -131,6 +147,8 @@ absl::StatusOr<NcclApi> LoadNcclFrom(const std::string& nccl_library,
   g_loaded_version = api.version;
   api.CommInitRankNonBlocking = &InitRankNonBlocking;
   api.StreamCreate = &StreamCreateNonBlocking;
+  api.EventCreate = &EventCreateNoTiming;
+  api.StreamWaitEvent = &StreamWaitEventNoFlags;
   int devices = 0;
   const CudaError err = api.GetDeviceCount(&devices);
   if (err != kCudaSuccess || devices == 0) {

@@ -33,6 +33,9 @@ using CudaError = int;  // cudaError_t
 inline constexpr CudaError kCudaSuccess = 0;
 inline constexpr CudaError kCudaErrorNotReady = 600;
 using CudaStream = void*;  // cudaStream_t
+using CudaEvent = void*;   // cudaEvent_t
+// cudaStreamCaptureStatus: 0 none, 1 active, 2 invalidated.
+inline constexpr int kCudaStreamCaptureStatusNone = 0;
 
 // cudaPointerAttributes (CUDA >= 10): memory type 2 is device, 3 managed. CUDA 13 added
 // `long reserved[8]`, which cudaPointerGetAttributes writes too: without it the call overwrote
@@ -79,6 +82,13 @@ struct NcclApi {
   CudaError (*StreamCreate)(CudaStream* stream);  // cudaStreamCreateWithFlags(non-blocking)
   CudaError (*StreamDestroy)(CudaStream stream);
   CudaError (*StreamQuery)(CudaStream stream);
+  CudaError (*StreamIsCapturing)(CudaStream stream, int* capture_status);
+  // cudaStreamWaitEvent(stream, event, 0).
+  CudaError (*StreamWaitEvent)(CudaStream stream, CudaEvent event);
+  CudaError (*EventCreate)(CudaEvent* event);  // cudaEventCreateWithFlags(disable timing)
+  CudaError (*EventDestroy)(CudaEvent event);
+  CudaError (*EventRecord)(CudaEvent event, CudaStream stream);
+  CudaError (*EventQuery)(CudaEvent event);
   CudaError (*PointerGetAttributes)(CudaPointerAttributes* attributes, const void* pointer);
   CudaError (*Malloc)(void** pointer, size_t bytes);
   CudaError (*Free)(void* pointer);

@@ -1,6 +1,7 @@
 #include "libdist/src/collectives/nccl_backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -21,7 +22,7 @@ int NcclBackend::DefaultDevice(const NcclApi* api, int local_process_index) {
 
 absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclApi* api, int rank,
                                                                  RankNames names, int device,
-                                                                 Rendezvous rendezvous,
+                                                                 Store store,
                                                                  absl::Time deadline) {
   const int size = static_cast<int>(names.processes.size());
   if (device < 0) api->GetDevice(&device);
@@ -43,13 +44,17 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclApi* 
     if (NcclResult r = api->GetUniqueId(&id); r != kNcclSuccess) {
       return absl::UnavailableError(absl::StrCat("ncclGetUniqueId failed: ", b->NcclError(r)));
     }
-    if (absl::Status s = rendezvous.publish_id(id); !s.ok()) return s;
+    if (absl::Status s = store.Set("nccl/id", std::string(id.internal, sizeof(id.internal)));
+        !s.ok()) {
+      return s;
+    }
   } else {
-    absl::StatusOr<NcclUniqueId> fetched = rendezvous.fetch_id(deadline);
+    absl::StatusOr<std::string> fetched = store.Get("nccl/id", deadline);
     if (!fetched.ok()) return fetched.status();
-    id = *fetched;
+    std::memcpy(id.internal, fetched->data(), std::min(fetched->size(), sizeof(id.internal)));
   }
-  rendezvous.mark_joined();
+  // Best effort: a rank whose mark is missing is only named among the missing ones later.
+  store.Set(absl::StrCat("nccl/joined/", rank), "1").IgnoreError();
   NcclComm comm = nullptr;
   const NcclResult r = api->CommInitRankNonBlocking(&comm, size, id, rank);
   b->comm_ = comm;
@@ -60,7 +65,10 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclApi* 
   }
   absl::Status init = b->Poll([] { return true; }, "NCCL communicator init", deadline);
   if (absl::IsDeadlineExceeded(init)) {
-    const std::vector<int> missing = rendezvous.missing_ranks();
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      if (!store.TryGet(absl::StrCat("nccl/joined/", r)).ok()) missing.push_back(r);
+    }
     return absl::DeadlineExceededError(absl::StrCat(
         "NCCL communicator init did not complete in time: ",
         missing.empty() ? "every rank joined, but NCCL did not finish connecting (check "
@@ -94,6 +102,10 @@ NcclBackend::~NcclBackend() {
       }
     }
     AbortComm();
+  }
+  {
+    absl::MutexLock lock(&events_mu_);
+    for (CudaEvent e : all_events_) api_->EventDestroy(e);
   }
   if (barrier_buffer_) api_->Free(barrier_buffer_);
   if (stream_) api_->StreamDestroy(stream_);
@@ -166,7 +178,7 @@ bool NcclBackend::IsDevicePointer(const NcclApi* api, const void* pointer) {
          (attributes.type == 2 || attributes.type == 3);
 }
 
-absl::Status NcclBackend::Run(const CollectiveCall& call) {
+absl::StatusOr<CudaEvent> NcclBackend::Enqueue(const CollectiveCall& call) {
   if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
   if (failed_.load()) return absl::FailedPreconditionError("the NCCL communicator failed before");
   const OpSignature& sig = call.sig;
@@ -226,21 +238,101 @@ absl::Status NcclBackend::Run(const CollectiveCall& call) {
     AbortComm();
     return absl::InternalError(absl::StrCat(sig.ToString(), " failed: ", error));
   }
-  CudaError stream_error = kCudaSuccess;
+  CudaEvent event = nullptr;
+  {
+    absl::MutexLock lock(&events_mu_);
+    if (!free_events_.empty()) {
+      event = free_events_.back();
+      free_events_.pop_back();
+    }
+  }
+  if (event == nullptr) {
+    if (CudaError e = api_->EventCreate(&event); e != kCudaSuccess) {
+      failed_ = true;
+      AbortComm();
+      return absl::InternalError(absl::StrCat("cannot create a CUDA event: ",
+                                              api_->CudaGetErrorString(e)));
+    }
+    absl::MutexLock lock(&events_mu_);
+    all_events_.push_back(event);
+  }
+  if (CudaError e = api_->EventRecord(event, stream); e != kCudaSuccess) {
+    ReleaseEvent(event);
+    failed_ = true;
+    AbortComm();
+    return absl::InternalError(absl::StrCat(sig.ToString(), ": cudaEventRecord failed: ",
+                                            api_->CudaGetErrorString(e)));
+  }
+  return event;
+}
+
+absl::Status NcclBackend::Run(const CollectiveCall& call) {
+  if (absl::Status s = CheckNotCapturing(call.cuda_stream); !s.ok()) return s;
+  absl::StatusOr<CudaEvent> event = Enqueue(call);
+  if (!event.ok()) return event.status();
+  absl::Status query_error;
   absl::Status s = Poll(
       [&] {
-        const CudaError e = api_->StreamQuery(stream);
-        if (e == kCudaErrorNotReady) return false;
-        stream_error = e;
+        absl::StatusOr<bool> done = Query(*event);
+        if (done.ok()) return *done;
+        query_error = done.status();
         return true;
       },
-      sig.ToString(), call.deadline);
-  if (s.ok() && stream_error != kCudaSuccess) {
+      call.sig.ToString(), call.deadline);
+  ReleaseEvent(*event);
+  if (s.ok() && !query_error.ok()) {
     failed_ = true;
-    return absl::InternalError(absl::StrCat(sig.ToString(), ": CUDA error ",
-                                            api_->CudaGetErrorString(stream_error)));
+    return absl::InternalError(absl::StrCat(call.sig.ToString(), ": ", query_error.message()));
   }
   return s;
+}
+
+absl::Status NcclBackend::CheckNotCapturing(CudaStream stream) const {
+  int capture = kCudaStreamCaptureStatusNone;
+  const CudaError e = api_->StreamIsCapturing(stream ? stream : stream_, &capture);
+  if (e == kCudaSuccess && capture == kCudaStreamCaptureStatusNone) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the stream is being captured into a CUDA graph, and capturing Cohort's collectives is "
+      "not supported yet",
+      e == kCudaSuccess ? "" : absl::StrCat(" (cudaStreamIsCapturing: ",
+                                             api_->CudaGetErrorString(e), ")"),
+      "; run the collective outside the capture"));
+}
+
+absl::StatusOr<bool> NcclBackend::Query(CudaEvent event) {
+  const CudaError e = api_->EventQuery(event);
+  if (e == kCudaSuccess) return true;
+  if (e == kCudaErrorNotReady) return false;
+  failed_ = true;
+  return absl::InternalError(absl::StrCat("CUDA error ", api_->CudaGetErrorString(e)));
+}
+
+absl::Status NcclBackend::Health() {
+  if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
+  NcclResult async = kNcclSuccess;
+  api_->CommGetAsyncError(comm_, &async);
+  if (async == kNcclSuccess || async == kNcclInProgress) return absl::OkStatus();
+  failed_ = true;
+  const std::string error = NcclError(async);
+  return absl::InternalError(absl::StrCat("NCCL failed on ", names_.Name(rank_), ": ", error));
+}
+
+absl::Status NcclBackend::StreamWait(CudaStream stream, CudaEvent event) {
+  if (CudaError e = api_->StreamWaitEvent(stream, event); e != kCudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaStreamWaitEvent failed: ",
+                                            api_->CudaGetErrorString(e)));
+  }
+  return absl::OkStatus();
+}
+
+void NcclBackend::ReleaseEvent(CudaEvent event) {
+  absl::MutexLock lock(&events_mu_);
+  free_events_.push_back(event);
+}
+
+void NcclBackend::FailAndAbort() {
+  failed_ = true;
+  AbortComm();
 }
 
 }  // namespace dist::internal

@@ -10,41 +10,57 @@
 #include "absl/synchronization/mutex.h"
 #include "libdist/src/collectives/collective_op.h"
 #include "libdist/src/collectives/nccl_api.h"
+#include "libdist/src/store.h"
 
 namespace dist::internal {
 
 // The NCCL backend: one NCCL communicator on one device. NCCL has no timeouts, so every wait is
 // Cohort's: init is nonblocking and polled against the init deadline (a timeout names the ranks
-// that never joined), each call is enqueued on a stream and polled (stream completion, NCCL's
-// asynchronous error, the call's deadline, Abort()), and a communicator that failed or timed out
-// is aborted with ncclCommAbort on a helper thread for a bounded time (abort itself can hang in
-// NCCL: NVIDIA/nccl#1777).
+// that never joined); a call is enqueued on a stream with an event recorded after it (Enqueue),
+// and whoever waits for it looks at the event, NCCL's asynchronous error and Abort() (Query,
+// Health); a communicator that failed or timed out is aborted with ncclCommAbort on a helper
+// thread for a bounded time (abort itself can hang in NCCL: NVIDIA/nccl#1777).
 class NcclBackend final : public CollectiveBackend {
  public:
-  // How the unique id travels and who joined: rank 0 publishes the id, the others fetch it;
-  // every rank marks itself joined. `missing_ranks` lists the ranks that did not mark.
-  struct Rendezvous {
-    std::function<absl::Status(const NcclUniqueId&)> publish_id;
-    std::function<absl::StatusOr<NcclUniqueId>(absl::Time deadline)> fetch_id;
-    std::function<void()> mark_joined;
-    std::function<std::vector<int>()> missing_ranks;
-  };
 
   // The device a process uses unless told otherwise: its index among its pod's processes
   // (COHORT_LOCAL_PROCESS_ID) modulo the devices it sees, so the processes of an 8-GPU pod take
   // one GPU each while every GPU stays visible to all of them (NCCL's P2P needs that).
   static int DefaultDevice(const NcclApi* api, int local_process_index);
 
-  // `device`: the CUDA device (-1: the current one).
+  // `device`: the CUDA device (-1: the current one). The unique id travels through `store`
+  // (rank 0 sets "nccl/id", the others get it), and every rank sets "nccl/joined/<rank>", so a
+  // timeout names the ranks that never joined.
   static absl::StatusOr<std::unique_ptr<NcclBackend>> Create(const NcclApi* api, int rank,
                                                              RankNames names, int device,
-                                                             Rendezvous rendezvous,
-                                                             absl::Time deadline);
+                                                             Store store, absl::Time deadline);
   ~NcclBackend() override;
 
+  // Blocking: Enqueue, then wait for the event (tests; the communicator uses the parts).
   absl::Status Run(const CollectiveCall& call) override;
   void Abort() override;
   std::string Describe() const override;
+
+  // FailedPrecondition when `stream` (nullptr: this backend's) is being captured into a CUDA
+  // graph: a captured collective would run once per replay, outside the watchdog's numbering.
+  absl::Status CheckNotCapturing(CudaStream stream) const;
+  // Enqueues the call on its stream (the call's, else this backend's) and records an event after
+  // it; returns the event. InvalidArgument for the caller's mistakes (the communicator stays
+  // usable), Internal when NCCL or CUDA failed (the communicator is aborted), Aborted after
+  // Abort().
+  absl::StatusOr<CudaEvent> Enqueue(const CollectiveCall& call);
+  // Whether the call behind `event` completed; Internal with CUDA's error when it failed.
+  absl::StatusOr<bool> Query(CudaEvent event);
+  // OK while the communicator is healthy; Aborted after Abort(), Internal with NCCL's
+  // asynchronous error (naming the rank). Never blocks: FailAndAbort() is the caller's to run.
+  absl::Status Health();
+  // Makes `stream` wait for `event` on the device (cudaStreamWaitEvent).
+  absl::Status StreamWait(CudaStream stream, CudaEvent event);
+  // Gives an event back to the pool (never destroyed before the backend: destroying an event
+  // can hang while the device is stuck).
+  void ReleaseEvent(CudaEvent event);
+  // Marks the communicator failed and aborts it (bounded), e.g. after a deadline passed.
+  void FailAndAbort();
 
   // Whether `pointer` is device (or managed) memory, for the auto backend's dispatch.
   static bool IsDevicePointer(const NcclApi* api, const void* pointer);
@@ -70,6 +86,9 @@ class NcclBackend final : public CollectiveBackend {
   const int device_;
   NcclComm comm_ = nullptr;
   CudaStream stream_ = nullptr;
+  absl::Mutex events_mu_;
+  std::vector<CudaEvent> free_events_ ABSL_GUARDED_BY(events_mu_);
+  std::vector<CudaEvent> all_events_ ABSL_GUARDED_BY(events_mu_);
   void* barrier_buffer_ = nullptr;  // One float on the device, for Barrier().
   std::atomic<bool> aborted_{false};
   std::atomic<bool> failed_{false};  // The NCCL communicator must be aborted, not finalized.

@@ -79,21 +79,19 @@ std::vector<std::unique_ptr<CollectiveBackend>> MakeHybridGroup(int hosts, int l
   for (int h = 0; h < hosts; ++h) {
     std::vector<SharedSegment> owners;
     for (int l = 0; l < local; ++l) owners.push_back(*SharedSegment::Create(ShmBackend::SegmentBytes()));
+    std::vector<int> members;
+    for (int l = 0; l < local; ++l) members.push_back(h * local + l);
     for (int l = 0; l < local; ++l) {
       const int r = h * local + l;
       std::vector<SharedSegment> segs;
-      RankNames names;
       for (int q = 0; q < local; ++q) {
         segs.push_back(*SharedSegment::Map(dup(owners[q].fd()), ShmBackend::SegmentBytes()));
-        names.processes.push_back(h * local + q);
       }
       std::vector<int> rail;
       for (int g = 0; g < hosts; ++g) rail.push_back(g * local + l);
-      auto* tcp = static_cast<TcpBackend*>(flat[r].get());
-      std::unique_ptr<CollectiveBackend> rail_backend = TcpBackend::Subset(*tcp, rail);
-      group[r] = std::make_unique<HybridBackend>(
-          l, local, hosts, p, std::make_unique<ShmBackend>(l, names, std::move(segs)),
-          std::move(rail_backend), std::move(flat[r]));
+      std::unique_ptr<TcpBackend> tcp(static_cast<TcpBackend*>(flat[r].release()));
+      group[r] = HybridBackend::Assemble(r, members, rail, std::move(segs), Names(p),
+                                         std::move(tcp));
     }
   }
   return group;

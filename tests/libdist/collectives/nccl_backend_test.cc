@@ -1,113 +1,30 @@
-// The NCCL backend's own logic (rendezvous, nonblocking init against Cohort's deadline, polling,
-// error and abort paths, clean shutdown) against a fake NCCL function table, on a CPU.
+// The NCCL backend's own logic (rendezvous through the store, nonblocking init against Cohort's
+// deadline, events, polling, error and abort paths, capture, clean shutdown) against a fake NCCL
+// function table, on a CPU.
 
 #include <atomic>
 #include <cstring>
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libdist/src/collectives/nccl_api.h"
 #include "libdist/src/collectives/nccl_backend.h"
+#include "tests/coordination/client/fake_job_client.h"
+#include "tests/libdist/collectives/fake_nccl.h"
 
 namespace dist::internal {
 namespace {
 
+using cohort::coordination::testing::FakeJob;
+using testing::FakeDeviceBuffer;
+using testing::FakeNccl;
+
 using ::testing::HasSubstr;
-
-// What the fake NCCL does; reset by each test.
-struct FakeNccl {
-  bool init_completes = true;
-  NcclResult init_error = kNcclSuccess;  // Reported by the async error once init "finishes".
-  std::atomic<NcclResult> async_error{kNcclSuccess};
-  std::atomic<bool> stream_done{true};
-  std::atomic<int> aborts{0}, finalizes{0}, destroys{0};
-  NcclUniqueId issued{};
-  int last_type = -1, last_op = -1, last_root = -1;
-  size_t last_count = 0;
-  std::string last_call;
-  int sends = 0, recvs = 0;
-};
-FakeNccl* fake = nullptr;
-int fake_comm_storage;
-
-NcclComm FakeComm() { return reinterpret_cast<NcclComm>(&fake_comm_storage); }
-
-NcclApi FakeApi() {
-  NcclApi api{};
-  api.version = 22809;
-  api.GetVersion = [](int* v) { *v = 22809; return kNcclSuccess; };
-  api.GetUniqueId = [](NcclUniqueId* id) {
-    std::memset(id->internal, 0x5a, sizeof(id->internal));
-    fake->issued = *id;
-    return kNcclSuccess;
-  };
-  api.CommInitRankNonBlocking = [](NcclComm* comm, int, NcclUniqueId, int) {
-    *comm = FakeComm();
-    if (!fake->init_completes) fake->async_error = kNcclInProgress;
-    else fake->async_error = fake->init_error;
-    return kNcclInProgress;
-  };
-  api.CommGetAsyncError = [](NcclComm, NcclResult* e) {
-    *e = fake->async_error.load();
-    return kNcclSuccess;
-  };
-  api.CommFinalize = [](NcclComm) { ++fake->finalizes; return kNcclSuccess; };
-  api.CommDestroy = [](NcclComm) { ++fake->destroys; return kNcclSuccess; };
-  api.CommAbort = [](NcclComm) { ++fake->aborts; return kNcclSuccess; };
-  api.GetErrorString = [](NcclResult r) {
-    return r == kNcclRemoteError ? "remote process exited or there was a network error"
-                                 : "some NCCL error";
-  };
-  api.GetLastError = [](NcclComm) { return "peer 1 vanished"; };
-  api.AllReduce = [](const void*, void*, size_t count, int type, int op, NcclComm, CudaStream) {
-    fake->last_call = "all_reduce";
-    fake->last_count = count;
-    fake->last_type = type;
-    fake->last_op = op;
-    return kNcclSuccess;
-  };
-  api.AllGather = [](const void*, void*, size_t count, int type, NcclComm, CudaStream) {
-    fake->last_call = "all_gather";
-    fake->last_count = count;
-    fake->last_type = type;
-    return kNcclSuccess;
-  };
-  api.ReduceScatter = [](const void*, void*, size_t count, int type, int op, NcclComm,
-                         CudaStream) {
-    fake->last_call = "reduce_scatter";
-    fake->last_count = count;
-    fake->last_type = type;
-    fake->last_op = op;
-    return kNcclSuccess;
-  };
-  api.Broadcast = [](const void*, void*, size_t count, int type, int root, NcclComm, CudaStream) {
-    fake->last_call = "broadcast";
-    fake->last_count = count;
-    fake->last_type = type;
-    fake->last_root = root;
-    return kNcclSuccess;
-  };
-  api.Send = [](const void*, size_t, int, int, NcclComm, CudaStream) { ++fake->sends; return kNcclSuccess; };
-  api.Recv = [](void*, size_t, int, int, NcclComm, CudaStream) { ++fake->recvs; return kNcclSuccess; };
-  api.GroupStart = [] { return kNcclSuccess; };
-  api.GroupEnd = [] { return kNcclSuccess; };
-  api.GetDeviceCount = [](int* n) { *n = 1; return kCudaSuccess; };
-  api.GetDevice = [](int* d) { *d = 0; return kCudaSuccess; };
-  api.SetDevice = [](int) { return kCudaSuccess; };
-  api.StreamCreate = [](CudaStream* s) { *s = reinterpret_cast<CudaStream>(0x1); return kCudaSuccess; };
-  api.StreamDestroy = [](CudaStream) { return kCudaSuccess; };
-  api.StreamQuery = [](CudaStream) { return fake->stream_done.load() ? kCudaSuccess : kCudaErrorNotReady; };
-  api.PointerGetAttributes = [](CudaPointerAttributes* a, const void*) { a->type = 2; return kCudaSuccess; };
-  api.CudaGetErrorString = [](CudaError) { return "cuda error"; };
-  api.Malloc = [](void** p, size_t) { *p = &fake_comm_storage; return kCudaSuccess; };
-  api.Free = [](void*) { return kCudaSuccess; };
-  api.Memcpy = [](void*, const void*, size_t, int) { return kCudaSuccess; };
-  return api;
-}
 
 RankNames Names(int p) {
   RankNames n;
@@ -117,49 +34,40 @@ RankNames Names(int p) {
 
 class NcclBackendTest : public ::testing::Test {
  protected:
-  void SetUp() override { fake = &state_; }
-  void TearDown() override { fake = nullptr; }
-
-  // A rendezvous where the id is kept here and `missing` ranks never mark themselves joined.
-  NcclBackend::Rendezvous Rdv(std::vector<int> missing = {}) {
-    NcclBackend::Rendezvous r;
-    r.publish_id = [this](const NcclUniqueId& id) { published_ = id; ++publishes_; return absl::OkStatus(); };
-    r.fetch_id = [this](absl::Time) -> absl::StatusOr<NcclUniqueId> { ++fetches_; return published_; };
-    r.mark_joined = [this] { ++joins_; };
-    r.missing_ranks = [missing] { return missing; };
-    return r;
-  }
-
+  // Rank `rank` of `size`; `joined` ranks (other than this one) already marked themselves
+  // joined in the store.
   absl::StatusOr<std::unique_ptr<NcclBackend>> Make(int rank, int size, absl::Duration timeout,
-                                                    std::vector<int> missing = {}) {
-    return NcclBackend::Create(&api_, rank, Names(size), -1, Rdv(std::move(missing)),
-                               absl::Now() + timeout);
+                                                    std::vector<int> joined = {}) {
+    Store store(&job_.client(rank));
+    for (int r : joined) store.Set(absl::StrCat("nccl/joined/", r), "1").IgnoreError();
+    return NcclBackend::Create(&api_, rank, Names(size), -1, store, absl::Now() + timeout);
   }
 
   CollectiveCall Call(CollectiveKind kind, size_t count, DataType type = DataType::kFloat32,
                       ReduceOp op = ReduceOp::kSum, absl::Duration timeout = absl::Seconds(5)) {
     CollectiveCall c;
     c.sig = OpSignature{1, kind, type, op, kind == CollectiveKind::kBroadcast ? 1 : -1, count};
-    c.send = c.recv = &fake_comm_storage;
+    c.send = c.recv = FakeDeviceBuffer();
     c.deadline = absl::Now() + timeout;
     return c;
   }
 
+  FakeJob job_{4};
   FakeNccl state_;
-  NcclApi api_ = FakeApi();
-  NcclUniqueId published_{};
-  int publishes_ = 0, fetches_ = 0, joins_ = 0;
+  NcclApi api_ = state_.Api();
 };
 
-TEST_F(NcclBackendTest, Create_RankZeroPublishesTheIdOthersFetchIt) {
+TEST_F(NcclBackendTest, Create_RankZeroPublishesTheIdThroughTheStoreOthersFetchIt) {
   auto zero = Make(0, 2, absl::Seconds(5));
   ASSERT_TRUE(zero.ok()) << zero.status();
-  EXPECT_EQ(publishes_, 1);
-  EXPECT_EQ(std::memcmp(published_.internal, state_.issued.internal, 128), 0);
+  Store store(&job_.client(1));
+  absl::StatusOr<std::string> id = store.TryGet("nccl/id");
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, std::string(state_.issued.internal, sizeof(state_.issued.internal)));
   auto one = Make(1, 2, absl::Seconds(5));
   ASSERT_TRUE(one.ok()) << one.status();
-  EXPECT_EQ(fetches_, 1);
-  EXPECT_EQ(joins_, 2);
+  EXPECT_TRUE(store.TryGet("nccl/joined/0").ok());
+  EXPECT_TRUE(store.TryGet("nccl/joined/1").ok());
 }
 
 TEST_F(NcclBackendTest, Run_MapsOpsAndTypesToNccl) {
@@ -186,7 +94,7 @@ TEST_F(NcclBackendTest, Run_MapsOpsAndTypesToNccl) {
 TEST_F(NcclBackendTest, InitNeverCompletes_DeadlineNamesMissingRanksAndAborts) {
   state_.init_completes = false;
   const absl::Time start = absl::Now();
-  auto b = Make(0, 4, absl::Milliseconds(200), {2, 3});
+  auto b = Make(0, 4, absl::Milliseconds(200), /*joined=*/{1});
   ASSERT_TRUE(absl::IsDeadlineExceeded(b.status())) << b.status();
   EXPECT_THAT(b.status().message(), HasSubstr("processes 2 and 3 never joined"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
@@ -206,12 +114,9 @@ TEST_F(NcclBackendTest, AsyncErrorDuringCall_ReturnsItAbortsAndRefusesLaterCalls
   auto b = Make(0, 2, absl::Seconds(5));
   ASSERT_TRUE(b.ok());
   state_.stream_done = false;
-  std::thread t([&] {
-    absl::SleepFor(absl::Milliseconds(50));
-    state_.async_error = kNcclRemoteError;
-  });
+  state_.raise_on_query = 3;  // While the call is in flight: two looks found it running.
   absl::Status s = (*b)->Run(Call(CollectiveKind::kAllReduce, 100));
-  t.join();
+  EXPECT_GE(state_.event_queries.load(), 3);
   EXPECT_TRUE(absl::IsInternal(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("remote process exited"));
   EXPECT_EQ(state_.aborts, 1);
@@ -267,6 +172,54 @@ TEST_F(NcclBackendTest, DefaultDevice_LocalIndexModuloTheVisibleDevices) {
   EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 5), 1);
   api_.GetDeviceCount = [](int* n) { *n = 0; return kCudaSuccess; };
   EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 5), 0);
+}
+
+TEST_F(NcclBackendTest, Enqueue_ReturnsWhileTheDeviceRunsQueryFlipsWhenItFinishes) {
+  auto b = Make(0, 2, absl::Seconds(5));
+  ASSERT_TRUE(b.ok());
+  state_.stream_done = false;
+  absl::StatusOr<CudaEvent> e1 = (*b)->Enqueue(Call(CollectiveKind::kAllReduce, 8));
+  absl::StatusOr<CudaEvent> e2 = (*b)->Enqueue(Call(CollectiveKind::kAllGather, 8));
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  EXPECT_NE(*e1, *e2);
+  EXPECT_EQ(state_.collectives, 2);
+  EXPECT_FALSE(*(*b)->Query(*e1));
+  state_.CompleteEvent(1);
+  EXPECT_TRUE(*(*b)->Query(*e1));
+  EXPECT_FALSE(*(*b)->Query(*e2));
+  EXPECT_TRUE((*b)->StreamWait(reinterpret_cast<CudaStream>(0x2), *e2).ok());
+  EXPECT_EQ(state_.stream_waits, 1);
+  (*b)->ReleaseEvent(*e1);
+  // A released event is used again before a new one is made.
+  absl::StatusOr<CudaEvent> e3 = (*b)->Enqueue(Call(CollectiveKind::kAllReduce, 8));
+  EXPECT_EQ(*e3, *e1);
+}
+
+TEST_F(NcclBackendTest, CapturingStream_FailedPreconditionAndNothingEnqueued) {
+  auto b = Make(0, 2, absl::Seconds(5));
+  ASSERT_TRUE(b.ok());
+  state_.capturing = true;
+  absl::Status s = (*b)->Run(Call(CollectiveKind::kAllReduce, 8));
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("not supported yet"));
+  EXPECT_EQ(state_.collectives, 0);
+  EXPECT_EQ(state_.event_queries, 0);
+  EXPECT_EQ(state_.stream_queries, 0);
+  state_.capturing = false;
+  EXPECT_TRUE((*b)->Run(Call(CollectiveKind::kAllReduce, 8)).ok());  // Still usable.
+}
+
+TEST_F(NcclBackendTest, Destruction_DestroysEveryEventItMade) {
+  auto b = Make(0, 2, absl::Seconds(5));
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->Run(Call(CollectiveKind::kAllReduce, 8)).ok());
+  state_.stream_done = false;
+  ASSERT_TRUE((*b)->Enqueue(Call(CollectiveKind::kAllReduce, 8)).ok());
+  ASSERT_TRUE((*b)->Enqueue(Call(CollectiveKind::kAllReduce, 8)).ok());
+  b->reset();
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.events_created, 2);
+  EXPECT_EQ(state_.events_destroyed, 2);
 }
 
 TEST(NcclApiTest, LibraryAbsent_UnavailableSaysWhatToDo) {

@@ -9,10 +9,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libdist/src/collectives/nccl_api.h"
+#include "libdist/src/collectives/communicator_impl.h"
 #include "libdist/src/collectives/nccl_backend.h"
+#include "tests/coordination/client/fake_job_client.h"
 
 namespace dist::internal {
 namespace {
+
+using cohort::coordination::testing::FakeJob;
 
 class NcclGpuTest : public ::testing::Test {
  protected:
@@ -20,16 +24,10 @@ class NcclGpuTest : public ::testing::Test {
     absl::StatusOr<const NcclApi*> api = LoadNccl();
     if (!api.ok()) GTEST_SKIP() << api.status().message();
     api_ = *api;
-    NcclBackend::Rendezvous rdv;
-    rdv.publish_id = [](const NcclUniqueId&) { return absl::OkStatus(); };
-    rdv.fetch_id = [](absl::Time) -> absl::StatusOr<NcclUniqueId> {
-      return absl::InternalError("a 1-rank communicator never fetches");
-    };
-    rdv.mark_joined = [] {};
-    rdv.missing_ranks = [] { return std::vector<int>(); };
     RankNames names;
     names.processes = {0};
-    auto b = NcclBackend::Create(api_, 0, names, 0, rdv, absl::Now() + absl::Seconds(60));
+    auto b = NcclBackend::Create(api_, 0, names, 0, Store(&job_.client(0)),
+                                 absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(b.ok()) << b.status();
     backend_ = std::move(*b);
   }
@@ -60,6 +58,7 @@ class NcclGpuTest : public ::testing::Test {
     return c;
   }
 
+  FakeJob job_{1};
   const NcclApi* api_ = nullptr;
   std::unique_ptr<NcclBackend> backend_;
   std::vector<void*> buffers_;
@@ -98,6 +97,83 @@ TEST_F(NcclGpuTest, Abort_LaterCallsReturnAbortedAndDestructionIsBounded) {
   const absl::Time start = absl::Now();
   backend_.reset();
   EXPECT_LT(absl::Now() - start, NcclBackend::kAbortBound + absl::Seconds(1));
+}
+
+// The asynchronous calls through a 1-rank communicator on the real device.
+class NcclGpuAsyncTest : public NcclGpuTest {
+ protected:
+  void SetUp() override {
+    NcclGpuTest::SetUp();
+    if (IsSkipped()) return;
+    backend_.reset();
+    ResolvedCommunicatorOptions o;
+    o.backend = Backend::kNccl;
+    o.init_timeout = absl::Seconds(60);
+    o.cuda_device = 0;
+    JobHandle h;
+    h.client = std::shared_ptr<cohort::coordination::JobClient>(
+        &job_.client(0), [](cohort::coordination::JobClient*) {});
+    h.heartbeat_timeout = absl::Seconds(10);
+    auto c = CommunicatorImpl::Build(h, o, "world", Store(&job_.client(0)).WithPrefix("c"),
+                                     "world#0", {0});
+    ASSERT_TRUE(c.ok()) << c.status();
+    comm_ = std::move(*c);
+  }
+  void TearDown() override {
+    comm_.reset();
+    NcclGpuTest::TearDown();
+  }
+  std::unique_ptr<CommunicatorImpl> comm_;
+};
+
+TEST_F(NcclGpuAsyncTest, AllReduceAsyncOf1GiB_ReturnsBeforeTheDeviceFinishes) {
+  const size_t n = size_t{1} << 28;  // 1 GiB of float32.
+  void* buf = nullptr;
+  ASSERT_EQ(api_->Malloc(&buf, n * 4), kCudaSuccess);
+  buffers_.push_back(buf);
+  const absl::Time start = absl::Now();
+  auto w = comm_->Submit(CollectiveKind::kAllReduce, buf, buf, n, DataType::kFloat32,
+                         ReduceOp::kSum, -1, {});
+  const absl::Duration enqueue = absl::Now() - start;
+  ASSERT_TRUE(w.ok()) << w.status();
+  Work work = WorkAccess::Wrap(std::move(*w));
+  const bool done_at_once = work.Test();
+  ASSERT_TRUE(work.Wait().ok());
+  const absl::Duration total = absl::Now() - start;
+  EXPECT_FALSE(done_at_once) << "enqueue " << enqueue << ", total " << total;
+  EXPECT_LT(enqueue, total);
+  EXPECT_TRUE(work.Test());
+}
+
+// An all-reduce on stream A, StreamWait(B), then an all-reduce on B reading A's result: B's
+// result is right only if B waited for A on the device.
+TEST_F(NcclGpuAsyncTest, StreamWait_OrdersLaterWorkOnAnotherStream) {
+  const size_t n = size_t{1} << 24;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 977);
+  void* a = Device(x);
+  void* b = Device(std::vector<float>(n, -1));
+  CudaStream sa = nullptr, sb = nullptr;
+  ASSERT_EQ(api_->StreamCreate(&sa), kCudaSuccess);
+  ASSERT_EQ(api_->StreamCreate(&sb), kCudaSuccess);
+  CallOptions on_a, on_b;
+  on_a.cuda_stream = sa;
+  on_b.cuda_stream = sb;
+  auto first = comm_->Submit(CollectiveKind::kAllGather, a, b, n, DataType::kFloat32,
+                             ReduceOp::kSum, -1, on_a);
+  ASSERT_TRUE(first.ok());
+  Work w1 = WorkAccess::Wrap(std::move(*first));
+  ASSERT_TRUE(w1.StreamWait(sb).ok());
+  void* c = Device(std::vector<float>(n, -2));
+  auto second = comm_->Submit(CollectiveKind::kAllReduce, b, c, n, DataType::kFloat32,
+                              ReduceOp::kSum, -1, on_b);
+  ASSERT_TRUE(second.ok());
+  Work w2 = WorkAccess::Wrap(std::move(*second));
+  ASSERT_TRUE(w2.Wait().ok());
+  EXPECT_EQ(Host(c, n), x);
+  ASSERT_TRUE(w1.Wait().ok());
+  api_->StreamDestroy(sa);
+  api_->StreamDestroy(sb);
 }
 
 }  // namespace
