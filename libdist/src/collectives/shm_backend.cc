@@ -186,12 +186,17 @@ absl::Status ShmBackend::WaitPeers(CounterField field, uint32_t target, const Op
     if (q == rank_) continue;
     Counter& c = Seg(q).*field;
     if (Reached(c.value.load(std::memory_order_acquire), target)) continue;
-    // Spin (or yield) for a while before sleeping: a futex wake-up takes 50-100 us on a VM, and
-    // once one rank sleeps, its peer waits for that wake-up and then sleeps too (a convoy that
-    // turns a 1 us step into a 100 us one). Time-based, so it means the same on every CPU.
+    // Spin, then yield, for a while before sleeping: a futex wake-up takes 50-100 us on a VM,
+    // and once one rank sleeps, its peer waits for that wake-up and then sleeps too (a convoy
+    // that turns a 1 us step into a 100 us one). Time-based, so it means the same on every CPU.
+    // Only the first few microseconds are pure spinning: a peer that has not answered by then
+    // may be waiting for this very CPU (the scheduler put both ranks on one core, or another
+    // process holds the peer's), and spinning would keep it off for the whole budget (1 ms a
+    // step: measured 130x slower with both ranks on one CPU). sched_yield hands the core to it
+    // and returns at once when no one else wants the core.
     const absl::Time spin_until = absl::Now() + kSpinBudget;
     for (int i = 1;; ++i) {
-      if (oversubscribed_) {
+      if (oversubscribed_ || i > kPureSpins) {
         sched_yield();
       } else {
         CpuRelax();

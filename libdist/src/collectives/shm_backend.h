@@ -58,6 +58,8 @@ class ShmBackend final : public CollectiveBackend {
   // How long a waiting rank spins (or yields, when ranks share cores) before it sleeps on the
   // futex. (Yielding early when every rank has a core made ranks convoy again: measured.)
   static constexpr absl::Duration kSpinBudget = absl::Milliseconds(1);
+  // How many pause instructions a waiter spins through before it starts yielding its core.
+  static constexpr int kPureSpins = 128;
 
   // `segments[r]` is rank r's segment (this rank's own at `rank`), all of SegmentBytes().
   ShmBackend(int rank, RankNames names, std::vector<SharedSegment> segments);
