@@ -49,6 +49,9 @@ inline constexpr char kHostTransport[] = "COHORT_HOST_TRANSPORT";
 inline constexpr char kCollectiveTimeout[] = "COHORT_COLLECTIVE_TIMEOUT";
 inline constexpr char kCollectivesHost[] = "COHORT_COLLECTIVES_HOST";
 inline constexpr char kFlightRecorderEntries[] = "COHORT_FLIGHT_RECORDER_ENTRIES";
+// How cohort-run and cohort-launch bind the processes they start: "cores" (each local process
+// on its own share of the CPUs) or "none" (launcher/cpu_binding.h).
+inline constexpr char kCpuBind[] = "COHORT_CPU_BIND";
 
 // Set on a pod whose trainer requests GPUs: the process's GPU (jax reads it itself).
 inline constexpr char kJaxLocalDeviceIds[] = "JAX_LOCAL_DEVICE_IDS";

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -55,6 +56,13 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
   if (pipe2(exec_err, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
+  // Built before fork: the child only calls async-signal-safe functions.
+  const std::vector<int>& cpus = options.cpus;
+  cpu_set_t cpus_set;
+  CPU_ZERO(&cpus_set);
+  for (int c : cpus) {
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus_set);
+  }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
@@ -78,6 +86,7 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
       dup2(output_file, STDERR_FILENO);
     }
     if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) _exit(126);
+    if (!cpus.empty()) sched_setaffinity(0, sizeof(cpus_set), &cpus_set);
     execvpe(argv[0], argv.data(), envp.data());
     int err = errno;
     ssize_t ignored = write(exec_err[1], &err, sizeof(err));

@@ -32,6 +32,8 @@ class Subprocess {
     // SIGKILL the child (its own process, not its group) when the thread that started it ends,
     // e.g. when the parent is killed, so that it never outlives its parent.
     bool die_with_parent = false;
+    // The CPUs the child may run on (sched_setaffinity before exec); empty: ours.
+    std::vector<int> cpus;
   };
 
   // Errors: NotFound (program missing), Internal (fork/pipe failure).

@@ -12,7 +12,8 @@
 // process exits non-zero or is killed, the others get the fate-sharing window to exit by
 // themselves (libdist tells them within a second) and are then killed; cohort-launch exits with
 // the status of the process that caused it (128 + signal for a killed one), and with 0 only when
-// every process exited 0. docs/operator.md has the rules.
+// every process exited 0. Local process l runs on the l-th share of the pod's CPUs
+// (COHORT_CPU_BIND=none turns that off; launcher/cpu_binding.h). docs/operator.md has the rules.
 //
 //   cohort-launch --install /run/cohort/bin/cohort-launch
 //
@@ -35,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/env.h"
+#include "launcher/cpu_binding.h"
 #include "launcher/process_group.h"
 
 namespace cohort {
@@ -80,6 +82,12 @@ int Launch(const std::vector<std::string>& command, absl::Duration window) {
   }
   const std::string socket_base = env::Get(env::kAgentSocket).value_or("");
   const bool gpus = env::Get(env::kJaxLocalDeviceIds).has_value();
+  absl::StatusOr<CpuBind> bind = CpuBindFromEnvironment(kDefaultCpuBind);
+  if (!bind.ok()) {
+    std::cerr << kName << ": " << bind.status().message() << "\n";
+    return kExitUsage;
+  }
+  const std::vector<int> cpus = AllowedCpus();
 
   ProcessGroup group(kName);
   bool started = true;
@@ -95,7 +103,10 @@ int Launch(const std::vector<std::string>& command, absl::Duration window) {
     child.label = absl::StrCat("rank ", p.rank());
     child.rank = p.rank();
     child.pod = p.pod_index;
-    started = group.Start(std::move(child), Subprocess::Options{command, vars});
+    Subprocess::Options options{command, vars};
+    // The pod's CPUs (its cpuset), shared out among its processes.
+    if (*bind == CpuBind::kCores) options.cpus = CpuShare(cpus, local, p.processes_per_pod);
+    started = group.Start(std::move(child), options);
   }
   if (!started) group.KillAllAt(absl::Now());
 

@@ -44,6 +44,7 @@
 #include "common/token.h"
 #include "coordination/client/grpc_coordination_stub.h"
 #include "coordination/wire/proto_convert.h"
+#include "launcher/cpu_binding.h"
 #include "launcher/process_group.h"
 
 namespace cohort {
@@ -66,6 +67,8 @@ struct Flags {
   std::string grace_period = "10s";
   bool verbose = false;
   bool standalone = false;
+  std::string cpu_bind;  // Empty: COHORT_CPU_BIND, else kDefaultCpuBind.
+  CpuBind bind = kDefaultCpuBind;  // Resolved from the two.
   std::vector<std::string> command;
 };
 
@@ -137,6 +140,9 @@ std::optional<Flags> ParseFlags(int argc, char** argv, int* exit_code) {
   app.add_option("--grace-period", f.grace_period,
                  "After a failure, how long survivors get to exit before SIGKILL")
       ->capture_default_str();
+  app.add_option("--cpu-bind", f.cpu_bind,
+                 "cores: each rank on its own share of this machine's CPUs (default); none: the "
+                 "kernel places them (env COHORT_CPU_BIND)");
   app.add_flag("-v,--verbose", f.verbose, "Show the sidecars' informational logs too");
   app.add_flag("--standalone", f.standalone,
                "No sidecars: libdist runs the agent in-process and process 0 hosts the service");
@@ -159,6 +165,14 @@ std::optional<Flags> ParseFlags(int argc, char** argv, int* exit_code) {
               << " (every pod runs the same number of processes)\n";
     return std::nullopt;
   }
+  absl::StatusOr<CpuBind> bind =
+      f.cpu_bind.empty() ? CpuBindFromEnvironment(kDefaultCpuBind) : ParseCpuBind(f.cpu_bind);
+  if (!bind.ok()) {
+    std::cerr << "cohort-run: " << (f.cpu_bind.empty() ? "" : "--cpu-bind: ")
+              << bind.status().message() << "\n";
+    return std::nullopt;
+  }
+  f.bind = *bind;
   if (f.processes_per_pod > 0 && f.standalone) {
     std::cerr << "cohort-run: --processes-per-pod groups ranks by sidecar; --standalone has no "
                  "sidecars: use one or the other\n";
@@ -272,6 +286,7 @@ class LocalJob {
   }
 
   bool StartProcesses() {
+    const std::vector<int> cpus = AllowedCpus();
     const std::string sidecar = FindSidecar(f_.sidecar);
     for (int pod = 0; pod < Pods(); ++pod) {
       const int first_rank = pod * PerPod();
@@ -320,7 +335,10 @@ class LocalJob {
         c.label = absl::StrCat("rank ", rank);
         c.rank = rank;
         c.pod = pod;
-        if (!group_.Start(std::move(c), Subprocess::Options{f_.command, env})) return false;
+        Subprocess::Options options{f_.command, env};
+        // Every rank of this job runs on this machine: rank r gets share r of its CPUs.
+        if (f_.bind == CpuBind::kCores) options.cpus = CpuShare(cpus, rank, f_.num_processes);
+        if (!group_.Start(std::move(c), options)) return false;
       }
     }
     Print(absl::StrCat("cohort-run: started ", f_.num_processes, " processes (coordinator ",

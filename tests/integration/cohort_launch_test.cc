@@ -1,6 +1,7 @@
 // cohort-launch, the launcher of a pod's processes, run as the operator runs it in a trainer
 // container: real processes, real signals.
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -45,6 +47,39 @@ TEST(CohortLaunchTest, TwoProcesses_EachItsRanksEnvironmentAndPrefixedOutput) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(run.Has("[rank 2] env 2 0 2 0 4 2 1 2 0 /run/cohort/agent-0.sock"));
   EXPECT_TRUE(run.Has("[rank 3] env 3 1 3 1 4 2 1 3 1 /run/cohort/agent-1.sock"));
+}
+
+// The pod's CPUs (here: cohort-launch's affinity mask) are shared out between its processes;
+// COHORT_CPU_BIND=none leaves each all of them; an unknown value stops the pod before anything runs.
+TEST(CohortLaunchTest, CpuBinding_ProcessesShareThePodsCpusUnlessTurnedOff) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int allowed = CPU_COUNT(&set);
+  for (const std::string bind : {"", "none"}) {
+    SCOPED_TRACE(bind.empty() ? "default" : bind);
+    std::map<std::string, std::string> env = PodOneOfTwoByTwo();
+    if (!bind.empty()) env["COHORT_CPU_BIND"] = bind;
+    LauncherRun run = LaunchPod({"--", "/bin/sh", "-c", "echo NPROC $(nproc)"}, env);
+    int status = run.Finish();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    int total = 0;
+    for (int rank : {2, 3}) {
+      const std::string prefix = absl::StrCat("[rank ", rank, "] NPROC ");
+      const std::string line = run.Find(prefix);
+      int n = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.find(prefix) + prefix.size()), &n)) << line;
+      if (bind == "none") EXPECT_EQ(n, allowed);
+      total += n;
+    }
+    if (bind.empty()) EXPECT_EQ(total, allowed >= 2 ? allowed : 2);
+  }
+  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
+  env["COHORT_CPU_BIND"] = "numa";
+  LauncherRun bad = LaunchPod({"--", "/bin/true"}, env);
+  int status = bad.Finish();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_TRUE(bad.Has("COHORT_CPU_BIND='numa' is not one of none, cores"));
 }
 
 TEST(CohortLaunchTest, OneProcessFails_OthersStoppedAfterTheWindowAndItsStatusReturned) {

@@ -12,6 +12,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -49,6 +51,45 @@ TEST(CohortRunTest, ProcessesPerPod_PodsOfTwoShareASidecarWithThePodsEnvironment
     EXPECT_TRUE(run.Has(absl::StrCat("[rank ", r, "] RENDEZVOUS rank=", r,
                                      " keys=4 count=4 local=", r % 2, "/2")));
   }
+}
+
+// nproc counts the CPUs a process may run on: bound, two ranks share this machine's CPUs out
+// between them (one each on a 1-CPU machine); unbound, each may use them all.
+TEST(CohortRunTest, CpuBinding_RanksShareTheCpusOutByDefault_NoneLeavesEachAllOfThem) {
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int allowed = CPU_COUNT(&set);
+  ASSERT_GE(cpus, 1);
+  for (const std::string bind : {"", "none"}) {
+    SCOPED_TRACE(bind.empty() ? "default" : bind);
+    std::vector<std::string> args = {"-n", "2"};
+    if (!bind.empty()) args.insert(args.end(), {"--cpu-bind", bind});
+    args.insert(args.end(), {"--", "sh", "-c", "echo NPROC $(nproc)"});
+    LauncherRun run = Launch(args);
+    int status = run.Finish();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    int total = 0;
+    for (int r = 0; r < 2; ++r) {
+      int n = 0;
+      const std::string prefix = absl::StrCat("[rank ", r, "] NPROC ");
+      const std::string line = run.Find(prefix);
+      ASSERT_NE(line, "") << "rank " << r;
+      ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.find(prefix) + prefix.size()), &n)) << line;
+      ASSERT_GT(n, 0) << "rank " << r;
+      if (bind == "none") EXPECT_EQ(n, allowed) << "rank " << r;
+      total += n;
+    }
+    if (bind.empty()) EXPECT_EQ(total, allowed >= 2 ? allowed : 2);
+  }
+}
+
+TEST(CohortRunTest, CpuBindingUnknownValue_RefusedNamingTheChoices) {
+  LauncherRun run = Launch({"-n", "1", "--cpu-bind", "sockets", "--", "/bin/true"});
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_TRUE(run.Has("--cpu-bind: COHORT_CPU_BIND='sockets' is not one of none, cores"));
 }
 
 TEST(CohortRunTest, ProcessesPerPodNotADivisor_ClearError) {
