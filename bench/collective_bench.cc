@@ -1,7 +1,7 @@
 // collective-bench: libdist's collectives, measured the way nccl-tests measures NCCL.
 //
 //   collective-bench [-n 2] [--op all_reduce] [--transport auto|shm|tcp] [--min-bytes 4K]
-//                    [--max-bytes 64M] [--factor 4] [--json]
+//                    [--max-bytes 64M] [--factor 4] [--json] [--async N]
 //
 // Without COHORT_PROCESS_ID in the environment it launches -n copies of itself as a standalone
 // job on loopback (process 0 hosts the coordination service); under cohort-run or in a job it
@@ -48,6 +48,8 @@ struct Flags {
   int iters = 0;  // 0: by size (20 up to 1 MiB, 10 up to 16 MiB, 5 above)
   bool json = false;
   bool memcpy_ceiling = true;
+  // > 0: the timed loop enqueues this many asynchronous calls, then waits for them all.
+  int async = 0;
 };
 
 size_t ParseBytes(const std::string& s) {
@@ -131,6 +133,21 @@ absl::Status RunOp(dist::Communicator& c, Op op, const float* send, float* recv,
   return absl::OkStatus();
 }
 
+absl::StatusOr<dist::Work> RunOpAsync(dist::Communicator& c, Op op, const float* send,
+                                      float* recv, size_t count) {
+  switch (op) {
+    case Op::kAllReduce:
+      return c.AllReduceAsync(send, recv, count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
+    case Op::kBroadcast: return c.BroadcastAsync(send, recv, count, dist::DataType::kFloat32, 0);
+    case Op::kAllGather: return c.AllGatherAsync(send, recv, count, dist::DataType::kFloat32);
+    case Op::kReduceScatter:
+      return c.ReduceScatterAsync(send, recv, count, dist::DataType::kFloat32,
+                                  dist::ReduceOp::kSum);
+    case Op::kAllToAll: return c.AllToAllAsync(send, recv, count, dist::DataType::kFloat32);
+  }
+  return dist::Work();
+}
+
 void Die(const absl::Status& s, const char* what) {
   if (s.ok()) return;
   std::fprintf(stderr, "collective-bench: %s: %s\n", what, s.ToString().c_str());
@@ -147,7 +164,8 @@ struct Placement {
   int64_t wrong = 0;
 };
 
-Placement Measure(dist::Communicator& c, Op op, size_t bytes, bool in_place, int iters) {
+Placement Measure(dist::Communicator& c, Op op, size_t bytes, bool in_place, int iters,
+                  int async) {
   const int p = c.size(), r = c.rank();
   const Shape s = ShapeOf(op, bytes, p);
   std::vector<float> a(std::max<size_t>(s.send_elems, s.recv_elems) + 1),
@@ -167,8 +185,21 @@ Placement Measure(dist::Communicator& c, Op op, size_t bytes, bool in_place, int
   Die(RunOp(c, op, send, out, s.count), "warm-up");
   Die(c.Barrier(), "barrier");
   absl::Time t0 = absl::Now();
-  for (int i = 0; i < iters; ++i) Die(RunOp(c, op, send, out, s.count), "op");
-  const double mine = absl::ToDoubleMicroseconds(absl::Now() - t0) / iters;
+  if (async > 0) {
+    // `async` calls in flight, then one wait for them all; the time is per call.
+    std::vector<dist::Work> works(async);
+    for (int i = 0; i < iters; ++i) {
+      for (dist::Work& w : works) {
+        absl::StatusOr<dist::Work> enqueued = RunOpAsync(c, op, send, out, s.count);
+        Die(enqueued.status(), "async op");
+        w = *enqueued;
+      }
+      for (dist::Work& w : works) Die(w.Wait(), "wait");
+    }
+  } else {
+    for (int i = 0; i < iters; ++i) Die(RunOp(c, op, send, out, s.count), "op");
+  }
+  const double mine = absl::ToDoubleMicroseconds(absl::Now() - t0) / (iters * std::max(1, async));
   m.time_us = Sum(c, mine) / p;
   // A barrier before each iteration; the slowest rank's time, median over iterations.
   std::vector<double> times(iters);
@@ -245,6 +276,9 @@ int main(int argc, char** argv) {
   app.add_option("--factor", flags.factor, "Size step factor")->capture_default_str();
   app.add_option("--iters", flags.iters, "Iterations per size (0: 20/10/5 by size)");
   app.add_flag("--json", flags.json, "One JSON object per size and placement");
+  app.add_option("--async", flags.async,
+                 "Time N asynchronous calls in flight, then one wait for them all (per call)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-memcpy", flags.memcpy_ceiling, "Skip the concurrent-memcpy ceiling");
   CLI11_PARSE(app, argc, argv);
 
@@ -258,7 +292,12 @@ int main(int argc, char** argv) {
   dist::Options options;
   options.install_preemption_handler = false;
   Die(dist::Initialize(options), "initialize");
-  auto comm = dist::Communicator::Create();
+  // Under cohort-run or in a job too, --transport picks the transport (unless it is "auto",
+  // which leaves COHORT_HOST_TRANSPORT to decide).
+  dist::CommunicatorOptions comm_options;
+  if (flags.transport == "shm") comm_options.host_transport = dist::HostTransport::kShm;
+  if (flags.transport == "tcp") comm_options.host_transport = dist::HostTransport::kTcp;
+  auto comm = dist::Communicator::Create(comm_options);
   Die(comm.status(), "communicator");
   dist::Communicator& c = **comm;
   const bool leader = c.rank() == 0;
@@ -293,8 +332,8 @@ int main(int argc, char** argv) {
                       : bytes <= (1u << 20) ? 20
                       : bytes <= (16u << 20) ? 10 : 5;
     const Shape s = ShapeOf(op, bytes, c.size());
-    Placement out = Measure(c, op, bytes, false, iters);
-    Placement in = Measure(c, op, bytes, true, iters);
+    Placement out = Measure(c, op, bytes, false, iters, flags.async);
+    Placement in = Measure(c, op, bytes, true, iters, flags.async);
     if (!leader) continue;
     auto algbw = [&](double us) { return bytes / us / 1e3; };
     if (flags.json) {
@@ -310,6 +349,7 @@ int main(int argc, char** argv) {
                             {"busbw_gbps", algbw(m.time_us) * s.bus_factor},
                             {"median_max_us", m.median_max_us},
                             {"iters", iters},
+                            {"async", flags.async},
                             {"wrong", m.wrong}};
         std::printf("%s\n", j.dump().c_str());
       }
