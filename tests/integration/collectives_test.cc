@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -75,11 +76,16 @@ TEST(CollectivesTest, ThreeRanksForcedTcp_EveryOpOverTcp) { ExpectEveryOpWorks(3
 
 TEST(CollectivesTest, OneRank_EveryOpIsLocal) { ExpectEveryOpWorks(1, "auto", "shared memory"); }
 
-TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNamingItWithinOneSecond) {
+// Runs `scenario` on 3 ranks over each transport: once rank 2 stalls and the others are inside
+// their collective calls, kills rank 2 and gives each other rank 1 s to say COLLECTIVE_RETURNED;
+// `check` then reads that rank's lines.
+void KillRankTwoWhileTheOthersWait(
+    const std::string& scenario,
+    const std::function<void(LocalJob& job, const std::string& label)>& check) {
   for (const std::string transport : {"shm", "tcp"}) {
     SCOPED_TRACE(transport);
     LocalJob job({.num_processes = 3});
-    StartJob(job, "collective-kill", {{"COHORT_HOST_TRANSPORT", transport}});
+    StartJob(job, scenario, {{"COHORT_HOST_TRANSPORT", transport}});
     ASSERT_TRUE(job.WaitForLine("rank 2", "STALLING", absl::Seconds(60)));
     for (int r : {0, 1}) {
       ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "IN_COLLECTIVE", absl::Seconds(30)));
@@ -90,40 +96,32 @@ TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNami
       const std::string label = absl::StrCat("rank ", r);
       ASSERT_TRUE(job.WaitForLine(label, "COLLECTIVE_RETURNED",
                                   absl::Seconds(1) - (absl::Now() - killed)))
-          << label << " still inside the all-reduce 1 s after rank 2 was killed";
-      const std::string line = job.FindLine(label, "COLLECTIVE_RETURNED");
-      EXPECT_THAT(line, HasSubstr("ABORTED")) << label;
-      EXPECT_THAT(line, HasSubstr("rank 2")) << label;
-      EXPECT_THAT(line, HasSubstr("all_reduce #2")) << label;
+          << label << " still waiting in its collective 1 s after rank 2 was killed";
+      check(job, label);
     }
   }
 }
 
+TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNamingItWithinOneSecond) {
+  KillRankTwoWhileTheOthersWait("collective-kill", [](LocalJob& job, const std::string& label) {
+    const std::string line = job.FindLine(label, "COLLECTIVE_RETURNED");
+    EXPECT_THAT(line, HasSubstr("ABORTED")) << label;
+    EXPECT_THAT(line, HasSubstr("rank 2")) << label;
+    EXPECT_THAT(line, HasSubstr("all_reduce #2")) << label;
+  });
+}
+
 TEST(CollectivesTest, RankKilledWithThreeAsyncAllReducesInFlight_EachEndsAbortedNamingItWithinOneSecond) {
-  for (const std::string transport : {"shm", "tcp"}) {
-    SCOPED_TRACE(transport);
-    LocalJob job({.num_processes = 3});
-    StartJob(job, "collective-kill-async", {{"COHORT_HOST_TRANSPORT", transport}});
-    ASSERT_TRUE(job.WaitForLine("rank 2", "STALLING", absl::Seconds(60)));
-    for (int r : {0, 1}) {
-      ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "IN_COLLECTIVE", absl::Seconds(30)));
-    }
-    job.Process("rank 2").Signal(SIGKILL);
-    const absl::Time killed = absl::Now();
-    for (int r : {0, 1}) {
-      const std::string label = absl::StrCat("rank ", r);
-      ASSERT_TRUE(job.WaitForLine(label, "COLLECTIVE_RETURNED",
-                                  absl::Seconds(1) - (absl::Now() - killed)))
-          << label << " still waiting for its works 1 s after rank 2 was killed";
-      EXPECT_THAT(job.FindLine(label, "COLLECTIVE_RETURNED"), HasSubstr("3 of 3 failed"));
-      for (int seq : {2, 3, 4}) {
-        const std::string line = job.FindLine(label, absl::StrCat("WORK_RETURNED #", seq, " "));
-        EXPECT_THAT(line, HasSubstr("ABORTED")) << label << " #" << seq;
-        EXPECT_THAT(line, HasSubstr("rank 2")) << label << " #" << seq;
-        EXPECT_THAT(line, HasSubstr(absl::StrCat("all_reduce #", seq))) << label;
-      }
-    }
-  }
+  KillRankTwoWhileTheOthersWait(
+      "collective-kill-async", [](LocalJob& job, const std::string& label) {
+        EXPECT_THAT(job.FindLine(label, "COLLECTIVE_RETURNED"), HasSubstr("3 of 3 failed"));
+        for (int seq : {2, 3, 4}) {
+          const std::string line = job.FindLine(label, absl::StrCat("WORK_RETURNED #", seq, " "));
+          EXPECT_THAT(line, HasSubstr("ABORTED")) << label << " #" << seq;
+          EXPECT_THAT(line, HasSubstr("rank 2")) << label << " #" << seq;
+          EXPECT_THAT(line, HasSubstr(absl::StrCat("all_reduce #", seq))) << label;
+        }
+      });
 }
 
 // The waiting ranks enqueue three all-reduces and never look at them again: the timeout still
