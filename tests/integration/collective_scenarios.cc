@@ -3,6 +3,7 @@
 
 #include "tests/integration/collective_scenarios.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -220,6 +221,74 @@ int EnterAllReduceAsync(dist::Communicator& comm, std::vector<float>& x, bool wa
   return failed == 0 ? 0 : 5;
 }
 
+// `bytes` of device memory from the CUDA runtime, loaded at run time as libdist loads it; nullptr
+// (after saying why) without one.
+void* DeviceBuffer(size_t bytes) {
+  void* cudart = dlopen("libcudart.so.13", RTLD_NOW | RTLD_GLOBAL);
+  if (cudart == nullptr) cudart = dlopen("libcudart.so", RTLD_NOW | RTLD_GLOBAL);
+  if (cudart == nullptr) {
+    Say(absl::StrCat("ERROR no CUDA runtime: ", dlerror()));
+    return nullptr;
+  }
+  using MallocFn = int (*)(void**, size_t);
+  using MemsetFn = int (*)(void*, int, size_t);
+  auto cuda_malloc = reinterpret_cast<MallocFn>(dlsym(cudart, "cudaMalloc"));
+  auto cuda_memset = reinterpret_cast<MemsetFn>(dlsym(cudart, "cudaMemset"));
+  void* p = nullptr;
+  if (cuda_malloc == nullptr || cuda_memset == nullptr || cuda_malloc(&p, bytes) != 0 ||
+      cuda_memset(p, 0, bytes) != 0) {
+    Say("ERROR cudaMalloc failed");
+    return nullptr;
+  }
+  return p;
+}
+
+// NCCL: one all-reduce that every rank completes, then the last rank stalls while the others
+// enqueue three asynchronous all-reduces of device memory and wait for them (a test kills the
+// last rank meanwhile). Each rank says its pid, for the test's kill.
+int KillNcclAsync() {
+  Checker c;
+  dist::CommunicatorOptions options;
+  options.backend = dist::Backend::kNccl;
+  absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create(options);
+  if (!c.Ok(comm.status(), "create communicator")) return 3;
+  Say(absl::StrCat("COMMUNICATOR ", (*comm)->Describe()));
+  Say(absl::StrCat("PID ", getpid()));
+  const int r = (*comm)->rank(), p = (*comm)->size();
+  const size_t count = 1 << 18;
+  auto* buf = static_cast<float*>(DeviceBuffer(count * sizeof(float)));
+  if (buf == nullptr) return 3;
+  if (!c.Ok((*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum),
+            "warm-up")) {
+    return 3;
+  }
+  if (r == p - 1) {
+    Say("STALLING");
+    std::this_thread::sleep_for(std::chrono::minutes(10));
+    return 4;
+  }
+  std::vector<dist::Work> works;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<dist::Work> w = (*comm)->AllReduceAsync(buf, buf, count,
+                                                           dist::DataType::kFloat32,
+                                                           dist::ReduceOp::kSum);
+    if (!c.Ok(w.status(), "enqueue")) return 5;
+    works.push_back(*w);
+  }
+  Say("IN_COLLECTIVE");
+  const absl::Time start = absl::Now();
+  int failed = 0;
+  for (dist::Work& w : works) {
+    absl::Status s = w.Wait();
+    failed += !s.ok();
+    Say(absl::StrCat("WORK_RETURNED #", w.sequence(), " after ",
+                     absl::ToInt64Milliseconds(absl::Now() - start), " ms: ", s.ToString()));
+  }
+  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
+                   " ms: ", failed, " of 3 failed"));
+  return failed == 0 ? 0 : 5;
+}
+
 // The last rank enters an all-reduce at once, the others a second later: a test stops the last
 // one while it waits inside.
 int StopInside() {
@@ -273,7 +342,8 @@ int Mismatch() {
 }  // namespace
 
 bool IsCollectiveScenario(const std::string& scenario, dist::Options* options) {
-  if (scenario == "collective-kill" || scenario == "collective-kill-async") {
+  if (scenario == "collective-kill" || scenario == "collective-kill-async" ||
+      scenario == "collective-kill-nccl-async") {
     // Handle the failure without exiting, so that the blocked collective's return is seen.
     options->on_peer_failure = [](const dist::PeerFailure& f) {
       Say(absl::StrCat("HANDLED failed=", f.process_id, " cause=", dist::FailureCauseName(f.cause)));
@@ -289,6 +359,7 @@ int RunCollectiveScenario(const std::string& scenario) {
   if (scenario == "collectives") return Collectives();
   if (scenario == "collective-stall" || scenario == "collective-kill") return Stall();
   if (scenario == "collective-kill-async") return Stall(/*async=*/true, /*wait=*/true);
+  if (scenario == "collective-kill-nccl-async") return KillNcclAsync();
   if (scenario == "collective-stall-async") return Stall(/*async=*/true, /*wait=*/false);
   if (scenario == "collective-mismatch") return Mismatch();
   if (scenario == "collective-stop-inside") return StopInside();
