@@ -347,6 +347,9 @@ CommunicatorImpl::~CommunicatorImpl() {
     if (host_) host_->Abort();
     if (nccl_) nccl_->Abort();
   }
+  // Before the calls in flight end: once a Wait() returns, the program may free the buffers,
+  // and no kernel of an aborted call may write to them after that.
+  if (busy && nccl_) nccl_->FailAndAbort();
   if (worker_.joinable()) worker_.join();
   std::deque<std::shared_ptr<WorkState>> left;
   {
@@ -443,10 +446,10 @@ absl::StatusOr<std::shared_ptr<WorkState>> CommunicatorImpl::Submit(
     absl::MutexLock lock(&mu_);
     // A broken communicator refuses new calls with its first failure (an abort too, once a
     // call saw it).
-    if (!broken_.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("communicator '", name_, "' cannot be used after an earlier failure: ",
-                       broken_.message()));
+    if (!broken_.ok() || (work->on_nccl && nccl_failed_)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "communicator '", name_, "' cannot be used after an earlier failure: ",
+          broken_.ok() ? nccl_failure_message_ : std::string(broken_.message())));
     }
     call.sig.seq = next_seq_++;
     // One clock read per call (absl::Now() costs ~100 ns on some VMs: a tenth of a small op).
@@ -470,16 +473,31 @@ absl::StatusOr<std::shared_ptr<WorkState>> CommunicatorImpl::Submit(
   }
   absl::StatusOr<CudaEvent> event = nccl_->Enqueue(call);
   if (!event.ok()) {
-    absl::Status s = event.status();
-    if (!absl::IsInvalidArgument(s)) s = Fail(call.sig, s, absl::ZeroDuration());
-    Finish(*work, s);
-    return s;
+    if (absl::IsInvalidArgument(event.status())) {  // The caller's mistake: nothing broke.
+      Finish(*work, event.status());
+      return event.status();
+    }
+    // The communicator failed (here or before): the worker explains it and ends every call in
+    // flight, this one included, whose status is this call's answer.
+    {
+      absl::MutexLock lock(&mu_);
+      NcclFailedLocked(event.status(), call.sig, work->enqueued);
+    }
+    absl::MutexLock lock(&work->mu);
+    work->mu.Await(absl::Condition(&work->done));
+    return work->status;
   }
+  bool ended;
   {
     absl::MutexLock lock(&work->mu);
-    work->event = *event;
+    ended = work->done;  // Already ended by a failure handled meanwhile.
+    if (!ended) work->event = *event;
   }
-  NcclWatch::Get().Watch(anchor_);
+  if (ended) {
+    nccl_->ReleaseEvent(*event);
+  } else {
+    NcclWatch::Get().Watch(anchor_);
+  }
   return work;
 }
 
@@ -596,14 +614,26 @@ void CommunicatorImpl::WorkerLoop() {
   }
 }
 
-bool CommunicatorImpl::PollNccl() {
+void CommunicatorImpl::NcclFailedLocked(absl::Status failure, const OpSignature& sig,
+                                        absl::Time since) {
+  if (nccl_failed_) return;
+  nccl_failed_ = true;
+  nccl_failure_message_ = std::string(failure.message());
+  nccl_failure_ = std::move(failure);
+  nccl_failure_sig_ = sig;
+  nccl_failure_since_ = since;
+  StartWorkerLocked();
+}
+
+bool CommunicatorImpl::PollNccl(bool watch_thread) {
   std::vector<std::shared_ptr<WorkState>> ended;
   bool pending = false;
   {
     absl::MutexLock lock(&mu_);
     if (nccl_failed_) return false;  // The worker ends them.
+    if (watch_thread) nccl_->MakeDeviceCurrent();
     std::optional<absl::Status> failure;
-    const WorkState* oldest = nullptr;
+    const WorkState* failed = nullptr;
     for (const std::shared_ptr<WorkState>& w : in_flight_) {
       if (!w->on_nccl) continue;
       CudaEvent event;
@@ -620,27 +650,35 @@ bool CommunicatorImpl::PollNccl() {
         failure = absl::InternalError(absl::StrCat(w->call.sig.ToString(), " failed on ",
                                                    names_.Name(rank_), ": ",
                                                    done.status().message()));
+        failed = w.get();
         break;
       }
       if (*done) {
         ended.push_back(w);
-      } else {
-        pending = true;
-        if (oldest == nullptr) oldest = w.get();
+        continue;
       }
+      pending = true;
+      // Each call's own deadline (calls may have different timeouts).
+      if (absl::Now() >= w->call.deadline) {
+        failure = absl::DeadlineExceededError(absl::StrCat(
+            w->call.sig.ToString(), " did not complete in time on ", names_.Name(rank_)));
+        failed = w.get();
+        break;
+      }
+      if (failed == nullptr) failed = w.get();  // The oldest pending, for a failure below.
     }
-    if (!failure) {
+    // The calls that ended leave the list now, so a failure handled meanwhile never touches
+    // them; Finish below ends them OK.
+    for (const std::shared_ptr<WorkState>& w : ended) {
+      in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), w));
+    }
+    if (!failure && pending) {  // Health matters to the calls still in flight only.
       if (absl::Status health = nccl_->Health(); !health.ok()) failure = health;
     }
-    if (!failure && oldest != nullptr && absl::Now() >= oldest->call.deadline) {
-      failure = absl::DeadlineExceededError(absl::StrCat(
-          oldest->call.sig.ToString(), " did not complete in time on ", names_.Name(rank_)));
-    }
     if (failure) {
-      nccl_failed_ = true;
-      nccl_failure_ = std::move(*failure);
-      StartWorkerLocked();
-      return false;
+      NcclFailedLocked(std::move(*failure), failed ? failed->call.sig : OpSignature{},
+                       failed ? failed->enqueued : absl::Now());
+      pending = false;
     }
   }
   for (const std::shared_ptr<WorkState>& w : ended) Finish(*w, absl::OkStatus());
@@ -654,7 +692,17 @@ absl::Status CommunicatorImpl::StreamWait(WorkState& work, CudaStream stream) {
 }
 
 void CommunicatorImpl::HandleNcclFailure(absl::Status failure) {
-  nccl_->FailAndAbort();
+  nccl_->FailAndAbort();  // First: no kernel of an aborted call writes to a buffer after this.
+  OpSignature sig;
+  absl::Time since;
+  {
+    absl::MutexLock lock(&mu_);
+    sig = nccl_failure_sig_;
+    since = nccl_failure_since_;
+  }
+  // Explained (who held it up), recorded as the communicator's first failure, reported to the
+  // job when the ranks no longer agree; then every NCCL call in flight ends with it.
+  const absl::Status first = Fail(sig, std::move(failure), absl::Now() - since);
   std::vector<std::shared_ptr<WorkState>> works;
   {
     absl::MutexLock lock(&mu_);
@@ -662,15 +710,12 @@ void CommunicatorImpl::HandleNcclFailure(absl::Status failure) {
       if (w->on_nccl) works.push_back(w);
     }
   }
-  if (works.empty()) return;
-  const WorkState& oldest = *works.front();
-  const absl::Status first =
-      Fail(oldest.call.sig, std::move(failure), absl::Now() - oldest.enqueued);
-  Finish(*works.front(), first);
-  for (size_t i = 1; i < works.size(); ++i) {
-    Finish(*works[i], absl::Status(first.code(), absl::StrCat(works[i]->call.sig.ToString(),
-                                                              " did not complete: ",
-                                                              first.message())));
+  for (const std::shared_ptr<WorkState>& w : works) {
+    Finish(*w, w->call.sig.seq == sig.seq
+                   ? first
+                   : absl::Status(first.code(), absl::StrCat(w->call.sig.ToString(),
+                                                             " did not complete: ",
+                                                             first.message())));
   }
 }
 

@@ -118,8 +118,9 @@ class CommunicatorImpl {
 
   // Looks at the NCCL calls in flight once: ends those whose event fired, and on a failure
   // (NCCL's error, a deadline passed, Abort()) hands it to the worker. Returns whether calls
-  // are still in flight. Called with the anchor's lock held (reader).
-  bool PollNccl();
+  // are still in flight. Called with the anchor's lock held (reader); `watch_thread`: from the
+  // NCCL watch thread, which makes the communicator's device current first.
+  bool PollNccl(bool watch_thread = false);
   // NCCL: makes `stream` wait for the work's end event.
   absl::Status StreamWait(WorkState& work, CudaStream stream);
 
@@ -149,6 +150,10 @@ class CommunicatorImpl {
   void Finish(WorkState& work, absl::Status status);
   void WorkerLoop();
   void StartWorkerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the first NCCL failure (on `sig`, in flight since `since`) for the worker; later
+  // ones are dropped. No NCCL call is enqueued after it.
+  void NcclFailedLocked(absl::Status failure, const OpSignature& sig, absl::Time since)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // On the worker: a failure of the NCCL calls in flight, explained and spread to every one.
   void HandleNcclFailure(absl::Status failure);
   // After a failed call: the status to return, and whether the job must be told.
@@ -181,9 +186,13 @@ class CommunicatorImpl {
   // Host calls not yet started, in order, and whether one is running.
   std::deque<std::shared_ptr<WorkState>> host_queue_ ABSL_GUARDED_BY(mu_);
   bool host_busy_ ABSL_GUARDED_BY(mu_) = false;
-  // A failure of the NCCL calls, seen and not yet handled by the worker.
+  // A failure of the NCCL calls, seen and not yet handled by the worker, and the call it hit.
   std::optional<absl::Status> nccl_failure_ ABSL_GUARDED_BY(mu_);
-  bool nccl_failed_ ABSL_GUARDED_BY(mu_) = false;  // Seen (handled or not).
+  OpSignature nccl_failure_sig_ ABSL_GUARDED_BY(mu_);
+  absl::Time nccl_failure_since_ ABSL_GUARDED_BY(mu_);
+  // Seen (handled or not): no NCCL call is enqueued any more. The first failure's message.
+  bool nccl_failed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string nccl_failure_message_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };

@@ -83,7 +83,7 @@ NcclBackend::~NcclBackend() {
   if (comm_ != nullptr) {
     bool released;
     {
-      absl::MutexLock lock(&abort_mu_);
+      absl::MutexLock lock(&comm_mu_);
       released = comm_released_;
     }
     if (!released && !failed_.load() && !aborted_.load()) {
@@ -94,7 +94,7 @@ NcclBackend::~NcclBackend() {
                                   absl::Now() + kAbortBound)
                            : absl::InternalError(NcclError(r));
       if (s.ok()) {
-        absl::MutexLock lock(&abort_mu_);
+        absl::MutexLock lock(&comm_mu_);
         comm_released_ = true;
         api_->CommDestroy(comm_);
       } else {
@@ -116,19 +116,32 @@ std::string NcclBackend::Describe() const {
 }
 
 std::string NcclBackend::NcclError(NcclResult result) const {
+  absl::ReaderMutexLock lock(&comm_mu_);
+  return NcclErrorLocked(result);
+}
+
+std::string NcclBackend::NcclErrorLocked(NcclResult result) const {
   std::string s = api_->GetErrorString ? api_->GetErrorString(result) : "unknown error";
-  if (comm_ && api_->GetLastError) {
+  if (comm_ && !comm_released_ && api_->GetLastError) {
     const char* last = api_->GetLastError(comm_);
     if (last && *last) absl::StrAppend(&s, ": ", last);
   }
   return s;
 }
 
+NcclResult NcclBackend::AsyncError() const {
+  absl::ReaderMutexLock lock(&comm_mu_);
+  if (comm_released_) return kNcclInternalError;
+  NcclResult async = kNcclSuccess;
+  api_->CommGetAsyncError(comm_, &async);
+  return async;
+}
+
 void NcclBackend::Abort() { aborted_.store(true); }
 
 void NcclBackend::AbortComm() {
   {
-    absl::MutexLock lock(&abort_mu_);
+    absl::MutexLock lock(&comm_mu_);  // Waits for every use of comm_ in progress.
     if (comm_released_ || comm_ == nullptr) return;
     comm_released_ = true;
   }
@@ -152,8 +165,7 @@ absl::Status NcclBackend::Poll(const std::function<bool()>& done, const std::str
       AbortComm();
       return absl::AbortedError("the communicator was aborted");
     }
-    NcclResult async = kNcclSuccess;
-    api_->CommGetAsyncError(comm_, &async);
+    const NcclResult async = AsyncError();
     if (async != kNcclSuccess && async != kNcclInProgress) {
       failed_ = true;
       const std::string error = NcclError(async);
@@ -195,6 +207,10 @@ absl::StatusOr<CudaEvent> NcclBackend::Enqueue(const CollectiveCall& call) {
   const int type = NcclDataType(sig.type);
   const int op = NcclReduceOp(sig.op);
   NcclResult r = kNcclSuccess;
+  std::string error;
+  {
+  absl::ReaderMutexLock comm_lock(&comm_mu_);
+  if (comm_released_) return absl::FailedPreconditionError("the NCCL communicator failed before");
   switch (sig.kind) {
     case CollectiveKind::kAllReduce:
       r = api_->AllReduce(call.send, call.recv, sig.count, type, op, comm_, stream);
@@ -228,15 +244,24 @@ absl::StatusOr<CudaEvent> NcclBackend::Enqueue(const CollectiveCall& call) {
                           NcclReduceOp(ReduceOp::kSum), comm_, stream);
       break;
   }
+  if (r != kNcclSuccess && r != kNcclInProgress) error = NcclErrorLocked(r);
+  }
   if (r == kNcclInvalidArgument || r == kNcclInvalidUsage) {
     return absl::InvalidArgumentError(absl::StrCat("NCCL rejected ", sig.ToString(), ": ",
-                                                   NcclError(r)));
+                                                   error));
   }
   if (r != kNcclSuccess && r != kNcclInProgress) {
     failed_ = true;
-    const std::string error = NcclError(r);
     AbortComm();
     return absl::InternalError(absl::StrCat(sig.ToString(), " failed: ", error));
+  }
+  if (r == kNcclInProgress) {
+    // A nonblocking communicator may still be launching the call (GroupEnd especially): the
+    // event must come after the kernels, so wait until NCCL has left "in progress".
+    if (absl::Status launched = Poll([] { return true; }, sig.ToString(), call.deadline);
+        !launched.ok()) {
+      return launched;
+    }
   }
   CudaEvent event = nullptr;
   {
@@ -309,8 +334,11 @@ absl::StatusOr<bool> NcclBackend::Query(CudaEvent event) {
 
 absl::Status NcclBackend::Health() {
   if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
-  NcclResult async = kNcclSuccess;
-  api_->CommGetAsyncError(comm_, &async);
+  if (failed_.load()) {
+    return absl::InternalError(absl::StrCat("the NCCL communicator failed on ",
+                                            names_.Name(rank_)));
+  }
+  const NcclResult async = AsyncError();
   if (async == kNcclSuccess || async == kNcclInProgress) return absl::OkStatus();
   failed_ = true;
   const std::string error = NcclError(async);

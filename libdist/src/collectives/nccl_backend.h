@@ -61,6 +61,9 @@ class NcclBackend final : public CollectiveBackend {
   void ReleaseEvent(CudaEvent event);
   // Marks the communicator failed and aborts it (bounded), e.g. after a deadline passed.
   void FailAndAbort();
+  // Makes this backend's device current on the calling thread (the watch thread's event
+  // queries would otherwise make a context on device 0).
+  void MakeDeviceCurrent() { api_->SetDevice(device_); }
 
   // Whether `pointer` is device (or managed) memory, for the auto backend's dispatch.
   static bool IsDevicePointer(const NcclApi* api, const void* pointer);
@@ -76,6 +79,9 @@ class NcclBackend final : public CollectiveBackend {
   absl::Status Poll(const std::function<bool()>& done, const std::string& what,
                     absl::Time deadline);
   std::string NcclError(NcclResult result) const;
+  std::string NcclErrorLocked(NcclResult result) const ABSL_SHARED_LOCKS_REQUIRED(comm_mu_);
+  // NCCL's asynchronous error; kNcclInternalError once the communicator was released.
+  NcclResult AsyncError() const;
   // Aborts the NCCL communicator (once), bounded by kAbortBound.
   void AbortComm();
 
@@ -92,8 +98,11 @@ class NcclBackend final : public CollectiveBackend {
   void* barrier_buffer_ = nullptr;  // One float on the device, for Barrier().
   std::atomic<bool> aborted_{false};
   std::atomic<bool> failed_{false};  // The NCCL communicator must be aborted, not finalized.
-  absl::Mutex abort_mu_;
-  bool comm_released_ ABSL_GUARDED_BY(abort_mu_) = false;
+  // Held shared by every use of comm_ after init (enqueue, async error, last error) and
+  // exclusively by the abort that releases it: nobody touches a communicator ncclCommAbort is
+  // freeing.
+  mutable absl::Mutex comm_mu_;
+  bool comm_released_ ABSL_GUARDED_BY(comm_mu_) = false;
 };
 
 }  // namespace dist::internal

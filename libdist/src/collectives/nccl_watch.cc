@@ -40,7 +40,7 @@ void NcclWatch::Loop() {
       bool in_flight = false;
       {
         absl::ReaderMutexLock lock(&w.anchor->mu);
-        if (w.anchor->impl) in_flight = w.anchor->impl->PollNccl();
+        if (w.anchor->impl) in_flight = w.anchor->impl->PollNccl(/*watch_thread=*/true);
       }
       if (in_flight) continue;
       absl::MutexLock lock(&mu_);

@@ -429,6 +429,8 @@ TEST_F(NcclCommunicatorTest, Async_ErrorWithNoWaiter_WorkFailsInternalOneAbortLa
   auto later = comm_->Submit(CollectiveKind::kAllReduce, FakeDeviceBuffer(), FakeDeviceBuffer(),
                              1, DataType::kFloat32, ReduceOp::kSum, -1, {});
   EXPECT_TRUE(absl::IsFailedPrecondition(later.status())) << later.status();
+  // With the first failure's own words, not "failed before".
+  EXPECT_THAT(later.status().message(), HasSubstr("remote process exited"));
   comm_.reset();
   EXPECT_EQ(fake_.aborts, 1);
 }

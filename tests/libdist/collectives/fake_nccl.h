@@ -33,6 +33,12 @@ struct FakeNccl {
   absl::Notification aborted;  // At the first ncclCommAbort.
   std::atomic<int> event_queries{0}, stream_waits{0}, stream_queries{0};
   std::atomic<int> collectives{0};  // Collective calls enqueued.
+  // Collective calls return ncclInProgress and leave the async error in progress until the
+  // test sets it (a nonblocking communicator still launching); an event recorded meanwhile
+  // would come before the kernels.
+  std::atomic<bool> launch_in_progress{false};
+  absl::Notification launched;        // At the first collective call.
+  std::atomic<bool> event_recorded_while_launching{false};
   NcclUniqueId issued{};
   int last_type = -1, last_op = -1, last_root = -1;
   size_t last_count = 0;
@@ -108,7 +114,10 @@ inline NcclApi FakeNccl::Api() {
     f->last_op = op;
     f->last_stream = stream;
     ++f->collectives;
-    return kNcclSuccess;
+    const bool in_progress = f->launch_in_progress.load();
+    if (in_progress) f->async_error = kNcclInProgress;  // Before the test hears of the call.
+    if (!f->launched.HasBeenNotified()) f->launched.Notify();
+    return in_progress ? kNcclInProgress : kNcclSuccess;
   };
   api.AllGather = [](const void*, void*, size_t count, int type, NcclComm, CudaStream) {
     FakeNccl* f = Current();
@@ -187,6 +196,7 @@ inline NcclApi FakeNccl::Api() {
   api.EventRecord = [](CudaEvent e, CudaStream) {
     FakeNccl* f = Current();
     absl::MutexLock lock(&f->mu);
+    if (f->async_error.load() == kNcclInProgress) f->event_recorded_while_launching = true;
     const intptr_t k = f->next_event++;
     f->events[k] = false;
     Recording()[e] = k;

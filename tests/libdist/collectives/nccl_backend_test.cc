@@ -195,6 +195,21 @@ TEST_F(NcclBackendTest, Enqueue_ReturnsWhileTheDeviceRunsQueryFlipsWhenItFinishe
   EXPECT_EQ(*e3, *e1);
 }
 
+// A nonblocking communicator may return ncclInProgress from the collective itself: the event
+// must be recorded only once NCCL finished launching, or it fires before the kernels.
+TEST_F(NcclBackendTest, LaunchInProgress_EventRecordedOnlyAfterNcclLeavesInProgress) {
+  auto b = Make(0, 2, absl::Seconds(5));
+  ASSERT_TRUE(b.ok());
+  state_.launch_in_progress = true;
+  absl::StatusOr<CudaEvent> event;
+  std::thread caller([&] { event = (*b)->Enqueue(Call(CollectiveKind::kAllReduce, 8)); });
+  ASSERT_TRUE(state_.launched.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  state_.async_error = kNcclSuccess;  // NCCL finished launching.
+  caller.join();
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_FALSE(state_.event_recorded_while_launching.load());
+}
+
 TEST_F(NcclBackendTest, CapturingStream_FailedPreconditionAndNothingEnqueued) {
   auto b = Make(0, 2, absl::Seconds(5));
   ASSERT_TRUE(b.ok());
