@@ -147,9 +147,15 @@ TEST(CollectivesTest, Sigusr2_DumpsTheFlightRecorderWithThePendingCollective) {
   StartJob(job, "collective-kill", {});
   ASSERT_TRUE(job.WaitForLine("rank 1", "STALLING", absl::Seconds(60)));
   ASSERT_TRUE(job.WaitForLine("rank 0", "IN_COLLECTIVE", absl::Seconds(30)));
-  job.Process("rank 0").Signal(SIGUSR2);
-  EXPECT_TRUE(job.WaitForLine("rank 0", "[world] all_reduce #2 (float32 sum, 65536 elements): pending for",
-                              absl::Seconds(5)));
+  // IN_COLLECTIVE comes just before the call: a dump at that moment may not show #2 yet, so
+  // ask again until it does (another process's state: polling it is all there is).
+  const std::string pending = "[world] all_reduce #2 (float32 sum, 65536 elements): pending for";
+  bool dumped = false;
+  for (int attempt = 0; attempt < 10 && !dumped; ++attempt) {
+    job.Process("rank 0").Signal(SIGUSR2);
+    dumped = job.WaitForLine("rank 0", pending, absl::Milliseconds(500));
+  }
+  EXPECT_TRUE(dumped);
   EXPECT_NE(job.FindLine("rank 0", "cohort flight recorder: process 0"), "");
   EXPECT_NE(job.FindLine("rank 0", "[world] all_reduce #1 (float32 sum, 65536 elements): ok"), "");
   job.Process("rank 1").Signal(SIGKILL);
