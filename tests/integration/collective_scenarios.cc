@@ -187,6 +187,22 @@ int EnterAllReduce(dist::Communicator& comm, std::vector<float>& x) {
   return s.ok() ? 0 : 5;
 }
 
+// Waits for each Work in turn, saying how (and after how long) each ended, then how many failed;
+// the exit status.
+int WaitForEach(std::vector<dist::Work>& works) {
+  const absl::Time start = absl::Now();
+  int failed = 0;
+  for (dist::Work& w : works) {
+    absl::Status s = w.Wait();
+    failed += !s.ok();
+    Say(absl::StrCat("WORK_RETURNED #", w.sequence(), " after ",
+                     absl::ToInt64Milliseconds(absl::Now() - start), " ms: ", s.ToString()));
+  }
+  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
+                   " ms: ", failed, " of ", works.size(), " failed"));
+  return failed == 0 ? 0 : 5;
+}
+
 // Says IN_COLLECTIVE, starts three asynchronous all-reduces, and with `wait` waits for each,
 // saying how (and after how long) each ended; without, it never looks at them again: the job
 // must still learn of a timeout.
@@ -208,17 +224,7 @@ int EnterAllReduceAsync(dist::Communicator& comm, std::vector<float>& x, bool wa
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 4;
   }
-  const absl::Time start = absl::Now();
-  int failed = 0;
-  for (dist::Work& w : works) {
-    absl::Status s = w.Wait();
-    failed += !s.ok();
-    Say(absl::StrCat("WORK_RETURNED #", w.sequence(), " after ",
-                     absl::ToInt64Milliseconds(absl::Now() - start), " ms: ", s.ToString()));
-  }
-  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
-                   " ms: ", failed, " of 3 failed"));
-  return failed == 0 ? 0 : 5;
+  return WaitForEach(works);
 }
 
 // `bytes` of device memory from the CUDA runtime, loaded at run time as libdist loads it; nullptr
@@ -276,17 +282,7 @@ int KillNcclAsync() {
     works.push_back(*w);
   }
   Say("IN_COLLECTIVE");
-  const absl::Time start = absl::Now();
-  int failed = 0;
-  for (dist::Work& w : works) {
-    absl::Status s = w.Wait();
-    failed += !s.ok();
-    Say(absl::StrCat("WORK_RETURNED #", w.sequence(), " after ",
-                     absl::ToInt64Milliseconds(absl::Now() - start), " ms: ", s.ToString()));
-  }
-  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
-                   " ms: ", failed, " of 3 failed"));
-  return failed == 0 ? 0 : 5;
+  return WaitForEach(works);
 }
 
 // The last rank enters an all-reduce at once, the others a second later: a test stops the last
