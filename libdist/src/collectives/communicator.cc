@@ -631,7 +631,7 @@ bool CommunicatorImpl::PollNccl(bool watch_thread) {
   {
     absl::MutexLock lock(&mu_);
     if (nccl_failed_) return false;  // The worker ends them.
-    if (watch_thread) nccl_->MakeDeviceCurrent();
+    if (watch_thread) nccl_->PrepareWatchThread();
     std::optional<absl::Status> failure;
     const WorkState* failed = nullptr;
     for (const std::shared_ptr<WorkState>& w : in_flight_) {

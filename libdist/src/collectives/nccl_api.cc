@@ -133,6 +133,8 @@ absl::StatusOr<NcclApi> LoadNcclFrom(const std::string& nccl_library,
   Bind(cudart, "cudaEventDestroy", &api.EventDestroy, &missing);
   Bind(cudart, "cudaEventRecord", &api.EventRecord, &missing);
   Bind(cudart, "cudaEventQuery", &api.EventQuery, &missing);
+  Bind(cudart, "cudaThreadExchangeStreamCaptureMode", &api.ThreadExchangeStreamCaptureMode,
+       &missing);
   Bind(cudart, "cudaPointerGetAttributes", &api.PointerGetAttributes, &missing);
   Bind(cudart, "cudaGetErrorString", &api.CudaGetErrorString, &missing);
   Bind(cudart, "cudaMalloc", &api.Malloc, &missing);

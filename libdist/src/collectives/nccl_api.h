@@ -36,6 +36,7 @@ using CudaStream = void*;  // cudaStream_t
 using CudaEvent = void*;   // cudaEvent_t
 // cudaStreamCaptureStatus: 0 none, 1 active, 2 invalidated.
 inline constexpr int kCudaStreamCaptureStatusNone = 0;
+inline constexpr int kCudaStreamCaptureModeRelaxed = 2;
 
 // cudaPointerAttributes (CUDA >= 10): memory type 2 is device, 3 managed. CUDA 13 added
 // `long reserved[8]`, which cudaPointerGetAttributes writes too: without it the call overwrote
@@ -89,6 +90,9 @@ struct NcclApi {
   CudaError (*EventDestroy)(CudaEvent event);
   CudaError (*EventRecord)(CudaEvent event, CudaStream stream);
   CudaError (*EventQuery)(CudaEvent event);
+  // cudaThreadExchangeStreamCaptureMode: the calling thread's capture mode (0 global, 1 thread
+  // local, 2 relaxed) is set to *mode, and *mode receives the previous one.
+  CudaError (*ThreadExchangeStreamCaptureMode)(int* mode);
   CudaError (*PointerGetAttributes)(CudaPointerAttributes* attributes, const void* pointer);
   CudaError (*Malloc)(void** pointer, size_t bytes);
   CudaError (*Free)(void* pointer);

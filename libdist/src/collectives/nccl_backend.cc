@@ -358,6 +358,12 @@ void NcclBackend::ReleaseEvent(CudaEvent event) {
   free_events_.push_back(event);
 }
 
+void NcclBackend::PrepareWatchThread() {
+  api_->SetDevice(device_);
+  int mode = kCudaStreamCaptureModeRelaxed;  // A thread-local setting: cheap to repeat.
+  api_->ThreadExchangeStreamCaptureMode(&mode);
+}
+
 void NcclBackend::FailAndAbort() {
   failed_ = true;
   AbortComm();

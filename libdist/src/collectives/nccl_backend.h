@@ -61,9 +61,11 @@ class NcclBackend final : public CollectiveBackend {
   void ReleaseEvent(CudaEvent event);
   // Marks the communicator failed and aborts it (bounded), e.g. after a deadline passed.
   void FailAndAbort();
-  // Makes this backend's device current on the calling thread (the watch thread's event
-  // queries would otherwise make a context on device 0).
-  void MakeDeviceCurrent() { api_->SetDevice(device_); }
+  // Readies the NCCL watch thread for this backend's event queries: its device current (else
+  // the queries make a context on device 0) and the relaxed capture mode, so
+  // that a query while another thread captures a CUDA graph in global mode neither fails nor
+  // invalidates that capture.
+  void PrepareWatchThread();
 
   // Whether `pointer` is device (or managed) memory, for the auto backend's dispatch.
   static bool IsDevicePointer(const NcclApi* api, const void* pointer);

@@ -32,6 +32,7 @@ struct FakeNccl {
   std::atomic<int> aborts{0}, finalizes{0}, destroys{0};
   absl::Notification aborted;  // At the first ncclCommAbort.
   std::atomic<int> event_queries{0}, stream_waits{0}, stream_queries{0};
+  absl::Notification relaxed_capture_mode;  // A thread set the relaxed capture mode.
   std::atomic<int> collectives{0};  // Collective calls enqueued.
   // Collective calls return ncclInProgress and leave the async error in progress until the
   // test sets it (a nonblocking communicator still launching); an event recorded meanwhile
@@ -209,6 +210,14 @@ inline NcclApi FakeNccl::Api() {
     if (f->stream_done.load()) return kCudaSuccess;
     absl::MutexLock lock(&f->mu);
     return f->events[Recording()[e]] ? kCudaSuccess : kCudaErrorNotReady;
+  };
+  api.ThreadExchangeStreamCaptureMode = [](int* mode) {
+    FakeNccl* f = Current();
+    if (*mode == kCudaStreamCaptureModeRelaxed && !f->relaxed_capture_mode.HasBeenNotified()) {
+      f->relaxed_capture_mode.Notify();
+    }
+    *mode = 0;
+    return kCudaSuccess;
   };
   api.PointerGetAttributes = [](CudaPointerAttributes* a, const void* p) {
     // Only the fake's own "device" buffer is device memory, so the communicator's dispatch
