@@ -9,6 +9,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -124,22 +125,32 @@ TEST(CollectivesTest, RankKilledWithThreeAsyncAllReducesInFlight_EachEndsAborted
       });
 }
 
-// The waiting ranks enqueue three all-reduces and never look at them again: the timeout still
-// fails the job with the watchdog's sentence.
-TEST(CollectivesTest, AsyncAllReducesNobodyWaitsFor_TimeoutStillNamesTheRankThatNeverCalled) {
+// Runs `scenario` on 3 ranks with a 2 s collective timeout while rank 2 stalls outside the
+// collective: every rank must exit 75, told by the watchdog's sentence naming rank 2 (and each
+// of `also` in it).
+void ExpectStalledRankTwoNamedByEveryRank(const std::string& scenario,
+                                          const std::vector<std::string>& also = {}) {
   LocalJob job({.num_processes = 3});
-  StartJob(job, "collective-stall-async", {{"COHORT_COLLECTIVE_TIMEOUT", "2s"}});
+  StartJob(job, scenario, {{"COHORT_COLLECTIVE_TIMEOUT", "2s"}});
   for (int r = 0; r < 3; ++r) {
     const std::string label = absl::StrCat("rank ", r);
     EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), kPeerFailureExit) << label;
   }
+  // Whichever rank timed out first reported it; every rank was told, naming the stalled one.
   for (int r = 0; r < 3; ++r) {
     const std::string line = job.FindLine(absl::StrCat("rank ", r), "the job failed");
     EXPECT_THAT(line, HasSubstr("process 2 is alive (heartbeat")) << r;
     EXPECT_THAT(line, HasSubstr("but never entered all_reduce #2 (float32 sum, 65536 elements), "
                                 "which the other 2 processes entered")) << r;
+    for (const std::string& text : also) EXPECT_THAT(line, HasSubstr(text)) << r;
     EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << r;
   }
+}
+
+// The waiting ranks enqueue three all-reduces and never look at them again: the timeout still
+// fails the job with the watchdog's sentence.
+TEST(CollectivesTest, AsyncAllReducesNobodyWaitsFor_TimeoutStillNamesTheRankThatNeverCalled) {
+  ExpectStalledRankTwoNamedByEveryRank("collective-stall-async");
 }
 
 TEST(CollectivesTest, Sigusr2_DumpsTheFlightRecorderWithThePendingCollective) {
@@ -163,21 +174,7 @@ TEST(CollectivesTest, Sigusr2_DumpsTheFlightRecorderWithThePendingCollective) {
 }
 
 TEST(CollectivesTest, RankStalledOutsideTheCollective_TimeoutNamesItAndEveryRankExits) {
-  LocalJob job({.num_processes = 3});
-  StartJob(job, "collective-stall", {{"COHORT_COLLECTIVE_TIMEOUT", "2s"}});
-  for (int r = 0; r < 3; ++r) {
-    const std::string label = absl::StrCat("rank ", r);
-    EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), kPeerFailureExit) << label;
-  }
-  // Whichever rank timed out first reported it; every rank was told, naming the stalled one.
-  for (int r = 0; r < 3; ++r) {
-    const std::string line = job.FindLine(absl::StrCat("rank ", r), "the job failed");
-    EXPECT_THAT(line, HasSubstr("process 2 is alive (heartbeat")) << r;
-    EXPECT_THAT(line, HasSubstr("but never entered all_reduce #2 (float32 sum, 65536 elements), "
-                                "which the other 2 processes entered")) << r;
-    EXPECT_THAT(line, HasSubstr("its last completed collective is #1")) << r;
-    EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << r;
-  }
+  ExpectStalledRankTwoNamedByEveryRank("collective-stall", {"its last completed collective is #1"});
 }
 
 // SIGSTOP freezes the whole program, libdist's threads included; its sidecar keeps heartbeating.
