@@ -1,7 +1,7 @@
 // collective-bench: libdist's collectives, measured the way nccl-tests measures NCCL.
 //
 //   collective-bench [-n 2] [--op all_reduce] [--transport auto|shm|tcp] [--min-bytes 4K]
-//                    [--max-bytes 64M] [--factor 4] [--json] [--async N]
+//                    [--max-bytes 64M] [--factor 4] [--json] [--async N] [--warmup-ms 200]
 //
 // Without COHORT_PROCESS_ID in the environment it launches -n copies of itself as a standalone
 // job on loopback (process 0 hosts the coordination service); under cohort-run or in a job it
@@ -12,6 +12,9 @@
 //     before each iteration (what a training step waits for);
 //   - the concurrent-memcpy ceiling: every rank copying the same size at once, which bounds
 //     what any shared-memory all-reduce can reach on this machine.
+// Before the first size, the ranks run untimed calls of it for --warmup-ms: a job's first
+// milliseconds are its start-up (sidecars and the launcher finishing theirs), which on a small
+// machine preempts a rank for milliseconds and would land in the first sizes' means.
 // docs/benchmarks.md records the figures and compares them with OpenMPI, Intel MPI and gloo
 // (bench/baselines/run-collective-peers.sh) in the same run.
 
@@ -50,6 +53,8 @@ struct Flags {
   bool memcpy_ceiling = true;
   // > 0: the timed loop enqueues this many asynchronous calls, then waits for them all.
   int async = 0;
+  // Untimed calls before the first size, for at least this long on rank 0's clock.
+  int warmup_ms = 200;
 };
 
 size_t ParseBytes(const std::string& s) {
@@ -237,6 +242,19 @@ Placement Measure(dist::Communicator& c, Op op, size_t bytes, bool in_place, int
   return m;
 }
 
+// Untimed calls of the first size until `period` passed on rank 0's clock (rank 0 decides, in
+// batches, so every rank makes the same calls).
+void StartupWarmup(dist::Communicator& c, Op op, size_t bytes, absl::Duration period) {
+  const Shape s = ShapeOf(op, bytes, c.size());
+  std::vector<float> send(std::max(s.send_elems, s.recv_elems)), recv(s.recv_elems);
+  const absl::Time end = absl::Now() + period;
+  for (int32_t more = period > absl::ZeroDuration(); more != 0;) {
+    for (int i = 0; i < 20; ++i) Die(RunOp(c, op, send.data(), recv.data(), s.count), "warm-up");
+    more = absl::Now() < end;
+    Die(c.Broadcast(&more, &more, 1, dist::DataType::kInt32, 0), "warm-up");
+  }
+}
+
 // Every rank copies `bytes` at once: the memory-bandwidth ceiling of a shared-memory
 // collective at this size. GB/s per process, mean over ranks.
 double ConcurrentMemcpy(dist::Communicator& c, size_t bytes) {
@@ -280,6 +298,11 @@ int main(int argc, char** argv) {
                  "Time N asynchronous calls in flight, then one wait for them all (per call)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-memcpy", flags.memcpy_ceiling, "Skip the concurrent-memcpy ceiling");
+  app.add_option("--warmup-ms", flags.warmup_ms,
+                 "Untimed calls of the first size for this long before measuring (the job's "
+                 "start-up stays out of the figures)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   const Op op = flags.op == "all_gather"       ? Op::kAllGather
@@ -325,6 +348,7 @@ int main(int argc, char** argv) {
                 "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
                 "(GB/s)", "", "(us, ip)");
   }
+  StartupWarmup(c, op, min_bytes, absl::Milliseconds(flags.warmup_ms));
   double busbw_total = 0;
   int busbw_n = 0;
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= flags.factor) {

@@ -27,7 +27,7 @@ MIB = 1024 * KIB
 SMALLEST_BYTES = 4 * KIB
 LARGEST_BYTES = 64 * MIB
 SIZE_FACTOR = 4
-STARTUP_WARMUP_OPS = 5
+STARTUP_WARMUP_SECONDS = 0.2  # as long as collective-bench's --warmup-ms
 # Every blocking step (rendezvous, each collective) fails after this instead of hanging.
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=5)
 
@@ -100,8 +100,13 @@ def worker(rank, args, port):
         ranks = dist.get_world_size()
         # Connections are set up lazily; keep that out of the first size's timings.
         warm = torch.zeros(max(args.min_bytes, SMALLEST_BYTES) // 4, dtype=torch.float32)
-        for _ in range(STARTUP_WARMUP_OPS):
-            dist.all_reduce(warm)
+        warmup_end = time.monotonic() + STARTUP_WARMUP_SECONDS
+        more = torch.ones(1, dtype=torch.int32)
+        while more.item():  # rank 0's clock decides, so every rank makes the same calls
+            for _ in range(20):
+                dist.all_reduce(warm)
+            more.fill_(int(time.monotonic() < warmup_end))
+            dist.broadcast(more, src=0)
         for nbytes in sizes(args):
             iters = max(1, round(base_iters(nbytes) * args.iters_scale))
             time_us, median_max_us, wrong = measure(torch, dist, nbytes, iters, rank, ranks)

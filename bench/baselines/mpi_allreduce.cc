@@ -12,7 +12,8 @@
 //    "algbw_gbps":A,"busbw_gbps":B,"median_max_us":M,"iters":I,"wrong":W}
 //
 // time_us follows nccl-tests (-w 1 -a 1): the mean per-op time of `iters` back-to-back ops after
-// one warm-up (plus, once per run, 5 small ops for connection setup), averaged over ranks;
+// one warm-up (plus, once per run, 200 ms of small ops for connection setup, as collective-bench
+// warms up), averaged over ranks;
 // algbw = S / time (GB = 1e9 B), busbw = algbw * 2(P-1)/P.
 // median_max_us is the figure collective-bench also prints: each op preceded by MPI_Barrier,
 // the max over ranks of that op's time, and the median over iterations. wrong counts, summed
@@ -41,7 +42,8 @@ constexpr std::int64_t kMiB = 1024 * kKiB;
 constexpr std::int64_t kSmallestBytes = 4 * kKiB;
 constexpr std::int64_t kLargestBytes = 64 * kMiB;
 constexpr std::int64_t kSizeFactor = 4;
-constexpr int kStartupWarmupOps = 5;
+// Untimed ops of the first size before measuring, as long as collective-bench's --warmup-ms.
+constexpr double kStartupWarmupUs = 200e3;
 
 struct Options {
   std::string impl = "mpi";
@@ -197,8 +199,13 @@ int main(int argc, char** argv) {
   // size's single warm-up leaves them in its timed loop (Intel MPI: 240 us instead of 2 us).
   const int first_count =
       static_cast<int>(std::max(options.min_bytes, kSmallestBytes) / sizeof(float));
-  for (int i = 0; i < kStartupWarmupOps; ++i) {
-    for (bool in_place : {false, true}) AllReduce(send.data(), recv.data(), first_count, in_place);
+  const double warmup_end = NowUs() + kStartupWarmupUs;
+  for (int more = 1; more != 0;) {  // rank 0's clock decides, so every rank makes the same ops
+    for (int i = 0; i < 20; ++i) {
+      for (bool in_place : {false, true}) AllReduce(send.data(), recv.data(), first_count, in_place);
+    }
+    more = NowUs() < warmup_end;
+    MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
   }
 
   for (std::int64_t bytes = kSmallestBytes; bytes <= options.max_bytes; bytes *= kSizeFactor) {

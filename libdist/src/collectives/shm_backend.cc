@@ -158,6 +158,10 @@ uint8_t* ShmBackend::InSlot(int rank, uint32_t chunk) const {
   return segments_[rank].data() + kDataOffset + (chunk % kSlots) * kSlotBytes;
 }
 
+uint8_t* ShmBackend::StepSlot(int rank, uint32_t chunk) const {
+  return (chunk / kSlots) % 2 == 0 ? InSlot(rank, chunk) : OutSlot(rank, chunk);
+}
+
 uint8_t* ShmBackend::OutSlot(int rank, uint32_t chunk) const {
   return segments_[rank].data() + kDataOffset + (kSlots + chunk % kSlots) * kSlotBytes;
 }
@@ -260,18 +264,21 @@ template <typename Post, typename Consume>
 absl::Status ShmBackend::Step(const OpSignature& sig, uint32_t first_chunk, absl::Time deadline,
                               Post post, Consume consume) {
   const uint32_t c = ++chunk_;
-  if (absl::Status s = WaitPeers(&Segment::consumed, c - kSlots, sig, first_chunk, deadline);
+  // Both the in- and the out-slot of c % kSlots are free once every peer is done reading the
+  // chunks kSlots back (result_consumed comes after consumed in either kind of step).
+  if (absl::Status s =
+          WaitPeers(&Segment::result_consumed, c - kSlots, sig, first_chunk, deadline);
       !s.ok()) {
     return s;
   }
   Seg(rank_).headers[c % kSlots].sig = ToWire(sig);
-  post(InSlot(rank_, c));
+  post(StepSlot(rank_, c));
   Publish(&Segment::posted, c);
   if (absl::Status s = WaitPeers(&Segment::posted, c, sig, first_chunk, deadline); !s.ok()) {
     return s;
   }
   if (absl::Status s = CheckSignatures(c, sig); !s.ok()) return s;
-  for (int q = 0; q < size_; ++q) slots_[q] = InSlot(q, c);
+  for (int q = 0; q < size_; ++q) slots_[q] = StepSlot(q, c);
   consume(slots_.data());
   // Single-phase: nothing goes through the out-slots, so the three counters move together,
   // with one fence before looking for sleepers instead of one per counter.
