@@ -1,6 +1,7 @@
 // allreduce-floor: how fast two processes on this machine can all-reduce through shared memory.
 //
-//   allreduce-floor [--sizes 64K,256K,1M] [--iters 2000] [--passes 5] [--json]
+//   allreduce-floor [--sizes 64K,256K,1M] [--algorithms oneshot,...] [--iters 2000] [--passes 5]
+//                   [--json]
 //
 // A lower bound for collective-bench's P = 2 float32 sum all-reduce, in place, with everything
 // but the data movement taken away: no communicator, no signatures, no deadlines, no futex. Two
@@ -13,6 +14,9 @@
 //              of it has aged out of its cache);
 //   pipelined  the same in 64 KiB blocks, each posted as soon as it is copied, the peer summing
 //              block k while copying block k + 1;
+//   twophase   reduce-scatter then all-gather: each rank posts the half its peer sums, sums its
+//              own half into its buffer and its out-slot in one pass, then copies the peer's
+//              summed half (slots alternating between two sets);
 //   nt         oneshot, the copy done with non-temporal stores (no read for ownership);
 //   cma        no copy into shared memory: each rank reads the half it sums straight out of the
 //              peer's buffer (process_vm_readv), sums it in place, then reads the peer's summed
@@ -35,6 +39,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -123,6 +128,29 @@ bool AllReduce(const std::string& algo, Shared& s, int me, uint64_t call, float*
     WaitFor(theirs.finished, call);
     return true;
   }
+  if (algo == "twophase") {
+    // Reduce-scatter, then all-gather: each rank sums its half (writing it to its buffer and
+    // to its out-slot in one pass) and copies the peer's summed half.
+    const size_t half = n / 2;
+    const size_t mine_at = me * half, theirs_at = peer * half;
+    const size_t len_mine = me == 0 ? half : n - half, len_theirs = n - len_mine;
+    const size_t slot = call % 2;
+    float* in_out = s.slots[me] + 2 * slot * slot_floats;   // what the peer sums
+    float* sum_out = in_out + slot_floats;                   // this rank's summed half
+    const float* in_peer = s.slots[peer] + 2 * slot * slot_floats;
+    const float* sum_peer = in_peer + slot_floats;
+    WaitFor(theirs.consumed, call - 1);
+    std::memcpy(in_out, buf + theirs_at, len_theirs * sizeof(float));
+    Post(mine.posted, call);
+    WaitFor(theirs.posted, call);
+    float* __restrict b = buf + mine_at;
+    for (size_t i = 0; i < len_mine; ++i) sum_out[i] = b[i] = b[i] + in_peer[i];
+    Post(mine.finished, call);
+    WaitFor(theirs.finished, call);
+    std::memcpy(buf + theirs_at, sum_peer, len_theirs * sizeof(float));
+    Post(mine.consumed, call);
+    return true;
+  }
   const size_t slot = algo == "ring" ? call % kRingSlots : 0;
   float* out = s.slots[me] + slot * slot_floats;
   const float* in = s.slots[peer] + slot * slot_floats;
@@ -165,14 +193,17 @@ void Pin(int cpu) {
 }
 
 size_t ParseSize(const std::string& text) {
+  if (text.empty() || text[0] < '0' || text[0] > '9') {
+    throw std::invalid_argument("'" + text + "' is not a size (use a byte count, or K or M: 64K)");
+  }
   size_t end = 0;
   size_t value = std::stoul(text, &end);
   const std::string unit = text.substr(end);
   if (unit == "K") return value << 10;
   if (unit == "M") return value << 20;
   if (unit.empty()) return value;
-  throw CLI::ValidationError("--sizes", "unknown unit '" + unit + "' in '" + text +
-                                            "' (use a byte count, or K or M)");
+  throw std::invalid_argument("unknown unit '" + unit + "' in '" + text +
+                              "' (use a byte count, or K or M)");
 }
 
 }  // namespace
@@ -180,24 +211,30 @@ size_t ParseSize(const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"The floor for a two-process shared-memory all-reduce on this machine"};
   std::string sizes_text = "64K,256K,1M";
-  std::string algos_text = "oneshot,ring,pipelined,nt,cma";
+  std::string algos_text = "oneshot,ring,pipelined,twophase,nt,cma";
   int iters = 2000;
   int passes = 5;
   bool json = false;
   app.add_option("--sizes", sizes_text, "comma-separated message sizes (K, M suffixes)");
-  app.add_option("--algorithms", algos_text, "comma-separated: oneshot,ring,pipelined,nt,cma");
+  app.add_option("--algorithms", algos_text, "comma-separated: oneshot,ring,pipelined,twophase,nt,cma");
   app.add_option("--iters", iters, "timed calls per pass")->check(CLI::PositiveNumber);
   app.add_option("--passes", passes, "passes per size and algorithm")->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "one JSON object per size and algorithm");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<size_t> sizes;
-  for (const auto& t : CLI::detail::split(sizes_text, ',')) sizes.push_back(ParseSize(t));
+  try {
+    for (const auto& t : CLI::detail::split(sizes_text, ',')) sizes.push_back(ParseSize(t));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce-floor: --sizes '%s': %s\n", sizes_text.c_str(), e.what());
+    return 2;
+  }
   const std::vector<std::string> algos = CLI::detail::split(algos_text, ',');
   for (const auto& a : algos) {
-    if (a != "oneshot" && a != "ring" && a != "pipelined" && a != "nt" && a != "cma") {
+    if (a != "oneshot" && a != "ring" && a != "pipelined" && a != "nt" && a != "cma" &&
+        a != "twophase") {
       std::fprintf(stderr, "allreduce-floor: unknown algorithm '%s' (one of oneshot, ring, "
-                   "pipelined, nt, cma)\n", a.c_str());
+                   "pipelined, twophase, nt, cma)\n", a.c_str());
       return 2;
     }
   }
