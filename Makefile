@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_PARALLEL ?= 1
 FUZZ_TARGETS ?=
 
-.PHONY: all deps build test demo bench install fuzz clean
+.PHONY: all deps build test demo bench install python fuzz clean
 
 all: build
 
@@ -31,6 +31,10 @@ demo: deps build
 # libdist (headers, library, CMake package, pkg-config file) and the binaries under PREFIX.
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# The cohort Python package (python/) as a wheel in $(BUILD_DIR)/python-dist/ (docs/python.md).
+python: deps build
+	@bash scripts/build-python-wheel.sh $(BUILD_DIR)
 
 bench: deps build
 	@bash bench/run-benchmarks.sh $(BUILD_DIR)
