@@ -2,6 +2,7 @@
 # `make python`: the cohort wheel, built against this build's libdist, into BUILD_DIR/python-dist/.
 #
 #   scripts/build-python-wheel.sh [BUILD_DIR]      (default: build)
+#   PYTHON=python3.13 scripts/build-python-wheel.sh  (the interpreter to build for; default python3)
 #
 # libdist (headers, libcohort_dist.so, its CMake package) is installed into
 # BUILD_DIR/python/cohort-prefix, then scikit-build-core and nanobind (pinned, from PyPI, in the
@@ -11,7 +12,12 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 build="$(cd "${1:-$repo/build}" && pwd)"
-venv="$build/python/build-venv"
+python=${PYTHON:-python3}
+pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || {
+  echo "build-python-wheel: cannot run $python" >&2
+  exit 2
+}
+venv="$build/python/build-venv-$pyver"
 prefix="$build/python/cohort-prefix"
 dist="$build/python-dist"
 
@@ -20,15 +26,16 @@ dist="$build/python-dist"
   exit 2
 }
 echo "cohort wheel: build environment $venv (scikit-build-core, nanobind)"
-bash "$repo/tests/setup_python_venv.sh" "$venv" "scikit_build_core, nanobind" \
+PYTHON="$python" bash "$repo/tests/setup_python_venv.sh" "$venv" "scikit_build_core, nanobind" \
   "scikit-build-core==1.1.2" "nanobind==3.1.0" "wheel" >/dev/null
 echo "cohort wheel: libdist installed into $prefix"
 cmake --install "$build" --prefix "$prefix" --strip >/dev/null
 mkdir -p "$dist"
-rm -f "$dist"/cohort-*.whl
+tag=$("$python" -c 'import sys; v = sys.version_info[:2]; print("cp312-abi3" if v >= (3, 12) else "cp%d%d-cp%d%d" % (v + v))')
+rm -f "$dist"/cohort-*-"$tag"-*.whl
 echo "cohort wheel: compiling the bindings"
 COHORT_PREFIX="$prefix" "$venv/bin/pip" wheel --quiet --disable-pip-version-check \
   --no-build-isolation --no-deps -w "$dist" \
-  --config-settings=build-dir="$build/python/wheel-build" "$repo/python"
-wheel=$(ls "$dist"/cohort-*.whl)
+  --config-settings=build-dir="$build/python/wheel-build-$pyver" "$repo/python"
+wheel=$(ls "$dist"/cohort-*-"$tag"-*.whl)
 echo "cohort wheel: $wheel"

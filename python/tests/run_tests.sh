@@ -22,15 +22,60 @@ rc=$?
 # One wheel build at a time (the build environment and the wheel directory are shared).
 exec 8>"$build/python/wheel.lock"
 flock --timeout 900 8 || { echo "waited 15 minutes for another wheel build" >&2; exit 1; }
-wheel=$(bash "$src/scripts/build-python-wheel.sh" "$build" | sed -n 's/^cohort wheel: \(.*\.whl\)$/\1/p')
+wheel_for() {  # wheel_for PYTHON: builds the wheel for that interpreter, prints its path
+  PYTHON="$1" bash "$src/scripts/build-python-wheel.sh" "$build" |
+    sed -n 's/^cohort wheel: \(.*\.whl\)$/\1/p'
+}
+site_of() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+# A venv of `base` with the cohort wheel, seeing another venv's packages (after its own).
+venv_with_cohort() {  # venv_with_cohort DIR BASE_PYTHON OTHER_VENV WHEEL
+  [[ -x "$1/bin/python" ]] || "$2" -m venv "$1" || return 1
+  "$1/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$4" ||
+    return 1
+  site_of "$3/bin/python" >"$(site_of "$1/bin/python")/cohort-test-shared.pth"
+}
+wheel=$(wheel_for python3)
 [[ -f "$wheel" ]] || { echo "no wheel was built" >&2; exit 1; }
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel" ||
   exit 1
-flock --unlock 8
+# torch, from the framework tests' environment (a few GB: installed once per machine).
+site_of "$torch_venv/bin/python" >"$(site_of "$venv/bin/python")/cohort-test-torch.pth"
 
-site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-torch_site=$("$torch_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$torch_site" >"$site/cohort-test-torch.pth"  # after the environment's own numpy
+# Each jax the tests support, in its own environment (jax 0.12 needs Python >= 3.12).
+python312=""
+for p in python3.13 python3.12 $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]* 2>/dev/null |
+                                 sort -rV | sed 's|$|/bin/python3|'); do
+  # (a pyenv shim may exist and still refuse to run: try it)
+  if "$p" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then
+    python312=$(command -v "$p")
+    break
+  fi
+done
+jax_pythons=""
+for version in 0.9.2 0.10.2 0.12.0.1; do
+  base=python3
+  if [[ $version == 0.12.* ]]; then
+    if [[ -z "$python312" ]]; then
+      export "COHORT_JAX_SKIP_$version=jax $version needs Python >= 3.12 and this machine has none"
+      jax_pythons+="$version=,"
+      continue
+    fi
+    base=$python312
+  fi
+  jax_venv="$build/python/jax-$version"
+  PYTHON="$base" bash "$src/tests/setup_python_venv.sh" "$jax_venv" jax "jax==$version" \
+    "jaxlib==$version" || exit $?
+  # The jax environment may have been made (by the framework tests) with another interpreter
+  # of the same need: build for the one it has.
+  jpython="$jax_venv/bin/python"
+  jwheel=$(wheel_for "$jpython")
+  [[ -f "$jwheel" ]] || { echo "no wheel was built for $jpython" >&2; exit 1; }
+  rm -rf "$build/python/cohort-jax-$version"
+  venv_with_cohort "$build/python/cohort-jax-$version" "$jpython" "$jax_venv" "$jwheel" || exit 1
+  jax_pythons+="$version=$build/python/cohort-jax-$version/bin/python,"
+done
+flock --unlock 8
+export COHORT_JAX_PYTHONS="$jax_pythons"
 
 cd "$build" || exit 1  # not the source tree: `import cohort` must find the installed wheel
 COHORT_BIN_DIR="$build/bin" COHORT_TEST_REQUIRE_TORCH=1 \

@@ -1,0 +1,34 @@
+"""`import cohort.jax` makes a zero-argument jax.distributed.initialize() work under cohort-run,
+for every jax the tests install. COHORT_JAX_PYTHONS lists "version=interpreter" pairs (an empty
+interpreter: that version cannot be installed here, with the reason in COHORT_JAX_SKIP_<ver>)."""
+
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+BIN = pathlib.Path(os.environ.get("COHORT_BIN_DIR", HERE.parents[1] / "build" / "bin"))
+
+
+def jax_pythons():
+    pairs = [p.split("=", 1) for p in os.environ.get("COHORT_JAX_PYTHONS", "").split(",") if p]
+    return pairs or [("none", "")]
+
+
+@pytest.mark.parametrize("version,python", jax_pythons())
+def test_zero_argument_initialize_under_cohort_run(version, python):
+    if not python:
+        reason = os.environ.get(f"COHORT_JAX_SKIP_{version}", "COHORT_JAX_PYTHONS is not set")
+        pytest.skip(f"jax {version}: {reason}")
+    result = subprocess.run(
+        [str(BIN / "cohort-run"), "-n", "2", "--", python, str(HERE / "jax_worker.py")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    ranks = sorted(int(r) for r in re.findall(rf"ok jax {re.escape(version)} rank (\d) of 2",
+                                              result.stdout))
+    assert ranks == [0, 1], output
