@@ -18,17 +18,30 @@ def jax_pythons():
     return pairs or [("none", "")]
 
 
-@pytest.mark.parametrize("version,python", jax_pythons())
-def test_zero_argument_initialize_under_cohort_run(version, python):
+def run_jax(version, python, program):
     if not python:
         reason = os.environ.get(f"COHORT_JAX_SKIP_{version}", "COHORT_JAX_PYTHONS is not set")
         pytest.skip(f"jax {version}: {reason}")
-    result = subprocess.run(
-        [str(BIN / "cohort-run"), "-n", "2", "--", python, str(HERE / "jax_worker.py")],
+    return subprocess.run(
+        [str(BIN / "cohort-run"), "-n", "2", "--", python, str(program)],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+@pytest.mark.parametrize("version,python", jax_pythons())
+def test_zero_argument_initialize_under_cohort_run(version, python):
+    result = run_jax(version, python, HERE / "jax_worker.py")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     ranks = sorted(int(r) for r in re.findall(rf"ok jax {re.escape(version)} rank (\d) of 2",
                                               result.stdout))
     assert ranks == [0, 1], output
+
+
+@pytest.mark.parametrize("version,python", jax_pythons())
+def test_the_jax_example_runs_as_its_docstring_says(version, python):
+    result = run_jax(version, python, HERE.parents[1] / "examples/python/jax_zero_arg.py")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert len(re.findall(r"process \d: every process's index: \[0, 1\]", result.stdout)) == 2, \
+        output
