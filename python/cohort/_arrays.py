@@ -10,8 +10,10 @@ import numpy as np
 
 from . import _cohort
 
-# What libdist reduces: float32/64, int32/64, float16 and bfloat16.
-_NUMPY_DTYPES = {"float32", "float64", "int32", "int64", "float16", "bfloat16"}
+# What libdist reduces: float32/64, int32/64, float16 and bfloat16 (ml_dtypes, looked up by name:
+# ml_dtypes is optional). Keyed by dtype object: dtype.name costs more than the whole call.
+_NUMPY_DTYPES = {np.dtype(name): name for name in ("float32", "float64", "int32", "int64",
+                                                     "float16")}
 _TORCH_DTYPES = {
     "torch.float32": "float32",
     "torch.float64": "float64",
@@ -56,49 +58,58 @@ def _is_torch_tensor(obj):
 
 def host_array(obj, what, writable=True):
     """The HostArray for obj, or TypeError naming the problem and the fix."""
-    if _is_torch_tensor(obj):
-        if obj.device.type != "cpu":
-            raise TypeError(
-                f"{what}: the tensor is on {obj.device}; the cohort package runs host "
-                "collectives only: pass a CPU tensor (tensor.cpu()), or use NCCL through "
-                "torch.distributed for GPU tensors")
-        dtype = _TORCH_DTYPES.get(str(obj.dtype))
-        if dtype is None:
-            raise TypeError(f"{what}: dtype {obj.dtype} is not supported: use {_SUPPORTED}")
-        if not obj.is_contiguous():
-            raise TypeError(
-                f"{what}: the tensor is not contiguous, so the result could not be written "
-                "into it: pass tensor.contiguous() (and use the returned tensor)")
-        return HostArray(obj, obj.data_ptr(), obj.numel(), dtype, tuple(obj.shape), True)
-    if not isinstance(obj, np.ndarray):
-        if hasattr(obj, "__dlpack__"):
-            try:
-                view = np.from_dlpack(obj)
-            except (BufferError, TypeError, RuntimeError) as e:
-                raise TypeError(f"{what}: cannot view {type(obj).__name__} through DLPack "
-                                f"without a copy ({e}); pass a numpy array") from None
-        else:
-            try:
-                view = np.asarray(memoryview(obj))
-            except TypeError:
-                raise TypeError(
-                    f"{what}: {type(obj).__name__} is not an array: pass a numpy array, a torch "
-                    "CPU tensor, or an object with __dlpack__ or the buffer protocol") from None
-        arr = view
-    else:
+    if type(obj) is np.ndarray:  # the common case first: every check below costs
         arr = obj
-    dtype = arr.dtype.name
-    if dtype not in _NUMPY_DTYPES:
-        raise TypeError(f"{what}: dtype {arr.dtype} is not supported: use {_SUPPORTED}"
-                        + (" (bfloat16: ml_dtypes.bfloat16)" if dtype == "uint16" else ""))
-    if not arr.flags.c_contiguous:
+    elif _is_torch_tensor(obj):
+        return _torch_array(obj, what)
+    elif isinstance(obj, np.ndarray):
+        arr = obj
+    elif hasattr(obj, "__dlpack__"):
+        try:
+            arr = np.from_dlpack(obj)
+        except (BufferError, TypeError, RuntimeError) as e:
+            raise TypeError(f"{what}: cannot view {type(obj).__name__} through DLPack "
+                            f"without a copy ({e}); pass a numpy array") from None
+    else:
+        try:
+            arr = np.asarray(memoryview(obj))
+        except TypeError:
+            raise TypeError(
+                f"{what}: {type(obj).__name__} is not an array: pass a numpy array, a torch "
+                "CPU tensor, or an object with __dlpack__ or the buffer protocol") from None
+    dtype = _NUMPY_DTYPES.get(arr.dtype)
+    if dtype is None:
+        dtype = arr.dtype.name
+        if dtype != "bfloat16":
+            raise TypeError(f"{what}: dtype {arr.dtype} is not supported: use {_SUPPORTED}"
+                            + (" (bfloat16: ml_dtypes.bfloat16)" if dtype == "uint16" else ""))
+    flags = arr.flags
+    if not flags.c_contiguous:
         raise TypeError(
             f"{what}: the array is not C-contiguous, so the result could not be written into it "
             "without a copy you would never see: pass np.ascontiguousarray(array) (and use the "
             "returned array)")
-    if writable and not arr.flags.writeable:
+    if writable and not flags.writeable:
         raise TypeError(
             f"{what}: the array is read-only and this call writes its result into it: pass a "
             "writable copy (array.copy())")
-    address = arr.__array_interface__["data"][0]
+    address = _cohort.address_of(arr) if arr.size else 0
+    if address < 0:
+        address = arr.ctypes.data
     return HostArray(obj, address, arr.size, dtype, arr.shape, False, arr.dtype)
+
+
+def _torch_array(obj, what):
+    if obj.device.type != "cpu":
+        raise TypeError(
+            f"{what}: the tensor is on {obj.device}; the cohort package runs host "
+            "collectives only: pass a CPU tensor (tensor.cpu()), or use NCCL through "
+            "torch.distributed for GPU tensors")
+    dtype = _TORCH_DTYPES.get(str(obj.dtype))
+    if dtype is None:
+        raise TypeError(f"{what}: dtype {obj.dtype} is not supported: use {_SUPPORTED}")
+    if not obj.is_contiguous():
+        raise TypeError(
+            f"{what}: the tensor is not contiguous, so the result could not be written "
+            "into it: pass tensor.contiguous() (and use the returned tensor)")
+    return HostArray(obj, obj.data_ptr(), obj.numel(), dtype, tuple(obj.shape), True)

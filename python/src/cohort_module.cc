@@ -288,6 +288,20 @@ NB_MODULE(_cohort, m) {
       nb::cpp_function([] { g_exiting.store(true); }));
   m.attr("PREEMPTED_EXIT_CODE") = dist::kPreemptedExitCode;
 
+  // The address of a C-contiguous object's memory through the buffer protocol (much cheaper
+  // than numpy's .ctypes.data), or -1 when the object does not export it (a dtype numpy cannot
+  // put in a buffer, such as ml_dtypes' bfloat16).
+  m.def("address_of", [](nb::handle obj) -> int64_t {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_SIMPLE) != 0) {
+      PyErr_Clear();
+      return -1;
+    }
+    const auto address = reinterpret_cast<int64_t>(view.buf);
+    PyBuffer_Release(&view);
+    return address;
+  });
+
   nb::class_<Buffer>(m, "Buffer")
       .def(nb::init<uintptr_t, size_t, std::string>(), nb::arg("address"), nb::arg("count"),
            nb::arg("dtype"));
