@@ -3,10 +3,14 @@
 # installs it into a virtual environment of its own (build/python/cohort-test: numpy, ml_dtypes,
 # pytest from PyPI, pinned), lets that environment import the tests' torch (build/python/
 # torch-2.15.0, shared with the framework tests), and runs python/tests with pytest.
-# Usage: run_tests.sh SOURCE_DIR BUILD_DIR. Exit 77 (skipped) when PyPI cannot be reached.
+# Usage: run_tests.sh SOURCE_DIR BUILD_DIR [--environment-only]. Exit 77 (skipped) when PyPI cannot
+# be reached. --environment-only makes the environments (build/python/cohort-test with the wheel
+# and torch; build/python/cohort-jax-<version> with the wheel and that jax) and stops: the
+# operator's end-to-end tests run the examples with them.
 set -uo pipefail
 src=${1:?usage: run_tests.sh SOURCE_DIR BUILD_DIR}
 build=${2:?usage: run_tests.sh SOURCE_DIR BUILD_DIR}
+environment_only=${3:-}
 venv="$build/python/cohort-test"
 torch_venv="$build/python/torch-2.15.0"
 
@@ -29,6 +33,10 @@ wheel_for() {  # wheel_for PYTHON: builds the wheel for that interpreter, prints
 site_of() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 # A venv of `base` with the cohort wheel, seeing another venv's packages (after its own).
 venv_with_cohort() {  # venv_with_cohort DIR BASE_PYTHON OTHER_VENV WHEEL
+  local version='import sys; print(sys.version_info[:2])'
+  if [[ -x "$1/bin/python" && "$("$1/bin/python" -c "$version")" != "$("$2" -c "$version")" ]]; then
+    rm -rf "$1"  # made for another interpreter (the other venv was remade since)
+  fi
   [[ -x "$1/bin/python" ]] || "$2" -m venv "$1" || return 1
   "$1/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$4" ||
     return 1
@@ -70,11 +78,11 @@ for version in 0.9.2 0.10.2 0.12.0.1; do
   jpython="$jax_venv/bin/python"
   jwheel=$(wheel_for "$jpython")
   [[ -f "$jwheel" ]] || { echo "no wheel was built for $jpython" >&2; exit 1; }
-  rm -rf "$build/python/cohort-jax-$version"
   venv_with_cohort "$build/python/cohort-jax-$version" "$jpython" "$jax_venv" "$jwheel" || exit 1
   jax_pythons+="$version=$build/python/cohort-jax-$version/bin/python,"
 done
 flock --unlock 8
+[[ "$environment_only" == --environment-only ]] && exit 0
 export COHORT_JAX_PYTHONS="$jax_pythons"
 
 cd "$build" || exit 1  # not the source tree: `import cohort` must find the installed wheel

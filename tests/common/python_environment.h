@@ -41,4 +41,23 @@ inline std::string TorchEnvironment() {
   return PythonEnvironment("torch-2.15.0", "torch.distributed", {"torch==2.15.0", "numpy==2.4.6"});
 }
 
+// The cohort package's test environments (python/tests/run_tests.sh --environment-only):
+// build/python/cohort-test (the wheel of this build, numpy, torch 2.15.0), returned by
+// CohortPythonEnvironment(), and build/python/cohort-jax-<version> (the wheel and that jax), by
+// CohortJaxEnvironment(version). "" when PyPI cannot be reached (the caller skips and says so); a
+// test failure when the setup fails otherwise.
+inline std::string CohortPythonEnvironment(const std::string& name = "cohort-test") {
+  std::vector<std::string> argv = {"bash", absl::StrCat(COHORT_SOURCE_DIR, "/python/tests/run_tests.sh"),
+                                   COHORT_SOURCE_DIR, COHORT_BUILD_DIR, "--environment-only"};
+  absl::StatusOr<Subprocess> setup = Subprocess::Start(Subprocess::Options{argv, {}, /*capture_output=*/false});
+  EXPECT_TRUE(setup.ok()) << setup.status();
+  if (!setup.ok()) return "";
+  int code = Subprocess::ExitCodeOf(setup->Wait());
+  EXPECT_TRUE(code == 0 || code == 77) << "python/tests/run_tests.sh --environment-only failed";
+  return code == 0 ? absl::StrCat(COHORT_BUILD_DIR, "/python/", name) : "";
+}
+inline std::string CohortJaxEnvironment(const std::string& version) {
+  return CohortPythonEnvironment(absl::StrCat("cohort-jax-", version));
+}
+
 }  // namespace cohort::testing

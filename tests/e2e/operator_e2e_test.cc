@@ -3,6 +3,7 @@
 // rendezvous through the injected environment.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <iterator>
@@ -535,6 +536,94 @@ TEST_F(OperatorE2E, PytorchExample_RunsToTheEnd) {
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "pytorch-example");
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_THAT(TrainerLog(*cluster_, "pytorch-example", rank), HasSubstr(absl::StrCat("rank ", rank, ": done")));
+  }
+}
+
+// The cohort package's example (manifests/examples/pytorch-preemptible.yaml), applied as a user
+// would, except for its command (the test environment's python, with torch and the wheel) and its
+// checkpoint volume (a directory that outlives the pods, as the manifest says to use): pod 1 is
+// evicted mid-run; every rank checkpoints at one step and exits 76; the gang restarts as a
+// preemption and every rank resumes from that step.
+TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResumes) {
+  std::string venv = CohortPythonEnvironment();
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the cohort package's example";
+  auto op = Operator();
+  const std::string program = absl::StrCat(COHORT_SOURCE_DIR, "/examples/python/pytorch_preemptible.py");
+  // The manifest's header says `kubectl create configmap ...`; kubectl sends that as protobuf,
+  // which the local API server does not speak, so the same objects go through apply (JSON).
+  for (const std::vector<std::string>& create :
+       {std::vector<std::string>{"create", "configmap", "pytorch-preemptible-program",
+                                 absl::StrCat("--from-file=", program), "--dry-run=client", "-o", "yaml"},
+        std::vector<std::string>{"create", "configmap", "cohort-wheel", "--dry-run=client", "-o", "yaml"}}) {
+    LocalControlPlane::Result made = cluster_->Kubectl(create);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    LocalControlPlane::Result applied = cluster_->Kubectl({"apply"}, made.output);
+    ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  }
+  const std::string checkpoints = absl::StrCat(cluster_->dir(), "/preemptible-checkpoints");
+  std::ifstream in(absl::StrCat(COHORT_SOURCE_DIR, "/manifests/examples/pytorch-preemptible.yaml"));
+  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string command =
+      R"(["sh", "-c", "pip install --quiet torch==2.15.0 /wheels/cohort-*.whl && exec python /program/pytorch_preemptible.py"])";
+  const std::string volume = "          emptyDir: {}";
+  ASSERT_THAT(yaml, HasSubstr(command));
+  ASSERT_THAT(yaml, HasSubstr(volume));
+  yaml = absl::StrReplaceAll(
+      yaml, {{command, absl::StrCat(R"([")", venv, R"(/bin/python", "/program/pytorch_preemptible.py", "--steps", "1000"])")},
+             {volume, absl::StrCat("          hostPath:\n            path: ", checkpoints)}});
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
+  ASSERT_NE(WaitForLog(*cluster_, "pytorch-preemptible", 0, "rank 0/2 step 50 ", absl::Minutes(3)), "");
+  LocalControlPlane::Result evicted = cluster_->Kubectl(
+      {"create", "--raw", "/api/v1/namespaces/default/pods/pytorch-preemptible-1/eviction"},
+      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"pytorch-preemptible-1","namespace":"default"}})");
+  ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
+
+  json job = cluster_->WaitForJob("default", "pytorch-preemptible", Finished, absl::Minutes(5));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "pytorch-preemptible");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1) << Events(*cluster_, "pytorch-preemptible");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  EXPECT_TRUE(std::filesystem::exists(absl::StrCat(checkpoints, "/checkpoint.pt")));
+  std::string resumed_at[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string log = TrainerLog(*cluster_, "pytorch-preemptible", rank);  // attempt 1's
+    const std::string prefix = absl::StrCat("rank ", rank, ": resumed from step ");
+    size_t at = log.find(prefix);
+    ASSERT_NE(at, std::string::npos) << log;
+    at += prefix.size();
+    resumed_at[rank] = log.substr(at, log.find(' ', at) - at);
+    EXPECT_THAT(log, HasSubstr("(restart attempt 1)"));
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("rank ", rank, ": done at step 999")));
+  }
+  EXPECT_EQ(resumed_at[0], resumed_at[1]);
+}
+
+// The cohort package's JAX example (manifests/examples/jax-zero-arg.yaml) through the operator:
+// `import cohort.jax`, then jax.distributed.initialize() with no arguments in each pod.
+TEST_F(OperatorE2E, JaxZeroArgExample_InitializesWithoutArgumentsInEveryPod) {
+  std::string venv = CohortJaxEnvironment("0.10.2");
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the cohort package's JAX example";
+  auto op = Operator();
+  const std::string program = absl::StrCat(COHORT_SOURCE_DIR, "/examples/python/jax_zero_arg.py");
+  for (const std::vector<std::string>& create :  // as in the example above: apply, not create
+       {std::vector<std::string>{"create", "configmap", "jax-zero-arg-program",
+                                 absl::StrCat("--from-file=", program), "--dry-run=client", "-o", "yaml"},
+        std::vector<std::string>{"create", "configmap", "cohort-wheel", "--dry-run=client", "-o", "yaml"}}) {
+    LocalControlPlane::Result made = cluster_->Kubectl(create);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    ASSERT_EQ(cluster_->Kubectl({"apply"}, made.output).exit_code, 0);
+  }
+  std::ifstream in(absl::StrCat(COHORT_SOURCE_DIR, "/manifests/examples/jax-zero-arg.yaml"));
+  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string command =
+      R"(["sh", "-c", "pip install --quiet jax==0.10.2 /wheels/cohort-*.whl && exec python /program/jax_zero_arg.py"])";
+  ASSERT_THAT(yaml, HasSubstr(command));
+  yaml = absl::StrReplaceAll(yaml, {{command, absl::StrCat(R"([")", venv, R"(/bin/python", "/program/jax_zero_arg.py"])")}});
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "jax-zero-arg", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "jax-zero-arg");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "jax-zero-arg", rank),
+                HasSubstr(absl::StrCat("process ", rank, ": every process's index: [0, 1]")));
   }
 }
 
