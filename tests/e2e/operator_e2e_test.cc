@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
@@ -573,6 +574,45 @@ TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResu
              {volume, absl::StrCat("          hostPath:\n            path: ", checkpoints)}});
   ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
   ASSERT_NE(WaitForLog(*cluster_, "pytorch-preemptible", 0, "rank 0/2 step 50 ", absl::Minutes(3)), "");
+  // The steps the program reports (cohort.report_progress) are on rank 0's sidecar's /metrics:
+  // its own (cohort_trainer_step) and every rank's (cohort_task_step).
+  LocalControlPlane::Result pod = cluster_->Kubectl({"get", "pod", "pytorch-preemptible-0", "-o", "json"});
+  ASSERT_EQ(pod.exit_code, 0) << pod.output;
+  const json pod0 = json::parse(pod.output);
+  int metrics_port = 0;
+  for (const char* kind : {"initContainers", "containers"}) {
+    for (const json& c : pod0["spec"].value(kind, json::array())) {
+      for (const json& p : c.value("ports", json::array())) {
+        if (p.value("name", "") == "metrics") metrics_port = p.value("containerPort", 0);
+      }
+    }
+  }
+  ASSERT_GT(metrics_port, 0) << pod.output;
+  httplib::Client sidecar(pod0["status"].value("podIP", ""), metrics_port);
+  auto step_of = [](const std::string& metrics, const std::string& name, const std::string& label) {
+    double best = -1;
+    for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+      if (!absl::StartsWith(line, name) || line.size() <= name.size() ||
+          (line[name.size()] != ' ' && line[name.size()] != '{') || !absl::StrContains(line, label)) {
+        continue;  // another series (cohort_trainer_step_seconds_...), or another rank's
+      }
+      double v;
+      if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) best = std::max(best, v);
+    }
+    return best;
+  };
+  std::string metrics;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+    auto res = sidecar.Get("/metrics");
+    metrics = res ? res->body : "";
+    if (step_of(metrics, "cohort_trainer_step", "") >= 50 &&
+        step_of(metrics, "cohort_task_step", "rank=\"1\"") >= 50) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_GE(step_of(metrics, "cohort_trainer_step", ""), 50) << metrics;
+  EXPECT_GE(step_of(metrics, "cohort_task_step", "rank=\"1\""), 50) << metrics;
   LocalControlPlane::Result evicted = cluster_->Kubectl(
       {"create", "--raw", "/api/v1/namespaces/default/pods/pytorch-preemptible-1/eviction"},
       R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"pytorch-preemptible-1","namespace":"default"}})");
