@@ -16,6 +16,8 @@ progress and host collectives, named as jax.distributed and jax's coordination c
 docs/python.md describes every function, the errors and how signals behave.
 """
 
+import os
+
 import numpy as np
 
 from . import _cohort
@@ -54,7 +56,8 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
 
     Every argument left as None comes from the launcher's environment (cohort-run, the
     operator's pods: COHORT_COORDINATOR_ADDRESS, COHORT_NUM_PROCESSES, COHORT_PROCESS_ID).
-    initialization_timeout is in seconds, as in jax.distributed.initialize.
+    initialization_timeout is in seconds, as in jax.distributed.initialize; left at its default,
+    COHORT_INITIALIZATION_TIMEOUT (cohort-run --initialization-timeout) wins when it is set.
 
     on_peer_failure: when another process of the job fails, by default this process prints the
     failure and exits with PEER_FAILURE_EXIT_CODE (75) at once, so that nothing hangs on a dead
@@ -62,6 +65,8 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
     (process_id, cause, message); the process then keeps running, and every collective in flight
     and later raises AbortedError naming the failed process.
     """
+    if initialization_timeout == 300 and "COHORT_INITIALIZATION_TIMEOUT" in os.environ:
+        initialization_timeout = None  # the default gives way to the launcher's setting
     if initialization_timeout is not None:
         initialization_timeout = float(initialization_timeout)
     if on_peer_failure is not None and not callable(on_peer_failure):
@@ -155,9 +160,21 @@ def key_value_try_get(key):
 
 
 @translated
+def key_value_try_get_bytes(key):
+    """key_value_try_get, returning bytes."""
+    return _cohort.key_value_try_get(key)
+
+
+@translated
 def key_value_dir_get(prefix):
     """Every (key, value) below prefix/, in key order, values as str."""
     return [(k, _as_str(v, k, "key_value_dir_get")) for k, v in _cohort.key_value_dir_get(prefix)]
+
+
+@translated
+def key_value_dir_get_bytes(prefix):
+    """key_value_dir_get, values as bytes."""
+    return list(_cohort.key_value_dir_get(prefix))
 
 
 @translated
@@ -317,8 +334,9 @@ class Communicator:
     @translated
     def split(self, color, key):
         """A new communicator of the ranks that passed the same color, ordered by key (then
-        rank). Every rank calls it."""
-        return Communicator(_impl=self._impl.split(int(color), int(key)))
+        rank). Every rank calls it; a negative color takes part but gets None."""
+        impl = self._impl.split(int(color), int(key))
+        return None if impl is None else Communicator(_impl=impl)
 
     def abort(self, reason):
         """Fails every call in flight and every later call with AbortedError naming reason."""
@@ -341,7 +359,7 @@ def _communicator():
     return _default_communicator
 
 
-def _array_from(result):
+def _array_from(result, like):
     dtype, shape, data = result
     if dtype == "bfloat16":
         import ml_dtypes
@@ -349,42 +367,46 @@ def _array_from(result):
         np_dtype = ml_dtypes.bfloat16
     else:
         np_dtype = np.dtype(dtype)
-    return np.frombuffer(data, dtype=np_dtype).reshape(shape).copy()
+    out = np.frombuffer(data, dtype=np_dtype).reshape(shape)
+    return out.astype(like) if out.dtype != like else out.copy()
+
+
+# Carried as int64 and given back in their own dtype (exact both ways).
+_WIDENED = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.uint8, np.uint16, np.uint32)}
 
 
 def _host_copy(array, what):
+    """A contiguous host copy libdist can carry, and the dtype to give the result back in."""
     arr = array if isinstance(array, np.ndarray) else np.asarray(array)
-    if arr.dtype.name not in ("float32", "float64", "int32", "int64", "float16", "bfloat16"):
-        if arr.dtype.kind in "iub":
-            arr = arr.astype(np.int64)
-        elif arr.dtype.kind == "f":
-            arr = arr.astype(np.float64)
+    like = arr.dtype
+    if arr.dtype in _WIDENED:
+        arr = arr.astype(np.int64)
     arr = np.ascontiguousarray(arr)
-    return host_array(arr, what, writable=False), arr
+    return host_array(arr, what, writable=False), arr, like
 
 
 @translated
 def broadcast_one_to_all(array, root=0):
     """Every process gets root's array (dtype and shape included), as a new numpy array."""
-    a, keep = _host_copy(array, "broadcast_one_to_all")
+    a, keep, like = _host_copy(array, "broadcast_one_to_all")
     out = _cohort.broadcast_one_to_all(_communicator()._impl, a.buffer(), list(a.shape), int(root))
     del keep
-    return _array_from(out)
+    return _array_from(out, like)
 
 
 @translated
 def process_allgather(array, tiled=False):
     """Every process's array in process order: stacked (shape (count, *shape)), or concatenated
     along the first axis when tiled."""
-    a, keep = _host_copy(array, "process_allgather")
+    a, keep, like = _host_copy(array, "process_allgather")
     out = _cohort.process_allgather(_communicator()._impl, a.buffer(), list(a.shape), bool(tiled))
     del keep
-    return _array_from(out)
+    return _array_from(out, like)
 
 
 @translated
 def assert_equal(array, fail_message=""):
     """Fails (FailedPreconditionError) on every process whose array differs from process 0's."""
-    a, keep = _host_copy(array, "assert_equal")
+    a, keep, _ = _host_copy(array, "assert_equal")
     _cohort.assert_equal(_communicator()._impl, a.buffer(), list(a.shape), str(fail_message))
     del keep

@@ -28,10 +28,13 @@ _SUPPORTED = "float32, float64, int32, int64, float16 or bfloat16"
 class HostArray:
     """One array as passed to a collective: the original object (kept alive for the call)."""
 
-    __slots__ = ("obj", "address", "count", "dtype", "shape", "is_torch", "np_dtype")
+    __slots__ = ("obj", "view", "address", "count", "dtype", "shape", "is_torch", "np_dtype")
 
-    def __init__(self, obj, address, count, dtype, shape, is_torch, np_dtype=None):
+    def __init__(self, obj, address, count, dtype, shape, is_torch, np_dtype=None, view=None):
         self.obj = obj
+        # The numpy view of a DLPack or buffer-protocol object holds its export: while it lives,
+        # the object cannot be resized (its memory moved) under the call.
+        self.view = view
         self.address = address
         self.count = count
         self.dtype = dtype
@@ -96,7 +99,7 @@ def host_array(obj, what, writable=True):
     address = _cohort.address_of(arr) if arr.size else 0
     if address < 0:
         address = arr.ctypes.data
-    return HostArray(obj, address, arr.size, dtype, arr.shape, False, arr.dtype)
+    return HostArray(obj, address, arr.size, dtype, arr.shape, False, arr.dtype, arr)
 
 
 def _torch_array(obj, what):

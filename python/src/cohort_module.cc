@@ -99,8 +99,8 @@ absl::Status RunInterruptible(std::function<absl::Status()> fn,
     if (done) break;
     if (PyErr_CheckSignals() != 0) {
       if (cancel) {
+        nb::gil_scoped_release release;  // cancel() is an RPC; the helper may need the GIL
         cancel();
-        nb::gil_scoped_release release;
         helper.join();
       } else {
         helper.detach();
@@ -206,10 +206,13 @@ class PyCommunicator {
   }
   void Barrier() { Wait(comm_->BarrierAsync()); }
 
+  // None (nullptr) for a negative color: the rank took part in the split but is in no group.
   std::unique_ptr<PyCommunicator> Split(int color, int key) {
     absl::StatusOr<std::unique_ptr<dist::Communicator>> comm =
         RunCreate([&] { return comm_->Split(color, key); });
-    return std::make_unique<PyCommunicator>(Value(std::move(comm)));
+    std::unique_ptr<dist::Communicator> child = Value(std::move(comm));
+    if (child == nullptr) return nullptr;
+    return std::make_unique<PyCommunicator>(std::move(child));
   }
 
   void Abort(const std::string& reason) { comm_->Abort(reason); }
@@ -244,9 +247,9 @@ class PyCommunicator {
         return;
       }
       if (PyErr_CheckSignals() != 0) {
-        comm_->Abort("interrupted by a signal in Python (KeyboardInterrupt)");
         {
           nb::gil_scoped_release release;
+          comm_->Abort("interrupted by a signal in Python (KeyboardInterrupt)");
           (void)work.Wait();
         }
         throw nb::python_error();
@@ -373,21 +376,26 @@ NB_MODULE(_cohort, m) {
   m.def(
       "blocking_key_value_get",
       [](const std::string& key, std::optional<double> timeout_in_ms) {
-        const absl::Time deadline = absl::Now() + Millis(timeout_in_ms, dist::kDefaultTimeout);
-        while (true) {
-          absl::StatusOr<std::string> value;
-          {
-            nb::gil_scoped_release release;
-            const absl::Duration left = deadline - absl::Now();
-            value = dist::KeyValueGet(key, std::max(absl::ZeroDuration(),
-                                                    std::min(left, kSignalSlice)));
-          }
-          if (value.ok()) return nb::bytes(value->data(), value->size());
-          if (!absl::IsDeadlineExceeded(value.status()) || absl::Now() >= deadline) {
-            Raise(value.status());
-          }
-          CheckSignals();
+        const absl::Duration timeout = Millis(timeout_in_ms, dist::kDefaultTimeout);
+        const absl::Time deadline = absl::Now() + timeout;
+        // A key that is set (or soon is) comes back from one short call on this thread; a longer
+        // wait is one call with the whole timeout on a helper thread, so that Ctrl-C is seen
+        // within a slice without polling the coordinator every slice.
+        absl::StatusOr<std::string> value;
+        {
+          nb::gil_scoped_release release;
+          value = dist::KeyValueGet(key, std::min(timeout, kSignalSlice));
         }
+        if (absl::IsDeadlineExceeded(value.status()) && absl::Now() < deadline) {
+          auto result = std::make_shared<absl::StatusOr<std::string>>();
+          Check(RunInterruptible([key, deadline, result] {
+            *result = dist::KeyValueGet(key, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+            return result->status();
+          }));
+          value = *result;
+        }
+        if (!value.ok()) Raise(value.status());
+        return nb::bytes(value->data(), value->size());
       },
       nb::arg("key"), nb::arg("timeout_in_ms").none());
   m.def(
@@ -456,7 +464,9 @@ NB_MODULE(_cohort, m) {
       "sync_global_devices",
       [](const std::string& name, std::optional<double> timeout_in_ms) {
         const absl::Duration timeout = Millis(timeout_in_ms, dist::kDefaultTimeout);
-        Check(RunInterruptible([name, timeout] { return dist::SyncGlobalDevices(name, timeout); }));
+        // libdist's one barrier id for every SyncGlobalDevices call (distributed.cc).
+        Check(RunInterruptible([name, timeout] { return dist::SyncGlobalDevices(name, timeout); },
+                               [] { (void)dist::CancelBarrier("sync_global_devices"); }));
       },
       nb::arg("name"), nb::arg("timeout_in_ms").none());
 

@@ -27,8 +27,9 @@ rc=$?
 exec 8>"$build/python/wheel.lock"
 flock --timeout 900 8 || { echo "waited 15 minutes for another wheel build" >&2; exit 1; }
 wheel_for() {  # wheel_for PYTHON: builds the wheel for that interpreter, prints its path
-  PYTHON="$1" bash "$src/scripts/build-python-wheel.sh" "$build" |
-    sed -n 's/^cohort wheel: \(.*\.whl\)$/\1/p'
+  local log
+  log=$(PYTHON="$1" bash "$src/scripts/build-python-wheel.sh" "$build") || return $?  # 77: no PyPI
+  sed -n 's/^cohort wheel: \(.*\.whl\)$/\1/p' <<<"$log"
 }
 site_of() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 # A venv of `base` with the cohort wheel, seeing another venv's packages (after its own).
@@ -42,11 +43,16 @@ venv_with_cohort() {  # venv_with_cohort DIR BASE_PYTHON OTHER_VENV WHEEL
     return 1
   site_of "$3/bin/python" >"$(site_of "$1/bin/python")/cohort-test-shared.pth"
 }
-wheel=$(wheel_for python3)
+wheel=$(wheel_for python3) || exit $?
 [[ -f "$wheel" ]] || { echo "no wheel was built" >&2; exit 1; }
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel" ||
   exit 1
 # torch, from the framework tests' environment (a few GB: installed once per machine).
+version='import sys; print(sys.version_info[:2])'
+if [[ "$("$venv/bin/python" -c "$version")" != "$("$torch_venv/bin/python" -c "$version")" ]]; then
+  echo "$torch_venv was made with another Python than $venv: remove one of them" >&2
+  exit 1
+fi
 site_of "$torch_venv/bin/python" >"$(site_of "$venv/bin/python")/cohort-test-torch.pth"
 
 # Each jax the tests support, in its own environment (jax 0.12 needs Python >= 3.12).
@@ -76,7 +82,7 @@ for version in 0.9.2 0.10.2 0.12.0.1; do
   # The jax environment may have been made (by the framework tests) with another interpreter
   # of the same need: build for the one it has.
   jpython="$jax_venv/bin/python"
-  jwheel=$(wheel_for "$jpython")
+  jwheel=$(wheel_for "$jpython") || exit $?
   [[ -f "$jwheel" ]] || { echo "no wheel was built for $jpython" >&2; exit 1; }
   venv_with_cohort "$build/python/cohort-jax-$version" "$jpython" "$jax_venv" "$jwheel" || exit 1
   jax_pythons+="$version=$build/python/cohort-jax-$version/bin/python,"

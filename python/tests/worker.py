@@ -96,6 +96,9 @@ def key_value(r, n):
     assert cohort.key_value_increment("kv/counter", r + 1) >= r + 1
     cohort.wait_at_barrier("kv/written", 10_000)
     assert cohort.key_value_try_get("kv/counter") == str(n * (n + 1) // 2)
+    assert cohort.key_value_try_get_bytes("kv/binary") == b"\xff\xfe"
+    assert cohort.key_value_try_get_bytes("kv/never/set") is None
+    assert cohort.key_value_dir_get_bytes("kv/bytes")[r] == (f"kv/bytes/{r}", bytes([r, 0, 255]))
     listed = cohort.key_value_dir_get("kv/str")
     assert [k for k, _ in listed] == [f"kv/str/{q}" for q in range(n)], listed
     assert all(isinstance(v, str) for _, v in listed)
@@ -114,6 +117,12 @@ def barriers(r, n):
     if r < 2:
         cohort.wait_at_barrier("pair", 10_000, process_ids=[0, 1])
     cohort.sync_global_devices("synced")
+    # A name that differs from process 0's fails there only, naming both.
+    if r == 1:
+        expect_raises(cohort.FailedPreconditionError, cohort.sync_global_devices, "other",
+                      contains='"other"')
+    else:
+        cohort.sync_global_devices("same")
     # Process 2 never comes to this one: the others time out naming it.
     if r < 2:
         e = expect_raises(cohort.DeadlineExceededError, cohort.wait_at_barrier, "missing", 500)
@@ -161,9 +170,11 @@ def collectives_numpy(r, n):
         b = rank_values(r, 10, dtype)
         comm.broadcast(b, root=n - 1)
         np.testing.assert_array_equal(b.astype(np.float64), rank_values(n - 1, 10, "float64"))
-    s = comm.reduce_scatter(np.ones((n * 4, 2), np.float32) * (r + 1))
+    # Row i of rank q's input is (q + 1) * (i + 1): rank r's block is rows 4r..4r+3, summed.
+    rows = np.arange(1, n * 4 + 1, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
+    s = comm.reduce_scatter(rows * (r + 1))
     assert s.shape == (4, 2)
-    np.testing.assert_array_equal(s, np.full((4, 2), n * (n + 1) / 2, np.float32))
+    np.testing.assert_array_equal(s, rows[4 * r:4 * r + 4] * (n * (n + 1) / 2))
     a = comm.all_to_all(np.arange(n * 2, dtype=np.int64) + 100 * r)
     np.testing.assert_array_equal(a, [100 * q + 2 * r + k for q in range(n) for k in range(2)])
     comm.barrier()
@@ -174,6 +185,9 @@ def collectives_numpy(r, n):
     m = np.full((4, 4), r + 1, np.int32)[1:3]
     comm.all_reduce(m)
     assert (m == n * (n + 1) // 2).all()
+    # A negative color takes part in the split and gets None.
+    lone = comm.split(-1 if r == 0 else 0, r)
+    assert (lone is None) == (r == 0), lone
     # Split: evens and odds.
     sub = comm.split(r % 2, r)
     assert sub.size == len(range(r % 2, n, 2)), sub.size
@@ -236,17 +250,23 @@ def array_errors(r, n):
 @case
 def multihost(r, n):
     b = cohort.broadcast_one_to_all(np.arange(3, dtype=np.int32) + r, root=0)
+    assert b.dtype == np.int32, b.dtype
     np.testing.assert_array_equal(b, [0, 1, 2])
-    g = cohort.process_allgather(np.array([r, r], np.float32))
-    assert g.shape == (n, 2)
-    t = cohort.process_allgather(np.array([r, r], np.float32), tiled=True)
-    assert t.shape == (2 * n,)
+    flags = cohort.broadcast_one_to_all(np.array([r == 1, True]), root=1)
+    assert flags.dtype == np.bool_ and flags.tolist() == [True, True], flags
+    g = cohort.process_allgather(np.array([r, 10 * r], np.float32))
+    assert g.shape == (n, 2) and g.dtype == np.float32
+    np.testing.assert_array_equal(g, [[q, 10 * q] for q in range(n)])
+    t = cohort.process_allgather(np.array([r, r], np.uint8), tiled=True)
+    assert t.dtype == np.uint8, t.dtype
+    np.testing.assert_array_equal(t, [q for q in range(n) for _ in range(2)])
     cohort.assert_equal(np.array([1, 2, 3]), "same everywhere")
     if r == 0:
         cohort.assert_equal(np.array([r]), "rank 0 never fails")
     else:
-        expect_raises(cohort.FailedPreconditionError, cohort.assert_equal, np.array([r]),
-                      "differs", contains="differs")
+        e = expect_raises(cohort.FailedPreconditionError, cohort.assert_equal, np.array([r]),
+                          "differs", contains="differs")
+        assert "[0]" in str(e) or "{0}" in str(e), str(e)  # process 0's array is shown
 
 
 @case
@@ -257,6 +277,8 @@ def interrupt(r, n):
         expect_interrupt_within(lambda: cohort.wait_at_barrier("only/me", 60_000, [0, 1]))
         comm = cohort.Communicator()
         expect_interrupt_within(lambda: comm.all_reduce(np.ones(4, np.float32)))
+        # The interrupted call aborted the communicator: later calls say so.
+        expect_raises(cohort.Error, comm.barrier, contains="KeyboardInterrupt")
         cohort.key_value_set("interrupt/done", "1")
     else:
         cohort.Communicator()  # created by every rank; only rank 0 calls on it
