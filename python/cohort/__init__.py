@@ -376,21 +376,21 @@ _WIDENED = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.uint8, np.uint
 
 
 def _host_copy(array, what):
-    """A contiguous host copy libdist can carry, and the dtype to give the result back in."""
+    """A contiguous host array libdist can carry (it keeps its copy alive), and the dtype to give
+    the result back in."""
     arr = array if isinstance(array, np.ndarray) else np.asarray(array)
     like = arr.dtype
     if arr.dtype in _WIDENED:
         arr = arr.astype(np.int64)
     arr = np.ascontiguousarray(arr)
-    return host_array(arr, what, writable=False), arr, like
+    return host_array(arr, what, writable=False), like
 
 
 @translated
 def broadcast_one_to_all(array, root=0):
     """Every process gets root's array (dtype and shape included), as a new numpy array."""
-    a, keep, like = _host_copy(array, "broadcast_one_to_all")
+    a, like = _host_copy(array, "broadcast_one_to_all")
     out = _cohort.broadcast_one_to_all(_communicator()._impl, a.buffer(), list(a.shape), int(root))
-    del keep
     return _array_from(out, like)
 
 
@@ -398,15 +398,13 @@ def broadcast_one_to_all(array, root=0):
 def process_allgather(array, tiled=False):
     """Every process's array in process order: stacked (shape (count, *shape)), or concatenated
     along the first axis when tiled."""
-    a, keep, like = _host_copy(array, "process_allgather")
+    a, like = _host_copy(array, "process_allgather")
     out = _cohort.process_allgather(_communicator()._impl, a.buffer(), list(a.shape), bool(tiled))
-    del keep
     return _array_from(out, like)
 
 
 @translated
 def assert_equal(array, fail_message=""):
     """Fails (FailedPreconditionError) on every process whose array differs from process 0's."""
-    a, keep, _ = _host_copy(array, "assert_equal")
+    a, _ = _host_copy(array, "assert_equal")
     _cohort.assert_equal(_communicator()._impl, a.buffer(), list(a.shape), str(fail_message))
-    del keep

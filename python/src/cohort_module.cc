@@ -76,6 +76,14 @@ absl::Duration Millis(std::optional<double> ms, absl::Duration fallback) {
   return absl::Milliseconds(*ms);
 }
 
+// Calls `fn` without the GIL (libdist's calls wait on the network or on other ranks) and returns
+// its result; the caller raises from it once the GIL is back.
+template <typename F>
+auto WithoutGil(F fn) {
+  nb::gil_scoped_release release;
+  return fn();
+}
+
 // Runs `fn` on a helper thread and waits for it without the GIL, looking for signals between
 // slices. On an interrupt, `cancel` (if any) is called and the helper is waited for when that
 // makes it end; without `cancel` the helper is left to finish on its own.
@@ -173,15 +181,13 @@ class PyCommunicator {
                                 .c_str());
     }
     if (timeout_in_ms.has_value()) options.timeout = Millis(timeout_in_ms, absl::ZeroDuration());
-    absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = RunCreate(
-        [&] { return dist::Communicator::Create(options); });
-    return std::make_unique<PyCommunicator>(Value(std::move(comm)));
+    // Creation waits for the other ranks, on this thread (the one that will use it).
+    return std::make_unique<PyCommunicator>(
+        Value(WithoutGil([&] { return dist::Communicator::Create(options); })));
   }
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
-  std::vector<int> processes() const { return comm_->processes(); }
-  std::string backend() const { return dist::BackendName(comm_->backend()); }
   std::string describe() const { return comm_->Describe(); }
 
   void AllReduce(const Buffer& b, const std::string& op) {
@@ -208,9 +214,8 @@ class PyCommunicator {
 
   // None (nullptr) for a negative color: the rank took part in the split but is in no group.
   std::unique_ptr<PyCommunicator> Split(int color, int key) {
-    absl::StatusOr<std::unique_ptr<dist::Communicator>> comm =
-        RunCreate([&] { return comm_->Split(color, key); });
-    std::unique_ptr<dist::Communicator> child = Value(std::move(comm));
+    std::unique_ptr<dist::Communicator> child =
+        Value(WithoutGil([&] { return comm_->Split(color, key); }));
     if (child == nullptr) return nullptr;
     return std::make_unique<PyCommunicator>(std::move(child));
   }
@@ -220,14 +225,6 @@ class PyCommunicator {
   dist::Communicator& comm() { return *comm_; }
 
  private:
-  // Creation waits for the other ranks: without the GIL, on this thread (a communicator is
-  // made by the thread that uses it), with no slices (Create has no cancel).
-  template <typename F>
-  static absl::StatusOr<std::unique_ptr<dist::Communicator>> RunCreate(F make) {
-    nb::gil_scoped_release release;
-    return make();
-  }
-
   // Waits for an asynchronous call in slices, without the GIL; on a signal the communicator is
   // aborted and the call waited for, so the array is no longer touched when the exception flies.
   void Wait(absl::StatusOr<dist::Work> enqueued) {
@@ -365,12 +362,7 @@ NB_MODULE(_cohort, m) {
       "key_value_set",
       [](const std::string& key, nb::bytes value, bool allow_overwrite) {
         std::string v(value.c_str(), value.size());
-        absl::Status status;
-        {
-          nb::gil_scoped_release release;
-          status = dist::KeyValueSet(key, v, allow_overwrite);
-        }
-        Check(status);
+        Check(WithoutGil([&] { return dist::KeyValueSet(key, v, allow_overwrite); }));
       },
       nb::arg("key"), nb::arg("value"), nb::arg("allow_overwrite"));
   m.def(
@@ -381,11 +373,8 @@ NB_MODULE(_cohort, m) {
         // A key that is set (or soon is) comes back from one short call on this thread; a longer
         // wait is one call with the whole timeout on a helper thread, so that Ctrl-C is seen
         // within a slice without polling the coordinator every slice.
-        absl::StatusOr<std::string> value;
-        {
-          nb::gil_scoped_release release;
-          value = dist::KeyValueGet(key, std::min(timeout, kSignalSlice));
-        }
+        absl::StatusOr<std::string> value =
+            WithoutGil([&] { return dist::KeyValueGet(key, std::min(timeout, kSignalSlice)); });
         if (absl::IsDeadlineExceeded(value.status()) && absl::Now() < deadline) {
           auto result = std::make_shared<absl::StatusOr<std::string>>();
           Check(RunInterruptible([key, deadline, result] {
@@ -401,11 +390,7 @@ NB_MODULE(_cohort, m) {
   m.def(
       "key_value_try_get",
       [](const std::string& key) -> std::optional<nb::bytes> {
-        absl::StatusOr<std::string> value;
-        {
-          nb::gil_scoped_release release;
-          value = dist::KeyValueTryGet(key);
-        }
+        absl::StatusOr<std::string> value = WithoutGil([&] { return dist::KeyValueTryGet(key); });
         if (absl::IsNotFound(value.status())) return std::nullopt;
         if (!value.ok()) Raise(value.status());
         return nb::bytes(value->data(), value->size());
@@ -414,13 +399,8 @@ NB_MODULE(_cohort, m) {
   m.def(
       "key_value_dir_get",
       [](const std::string& prefix) {
-        absl::StatusOr<std::vector<std::pair<std::string, std::string>>> entries;
-        {
-          nb::gil_scoped_release release;
-          entries = dist::KeyValueDir(prefix);
-        }
         nb::list out;
-        for (const auto& [k, v] : Value(std::move(entries))) {
+        for (const auto& [k, v] : Value(WithoutGil([&] { return dist::KeyValueDir(prefix); }))) {
           out.append(nb::make_tuple(k, nb::bytes(v.data(), v.size())));
         }
         return out;
@@ -429,23 +409,13 @@ NB_MODULE(_cohort, m) {
   m.def(
       "key_value_delete",
       [](const std::string& key) {
-        absl::Status status;
-        {
-          nb::gil_scoped_release release;
-          status = dist::KeyValueDelete(key);
-        }
-        Check(status);
+        Check(WithoutGil([&] { return dist::KeyValueDelete(key); }));
       },
       nb::arg("key"));
   m.def(
       "key_value_increment",
       [](const std::string& key, int64_t amount) {
-        absl::StatusOr<int64_t> value;
-        {
-          nb::gil_scoped_release release;
-          value = dist::KeyValueIncrement(key, amount);
-        }
-        return Value(std::move(value));
+        return Value(WithoutGil([&] { return dist::KeyValueIncrement(key, amount); }));
       },
       nb::arg("key"), nb::arg("amount"));
 
@@ -473,34 +443,17 @@ NB_MODULE(_cohort, m) {
   m.def(
       "reached_preemption_sync_point",
       [](int64_t step) {
-        absl::StatusOr<bool> reached;
-        {
-          nb::gil_scoped_release release;
-          reached = dist::ReachedPreemptionSyncPoint(step);
-        }
-        return Value(std::move(reached));
+        return Value(WithoutGil([&] { return dist::ReachedPreemptionSyncPoint(step); }));
       },
       nb::arg("step"));
   m.def("preemption_notice_received", &dist::PreemptionNoticeReceived);
   m.def(
       "report_progress", [](int64_t step) { Check(dist::ReportProgress(step)); }, nb::arg("step"));
-  m.def("report_preemption", [] {
-    absl::Status status;
-    {
-      nb::gil_scoped_release release;
-      status = dist::ReportPreemption();
-    }
-    Check(status);
-  });
+  m.def("report_preemption", [] { Check(WithoutGil([] { return dist::ReportPreemption(); })); });
   m.def(
       "report_error",
       [](const std::string& message) {
-        absl::Status status;
-        {
-          nb::gil_scoped_release release;
-          status = dist::ReportError(message);
-        }
-        Check(status);
+        Check(WithoutGil([&] { return dist::ReportError(message); }));
       },
       nb::arg("message"));
 
@@ -509,8 +462,6 @@ NB_MODULE(_cohort, m) {
                   nb::arg("timeout_in_ms").none())
       .def_prop_ro("rank", &PyCommunicator::rank)
       .def_prop_ro("size", &PyCommunicator::size)
-      .def_prop_ro("processes", &PyCommunicator::processes)
-      .def_prop_ro("backend", &PyCommunicator::backend)
       .def("describe", &PyCommunicator::describe)
       .def("all_reduce", &PyCommunicator::AllReduce)
       .def("all_gather", &PyCommunicator::AllGather)
@@ -525,32 +476,19 @@ NB_MODULE(_cohort, m) {
       "broadcast_one_to_all",
       [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, int root) {
         dist::HostArray in = ToHostArray(b, shape);
-        absl::StatusOr<dist::HostArray> out;
-        {
-          nb::gil_scoped_release release;
-          out = dist::BroadcastOneToAll(c.comm(), in, root);
-        }
-        return FromHostArray(Value(std::move(out)));
+        return FromHostArray(
+            Value(WithoutGil([&] { return dist::BroadcastOneToAll(c.comm(), in, root); })));
       });
   m.def(
       "process_allgather",
       [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, bool tiled) {
         dist::HostArray in = ToHostArray(b, shape);
-        absl::StatusOr<dist::HostArray> out;
-        {
-          nb::gil_scoped_release release;
-          out = dist::ProcessAllgather(c.comm(), in, tiled);
-        }
-        return FromHostArray(Value(std::move(out)));
+        return FromHostArray(
+            Value(WithoutGil([&] { return dist::ProcessAllgather(c.comm(), in, tiled); })));
       });
   m.def("assert_equal", [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape,
                            const std::string& fail_message) {
     dist::HostArray in = ToHostArray(b, shape);
-    absl::Status status;
-    {
-      nb::gil_scoped_release release;
-      status = dist::AssertEqual(c.comm(), in, fail_message);
-    }
-    Check(status);
+    Check(WithoutGil([&] { return dist::AssertEqual(c.comm(), in, fail_message); }));
   });
 }
