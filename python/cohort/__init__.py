@@ -23,7 +23,7 @@ import numpy as np
 from . import _cohort
 from ._arrays import host_array
 from ._errors import *  # noqa: F401,F403 (the exception classes)
-from ._errors import Error, translated
+from ._errors import Error
 
 __version__ = "0.1.0"
 
@@ -38,18 +38,9 @@ PeerFailure = _cohort.PeerFailure
 _default_communicator = None
 
 
-def _timeout_ms(value, name):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of milliseconds, not {type(value).__name__}")
-    return float(value)
-
-
 # ---- The job --------------------------------------------------------------------------------
 
 
-@translated
 def initialize(coordinator_address=None, num_processes=None, process_id=None,
                initialization_timeout=300, *, on_peer_failure=None):
     """Joins the job; returns once every process has joined.
@@ -75,7 +66,6 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
                        on_peer_failure)
 
 
-@translated
 def shutdown():
     """Leaves the job: waits until every process reached shutdown (a barrier), then disconnects."""
     global _default_communicator
@@ -114,98 +104,34 @@ def restart_attempt():
 # ---- Key-value store ------------------------------------------------------------------------
 
 
-def _as_bytes(value, name):
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    raise TypeError(f"{name} must be str or bytes, not {type(value).__name__}")
-
-
-def _as_str(value, key, fn):
-    try:
-        return value.decode()
-    except UnicodeDecodeError:
-        raise UnicodeDecodeError(
-            "utf-8", value, 0, len(value),
-            f"the value of '{key}' is not UTF-8 text: use {fn}_bytes for binary values") from None
-
-
-@translated
-def key_value_set(key, value, allow_overwrite=False):
-    """Sets key to value (str or bytes, up to 1 MiB). AlreadyExistsError when the key is set and
-    allow_overwrite is False."""
-    _cohort.key_value_set(key, _as_bytes(value, "value"), bool(allow_overwrite))
-
-
-@translated
-def blocking_key_value_get(key, timeout_in_ms):
-    """Waits until key is set and returns its value as str (DeadlineExceededError after the
-    timeout)."""
-    value = _cohort.blocking_key_value_get(key, _timeout_ms(timeout_in_ms, "timeout_in_ms"))
-    return _as_str(value, key, "blocking_key_value_get")
-
-
-@translated
-def blocking_key_value_get_bytes(key, timeout_in_ms):
-    """blocking_key_value_get, returning bytes."""
-    return _cohort.blocking_key_value_get(key, _timeout_ms(timeout_in_ms, "timeout_in_ms"))
-
-
-@translated
-def key_value_try_get(key):
-    """The value of key as str, or None when it is not set."""
-    value = _cohort.key_value_try_get(key)
-    return None if value is None else _as_str(value, key, "key_value_try_get")
-
-
-@translated
-def key_value_try_get_bytes(key):
-    """key_value_try_get, returning bytes."""
-    return _cohort.key_value_try_get(key)
-
-
-@translated
-def key_value_dir_get(prefix):
-    """Every (key, value) below prefix/, in key order, values as str."""
-    return [(k, _as_str(v, k, "key_value_dir_get")) for k, v in _cohort.key_value_dir_get(prefix)]
-
-
-@translated
-def key_value_dir_get_bytes(prefix):
-    """key_value_dir_get, values as bytes."""
-    return list(_cohort.key_value_dir_get(prefix))
-
-
-@translated
-def key_value_delete(key):
-    """Deletes key and everything below it."""
-    _cohort.key_value_delete(key)
-
-
-@translated
-def key_value_increment(key, amount):
-    """Atomically adds amount (a missing key counts as 0); returns the new value."""
-    return _cohort.key_value_increment(key, int(amount))
+# Bound directly (python/src/cohort_module.cc): values are str or bytes, timeouts milliseconds
+# (None: 5 minutes); a value that is not UTF-8 raises UnicodeDecodeError naming the _bytes
+# variant.
+key_value_set = _cohort.key_value_set
+blocking_key_value_get = _cohort.blocking_key_value_get
+blocking_key_value_get_bytes = _cohort.blocking_key_value_get_bytes
+key_value_try_get = _cohort.key_value_try_get
+key_value_try_get_bytes = _cohort.key_value_try_get_bytes
+key_value_dir_get = _cohort.key_value_dir_get
+key_value_dir_get_bytes = _cohort.key_value_dir_get_bytes
+key_value_delete = _cohort.key_value_delete
+key_value_increment = _cohort.key_value_increment
 
 
 # ---- Barriers, preemption, progress ---------------------------------------------------------
 
 
-@translated
 def wait_at_barrier(barrier_id, timeout_in_ms, process_ids=None):
     """Waits until every process (or every one in process_ids) reached barrier_id."""
     ids = None if process_ids is None else [int(p) for p in process_ids]
-    _cohort.wait_at_barrier(barrier_id, _timeout_ms(timeout_in_ms, "timeout_in_ms"), ids)
+    _cohort.wait_at_barrier(barrier_id, timeout_in_ms, ids)
 
 
-@translated
 def sync_global_devices(name):
     """A barrier of every process that also checks they passed the same name."""
     _cohort.sync_global_devices(name, None)
 
 
-@translated
 def reached_preemption_sync_point(step):
     """Call once per step on every process. True on exactly one step, the same everywhere,
     after any process got a preemption notice (SIGTERM): save a checkpoint there."""
@@ -217,19 +143,16 @@ def preemption_notice_received():
     return _cohort.preemption_notice_received()
 
 
-@translated
 def report_progress(step):
     """Reports this process's training step (metrics, the no-progress alert). Never waits."""
     _cohort.report_progress(int(step))
 
 
-@translated
 def report_preemption():
     """Tells the job that this process will be preempted (what libdist's SIGTERM handler does)."""
     _cohort.report_preemption()
 
 
-@translated
 def report_error(message):
     """Fails the job with this message; every other process is told."""
     _cohort.report_error(str(message))
@@ -257,7 +180,6 @@ class Communicator:
     COHORT_COLLECTIVE_TIMEOUT).
     """
 
-    @translated
     def __init__(self, backend="auto", host_transport="auto", timeout_in_ms=None, *, _impl=None):
         if _impl is not None:
             self._impl = _impl
@@ -267,8 +189,7 @@ class Communicator:
                              "arrays; use backend='host' (or 'auto')")
         if backend not in ("auto", "host"):
             raise ValueError(f"unknown backend {backend!r}: use 'auto' or 'host'")
-        self._impl = _cohort.Communicator.create(
-            "host", host_transport, _timeout_ms(timeout_in_ms, "timeout_in_ms"))
+        self._impl = _cohort.Communicator.create("host", host_transport, timeout_in_ms)
 
     @property
     def rank(self):
@@ -281,14 +202,12 @@ class Communicator:
     def __repr__(self):
         return f"cohort.Communicator(rank={self.rank}, size={self.size}: {self._impl.describe()})"
 
-    @translated
     def all_reduce(self, array, op="sum"):
         """Reduces array over every rank, in place; returns array."""
         a = host_array(array, "all_reduce")
         self._impl.all_reduce(a.buffer(), _check_op(op))
         return array
 
-    @translated
     def all_gather(self, array):
         """Every rank's array, stacked in rank order: shape (size, *array.shape), a new array."""
         a = host_array(array, "all_gather", writable=False)
@@ -297,7 +216,6 @@ class Communicator:
         self._impl.all_gather(a.buffer(), o.buffer())
         return out
 
-    @translated
     def reduce_scatter(self, array, op="sum"):
         """Reduces array over every rank and returns this rank's block of the first axis (which
         size must divide): a new array of shape (array.shape[0] // size, *array.shape[1:])."""
@@ -308,14 +226,12 @@ class Communicator:
         self._impl.reduce_scatter(a.buffer(), o.buffer(), _check_op(op))
         return out
 
-    @translated
     def broadcast(self, array, root=0):
         """Root's array on every rank, in place; returns array."""
         a = host_array(array, "broadcast")
         self._impl.broadcast(a.buffer(), int(root))
         return array
 
-    @translated
     def all_to_all(self, array):
         """Block j of the first axis goes to rank j; returns a new array of the same shape whose
         block j came from rank j."""
@@ -326,12 +242,10 @@ class Communicator:
         self._impl.all_to_all(a.buffer(), o.buffer())
         return out
 
-    @translated
     def barrier(self):
         """Returns once every rank of the communicator called it."""
         self._impl.barrier()
 
-    @translated
     def split(self, color, key):
         """A new communicator of the ranks that passed the same color, ordered by key (then
         rank). Every rank calls it; a negative color takes part but gets None."""
@@ -386,7 +300,6 @@ def _host_copy(array, what):
     return host_array(arr, what, writable=False), like
 
 
-@translated
 def broadcast_one_to_all(array, root=0):
     """Every process gets root's array (dtype and shape included), as a new numpy array."""
     a, like = _host_copy(array, "broadcast_one_to_all")
@@ -394,7 +307,6 @@ def broadcast_one_to_all(array, root=0):
     return _array_from(out, like)
 
 
-@translated
 def process_allgather(array, tiled=False):
     """Every process's array in process order: stacked (shape (count, *shape)), or concatenated
     along the first axis when tiled."""
@@ -403,7 +315,6 @@ def process_allgather(array, tiled=False):
     return _array_from(out, like)
 
 
-@translated
 def assert_equal(array, fail_message=""):
     """Fails (FailedPreconditionError) on every process whose array differs from process 0's."""
     a, _ = _host_copy(array, "assert_equal")

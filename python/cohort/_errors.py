@@ -5,8 +5,6 @@ Each also derives from the built-in exception a Python program would catch for i
 libdist's message unchanged.
 """
 
-import functools
-
 from . import _cohort
 
 
@@ -104,16 +102,5 @@ _BY_CODE = {
 
 __all__ = ["Error"] + [cls.__name__ for cls in _BY_CODE.values()]
 
-
-def translated(fn):
-    """Calls fn, turning the bindings' StatusError into the matching cohort.Error subclass."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except _cohort.StatusError as e:
-            code, _name, message = e.args
-            raise _BY_CODE.get(code, UnknownError)(message) from None
-
-    return wrapper
+# Raised by the bindings themselves: no Python frame around a call (docs/benchmarks.md).
+_cohort._register_errors(_BY_CODE)

@@ -1,15 +1,20 @@
 // cohort._cohort: the bindings of libdist (dist/distributed.h, dist/collectives.h) behind the
 // Python package `cohort` (python/cohort/__init__.py holds the public names and checks arrays).
 //
-// Errors: every non-OK absl::Status becomes cohort._cohort.StatusError(code, message); the
-// package turns it into cohort.<Code>Error. Blocking calls release the GIL and look for signals
+// Errors: every non-OK absl::Status is raised as cohort.<Code>Error(message), the classes that
+// cohort/_errors.py registers at import. The key-value functions are bound as the public names
+// themselves (no Python layer: a frame of Python around a call that waits on the network costs
+// microseconds, docs/benchmarks.md). Blocking calls release the GIL and look for signals
 // (Ctrl-C) every kSignalSlice, so a KeyboardInterrupt is raised within about that long:
-//   - key-value gets wait in slices on the caller's thread;
+//   - a key-value get makes one short call on the caller's thread, then waits on a helper;
 //   - collectives run asynchronously and are waited for in slices; on an interrupt the
 //     communicator is aborted first (the call may be half done on some ranks, and the array must
 //     not be written after the exception), then KeyboardInterrupt is raised;
-//   - initialize, barriers and shutdown cannot be cut into slices: they run on a helper thread
-//     while the caller waits in slices; a barrier is cancelled (CancelBarrier) on an interrupt.
+//   - what cannot be cut into slices runs on a helper thread while the caller waits in slices:
+//     initialize, shutdown, barriers (cancelled with CancelBarrier on an interrupt), creating a
+//     communicator, splitting one and the multihost utilities (the communicator used is
+//     aborted); a helper that cannot be cancelled is left to finish on its own and what it makes
+//     is dropped. reached_preemption_sync_point never waits for other processes.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -17,6 +22,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -40,16 +46,19 @@ namespace nb = nanobind;
 namespace {
 
 constexpr absl::Duration kSignalSlice = absl::Milliseconds(100);
+constexpr char kInterrupted[] = "interrupted by a signal in Python (KeyboardInterrupt)";
 
-nb::object g_status_error;  // cohort._cohort.StatusError, made at import
+// cohort.<Code>Error by absl::StatusCode number, from cohort._errors (RuntimeError until then).
+std::array<nb::object, 17> g_error_classes;
 // Set by an atexit hook: from then on libdist's threads no longer call into Python.
 std::atomic<bool> g_exiting{false};
 
 [[noreturn]] void Raise(const absl::Status& status) {
-  nb::object error = g_status_error(static_cast<int>(status.code()),
-                                    absl::StatusCodeToString(status.code()),
-                                    std::string(status.message()));
-  PyErr_SetObject(g_status_error.ptr(), error.ptr());
+  const auto code = static_cast<size_t>(status.code());
+  PyObject* type = code < g_error_classes.size() && g_error_classes[code].is_valid()
+                       ? g_error_classes[code].ptr()
+                       : PyExc_RuntimeError;
+  PyErr_SetString(type, std::string(status.message()).c_str());
   throw nb::python_error();
 }
 
@@ -68,6 +77,61 @@ void CheckSignals() {
   if (PyErr_CheckSignals() != 0) throw nb::python_error();
 }
 
+// A timeout argument: None, or an int or float of milliseconds (not a bool).
+std::optional<double> MillisArg(nb::handle value, const char* name) {
+  if (value.is_none()) return std::nullopt;
+  if (PyBool_Check(value.ptr()) || !(PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr()))) {
+    throw nb::type_error((std::string(name) + " must be a number of milliseconds, not " +
+                          Py_TYPE(value.ptr())->tp_name)
+                             .c_str());
+  }
+  const double ms = PyFloat_AsDouble(value.ptr());
+  if (ms == -1.0 && PyErr_Occurred() != nullptr) throw nb::python_error();
+  return ms;
+}
+
+// A value for the key-value store: str (stored as UTF-8), bytes, bytearray or memoryview.
+std::string BytesArg(nb::handle value, const char* name) {
+  PyObject* obj = value.ptr();
+  if (PyUnicode_Check(obj)) {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(obj, &size);
+    if (text == nullptr) throw nb::python_error();
+    return std::string(text, size);
+  }
+  if (PyBytes_Check(obj)) return std::string(PyBytes_AS_STRING(obj), PyBytes_GET_SIZE(obj));
+  if (PyByteArray_Check(obj) || PyMemoryView_Check(obj)) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS) != 0) throw nb::python_error();
+    std::string out(static_cast<const char*>(view.buf), view.len);
+    PyBuffer_Release(&view);
+    return out;
+  }
+  throw nb::type_error(
+      (std::string(name) + " must be str or bytes, not " + Py_TYPE(obj)->tp_name).c_str());
+}
+
+// A stored value as str; UnicodeDecodeError naming the key and the _bytes variant otherwise.
+nb::object Text(const std::string& value, const std::string& key, const char* fn) {
+  PyObject* text = PyUnicode_DecodeUTF8(value.data(), static_cast<Py_ssize_t>(value.size()),
+                                        "strict");
+  if (text != nullptr) return nb::steal(text);
+  PyErr_Clear();
+  const std::string reason = "the value of '" + key + "' is not UTF-8 text: use " + fn +
+                             "_bytes for binary values";
+  PyObject* error = PyUnicodeDecodeError_Create("utf-8", value.data(),
+                                                static_cast<Py_ssize_t>(value.size()), 0,
+                                                static_cast<Py_ssize_t>(value.size()),
+                                                reason.c_str());
+  if (error != nullptr) {
+    PyErr_SetObject(PyExc_UnicodeDecodeError, error);
+    Py_DECREF(error);
+  }
+  throw nb::python_error();
+}
+
+nb::bytes Bytes(const std::string& value) { return nb::bytes(value.data(), value.size()); }
+
 absl::Duration Millis(std::optional<double> ms, absl::Duration fallback) {
   if (!ms.has_value()) return fallback;
   if (*ms < 0) {
@@ -84,11 +148,17 @@ auto WithoutGil(F fn) {
   return fn();
 }
 
+// What RunInterruptible does on an interrupt once `cancel` (if any) was called: wait for the
+// helper (cancel ends it at once: a barrier's CancelBarrier), or leave it to finish on its own
+// (nothing can end it early; it holds everything it uses, and its result is dropped).
+enum class OnInterrupt { kJoin, kDetach };
+
 // Runs `fn` on a helper thread and waits for it without the GIL, looking for signals between
-// slices. On an interrupt, `cancel` (if any) is called and the helper is waited for when that
-// makes it end; without `cancel` the helper is left to finish on its own.
+// slices; on an interrupt calls `cancel` (if any), then joins or detaches the helper as `then`
+// says, and raises the signal's exception.
 absl::Status RunInterruptible(std::function<absl::Status()> fn,
-                              std::function<void()> cancel = nullptr) {
+                              std::function<void()> cancel = nullptr,
+                              OnInterrupt then = OnInterrupt::kDetach) {
   struct Shared {
     absl::Notification done;
     absl::Status status;
@@ -106,18 +176,34 @@ absl::Status RunInterruptible(std::function<absl::Status()> fn,
     }
     if (done) break;
     if (PyErr_CheckSignals() != 0) {
-      if (cancel) {
-        nb::gil_scoped_release release;  // cancel() is an RPC; the helper may need the GIL
-        cancel();
-        helper.join();
-      } else {
-        helper.detach();
+      {
+        nb::gil_scoped_release release;  // cancel() may be an RPC; the helper may need the GIL
+        if (cancel) cancel();
+        if (then == OnInterrupt::kJoin) {
+          helper.join();
+        } else {
+          helper.detach();
+        }
       }
       throw nb::python_error();
     }
   }
   helper.join();
   return shared->status;
+}
+
+// RunInterruptible for a call with a result.
+template <typename T>
+T ValueInterruptible(std::function<absl::StatusOr<T>()> fn, std::function<void()> cancel = nullptr,
+                     OnInterrupt then = OnInterrupt::kDetach) {
+  auto result = std::make_shared<std::optional<absl::StatusOr<T>>>();
+  Check(RunInterruptible(
+      [fn = std::move(fn), result] {
+        *result = fn();
+        return (*result)->status();
+      },
+      std::move(cancel), then));
+  return Value(std::move(**result));
 }
 
 dist::DataType ParseType(const std::string& name) {
@@ -153,11 +239,12 @@ struct Buffer {
 
 class PyCommunicator {
  public:
-  explicit PyCommunicator(std::unique_ptr<dist::Communicator> comm) : comm_(std::move(comm)) {}
+  explicit PyCommunicator(std::shared_ptr<dist::Communicator> comm) : comm_(std::move(comm)) {}
 
   static std::unique_ptr<PyCommunicator> Create(const std::string& backend,
                                                 const std::string& host_transport,
-                                                std::optional<double> timeout_in_ms) {
+                                                nb::handle timeout_in_ms_arg) {
+    const std::optional<double> timeout_in_ms = MillisArg(timeout_in_ms_arg, "timeout_in_ms");
     dist::CommunicatorOptions options;
     if (backend == "auto") {
       options.backend = dist::Backend::kAuto;
@@ -181,9 +268,12 @@ class PyCommunicator {
                                 .c_str());
     }
     if (timeout_in_ms.has_value()) options.timeout = Millis(timeout_in_ms, absl::ZeroDuration());
-    // Creation waits for the other ranks, on this thread (the one that will use it).
-    return std::make_unique<PyCommunicator>(
-        Value(WithoutGil([&] { return dist::Communicator::Create(options); })));
+    // Creation waits for the other ranks: on a helper, so that Ctrl-C is seen (an interrupted
+    // creation finishes or times out there, and what it made is dropped).
+    return std::make_unique<PyCommunicator>(ValueInterruptible<std::shared_ptr<dist::Communicator>>(
+        [options]() -> absl::StatusOr<std::shared_ptr<dist::Communicator>> {
+          return dist::Communicator::Create(options);
+        }));
   }
 
   int rank() const { return comm_->rank(); }
@@ -213,16 +303,27 @@ class PyCommunicator {
   void Barrier() { Wait(comm_->BarrierAsync()); }
 
   // None (nullptr) for a negative color: the rank took part in the split but is in no group.
+  // Waits for the other ranks on a helper (which shares the parent); an interrupt aborts the
+  // parent, as it does for a collective.
   std::unique_ptr<PyCommunicator> Split(int color, int key) {
-    std::unique_ptr<dist::Communicator> child =
-        Value(WithoutGil([&] { return comm_->Split(color, key); }));
+    std::shared_ptr<dist::Communicator> child =
+        ValueInterruptible<std::shared_ptr<dist::Communicator>>(
+            [parent = comm_, color, key]() -> absl::StatusOr<std::shared_ptr<dist::Communicator>> {
+              return parent->Split(color, key);
+            },
+            AbortOnInterrupt());
     if (child == nullptr) return nullptr;
     return std::make_unique<PyCommunicator>(std::move(child));
   }
 
+  // For a call that uses this communicator from a helper: an interrupt aborts it.
+  std::function<void()> AbortOnInterrupt() const {
+    return [comm = comm_] { comm->Abort(kInterrupted); };
+  }
+
   void Abort(const std::string& reason) { comm_->Abort(reason); }
 
-  dist::Communicator& comm() { return *comm_; }
+  const std::shared_ptr<dist::Communicator>& comm() const { return comm_; }
 
  private:
   // Waits for an asynchronous call in slices, without the GIL; on a signal the communicator is
@@ -246,7 +347,7 @@ class PyCommunicator {
       if (PyErr_CheckSignals() != 0) {
         {
           nb::gil_scoped_release release;
-          comm_->Abort("interrupted by a signal in Python (KeyboardInterrupt)");
+          comm_->Abort(kInterrupted);
           (void)work.Wait();
         }
         throw nb::python_error();
@@ -254,7 +355,7 @@ class PyCommunicator {
     }
   }
 
-  std::unique_ptr<dist::Communicator> comm_;
+  std::shared_ptr<dist::Communicator> comm_;
 };
 
 dist::HostArray ToHostArray(const Buffer& b, const std::vector<int64_t>& shape) {
@@ -272,6 +373,28 @@ nb::tuple FromHostArray(const dist::HostArray& a) {
                         nb::bytes(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size()));
 }
 
+// A blocking get: a key that is set (or soon is) comes back from one short call on this
+// thread; a longer wait is one call with the whole timeout on a helper thread, so that Ctrl-C is
+// seen within a slice without polling the coordinator every slice.
+std::string BlockingGet(const std::string& key, std::optional<double> timeout_in_ms) {
+  const absl::Duration timeout = Millis(timeout_in_ms, dist::kDefaultTimeout);
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<std::string> value =
+      WithoutGil([&] { return dist::KeyValueGet(key, std::min(timeout, kSignalSlice)); });
+  if (absl::IsDeadlineExceeded(value.status()) && absl::Now() < deadline) {
+    return ValueInterruptible<std::string>([key, deadline] {
+      return dist::KeyValueGet(key, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    });
+  }
+  return Value(std::move(value));
+}
+
+std::optional<std::string> TryGet(const std::string& key) {
+  absl::StatusOr<std::string> value = WithoutGil([&] { return dist::KeyValueTryGet(key); });
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  return Value(std::move(value));
+}
+
 }  // namespace
 
 NB_MODULE(_cohort, m) {
@@ -280,9 +403,14 @@ NB_MODULE(_cohort, m) {
   // and with it what it references: not a leak to warn about at exit.
   nb::set_leak_warnings(false);
 
-  // The error type the package maps to cohort.<Code>Error: args (code, code_name, message).
-  g_status_error = nb::borrow(PyErr_NewException("cohort._cohort.StatusError", nullptr, nullptr));
-  m.attr("StatusError") = g_status_error;
+  // cohort/_errors.py hands over its classes: {absl status code number: cohort.<Code>Error}.
+  m.def("_register_errors", [](nb::dict classes) {
+    for (auto [code, cls] : classes) {
+      const auto i = nb::cast<size_t>(code);
+      if (i >= g_error_classes.size()) throw nb::value_error("no such status code");
+      g_error_classes[i] = nb::borrow(cls);
+    }
+  });
   m.attr("PEER_FAILURE_EXIT_CODE") = dist::kPeerFailureExitCode;
   nb::module_::import_("atexit").attr("register")(
       nb::cpp_function([] { g_exiting.store(true); }));
@@ -358,76 +486,99 @@ NB_MODULE(_cohort, m) {
   m.def("local_process_count", &dist::LocalProcessCount);
   m.def("restart_attempt", &dist::RestartAttempt);
 
+  // ---- Key-value store: these are cohort.key_value_set etc. themselves ----
   m.def(
       "key_value_set",
-      [](const std::string& key, nb::bytes value, bool allow_overwrite) {
-        std::string v(value.c_str(), value.size());
-        Check(WithoutGil([&] { return dist::KeyValueSet(key, v, allow_overwrite); }));
+      [](const std::string& key, nb::handle value, bool allow_overwrite) {
+        const std::string bytes = BytesArg(value, "value");
+        Check(WithoutGil([&] { return dist::KeyValueSet(key, bytes, allow_overwrite); }));
       },
-      nb::arg("key"), nb::arg("value"), nb::arg("allow_overwrite"));
+      nb::arg("key"), nb::arg("value"), nb::arg("allow_overwrite") = false,
+      nb::sig("def key_value_set(key: str, value: str | bytes, allow_overwrite: bool = False) "
+              "-> None"),
+      "Sets key to value (str or bytes, up to 1 MiB). AlreadyExistsError when the key is set "
+      "and allow_overwrite is False.");
   m.def(
       "blocking_key_value_get",
-      [](const std::string& key, std::optional<double> timeout_in_ms) {
-        const absl::Duration timeout = Millis(timeout_in_ms, dist::kDefaultTimeout);
-        const absl::Time deadline = absl::Now() + timeout;
-        // A key that is set (or soon is) comes back from one short call on this thread; a longer
-        // wait is one call with the whole timeout on a helper thread, so that Ctrl-C is seen
-        // within a slice without polling the coordinator every slice.
-        absl::StatusOr<std::string> value =
-            WithoutGil([&] { return dist::KeyValueGet(key, std::min(timeout, kSignalSlice)); });
-        if (absl::IsDeadlineExceeded(value.status()) && absl::Now() < deadline) {
-          auto result = std::make_shared<absl::StatusOr<std::string>>();
-          Check(RunInterruptible([key, deadline, result] {
-            *result = dist::KeyValueGet(key, std::max(absl::ZeroDuration(), deadline - absl::Now()));
-            return result->status();
-          }));
-          value = *result;
-        }
-        if (!value.ok()) Raise(value.status());
-        return nb::bytes(value->data(), value->size());
+      [](const std::string& key, nb::handle timeout_in_ms) {
+        return Text(BlockingGet(key, MillisArg(timeout_in_ms, "timeout_in_ms")), key,
+                    "blocking_key_value_get");
       },
-      nb::arg("key"), nb::arg("timeout_in_ms").none());
+      nb::arg("key"), nb::arg("timeout_in_ms").none(),
+      nb::sig("def blocking_key_value_get(key: str, timeout_in_ms: float | None) -> str"),
+      "Waits until key is set and returns its value as str (DeadlineExceededError after the "
+      "timeout; None: 5 minutes).");
+  m.def(
+      "blocking_key_value_get_bytes",
+      [](const std::string& key, nb::handle timeout_in_ms) {
+        return Bytes(BlockingGet(key, MillisArg(timeout_in_ms, "timeout_in_ms")));
+      },
+      nb::arg("key"), nb::arg("timeout_in_ms").none(),
+      nb::sig("def blocking_key_value_get_bytes(key: str, timeout_in_ms: float | None) -> bytes"),
+      "blocking_key_value_get, returning bytes.");
   m.def(
       "key_value_try_get",
-      [](const std::string& key) -> std::optional<nb::bytes> {
-        absl::StatusOr<std::string> value = WithoutGil([&] { return dist::KeyValueTryGet(key); });
-        if (absl::IsNotFound(value.status())) return std::nullopt;
-        if (!value.ok()) Raise(value.status());
-        return nb::bytes(value->data(), value->size());
+      [](const std::string& key) -> nb::object {
+        std::optional<std::string> value = TryGet(key);
+        return value ? Text(*value, key, "key_value_try_get") : nb::none();
       },
-      nb::arg("key"));
+      nb::arg("key"), nb::sig("def key_value_try_get(key: str) -> str | None"),
+      "The value of key as str, or None when it is not set.");
+  m.def(
+      "key_value_try_get_bytes",
+      [](const std::string& key) -> nb::object {
+        std::optional<std::string> value = TryGet(key);
+        return value ? nb::object(Bytes(*value)) : nb::none();
+      },
+      nb::arg("key"), nb::sig("def key_value_try_get_bytes(key: str) -> bytes | None"),
+      "key_value_try_get, returning bytes.");
   m.def(
       "key_value_dir_get",
       [](const std::string& prefix) {
         nb::list out;
         for (const auto& [k, v] : Value(WithoutGil([&] { return dist::KeyValueDir(prefix); }))) {
-          out.append(nb::make_tuple(k, nb::bytes(v.data(), v.size())));
+          out.append(nb::make_tuple(k, Text(v, k, "key_value_dir_get")));
         }
         return out;
       },
-      nb::arg("prefix"));
+      nb::arg("prefix"), nb::sig("def key_value_dir_get(prefix: str) -> list[tuple[str, str]]"),
+      "Every (key, value) below prefix/, in key order, values as str.");
+  m.def(
+      "key_value_dir_get_bytes",
+      [](const std::string& prefix) {
+        nb::list out;
+        for (const auto& [k, v] : Value(WithoutGil([&] { return dist::KeyValueDir(prefix); }))) {
+          out.append(nb::make_tuple(k, Bytes(v)));
+        }
+        return out;
+      },
+      nb::arg("prefix"),
+      nb::sig("def key_value_dir_get_bytes(prefix: str) -> list[tuple[str, bytes]]"),
+      "key_value_dir_get, values as bytes.");
   m.def(
       "key_value_delete",
       [](const std::string& key) {
         Check(WithoutGil([&] { return dist::KeyValueDelete(key); }));
       },
-      nb::arg("key"));
+      nb::arg("key"), "Deletes key and everything below it.");
   m.def(
       "key_value_increment",
       [](const std::string& key, int64_t amount) {
         return Value(WithoutGil([&] { return dist::KeyValueIncrement(key, amount); }));
       },
-      nb::arg("key"), nb::arg("amount"));
+      nb::arg("key"), nb::arg("amount"),
+      "Atomically adds amount (a missing key counts as 0); returns the new value.");
 
   m.def(
       "wait_at_barrier",
-      [](const std::string& barrier_id, std::optional<double> timeout_in_ms,
+      [](const std::string& barrier_id, nb::handle timeout_in_ms,
          std::optional<std::vector<int>> process_ids) {
-        const absl::Duration timeout = Millis(timeout_in_ms, dist::kDefaultTimeout);
+        const absl::Duration timeout =
+            Millis(MillisArg(timeout_in_ms, "timeout_in_ms"), dist::kDefaultTimeout);
         std::vector<int> ids = process_ids.value_or(std::vector<int>{});
         Check(RunInterruptible(
             [barrier_id, timeout, ids] { return dist::Barrier(barrier_id, timeout, ids); },
-            [barrier_id] { (void)dist::CancelBarrier(barrier_id); }));
+            [barrier_id] { (void)dist::CancelBarrier(barrier_id); }, OnInterrupt::kJoin));
       },
       nb::arg("barrier_id"), nb::arg("timeout_in_ms").none(), nb::arg("process_ids").none());
   m.def(
@@ -436,13 +587,16 @@ NB_MODULE(_cohort, m) {
         const absl::Duration timeout = Millis(timeout_in_ms, dist::kDefaultTimeout);
         // libdist's one barrier id for every SyncGlobalDevices call (distributed.cc).
         Check(RunInterruptible([name, timeout] { return dist::SyncGlobalDevices(name, timeout); },
-                               [] { (void)dist::CancelBarrier("sync_global_devices"); }));
+                               [] { (void)dist::CancelBarrier("sync_global_devices"); },
+                               OnInterrupt::kJoin));
       },
       nb::arg("name"), nb::arg("timeout_in_ms").none());
 
   m.def(
       "reached_preemption_sync_point",
       [](int64_t step) {
+        // Never waits for other processes: at most for the agreement's exchange with the
+        // coordinator that is in flight (libdist's preemption_sync.cc).
         return Value(WithoutGil([&] { return dist::ReachedPreemptionSyncPoint(step); }));
       },
       nb::arg("step"));
@@ -475,20 +629,27 @@ NB_MODULE(_cohort, m) {
   m.def(
       "broadcast_one_to_all",
       [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, int root) {
-        dist::HostArray in = ToHostArray(b, shape);
-        return FromHostArray(
-            Value(WithoutGil([&] { return dist::BroadcastOneToAll(c.comm(), in, root); })));
+        return FromHostArray(ValueInterruptible<dist::HostArray>(
+            [comm = c.comm(), in = ToHostArray(b, shape), root] {
+              return dist::BroadcastOneToAll(*comm, in, root);
+            },
+            c.AbortOnInterrupt()));
       });
   m.def(
       "process_allgather",
       [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, bool tiled) {
-        dist::HostArray in = ToHostArray(b, shape);
-        return FromHostArray(
-            Value(WithoutGil([&] { return dist::ProcessAllgather(c.comm(), in, tiled); })));
+        return FromHostArray(ValueInterruptible<dist::HostArray>(
+            [comm = c.comm(), in = ToHostArray(b, shape), tiled] {
+              return dist::ProcessAllgather(*comm, in, tiled);
+            },
+            c.AbortOnInterrupt()));
       });
   m.def("assert_equal", [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape,
                            const std::string& fail_message) {
-    dist::HostArray in = ToHostArray(b, shape);
-    Check(WithoutGil([&] { return dist::AssertEqual(c.comm(), in, fail_message); }));
+    Check(RunInterruptible(
+        [comm = c.comm(), in = ToHostArray(b, shape), fail_message] {
+          return dist::AssertEqual(*comm, in, fail_message);
+        },
+        c.AbortOnInterrupt()));
   });
 }

@@ -107,8 +107,22 @@ def key_value(r, n):
         cohort.key_value_delete("kv/str")
     cohort.wait_at_barrier("kv/deleted", 10_000)
     assert cohort.key_value_dir_get("kv/str") == []
-    expect_raises(TypeError, cohort.key_value_set, "kv/bad", 3)
-    expect_raises(TypeError, cohort.blocking_key_value_get, "kv/str/0", "soon")
+    expect_raises(TypeError, cohort.key_value_set, "kv/bad", 3, contains="str or bytes, not int")
+    expect_raises(TypeError, cohort.blocking_key_value_get, "kv/str/0", "soon",
+                  contains="timeout_in_ms must be a number of milliseconds, not str")
+    expect_raises(TypeError, cohort.blocking_key_value_get, "kv/str/0", True,
+                  contains="not bool")
+    expect_raises(ValueError, cohort.blocking_key_value_get, "kv/str/0", -1, contains=">= 0")
+    expect_raises(TypeError, cohort.wait_at_barrier, "kv/bad", "soon", contains="timeout_in_ms")
+    # bytearray and memoryview are stored as their bytes; the error class comes from the
+    # bindings themselves, message and all.
+    cohort.key_value_set(f"kv/buffers/{r}/a", bytearray(b"ab\x00"))
+    cohort.key_value_set(f"kv/buffers/{r}/m", memoryview(b"xyz")[1:])
+    assert cohort.key_value_try_get_bytes(f"kv/buffers/{r}/a") == b"ab\x00"
+    assert cohort.key_value_try_get(f"kv/buffers/{r}/m") == "yz"
+    e = expect_raises(cohort.AlreadyExistsError, cohort.key_value_set, f"kv/buffers/{r}/m", b"")
+    assert type(e) is cohort.AlreadyExistsError and f"kv/buffers/{r}/m" in str(e), str(e)
+    assert cohort.blocking_key_value_get(f"kv/buffers/{r}/m", None) == "yz"  # None: the default
 
 
 @case
@@ -271,17 +285,22 @@ def multihost(r, n):
 
 @case
 def interrupt(r, n):
-    # Ctrl-C in a blocking get, in a barrier and in a collective: KeyboardInterrupt < 0.5 s.
+    # Ctrl-C in every kind of blocking call: KeyboardInterrupt < 0.5 s. Rank 0 calls alone what
+    # the others never call, so each call blocks until the signal.
+    comm, other = cohort.Communicator(), cohort.Communicator()
+    cohort.broadcast_one_to_all(np.zeros(1))  # the multihost utilities' communicator, on all
     if r == 0:
         expect_interrupt_within(lambda: cohort.blocking_key_value_get("never/set", 60_000))
         expect_interrupt_within(lambda: cohort.wait_at_barrier("only/me", 60_000, [0, 1]))
-        comm = cohort.Communicator()
         expect_interrupt_within(lambda: comm.all_reduce(np.ones(4, np.float32)))
         # The interrupted call aborted the communicator: later calls say so.
         expect_raises(cohort.Error, comm.barrier, contains="KeyboardInterrupt")
+        expect_interrupt_within(lambda: other.split(0, 0))
+        expect_raises(cohort.AbortedError, other.barrier, contains="KeyboardInterrupt")
+        expect_interrupt_within(lambda: cohort.process_allgather(np.ones(2)))
+        expect_interrupt_within(cohort.Communicator)
         cohort.key_value_set("interrupt/done", "1")
     else:
-        cohort.Communicator()  # created by every rank; only rank 0 calls on it
         cohort.blocking_key_value_get("interrupt/done", 60_000)
 
 
