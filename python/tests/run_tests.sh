@@ -2,11 +2,15 @@
 # ctest's `python_package` (label python): builds the cohort wheel (scripts/build-python-wheel.sh),
 # installs it into a virtual environment of its own (build/python/cohort-test: numpy, ml_dtypes,
 # pytest from PyPI, pinned), lets that environment import the tests' torch (build/python/
-# torch-2.15.0, shared with the framework tests), and runs python/tests with pytest.
+# torch-2.15.0, shared with the framework tests), and runs python/tests with pytest. Where the
+# machine has a Python 3.10, the package's own suite (test_package.py, without torch) runs again
+# on the oldest versions pyproject.toml allows (build/python/cohort-oldest: Python 3.10, numpy
+# 1.24, ml_dtypes 0.3, pytest 7).
 # Usage: run_tests.sh SOURCE_DIR BUILD_DIR [--environment-only]. Exit 77 (skipped) when PyPI cannot
 # be reached. --environment-only makes the environments (build/python/cohort-test with the wheel
-# and torch; build/python/cohort-jax-<version> with the wheel and that jax) and stops: the
-# operator's end-to-end tests run the examples with them.
+# and torch; build/python/cohort-jax-<version> with the wheel and that jax, and for 0.10.2 also
+# jax[k8s]'s kubernetes package) and stops: the operator's end-to-end tests run the examples with
+# them.
 set -uo pipefail
 src=${1:?usage: run_tests.sh SOURCE_DIR BUILD_DIR}
 build=${2:?usage: run_tests.sh SOURCE_DIR BUILD_DIR}
@@ -86,7 +90,33 @@ for version in 0.9.2 0.10.2 0.12.0.1; do
   [[ -f "$jwheel" ]] || { echo "no wheel was built for $jpython" >&2; exit 1; }
   venv_with_cohort "$build/python/cohort-jax-$version" "$jpython" "$jax_venv" "$jwheel" || exit 1
   jax_pythons+="$version=$build/python/cohort-jax-$version/bin/python,"
+  if [[ $version == 0.10.2 ]]; then  # with jax[k8s]'s package: JAX's own Kubernetes detector
+    k8s_python="$build/python/cohort-jax-$version/bin/python"
+    "$k8s_python" -c 'import kubernetes' 2>/dev/null ||
+      "$k8s_python" -m pip install --quiet --disable-pip-version-check "kubernetes==37.0.2" ||
+      exit 1
+    export COHORT_JAX_K8S_PYTHON="$version=$k8s_python"
+  fi
 done
+
+# The oldest versions pyproject.toml allows, where this machine has a Python 3.10.
+oldest="$build/python/cohort-oldest"
+python310=""
+for p in python3.10 $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10* 2>/dev/null |
+                      sort -rV | sed 's|$|/bin/python3|'); do
+  if "$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1; then
+    python310=$(command -v "$p")
+    break
+  fi
+done
+if [[ -n "$python310" && "$environment_only" != --environment-only ]]; then
+  PYTHON="$python310" bash "$src/tests/setup_python_venv.sh" "$oldest" "numpy, ml_dtypes, pytest" \
+    "numpy==1.24.4" "ml_dtypes==0.3.2" "pytest==7.4.4" || exit $?
+  owheel=$(wheel_for "$oldest/bin/python") || exit $?
+  [[ -f "$owheel" ]] || { echo "no wheel was built for $oldest/bin/python" >&2; exit 1; }
+  "$oldest/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+    "$owheel" || exit 1
+fi
 flock --unlock 8
 [[ "$environment_only" == --environment-only ]] && exit 0
 export COHORT_JAX_PYTHONS="$jax_pythons"
@@ -96,5 +126,16 @@ COHORT_BIN_DIR="$build/bin" COHORT_TEST_REQUIRE_TORCH=1 \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider "$src/python/tests"
 rc=$?
 # pytest's 5 is "no tests collected": a broken suite, not a pass.
+[[ $rc -eq 5 ]] && { echo "pytest collected no tests" >&2; exit 1; }
+[[ $rc -eq 0 ]] || exit $rc
+if [[ -z "$python310" ]]; then
+  echo "no Python 3.10 on this machine: the oldest supported versions were not tested"
+  exit 0
+fi
+echo "again on the oldest supported versions: $("$oldest/bin/python" -c \
+  'import sys, numpy, ml_dtypes; print("Python", sys.version.split()[0], "numpy", numpy.__version__, "ml_dtypes", ml_dtypes.__version__)')"
+COHORT_BIN_DIR="$build/bin" "$oldest/bin/python" -m pytest -q -p no:cacheprovider \
+  "$src/python/tests/test_package.py"
+rc=$?
 [[ $rc -eq 5 ]] && { echo "pytest collected no tests" >&2; exit 1; }
 exit $rc

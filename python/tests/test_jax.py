@@ -1,6 +1,8 @@
 """`import cohort.jax` makes a zero-argument jax.distributed.initialize() work under cohort-run,
 for every jax the tests install. COHORT_JAX_PYTHONS lists "version=interpreter" pairs (an empty
-interpreter: that version cannot be installed here, with the reason in COHORT_JAX_SKIP_<ver>)."""
+interpreter: that version cannot be installed here, with the reason in COHORT_JAX_SKIP_<ver>);
+COHORT_JAX_K8S_PYTHON is "version=interpreter" of one that also has jax[k8s]'s kubernetes
+package."""
 
 import os
 import pathlib
@@ -18,14 +20,14 @@ def jax_pythons():
     return pairs or [("none", "")]
 
 
-def run_jax(version, python, program):
+def run_jax(version, python, *program, env=None):
     if not python:
         reason = os.environ.get(f"COHORT_JAX_SKIP_{version}", "COHORT_JAX_PYTHONS is not set")
         pytest.skip(f"jax {version}: {reason}")
     return subprocess.run(
-        [str(BIN / "cohort-run"), "-n", "2", "--", python, str(program)],
+        [str(BIN / "cohort-run"), "-n", "2", "--", python, *map(str, program)],
         capture_output=True, text=True, timeout=300,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        env={**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})})
 
 
 @pytest.mark.parametrize("version,python", jax_pythons())
@@ -45,3 +47,25 @@ def test_the_jax_example_runs_as_its_docstring_says(version, python):
     assert result.returncode == 0, output
     assert len(re.findall(r"process \d: every process's index: \[0, 1\]", result.stdout)) == 2, \
         output
+
+
+def test_ahead_of_jax_own_kubernetes_detector():
+    """jax[k8s]'s own detector, the real one (the kubernetes package installed, and
+    KUBERNETES_SERVICE_HOST set as in every pod): without `import cohort.jax` it claims the
+    process and fails (here, outside a pod, on the missing service account; in a pod of the
+    operator, on the DistributedJob owner); with it, Cohort's detector answers first."""
+    version, _, python = os.environ.get("COHORT_JAX_K8S_PYTHON", "").partition("=")
+    if not python:
+        pytest.skip("COHORT_JAX_K8S_PYTHON is not set (no jax with the kubernetes package)")
+    in_a_pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    plain = run_jax(version, python, "-c", "import jax; jax.distributed.initialize()",
+                    env=in_a_pod)
+    output = plain.stdout + plain.stderr
+    assert plain.returncode != 0, output
+    assert "load_incluster_config" in output or "service" in output.lower(), output
+    result = run_jax(version, python, HERE / "jax_worker.py", env=in_a_pod)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    ranks = sorted(int(r) for r in re.findall(rf"ok jax {re.escape(version)} rank (\d) of 2",
+                                              result.stdout))
+    assert ranks == [0, 1], output
