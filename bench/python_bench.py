@@ -1,9 +1,15 @@
 """python-bench: what the cohort package costs over libdist, beside torch.distributed's gloo.
 
     cohort-run -n 2 -- python bench/python_bench.py [--min-bytes 4096] [--max-bytes 67108864]
+    cohort-run -n 1 -- python bench/python_bench.py --kv-only --kv-paired build/lib/libcohort-kv-pair-shim.so
 
 (the interpreter of an environment with the cohort wheel and torch). Rank 0 prints JSON lines:
-  {"workload": "kv", "impl": "python", "set_get_us": ...}   key_value_set + blocking get, per pair
+  {"workload": "kv", "impl": "python", "set_get_us": ..., "set_get_median_us": ...}
+                               key_value_set + blocking get: the mean pair, the median pair
+  {"workload": "kv-paired", "python_median_us": ..., "cpp_median_us": ...,
+   "paired_diff_median_us": ...}     --kv-paired: the package's pair and the same pair from C++
+                               (bench/kv_pair_shim.cc through ctypes, timed in C++), in turn in
+                               this process, so both see the same sidecar, coordinator and load
   {"workload": "all_reduce", "impl": "cohort-numpy" | "cohort-torch" | "gloo", "bytes": ...,
    "time_us": ..., "busbw_gbps": ...}                          float32 sum, in place
 measured as collective-bench measures (untimed calls for 200 ms first, then the mean of 20/10/5
@@ -13,6 +19,7 @@ collective-bench and store-latency and prints the tables of docs/benchmarks.md.
 
 import argparse
 import json
+import statistics
 import time
 
 import numpy as np
@@ -46,12 +53,44 @@ def timed(comm, call, nbytes):
     return mean_over_ranks(comm, (time.perf_counter() - start) / iters * 1e6)
 
 
+def kv_paired(rank, iters, shim_path):
+    """The package's pair and the C++ pair in turn, `iters` times (the order drawn at random
+    each time): the medians of the package's pairs (timed here), of the C++ pairs (timed in C++,
+    without the ctypes call around them) and of the difference of each matched pair."""
+    import ctypes
+    import random
+
+    shim = ctypes.CDLL(shim_path)
+    shim.cohort_kv_pair_us.restype = ctypes.c_double
+    shim.cohort_kv_pair_us.argtypes = [ctypes.c_char_p]
+    clock = time.perf_counter
+    python_us, cpp_us = [], []
+    for i in range(iters):
+        for which in random.sample(("python", "c++"), 2):
+            if which == "python":
+                start = clock()
+                cohort.key_value_set(f"paired/{rank}/py/{i}", "value")
+                cohort.blocking_key_value_get(f"paired/{rank}/py/{i}", 60_000)
+                python_us.append((clock() - start) * 1e6)
+            else:
+                us = shim.cohort_kv_pair_us(f"paired/{rank}/cc/{i}".encode())
+                if us < 0:
+                    raise RuntimeError("the C++ pair failed (libdist's log says why)")
+                cpp_us.append(us)
+    return [statistics.median(python_us), statistics.median(cpp_us),
+            statistics.median(p - c for p, c in zip(python_us, cpp_us))]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--min-bytes", type=int, default=4096)
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
     parser.add_argument("--kv-iters", type=int, default=2000)
     parser.add_argument("--no-torch", action="store_true", help="skip cohort-torch and gloo")
+    parser.add_argument("--kv-only", action="store_true", help="only the key-value figures")
+    parser.add_argument("--kv-paired", metavar="SHIM",
+                        help="also time the package's pairs against C++ pairs in this process, "
+                             "in turn (SHIM: build/lib/libcohort-kv-pair-shim.so)")
     args = parser.parse_args()
 
     cohort.initialize()
@@ -63,13 +102,28 @@ def main():
         cohort.key_value_set(f"warm/{rank}/{i}", "v")
         cohort.blocking_key_value_get(f"warm/{rank}/{i}", 10_000)
     cohort.wait_at_barrier("python-bench/kv", 60_000)
-    start = time.perf_counter()
+    pair_us = [0.0] * args.kv_iters
+    clock = time.perf_counter
+    start = last = clock()
     for i in range(args.kv_iters):
         cohort.key_value_set(f"bench/{rank}/{i}", "value")
         cohort.blocking_key_value_get(f"bench/{rank}/{i}", 60_000)
-    us = mean_over_ranks(comm, (time.perf_counter() - start) / args.kv_iters * 1e6)
+        now = clock()
+        pair_us[i] = (now - last) * 1e6
+        last = now
+    figures = np.array([(last - start) / args.kv_iters * 1e6, statistics.median(pair_us)])
+    comm.all_reduce(figures, op="avg")
     report({"workload": "kv", "impl": "python", "ranks": ranks, "iters": args.kv_iters,
-            "set_get_us": us})
+            "set_get_us": figures[0], "set_get_median_us": figures[1]})
+    if args.kv_paired:
+        paired = np.array(kv_paired(rank, args.kv_iters, args.kv_paired))
+        comm.all_reduce(paired, op="avg")
+        report({"workload": "kv-paired", "ranks": ranks, "iters": args.kv_iters,
+                "python_median_us": paired[0], "cpp_median_us": paired[1],
+                "paired_diff_median_us": paired[2]})
+    if args.kv_only:
+        cohort.shutdown()
+        return
 
     torch = dist = None
     if not args.no_torch:

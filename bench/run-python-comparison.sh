@@ -7,8 +7,9 @@
 #                                                       `ctest -R python_package` makes)
 #
 # Each run, under `cohort-run -n 2` (sidecars, default CPU binding): bench/python_bench.py
-# (key-value set+get, all-reduce on numpy and on torch tensors, gloo on the same tensors), then
-# collective-bench and store-latency (the same measurements from C++). The JSON lines, tagged
+# (key-value set+get, alone and in turn with the same pair from C++ in the same process through
+# libcohort-kv-pair-shim.so; all-reduce on numpy and on torch tensors, gloo on the same tensors),
+# then collective-bench and store-latency (the same measurements from C++ programs). The JSON lines, tagged
 # with their run, go to $COHORT_BENCH_WORK/python-comparison.jsonl; the report prints the medians
 # and the worst run, and checks the package's targets.
 set -euo pipefail
@@ -19,8 +20,8 @@ runs="${1:-5}"
 python="${2:-$build/python/cohort-test/bin/python}"
 work="${COHORT_BENCH_WORK:-$build/bench-peers}"
 [[ -x "$python" ]] || { echo "run-python-comparison: no $python (run ctest -R python_package first, or name a python with cohort and torch)" >&2; exit 2; }
-for b in cohort-run collective-bench store-latency; do
-  [[ -x "$build/bin/$b" ]] || { echo "run-python-comparison: build first ($build/bin/$b is missing)" >&2; exit 2; }
+for b in bin/cohort-run bin/collective-bench bin/store-latency lib/libcohort-kv-pair-shim.so; do
+  [[ -e "$build/$b" ]] || { echo "run-python-comparison: build first ($build/$b is missing)" >&2; exit 2; }
 done
 mkdir -p "$work"
 out="$work/python-comparison.jsonl"
@@ -36,7 +37,8 @@ for line in sys.stdin:
 }
 for run in $(seq 1 "$runs"); do
   echo "run $run/$runs: python" >&2
-  "$build/bin/cohort-run" -n 2 -- "$python" "$here/python_bench.py" 2>&1 | tag "$run" >>"$out"
+  "$build/bin/cohort-run" -n 2 -- "$python" "$here/python_bench.py" \
+    --kv-paired "$build/lib/libcohort-kv-pair-shim.so" 2>&1 | tag "$run" >>"$out"
   echo "run $run/$runs: c++" >&2
   "$build/bin/cohort-run" -n 2 -- "$build/bin/collective-bench" --json --no-memcpy 2>&1 |
     tag "$run" >>"$out"
