@@ -201,6 +201,27 @@ pid_t LocalControlPlane::FindProcess(const std::string& program, const std::vect
   return -1;
 }
 
+LocalControlPlane::Result LocalControlPlane::CreateConfigMap(const std::string& name,
+                                                            const std::vector<std::string>& from_files) {
+  std::vector<std::string> create = {"create", "configmap", name};
+  for (const std::string& f : from_files) create.push_back(absl::StrCat("--from-file=", f));
+  create.insert(create.end(), {"--dry-run=client", "-o", "yaml"});
+  Result made = Kubectl(create);
+  if (made.exit_code != 0) return made;
+  return Kubectl({"apply"}, made.output);
+}
+
+int MetricsPort(const json& pod) {
+  for (const char* kind : {"initContainers", "containers"}) {
+    for (const json& c : pod["spec"].value(kind, json::array())) {
+      for (const json& p : c.value("ports", json::array())) {
+        if (p.value("name", "") == "metrics") return p.value("containerPort", 0);
+      }
+    }
+  }
+  return 0;
+}
+
 int64_t StatusInt(const json& job, const char* field) {
   if (!job.is_object() || !job.contains("status")) return 0;
   return job["status"].value(field, int64_t{0});

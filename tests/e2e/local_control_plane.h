@@ -32,6 +32,11 @@ class LocalControlPlane {
   };
   // Runs real kubectl against this cluster. `stdin_text` is written to a file passed as "-f".
   Result Kubectl(std::vector<std::string> args, const std::string& stdin_text = "");
+  // `kubectl create configmap NAME --from-file=F...` as a manifest's header tells a user to run
+  // it, made with --dry-run=client and sent through apply: kubectl creates objects as protobuf,
+  // which the local API server does not speak. The result of the apply (or of the create when
+  // that failed).
+  Result CreateConfigMap(const std::string& name, const std::vector<std::string>& from_files = {});
 
   // A cohort-operator with its metrics on a free port; `label` names it in the log. Fails the
   // current test (and returns nullptr) when it cannot start.
@@ -55,6 +60,9 @@ class LocalControlPlane {
   std::unique_ptr<WatchedProcess> cluster_;
   std::unique_ptr<op::HttpKubeClient> client_;
 };
+
+// The port named "metrics" of a pod's containers or init containers (the sidecar's), 0 if none.
+int MetricsPort(const nlohmann::json& pod);
 
 // The status field `field` of a DistributedJob (0 when absent).
 int64_t StatusInt(const nlohmann::json& job, const char* field);

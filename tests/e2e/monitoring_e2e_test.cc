@@ -102,14 +102,7 @@ scrape_configs:
       json labels = meta.value("labels", json::object());
       if (labels.value("app.kubernetes.io/managed-by", "") != "cohort-operator") continue;
       if (pod["status"].value("phase", "") != "Running" || pod["status"].value("podIP", "").empty()) continue;
-      int port = 0;
-      for (const char* kind : {"initContainers", "containers"}) {
-        for (const json& c : pod["spec"].value(kind, json::array())) {
-          for (const json& p : c.value("ports", json::array())) {
-            if (p.value("name", "") == "metrics") port = p.value("containerPort", 0);
-          }
-        }
-      }
+      const int port = MetricsPort(pod);
       if (port == 0) continue;
       groups.push_back({{"targets", {absl::StrCat(pod["status"].value("podIP", ""), ":", port)}},
                         {"labels",
