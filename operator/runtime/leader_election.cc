@@ -2,11 +2,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "operator/api/json_fields.h"
 
 namespace cohort::op {
 namespace {
 
 using json = nlohmann::json;
+
+// A Lease's spec as an object whatever the server sent (a hand-edited Lease may have any
+// shape): fields of the wrong type read as absent, never throw.
+json SpecOf(const json& lease) {
+  const json& spec = Member(lease, "spec");
+  return spec.is_object() ? spec : json::object();
+}
 
 // metav1.MicroTime.
 std::string MicroTime(absl::Time t) {
@@ -20,13 +28,14 @@ LeaderElector::LeaderElector(KubeClient* client, Clock* clock, LeaderElectionOpt
 
 json LeaderElector::Record(absl::Time now, const json& previous) const {
   json spec = previous.is_object() ? previous : json::object();
-  bool transition = spec.value("holderIdentity", "") != options_.identity;
+  bool transition = StringMember(spec, "holderIdentity") != options_.identity;
   spec["holderIdentity"] = options_.identity;
   spec["leaseDurationSeconds"] = absl::ToInt64Seconds(options_.lease_duration);
   spec["renewTime"] = MicroTime(now);
   if (transition) {
     spec["acquireTime"] = MicroTime(now);
-    spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + (previous.is_object() ? 1 : 0);
+    spec["leaseTransitions"] =
+        IntMember(spec, "leaseTransitions").value_or(0) + (previous.is_object() ? 1 : 0);
   }
   return spec;
 }
@@ -42,20 +51,24 @@ absl::StatusOr<bool> LeaderElector::TryAcquireOrRenew() {
     absl::StatusOr<json> created = client_->Create(kLeases, options_.ns, object);
     if (absl::IsAlreadyExists(created.status())) return false;  // Another replica was quicker.
     if (!created.ok()) return created.status();
-    observed_spec_ = (*created)["spec"];
+    observed_spec_ = SpecOf(*created);
     observed_at_ = now;
     last_renewed_ = now;
     return true;
   }
   if (!lease.ok()) return lease.status();
-  json spec = lease->value("spec", json::object());
+  if (!lease->is_object()) {
+    return absl::InternalError(absl::StrCat("Lease ", options_.ns, "/", options_.name,
+                                            " is not an object: ", lease->dump()));
+  }
+  json spec = SpecOf(*lease);
   if (spec != observed_spec_) {
     observed_spec_ = spec;
     observed_at_ = now;
   }
-  std::string holder = spec.value("holderIdentity", "");
+  std::string holder = StringMember(spec, "holderIdentity");
   bool mine = holder == options_.identity;
-  absl::Duration duration = absl::Seconds(spec.value("leaseDurationSeconds", int64_t{15}));
+  absl::Duration duration = absl::Seconds(IntMember(spec, "leaseDurationSeconds").value_or(15));
   if (!holder.empty() && !mine && now < observed_at_ + duration) return false;  // Held by another.
   json write = *lease;
   write["spec"] = Record(now, spec);
@@ -63,7 +76,7 @@ absl::StatusOr<bool> LeaderElector::TryAcquireOrRenew() {
   if (absl::IsAborted(updated.status())) return false;  // Someone else wrote it first.
   if (!updated.ok()) return updated.status();
   if (!mine) LogInfo("leader election: ", options_.identity, " acquired Lease ", options_.ns, "/", options_.name);
-  observed_spec_ = (*updated)["spec"];
+  observed_spec_ = SpecOf(*updated);
   observed_at_ = now;
   last_renewed_ = now;
   return true;
@@ -72,8 +85,11 @@ absl::StatusOr<bool> LeaderElector::TryAcquireOrRenew() {
 absl::Status LeaderElector::Release() {
   absl::StatusOr<json> lease = client_->Get(kLeases, options_.ns, options_.name);
   if (!lease.ok()) return lease.status();
-  if ((*lease)["spec"].value("holderIdentity", "") != options_.identity) return absl::OkStatus();
+  if (!lease->is_object() || StringMember(SpecOf(*lease), "holderIdentity") != options_.identity) {
+    return absl::OkStatus();
+  }
   json write = *lease;
+  write["spec"] = SpecOf(*lease);
   write["spec"]["holderIdentity"] = "";
   write["spec"]["leaseDurationSeconds"] = 1;
   return client_->Update(kLeases, options_.ns, write).status();

@@ -66,6 +66,24 @@ TEST_F(LeaderElectionTest, StandbyTakesOverOnlyAfterTheLeaseExpiresOnItsOwnClock
   EXPECT_FALSE(Leads(a_));
 }
 
+// A Lease edited by hand (or written by another program) with fields of the wrong type: read as
+// absent, so the candidate takes it over instead of throwing out of the operator.
+TEST_F(LeaderElectionTest, MalformedLeaseIsReadAsAbsentNotThrown) {
+  for (json spec : {json{{"holderIdentity", 5}, {"leaseDurationSeconds", "long"}, {"leaseTransitions", "x"}},
+                    json("not an object"), json::array()}) {
+    (void)kube_.Delete(kLeases, "cohort-system", "cohort-operator");  // the previous round's
+    json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                  {"kind", "Lease"},
+                  {"metadata", {{"name", "cohort-operator"}, {"namespace", "cohort-system"}}},
+                  {"spec", spec}};
+    ASSERT_TRUE(kube_.Create(kLeases, "cohort-system", lease).ok());
+    LeaderElector c{&kube_, &clock_a_, Options("c")};
+    EXPECT_TRUE(Leads(c)) << spec.dump();
+    EXPECT_EQ(Lease()["spec"]["holderIdentity"], "c") << spec.dump();
+    EXPECT_TRUE(c.Release().ok()) << spec.dump();
+  }
+}
+
 TEST_F(LeaderElectionTest, ReleaseHandsOverAtOnce) {
   ASSERT_TRUE(Leads(a_));
   ASSERT_FALSE(Leads(b_));
