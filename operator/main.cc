@@ -48,6 +48,7 @@ struct Flags {
   int max_connections = 16;
   int workers = 4;
   int pod_create_parallelism = 16;
+  double force_delete_after_s = 60;
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8080;
   bool leader_elect = true;
@@ -95,6 +96,11 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--pod-create-parallelism", f.pod_create_parallelism,
                  "pods of one job created at once")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--force-delete-after", f.force_delete_after_s,
+                 "seconds after its grace period ended that a pod of an earlier restart attempt, "
+                 "still terminating (its node lost), is deleted with grace period 0 so that the "
+                 "next attempt can start (negative: never)")
+      ->capture_default_str();
   app.add_option("--metrics-address", f.metrics_address, "address of /metrics, /healthz, /readyz")
       ->capture_default_str();
   app.add_option("--metrics-port", f.metrics_port, "port of /metrics, /healthz, /readyz (0: any free)")
@@ -210,7 +216,12 @@ int Run(int argc, char** argv) {
   leading = true;
   metrics.SetLeader(true);
 
-  Reconciler reconciler(client->get(), Clock::Real(), nullptr, f.pod_create_parallelism);
+  DecideOptions decide_options;
+  decide_options.force_delete_after = f.force_delete_after_s < 0
+                                          ? -absl::InfiniteDuration()
+                                          : absl::Seconds(f.force_delete_after_s);
+  Reconciler reconciler(client->get(), Clock::Real(), nullptr, f.pod_create_parallelism,
+                        decide_options);
   ControllerOptions controller_options;
   controller_options.ns = f.ns;
   controller_options.workers = f.workers;

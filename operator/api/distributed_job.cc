@@ -1,6 +1,7 @@
 #include "operator/api/distributed_job.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -79,6 +80,108 @@ absl::Status ReadDuration(const json& parent, const char* key, const std::string
   return absl::OkStatus();
 }
 
+// An array field, or null (absent, or not an array: noted).
+const json* ArrayField(const json& parent, const char* key, const std::string& path,
+                       const std::function<void(const absl::Status&)>& note) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return nullptr;
+  if (it->is_array()) return &*it;
+  note(absl::InvalidArgumentError(absl::StrCat(path, key, ": expected a list, got ", it->dump())));
+  return nullptr;
+}
+
+// spec.failurePolicy: what can be read of each rule goes to `rules` (a rule whose action cannot
+// be read is dropped); every problem is noted, naming the field.
+void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
+                       const std::function<void(const absl::Status&)>& note) {
+  const json* list = ArrayField(policy, "rules", "spec.failurePolicy.", note);
+  if (list == nullptr) return;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string path = absl::StrCat("spec.failurePolicy.rules[", i, "].");
+    const json& r = (*list)[i];
+    if (!r.is_object()) {
+      note(absl::InvalidArgumentError(absl::StrCat(path.substr(0, path.size() - 1),
+                                                   ": expected an object with an action, got ",
+                                                   r.dump())));
+      continue;
+    }
+    FailureRule rule;
+    std::string action;
+    absl::Status st = ReadField(r, "action", path, &action);
+    if (!st.ok()) {
+      note(st);
+      continue;
+    }
+    std::optional<FailureAction> parsed = ParseFailureAction(action);
+    if (!parsed) {
+      note(absl::InvalidArgumentError(absl::StrCat(
+          path, "action: ", action.empty() ? "required" : absl::StrCat("'", action, "' is not an action"),
+          "; write FailJob, RestartJob or RestartJobAndIgnoreMaxRestarts")));
+      continue;
+    }
+    rule.action = *parsed;
+    if (auto it = r.find("onExitCodes"); it != r.end() && !it->is_null()) {
+      const std::string ep = path + "onExitCodes.";
+      if (!it->is_object()) {
+        note(absl::InvalidArgumentError(absl::StrCat(
+            path, "onExitCodes: expected an object {operator: In or NotIn, values: [...]}, got ",
+            it->dump())));
+      } else {
+        ExitCodesMatcher m;
+        std::string op;
+        note(ReadField(*it, "containerName", ep, &m.container_name));
+        absl::Status ops = ReadField(*it, "operator", ep, &op);
+        note(ops);
+        if (ops.ok() && op != "In" && op != "NotIn") {
+          note(absl::InvalidArgumentError(absl::StrCat(
+              ep, "operator: ", op.empty() ? "required" : absl::StrCat("'", op, "' is not an operator"),
+              "; write In or NotIn")));
+        }
+        m.in = op != "NotIn";
+        if (const json* values = ArrayField(*it, "values", ep, note)) {
+          for (size_t v = 0; v < values->size(); ++v) {
+            const json& code = (*values)[v];
+            if (code.is_number_integer() && code.get<int64_t>() >= 0 && code.get<int64_t>() <= 255) {
+              m.values.push_back(code.get<int32_t>());
+            } else {
+              note(absl::InvalidArgumentError(absl::StrCat(
+                  ep, "values[", v, "]: ", code.dump(), " is not an exit code (a whole number from 0 to 255)")));
+            }
+          }
+        }
+        rule.on_exit_codes = std::move(m);
+      }
+    }
+    if (const json* conditions = ArrayField(r, "onPodConditions", path, note)) {
+      for (size_t c = 0; c < conditions->size(); ++c) {
+        const std::string cp = absl::StrCat(path, "onPodConditions[", c, "].");
+        const json& cond = (*conditions)[c];
+        if (!cond.is_object()) {
+          note(absl::InvalidArgumentError(absl::StrCat(
+              cp.substr(0, cp.size() - 1), ": expected an object {type, status}, got ", cond.dump())));
+          continue;
+        }
+        PodConditionMatcher m;
+        note(ReadField(cond, "type", cp, &m.type));
+        note(ReadField(cond, "status", cp, &m.status));
+        rule.on_pod_conditions.push_back(std::move(m));
+      }
+    }
+    if (const json* reasons = ArrayField(r, "onTerminationReasons", path, note)) {
+      for (size_t k = 0; k < reasons->size(); ++k) {
+        if ((*reasons)[k].is_string()) {
+          rule.on_termination_reasons.push_back((*reasons)[k].get<std::string>());
+        } else {
+          note(absl::InvalidArgumentError(absl::StrCat(path, "onTerminationReasons[", k, "]: ",
+                                                       (*reasons)[k].dump(),
+                                                       " is not a reason; write e.g. OOMKilled")));
+        }
+      }
+    }
+    rules.push_back(std::move(rule));
+  }
+}
+
 bool IsDns1035Label(const std::string& s) {
   if (s.empty() || s.size() > kMaxLabelLength) return false;
   if (!absl::ascii_islower(s.front()) || s.back() == '-') return false;
@@ -108,6 +211,23 @@ int32_t ResolvedProcessesPerPod(const DistributedJob& job) {
 
 int64_t TotalProcesses(const DistributedJob& job) {
   return int64_t{job.spec.replicas} * ResolvedProcessesPerPod(job);
+}
+
+const char* FailureActionName(FailureAction action) {
+  switch (action) {
+    case FailureAction::kFailJob: return "FailJob";
+    case FailureAction::kRestartJob: return "RestartJob";
+    case FailureAction::kRestartJobAndIgnoreMaxRestarts: return "RestartJobAndIgnoreMaxRestarts";
+  }
+  return "RestartJob";
+}
+
+std::optional<FailureAction> ParseFailureAction(const std::string& name) {
+  for (FailureAction a : {FailureAction::kFailJob, FailureAction::kRestartJob,
+                          FailureAction::kRestartJobAndIgnoreMaxRestarts}) {
+    if (name == FailureActionName(a)) return a;
+  }
+  return std::nullopt;
 }
 
 const char* PhaseName(Phase phase) {
@@ -227,6 +347,9 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     }
     if (const json* r = object_field(*sc, "resources", sp, " (a ResourceRequirements)")) s.sidecar.resources = *r;
   }
+  if (const json* policy = object_field(spec, "failurePolicy", p, " with rules")) {
+    ParseFailureRules(*policy, s.failure_rules, note);
+  }
 
   const json& status = object.contains("status") ? object["status"] : json::object();
   if (status.is_object()) {
@@ -238,11 +361,13 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
          {std::pair{"ready", &st.ready}, std::pair{"active", &st.active},
           std::pair{"succeeded", &st.succeeded}, std::pair{"failed", &st.failed},
           std::pair{"restarts", &st.restarts}, std::pair{"preemptions", &st.preemptions},
+          std::pair{"uncountedRestarts", &st.uncounted_restarts},
           std::pair{"restartAttempt", &st.restart_attempt}}) {
       ReadField(status, key, "status.", out).IgnoreError();
     }
     ReadField(status, "observedGeneration", "status.", &st.observed_generation).IgnoreError();
     ReadField(status, "coordinatorAddress", "status.", &st.coordinator_address).IgnoreError();
+    ReadField(status, "lastRestartKind", "status.", &st.last_restart_kind).IgnoreError();
     ReadField(status, "startTime", "status.", &st.start_time).IgnoreError();
     ReadField(status, "completionTime", "status.", &st.completion_time).IgnoreError();
     if (status.contains("conditions") && status["conditions"].is_array()) {
@@ -318,6 +443,33 @@ std::vector<std::string> Validate(const DistributedJob& job) {
     errors.push_back(absl::StrCat("spec.sidecar.heartbeatTimeout: must be at least 100ms (got ",
                                   absl::FormatDuration(s.sidecar.heartbeat_timeout), ")"));
   }
+  for (size_t i = 0; i < s.failure_rules.size(); ++i) {
+    const FailureRule& r = s.failure_rules[i];
+    const std::string path = absl::StrCat("spec.failurePolicy.rules[", i, "]");
+    if (!r.on_exit_codes && r.on_pod_conditions.empty() && r.on_termination_reasons.empty()) {
+      errors.push_back(absl::StrCat(path, ": needs a matcher: onExitCodes, onPodConditions or "
+                                          "onTerminationReasons (a rule without one would match "
+                                          "every failure)"));
+    }
+    if (r.on_exit_codes && r.on_exit_codes->values.empty()) {
+      errors.push_back(absl::StrCat(path, ".onExitCodes.values: must list at least one exit code"));
+    }
+    for (size_t c = 0; c < r.on_pod_conditions.size(); ++c) {
+      const PodConditionMatcher& m = r.on_pod_conditions[c];
+      if (m.type.empty()) {
+        errors.push_back(absl::StrCat(path, ".onPodConditions[", c, "].type: required, e.g. DisruptionTarget"));
+      }
+      if (m.status != "True" && m.status != "False" && m.status != "Unknown") {
+        errors.push_back(absl::StrCat(path, ".onPodConditions[", c, "].status: must be True, False or Unknown (got '",
+                                      m.status, "')"));
+      }
+    }
+    for (size_t k = 0; k < r.on_termination_reasons.size(); ++k) {
+      if (r.on_termination_reasons[k].empty()) {
+        errors.push_back(absl::StrCat(path, ".onTerminationReasons[", k, "]: must not be empty"));
+      }
+    }
+  }
   const json& tmpl = s.pod_template;
   const json* containers = nullptr;
   if (template_unreadable) {
@@ -325,6 +477,23 @@ std::vector<std::string> Validate(const DistributedJob& job) {
     errors.push_back("spec.template: required: a pod template whose spec has the trainer container");
   } else {
     const json& pod = tmpl["spec"];
+    // Labels and annotations the pods get: maps of strings (the API server refuses anything else
+    // when the pod is created, long after the job was accepted).
+    for (const char* key : {"labels", "annotations"}) {
+      const json& map = Member(tmpl, "metadata", key);
+      if (map.is_null()) continue;
+      if (!map.is_object()) {
+        errors.push_back(absl::StrCat("spec.template.metadata.", key, ": expected a map of strings, got ",
+                                      map.dump()));
+        continue;
+      }
+      for (const auto& [k, v] : map.items()) {
+        if (!v.is_string()) {
+          errors.push_back(absl::StrCat("spec.template.metadata.", key, ".", k, ": ", v.dump(),
+                                        " is not a string; put the value in quotes"));
+        }
+      }
+    }
     if (pod.contains("containers") && pod["containers"].is_array()) containers = &pod["containers"];
     if (containers == nullptr || containers->empty()) {
       errors.push_back("spec.template.spec.containers: must list at least one container (the trainer)");
@@ -342,6 +511,22 @@ std::vector<std::string> Validate(const DistributedJob& job) {
             c["image"].get<std::string>().empty()) {
           errors.push_back(absl::StrCat("spec.template.spec.containers[", i, "].image: required"));
         }
+        if (const json& env = Member(c, "env"); !env.is_null()) {
+          const std::string ep = absl::StrCat("spec.template.spec.containers[", i, "].env");
+          if (!env.is_array()) {
+            errors.push_back(absl::StrCat(ep, ": expected a list of {name, value}, got ", env.dump()));
+          } else {
+            for (size_t e = 0; e < env.size(); ++e) {
+              if (!env[e].is_object() || !Member(env[e], "name").is_string() ||
+                  StringMember(env[e], "name").empty()) {
+                errors.push_back(absl::StrCat(ep, "[", e, "]: needs a name (a string), got ", env[e].dump()));
+              } else if (const json& v = Member(env[e], "value"); !v.is_null() && !v.is_string()) {
+                errors.push_back(absl::StrCat(ep, "[", e, "].value: ", v.dump(),
+                                              " is not a string; put the value in quotes"));
+              }
+            }
+          }
+        }
         const bool cohort_launches = s.launcher == Launcher::kCohort && i == 0 &&
                                      processes_per_pod_ok && ResolvedProcessesPerPod(job) > 1;
         if (cohort_launches && c.is_object() &&
@@ -353,6 +538,18 @@ std::vector<std::string> Validate(const DistributedJob& job) {
               "program to run, e.g. command: [\"python\", \"train.py\"], or set "
               "spec.launcher: Torchrun when the command starts the pod's processes itself"));
         }
+      }
+    }
+    for (size_t i = 0; containers != nullptr && i < s.failure_rules.size(); ++i) {
+      const std::optional<ExitCodesMatcher>& m = s.failure_rules[i].on_exit_codes;
+      if (!m || m->container_name.empty()) continue;
+      bool found = false;
+      for (const json& c : *containers) found |= StringMember(c, "name") == m->container_name;
+      if (!found) {
+        errors.push_back(absl::StrCat("spec.failurePolicy.rules[", i, "].onExitCodes.containerName: '",
+                                      m->container_name,
+                                      "' is not a container of spec.template (leave it out for the "
+                                      "trainer, the first container)"));
       }
     }
     if (pod.contains("restartPolicy") && pod["restartPolicy"] != "Never") {
@@ -384,11 +581,13 @@ json StatusToJson(const DistributedJob& job) {
               {"failed", st.failed},
               {"restarts", st.restarts},
               {"preemptions", st.preemptions},
+              {"uncountedRestarts", st.uncounted_restarts},
               {"restartAttempt", st.restart_attempt},
               {"observedGeneration", st.observed_generation}};
   if (!st.coordinator_address.empty()) out["coordinatorAddress"] = st.coordinator_address;
   if (!st.start_time.empty()) out["startTime"] = st.start_time;
   if (!st.completion_time.empty()) out["completionTime"] = st.completion_time;
+  if (!st.last_restart_kind.empty()) out["lastRestartKind"] = st.last_restart_kind;
   return out;
 }
 

@@ -43,6 +43,37 @@ enum class Launcher {
 // The most processes one pod may run (spec.processesPerPod).
 inline constexpr int32_t kMaxProcessesPerPod = 256;
 
+// spec.failurePolicy.rules[].action: what a matching rule does with the failure that ended a
+// restart attempt.
+enum class FailureAction {
+  kFailJob,                        // The job fails at once.
+  kRestartJob,                     // A gang restart counted against maxRestarts.
+  kRestartJobAndIgnoreMaxRestarts, // A gang restart that is not counted (uncountedRestarts).
+};
+const char* FailureActionName(FailureAction action);
+std::optional<FailureAction> ParseFailureAction(const std::string& name);
+
+// A matcher of a rule: the terminated exit code of a container (the trainer unless named).
+struct ExitCodesMatcher {
+  std::string container_name;  // Empty: the trainer (the first container).
+  bool in = true;              // operator In (true) or NotIn.
+  std::vector<int32_t> values;
+};
+
+// A matcher of a rule: a pod condition of this type with this status.
+struct PodConditionMatcher {
+  std::string type;
+  std::string status = "True";
+};
+
+// One rule of spec.failurePolicy.rules: it matches when every matcher it has matches.
+struct FailureRule {
+  FailureAction action = FailureAction::kRestartJob;
+  std::optional<ExitCodesMatcher> on_exit_codes;
+  std::vector<PodConditionMatcher> on_pod_conditions;
+  std::vector<std::string> on_termination_reasons;  // e.g. OOMKilled.
+};
+
 struct DistributedJobSpec {
   int32_t replicas = 1;  // Pods.
   // spec.processesPerPod: a number, or "auto" (the trainer container's nvidia.com/gpu limit when
@@ -58,6 +89,8 @@ struct DistributedJobSpec {
   std::optional<int64_t> ttl_seconds_after_finished;
   std::optional<int64_t> active_deadline_seconds;
   SidecarSpec sidecar;
+  // spec.failurePolicy.rules, in order: the first that matches the failure decides.
+  std::vector<FailureRule> failure_rules;
 };
 
 // A metav1.Condition.
@@ -85,6 +118,11 @@ struct DistributedJobStatus {
   int32_t failed = 0;
   int32_t restarts = 0;
   int32_t preemptions = 0;
+  // Gang restarts that a RestartJobAndIgnoreMaxRestarts rule made: not in restarts.
+  int32_t uncounted_restarts = 0;
+  // What the last gang restart was ("Failure", "UncountedFailure", "Preemption"; empty before
+  // the first): the backoff before its next attempt depends on it.
+  std::string last_restart_kind;
   int32_t restart_attempt = 0;
   std::string coordinator_address;
   int64_t observed_generation = 0;

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/backoff.h"
-#include "operator/reconciler/children.h"
 #include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
+#include "operator/reconciler/failure_policy.h"
 
 namespace cohort::op {
 namespace {
@@ -28,6 +28,11 @@ constexpr absl::Duration kOldPodsRecheck = absl::Seconds(1);
 constexpr absl::Duration kRootCauseWait = absl::Seconds(3);
 // Longest termination message quoted in a condition or Event.
 constexpr size_t kMaxMessage = 512;
+// status.lastRestartKind: what the last gang restart was. Only a counted failure's backoff grows
+// with status.restarts.
+constexpr char kRestartFailure[] = "Failure";
+constexpr char kRestartUncountedFailure[] = "UncountedFailure";
+constexpr char kRestartPreemption[] = "Preemption";
 
 using PodPhase = ObservedPod::Phase;
 
@@ -99,6 +104,10 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
   p.rank = *rank;
   p.restart_attempt = *restart_attempt;
   p.terminating = !Member(meta, "deletionTimestamp").is_null();
+  if (std::optional<absl::Time> at = ParseRfc3339(StringMember(meta, "deletionTimestamp"))) {
+    p.deletion_deadline = *at;
+  }
+  p.node = StringMember(Member(pod, "spec"), "nodeName");
   const nlohmann::json& status = Member(pod, "status");
   std::string phase = StringMember(status, "phase", "Pending");
   p.phase = phase == "Running"     ? PodPhase::kRunning
@@ -111,9 +120,22 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
     std::string type = StringMember(c, "type");
     if (type == "Ready") p.ready = is_true;
     if (type == "DisruptionTarget") p.disruption_target = is_true;
+    if (!type.empty()) p.conditions.emplace_back(type, StringMember(c, "status"));
   }
   for (const nlohmann::json& cs : ArrayMember(status, "containerStatuses")) {
     if (StringMember(cs, "name") == "cohort-sidecar") continue;
+    const nlohmann::json& t = Member(cs, "state", "terminated");
+    ObservedPod::ContainerExit exit{StringMember(cs, "name"), std::nullopt, ""};
+    if (t.is_object()) {
+      std::optional<int64_t> code = IntMember(t, "exitCode");
+      if (code && *code >= INT_MIN && *code <= INT_MAX) exit.exit_code = static_cast<int>(*code);
+      exit.reason = StringMember(t, "reason");
+    }
+    p.containers.push_back(std::move(exit));
+  }
+  for (const nlohmann::json& cs : ArrayMember(status, "containerStatuses")) {
+    if (StringMember(cs, "name") == "cohort-sidecar") continue;
+    p.trainer_name = StringMember(cs, "name");
     const nlohmann::json& t = Member(cs, "state", "terminated");
     if (t.is_object()) {
       std::optional<int64_t> code = IntMember(t, "exitCode");
@@ -186,7 +208,8 @@ void SetCondition(std::vector<Condition>& conditions, Condition condition) {
   conditions.push_back(std::move(condition));
 }
 
-Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now) {
+Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
+                const DecideOptions& options) {
   Decision d;
   d.status = job.status;
   DistributedJobStatus& st = d.status;
@@ -262,6 +285,27 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   }
   condition("SpecValid", true, "Valid", "");
   delete_all(old);  // An earlier restart attempt's pods never outlive it.
+  // Lost nodes: the next attempt waits for the old pods to be gone, and a pod on a node that
+  // died is never confirmed gone (its kubelet would do that). Past its grace period and the
+  // bound, it is deleted without waiting.
+  for (const ObservedPod* p : old) {
+    if (!p->terminating || p->deletion_deadline == absl::InfiniteFuture() ||
+        options.force_delete_after < absl::ZeroDuration()) {
+      continue;
+    }
+    const absl::Time due = p->deletion_deadline + options.force_delete_after;
+    if (now < due) {
+      requeue(due - now);
+      continue;
+    }
+    d.force_delete_pods.push_back(p->name);
+    event("Warning", "ForceDeleted",
+          absl::StrCat("pod ", p->name, " on node ", p->node.empty() ? "(none)" : p->node,
+                       " was still terminating ", absl::FormatDuration(now - p->deletion_deadline),
+                       " after its grace period ended (its node may be lost): deleted it with "
+                       "grace period 0 so that restart attempt ",
+                       st.restart_attempt, " can start"));
+  }
 
   if (spec.suspend) {
     delete_all(current);
@@ -302,8 +346,11 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   if (st.phase == Phase::kRestarting) {
     const Condition* restarting = FindCondition(st.conditions, "Restarting");
     absl::Time since = restarting ? ParseRfc3339(restarting->last_transition_time).value_or(now) : now;
-    bool preemption = restarting != nullptr && restarting->reason == "Preemption";
-    absl::Time ready_at = since + RestartBackoff(spec, preemption ? 1 : st.restarts);
+    // A status written before lastRestartKind existed says it in the condition's reason.
+    const bool counted = st.last_restart_kind.empty()
+                             ? restarting == nullptr || restarting->reason != "Preemption"
+                             : st.last_restart_kind == kRestartFailure;
+    absl::Time ready_at = since + RestartBackoff(spec, counted ? st.restarts : 1);
     if (now < ready_at) {
       requeue(ready_at - now);
       count();
@@ -358,24 +405,82 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     }
   }
   count();
+  // Ends this restart attempt: restarts the gang as the next one after a backoff.
+  auto restart_gang = [&](const char* kind, const std::string& condition_reason,
+                          const char* event_type, const std::string& event_reason,
+                          const std::string& message, GangRestart cause, absl::Duration backoff) {
+    ++st.restart_attempt;
+    st.last_restart_kind = kind;
+    cause.kind = kind;
+    d.restart = std::move(cause);
+    delete_all(current);
+    d.create_ranks.clear();
+    st.phase = Phase::kRestarting;
+    condition("Restarting", true, condition_reason, message);
+    condition("Running", false, "Restarting", message);
+    event(event_type, event_reason, message);
+    requeue(backoff);
+  };
+  // A counted restart, or Failed when none is left.
+  auto counted_restart = [&](const std::string& why, const std::string& condition_reason,
+                             GangRestart cause) {
+    if (st.restarts >= spec.max_restarts) {
+      delete_all(current);
+      d.create_ranks.clear();
+      finish(Phase::kFailed, "MaxRestartsExceeded",
+             absl::StrCat(why, "; no restarts left (maxRestarts ", spec.max_restarts, ")"));
+      return;
+    }
+    ++st.restarts;
+    restart_gang(kRestartFailure, condition_reason, "Warning", "GangRestart",
+                 absl::StrCat(why, "; restarting the gang as restart attempt ",
+                              st.restart_attempt + 1, " (restart ", st.restarts, " of ",
+                              spec.max_restarts, ")"),
+                 std::move(cause), RestartBackoff(spec, st.restarts));
+  };
+  // What the first matching rule of spec.failurePolicy says about the pod that ended the attempt.
+  auto apply_rule = [&](const RuleMatch& rule, const std::string& why, GangRestart cause) {
+    const std::string message = absl::StrCat(why, "; ", rule.Describe());
+    switch (rule.action) {
+      case FailureAction::kFailJob:
+        delete_all(current);
+        d.create_ranks.clear();
+        finish(Phase::kFailed, "FailurePolicy", absl::StrCat(message, ": the job fails"));
+        return;
+      case FailureAction::kRestartJob:
+        counted_restart(message, "FailurePolicy", std::move(cause));
+        return;
+      case FailureAction::kRestartJobAndIgnoreMaxRestarts:
+        ++st.uncounted_restarts;
+        restart_gang(kRestartUncountedFailure, "FailurePolicy", "Warning", "GangRestart",
+                     absl::StrCat(message, ": restarting the gang as restart attempt ",
+                                  st.restart_attempt + 1,
+                                  " (not counted against maxRestarts; uncounted restart ",
+                                  st.uncounted_restarts, ")"),
+                     std::move(cause), RestartBackoff(spec, 1));
+        return;
+    }
+  };
+
   if (preempted != nullptr || !vanished.empty()) {
     std::string why = preempted != nullptr
                           ? absl::StrCat(Who(preempted->rank, preempted->name,
                                              ResolvedProcessesPerPod(job)),
                                          " was preempted or evicted")
                           : vanished;
+    GangRestart cause{"preempted", preempted != nullptr ? preempted->finished_at : absl::InfinitePast(), ""};
+    if (preempted != nullptr) {
+      if (std::optional<RuleMatch> rule = MatchFailureRules(spec.failure_rules, *preempted)) {
+        apply_rule(*rule, why, std::move(cause));
+        return d;
+      }
+    }
     ++st.preemptions;
-    ++st.restart_attempt;
-    d.restart = GangRestart{"preempted", preempted != nullptr ? preempted->finished_at : absl::InfinitePast()};
-    delete_all(current);
-    d.create_ranks.clear();
-    st.phase = Phase::kRestarting;
-    condition("Restarting", true, "Preemption", why);
-    condition("Running", false, "Restarting", why);
-    event("Normal", "Preempted",
-          absl::StrCat(why, "; restarting the gang as restart attempt ", st.restart_attempt,
-                       " (preemptions do not count against maxRestarts)"));
-    requeue(RestartBackoff(spec, 1));
+    restart_gang(kRestartPreemption, "Preemption", "Normal", "Preempted",
+                 absl::StrCat(why, "; restarting the gang as restart attempt ",
+                              st.restart_attempt + 1,
+                              " (preemptions do not count against maxRestarts)"),
+                 std::move(cause), RestartBackoff(spec, 1));
     return d;
   }
 
@@ -399,23 +504,12 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   }
   if (root != nullptr) {
     std::string why = Describe(*root, ResolvedProcessesPerPod(job));
-    delete_all(current);
-    d.create_ranks.clear();
-    if (st.restarts >= spec.max_restarts) {
-      finish(Phase::kFailed, "MaxRestartsExceeded",
-             absl::StrCat(why, "; no restarts left (maxRestarts ", spec.max_restarts, ")"));
-      return d;
+    GangRestart cause{RestartCause(*root), root->finished_at, ""};  // kind: set by the restart
+    if (std::optional<RuleMatch> rule = MatchFailureRules(spec.failure_rules, *root)) {
+      apply_rule(*rule, why, std::move(cause));
+    } else {
+      counted_restart(why, "Failure", std::move(cause));
     }
-    ++st.restarts;
-    ++st.restart_attempt;
-    d.restart = GangRestart{RestartCause(*root), root->finished_at};
-    st.phase = Phase::kRestarting;
-    condition("Restarting", true, "Failure", why);
-    condition("Running", false, "Restarting", why);
-    event("Warning", "GangRestart",
-          absl::StrCat(why, "; restarting the gang as restart attempt ", st.restart_attempt, " (restart ",
-                       st.restarts, " of ", spec.max_restarts, ")"));
-    requeue(RestartBackoff(spec, st.restarts));
     return d;
   }
 

@@ -17,11 +17,14 @@
 // restart attempt (status.restart_attempt + 1) is created after the backoff. A preemption (the pod's
 // DisruptionTarget condition, a pod deleted by someone else, or the trainer exiting with
 // kPreemptedExitCode after its checkpoint) restarts the gang without counting against
-// maxRestarts.
+// maxRestarts. spec.failurePolicy.rules (failure_policy.h) may decide otherwise for the pod that
+// ended the attempt: the first rule that matches it fails the job, restarts it counted, or
+// restarts it without counting.
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -45,11 +48,25 @@ struct ObservedPod {
   Phase phase = Phase::kPending;
   bool ready = false;
   bool terminating = false;        // metadata.deletionTimestamp is set.
+  // metadata.deletionTimestamp: when its grace period ends (InfiniteFuture when not set or
+  // unreadable).
+  absl::Time deletion_deadline = absl::InfiniteFuture();
+  std::string node;  // spec.nodeName.
   bool disruption_target = false;  // The DisruptionTarget condition is True (eviction, preemption).
   std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.
   std::string trainer_message;           // Its termination message or reason.
   std::string trainer_reason;            // Its termination reason ("OOMKilled", "Error", ...).
   absl::Time finished_at = absl::InfinitePast();  // When it terminated, if it did and says.
+  // For spec.failurePolicy.rules: every app container's termination, the trainer's name, and
+  // the pod's conditions (type, status).
+  struct ContainerExit {
+    std::string name;
+    std::optional<int> exit_code;  // Set when it terminated.
+    std::string reason;
+  };
+  std::vector<ContainerExit> containers;
+  std::string trainer_name;
+  std::vector<std::pair<std::string, std::string>> conditions;
 };
 
 // Reads a pod as the API server returns it, whatever its shape (never throws). nullopt when it lacks
@@ -71,6 +88,9 @@ struct GangRestart {
   std::string cause;  // crash, oom, signal, heartbeat_timeout, reported_error, collective_timeout,
                       // registration_timeout, shutdown_timeout, service_lost, preempted, unknown
   absl::Time failed_at = absl::InfinitePast();
+  // What kind of restart (status.lastRestartKind): "Failure" (counted), "UncountedFailure" or
+  // "Preemption".
+  std::string kind;
 };
 
 // The cause of a failure whose root is `root`: the rank that failed itself (oom, signal, crash),
@@ -81,6 +101,9 @@ std::string RestartCause(const ObservedPod& root);
 struct Decision {
   std::vector<int32_t> create_ranks;     // Pods of status.restart_attempt to create.
   std::vector<std::string> delete_pods;  // Pods to delete.
+  // Pods to delete with grace period 0: of an earlier restart attempt, still terminating long
+  // after their grace period (their node is lost: nothing will confirm their deletion).
+  std::vector<std::string> force_delete_pods;
   bool delete_job = false;               // ttlSecondsAfterFinished passed.
   std::optional<absl::Duration> requeue_after;
   DistributedJobStatus status;           // The status to write (once, at the end of the pass).
@@ -91,7 +114,15 @@ struct Decision {
 // Backoff before restart number `restart` (1-based): restartBackoff doubling, capped at 5 min.
 absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart);
 
-Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now);
+// The operator's settings that Decide() applies to every job.
+struct DecideOptions {
+  // A pod of an earlier restart attempt still terminating this long after its grace period
+  // ended is force-deleted (cohort-operator --force-delete-after; a negative value: never).
+  absl::Duration force_delete_after = absl::Seconds(60);
+};
+
+Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
+                const DecideOptions& options = {});
 
 // Sets a condition, changing lastTransitionTime only when its status flips.
 void SetCondition(std::vector<Condition>& conditions, Condition condition);

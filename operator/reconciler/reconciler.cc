@@ -71,9 +71,10 @@ json EventObject(const DistributedJob& job, const Event& e, absl::Time now, int 
 }  // namespace
 
 Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token,
-                       int pod_create_parallelism)
+                       int pod_create_parallelism, DecideOptions decide_options)
     : client_(client), clock_(clock), new_token_(new_token ? std::move(new_token) : GenerateToken),
-      pod_create_parallelism_(std::max(1, pod_create_parallelism)) {}
+      pod_create_parallelism_(std::max(1, pod_create_parallelism)),
+      decide_options_(decide_options) {}
 
 absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
                                     int32_t restart_attempt, ReconcileReport* report) {
@@ -140,7 +141,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   }
 
   absl::Time now = clock_->Now();
-  Decision d = Decide(*job, pods, now);
+  Decision d = Decide(*job, pods, now, decide_options_);
   if (!d.create_ranks.empty()) {
     // Pods need the Service (their DNS names) and the token Secret (a mounted volume). Only
     // then are they ensured, so a steady job costs no API calls for them.
@@ -153,6 +154,11 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, report); !s.ok()) return s;
   for (const std::string& pod : d.delete_pods) {
     absl::Status s = client_->Delete(kPods, ns, pod);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    if (report != nullptr) ++report->pods_deleted;
+  }
+  for (const std::string& pod : d.force_delete_pods) {
+    absl::Status s = client_->Delete(kPods, ns, pod, /*grace_period_seconds=*/0);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
     if (report != nullptr) ++report->pods_deleted;
   }

@@ -37,7 +37,7 @@ class Reconciler {
   // 1,000-rank job is created at the API server's pace (the client's rate limit), not one
   // round trip at a time.
   Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token = nullptr,
-             int pod_create_parallelism = 16);
+             int pod_create_parallelism = 16, DecideOptions decide_options = {});
 
   // When to look at the job again (nullopt: on the next change only). Errors: Aborted (the
   // status write conflicted: requeue at once), Unavailable (API trouble: requeue with backoff),
@@ -54,6 +54,7 @@ class Reconciler {
   Clock* const clock_;
   std::function<std::string()> new_token_;
   const int pod_create_parallelism_;
+  const DecideOptions decide_options_;
 };
 
 }  // namespace cohort::op

@@ -45,12 +45,14 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                         .Add({})),
       restarts_(prometheus::BuildCounter()
                     .Name("cohort_operator_gang_restarts_total")
-                    .Help("Gang restarts after a rank failed (counted against maxRestarts)")
+                    .Help("Gang restarts after a rank failed (counted against maxRestarts, unless a "
+                          "RestartJobAndIgnoreMaxRestarts rule matched)")
                     .Register(registry)
                     .Add({})),
       preemptions_(prometheus::BuildCounter()
                        .Name("cohort_operator_preemptions_total")
-                       .Help("Gang restarts after a preemption or eviction (not counted against maxRestarts)")
+                       .Help("Gang restarts after a preemption or eviction that no failure rule "
+                             "counted (not counted against maxRestarts)")
                        .Register(registry)
                        .Add({})),
       leader_(prometheus::BuildGauge()
@@ -117,7 +119,7 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   reconciles_.Add({{"result", result}}).Increment();
   reconcile_duration_.Observe(absl::ToDoubleSeconds(duration));
   pods_created_.Increment(report.pods_created);
-  if (report.restart) (report.restart->cause == "preempted" ? preemptions_ : restarts_).Increment();
+  if (report.restart) (report.restart->kind == "Preemption" ? preemptions_ : restarts_).Increment();
   const bool running = std::find(report.event_reasons.begin(), report.event_reasons.end(), "Running") !=
                        report.event_reasons.end();
   if (!report.restart && !running) return;

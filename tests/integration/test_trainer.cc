@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -180,14 +181,21 @@ int main(int argc, char** argv) {
   }
   // A pod of a DistributedJob: "k8s" checks the environment, then rendezvous; "k8s-hold" keeps
   // restart attempt 0 training until a preemption (exit kPreemptedExitCode after the sync point)
-  // or a kill, so a test can fail or evict a rank, and lets later attempts finish.
+  // or a kill, so a test can fail or evict a rank, and lets later attempts finish;
+  // "k8s-rank1-exits-N": in restart attempt 0 rank 1 exits N once every rank joined (the others
+  // follow with 75), later attempts finish.
   const bool collectives = cohort::testing::IsCollectiveScenario(scenario, &options);
-  bool kubernetes = scenario == "k8s" || scenario == "k8s-hold";
+  int rank1_exit = 0;
+  const bool rank1_exits = absl::StartsWith(scenario, "k8s-rank1-exits-") &&
+                           absl::SimpleAtoi(scenario.substr(16), &rank1_exit);
+  bool kubernetes = scenario == "k8s" || scenario == "k8s-hold" || rank1_exits;
   if (kubernetes) {
     if (int rc = CheckPodEnvironment()) return rc;
     const char* attempt = std::getenv("COHORT_RESTART_ATTEMPT");
-    bool hold = scenario == "k8s-hold" && attempt != nullptr && std::string(attempt) == "0";
-    scenario = hold ? "preempt" : "rendezvous";
+    const bool first = attempt != nullptr && std::string(attempt) == "0";
+    scenario = scenario == "k8s-hold" && first ? "preempt"
+               : rank1_exits && first          ? "rank1-exits"
+                                               : "rendezvous";
   }
   absl::Status init = dist::Initialize(options);
   if (!init.ok()) {
@@ -208,8 +216,9 @@ int main(int argc, char** argv) {
     if (argc > 2 && !absl::SimpleAtoi(argv[2], &steps)) steps = 60;
     return Chaos(steps);
   }
-  if (scenario == "rank1-exits-7") {
-    if (dist::ProcessIndex() == 1) return 7;  // Without shutdown: a crash as far as the job knows.
+  if (scenario == "rank1-exits-7" || scenario == "rank1-exits") {
+    // Without shutdown: a crash as far as the job knows.
+    if (dist::ProcessIndex() == 1) return scenario == "rank1-exits" ? rank1_exit : 7;
     return Wait();
   }
   Say("ERROR unknown scenario " + scenario);

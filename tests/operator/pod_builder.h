@@ -14,6 +14,8 @@ class PodBuilder {
     pod_.rank = rank;
     pod_.restart_attempt = restart_attempt;
     pod_.name = absl::StrCat("train-", rank);
+    pod_.trainer_name = "trainer";
+    pod_.containers.push_back({"trainer", std::nullopt, ""});
   }
   PodBuilder& Running() {
     pod_.phase = ObservedPod::Phase::kRunning;
@@ -29,10 +31,22 @@ class PodBuilder {
     pod_.ready = false;
     pod_.trainer_exit_code = code;
     pod_.trainer_message = std::move(message);
+    pod_.containers[0].exit_code = code;
+    pod_.containers[0].reason = code == 0 ? "Completed" : "Error";
     return *this;
   }
   PodBuilder& Reason(std::string reason) {
-    pod_.trainer_reason = std::move(reason);
+    pod_.trainer_reason = reason;
+    pod_.containers[0].reason = std::move(reason);
+    return *this;
+  }
+  // Another app container, terminated with `code` (and `reason`).
+  PodBuilder& Container(std::string name, int code, std::string reason = "Error") {
+    pod_.containers.push_back({std::move(name), code, std::move(reason)});
+    return *this;
+  }
+  PodBuilder& Condition(std::string type, std::string status = "True") {
+    pod_.conditions.emplace_back(std::move(type), std::move(status));
     return *this;
   }
   PodBuilder& FinishedAt(absl::Time t) {
@@ -41,11 +55,19 @@ class PodBuilder {
   }
   PodBuilder& Evicted() {
     pod_.disruption_target = true;
+    pod_.conditions.emplace_back("DisruptionTarget", "True");
     pod_.terminating = true;
     return *this;
   }
   PodBuilder& Terminating() {
     pod_.terminating = true;
+    return *this;
+  }
+  // Being deleted, its grace period ending at `deadline` (metadata.deletionTimestamp), on `node`.
+  PodBuilder& TerminatingUntil(absl::Time deadline, std::string node = "node-a") {
+    pod_.terminating = true;
+    pod_.deletion_deadline = deadline;
+    pod_.node = std::move(node);
     return *this;
   }
   operator ObservedPod() const { return pod_; }

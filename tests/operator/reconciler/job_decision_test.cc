@@ -403,3 +403,56 @@ TEST(SetCondition, TransitionTimeChangesOnlyOnFlip) {
 
 }  // namespace
 }  // namespace cohort::op
+
+namespace cohort::op {
+namespace {
+
+// Lost nodes: a pod of an earlier attempt that stays terminating (nothing confirms its deletion)
+// is force-deleted once its grace period ended DecideOptions::force_delete_after ago.
+class LostNodeTest : public ::testing::Test {
+ protected:
+  // Restart attempt 1 waiting to start, its predecessor's rank 2 still terminating on node-b
+  // with a grace period that ended `ago`.
+  Decision DecideWithOldPod(absl::Duration ago, DecideOptions options = {}) {
+    DistributedJob job = Job(InPhase(Phase::kPending, 1));
+    std::vector<ObservedPod> pods = {PodBuilder(2, 0).TerminatingUntil(kNow - ago, "node-b")};
+    return Decide(job, pods, kNow, options);
+  }
+};
+
+TEST_F(LostNodeTest, PastGracePlusTheBound_ForceDeletedWithAnEventNamingPodAndNode) {
+  Decision d = DecideWithOldPod(absl::Seconds(61));
+  EXPECT_THAT(d.force_delete_pods, ElementsAre("train-2"));
+  EXPECT_TRUE(d.delete_pods.empty()) << "already being deleted: no second graceful delete";
+  EXPECT_TRUE(d.create_ranks.empty()) << "the next attempt starts once the pod is gone";
+  ASSERT_FALSE(d.events.empty());
+  EXPECT_EQ(d.events[0].type, "Warning");
+  EXPECT_EQ(d.events[0].reason, "ForceDeleted");
+  EXPECT_THAT(d.events[0].message, HasSubstr("pod train-2 on node node-b was still terminating 1m1s"));
+}
+
+TEST_F(LostNodeTest, WithinTheBound_WaitsAndLooksAgainWhenItIsDue) {
+  Decision d = DecideWithOldPod(absl::Seconds(20));
+  EXPECT_TRUE(d.force_delete_pods.empty());
+  ASSERT_TRUE(d.requeue_after.has_value());
+  EXPECT_LE(*d.requeue_after, absl::Seconds(40));
+  EXPECT_TRUE(d.events.empty());
+}
+
+TEST_F(LostNodeTest, TheBoundIsTheOperatorsFlag_NegativeNever) {
+  DecideOptions soon;
+  soon.force_delete_after = absl::Seconds(5);
+  EXPECT_THAT(DecideWithOldPod(absl::Seconds(6), soon).force_delete_pods, ElementsAre("train-2"));
+  DecideOptions never;
+  never.force_delete_after = -absl::InfiniteDuration();
+  EXPECT_TRUE(DecideWithOldPod(absl::Hours(5), never).force_delete_pods.empty());
+}
+
+TEST_F(LostNodeTest, ThePodsOfTheCurrentAttemptAreNotForceDeleted) {
+  DistributedJob job = Job(InPhase(Phase::kRunning, 1));
+  std::vector<ObservedPod> pods = {PodBuilder(0, 1).Running(), PodBuilder(1, 1).TerminatingUntil(kNow - absl::Hours(1))};
+  EXPECT_TRUE(Decide(job, pods, kNow).force_delete_pods.empty());
+}
+
+}  // namespace
+}  // namespace cohort::op

@@ -51,10 +51,10 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
   Pass(kCreated + absl::Seconds(7), std::nullopt, /*running=*/true);
   // Rank 2 was killed at +100 s; the operator decided the restart at +101.5 s; all ranks ran
   // again at +112 s.
-  Pass(kCreated + absl::Seconds(101.5), GangRestart{"signal", kCreated + absl::Seconds(100)});
+  Pass(kCreated + absl::Seconds(101.5), GangRestart{"signal", kCreated + absl::Seconds(100), "Failure"});
   Pass(kCreated + absl::Seconds(112), std::nullopt, /*running=*/true);
   // An eviction (no failure time): recovery counts from the decision.
-  Pass(kCreated + absl::Seconds(200), GangRestart{"preempted", absl::InfinitePast()});
+  Pass(kCreated + absl::Seconds(200), GangRestart{"preempted", absl::InfinitePast(), "Preemption"});
   Pass(kCreated + absl::Seconds(230), std::nullopt, /*running=*/true);
 
   std::string text = Text();
@@ -73,8 +73,8 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
 
 TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
   metrics_.SetJobPhase("ml/train", "Running");
-  Pass(kCreated + absl::Seconds(10), GangRestart{"crash", kCreated + absl::Seconds(9)});
-  Pass(kCreated + absl::Seconds(20), GangRestart{"crash", kCreated + absl::Seconds(19)});
+  Pass(kCreated + absl::Seconds(10), GangRestart{"crash", kCreated + absl::Seconds(9), "Failure"});
+  Pass(kCreated + absl::Seconds(20), GangRestart{"crash", kCreated + absl::Seconds(19), "Failure"});
   Pass(kCreated + absl::Seconds(30), std::nullopt, /*running=*/true);
   std::string text = Text();
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_recovery_seconds_sum{cohort_job="train",job_namespace="ml"} 21)"));
@@ -85,7 +85,7 @@ TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
 
 TEST_F(OperatorMetricsTest, DeletedJobLeavesNoSeries) {
   metrics_.SetJobPhase("ml/train", "Running");
-  Pass(kCreated + absl::Seconds(10), GangRestart{"oom", kCreated + absl::Seconds(9)});
+  Pass(kCreated + absl::Seconds(10), GangRestart{"oom", kCreated + absl::Seconds(9), "Failure"});
   metrics_.SetJobPhase("ml/other", "Pending");
   metrics_.SetJobPhase("ml/train", "");
   std::string text = Text();
