@@ -52,6 +52,8 @@ inline constexpr char kFlightRecorderEntries[] = "COHORT_FLIGHT_RECORDER_ENTRIES
 // How cohort-run and cohort-launch bind the processes they start: "cores" (each local process
 // on its own share of the CPUs) or "none" (launcher/cpu_binding.h).
 inline constexpr char kCpuBind[] = "COHORT_CPU_BIND";
+// The lowest log level printed: debug, info, warning or error (common/log.h).
+inline constexpr char kLogLevel[] = "COHORT_LOG_LEVEL";
 
 // Set on a pod whose trainer requests GPUs: the process's GPU (jax reads it itself).
 inline constexpr char kJaxLocalDeviceIds[] = "JAX_LOCAL_DEVICE_IDS";

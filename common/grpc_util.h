@@ -32,15 +32,15 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 
 std::chrono::system_clock::time_point ToChronoDeadline(absl::Duration timeout);
 
-// Channel arguments shared by every Cohort client: keepalive so a dead peer is noticed, and a
-// short reconnect backoff and DNS re-resolution interval so a restarted service (at a new pod
-// address) is found quickly.
 // Lets a server accept the keepalive pings of clients made with DefaultChannelArguments() (every
 // 10 s, also on a connection whose only call is an idle stream). gRPC's default server policy
 // answers more than one ping per 5 minutes without data with GOAWAY "too_many_pings", which
 // would break a trainer's attach stream or an agent's event stream after ~30 s of quiet.
 void AllowClientKeepalive(grpc::ServerBuilder* builder);
 
+// Channel arguments shared by every Cohort client: keepalive so a dead peer is noticed, and a
+// short reconnect backoff and DNS re-resolution interval so a restarted service (at a new pod
+// address) is found quickly.
 grpc::ChannelArguments DefaultChannelArguments();
 
 // The calls a client has in flight, so that they can be cancelled together and awaited before

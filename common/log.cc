@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace cohort {
 namespace {
@@ -31,7 +32,7 @@ const char* LevelName(LogLevel level) {
 void InitLogging(absl::string_view component) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   *g_component = std::string(component);
-  if (const char* env = std::getenv("COHORT_LOG_LEVEL")) {
+  if (const char* env = std::getenv(env::kLogLevel)) {
     std::string v = absl::AsciiStrToLower(env);
     if (v == "debug") SetLogLevel(LogLevel::kDebug);
     if (v == "info") SetLogLevel(LogLevel::kInfo);

@@ -306,7 +306,7 @@ class LocalJob {
         }
         env[env::kAgentSocket] = socket_base;
         env[env::kPodName] = absl::StrCat(f_.job_name, "-", pod);
-        if (!f_.verbose && !env::Get("COHORT_LOG_LEVEL")) env["COHORT_LOG_LEVEL"] = "warning";
+        if (!f_.verbose && !env::Get(env::kLogLevel)) env[env::kLogLevel] = "warning";
         Child c;
         c.label = absl::StrCat("sidecar ", pod);
         c.rank = first_rank;

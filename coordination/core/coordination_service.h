@@ -61,7 +61,7 @@ struct BarrierArgs {
 
 // The coordination service's state machine: task registration and liveness, failure propagation,
 // key-value store, barriers, shutdown barrier and preemption notices. It knows nothing of gRPC;
-// CoordinationRpcService maps the wire protocol onto it.
+// CoordinationRpcHandler (coordination/server/rpc_handler.h) maps the wire protocol onto it.
 //
 // Task lifecycle:
 //

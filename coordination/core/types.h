@@ -16,10 +16,10 @@ using TaskId = int32_t;        // 0..N-1, equal to the process id / rank.
 using Incarnation = uint64_t;  // Random per process start; a new one means the process restarted.
 using OpId = uint64_t;         // Names a waiting call so that its transport can cancel it.
 
-// A fresh random incarnation, never 0 (0 means "none" on the wire).
 // The incarnation of an error report made by an observer of the process rather than the
 // process itself (cohort-run, which sees its children die): RandomIncarnation() never returns it.
 inline constexpr Incarnation kObserverIncarnation = 0;
+// A fresh random incarnation, never 0 (0 means "none" on the wire).
 Incarnation RandomIncarnation();
 
 // The caller of a key-value call made over a protocol that does not say who calls (XLA's

@@ -422,7 +422,7 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext* ctx,
                                         const xpb::GetKeyValueRequest* req,
                                         xpb::GetKeyValueResponse* resp) override {
-    // Plain variables: the lambda below captures them (structured bindings cannot be, in C++17).
+    // Plain variables: the lambda below captures them (clang 14, which the fuzz build uses, cannot capture structured bindings).
     const std::pair<TaskId, Incarnation> caller = Caller(req->incarnations());
     const TaskId task = caller.first;
     const Incarnation incarnation = caller.second;

@@ -14,11 +14,12 @@ namespace cohort::coordination {
 namespace pb = ::cohort::coordination::v1;
 
 // The one mapping of the wire protocol onto CoordinationService, in the shape of XLA's
-// CoordinationServiceRpcHandler: one XAsync(request, response, done) per call. Every transport
-// calls it — the unary RPCs and the Session stream (grpc_service.h, session_reactor.h), and
-// tests in process — so each limit (key and value sizes, the reply budget of directory reads)
-// holds on every path. Authentication stays with the transport, which alone sees the caller's
-// metadata.
+// CoordinationServiceRpcHandler: one XAsync(request, response, done) per call. Cohort's own
+// transports call it — the unary RPCs and the Session stream (grpc_service.h, session_reactor.h),
+// and tests in process — so each limit (key and value sizes, the reply budget of directory reads)
+// holds on their paths. The JAX-protocol port (jax_compat_service.cc) still calls
+// CoordinationService directly and checks its limits itself (code review F3). Authentication
+// stays with the transport, which alone sees the caller's metadata.
 //
 // `request` is read only during the call; `response` must stay valid until `done` runs. `done`
 // runs exactly once, possibly before XAsync returns, on an arbitrary thread, never under the

@@ -14,12 +14,6 @@
 
 namespace cohort::op {
 
-// One level-triggered reconcile pass of a DistributedJob (STYLE.md, "Kubernetes side"):
-// get the job (NotFound: done) -> observe its pods -> Decide() -> before creating pods, make sure
-// the Service and token Secret exist -> create and delete pods -> write the status once, only if
-// it changed -> emit the Events after the write succeeded. An invalid spec creates nothing.
-//
-// Thread-safe for different jobs; the work queue never hands one job to two workers.
 // What one pass did, for metrics.
 struct ReconcileReport {
   int pods_created = 0;
@@ -31,6 +25,13 @@ struct ReconcileReport {
   absl::Time job_created = absl::InfinitePast();
 };
 
+// One level-triggered reconcile pass of a DistributedJob (docs/operator.md, "What the operator
+// does"): get the job (NotFound: done) -> observe its pods -> Decide() -> before creating pods,
+// make sure the Service and token Secret exist -> create and delete pods -> write the status
+// once, only if it changed -> emit the Events after the write succeeded. An invalid spec creates
+// nothing.
+//
+// Thread-safe for different jobs; the work queue never hands one job to two workers.
 class Reconciler {
  public:
   // Pods of one pass are created by up to `pod_create_parallelism` threads at once, so a
