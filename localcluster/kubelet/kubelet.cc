@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -94,8 +95,13 @@ class Kubelet::PodWorker {
     thread_ = std::thread([this] { Run(); });
   }
   ~PodWorker() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_retrying_ = true;  // The pod is gone or the kubelet stops: nothing left to confirm.
+    }
     Terminate(absl::ZeroDuration(), /*remove=*/false);
     if (thread_.joinable()) thread_.join();
+    if (deleter_.joinable()) deleter_.join();
   }
 
   // Called with every new version of the pod object.
@@ -103,7 +109,13 @@ class Kubelet::PodWorker {
     if (!pod["metadata"].contains("deletionTimestamp")) return;
     int64_t grace = pod["metadata"].value("deletionGracePeriodSeconds", int64_t{30});
     if (Terminate(absl::Seconds(grace), /*remove=*/true)) {
-      DeleteOurPod();  // Nothing runs any more.
+      // Nothing runs any more: confirm the deletion, on a thread of its own (this runs on the
+      // informer's thread, under the kubelet's lock).
+      absl::MutexLock lock(&mu_);
+      if (!deleting_) {
+        deleting_ = true;
+        deleter_ = std::thread([this] { DeleteOurPodRetrying(); });
+      }
     }
   }
   // The pod object is gone: stop at once.
@@ -167,7 +179,15 @@ class Kubelet::PodWorker {
       remove = remove_;
       done_ = true;  // From now on Update() removes a deleted pod itself.
     }
-    if (remove) DeleteOurPod();
+    if (remove) {
+      bool first;
+      {
+        absl::MutexLock lock(&mu_);
+        first = !deleting_;
+        deleting_ = true;
+      }
+      if (first) DeleteOurPodRetrying();
+    }
   }
 
   absl::Status Prepare() {
@@ -554,10 +574,40 @@ class Kubelet::PodWorker {
   bool IsOurs(const json& pod) const {
     return pod["metadata"].value("uid", "") == pod_["metadata"].value("uid", "");
   }
-  // Removes this worker's pod object, and never a successor that took its name.
-  void DeleteOurPod() {
+  // Removes this worker's pod object, and never a successor that took its name. OK when it is
+  // gone (or is a successor); the API's error otherwise.
+  absl::Status DeleteOurPod() {
     absl::StatusOr<json> current = client_->Get(op::kPods, ns_, name_);
-    if (current.ok() && IsOurs(*current)) client_->Delete(op::kPods, ns_, name_, 0).IgnoreError();
+    if (absl::IsNotFound(current.status())) return absl::OkStatus();
+    if (!current.ok()) return current.status();
+    if (!IsOurs(*current)) return absl::OkStatus();
+    absl::Status deleted = client_->Delete(op::kPods, ns_, name_, 0);
+    return absl::IsNotFound(deleted) ? absl::OkStatus() : deleted;
+  }
+  // The final delete of a pod whose containers all stopped: only this kubelet confirms it, and no
+  // later event of the pod would ask again, so an API error (an API server busy with many
+  // teardowns at once) must not leave the pod terminating for good. Tries with backoff for up to
+  // kFinalDeleteFor, or until the worker is destroyed.
+  void DeleteOurPodRetrying() {
+    static constexpr absl::Duration kFinalDeleteFor = absl::Minutes(5);
+    const absl::Time give_up = absl::Now() + kFinalDeleteFor;
+    absl::Duration wait = absl::Milliseconds(100);
+    for (int attempt = 1;; ++attempt) {
+      absl::Status s = DeleteOurPod();
+      if (s.ok()) return;
+      if (absl::Now() + wait > give_up) {
+        LogWarning("pod ", ns_, "/", name_, ": gave up confirming its deletion after ", attempt,
+                   " attempts: ", s.message());
+        return;
+      }
+      LogWarning("pod ", ns_, "/", name_, ": confirming its deletion failed (attempt ", attempt,
+                 "; trying again in ", absl::FormatDuration(wait), "): ", s.message());
+      {
+        absl::MutexLock lock(&mu_);
+        if (mu_.AwaitWithTimeout(absl::Condition(&stop_retrying_), wait)) return;
+      }
+      wait = std::min(wait * 2, absl::Seconds(5));
+    }
   }
 
   static inline const op::Resource kConfigMaps{"", "v1", "configmaps"};
@@ -582,7 +632,10 @@ class Kubelet::PodWorker {
   bool remove_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time kill_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool deleting_ ABSL_GUARDED_BY(mu_) = false;       // The final delete is being confirmed.
+  bool stop_retrying_ ABSL_GUARDED_BY(mu_) = false;  // Set by the destructor.
   std::thread thread_;
+  std::thread deleter_;  // Confirms the final delete when Update() found the worker done.
 };
 
 Kubelet::Kubelet(op::KubeClient* client, KubeletOptions options)

@@ -141,8 +141,10 @@ void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
         if (const json* values = ArrayField(*it, "values", ep, note)) {
           for (size_t v = 0; v < values->size(); ++v) {
             const json& code = (*values)[v];
-            if (code.is_number_integer() && code.get<int64_t>() >= 0 && code.get<int64_t>() <= 255) {
-              m.values.push_back(code.get<int32_t>());
+            // 3.0 is 3 too (clients that decode JSON numbers as floating point write it so).
+            const double d = code.is_number() ? code.get<double>() : -1;
+            if (code.is_number() && std::trunc(d) == d && d >= 0 && d <= 255) {
+              m.values.push_back(static_cast<int32_t>(d));
             } else {
               note(absl::InvalidArgumentError(absl::StrCat(
                   ep, "values[", v, "]: ", code.dump(), " is not an exit code (a whole number from 0 to 255)")));
@@ -192,6 +194,12 @@ bool IsDns1035Label(const std::string& s) {
 }
 
 }  // namespace
+
+std::string TrainerName(const DistributedJob& job) {
+  const json& containers = Member(job.spec.pod_template, "spec", "containers");
+  if (!containers.is_array() || containers.empty()) return "";
+  return StringMember(containers[0], "name");
+}
 
 int64_t TrainerGpuLimit(const DistributedJob& job) {
   const json& containers = Member(job.spec.pod_template, "spec", "containers");

@@ -165,6 +165,8 @@ nlohmann::json StatusToJson(const DistributedJob& job);
 // The processes of each pod: spec.processesPerPod, with "auto" resolved from the trainer's (the
 // first container's) nvidia.com/gpu limit (1 without one).
 int32_t ResolvedProcessesPerPod(const DistributedJob& job);
+// The trainer's container name: the template's first container's ("" when unreadable).
+std::string TrainerName(const DistributedJob& job);
 // The trainer container's nvidia.com/gpu limit (0 when it has none or it is unreadable).
 int64_t TrainerGpuLimit(const DistributedJob& job);
 // Every process of the job: replicas x processes per pod.

@@ -26,6 +26,9 @@ constexpr absl::Duration kOldPodsRecheck = absl::Seconds(1);
 // caused it is usually still being reported: its kubelet writes a moment later. Wait this long
 // after the first follower finished, so the restart's reason names the cause.
 constexpr absl::Duration kRootCauseWait = absl::Seconds(3);
+// With spec.failurePolicy.rules the decision depends on the root cause's exit code or reason,
+// so the wait for it is longer (kubelets write finishedAt in whole seconds).
+constexpr absl::Duration kRootCauseWaitWithRules = absl::Seconds(10);
 // Longest termination message quoted in a condition or Event.
 constexpr size_t kMaxMessage = 512;
 // status.lastRestartKind: what the last gang restart was. Only a counted failure's backoff grows
@@ -91,7 +94,7 @@ std::optional<int32_t> IntLabel(const nlohmann::json& labels, const char* key) {
 
 }  // namespace
 
-std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
+std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::string& trainer_name) {
   const nlohmann::json& meta = Member(pod, "metadata");
   const nlohmann::json& labels = Member(meta, "labels");
   std::optional<int32_t> rank = IntLabel(labels, kRankLabel);
@@ -108,6 +111,7 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
     p.deletion_deadline = *at;
   }
   p.node = StringMember(Member(pod, "spec"), "nodeName");
+  p.force_deleted = IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
   const nlohmann::json& status = Member(pod, "status");
   std::string phase = StringMember(status, "phase", "Pending");
   p.phase = phase == "Running"     ? PodPhase::kRunning
@@ -135,6 +139,8 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
   }
   for (const nlohmann::json& cs : ArrayMember(status, "containerStatuses")) {
     if (StringMember(cs, "name") == "cohort-sidecar") continue;
+    // Kubelets list container statuses by name, not in the template's order.
+    if (!trainer_name.empty() && StringMember(cs, "name") != trainer_name) continue;
     p.trainer_name = StringMember(cs, "name");
     const nlohmann::json& t = Member(cs, "state", "terminated");
     if (t.is_object()) {
@@ -150,7 +156,7 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod) {
         p.trainer_message.pop_back();
       }
     }
-    break;  // The first app container is the trainer.
+    break;
   }
   return p;
 }
@@ -289,7 +295,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   // died is never confirmed gone (its kubelet would do that). Past its grace period and the
   // bound, it is deleted without waiting.
   for (const ObservedPod* p : old) {
-    if (!p->terminating || p->deletion_deadline == absl::InfiniteFuture() ||
+    if (!p->terminating || p->force_deleted || p->deletion_deadline == absl::InfiniteFuture() ||
         options.force_delete_after < absl::ZeroDuration()) {
       continue;
     }
@@ -303,8 +309,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
           absl::StrCat("pod ", p->name, " on node ", p->node.empty() ? "(none)" : p->node,
                        " was still terminating ", absl::FormatDuration(now - p->deletion_deadline),
                        " after its grace period ended (its node may be lost): deleted it with "
-                       "grace period 0 so that restart attempt ",
-                       st.restart_attempt, " can start"));
+                       "grace period 0 so that the next restart attempt can start"));
   }
 
   if (spec.suspend) {
@@ -384,14 +389,19 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
 
   // Preemption: an evicted or externally deleted pod, a vanished pod of a running gang, or a
   // trainer that checkpointed and exited for a preemption.
+  // The pod that was evicted or deleted comes first: the other ranks then exit 76 after the
+  // sync point too, and failure rules (onPodConditions) must see the one the cluster took.
   const ObservedPod* preempted = nullptr;
   for (const ObservedPod* p : current) {
     bool deleted_by_others = p->terminating && p->phase != PodPhase::kSucceeded && !Failed(*p);
-    if (p->disruption_target || deleted_by_others ||
-        (p->trainer_exit_code && *p->trainer_exit_code == kPreemptedExitCode)) {
+    if (p->disruption_target || deleted_by_others) {
       preempted = p;
       break;
     }
+  }
+  for (const ObservedPod* p : current) {
+    if (preempted != nullptr) break;
+    if (p->trainer_exit_code && *p->trainer_exit_code == kPreemptedExitCode) preempted = p;
   }
   std::string vanished;
   if (preempted == nullptr && st.phase == Phase::kRunning) {
@@ -406,9 +416,11 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   }
   count();
   // Ends this restart attempt: restarts the gang as the next one after a backoff.
+  // `why` goes into the conditions, `why` + `what_next` into the Event.
   auto restart_gang = [&](const char* kind, const std::string& condition_reason,
                           const char* event_type, const std::string& event_reason,
-                          const std::string& message, GangRestart cause, absl::Duration backoff) {
+                          const std::string& why, const std::string& what_next, GangRestart cause,
+                          absl::Duration backoff) {
     ++st.restart_attempt;
     st.last_restart_kind = kind;
     cause.kind = kind;
@@ -416,9 +428,9 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
     delete_all(current);
     d.create_ranks.clear();
     st.phase = Phase::kRestarting;
-    condition("Restarting", true, condition_reason, message);
-    condition("Running", false, "Restarting", message);
-    event(event_type, event_reason, message);
+    condition("Restarting", true, condition_reason, why);
+    condition("Running", false, "Restarting", why);
+    event(event_type, event_reason, absl::StrCat(why, what_next));
     requeue(backoff);
   };
   // A counted restart, or Failed when none is left.
@@ -432,10 +444,9 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       return;
     }
     ++st.restarts;
-    restart_gang(kRestartFailure, condition_reason, "Warning", "GangRestart",
-                 absl::StrCat(why, "; restarting the gang as restart attempt ",
-                              st.restart_attempt + 1, " (restart ", st.restarts, " of ",
-                              spec.max_restarts, ")"),
+    restart_gang(kRestartFailure, condition_reason, "Warning", "GangRestart", why,
+                 absl::StrCat("; restarting the gang as restart attempt ", st.restart_attempt + 1,
+                              " (restart ", st.restarts, " of ", spec.max_restarts, ")"),
                  std::move(cause), RestartBackoff(spec, st.restarts));
   };
   // What the first matching rule of spec.failurePolicy says about the pod that ended the attempt.
@@ -452,8 +463,8 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
         return;
       case FailureAction::kRestartJobAndIgnoreMaxRestarts:
         ++st.uncounted_restarts;
-        restart_gang(kRestartUncountedFailure, "FailurePolicy", "Warning", "GangRestart",
-                     absl::StrCat(message, ": restarting the gang as restart attempt ",
+        restart_gang(kRestartUncountedFailure, "FailurePolicy", "Warning", "GangRestart", message,
+                     absl::StrCat(": restarting the gang as restart attempt ",
                                   st.restart_attempt + 1,
                                   " (not counted against maxRestarts; uncounted restart ",
                                   st.uncounted_restarts, ")"),
@@ -476,9 +487,8 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       }
     }
     ++st.preemptions;
-    restart_gang(kRestartPreemption, "Preemption", "Normal", "Preempted",
-                 absl::StrCat(why, "; restarting the gang as restart attempt ",
-                              st.restart_attempt + 1,
+    restart_gang(kRestartPreemption, "Preemption", "Normal", "Preempted", why,
+                 absl::StrCat("; restarting the gang as restart attempt ", st.restart_attempt + 1,
                               " (preemptions do not count against maxRestarts)"),
                  std::move(cause), RestartBackoff(spec, 1));
     return d;
@@ -497,8 +507,9 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       if (Follower(*p)) first = std::min(first, p->finished_at);
       if (!p->trainer_exit_code && p->phase != PodPhase::kFailed) cause_may_come = true;
     }
-    if (cause_may_come && now < first + kRootCauseWait) {
-      requeue(first + kRootCauseWait - now);
+    const absl::Duration wait = spec.failure_rules.empty() ? kRootCauseWait : kRootCauseWaitWithRules;
+    if (cause_may_come && now < first + wait) {
+      requeue(first + wait - now);
       return d;
     }
   }

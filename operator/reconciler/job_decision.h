@@ -52,6 +52,7 @@ struct ObservedPod {
   // unreadable).
   absl::Time deletion_deadline = absl::InfiniteFuture();
   std::string node;  // spec.nodeName.
+  bool force_deleted = false;  // metadata.deletionGracePeriodSeconds is 0.
   bool disruption_target = false;  // The DisruptionTarget condition is True (eviction, preemption).
   std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.
   std::string trainer_message;           // Its termination message or reason.
@@ -70,9 +71,10 @@ struct ObservedPod {
 };
 
 // Reads a pod as the API server returns it, whatever its shape (never throws). nullopt when it lacks
-// a name or the job's rank or restart attempt label (not one of ours). The trainer is the first
-// container that is not the cohort-sidecar.
-std::optional<ObservedPod> ObservePod(const nlohmann::json& pod);
+// a name or the job's rank or restart attempt label (not one of ours). The trainer is the
+// container named `trainer_name` (TrainerName(job)); without one, the first container status that
+// is not the cohort-sidecar's.
+std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::string& trainer_name = "");
 
 struct Event {
   std::string type;  // "Normal" or "Warning".

@@ -125,7 +125,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     if (!OwnedBy(p, job->uid)) {
       // Without a name there is nothing to delete (and an empty name would address the collection).
       if (std::string pod = StringMember(Member(p, "metadata"), "name"); !pod.empty()) stale.push_back(pod);
-    } else if (std::optional<ObservedPod> observed = ObservePod(p)) {
+    } else if (std::optional<ObservedPod> observed = ObservePod(p, TrainerName(*job))) {
       pods.push_back(*observed);
     }
   }

@@ -314,6 +314,28 @@ TEST_F(OperatorE2E, FailureRules_Invalid_RefusedNamingTheField) {
   EXPECT_THAT(job.dump(), HasSubstr("spec.failurePolicy.rules[0]: needs a matcher")) << job.dump(2);
 }
 
+// At scale: 64 ranks (64 trainers, 64 sidecars) through the operator; one trainer killed; every
+// old pod must go (each kubelet confirms its deletion even while the API server is busy with 63
+// others: once a final delete was lost and 2 pods stayed terminating for good) and the gang must
+// restart and succeed.
+TEST_F(OperatorE2E, SixtyFourRanks_TrainerKilled_EveryOldPodGoesAndTheGangRestartsAndSucceeds) {
+  auto op = Operator();
+  constexpr int kRanks = 64;
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-scale", kRanks, "k8s-hold")).exit_code, 0);
+  json ready = cluster_->WaitForJob("default", "e2e-scale", AllReady, absl::Minutes(4));
+  ASSERT_TRUE(AllReady(ready)) << ready.dump(2) << Events(*cluster_, "e2e-scale");
+  pid_t pid = LocalControlPlane::FindProcess(
+      "test-trainer", {"COHORT_JOB_NAME=e2e-scale", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+  ASSERT_GT(pid, 0) << "rank 1's trainer process";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  json job = cluster_->WaitForJob("default", "e2e-scale", Finished, absl::Minutes(4));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-scale");
+  EXPECT_EQ(StatusInt(job, "restarts"), 1);
+  EXPECT_EQ(StatusInt(job, "succeeded"), kRanks);
+  EXPECT_THAT(Events(*cluster_, "e2e-scale"), ::testing::Not(HasSubstr("ForceDeleted")))
+      << "every old pod was confirmed gone by its kubelet, none needed forcing";
+}
+
 TEST_F(OperatorE2E, SuspendResumeDeadlineAndTtl) {
   auto op = Operator();
   bool (*has_no_pods)(const std::vector<json>&) = [](const std::vector<json>& pods) { return pods.empty(); };

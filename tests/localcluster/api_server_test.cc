@@ -79,6 +79,26 @@ TEST_F(ApiServerTest, CreateGetListDeleteOverHttps) {
   EXPECT_TRUE(absl::IsNotFound(client_->Delete(kPods, "default", "a")));
 }
 
+// The operator lists a job's pods without their specs (a 1,000-pod list would cost megabytes),
+// but with spec.nodeName: a lost node's pod is named with its node.
+TEST_F(ApiServerTest, ListWithoutSpec_KeepsOnlyTheNodeName) {
+  json bound = Pod("bound", {{"app", "z"}});
+  bound["spec"]["nodeName"] = "node-b";
+  ASSERT_TRUE(client_->Create(kPods, "default", bound).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", Pod("unbound", {{"app", "z"}})).ok());
+  absl::StatusOr<json> list = client_->List(kPods, "default", "app=z", op::KubeClient::ListFields::kWithoutSpec);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ((*list)["items"].size(), 2u);
+  for (const json& item : (*list)["items"]) {
+    EXPECT_TRUE(item.contains("metadata") && item.contains("status")) << item.dump();
+    if (item["metadata"]["name"] == "bound") {
+      EXPECT_EQ(item["spec"], json({{"nodeName", "node-b"}})) << item.dump();
+    } else {
+      EXPECT_TRUE(!item.contains("spec") || item["spec"] == json::object()) << item.dump();
+    }
+  }
+}
+
 TEST_F(ApiServerTest, ErrorsMapToOneMeaningEach) {
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("a")).ok());
   absl::StatusOr<json> again = client_->Create(kPods, "default", Pod("a"));

@@ -44,7 +44,13 @@ class FakeKubeClient final : public KubeClient {
       if (std::get<0>(key) != r.Path("") || std::get<1>(key) != ns) continue;
       if (!Matches(obj, selector)) continue;
       items.push_back(obj);
-      if (fields == ListFields::kWithoutSpec) items.back().erase("spec");
+      if (fields == ListFields::kWithoutSpec) {
+        const nlohmann::json node = obj.contains("spec") && obj["spec"].is_object()
+                                        ? obj["spec"].value("nodeName", nlohmann::json())
+                                        : nlohmann::json();
+        items.back().erase("spec");
+        if (!node.is_null()) items.back()["spec"] = {{"nodeName", node}};
+      }
     }
     return json{{"items", items}, {"metadata", {{"resourceVersion", std::to_string(version_)}}}};
   }

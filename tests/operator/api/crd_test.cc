@@ -1,6 +1,7 @@
 // The CRD manifest and the C++ API types describe one resource: their defaults, bounds and
 // enums must agree.
 
+#include <set>
 #include <string>
 
 #include <yaml-cpp/yaml.h>
@@ -27,6 +28,23 @@ class CrdTest : public ::testing::Test {
   }
   YAML::Node crd_, version_, spec_;
 };
+
+// Every key of `node` and below, once per map: a YAML map with a key twice is refused by strict
+// loaders (kubectl, helm) and silently resolved by lenient ones.
+void ExpectNoDuplicateKeys(const YAML::Node& node, const std::string& path) {
+  if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      const std::string key = kv.first.as<std::string>();
+      EXPECT_TRUE(seen.insert(key).second) << path << "." << key << " appears twice";
+      ExpectNoDuplicateKeys(kv.second, path + "." + key);
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) ExpectNoDuplicateKeys(node[i], path + "[" + std::to_string(i) + "]");
+  }
+}
+
+TEST_F(CrdTest, NoKeyAppearsTwiceInAMap) { ExpectNoDuplicateKeys(crd_, ""); }
 
 TEST_F(CrdTest, NamesGroupVersionAndSubresources) {
   EXPECT_EQ(crd_["metadata"]["name"].as<std::string>(), std::string(kPlural) + "." + kGroup);

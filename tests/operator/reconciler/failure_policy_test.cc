@@ -193,9 +193,11 @@ TEST(FailureRulesDecide, IgnoreMaxRestartsRestartsEvenWithMaxRestartsZero) {
   ASSERT_EQ(d.events.size(), 1u);
   EXPECT_THAT(d.events[0].message, HasSubstr("rule 0 (RestartJobAndIgnoreMaxRestarts, exit code 4"));
   EXPECT_THAT(d.events[0].message, HasSubstr("not counted against maxRestarts"));
-  // Its backoff is the first restart's, not one that grows with the count.
+  // Its backoff is the first restart's, not one that grows with the count: with 3 counted
+  // restarts before, a counted one would wait 4x as long.
   DistributedJob next = JobWithRules({kRestartOn4}, 0);
   next.status = d.status;
+  next.status.restarts = 3;
   Decision later = Decide(next, {}, kNow + next.spec.restart_backoff);
   EXPECT_EQ(later.status.phase, Phase::kPending);
   EXPECT_EQ(later.create_ranks.size(), 4u);

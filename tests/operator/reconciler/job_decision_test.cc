@@ -325,6 +325,34 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
   EXPECT_EQ(RestartCause(*p), "oom");
 }
 
+// Kubelets list container statuses by name: a helper that sorts before the trainer must not be
+// read as the trainer. The node and the end of the grace period are read too.
+TEST(ObservePod, TheTrainerByNameAndTheNodeAndDeletionDeadline) {
+  nlohmann::json pod = {
+      {"metadata",
+       {{"name", "train-1"},
+        {"labels", {{"cohort.dev/rank", "1"}, {"cohort.dev/restart-attempt", "0"}}},
+        {"deletionTimestamp", "2026-11-22T13:00:30Z"}}},
+      {"spec", {{"nodeName", "node-b"}}},
+      {"status",
+       {{"phase", "Failed"},
+        {"containerStatuses",
+         {{{"name", "aaa-helper"}, {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}},
+          {{"name", "cohort-sidecar"}, {"state", {{"terminated", {{"exitCode", 1}}}}}},
+          {{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 3}, {"reason", "Error"}}}}}}}}}}};
+  std::optional<ObservedPod> p = ObservePod(pod, "trainer");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->trainer_name, "trainer");
+  EXPECT_EQ(p->trainer_exit_code, 3);
+  EXPECT_EQ(p->node, "node-b");
+  EXPECT_EQ(p->deletion_deadline, *ParseRfc3339("2026-11-22T13:00:30Z"));
+  ASSERT_EQ(p->containers.size(), 2u);  // The sidecar is not one of them.
+  EXPECT_EQ(p->containers[0].name, "aaa-helper");
+  EXPECT_EQ(p->containers[0].exit_code, 0);
+  // Without the name, the first app container's status would be taken: the old mistake.
+  EXPECT_EQ(ObservePod(pod)->trainer_exit_code, 0);
+}
+
 TEST(ObservePod, NotOursWithoutLabels) {
   EXPECT_FALSE(ObservePod({{"metadata", {{"name", "x"}}}}).has_value());
   EXPECT_FALSE(
@@ -432,10 +460,24 @@ TEST_F(LostNodeTest, PastGracePlusTheBound_ForceDeletedWithAnEventNamingPodAndNo
 }
 
 TEST_F(LostNodeTest, WithinTheBound_WaitsAndLooksAgainWhenItIsDue) {
-  Decision d = DecideWithOldPod(absl::Seconds(20));
+  // A running gang of attempt 1 (nothing else to look again for) beside an old pod whose grace
+  // period ended 20 s ago: due in 40 s.
+  DistributedJob job = Job(InPhase(Phase::kRunning, 1));
+  std::vector<ObservedPod> pods = Gang(1, AllRunning);
+  pods.push_back(PodBuilder(2, 0).TerminatingUntil(kNow - absl::Seconds(20), "node-b"));
+  Decision d = Decide(job, pods, kNow);
   EXPECT_TRUE(d.force_delete_pods.empty());
   ASSERT_TRUE(d.requeue_after.has_value());
-  EXPECT_LE(*d.requeue_after, absl::Seconds(40));
+  EXPECT_EQ(*d.requeue_after, absl::Seconds(40));
+  EXPECT_TRUE(d.events.empty());
+}
+
+TEST_F(LostNodeTest, AlreadyForceDeleted_NotAgainAndNoSecondEvent) {
+  DistributedJob job = Job(InPhase(Phase::kPending, 1));
+  ObservedPod gone = PodBuilder(2, 0).TerminatingUntil(kNow - absl::Minutes(5), "node-b");
+  gone.force_deleted = true;  // deletionGracePeriodSeconds 0: a finalizer holds it.
+  Decision d = Decide(job, {gone}, kNow);
+  EXPECT_TRUE(d.force_delete_pods.empty());
   EXPECT_TRUE(d.events.empty());
 }
 
