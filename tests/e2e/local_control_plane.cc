@@ -211,6 +211,14 @@ LocalControlPlane::Result LocalControlPlane::CreateConfigMap(const std::string& 
   return Kubectl({"apply"}, made.output);
 }
 
+LocalControlPlane::Result LocalControlPlane::Evict(const std::string& ns, const std::string& pod) {
+  return Kubectl({"create", "--raw", absl::StrCat("/api/v1/namespaces/", ns, "/pods/", pod, "/eviction")},
+                 json{{"apiVersion", "policy/v1"},
+                      {"kind", "Eviction"},
+                      {"metadata", {{"name", pod}, {"namespace", ns}}}}
+                     .dump());
+}
+
 int MetricsPort(const json& pod) {
   for (const char* kind : {"initContainers", "containers"}) {
     for (const json& c : pod["spec"].value(kind, json::array())) {

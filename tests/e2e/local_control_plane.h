@@ -37,6 +37,8 @@ class LocalControlPlane {
   // which the local API server does not speak. The result of the apply (or of the create when
   // that failed).
   Result CreateConfigMap(const std::string& name, const std::vector<std::string>& from_files = {});
+  // What `kubectl drain` does for a pod: a POST to its eviction subresource.
+  Result Evict(const std::string& ns, const std::string& pod);
 
   // A cohort-operator with its metrics on a free port; `label` names it in the log. Fails the
   // current test (and returns nullptr) when it cannot start.

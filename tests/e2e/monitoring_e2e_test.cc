@@ -396,10 +396,7 @@ spec:
   }
 
   // 3. A pod evicted: a preemption, counted apart from failures.
-  LocalControlPlane::Result evicted = cluster_.Kubectl(
-      {"create", "--raw", absl::StrCat("/api/v1/namespaces/default/pods/", kJob, "-2/eviction")},
-      absl::StrCat(R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":")", kJob,
-                   R"(-2","namespace":"default"}})"));
+  LocalControlPlane::Result evicted = cluster_.Evict("default", absl::StrCat(kJob, "-2"));
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
   ASSERT_TRUE(WaitUntil([&] { return RunningAttempt(2); }, absl::Seconds(90))) << Job().dump(2);
   EXPECT_TRUE(WaitUntil(

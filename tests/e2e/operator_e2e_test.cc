@@ -58,6 +58,12 @@ EXTRA_POD_SPEC      containers:
                               {"EXTRA_POD_SPEC", extra_pod_spec}});
 }
 
+// A spec.failurePolicy of one rule, for JobYaml's extra_spec: `matcher` is the rule's matcher
+// line, e.g. "onExitCodes: {operator: In, values: [3]}".
+std::string OneRule(const std::string& action, const std::string& matcher) {
+  return absl::StrCat("  failurePolicy:\n    rules:\n      - action: ", action, "\n        ", matcher, "\n");
+}
+
 bool Finished(const json& job) { return Phase(job) == "Succeeded" || Phase(job) == "Failed"; }
 bool AllReady(const json& job) {
   return Phase(job) == "Running" && StatusInt(job, "ready") == job["spec"].value("replicas", 0);
@@ -201,9 +207,7 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-evict", 2, "k8s-hold")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-evict", AllReady, kJobTimeout)));
   // What `kubectl drain` does for each pod: the eviction subresource.
-  LocalControlPlane::Result evicted = cluster_->Kubectl(
-      {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-evict-1/eviction"},
-      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-evict-1","namespace":"default"}})");
+  LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-evict-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
 
   json job = cluster_->WaitForJob("default", "e2e-evict", Finished, kJobTimeout);
@@ -217,11 +221,7 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
 // same job restarts and succeeds.
 TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesRestarts) {
   auto op = Operator();
-  const std::string rules = R"(  failurePolicy:
-    rules:
-      - action: FailJob
-        onExitCodes: {operator: In, values: [3]}
-)";
+  const std::string rules = OneRule("FailJob", R"(onExitCodes: {operator: In, values: [3]})");
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-fail", 2, "k8s-rank1-exits-3", rules)).exit_code, 0);
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-none", 2, "k8s-rank1-exits-3")).exit_code, 0);
 
@@ -250,11 +250,7 @@ TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesResta
 // counted apart, and the next attempt succeeds.
 TEST_F(OperatorE2E, FailureRules_IgnoreMaxRestarts_RestartsWithMaxRestartsZeroAndSucceeds) {
   auto op = Operator();
-  const std::string rules = R"(  failurePolicy:
-    rules:
-      - action: RestartJobAndIgnoreMaxRestarts
-        onExitCodes: {operator: In, values: [4]}
-)";
+  const std::string rules = OneRule("RestartJobAndIgnoreMaxRestarts", R"(onExitCodes: {operator: In, values: [4]})");
   std::string yaml = absl::StrReplaceAll(JobYaml("e2e-rule-ignore", 2, "k8s-rank1-exits-4", rules),
                                          {{"maxRestarts: 2", "maxRestarts: 0"}});
   ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
@@ -271,16 +267,10 @@ TEST_F(OperatorE2E, FailureRules_IgnoreMaxRestarts_RestartsWithMaxRestartsZeroAn
 // job instead of restarting it as a preemption.
 TEST_F(OperatorE2E, FailureRules_DisruptionTargetRule_EvictionFailsTheJob) {
   auto op = Operator();
-  const std::string rules = R"(  failurePolicy:
-    rules:
-      - action: FailJob
-        onPodConditions: [{type: DisruptionTarget, status: "True"}]
-)";
+  const std::string rules = OneRule("FailJob", R"(onPodConditions: [{type: DisruptionTarget, status: "True"}])");
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-evict", 2, "k8s-hold", rules)).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-rule-evict", AllReady, kJobTimeout)));
-  LocalControlPlane::Result evicted = cluster_->Kubectl(
-      {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-rule-evict-1/eviction"},
-      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-rule-evict-1","namespace":"default"}})");
+  LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-rule-evict-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
   json job = cluster_->WaitForJob("default", "e2e-rule-evict", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Failed") << job.dump(2) << Events(*cluster_, "e2e-rule-evict");
@@ -294,11 +284,7 @@ TEST_F(OperatorE2E, FailureRules_DisruptionTargetRule_EvictionFailsTheJob) {
 TEST_F(OperatorE2E, FailureRules_Invalid_RefusedNamingTheField) {
   auto op = Operator();
   LocalControlPlane::Result refused = cluster_->Kubectl(
-      {"apply"}, JobYaml("e2e-rule-bad", 2, "k8s", R"(  failurePolicy:
-    rules:
-      - action: Explode
-        onExitCodes: {operator: In, values: [3]}
-)"));
+      {"apply"}, JobYaml("e2e-rule-bad", 2, "k8s", OneRule("Explode", R"(onExitCodes: {operator: In, values: [3]})")));
   EXPECT_NE(refused.exit_code, 0) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("action")) << refused.output;
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-nomatcher", 2, "k8s", R"(  failurePolicy:
@@ -607,9 +593,7 @@ TEST_F(OperatorE2E, JaxProgram_PodEvicted_BothSyncAtOneStepAndTheGangRestartsAsA
             0);
   ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-evict", 0, "JAX process 0 ready", absl::Minutes(2)), "");
   ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-evict", 1, "JAX process 1 ready", absl::Minutes(1)), "");
-  LocalControlPlane::Result evicted = cluster_->Kubectl(
-      {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-jax-evict-1/eviction"},
-      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-jax-evict-1","namespace":"default"}})");
+  LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-jax-evict-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
 
   json job = cluster_->WaitForJob("default", "e2e-jax-evict", Finished, absl::Minutes(3));
@@ -727,9 +711,7 @@ TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResu
   }
   EXPECT_GE(step_of(metrics, "cohort_trainer_step", ""), 50) << metrics;
   EXPECT_GE(step_of(metrics, "cohort_task_step", "rank=\"1\""), 50) << metrics;
-  LocalControlPlane::Result evicted = cluster_->Kubectl(
-      {"create", "--raw", "/api/v1/namespaces/default/pods/pytorch-preemptible-1/eviction"},
-      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"pytorch-preemptible-1","namespace":"default"}})");
+  LocalControlPlane::Result evicted = cluster_->Evict("default", "pytorch-preemptible-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
 
   json job = cluster_->WaitForJob("default", "pytorch-preemptible", Finished, absl::Minutes(5));
@@ -870,9 +852,7 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestart
                          kJobTimeout),
               "");
   }
-  LocalControlPlane::Result evicted = cluster_->Kubectl(
-      {"create", "--raw", "/api/v1/namespaces/default/pods/e2e-ppevict-1/eviction"},
-      R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e2e-ppevict-1","namespace":"default"}})");
+  LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-ppevict-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
   json job = cluster_->WaitForJob("default", "e2e-ppevict", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ppevict");
