@@ -6,6 +6,10 @@ std::string FormatRfc3339(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
 }
 
+std::string FormatRfc3339Micro(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
+}
+
 std::optional<absl::Time> ParseRfc3339(const std::string& rfc3339) {
   absl::Time t;
   std::string err;

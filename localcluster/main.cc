@@ -1,7 +1,8 @@
 // cohort-local-cluster: a one-machine Kubernetes for tests and demos. It serves the API subset
-// that cohort-operator and kubectl use, writes a kubeconfig for it, and runs a kubelet that
-// starts each pod's containers as local processes on their own loopback address. Runs until
-// SIGTERM or SIGINT.
+// that cohort-operator and kubectl use, writes a kubeconfig for it, schedules pods onto its
+// nodes (each node a cohort-local-kubelet process that starts each pod's containers as local
+// processes on their own loopback address), and marks a node whose kubelet stopped renewing
+// its Lease as lost. Runs until SIGTERM or SIGINT.
 #include <signal.h>
 
 #include <filesystem>
@@ -17,7 +18,10 @@
 #include "common/signals.h"
 #include "common/token.h"
 #include "localcluster/apiserver/api_server.h"
+#include "common/subprocess.h"
+#include "localcluster/controllers/node_lifecycle.h"
 #include "localcluster/kubelet/kubelet.h"
+#include "localcluster/controllers/scheduler.h"
 #include "operator/client/http_kube_client.h"
 
 namespace cohort::local {
@@ -29,6 +33,8 @@ int Run(int argc, char** argv) {
   int port = 0;
   bool http = false;
   bool no_kubelet = false;
+  int nodes = 1;
+  double node_grace_s = 40;
   std::vector<std::string> bin_dirs;
   std::string pod_network_library;
   // Defaults next to this binary: build/bin and build/lib.
@@ -39,7 +45,15 @@ int Run(int argc, char** argv) {
   app.add_option("--dir", dir, "State directory: the kubeconfig and each pod's files go here")->required();
   app.add_option("--port", port, "API server port on 127.0.0.1; 0 picks a free one")->capture_default_str();
   app.add_flag("--http", http, "Serve plain HTTP instead of HTTPS with a self-signed certificate");
-  app.add_flag("--no-kubelet", no_kubelet, "Serve the API only; pods stay Pending");
+  app.add_option("--nodes", nodes,
+                 "Nodes, each a cohort-local-kubelet process (node-0, node-1, ...); pods spread over them")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60));
+  app.add_option("--node-monitor-grace-period", node_grace_s,
+                 "Seconds without a Lease renewal before a node is marked lost (Ready=Unknown)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--no-kubelet", no_kubelet, "Serve the API only (same as --nodes 0); pods stay Pending");
   app.add_option("--bin-dir", bin_dirs, "Searched first for container commands")->capture_default_str();
   app.add_option("--pod-network-library", pod_network_library,
                  "LD_PRELOAD library giving pods their address and DNS names")
@@ -90,45 +104,86 @@ int Run(int argc, char** argv) {
   std::cout << "cohort-local-cluster: API server at " << (*server)->url() << "; kubeconfig " << kubeconfig
             << std::endl;
 
+  if (no_kubelet) nodes = 0;
   std::unique_ptr<op::HttpKubeClient> client;
-  std::unique_ptr<Kubelet> kubelet;
-  if (!no_kubelet) {
+  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<NodeLifecycleController> node_lifecycle;
+  std::vector<Subprocess> kubelets;
+  if (nodes > 0) {
     op::KubeConfig config;
     config.server = (*server)->url();
     config.ca_pem = (*server)->ca_pem();
     config.token = options.token;
     op::HttpKubeClientOptions client_options;
-    client_options.qps = 0;  // The kubelet is not rate limited.
-    client_options.user_agent = "cohort-local-kubelet";
+    client_options.qps = 0;  // The control plane is not rate limited.
+    client_options.user_agent = "cohort-local-controllers";
     absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> c =
         op::HttpKubeClient::Create(config, client_options, Clock::Real());
     if (!c.ok()) {
-      std::cerr << "cohort-local-cluster: kubelet client: " << c.status().message() << "\n";
+      std::cerr << "cohort-local-cluster: controllers' client: " << c.status().message() << "\n";
       return 1;
     }
     client = *std::move(c);
-    KubeletOptions kubelet_options;
-    kubelet_options.root_dir = pods_dir;
-    kubelet_options.bin_dirs = bin_dirs;
-    if (std::filesystem::exists(pod_network_library)) {
-      kubelet_options.pod_network_library = pod_network_library;
-    } else {
+    // Each node its own pod subnets (127.0.<third>.x), out of 127.0.10-249.
+    const int block = 240 / nodes;
+    SchedulerOptions scheduler_options;
+    scheduler_options.hosts_file = (std::filesystem::path(pods_dir) / "hosts").string();
+    std::filesystem::create_directories(pods_dir);
+    for (int k = 0; k < nodes; ++k) {
+      scheduler_options.subnets[absl::StrCat("node-", k)] = PodSubnet{10 + k * block, 10 + (k + 1) * block - 1};
+    }
+    scheduler = std::make_unique<Scheduler>(client.get(), scheduler_options);
+    scheduler->Start();
+    node_lifecycle = std::make_unique<NodeLifecycleController>(client.get(), absl::Seconds(node_grace_s));
+    node_lifecycle->Start();
+    if (!std::filesystem::exists(pod_network_library)) {
       LogWarning("no pod-network library at ", pod_network_library,
                  ": pods share the machine's addresses and cannot resolve cluster DNS names");
+      pod_network_library.clear();
     }
-    kubelet = std::make_unique<Kubelet>(client.get(), kubelet_options);
-    if (absl::Status s = kubelet->Start(); !s.ok()) {
-      std::cerr << "cohort-local-cluster: kubelet: " << s.message() << "\n";
+    for (int k = 0; k < nodes; ++k) {
+      const std::string node = absl::StrCat("node-", k);
+      std::vector<std::string> argv = {(self / "cohort-local-kubelet").string(),
+                                       "--kubeconfig", kubeconfig,
+                                       "--node-name", node,
+                                       "--node-address", absl::StrCat("127.0.1.", k + 1),
+                                       "--pods-dir", pods_dir,
+                                       "--lease-duration", absl::StrCat(node_grace_s)};
+      for (const std::string& d : bin_dirs) argv.insert(argv.end(), {"--bin-dir", d});
+      if (!pod_network_library.empty()) argv.insert(argv.end(), {"--pod-network-library", pod_network_library});
+      Subprocess::Options kubelet_options;
+      kubelet_options.argv = argv;
+      kubelet_options.capture_output = false;  // Its log lines join ours, named by node.
+      kubelet_options.die_with_parent = true;
+      absl::StatusOr<Subprocess> kubelet = Subprocess::Start(kubelet_options);
+      if (!kubelet.ok()) {
+        std::cerr << "cohort-local-cluster: cannot start the kubelet of " << node << ": " << kubelet.status().message()
+                  << "\n";
+        return 1;
+      }
+      // A test loses this node with: kill -9 $(cat <dir>/nodes/<node>/kubelet.pid)
+      std::filesystem::path node_dir = std::filesystem::path(dir) / "nodes" / node;
+      std::filesystem::create_directories(node_dir);
+      std::ofstream(node_dir / "kubelet.pid") << kubelet->pid() << "\n";
+      kubelets.push_back(*std::move(kubelet));
+    }
+    if (!scheduler->WaitForReadyNodes(nodes, absl::Seconds(60))) {
+      std::cerr << "cohort-local-cluster: the nodes did not all report Ready within 60 s (see the kubelets' "
+                   "lines above)\n";
       return 1;
     }
   }
-  std::cout << "cohort-local-cluster: ready" << std::endl;
+  std::cout << "cohort-local-cluster: ready (" << nodes << (nodes == 1 ? " node)" : " nodes)") << std::endl;
 
   int sig = 0;
   sigwait(&signals, &sig);
   LogInfo("signal ", sig, ": stopping");
+  // Each kubelet stops its pods' processes; one that was killed (a lost node) is only reaped.
+  for (Subprocess& k : kubelets) k.Signal(SIGTERM);
+  for (Subprocess& k : kubelets) k.Wait();
   if (client) client->CancelWatches();
-  kubelet.reset();  // Stops every pod's processes.
+  node_lifecycle.reset();
+  scheduler.reset();
   return 0;
 }
 

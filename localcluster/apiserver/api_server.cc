@@ -308,6 +308,21 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
     column("Age", "string", 0, age);
     column("IP", "string", 1, [](const json& o) -> json { return o.value("status", json::object()).value("podIP", "<none>"); });
     column("Node", "string", 1, [](const json& o) -> json { return o["spec"].value("nodeName", "<none>"); });
+  } else if (t.kind == "Node") {
+    // As kubectl prints a node: Ready when its Ready condition is True, else NotReady.
+    column("Status", "string", 0, [](const json& o) -> json {
+      for (const json& c : o.value("status", json::object()).value("conditions", json::array())) {
+        if (c.value("type", "") == "Ready") return c.value("status", "") == "True" ? "Ready" : "NotReady";
+      }
+      return "Unknown";
+    });
+    column("Age", "string", 0, age);
+    column("Internal-IP", "string", 1, [](const json& o) -> json {
+      for (const json& a : o.value("status", json::object()).value("addresses", json::array())) {
+        if (a.value("type", "") == "InternalIP") return a.value("address", "");
+      }
+      return "<none>";
+    });
   } else {
     column("Age", "string", 0, age);
   }
@@ -405,7 +420,7 @@ std::string ApiServer::Kubeconfig(const std::string& default_namespace) const {
 absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, Clock* clock) {
   std::unique_ptr<ApiServer> s(new ApiServer(options, clock));
   for (const ResourceType& t : BuiltinTypes()) s->store_.AddType(t);
-  for (const char* ns : {"default", "kube-system"}) {
+  for (const char* ns : {"default", "kube-system", "kube-node-lease"}) {
     s->store_.Create(*s->store_.FindType("", "namespaces"), "", {{"metadata", {{"name", ns}}},
                                                                  {"status", {{"phase", "Active"}}}})
         .IgnoreError();

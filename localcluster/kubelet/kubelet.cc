@@ -21,6 +21,10 @@
 #include "common/log.h"
 #include "common/rfc3339.h"
 #include "common/subprocess.h"
+#include "localcluster/controllers/node_lifecycle.h"
+#include "operator/api/json_fields.h"
+#include "operator/api/quantity.h"
+#include "localcluster/controllers/scheduler.h"
 
 namespace cohort::local {
 namespace {
@@ -138,6 +142,8 @@ class Kubelet::PodWorker {
     bool ready = false;
     absl::Time next_probe;
     std::string start_error;
+    int64_t memory_limit = 0;  // resources.limits.memory in bytes; 0: none.
+    bool oom_killed = false;
   };
 
   // Asks the pod to stop; true if it already has (the worker is done).
@@ -191,10 +197,6 @@ class Kubelet::PodWorker {
   }
 
   absl::Status Prepare() {
-    json bind = {{"spec", {{"nodeName", kubelet_->options_.node_name}}}};
-    if (absl::StatusOr<json> bound = client_->MergePatch(op::kPods, ns_, name_, bind); !bound.ok()) {
-      return bound.status();
-    }
     start_time_ = absl::Now();
     // A pod of the same name ran here before (a gang restart reuses names): its logs and
     // volumes are not this pod's. Its worker has usually finished before the API server let the
@@ -217,7 +219,7 @@ class Kubelet::PodWorker {
       volumes_[name] = path;
       bool secret = v.contains("secret");
       if (!secret && !v.contains("configMap")) continue;  // emptyDir and others: an empty directory.
-      const op::Resource& kind = secret ? op::kSecrets : kConfigMaps;
+      const op::Resource& kind = secret ? op::kSecrets : op::kConfigMaps;
       std::string object_name = secret ? v["secret"].value("secretName", "") : v["configMap"].value("name", "");
       absl::StatusOr<json> source = WaitFor(kind, object_name);
       if (!source.ok()) return source.status();
@@ -261,6 +263,7 @@ class Kubelet::PodWorker {
         if (from.contains("fieldRef")) {
           std::string field = from["fieldRef"].value("fieldPath", "");
           if (field == "status.podIP") env[name] = address_;
+          if (field == "status.hostIP") env[name] = kubelet_->options_.node_address;
           if (field == "metadata.name") env[name] = name_;
           if (field == "metadata.namespace") env[name] = ns_;
           if (field == "spec.nodeName") env[name] = kubelet_->options_.node_name;
@@ -268,7 +271,7 @@ class Kubelet::PodWorker {
         } else if (from.contains("secretKeyRef") || from.contains("configMapKeyRef")) {
           bool secret = from.contains("secretKeyRef");
           const json& ref = secret ? from["secretKeyRef"] : from["configMapKeyRef"];
-          absl::StatusOr<json> source = client_->Get(secret ? op::kSecrets : kConfigMaps, ns_, ref.value("name", ""));
+          absl::StatusOr<json> source = client_->Get(secret ? op::kSecrets : op::kConfigMaps, ns_, ref.value("name", ""));
           if (source.ok()) {
             std::string value = (*source)["data"].value(ref.value("key", ""), "");
             if (secret) absl::Base64Unescape(std::string(value), &value);
@@ -323,6 +326,7 @@ class Kubelet::PodWorker {
       options.inherit_env = false;
       options.output_path = c.log_path;
       options.working_dir = dir_;
+      options.die_with_parent = true;  // A killed kubelet is a lost machine: its pods go with it.
       absl::StatusOr<Subprocess> p = Subprocess::Start(options);
       if (p.ok()) {
         c.process = std::move(*p);
@@ -345,9 +349,27 @@ class Kubelet::PodWorker {
     c.exit_code = Subprocess::ExitCodeOf(*status);
     c.finished = absl::Now();
     c.ready = false;
-    c.reason = *c.exit_code == 0 ? "Completed" : "Error";
-    c.message = *c.exit_code == 0 ? "" : Tail(c.log_path, 2048);
+    c.reason = c.oom_killed ? "OOMKilled" : *c.exit_code == 0 ? "Completed" : "Error";
+    c.message = *c.exit_code == 0 || c.oom_killed ? "" : Tail(c.log_path, 2048);
+    c.oom_killed = false;
     return true;
+  }
+
+  // resources.limits.memory, as the kernel's cgroup OOM killer applies it (no cgroups here): a
+  // container whose process's resident memory is over its limit is killed, and reported
+  // OOMKilled. Checked every 50 ms, so a fast allocator can overshoot a little.
+  void EnforceMemoryLimit(Container& c) {
+    if (c.memory_limit <= 0 || !c.process.running() || c.oom_killed) return;
+    std::ifstream statm(absl::StrCat("/proc/", c.process.pid(), "/statm"));
+    int64_t size = 0, resident = 0;
+    if (!(statm >> size >> resident)) return;
+    const int64_t bytes = resident * sysconf(_SC_PAGESIZE);
+    if (bytes <= c.memory_limit) return;
+    c.oom_killed = true;
+    c.process.Signal(SIGKILL);
+    std::ofstream(c.log_path, std::ios::app) << "local kubelet: OOMKilled: resident memory " << bytes
+                                             << " bytes is over the container's limit of " << c.memory_limit
+                                             << " bytes\n";
   }
 
   void Probe(Container& c) {
@@ -391,6 +413,16 @@ class Kubelet::PodWorker {
     }
     for (Container& c : containers_) {
       c.log_path = LogPath(kubelet_->options_.root_dir, ns_, name_, c.spec.value("name", ""));
+      const json& memory = op::Member(c.spec, "resources", "limits", "memory");
+      if (memory.is_number_integer()) c.memory_limit = memory.get<int64_t>();
+      if (!memory.is_string()) continue;
+      const std::string limit = memory.get<std::string>();
+      if (std::optional<int64_t> bytes = op::ParseQuantity(limit)) {
+        c.memory_limit = *bytes;
+      } else {
+        std::ofstream(c.log_path, std::ios::app)
+            << "local kubelet: resources.limits.memory \"" << limit << "\" is not a quantity: not enforced\n";
+      }
     }
 
     // Init containers in order: sidecars start and keep running; others must succeed.
@@ -400,6 +432,7 @@ class Kubelet::PodWorker {
       StartContainer(c);
       if (c.sidecar) continue;
       while (c.process.running() && !Terminating()) {
+        EnforceMemoryLimit(c);
         Reap(c);
         Pause(absl::Milliseconds(50));
       }
@@ -425,6 +458,7 @@ class Kubelet::PodWorker {
       bool changed = false;
       bool main_running = false;
       for (Container& c : containers_) {
+        EnforceMemoryLimit(c);
         changed |= Reap(c);
         if (!c.init && c.process.running()) main_running = true;
       }
@@ -554,7 +588,7 @@ class Kubelet::PodWorker {
       status["conditions"] = conditions;
       status["podIP"] = address_;
       status["podIPs"] = json::array({{{"ip", address_}}});
-      status["hostIP"] = "127.0.0.1";
+      status["hostIP"] = kubelet_->options_.node_address;
       status["startTime"] = FormatRfc3339(start_time_);
       status["initContainerStatuses"] = init_statuses;
       status["containerStatuses"] = statuses;
@@ -610,8 +644,6 @@ class Kubelet::PodWorker {
     }
   }
 
-  static inline const op::Resource kConfigMaps{"", "v1", "configmaps"};
-
   Kubelet* const kubelet_;
   op::KubeClient* const client_;
   const json pod_;
@@ -646,6 +678,8 @@ Kubelet::~Kubelet() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  stop_heartbeat_.Notify();
+  if (heartbeat_.joinable()) heartbeat_.join();
   if (informer_) informer_->Stop();
   std::map<std::string, std::unique_ptr<PodWorker>> workers;
   {
@@ -666,24 +700,59 @@ std::string Kubelet::LogPath(const std::string& root_dir, const std::string& ns,
 
 absl::Status Kubelet::Start() {
   fs::create_directories(options_.root_dir);
-  static const op::Resource kNodes{"", "v1", "nodes"};
   json node = {{"apiVersion", "v1"},
                {"kind", "Node"},
                {"metadata", {{"name", options_.node_name}, {"labels", {{"kubernetes.io/hostname", options_.node_name}}}}},
                {"status",
                 {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
-                                  {"message", "cohort local kubelet is ready"}}}},
-                 {"addresses", {{{"type", "InternalIP"}, {"address", "127.0.0.1"}}}}}}};
-  absl::StatusOr<json> created = client_->Create(kNodes, "", node);
+                                  {"message", "cohort local kubelet is ready"},
+                                  {"lastTransitionTime", FormatRfc3339(absl::Now())}}}},
+                 {"addresses", {{{"type", "InternalIP"}, {"address", options_.node_address}},
+                                {{"type", "Hostname"}, {"address", options_.node_name}}}}}}};
+  absl::StatusOr<json> created = client_->Create(op::kNodes, "", node);
   if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
-  {
-    absl::MutexLock lock(&mu_);
-    WriteHostsFile();
+  Heartbeat();  // The Lease exists before the node counts as Ready anywhere.
+  if (absl::IsAlreadyExists(created.status())) {
+    LogInfo("node ", options_.node_name, " existed: reporting it Ready");
   }
+  heartbeat_ = std::thread([this] {
+    while (!stop_heartbeat_.WaitForNotificationWithTimeout(options_.lease_duration / 4)) Heartbeat();
+  });
   informer_ = std::make_unique<op::Informer>(
       client_, op::kPods, "", "", [this](const std::string& type, const json& pod) { OnPod(type, pod); });
   informer_->Start();
   return absl::OkStatus();
+}
+
+void Kubelet::Heartbeat() {
+  const std::string& node = options_.node_name;
+  json renew = {{"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}};
+  absl::StatusOr<json> lease = client_->MergePatch(op::kLeases, kNodeLeaseNamespace, node, renew);
+  if (absl::IsNotFound(lease.status())) {
+    json create = {{"apiVersion", "coordination.k8s.io/v1"},
+                   {"kind", "Lease"},
+                   {"metadata", {{"name", node}, {"namespace", kNodeLeaseNamespace}}},
+                   {"spec",
+                    {{"holderIdentity", node},
+                     {"leaseDurationSeconds", std::max<int64_t>(1, absl::ToInt64Seconds(options_.lease_duration))},
+                     {"renewTime", renew["spec"]["renewTime"]}}}};
+    lease = client_->Create(op::kLeases, kNodeLeaseNamespace, create);
+  }
+  if (!lease.ok()) LogWarning("node ", node, ": cannot renew its lease: ", lease.status().ToString());
+  // Marked lost while this kubelet was stopped or starved: report Ready again.
+  absl::StatusOr<json> current = client_->Get(op::kNodes, "", node);
+  if (!current.ok() || NodeReadyStatus(*current) == "True") return;
+  json write = *current;
+  json conditions = json::array();
+  for (const json& c : write["status"].value("conditions", json::array())) {
+    if (c.value("type", "") != "Ready") conditions.push_back(c);
+  }
+  conditions.push_back({{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
+                        {"message", "cohort local kubelet is ready"},
+                        {"lastTransitionTime", FormatRfc3339(absl::Now())}});
+  write["status"]["conditions"] = conditions;
+  absl::StatusOr<json> written = client_->UpdateStatus(op::kNodes, "", write);
+  if (written.ok()) LogInfo("node ", node, ": Ready again");
 }
 
 void Kubelet::OnPod(const std::string& type, const json& pod) {
@@ -697,11 +766,8 @@ void Kubelet::OnPod(const std::string& type, const json& pod) {
       // A DELETED from a relist carries only the name.
       if (w->first == key || (uid.empty() && absl::StartsWith(w->first, key))) {
         w->second->Deleted();
-        used_addresses_.erase(w->second->address());
-        names_.erase(w->second->address());
         finished = std::move(w->second);
         workers_.erase(w);
-        WriteHostsFile();
         break;
       }
     }
@@ -715,54 +781,19 @@ void Kubelet::OnPod(const std::string& type, const json& pod) {
     existing->second->Update(pod);
     return;
   }
-  std::string node = pod.value("spec", json::object()).value("nodeName", "");
-  if (!node.empty() && node != options_.node_name) return;
+  if (pod.value("spec", json::object()).value("nodeName", "") != options_.node_name) return;
   if (pod.value("status", json::object()).value("phase", "") == "Succeeded" ||
       pod.value("status", json::object()).value("phase", "") == "Failed") {
     return;  // Finished before this kubelet started.
   }
-  std::string address = AllocateAddress();
-  const json& spec = pod["spec"];
-  std::string hostname = spec.value("hostname", "");
-  std::string subdomain = spec.value("subdomain", "");
-  std::string ns = pod["metadata"].value("namespace", "default");
-  if (!hostname.empty() && !subdomain.empty()) {
-    std::string base = absl::StrCat(hostname, ".", subdomain, ".", ns, ".svc");
-    names_[address] = {base, base + ".cluster.local", absl::StrCat(hostname, ".", subdomain, ".", ns),
-                       absl::StrCat(hostname, ".", subdomain)};
-  } else {
-    names_[address] = {pod["metadata"].value("name", "")};
-  }
-  WriteHostsFile();
+  // The scheduler binds a pod and gives it its address in one write; a pod bound by its author
+  // gets its address in a later one.
+  std::string address =
+      pod["metadata"].value("annotations", json::object()).value(Scheduler::kPodAddressAnnotation, "");
+  if (address.empty()) return;
   auto worker = std::make_unique<PodWorker>(this, pod, address);
   worker->Update(pod);
   workers_[key] = std::move(worker);
-}
-
-std::string Kubelet::AllocateAddress() {
-  while (true) {
-    int n = next_address_++;
-    int third = options_.first_subnet + n / 253;
-    int fourth = 2 + n % 253;
-    if (third > 255) {
-      next_address_ = 0;
-      continue;
-    }
-    std::string address = absl::StrCat("127.0.", third, ".", fourth);
-    if (used_addresses_.insert(address).second) return address;
-  }
-}
-
-void Kubelet::WriteHostsFile() {
-  std::string text;
-  for (const auto& [address, names] : names_) absl::StrAppend(&text, address, " ", absl::StrJoin(names, " "), "\n");
-  fs::path path = fs::path(options_.root_dir) / "hosts";
-  {
-    std::ofstream out(path.string() + ".tmp");
-    out << text;
-  }
-  std::error_code ec;
-  fs::rename(path.string() + ".tmp", path, ec);
 }
 
 }  // namespace cohort::local

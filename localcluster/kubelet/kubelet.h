@@ -4,37 +4,48 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "operator/client/informer.h"
 #include "operator/client/kube_client.h"
 
 namespace cohort::local {
 
 struct KubeletOptions {
-  std::string node_name = "local";
-  // Each pod's files: <root_dir>/<namespace>_<name>/ (volumes, container logs), and the cluster's
-  // hosts file <root_dir>/hosts.
+  std::string node_name;
+  // The node's address (the Node's InternalIP, each pod's status.hostIP).
+  std::string node_address = "127.0.0.1";
+  // The Lease kube-node-lease/<node> is renewed every quarter of this; the control plane marks
+  // the node lost when it has not been renewed for this long.
+  absl::Duration lease_duration = absl::Seconds(40);
+  // Each pod's files: <root_dir>/<namespace>_<name>/ (volumes, container logs). The cluster's
+  // hosts file, which the control plane writes, is <root_dir>/hosts.
   std::string root_dir;
   // Searched first for container commands (the build's bin/ directory).
   std::vector<std::string> bin_dirs;
   // The LD_PRELOAD library that gives a process its pod's address and DNS names; empty: none.
   std::string pod_network_library;
-  // Pod addresses are 127.0.<n>.<m>, from this third octet on.
-  int first_subnet = 10;
 };
 
-// Runs the pods of the local control plane as local processes, as a kubelet would:
-// - binds each new pod to this node and gives it its own loopback address (127.0.x.y);
+// One node of the local control plane: runs the pods bound to it as local processes, as a
+// kubelet would:
+// - registers its Node (Ready) and renews its Lease; a killed kubelet is a lost machine: its
+//   containers are killed with it (SIGKILL), its Lease stops, and its pods never confirm their
+//   deletion;
+// - runs a pod once the scheduler has bound it here and given it its loopback address
+//   (127.0.x.y, the annotation Scheduler::kPodAddressAnnotation);
 // - lays out its volumes (emptyDir, secret, configMap, hostPath) under the pod's directory and
 //   rewrites mount paths in the containers' environment and arguments to point there;
 // - resolves env (value, fieldRef, secretKeyRef, configMapKeyRef) and adds the pod-network
 //   variables, so wildcard binds use the pod's address and "<host>.<subdomain>.<ns>.svc"
-//   names resolve through the shared hosts file;
+//   names resolve through the control plane's hosts file;
 // - starts native sidecars (init containers with restartPolicy Always) first and restarts them
 //   if they exit, runs other init containers to completion, then the containers; a container
 //   without a command runs the image's name (".../cohort-sidecar:0.1" runs cohort-sidecar);
@@ -48,7 +59,7 @@ class Kubelet {
   Kubelet(op::KubeClient* client, KubeletOptions options);
   ~Kubelet();  // Stops every pod's processes.
 
-  // Registers the Node and starts watching pods.
+  // Registers the Node, starts renewing its Lease and watching pods.
   absl::Status Start();
 
   // A pod's files (volumes, container logs): <root_dir>/<namespace>_<pod>.
@@ -60,18 +71,16 @@ class Kubelet {
  private:
   class PodWorker;
   void OnPod(const std::string& type, const nlohmann::json& pod);
-  std::string AllocateAddress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteHostsFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Renews the Lease and reports Ready again if the control plane marked the node lost.
+  void Heartbeat();
 
   op::KubeClient* const client_;
   const KubeletOptions options_;
   std::unique_ptr<op::Informer> informer_;
+  absl::Notification stop_heartbeat_;
+  std::thread heartbeat_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<PodWorker>> workers_ ABSL_GUARDED_BY(mu_);  // By uid.
-  std::set<std::string> used_addresses_ ABSL_GUARDED_BY(mu_);
-  // Address -> DNS names, for the hosts file.
-  std::map<std::string, std::vector<std::string>> names_ ABSL_GUARDED_BY(mu_);
-  int next_address_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -27,6 +27,8 @@ struct Resource {
 inline const Resource kPods{"", "v1", "pods"};
 inline const Resource kServices{"", "v1", "services"};
 inline const Resource kSecrets{"", "v1", "secrets"};
+inline const Resource kConfigMaps{"", "v1", "configmaps"};
+inline const Resource kNodes{"", "v1", "nodes"};
 inline const Resource kEvents{"", "v1", "events"};
 inline const Resource kLeases{"coordination.k8s.io", "v1", "leases"};
 inline const Resource kDistributedJobs{"cohort.dev", "v1alpha1", "distributedjobs"};

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
 #include "operator/api/json_fields.h"
 
 namespace cohort::op {
@@ -16,11 +17,6 @@ json SpecOf(const json& lease) {
   return spec.is_object() ? spec : json::object();
 }
 
-// metav1.MicroTime.
-std::string MicroTime(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
-}
-
 }  // namespace
 
 LeaderElector::LeaderElector(KubeClient* client, Clock* clock, LeaderElectionOptions options)
@@ -31,9 +27,9 @@ json LeaderElector::Record(absl::Time now, const json& previous) const {
   bool transition = StringMember(spec, "holderIdentity") != options_.identity;
   spec["holderIdentity"] = options_.identity;
   spec["leaseDurationSeconds"] = absl::ToInt64Seconds(options_.lease_duration);
-  spec["renewTime"] = MicroTime(now);
+  spec["renewTime"] = FormatRfc3339Micro(now);
   if (transition) {
-    spec["acquireTime"] = MicroTime(now);
+    spec["acquireTime"] = FormatRfc3339Micro(now);
     spec["leaseTransitions"] =
         IntMember(spec, "leaseTransitions").value_or(0) + (previous.is_object() ? 1 : 0);
   }

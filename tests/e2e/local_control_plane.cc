@@ -1,16 +1,23 @@
 #include "tests/e2e/local_control_plane.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -45,7 +52,7 @@ std::unique_ptr<WatchedProcess> StartWatched(const std::string& label, std::vect
 
 }  // namespace
 
-LocalControlPlane::LocalControlPlane() {
+LocalControlPlane::LocalControlPlane(std::vector<std::string> flags) {
   // TLS writes to a connection the server closed raise SIGPIPE; the client reports the error.
   signal(SIGPIPE, SIG_IGN);
   char pattern[] = "/tmp/cohort-e2e-XXXXXX";  // Short: agent socket paths live below it.
@@ -53,7 +60,9 @@ LocalControlPlane::LocalControlPlane() {
   EXPECT_NE(made, nullptr) << "mkdtemp";
   if (made == nullptr) return;
   dir_ = made;
-  cluster_ = StartWatched("cluster", {BinPath("cohort-local-cluster"), "--dir", dir_});
+  std::vector<std::string> argv = {BinPath("cohort-local-cluster"), "--dir", dir_};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  cluster_ = StartWatched("cluster", argv);
   if (!cluster_) return;
   std::string line = cluster_->WaitForLine("kubeconfig ", absl::Seconds(30));
   EXPECT_FALSE(line.empty()) << "cohort-local-cluster did not start";
@@ -85,6 +94,26 @@ LocalControlPlane::~LocalControlPlane() {
   } else if (!dir_.empty()) {
     std::fprintf(stderr, "kept %s (pod logs under pods/) for the failure above\n", dir_.c_str());
   }
+}
+
+absl::Status LocalControlPlane::LoseNode(const std::string& node) {
+  const std::string pid_file = absl::StrCat(dir_, "/nodes/", node, "/kubelet.pid");
+  pid_t pid = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pid_file)), &pid) || pid <= 0) {
+    return absl::NotFoundError(absl::StrCat("no kubelet pid in ", pid_file));
+  }
+  // A pidfd tells when the process is gone (it is the cluster's child, not ours to wait for).
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("kubelet of ", node, " (pid ", pid, ") is not running"));
+  if (kill(pid, SIGKILL) != 0) {
+    close(fd);
+    return absl::InternalError(absl::StrCat("kill -9 ", pid, ": ", strerror(errno)));
+  }
+  pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+  int ready = poll(&p, 1, 10000);
+  close(fd);
+  if (ready != 1) return absl::DeadlineExceededError(absl::StrCat("kubelet ", pid, " still running 10 s after SIGKILL"));
+  return absl::OkStatus();
 }
 
 LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> args, const std::string& stdin_text) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/subprocess.h"
 #include "common/watched_process.h"
@@ -14,12 +15,14 @@
 
 namespace cohort::testing {
 
-// cohort-local-cluster (API server over HTTPS and kubelet) in a fresh directory, with the CRD
-// applied by real kubectl, a client for assertions, and cohort-operator processes on demand.
+// cohort-local-cluster (API server over HTTPS, scheduler, a kubelet process per node) in a fresh
+// directory, with the CRD applied by real kubectl, a client for assertions, and cohort-operator
+// processes on demand.
 class LocalControlPlane {
  public:
-  // Fails the current test when the cluster does not come up.
-  LocalControlPlane();
+  // Fails the current test when the cluster does not come up. `flags` go to cohort-local-cluster
+  // (e.g. {"--nodes", "2"}).
+  explicit LocalControlPlane(std::vector<std::string> flags = {});
   ~LocalControlPlane();
 
   const std::string& dir() const { return dir_; }
@@ -39,6 +42,11 @@ class LocalControlPlane {
   Result CreateConfigMap(const std::string& name, const std::vector<std::string>& from_files = {});
   // What `kubectl drain` does for a pod: a POST to its eviction subresource.
   Result Evict(const std::string& ns, const std::string& pod);
+
+  // Loses a node the way a machine is lost: its kubelet process is killed (SIGKILL), which kills
+  // its containers; its Lease stops and its pods never confirm their deletion. Returns once the
+  // kubelet is gone; an error when it was not running.
+  absl::Status LoseNode(const std::string& node);
 
   // A cohort-operator with its metrics on a free port; `label` names it in the log. Fails the
   // current test (and returns nullptr) when it cannot start.

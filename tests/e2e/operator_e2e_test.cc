@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,12 @@ std::string Events(LocalControlPlane& cluster, const std::string& job) {
   return out;
 }
 
+// What rank `rank`'s trainer of `job` wrote so far.
+std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int rank) {
+  std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", job, "-", rank, "/trainer.log"));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // One control plane for the suite: starting it costs a second; jobs have distinct names.
 class OperatorE2E : public ::testing::Test {
  protected:
@@ -91,17 +98,20 @@ class OperatorE2E : public ::testing::Test {
 
   // An operator with this test's own Lease (a killed operator of an earlier test still holds
   // its own) and short leader-election timings.
-  std::unique_ptr<WatchedProcess> StartOperator(const std::string& label, std::vector<std::string> flags = {}) {
+  // On the suite's cluster, or on `cluster`.
+  std::unique_ptr<WatchedProcess> StartOperator(const std::string& label, std::vector<std::string> flags = {},
+                                                LocalControlPlane* cluster = nullptr) {
     std::vector<std::string> all = {"--leader-election-id", Lease(), "--leader-election-lease-duration", "2",
                                     "--leader-election-renew-deadline", "1.5", "--leader-election-retry-period",
                                     "0.2"};
     all.insert(all.end(), flags.begin(), flags.end());
-    return cluster_->StartOperator(label, all);
+    return (cluster ? cluster : cluster_)->StartOperator(label, all);
   }
   // Starts an operator and waits until it leads and its informers synced.
   std::unique_ptr<WatchedProcess> Operator(const std::string& label = "operator",
-                                           std::vector<std::string> flags = {}) {
-    std::unique_ptr<WatchedProcess> op = StartOperator(label, std::move(flags));
+                                           std::vector<std::string> flags = {},
+                                           LocalControlPlane* cluster = nullptr) {
+    std::unique_ptr<WatchedProcess> op = StartOperator(label, std::move(flags), cluster);
     EXPECT_NE(op, nullptr);
     if (op) {
       EXPECT_NE(op->WaitForLine("informers synced", absl::Seconds(30)), "") << label << " did not start";
@@ -246,6 +256,27 @@ TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesResta
   EXPECT_EQ(restarted["status"].value("lastRestartKind", ""), "Failure");
 }
 
+// An OOM kill matched by its reason: rank 1's trainer outgrows its 100Mi memory limit, the
+// kubelet kills it and reports OOMKilled (exit 137); an onTerminationReasons rule fails the job
+// at once, naming the reason, where an exit code alone (137) would have been a counted restart.
+TEST_F(OperatorE2E, FailureRules_OomKilledMatchedByReason_FailsTheJobNamingIt) {
+  auto op = Operator();
+  const std::string rules = OneRule("FailJob", "onTerminationReasons: [OOMKilled]");
+  std::string yaml = absl::StrReplaceAll(
+      JobYaml("e2e-rule-oom", 2, "k8s-rank1-oom", rules),
+      {{R"(command: ["test-trainer", "k8s-rank1-oom"])",
+        "command: [\"test-trainer\", \"k8s-rank1-oom\"]\n          resources: {limits: {memory: 100Mi}}"}});
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
+  json job = cluster_->WaitForJob("default", "e2e-rule-oom", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Failed") << job.dump(2) << Events(*cluster_, "e2e-rule-oom");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  const std::string events = Events(*cluster_, "e2e-rule-oom");
+  EXPECT_THAT(events, HasSubstr("rank 1 (pod e2e-rule-oom-1) exited with code 137"));
+  EXPECT_THAT(events, HasSubstr("rule 0 (FailJob, reason OOMKilled of container trainer): the job fails"));
+  EXPECT_THAT(TrainerLog(*cluster_, "e2e-rule-oom", 1),
+              HasSubstr("local kubelet: OOMKilled: resident memory"));
+}
+
 // RestartJobAndIgnoreMaxRestarts with maxRestarts 0: the exit-4 failure restarts anyway, is
 // counted apart, and the next attempt succeeds.
 TEST_F(OperatorE2E, FailureRules_IgnoreMaxRestarts_RestartsWithMaxRestartsZeroAndSucceeds) {
@@ -320,6 +351,60 @@ TEST_F(OperatorE2E, SixtyFourRanks_TrainerKilled_EveryOldPodGoesAndTheGangRestar
   EXPECT_EQ(StatusInt(job, "succeeded"), kRanks);
   EXPECT_THAT(Events(*cluster_, "e2e-scale"), ::testing::Not(HasSubstr("ForceDeleted")))
       << "every old pod was confirmed gone by its kubelet, none needed forcing";
+}
+
+// A lost node: a 4-rank job spread over 2 nodes; the node without rank 0 is lost the way a
+// machine is (its kubelet killed, and with it its containers; its Lease stops). The restart
+// deletes every old pod, and those of the lost node stay Terminating (no kubelet confirms their
+// deletion) until the operator force-deletes them: grace period (2 s) + --force-delete-after
+// (2 s). The next attempt runs on the node left and succeeds. With --force-delete-after -1 the
+// job stays Restarting and this test fails.
+TEST_F(OperatorE2E, LostNode_ItsPodsForceDeleted_TheNextAttemptRunsOnTheNodeLeftAndSucceeds) {
+  LocalControlPlane cluster({"--nodes", "2", "--node-monitor-grace-period", "2"});
+  ASSERT_NE(cluster.kubeconfig(), "") << "the two-node control plane did not start";
+  auto op = Operator("operator", {"--force-delete-after", "2"}, &cluster);
+  const std::string name = "e2e-lost-node";
+  ASSERT_EQ(cluster.Kubectl({"apply"}, JobYaml(name, 4, "k8s-hold", "", "      terminationGracePeriodSeconds: 2\n"))
+                .exit_code,
+            0);
+  json ready = cluster.WaitForJob("default", name, AllReady, kJobTimeout);
+  ASSERT_TRUE(AllReady(ready)) << ready.dump(2) << Events(cluster, name);
+  absl::StatusOr<json> pods = cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name);
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  std::map<std::string, std::string> node_of;  // Pod -> node.
+  std::set<std::string> nodes;
+  for (const json& pod : (*pods)["items"]) {
+    node_of[pod["metadata"]["name"]] = pod["spec"].value("nodeName", "");
+    nodes.insert(pod["spec"].value("nodeName", ""));
+  }
+  ASSERT_EQ(nodes.size(), 2u) << "the scheduler spreads the pods over both nodes: " << (*pods).dump(2);
+  const std::string kept = node_of[name + "-0"];  // Rank 0's node, with the coordination service.
+  const std::string lost = kept == "node-0" ? "node-1" : "node-0";
+
+  const absl::Time lost_at = absl::Now();
+  ASSERT_TRUE(cluster.LoseNode(lost).ok());
+  json job = cluster.WaitForJob("default", name, Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(cluster, name);
+  EXPECT_LT(absl::Now() - lost_at, absl::Seconds(45)) << Events(cluster, name);
+  EXPECT_EQ(StatusInt(job, "restartAttempt"), 1);
+  const std::string events = Events(cluster, name);
+  EXPECT_THAT(events, HasSubstr("ForceDeleted")) << "the lost node's pods were force-deleted";
+  EXPECT_THAT(events, HasSubstr(lost)) << "the Event names the lost node";
+
+  absl::StatusOr<json> next =
+      cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name + ",cohort.dev/restart-attempt=1");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ((*next)["items"].size(), 4u);
+  for (const json& pod : (*next)["items"]) {
+    EXPECT_EQ(pod["spec"].value("nodeName", ""), kept) << pod["metadata"]["name"] << ": nothing runs on a lost node";
+  }
+  // kubectl shows the node lost.
+  LocalControlPlane::Result shown = cluster.Kubectl({"get", "nodes"});
+  bool marked = false;
+  for (absl::string_view line : absl::StrSplit(shown.output, '\n')) {
+    if (absl::StartsWith(line, lost)) marked = absl::StrContains(line, "NotReady");
+  }
+  EXPECT_TRUE(marked) << shown.output;
 }
 
 TEST_F(OperatorE2E, SuspendResumeDeadlineAndTtl) {
@@ -493,11 +578,6 @@ ENV)",
                               {"PROGRAM", absl::StrCat(COHORT_SOURCE_DIR, "/", program)},
                               {"ARGS", args.empty() ? "" : absl::StrCat(", \"", args, "\"")},
                               {"ENV", env_yaml}});
-}
-
-std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int rank) {
-  std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", job, "-", rank, "/trainer.log"));
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Waits until `rank`'s trainer log of `job` has a line containing `text`; returns the log then,

@@ -6,10 +6,12 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <utility>
-#include <vector>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -183,18 +185,21 @@ int main(int argc, char** argv) {
   // restart attempt 0 training until a preemption (exit kPreemptedExitCode after the sync point)
   // or a kill, so a test can fail or evict a rank, and lets later attempts finish;
   // "k8s-rank1-exits-N": in restart attempt 0 rank 1 exits N once every rank joined (the others
-  // follow with 75), later attempts finish.
+  // follow with 75), later attempts finish; "k8s-rank1-oom": the same, but rank 1 allocates
+  // memory until something kills it (a container memory limit).
   const bool collectives = cohort::testing::IsCollectiveScenario(scenario, &options);
   int rank1_exit = 0;
   const bool rank1_exits = absl::StartsWith(scenario, "k8s-rank1-exits-") &&
                            absl::SimpleAtoi(scenario.substr(16), &rank1_exit);
-  bool kubernetes = scenario == "k8s" || scenario == "k8s-hold" || rank1_exits;
+  const bool rank1_oom = scenario == "k8s-rank1-oom";
+  bool kubernetes = scenario == "k8s" || scenario == "k8s-hold" || rank1_exits || rank1_oom;
   if (kubernetes) {
     if (int rc = CheckPodEnvironment()) return rc;
     const char* attempt = std::getenv("COHORT_RESTART_ATTEMPT");
     const bool first = attempt != nullptr && std::string(attempt) == "0";
     scenario = scenario == "k8s-hold" && first ? "preempt"
                : rank1_exits && first          ? "rank1-exits"
+               : rank1_oom && first            ? "rank1-oom"
                                                : "rendezvous";
   }
   absl::Status init = dist::Initialize(options);
@@ -220,6 +225,19 @@ int main(int argc, char** argv) {
     // Without shutdown: a crash as far as the job knows.
     if (dist::ProcessIndex() == 1) return scenario == "rank1-exits" ? rank1_exit : 7;
     return Wait();
+  }
+  if (scenario == "rank1-oom") {
+    if (dist::ProcessIndex() != 1) return Wait();
+    Say("ALLOCATING");
+    // 4 MiB every 5 ms, each page touched so it is resident; up to 2 GiB.
+    std::vector<std::unique_ptr<char[]>> held;
+    for (int chunk = 0; chunk < 512; ++chunk) {
+      held.emplace_back(new char[4 << 20]);
+      std::memset(held.back().get(), 1, 4 << 20);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    Say("ERROR allocated 2 GiB and nothing stopped it");
+    return 5;
   }
   Say("ERROR unknown scenario " + scenario);
   return 2;

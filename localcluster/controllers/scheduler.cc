@@ -1,0 +1,255 @@
+#include "localcluster/controllers/scheduler.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/rfc3339.h"
+#include "localcluster/controllers/node_lifecycle.h"
+#include "operator/api/json_fields.h"
+
+namespace cohort::local {
+namespace {
+
+using json = nlohmann::json;
+
+std::string PodKey(const json& pod) {
+  const json& meta = op::Member(pod, "metadata");
+  return absl::StrCat(op::StringMember(meta, "namespace"), "/", op::StringMember(meta, "name"));
+}
+
+std::string Uid(const json& object) { return op::StringMember(op::Member(object, "metadata"), "uid"); }
+
+// Neither finished nor being deleted: it counts toward its node's load.
+bool Running(const json& pod) {
+  std::string phase = op::StringMember(op::Member(pod, "status"), "phase");
+  return phase != "Succeeded" && phase != "Failed" && !op::Member(pod, "metadata").contains("deletionTimestamp");
+}
+
+// The cluster DNS names a pod answers to.
+std::vector<std::string> DnsNames(const json& pod) {
+  const json& spec = op::Member(pod, "spec");
+  std::string hostname = op::StringMember(spec, "hostname");
+  std::string subdomain = op::StringMember(spec, "subdomain");
+  std::string ns = op::StringMember(op::Member(pod, "metadata"), "namespace");
+  if (hostname.empty() || subdomain.empty()) return {op::StringMember(op::Member(pod, "metadata"), "name")};
+  std::string base = absl::StrCat(hostname, ".", subdomain, ".", ns, ".svc");
+  return {base, base + ".cluster.local", absl::StrCat(hostname, ".", subdomain, ".", ns),
+          absl::StrCat(hostname, ".", subdomain)};
+}
+
+}  // namespace
+
+Scheduler::Scheduler(op::KubeClient* client, SchedulerOptions options)
+    : client_(client), options_(std::move(options)) {}
+
+Scheduler::~Scheduler() {
+  if (pods_) pods_->Stop();
+  if (nodes_) nodes_->Stop();
+}
+
+void Scheduler::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    WriteHostsFile();
+  }
+  nodes_ = std::make_unique<op::Informer>(client_, op::kNodes, "", "",
+                                          [this](const std::string& type, const json& n) { OnNode(type, n); });
+  pods_ = std::make_unique<op::Informer>(client_, op::kPods, "", "",
+                                         [this](const std::string& type, const json& p) { OnPod(type, p); });
+  nodes_->Start();
+  pods_->Start();
+}
+
+bool Scheduler::WaitForReadyNodes(int count, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(ready_nodes_.size()) >= count;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+}
+
+void Scheduler::OnNode(const std::string& type, const json& node) {
+  std::string name = op::StringMember(op::Member(node, "metadata"), "name");
+  absl::MutexLock lock(&mu_);
+  bool ready = type != "DELETED" && NodeReadyStatus(node) == "True" && options_.subnets.contains(name);
+  bool was_ready = ready_nodes_.contains(name);
+  if (ready == was_ready) return;
+  if (ready) {
+    ready_nodes_.insert(name);
+    LogInfo("node ", name, " is Ready");
+    ScheduleWaiting();
+  } else {
+    ready_nodes_.erase(name);
+    LogWarning("node ", name, type == "DELETED" ? " was removed" : " is not Ready", ": no new pods go there");
+  }
+}
+
+void Scheduler::OnPod(const std::string& type, const json& pod) {
+  const std::string key = PodKey(pod);
+  const std::string uid = Uid(pod);
+  absl::MutexLock lock(&mu_);
+  auto placed = placed_.find(key);
+  // A DELETED from a relist carries only the name; a pod of the same name and another uid is
+  // a successor (the old one is gone).
+  if (type == "DELETED" || (placed != placed_.end() && !uid.empty() && placed->second.uid != uid) ||
+      (waiting_.contains(key) && Uid(waiting_[key]) != uid)) {
+    Forget(key);
+    if (type == "DELETED") return;
+    placed = placed_.end();
+  }
+  if (placed != placed_.end()) {
+    placed->second.running = Running(pod);
+    return;
+  }
+  const json& meta = op::Member(pod, "metadata");
+  std::string node = op::StringMember(op::Member(pod, "spec"), "nodeName");
+  if (!node.empty()) {
+    // Bound before this scheduler saw it: by us, before a relist (keep its address out of
+    // others' hands), or by the pod's author (give it an address on its node).
+    std::string address = op::StringMember(op::Member(meta, "annotations"), kPodAddressAnnotation);
+    if (address.empty() && options_.subnets.contains(node) && Running(pod)) {
+      address = AllocateAddress(node);
+      if (address.empty()) {
+        LogWarning("node ", node, " has no pod address left for ", key);
+        return;
+      }
+      names_[address] = DnsNames(pod);
+      WriteHostsFile();
+      json annotate = {{"metadata", {{"annotations", {{kPodAddressAnnotation, address}}}}}};
+      absl::StatusOr<json> patched =
+          client_->MergePatch(op::kPods, op::StringMember(meta, "namespace"), op::StringMember(meta, "name"), annotate);
+      if (!patched.ok()) {
+        used_addresses_.erase(address);
+        names_.erase(address);
+        WriteHostsFile();
+        if (!absl::IsNotFound(patched.status())) LogWarning("giving pod ", key, " an address: ", patched.status().ToString());
+        return;  // Its next event tries again.
+      }
+    }
+    if (!address.empty()) {
+      used_addresses_.insert(address);
+      names_[address] = DnsNames(pod);
+      WriteHostsFile();
+    }
+    placed_[key] = Placed{.uid = uid, .node = node, .address = address, .running = Running(pod)};
+    return;
+  }
+  if (!Running(pod)) return;
+  waiting_[key] = pod;
+  ScheduleWaiting();
+}
+
+void Scheduler::ScheduleWaiting() {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (Bind(it->first, it->second)) {
+      it = waiting_.erase(it);
+    } else {
+      MarkUnschedulable(it->first, it->second);
+      ++it;
+    }
+  }
+}
+
+std::string Scheduler::ChooseNode() const {
+  std::map<std::string, int> load;
+  for (const std::string& node : ready_nodes_) load[node] = 0;
+  for (const auto& [key, p] : placed_) {
+    if (p.running && load.contains(p.node)) ++load[p.node];
+  }
+  std::string best;
+  for (const auto& [node, pods] : load) {
+    if (best.empty() || pods < load[best]) best = node;
+  }
+  return best;
+}
+
+std::string Scheduler::AllocateAddress(const std::string& node) {
+  const PodSubnet& subnet = options_.subnets.at(node);
+  const int capacity = (subnet.last - subnet.first + 1) * 253;
+  int& next = next_address_[node];
+  for (int tried = 0; tried < capacity; ++tried) {
+    int n = next++ % capacity;
+    std::string address = absl::StrCat("127.0.", subnet.first + n / 253, ".", 2 + n % 253);
+    if (used_addresses_.insert(address).second) return address;
+  }
+  return "";
+}
+
+bool Scheduler::Bind(const std::string& key, const json& pod) {
+  std::string node = ChooseNode();
+  if (node.empty()) return false;
+  std::string address = AllocateAddress(node);
+  if (address.empty()) {
+    LogWarning("node ", node, " has no pod address left for ", key);
+    return false;
+  }
+  const json& meta = op::Member(pod, "metadata");
+  std::string ns = op::StringMember(meta, "namespace");
+  std::string name = op::StringMember(meta, "name");
+  // Named before it is bound: its kubelet may start it at once, and its peers resolve it.
+  names_[address] = DnsNames(pod);
+  WriteHostsFile();
+  json bind = {{"metadata", {{"annotations", {{kPodAddressAnnotation, address}}}}},
+               {"spec", {{"nodeName", node}}}};
+  absl::StatusOr<json> bound = client_->MergePatch(op::kPods, ns, name, bind);
+  if (!bound.ok()) {
+    used_addresses_.erase(address);
+    names_.erase(address);
+    WriteHostsFile();
+    // Gone meanwhile: its DELETED event follows. Anything else: the next event retries.
+    if (!absl::IsNotFound(bound.status())) LogWarning("binding pod ", key, " to ", node, ": ", bound.status().ToString());
+    return absl::IsNotFound(bound.status());
+  }
+  placed_[key] = Placed{.uid = Uid(pod), .node = node, .address = address, .running = true};
+  marked_unschedulable_.erase(key);
+  return true;
+}
+
+void Scheduler::MarkUnschedulable(const std::string& key, const json& pod) {
+  if (!marked_unschedulable_.insert(key).second) return;
+  const json& meta = op::Member(pod, "metadata");
+  int nodes = static_cast<int>(options_.subnets.size());
+  json condition = {{"type", "PodScheduled"},
+                    {"status", "False"},
+                    {"reason", "Unschedulable"},
+                    {"message", absl::StrCat("0/", nodes, " nodes are available: ", nodes - ready_nodes_.size(),
+                                             " node(s) were not ready.")},
+                    {"lastTransitionTime", FormatRfc3339(absl::Now())}};
+  json patch = {{"status", {{"conditions", json::array({condition})}}}};
+  absl::StatusOr<json> written = client_->MergePatch(op::kPods, op::StringMember(meta, "namespace"),
+                                                     op::StringMember(meta, "name"), patch, /*status=*/true);
+  if (!written.ok() && !absl::IsNotFound(written.status())) {
+    LogWarning("marking pod ", key, " unschedulable: ", written.status().ToString());
+  }
+}
+
+void Scheduler::Forget(const std::string& key) {
+  waiting_.erase(key);
+  marked_unschedulable_.erase(key);
+  auto placed = placed_.find(key);
+  if (placed == placed_.end()) return;
+  if (!placed->second.address.empty()) {
+    used_addresses_.erase(placed->second.address);
+    names_.erase(placed->second.address);
+    WriteHostsFile();
+  }
+  placed_.erase(placed);
+}
+
+void Scheduler::WriteHostsFile() {
+  if (options_.hosts_file.empty()) return;
+  std::string text;
+  for (const auto& [address, names] : names_) absl::StrAppend(&text, address, " ", absl::StrJoin(names, " "), "\n");
+  {
+    std::ofstream out(options_.hosts_file + ".tmp");
+    out << text;
+  }
+  std::error_code ec;
+  std::filesystem::rename(options_.hosts_file + ".tmp", options_.hosts_file, ec);
+  if (ec) LogWarning("cannot write the hosts file ", options_.hosts_file, ": ", ec.message());
+}
+
+}  // namespace cohort::local

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "operator/client/informer.h"
+#include "operator/client/kube_client.h"
+
+namespace cohort::local {
+
+// The pod addresses a node hands out: 127.0.<third>.<2..254> for third in [first, last].
+struct PodSubnet {
+  int first = 0;
+  int last = 0;
+};
+
+struct SchedulerOptions {
+  // The nodes pods may be placed on, each with its own addresses (a node missing here is never
+  // chosen). Distinct nodes must have disjoint subnets.
+  std::map<std::string, PodSubnet> subnets;
+  // The cluster's DNS names (<host>.<subdomain>.<ns>.svc, ...) of every placed pod, as a hosts
+  // file the pods' network library reads.
+  std::string hosts_file;
+};
+
+// The local control plane's scheduler, and its address manager standing in for a CNI's:
+// - a pod without spec.nodeName goes to the Ready node (Ready=True, in `subnets`) running the
+//   fewest unfinished pods, ties to the first name, so a job's pods spread over the nodes; it is
+//   bound with one merge patch that also sets its address (annotation kPodAddressAnnotation),
+//   drawn from the node's subnet, which the node's kubelet reports as status.podIP;
+// - with no Ready node the pod stays Pending with PodScheduled=False (reason Unschedulable), and
+//   is placed once a node becomes Ready;
+// - the hosts file names every placed pod from the moment it is bound until its object is gone,
+//   so its peers resolve it before its containers start, and a pod of a lost node stops
+//   resolving when its object is force-deleted.
+class Scheduler {
+ public:
+  static constexpr char kPodAddressAnnotation[] = "local.cohort.dev/pod-ip";
+
+  Scheduler(op::KubeClient* client, SchedulerOptions options);
+  ~Scheduler();
+
+  void Start();
+  // Blocks until `count` nodes are Ready or `timeout` passed; false on timeout.
+  bool WaitForReadyNodes(int count, absl::Duration timeout);
+
+ private:
+  struct Placed {
+    std::string uid;
+    std::string node;
+    std::string address;
+    bool running = true;  // Neither finished nor being deleted.
+  };
+  void OnPod(const std::string& type, const nlohmann::json& pod);
+  void OnNode(const std::string& type, const nlohmann::json& node);
+  // Binds every waiting pod it can.
+  void ScheduleWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Bind(const std::string& key, const nlohmann::json& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkUnschedulable(const std::string& key, const nlohmann::json& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ChooseNode() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string AllocateAddress(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteHostsFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  op::KubeClient* const client_;
+  const SchedulerOptions options_;
+  std::unique_ptr<op::Informer> pods_;
+  std::unique_ptr<op::Informer> nodes_;
+  absl::Mutex mu_;
+  std::set<std::string> ready_nodes_ ABSL_GUARDED_BY(mu_);
+  // By "namespace/name".
+  std::map<std::string, Placed> placed_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, nlohmann::json> waiting_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> marked_unschedulable_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> used_addresses_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> next_address_ ABSL_GUARDED_BY(mu_);  // By node.
+  // Address -> DNS names, for the hosts file.
+  std::map<std::string, std::vector<std::string>> names_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort::local

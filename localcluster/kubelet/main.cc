@@ -1,0 +1,79 @@
+// cohort-local-kubelet: one node of the local control plane. cohort-local-cluster starts one per
+// node (--nodes); killing one (SIGKILL) loses that node the way a machine is lost: its
+// containers die with it, its Lease stops, and its pods never confirm their deletion. SIGTERM
+// or SIGINT stops its pods' processes and exits.
+#include <signal.h>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/signals.h"
+#include "localcluster/kubelet/kubelet.h"
+#include "operator/client/http_kube_client.h"
+#include "operator/client/kube_config.h"
+
+namespace cohort::local {
+namespace {
+
+int Run(int argc, char** argv) {
+  std::string kubeconfig;
+  KubeletOptions options;
+  double lease_duration_s = absl::ToDoubleSeconds(options.lease_duration);
+  CLI::App app{"cohort-local-kubelet: one node of cohort-local-cluster, running its pods as local processes"};
+  app.add_option("--kubeconfig", kubeconfig, "How to reach the local API server")->required();
+  app.add_option("--node-name", options.node_name, "The Node this kubelet registers and runs pods for")->required();
+  app.add_option("--node-address", options.node_address, "The node's address (InternalIP, pods' hostIP)")
+      ->capture_default_str();
+  app.add_option("--pods-dir", options.root_dir, "Each pod's files and the cluster's hosts file")->required();
+  app.add_option("--lease-duration", lease_duration_s,
+                 "Seconds: the node's Lease is renewed every quarter of this")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--bin-dir", options.bin_dirs, "Searched first for container commands");
+  app.add_option("--pod-network-library", options.pod_network_library,
+                 "LD_PRELOAD library giving pods their address and DNS names");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  options.lease_duration = absl::Seconds(lease_duration_s);
+  InitLogging(absl::StrCat("cohort-local-kubelet ", options.node_name));
+  sigset_t signals = BlockTerminationSignals();
+
+  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig);
+  if (!config.ok()) {
+    std::cerr << "cohort-local-kubelet: " << config.status().message() << "\n";
+    return 2;
+  }
+  op::HttpKubeClientOptions client_options;
+  client_options.qps = 0;  // The kubelet is not rate limited.
+  client_options.user_agent = absl::StrCat("cohort-local-kubelet/", options.node_name);
+  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client =
+      op::HttpKubeClient::Create(*config, client_options, Clock::Real());
+  if (!client.ok()) {
+    std::cerr << "cohort-local-kubelet: " << client.status().message() << "\n";
+    return 1;
+  }
+  auto kubelet = std::make_unique<Kubelet>(client->get(), options);
+  if (absl::Status s = kubelet->Start(); !s.ok()) {
+    std::cerr << "cohort-local-kubelet: cannot register node " << options.node_name << ": " << s.message() << "\n";
+    return 1;
+  }
+  LogInfo("node ", options.node_name, " registered; running its pods");
+  int sig = 0;
+  sigwait(&signals, &sig);
+  LogInfo("signal ", sig, ": stopping");
+  (*client)->CancelWatches();
+  kubelet.reset();  // Stops every pod's processes.
+  return 0;
+}
+
+}  // namespace
+}  // namespace cohort::local
+
+int main(int argc, char** argv) { return cohort::local::Run(argc, argv); }

@@ -1,0 +1,279 @@
+// The local control plane's scheduler and node lifecycle controller against the real local API
+// server over real sockets: where pods go, the addresses and names they get, and what a node
+// that stops renewing its Lease turns into.
+#include "localcluster/controllers/scheduler.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "common/rfc3339.h"
+#include "localcluster/apiserver/api_server.h"
+#include "localcluster/controllers/node_lifecycle.h"
+#include "operator/client/http_kube_client.h"
+
+namespace cohort::local {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+class LocalControllersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ApiServerOptions options;
+    options.tls = false;
+    options.token = "t";
+    absl::StatusOr<std::unique_ptr<ApiServer>> s = ApiServer::Start(options, Clock::Real());
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    op::KubeConfig config;
+    config.server = server_->url();
+    config.token = "t";
+    absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> c =
+        op::HttpKubeClient::Create(config, op::HttpKubeClientOptions{.qps = 0}, Clock::Real());
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("scheduler-", ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    client_->CancelWatches();
+    scheduler_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void StartScheduler() {
+    SchedulerOptions options;
+    options.subnets = {{"node-0", {10, 11}}, {"node-1", {20, 21}}};
+    options.hosts_file = hosts_file();
+    scheduler_ = std::make_unique<Scheduler>(client_.get(), options);
+    scheduler_->Start();
+  }
+  std::string hosts_file() const { return (dir_ / "hosts").string(); }
+  std::string Hosts() const {
+    std::ifstream in(hosts_file());
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  void CreateNode(const std::string& name, const std::string& ready) {
+    json node = {{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata", {{"name", name}}},
+                 {"status", {{"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}};
+    ASSERT_TRUE(client_->Create(op::kNodes, "", node).ok());
+  }
+  void SetNodeReady(const std::string& name, const std::string& ready) {
+    json patch = {{"status", {{"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}};
+    ASSERT_TRUE(client_->MergePatch(op::kNodes, "", name, patch, /*status=*/true).ok());
+  }
+  void CreatePod(const std::string& name) {
+    json pod = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}}},
+                {"spec",
+                 {{"hostname", name}, {"subdomain", "s"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+    ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
+  }
+
+  // The object once `done` holds for it (null after kWait): read, then watched from there.
+  json Await(const op::Resource& r, const std::string& ns, const std::string& name,
+             const std::function<bool(const json&)>& done) {
+    absl::StatusOr<json> now = client_->Get(r, ns, name);
+    if (now.ok() && done(*now)) return *now;
+    json found;
+    op::WatchOptions options;
+    options.resource_version = now.ok() ? (*now)["metadata"].value("resourceVersion", "") : "";
+    options.timeout = kWait;
+    client_
+        ->Watch(r, ns, options,
+                [&](const json& event) {
+                  const json& o = event["object"];
+                  if (o["metadata"].value("name", "") != name || !done(o)) return true;
+                  found = o;
+                  return false;
+                })
+        .IgnoreError();
+    return found;
+  }
+  static std::string NodeOf(const json& pod) { return pod.value("spec", json::object()).value("nodeName", ""); }
+  static std::string AddressOf(const json& pod) {
+    return pod["metadata"].value("annotations", json::object()).value(Scheduler::kPodAddressAnnotation, "");
+  }
+
+  std::unique_ptr<ApiServer> server_;
+  std::unique_ptr<op::HttpKubeClient> client_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(LocalControllersTest, PodsSpreadOverReadyNodes_EachNodeItsOwnSubnet_HostsFileNamesThem) {
+  CreateNode("node-0", "True");
+  CreateNode("node-1", "True");
+  StartScheduler();
+  ASSERT_TRUE(scheduler_->WaitForReadyNodes(2, kWait));
+  std::map<std::string, int> per_node;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = absl::StrCat("p", i);
+    CreatePod(name);
+    json pod = Await(op::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); });
+    ASSERT_FALSE(pod.is_null()) << name << " was not bound";
+    ++per_node[NodeOf(pod)];
+    // node-0 hands out 127.0.10-11.x, node-1 127.0.20-21.x.
+    std::vector<std::string> octets = absl::StrSplit(AddressOf(pod), '.');
+    ASSERT_EQ(octets.size(), 4u) << AddressOf(pod);
+    int third = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(octets[2], &third));
+    if (NodeOf(pod) == "node-0") {
+      EXPECT_TRUE(third == 10 || third == 11) << AddressOf(pod);
+    } else {
+      EXPECT_TRUE(third == 20 || third == 21) << AddressOf(pod);
+    }
+    EXPECT_THAT(Hosts(), HasSubstr(absl::StrCat(AddressOf(pod), " ", name, ".s.default.svc ")))
+        << "named before its containers could start";
+  }
+  EXPECT_EQ(per_node, (std::map<std::string, int>{{"node-0", 2}, {"node-1", 2}}));
+
+  // A pod's name stops resolving when its object is gone. (A file gives no notification: read
+  // it until then.)
+  ASSERT_TRUE(client_->Delete(op::kPods, "default", "p0", 0).ok());
+  const absl::Time deadline = absl::Now() + kWait;
+  while (absl::StrContains(Hosts(), "p0.") && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_THAT(Hosts(), ::testing::Not(HasSubstr("p0.s.default.svc")));
+  EXPECT_THAT(Hosts(), HasSubstr("p1.s.default.svc"));
+}
+
+TEST_F(LocalControllersTest, NoReadyNode_PodWaitsUnschedulable_ThenGoesToTheNodeThatBecomesReady) {
+  CreateNode("node-0", "Unknown");
+  CreateNode("node-1", "False");
+  StartScheduler();
+  CreatePod("waits");
+  json pod = Await(op::kPods, "default", "waits", [](const json& p) {
+    for (const json& c : p.value("status", json::object()).value("conditions", json::array())) {
+      if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") return true;
+    }
+    return false;
+  });
+  ASSERT_FALSE(pod.is_null()) << "no PodScheduled=False";
+  EXPECT_EQ(NodeOf(pod), "");
+  EXPECT_THAT(pod["status"].dump(), HasSubstr("Unschedulable"));
+  EXPECT_THAT(pod["status"].dump(), HasSubstr("0/2 nodes are available: 2 node(s) were not ready."));
+
+  SetNodeReady("node-1", "True");
+  pod = Await(op::kPods, "default", "waits", [](const json& p) { return !NodeOf(p).empty(); });
+  ASSERT_FALSE(pod.is_null());
+  EXPECT_EQ(NodeOf(pod), "node-1");
+  EXPECT_FALSE(AddressOf(pod).empty());
+}
+
+TEST_F(LocalControllersTest, PodBoundByItsAuthor_GetsAnAddressOnItsNode) {
+  CreateNode("node-0", "True");
+  StartScheduler();
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "pinned"}}},
+              {"spec", {{"nodeName", "node-1"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+  ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
+  json got = Await(op::kPods, "default", "pinned", [](const json& p) { return !AddressOf(p).empty(); });
+  ASSERT_FALSE(got.is_null());
+  EXPECT_TRUE(absl::StartsWith(AddressOf(got), "127.0.20.")) << AddressOf(got);
+  EXPECT_EQ(NodeOf(got), "node-1");
+}
+
+TEST(NodeLeaseMonitorTest, SilentOnlyAfterTheGraceWithoutAChangeSeen) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  NodeLeaseMonitor m(absl::Seconds(10));
+  EXPECT_FALSE(m.Silent("a", t0)) << "never seen";
+  struct Step {
+    absl::Duration at;
+    std::string renew_time;
+    bool silent_after;
+  };
+  // A renewal is any change of renewTime, whatever time it names (clocks may disagree).
+  const Step steps[] = {
+      {absl::Seconds(0), "", false},      // First seen, no Lease yet: the clock starts.
+      {absl::Seconds(10), "", false},     // Exactly the grace: not yet.
+      {absl::Seconds(11), "", true},      // Past it.
+      {absl::Seconds(12), "T1", false},   // Renewed.
+      {absl::Seconds(21), "T1", false},   // 9 s after the renewal.
+      {absl::Seconds(23), "T1", true},    // 11 s after.
+      {absl::Seconds(24), "T0", false},   // A renewal naming an earlier time still counts.
+  };
+  for (const Step& s : steps) {
+    m.Observe("a", s.renew_time, t0 + s.at);
+    EXPECT_EQ(m.Silent("a", t0 + s.at), s.silent_after) << "at +" << absl::FormatDuration(s.at);
+  }
+  m.Forget("a");
+  EXPECT_FALSE(m.Silent("a", t0 + absl::Hours(1)));
+}
+
+TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotReady_LeaseBack_TaintsGo) {
+  CreateNode("node-0", "True");
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "node-0"}, {"namespace", kNodeLeaseNamespace}}},
+                {"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}};
+  ASSERT_TRUE(client_->Create(op::kLeases, kNodeLeaseNamespace, lease).ok());
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "on-node-0"}}},
+              {"spec", {{"nodeName", "node-0"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+  ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
+  json running = {{"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "on-node-0", running, /*status=*/true).ok());
+
+  NodeLifecycleController controller(client_.get(), absl::Milliseconds(300));
+  controller.Start();
+  json node = Await(op::kNodes, "", "node-0", [](const json& n) { return NodeReadyStatus(n) == "Unknown"; });
+  ASSERT_FALSE(node.is_null()) << "the node was not marked lost";
+  EXPECT_THAT(node["status"].dump(), HasSubstr("NodeStatusUnknown"));
+  node = Await(op::kNodes, "", "node-0", [](const json& n) { return n["spec"].dump().find(kUnreachableTaint) != std::string::npos; });
+  ASSERT_FALSE(node.is_null()) << "no unreachable taint";
+  EXPECT_THAT(node["spec"]["taints"].dump(), HasSubstr("NoExecute"));
+  json p = Await(op::kPods, "default", "on-node-0", [](const json& p) {
+    for (const json& c : p["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == "Ready") return c.value("status", "") == "False";
+    }
+    return false;
+  });
+  ASSERT_FALSE(p.is_null()) << "the lost node's pod still Ready";
+  EXPECT_THAT(p["status"].dump(), HasSubstr("NodeNotReady"));
+  EXPECT_FALSE(p["metadata"].contains("deletionTimestamp")) << "nothing deletes a lost node's pods";
+
+  // The kubelet is back: it renews (every 50 ms here) and reports Ready; the taints go.
+  absl::Notification back;
+  std::thread kubelet([&] {
+    do {
+      client_
+          ->MergePatch(op::kLeases, kNodeLeaseNamespace, "node-0",
+                       {{"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}})
+          .IgnoreError();
+    } while (!back.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  });
+  SetNodeReady("node-0", "True");
+  node = Await(op::kNodes, "", "node-0", [](const json& n) {
+    return NodeReadyStatus(n) == "True" && (!n["spec"].contains("taints") || n["spec"]["taints"].empty());
+  });
+  back.Notify();
+  kubelet.join();
+  EXPECT_FALSE(node.is_null()) << "the unreachable taints stayed";
+}
+
+}  // namespace
+}  // namespace cohort::local
