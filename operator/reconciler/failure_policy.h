@@ -1,10 +1,10 @@
 #pragma once
 
-// spec.failurePolicy.rules, applied to the pod whose failure ended a restart attempt (the root
-// cause, or the pod that was preempted): the first rule that matches decides (FailJob,
-// RestartJob, RestartJobAndIgnoreMaxRestarts). Without a match, Decide() applies the default
-// table of docs/operator.md (a preemption restarts without counting, a failure restarts counted
-// until maxRestarts).
+// Failures: the root cause of a failed restart attempt, and spec.failurePolicy.rules applied to
+// the pod whose failure ended it (the root cause, or the pod that was preempted): the first rule
+// that matches decides (FailJob, RestartJob, RestartJobAndIgnoreMaxRestarts). Without a match
+// the default table of docs/operator.md applies (a preemption restarts without counting, a
+// failure restarts counted until maxRestarts).
 
 #include <cstddef>
 #include <optional>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "operator/api/distributed_job.h"
+#include "operator/reconciler/decision_pass.h"
 #include "operator/reconciler/job_decision.h"
 
 namespace cohort::op {
@@ -30,5 +31,15 @@ struct RuleMatch {
 // and rules match the root cause.
 std::optional<RuleMatch> MatchFailureRules(const std::vector<FailureRule>& rules,
                                            const ObservedPod& pod);
+
+// Does what `rule` says about the pod that ended the attempt; `why` describes that pod.
+void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::string& why, GangRestart cause);
+
+// A failed rank ends the attempt. The root cause is the lowest rank that did not merely follow a
+// peer's failure (exit 75); while only followers have failed and the rank that caused it may
+// still report, the pass waits (3 s after the first follower finished, 10 s with rules) so the
+// restart names the cause. Then the first matching rule, else a counted restart. Decides when a
+// rank failed.
+Verdict HandleFailure(DecisionPass& pass);
 
 }  // namespace cohort::op

@@ -2,7 +2,9 @@
 
 // What the reconciler should do for one DistributedJob, given the pods it observes: a pure
 // function, so that every rule (phases, failure policy, preemption vs failure, suspend, deadline,
-// TTL) is tested in a table without a cluster.
+// TTL) is tested in a table without a cluster. Decide() runs the policies in turn
+// (lifecycle_policy.h, lost_node_policy.h, startup_policy.h, preemption_policy.h,
+// failure_policy.h), each with its own table test, until one decides.
 //
 //            create pods                  every rank Succeeded
 //  Pending -------------> Running ------------------------------> Succeeded
@@ -90,8 +92,7 @@ struct GangRestart {
   std::string cause;  // crash, oom, signal, heartbeat_timeout, reported_error, collective_timeout,
                       // registration_timeout, shutdown_timeout, service_lost, preempted, unknown
   absl::Time failed_at = absl::InfinitePast();
-  // What kind of restart (status.lastRestartKind): "Failure" (counted), "UncountedFailure" or
-  // "Preemption".
+  // What kind of restart (status.lastRestartKind): one of conditions.h's restart_kind.
   std::string kind;
 };
 

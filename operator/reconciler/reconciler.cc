@@ -178,7 +178,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     if (!written.ok()) return written.status();  // Aborted on conflict: re-read next pass.
   }
   if (report != nullptr) {
-    report->phase = new_status.value("phase", "");
+    report->phase = d.status.phase;
     for (const Event& e : d.events) report->event_reasons.push_back(e.reason);
     report->restart = d.restart;
     report->now = now;

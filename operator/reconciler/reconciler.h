@@ -18,7 +18,7 @@ namespace cohort::op {
 struct ReconcileReport {
   int pods_created = 0;
   int pods_deleted = 0;
-  std::string phase;                       // The job's phase after the pass ("" if gone).
+  std::optional<Phase> phase;              // The job's phase after the pass (nullopt if gone).
   std::vector<std::string> event_reasons;  // "GangRestart", "Preempted", ...
   std::optional<GangRestart> restart;      // The gang restart this pass decided, if any.
   absl::Time now = absl::InfinitePast();   // The time the pass judged the job at.

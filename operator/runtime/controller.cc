@@ -26,9 +26,9 @@ Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler,
       [this](const std::string& type, const json& job) {
         std::string key = ObjectKey(job);
         if (type == "DELETED") {
-          metrics_->SetJobPhase(key, "");
-        } else if (Member(job, "status").is_object()) {
-          metrics_->SetJobPhase(key, StringMember(Member(job, "status"), "phase"));
+          metrics_->SetJobPhase(key, std::nullopt);
+        } else if (std::optional<Phase> phase = ParsePhase(StringMember(Member(job, "status"), "phase"))) {
+          metrics_->SetJobPhase(key, phase);
         }
         queue_.Add(key);
       },
@@ -83,7 +83,7 @@ void Controller::Process(const std::string& key) {
   ReconcileReport report;
   absl::StatusOr<std::optional<absl::Duration>> result = reconciler_->Reconcile(ns, name, &report);
   metrics_->ObserveReconcile(key, absl::Now() - start, result.status(), report);
-  if (!report.phase.empty()) metrics_->SetJobPhase(key, report.phase);
+  if (report.phase) metrics_->SetJobPhase(key, report.phase);
   int failures = 0;
   {
     absl::MutexLock lock(&mu_);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "operator/api/distributed_job.h"
+#include "operator/reconciler/conditions.h"
 
 namespace cohort::op {
 
@@ -92,7 +93,7 @@ OperatorMetrics::JobSeries& OperatorMetrics::SeriesLocked(const std::string& key
     for (Phase phase : kPhases) {
       prometheus::Labels with_phase = labels;
       with_phase["phase"] = PhaseName(phase);
-      job.phase_gauges[PhaseName(phase)] = &job_phase_.Add(with_phase);
+      job.phase_gauges[phase] = &job_phase_.Add(with_phase);
     }
     job.detect = &job_detect_.Add(labels, LatencyBuckets());
     job.recovery = &job_recovery_.Add(labels, LatencyBuckets());
@@ -119,8 +120,8 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   reconciles_.Add({{"result", result}}).Increment();
   reconcile_duration_.Observe(absl::ToDoubleSeconds(duration));
   pods_created_.Increment(report.pods_created);
-  if (report.restart) (report.restart->kind == "Preemption" ? preemptions_ : restarts_).Increment();
-  const bool running = std::find(report.event_reasons.begin(), report.event_reasons.end(), "Running") !=
+  if (report.restart) (report.restart->kind == restart_kind::kPreemption ? preemptions_ : restarts_).Increment();
+  const bool running = std::find(report.event_reasons.begin(), report.event_reasons.end(), reason::kRunning) !=
                        report.event_reasons.end();
   if (!report.restart && !running) return;
 
@@ -155,22 +156,23 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   }
 }
 
-void OperatorMetrics::SetJobPhase(const std::string& key, const std::string& phase) {
+void OperatorMetrics::SetJobPhase(const std::string& key, std::optional<Phase> phase) {
   absl::MutexLock lock(&mu_);
-  if (phase.empty()) {
+  if (!phase) {
     auto it = jobs_series_.find(key);
-    if (it != jobs_series_.end() && !it->second.phase.empty()) jobs_.Add({{"phase", it->second.phase}}).Decrement();
+    if (it != jobs_series_.end() && it->second.phase) jobs_.Add({{"phase", PhaseName(*it->second.phase)}}).Decrement();
     RemoveLocked(key);
     return;
   }
   JobSeries& job = SeriesLocked(key);
   if (job.phase == phase) return;
-  if (!job.phase.empty()) jobs_.Add({{"phase", job.phase}}).Decrement();
-  jobs_.Add({{"phase", phase}}).Increment();
-  for (auto& [name, gauge] : job.phase_gauges) gauge->Set(name == phase ? 1 : 0);
+  if (job.phase) jobs_.Add({{"phase", PhaseName(*job.phase)}}).Decrement();
+  jobs_.Add({{"phase", PhaseName(*phase)}}).Increment();
+  for (auto& [p, gauge] : job.phase_gauges) gauge->Set(p == *phase ? 1 : 0);
   // A job seen running before this replica led (status says so) is not new: no time to running.
-  if (phase == "Running" || phase == "Restarting" || phase == "Succeeded" || phase == "Failed") {
-    if (job.phase.empty()) job.was_running = true;
+  if (*phase == Phase::kRunning || *phase == Phase::kRestarting || *phase == Phase::kSucceeded ||
+      *phase == Phase::kFailed) {
+    if (!job.phase) job.was_running = true;
   }
   job.phase = phase;
 }

@@ -34,14 +34,14 @@ class OperatorMetrics {
   // the job reaching Running).
   void ObserveReconcile(const std::string& key, absl::Duration duration, const absl::Status& status,
                         const ReconcileReport& report);
-  // The phase of job `key` ("" when it is gone: its per-job series are removed).
-  void SetJobPhase(const std::string& key, const std::string& phase);
+  // The phase of job `key` (nullopt when it is gone: its per-job series are removed).
+  void SetJobPhase(const std::string& key, std::optional<Phase> phase);
   void SetLeader(bool leader);
 
  private:
   struct JobSeries {
-    std::string phase;
-    std::map<std::string, prometheus::Gauge*> phase_gauges;   // By phase.
+    std::optional<Phase> phase;
+    std::map<Phase, prometheus::Gauge*> phase_gauges;
     std::map<std::string, prometheus::Counter*> restarts;     // By cause.
     prometheus::Histogram* detect = nullptr;
     prometheus::Histogram* recovery = nullptr;

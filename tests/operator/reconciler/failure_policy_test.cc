@@ -1,5 +1,6 @@
-// spec.failurePolicy.rules: parsing and validation (each problem names its field), which rule
-// matches which pod, and what Decide() does with the match.
+// The failure policy: spec.failurePolicy.rules' parsing and validation (each problem names its
+// field), which rule matches which pod, the root cause of a failed attempt (HandleFailure, run
+// alone), and what Decide() does with a match.
 
 #include "operator/reconciler/failure_policy.h"
 
@@ -11,16 +12,20 @@
 #include "gtest/gtest.h"
 #include "tests/operator/job_builder.h"
 #include "tests/operator/pod_builder.h"
+#include "tests/operator/reconciler/decision_fixtures.h"
 
 namespace cohort::op {
 namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using testing::CheckPolicyCase;
+using testing::InPhase;
+using testing::Job;
 using testing::JobBuilder;
+using testing::kNow;
 using testing::PodBuilder;
-
-const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+using testing::PolicyCase;
 
 // JobBuilder's job (a trainer and, here, a helper container) with these rules.
 DistributedJob JobWithRules(json rules, int max_restarts = 3) {
@@ -236,6 +241,58 @@ TEST(FailureRulesDecide, TheRootCauseMatchesNotTheFollowers) {
   ASSERT_FALSE(d.events.empty());
   EXPECT_THAT(d.events[0].message, HasSubstr("rank 1 (pod train-1) exited with code 3"));
 }
+
+// ---- HandleFailure alone: the root cause, the wait for it, maxRestarts ---------------------
+
+// Ranks 1-3 exited 75 (followers) `ago`; rank 0, the cause, not reported yet (or `root`).
+std::vector<ObservedPod> Followers(absl::Duration ago, std::function<void(PodBuilder&)> root = nullptr) {
+  return testing::Gang(0, [=](int r, PodBuilder& p) {
+    if (r != 0) p.Exited(kPeerFailureExitCode, "rank 0 failed").FinishedAt(kNow - ago);
+    if (r == 0 && root) root(p);
+  });
+}
+
+class HandleFailureTable : public ::testing::TestWithParam<PolicyCase> {};
+TEST_P(HandleFailureTable, Row) { CheckPolicyCase(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    HandleFailure, HandleFailureTable,
+    ::testing::Values(
+        PolicyCase{.name = "NoneFailed_Continues", .policy = HandleFailure, .job = Job(InPhase(Phase::kRunning)),
+                   .pods = testing::Gang(0, testing::AllRunning), .verdict = Verdict::kContinue,
+                   .phase = Phase::kRunning},
+        PolicyCase{.name = "RootAmongFollowers_CountedRestartNamingIt", .policy = HandleFailure,
+                   .job = Job(InPhase(Phase::kRunning)),
+                   .pods = Followers(absl::Seconds(1), [](PodBuilder& p) { p.Exited(1, "CUDA error: out of memory"); }),
+                   .verdict = Verdict::kDecided, .phase = Phase::kRestarting, .deletes = 4,
+                   .event_reason = "GangRestart",
+                   .event_message = "rank 0 (pod train-0) exited with code 1: CUDA error: out of memory; restarting "
+                                    "the gang as restart attempt 1 (restart 1 of 3)",
+                   .requeue = absl::Seconds(10), .restarts = 1},
+        PolicyCase{.name = "OnlyFollowers_WaitsThreeSecondsForTheCause", .policy = HandleFailure,
+                   .job = Job(InPhase(Phase::kRunning)), .pods = Followers(absl::Seconds(1)),
+                   .verdict = Verdict::kDecided, .phase = Phase::kRunning, .requeue = absl::Seconds(2)},
+        PolicyCase{.name = "OnlyFollowersPastTheWait_RestartNamingAFollower", .policy = HandleFailure,
+                   .job = Job(InPhase(Phase::kRunning)), .pods = Followers(absl::Seconds(3)),
+                   .verdict = Verdict::kDecided, .phase = Phase::kRestarting, .deletes = 4,
+                   .event_reason = "GangRestart", .event_message = "exited with code 75",
+                   .requeue = absl::Seconds(10), .restarts = 1},
+        PolicyCase{.name = "OnlyFollowersWithRules_WaitsTenSeconds", .policy = HandleFailure,
+                   .job = Job(InPhase(Phase::kRunning),
+                              JobBuilder().Spec("failurePolicy", {{"rules", {kFailOn3}}}).Build()),
+                   .pods = Followers(absl::Seconds(3)), .verdict = Verdict::kDecided, .phase = Phase::kRunning,
+                   .requeue = absl::Seconds(7)},
+        PolicyCase{.name = "NoRestartsLeft_Failed", .policy = HandleFailure,
+                   .job = Job([](DistributedJob& j) {
+                     InPhase(Phase::kRunning)(j);
+                     j.status.restarts = 3;
+                   }),
+                   .pods = testing::Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Exited(2); }),
+                   .verdict = Verdict::kDecided, .phase = Phase::kFailed, .deletes = 4,
+                   .event_reason = "MaxRestartsExceeded",
+                   .event_message = "rank 1 (pod train-1) exited with code 2; no restarts left (maxRestarts 3)",
+                   .restarts = 3}),
+    testing::PolicyCaseName);
 
 }  // namespace
 }  // namespace cohort::op

@@ -7,49 +7,20 @@
 #include "gtest/gtest.h"
 #include "tests/operator/job_builder.h"
 #include "tests/operator/pod_builder.h"
+#include "tests/operator/reconciler/decision_fixtures.h"
 
 namespace cohort::op {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::AllRunning;
+using testing::Gang;
+using testing::InPhase;
+using testing::Job;
 using testing::JobBuilder;
+using testing::kNow;
 using testing::PodBuilder;
-
-const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
-
-DistributedJob Job(std::function<void(DistributedJob&)> change = nullptr,
-                   nlohmann::json obj = JobBuilder().Build()) {
-  DistributedJob job = *ParseDistributedJob(obj);
-  if (change) change(job);
-  return job;
-}
-
-// A job whose status says it is in `phase` of `restart_attempt`, entered `ago` before kNow.
-std::function<void(DistributedJob&)> InPhase(Phase phase, int32_t restart_attempt = 0,
-                                             absl::Duration ago = absl::Minutes(1)) {
-  return [=](DistributedJob& j) {
-    j.status.phase = phase;
-    j.status.restart_attempt = restart_attempt;
-    j.status.start_time = FormatRfc3339(kNow - absl::Hours(1));
-    if (phase == Phase::kRestarting) {
-      SetCondition(j.status.conditions,
-                   Condition{"Restarting", "True", "Failure", "x", FormatRfc3339(kNow - ago), 1});
-    }
-  };
-}
-
-std::vector<ObservedPod> Gang(int32_t restart_attempt, std::function<void(int, PodBuilder&)> each) {
-  std::vector<ObservedPod> pods;
-  for (int r = 0; r < 4; ++r) {
-    PodBuilder p(r, restart_attempt);
-    p.Running();
-    each(r, p);
-    pods.push_back(p);
-  }
-  return pods;
-}
-auto AllRunning = [](int, PodBuilder&) {};
 
 struct Case {
   std::string name;
@@ -171,72 +142,10 @@ INSTANTIATE_TEST_SUITE_P(
              0, "InvalidSpec", "spec.replicas"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
-TEST(Decide, InvalidSpec_EventOnlyOnceForTheSameProblem) {
-  DistributedJob job = Job(nullptr, JobBuilder().Spec("replicas", 0).Build());
-  Decision first = Decide(job, {}, kNow);
-  ASSERT_EQ(first.events.size(), 1u);
-  job.status = first.status;
-  Decision second = Decide(job, {}, kNow + absl::Minutes(1));
-  EXPECT_TRUE(second.events.empty());
-  const Condition* c = FindCondition(second.status.conditions, "SpecValid");
-  ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->status, "False");
-  EXPECT_EQ(c->last_transition_time, FormatRfc3339(kNow));  // Unchanged: no flip.
-}
-
-TEST(Decide, Finished_TtlDeletesJobWhenDue) {
-  auto finished = [](int64_t ttl, absl::Duration ago) {
-    return Job([=](DistributedJob& j) {
-      j.status.phase = Phase::kSucceeded;
-      j.status.completion_time = FormatRfc3339(kNow - ago);
-      j.spec.ttl_seconds_after_finished = ttl;
-    });
-  };
-  EXPECT_TRUE(Decide(finished(60, absl::Seconds(100)), {}, kNow).delete_job);
-  Decision later = Decide(finished(600, absl::Seconds(100)), {}, kNow);
-  EXPECT_FALSE(later.delete_job);
-  EXPECT_EQ(later.requeue_after, absl::Seconds(500));
-}
-
-TEST(Decide, FinishedJobKeepsItsPods) {
-  Decision d = Decide(Job(InPhase(Phase::kSucceeded)), Gang(0, [](int, PodBuilder& p) { p.Exited(0); }), kNow);
-  EXPECT_TRUE(d.delete_pods.empty());
-  EXPECT_TRUE(d.create_ranks.empty());
-}
-
 TEST(Decide, BeingDeleted_DoesNothing) {
   Decision d = Decide(Job([](DistributedJob& j) { j.being_deleted = true; }), {}, kNow);
   EXPECT_TRUE(d.create_ranks.empty());
   EXPECT_TRUE(d.events.empty());
-}
-
-TEST(Decide, OnlyFollowersFailed_WaitsBrieflyForTheRankThatCausedIt) {
-  // Ranks 1-3 exited with libdist's peer-failure code a second ago; rank 0, which caused it, is
-  // not reported yet.
-  auto followers = [](int r, PodBuilder& p) {
-    if (r != 0) p.Exited(kPeerFailureExitCode, "rank 0 failed").FinishedAt(kNow - absl::Seconds(1));
-  };
-  Decision wait = Decide(Job(InPhase(Phase::kRunning)), Gang(0, followers), kNow);
-  EXPECT_TRUE(wait.delete_pods.empty()) << "no restart yet";
-  EXPECT_EQ(wait.status.restarts, 0);
-  EXPECT_EQ(wait.requeue_after, absl::Seconds(2));
-
-  // The cause arrives: the restart names it, with the last line of its message.
-  Decision named = Decide(Job(InPhase(Phase::kRunning)),
-                          Gang(0, [&](int r, PodBuilder& p) {
-                            followers(r, p);
-                            if (r == 0) p.Exited(137, "step 7\nout of memory\n");
-                          }),
-                          kNow);
-  EXPECT_EQ(named.status.restarts, 1);
-  ASSERT_FALSE(named.events.empty());
-  EXPECT_THAT(named.events[0].message, HasSubstr("rank 0 (pod train-0) exited with code 137 (SIGKILL: killed, or out of memory): out of memory;"));
-
-  // It never arrives: after the wait the gang restarts anyway, naming a follower.
-  Decision late = Decide(Job(InPhase(Phase::kRunning)), Gang(0, followers), kNow + absl::Seconds(2));
-  EXPECT_EQ(late.status.restarts, 1);
-  ASSERT_FALSE(late.events.empty());
-  EXPECT_THAT(late.events[0].message, HasSubstr("exited with code 75"));
 }
 
 TEST(RestartCause, FromTheRootRanksExitOrTheCauseLibdistWasTold) {
@@ -427,73 +336,6 @@ TEST(SetCondition, TransitionTimeChangesOnlyOnFlip) {
   EXPECT_EQ(cs[0].reason, "B");
   SetCondition(cs, Condition{"Running", "False", "C", "", "t3", 3});
   EXPECT_EQ(cs[0].last_transition_time, "t3");
-}
-
-}  // namespace
-}  // namespace cohort::op
-
-namespace cohort::op {
-namespace {
-
-// Lost nodes: a pod of an earlier attempt that stays terminating (nothing confirms its deletion)
-// is force-deleted once its grace period ended DecideOptions::force_delete_after ago.
-class LostNodeTest : public ::testing::Test {
- protected:
-  // Restart attempt 1 waiting to start, its predecessor's rank 2 still terminating on node-b
-  // with a grace period that ended `ago`.
-  Decision DecideWithOldPod(absl::Duration ago, DecideOptions options = {}) {
-    DistributedJob job = Job(InPhase(Phase::kPending, 1));
-    std::vector<ObservedPod> pods = {PodBuilder(2, 0).TerminatingUntil(kNow - ago, "node-b")};
-    return Decide(job, pods, kNow, options);
-  }
-};
-
-TEST_F(LostNodeTest, PastGracePlusTheBound_ForceDeletedWithAnEventNamingPodAndNode) {
-  Decision d = DecideWithOldPod(absl::Seconds(61));
-  EXPECT_THAT(d.force_delete_pods, ElementsAre("train-2"));
-  EXPECT_TRUE(d.delete_pods.empty()) << "already being deleted: no second graceful delete";
-  EXPECT_TRUE(d.create_ranks.empty()) << "the next attempt starts once the pod is gone";
-  ASSERT_FALSE(d.events.empty());
-  EXPECT_EQ(d.events[0].type, "Warning");
-  EXPECT_EQ(d.events[0].reason, "ForceDeleted");
-  EXPECT_THAT(d.events[0].message, HasSubstr("pod train-2 on node node-b was still terminating 1m1s"));
-}
-
-TEST_F(LostNodeTest, WithinTheBound_WaitsAndLooksAgainWhenItIsDue) {
-  // A running gang of attempt 1 (nothing else to look again for) beside an old pod whose grace
-  // period ended 20 s ago: due in 40 s.
-  DistributedJob job = Job(InPhase(Phase::kRunning, 1));
-  std::vector<ObservedPod> pods = Gang(1, AllRunning);
-  pods.push_back(PodBuilder(2, 0).TerminatingUntil(kNow - absl::Seconds(20), "node-b"));
-  Decision d = Decide(job, pods, kNow);
-  EXPECT_TRUE(d.force_delete_pods.empty());
-  ASSERT_TRUE(d.requeue_after.has_value());
-  EXPECT_EQ(*d.requeue_after, absl::Seconds(40));
-  EXPECT_TRUE(d.events.empty());
-}
-
-TEST_F(LostNodeTest, AlreadyForceDeleted_NotAgainAndNoSecondEvent) {
-  DistributedJob job = Job(InPhase(Phase::kPending, 1));
-  ObservedPod gone = PodBuilder(2, 0).TerminatingUntil(kNow - absl::Minutes(5), "node-b");
-  gone.force_deleted = true;  // deletionGracePeriodSeconds 0: a finalizer holds it.
-  Decision d = Decide(job, {gone}, kNow);
-  EXPECT_TRUE(d.force_delete_pods.empty());
-  EXPECT_TRUE(d.events.empty());
-}
-
-TEST_F(LostNodeTest, TheBoundIsTheOperatorsFlag_NegativeNever) {
-  DecideOptions soon;
-  soon.force_delete_after = absl::Seconds(5);
-  EXPECT_THAT(DecideWithOldPod(absl::Seconds(6), soon).force_delete_pods, ElementsAre("train-2"));
-  DecideOptions never;
-  never.force_delete_after = -absl::InfiniteDuration();
-  EXPECT_TRUE(DecideWithOldPod(absl::Hours(5), never).force_delete_pods.empty());
-}
-
-TEST_F(LostNodeTest, ThePodsOfTheCurrentAttemptAreNotForceDeleted) {
-  DistributedJob job = Job(InPhase(Phase::kRunning, 1));
-  std::vector<ObservedPod> pods = {PodBuilder(0, 1).Running(), PodBuilder(1, 1).TerminatingUntil(kNow - absl::Hours(1))};
-  EXPECT_TRUE(Decide(job, pods, kNow).force_delete_pods.empty());
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ class OperatorMetricsTest : public ::testing::Test {
 };
 
 TEST_F(OperatorMetricsTest, PhaseOfEachJobIsOneSeriesPerPhase) {
-  metrics_.SetJobPhase("ml/train", "Pending");
-  metrics_.SetJobPhase("ml/train", "Running");
+  metrics_.SetJobPhase("ml/train", Phase::kPending);
+  metrics_.SetJobPhase("ml/train", Phase::kRunning);
   std::string text = Text();
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Running"} 1)"));
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Pending"} 0)"));
@@ -47,7 +47,7 @@ TEST_F(OperatorMetricsTest, PhaseOfEachJobIsOneSeriesPerPhase) {
 }
 
 TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
-  metrics_.SetJobPhase("ml/train", "Pending");
+  metrics_.SetJobPhase("ml/train", Phase::kPending);
   Pass(kCreated + absl::Seconds(7), std::nullopt, /*running=*/true);
   // Rank 2 was killed at +100 s; the operator decided the restart at +101.5 s; all ranks ran
   // again at +112 s.
@@ -72,7 +72,7 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
 }
 
 TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
-  metrics_.SetJobPhase("ml/train", "Running");
+  metrics_.SetJobPhase("ml/train", Phase::kRunning);
   Pass(kCreated + absl::Seconds(10), GangRestart{"crash", kCreated + absl::Seconds(9), "Failure"});
   Pass(kCreated + absl::Seconds(20), GangRestart{"crash", kCreated + absl::Seconds(19), "Failure"});
   Pass(kCreated + absl::Seconds(30), std::nullopt, /*running=*/true);
@@ -84,10 +84,10 @@ TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
 }
 
 TEST_F(OperatorMetricsTest, DeletedJobLeavesNoSeries) {
-  metrics_.SetJobPhase("ml/train", "Running");
+  metrics_.SetJobPhase("ml/train", Phase::kRunning);
   Pass(kCreated + absl::Seconds(10), GangRestart{"oom", kCreated + absl::Seconds(9), "Failure"});
-  metrics_.SetJobPhase("ml/other", "Pending");
-  metrics_.SetJobPhase("ml/train", "");
+  metrics_.SetJobPhase("ml/other", Phase::kPending);
+  metrics_.SetJobPhase("ml/train", std::nullopt);
   std::string text = Text();
   EXPECT_THAT(text, Not(HasSubstr(R"(cohort_job="train")")));
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="other",job_namespace="ml",phase="Pending"} 1)"));

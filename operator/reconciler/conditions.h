@@ -1,0 +1,55 @@
+#pragma once
+
+// The words a DistributedJob's status and Events are made of (docs/operator.md, "Conditions"):
+// one definition each, so that no policy spells one differently and no behaviour hangs on a
+// reason's spelling.
+
+namespace cohort::op {
+
+// status.conditions[].type
+namespace condition {
+inline constexpr char kSpecValid[] = "SpecValid";
+inline constexpr char kRunning[] = "Running";
+inline constexpr char kRestarting[] = "Restarting";
+inline constexpr char kSucceeded[] = "Succeeded";
+inline constexpr char kFailed[] = "Failed";
+inline constexpr char kSuspended[] = "Suspended";
+}  // namespace condition
+
+// status.conditions[].reason and Event reasons.
+namespace reason {
+inline constexpr char kValid[] = "Valid";
+inline constexpr char kInvalidSpec[] = "InvalidSpec";
+inline constexpr char kStarted[] = "Started";                  // Event: pods of an attempt created.
+inline constexpr char kAllRanksRunning[] = "AllRanksRunning";  // Condition Running.
+inline constexpr char kRunning[] = "Running";                  // Event: every rank runs.
+inline constexpr char kCompleted[] = "Completed";
+inline constexpr char kSuspended[] = "Suspended";
+inline constexpr char kResumed[] = "Resumed";
+inline constexpr char kDeadlineExceeded[] = "DeadlineExceeded";
+inline constexpr char kRestarting[] = "Restarting";  // Condition Running while restarting.
+inline constexpr char kRestarted[] = "Restarted";    // Condition Restarting once it ended.
+inline constexpr char kFailure[] = "Failure";        // Condition Restarting: a counted restart.
+inline constexpr char kPreemption[] = "Preemption";  // Condition Restarting: a preemption.
+inline constexpr char kFailurePolicy[] = "FailurePolicy";
+inline constexpr char kMaxRestartsExceeded[] = "MaxRestartsExceeded";
+inline constexpr char kGangRestart[] = "GangRestart";  // Event: a failure restarts the gang.
+inline constexpr char kPreempted[] = "Preempted";      // Event: a preemption restarts the gang.
+inline constexpr char kForceDeleted[] = "ForceDeleted";
+}  // namespace reason
+
+// Event types.
+namespace event_type {
+inline constexpr char kNormal[] = "Normal";
+inline constexpr char kWarning[] = "Warning";
+}  // namespace event_type
+
+// status.lastRestartKind: what the last gang restart was. Only a counted failure's backoff
+// grows with status.restarts.
+namespace restart_kind {
+inline constexpr char kFailure[] = "Failure";
+inline constexpr char kUncountedFailure[] = "UncountedFailure";
+inline constexpr char kPreemption[] = "Preemption";
+}  // namespace restart_kind
+
+}  // namespace cohort::op

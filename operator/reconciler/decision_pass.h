@@ -1,0 +1,64 @@
+#pragma once
+
+// One Decide() in progress, shared by the policies it runs in turn (lifecycle_policy.h,
+// lost_node_policy.h, startup_policy.h, preemption_policy.h, failure_policy.h): what each reads
+// (the job, its pods split by restart attempt, the time, the operator's options), what each
+// writes (the Decision), and the steps several of them take (finish the job, restart the gang).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "operator/api/distributed_job.h"
+#include "operator/reconciler/job_decision.h"
+
+namespace cohort::op {
+
+// What a policy did: decided the pass (later policies do not run), or left it to the next.
+enum class Verdict { kContinue, kDecided };
+
+class DecisionPass {
+ public:
+  DecisionPass(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
+               const DecideOptions& options);
+
+  const DistributedJob& job;
+  const DistributedJobSpec& spec;
+  const absl::Time now;
+  const DecideOptions& options;
+  Decision decision;
+  DistributedJobStatus& status;  // decision.status, which starts as the job's.
+  // The pods of status.restart_attempt by rank, and those of earlier attempts.
+  std::vector<const ObservedPod*> current;
+  std::vector<const ObservedPod*> old;
+
+  void SetCondition(const char* type, bool is_true, const std::string& reason, const std::string& message);
+  void Emit(const char* type, const char* reason, const std::string& message);
+  // Look again after `after` at the latest (the earliest of every request).
+  void Requeue(absl::Duration after);
+  // Deletes the pods not already terminating.
+  void DeleteAll(const std::vector<const ObservedPod*>& which);
+  // Succeeded or Failed for good, with its condition and Event.
+  void Finish(Phase phase, const char* reason, const std::string& message);
+  // Ends this restart attempt and restarts the gang as the next one after `backoff`. `why` goes
+  // into the conditions, `why` + `what_next` into the Event.
+  void RestartGang(const char* kind, const char* condition_reason, const char* event_type,
+                   const char* event_reason, const std::string& why, const std::string& what_next,
+                   GangRestart cause, absl::Duration backoff);
+  // A restart counted against maxRestarts, or Failed when none is left.
+  void CountedRestart(const std::string& why, const char* condition_reason, GangRestart cause);
+  // status.ready/active/succeeded/failed from the current pods.
+  void Count();
+};
+
+// "rank 3 (pod demo-3)", or with several processes per pod "pod demo-1 (ranks 2-3)".
+std::string Who(int32_t pod_index, const std::string& pod_name, int32_t per_pod);
+// Who, and how its trainer ended: exit code, signal, the last line of its termination message.
+std::string Describe(const ObservedPod& pod, int32_t per_pod);
+// Its trainer exited kPeerFailureExitCode (75): it only followed another rank's failure.
+bool Follower(const ObservedPod& pod);
+// Its trainer exited non-zero, or the pod failed without saying how.
+bool Failed(const ObservedPod& pod);
+
+}  // namespace cohort::op

@@ -1,0 +1,80 @@
+#include "operator/reconciler/startup_policy.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/rfc3339.h"
+#include "operator/reconciler/conditions.h"
+
+namespace cohort::op {
+namespace {
+
+using PodPhase = ObservedPod::Phase;
+
+// While waiting for pods of an old restart attempt to go (their names are reused), look again this
+// often; pod watch events usually come first.
+constexpr absl::Duration kOldPodsRecheck = absl::Seconds(1);
+
+}  // namespace
+
+Verdict EndBackoff(DecisionPass& pass) {
+  DistributedJobStatus& st = pass.status;
+  if (st.phase != Phase::kRestarting) return Verdict::kContinue;
+  const Condition* restarting = FindCondition(st.conditions, condition::kRestarting);
+  absl::Time since = restarting ? ParseRfc3339(restarting->last_transition_time).value_or(pass.now) : pass.now;
+  const bool counted = st.last_restart_kind == restart_kind::kFailure;
+  absl::Time ready_at = since + RestartBackoff(pass.spec, counted ? st.restarts : 1);
+  if (pass.now < ready_at) {
+    pass.Requeue(ready_at - pass.now);
+    return Verdict::kDecided;
+  }
+  st.phase = Phase::kPending;
+  pass.SetCondition(condition::kRestarting, false, reason::kRestarted, absl::StrCat("restart attempt ", st.restart_attempt));
+  return Verdict::kContinue;
+}
+
+Verdict CreateMissingRanks(DecisionPass& pass) {
+  if (pass.status.phase != Phase::kPending) return Verdict::kContinue;
+  std::set<int32_t> present;
+  for (const ObservedPod* p : pass.current) present.insert(p->rank);
+  std::vector<int32_t>& create = pass.decision.create_ranks;
+  if (!pass.old.empty()) {
+    pass.Requeue(kOldPodsRecheck);
+  } else {
+    for (int32_t rank = 0; rank < pass.spec.replicas; ++rank) {
+      if (!present.count(rank)) create.push_back(rank);
+    }
+  }
+  if (present.empty() && !create.empty()) {
+    pass.Emit(event_type::kNormal, reason::kStarted,
+              absl::StrCat("creating ", create.size(), create.size() == 1 ? " pod" : " pods", " for restart attempt ",
+                           pass.status.restart_attempt));
+  }
+  return Verdict::kContinue;
+}
+
+Verdict CompleteOrMarkRunning(DecisionPass& pass) {
+  const std::vector<const ObservedPod*>& current = pass.current;
+  const bool complete = static_cast<int32_t>(current.size()) == pass.spec.replicas;
+  if (complete && std::all_of(current.begin(), current.end(),
+                              [](const ObservedPod* p) { return p->phase == PodPhase::kSucceeded; })) {
+    pass.Finish(Phase::kSucceeded, reason::kCompleted,
+                absl::StrCat("all ", TotalProcesses(pass.job), " ranks exited successfully"));
+    return Verdict::kDecided;
+  }
+  const bool all_running = complete && std::all_of(current.begin(), current.end(), [](const ObservedPod* p) {
+                             return p->phase == PodPhase::kRunning || p->phase == PodPhase::kSucceeded;
+                           });
+  if (all_running && pass.status.phase == Phase::kPending) {
+    pass.status.phase = Phase::kRunning;
+    if (pass.status.start_time.empty()) pass.status.start_time = FormatRfc3339(pass.now);
+    pass.SetCondition(condition::kRunning, true, reason::kAllRanksRunning,
+                      absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running (restart attempt ",
+                                   pass.status.restart_attempt, ")"));
+    pass.Emit(event_type::kNormal, reason::kRunning, absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running"));
+  }
+  return Verdict::kDecided;
+}
+
+}  // namespace cohort::op
