@@ -2,19 +2,42 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "cohort/rpc/v1/status.pb.h"
 #include "common/token.h"
 
 namespace cohort {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  std::string details;
+  bool any = false;
+  rpc::v1::Status carried;
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    google::protobuf::Any* detail = carried.add_details();
+    detail->set_type_url(std::string(url));
+    detail->set_value(std::string(payload));
+    any = true;
+  });
+  if (any) {
+    carried.set_code(static_cast<int32_t>(status.code()));
+    carried.set_message(std::string(status.message()));
+    details = carried.SerializeAsString();
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()), details);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  rpc::v1::Status carried;
+  if (!status.error_details().empty() && carried.ParseFromString(status.error_details())) {
+    for (const google::protobuf::Any& detail : carried.details()) {
+      out.SetPayload(detail.type_url(), absl::Cord(detail.value()));
+    }
+  }
+  return out;
 }
 
 void AddToken(grpc::ClientContext* context, const std::string& token) {

@@ -15,7 +15,8 @@
 
 namespace cohort {
 
-// absl::Status <-> grpc::Status with the same code and message.
+// absl::Status <-> grpc::Status with the same code, message and payloads (the payloads travel as
+// the error's details, a google.rpc.Status: proto/cohort/rpc/v1/status.proto).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

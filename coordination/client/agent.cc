@@ -245,10 +245,9 @@ absl::Status Agent::Connect(EventCallback on_event) {
             probe.message(), "); process 0's sidecar died or was killed (its log says why)"));
       }
     }
-    // Unavailable: the coordinator is not up yet (pods start in any order). Aborted
-    // "superseded": the service replaced this attempt by a retry of the same process.
-    bool retryable = absl::IsUnavailable(last) ||
-                     (absl::IsAborted(last) && absl::StrContains(last.message(), "superseded"));
+    // Unavailable: the coordinator is not up yet (pods start in any order). Superseded: the
+    // service replaced this attempt by a retry of the same process.
+    bool retryable = absl::IsUnavailable(last) || IsSuperseded(last);
     absl::Duration wait = backoff.Next();
     if (!retryable || clock_->Now() + wait >= deadline) break;
     LogDebug("registration attempt ", backoff.attempts(), " failed (", last.message(),

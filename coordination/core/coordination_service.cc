@@ -10,22 +10,6 @@
 namespace cohort::coordination {
 namespace {
 
-std::string CauseSentence(FailureCause cause) {
-  switch (cause) {
-    case FailureCause::kProcessExited: return "its process died";
-    case FailureCause::kHeartbeatTimeout: return "it stopped sending heartbeats";
-    case FailureCause::kPreempted: return "it was preempted";
-    case FailureCause::kRestarted: return "it restarted";
-    case FailureCause::kReportedError: return "it reported an error";
-    case FailureCause::kRegistrationTimeout: return "it never registered";
-    case FailureCause::kShutdownTimeout: return "it never reached the shutdown barrier";
-    case FailureCause::kServiceUnreachable: return "it lost the coordination service";
-    case FailureCause::kCollectiveTimeout: return "a collective timed out";
-    case FailureCause::kUnspecified: break;
-  }
-  return "it failed";
-}
-
 // The number of a barrier call in messages ("call #1" has counter 0), safe for any counter a
 // request carries.
 uint64_t CallNumber(int64_t counter) { return static_cast<uint64_t>(counter) + 1; }
@@ -179,7 +163,7 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
       PendingCall& pending = pending_registrations_[args.task];
       if (pending.done) {
         deferred.Add([old = std::move(pending.done)] {
-          old(absl::AbortedError("registration superseded by a retry of the same process"));
+          old(SupersededError("registration"));
         });
       }
       ops_.erase(pending.op);
@@ -322,7 +306,7 @@ void CoordinationService::FailTaskLocked(TaskFailure failure, Deferred* deferred
     return;
   }
   std::string message = absl::StrCat(TaskName(failure.task), " failed because ",
-                                      CauseSentence(failure.cause), ": ", failure.message);
+                                      InfoOf(failure.cause).sentence, ": ", failure.message);
   failure.message = message;
   job_failure_ = failure;
   LogError("job failed: ", message);
@@ -473,7 +457,7 @@ OpId CoordinationService::ShutdownTask(TaskId task, Incarnation incarnation, Don
   auto& slot = shutdown_waiters_[task];
   if (slot.done) {
     deferred.Add([old = std::move(slot.done)] {
-      old(absl::AbortedError("shutdown superseded by a retry of the same process"));
+      old(SupersededError("shutdown"));
     });
     ops_.erase(slot.op);
   }
@@ -743,7 +727,7 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
   if (slot.done) {
     ops_.erase(slot.op);
     deferred.Add([old = std::move(slot.done)] {
-      old(absl::AbortedError("barrier call superseded by a retry of the same process"));
+      old(SupersededError("barrier call"));
     });
   }
   slot = PendingCall{op, std::move(done)};

@@ -1,6 +1,8 @@
 #include "coordination/core/types.h"
 
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
 
 namespace cohort::coordination {
 
@@ -20,20 +22,20 @@ absl::string_view TaskStateName(TaskState state) {
   return "unknown";
 }
 
-absl::string_view FailureCauseName(FailureCause cause) {
-  switch (cause) {
-    case FailureCause::kUnspecified: return "unspecified";
-    case FailureCause::kProcessExited: return "crash";
-    case FailureCause::kHeartbeatTimeout: return "heartbeat_timeout";
-    case FailureCause::kPreempted: return "preempted";
-    case FailureCause::kRestarted: return "restarted";
-    case FailureCause::kReportedError: return "reported_error";
-    case FailureCause::kRegistrationTimeout: return "registration_timeout";
-    case FailureCause::kShutdownTimeout: return "shutdown_timeout";
-    case FailureCause::kServiceUnreachable: return "service_unreachable";
-    case FailureCause::kCollectiveTimeout: return "collective_timeout";
-  }
-  return "unknown";
+absl::string_view FailureCauseName(FailureCause cause) { return InfoOf(cause).label; }
+
+namespace {
+constexpr absl::string_view kSupersededUrl = "type.cohort.dev/cohort.coordination.v1.Superseded";
+}  // namespace
+
+absl::Status SupersededError(absl::string_view what) {
+  absl::Status s = absl::AbortedError(absl::StrCat(what, " superseded by a retry of the same process"));
+  s.SetPayload(kSupersededUrl, absl::Cord());
+  return s;
+}
+
+bool IsSuperseded(const absl::Status& status) {
+  return absl::IsAborted(status) && status.GetPayload(kSupersededUrl).has_value();
 }
 
 }  // namespace cohort::coordination

@@ -7,8 +7,10 @@
 #include <variant>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/failure_cause.h"
 
 namespace cohort::coordination {
 
@@ -28,21 +30,18 @@ inline constexpr int32_t kUnidentifiedTask = -1;
 
 enum class TaskState { kDisconnected, kConnecting, kConnected, kFailed, kShutDown };
 
-enum class FailureCause {
-  kUnspecified,
-  kProcessExited,
-  kHeartbeatTimeout,
-  kPreempted,
-  kRestarted,
-  kReportedError,
-  kRegistrationTimeout,
-  kShutdownTimeout,
-  kServiceUnreachable,
-  kCollectiveTimeout,  // A collective timed out or its ranks called different operations.
-};
+// Why a task failed: the one table in common/failure_cause.h.
+using ::cohort::FailureCause;
 
 absl::string_view TaskStateName(TaskState state);
-// Short words for logs and metrics labels ("crash", "heartbeat_timeout", "preempted", ...).
+
+// Aborted, for a call that a retry of the same process replaced (registration, shutdown, a
+// barrier call): the retry is the one that counts, and a client that sees this on its own
+// earlier attempt just goes on with the retry. The mark is a status payload, which travels over
+// gRPC (common/grpc_util.h), so that clients test the mark, never the words.
+absl::Status SupersededError(absl::string_view what);
+bool IsSuperseded(const absl::Status& status);
+// The cause's metric label, also used in logs ("crash", "heartbeat_timeout", "service_lost", ...).
 absl::string_view FailureCauseName(FailureCause cause);
 
 struct TaskFailure {

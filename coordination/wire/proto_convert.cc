@@ -2,36 +2,23 @@
 
 namespace cohort::coordination {
 
-pb::FailureCause ToProto(FailureCause cause) {
-  switch (cause) {
-    case FailureCause::kProcessExited: return pb::FAILURE_CAUSE_PROCESS_EXITED;
-    case FailureCause::kHeartbeatTimeout: return pb::FAILURE_CAUSE_HEARTBEAT_TIMEOUT;
-    case FailureCause::kPreempted: return pb::FAILURE_CAUSE_PREEMPTED;
-    case FailureCause::kRestarted: return pb::FAILURE_CAUSE_RESTARTED;
-    case FailureCause::kReportedError: return pb::FAILURE_CAUSE_REPORTED_ERROR;
-    case FailureCause::kRegistrationTimeout: return pb::FAILURE_CAUSE_REGISTRATION_TIMEOUT;
-    case FailureCause::kShutdownTimeout: return pb::FAILURE_CAUSE_SHUTDOWN_TIMEOUT;
-    case FailureCause::kServiceUnreachable: return pb::FAILURE_CAUSE_SERVICE_UNREACHABLE;
-    case FailureCause::kCollectiveTimeout: return pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT;
-    case FailureCause::kUnspecified: break;
-  }
-  return pb::FAILURE_CAUSE_UNSPECIFIED;
-}
+// The wire numbers of common/failure_cause.h's table are the proto's.
+static_assert(InfoOf(FailureCause::kUnspecified).wire == pb::FAILURE_CAUSE_UNSPECIFIED);
+static_assert(InfoOf(FailureCause::kProcessExited).wire == pb::FAILURE_CAUSE_PROCESS_EXITED);
+static_assert(InfoOf(FailureCause::kHeartbeatTimeout).wire == pb::FAILURE_CAUSE_HEARTBEAT_TIMEOUT);
+static_assert(InfoOf(FailureCause::kPreempted).wire == pb::FAILURE_CAUSE_PREEMPTED);
+static_assert(InfoOf(FailureCause::kRestarted).wire == pb::FAILURE_CAUSE_RESTARTED);
+static_assert(InfoOf(FailureCause::kReportedError).wire == pb::FAILURE_CAUSE_REPORTED_ERROR);
+static_assert(InfoOf(FailureCause::kRegistrationTimeout).wire == pb::FAILURE_CAUSE_REGISTRATION_TIMEOUT);
+static_assert(InfoOf(FailureCause::kShutdownTimeout).wire == pb::FAILURE_CAUSE_SHUTDOWN_TIMEOUT);
+static_assert(InfoOf(FailureCause::kServiceUnreachable).wire == pb::FAILURE_CAUSE_SERVICE_UNREACHABLE);
+static_assert(InfoOf(FailureCause::kCollectiveTimeout).wire == pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT);
+static_assert(std::size(kFailureCauses) == 10, "a new cause needs its proto number checked here");
+
+pb::FailureCause ToProto(FailureCause cause) { return static_cast<pb::FailureCause>(InfoOf(cause).wire); }
 
 FailureCause FromProto(pb::FailureCause cause) {
-  switch (cause) {
-    case pb::FAILURE_CAUSE_PROCESS_EXITED: return FailureCause::kProcessExited;
-    case pb::FAILURE_CAUSE_HEARTBEAT_TIMEOUT: return FailureCause::kHeartbeatTimeout;
-    case pb::FAILURE_CAUSE_PREEMPTED: return FailureCause::kPreempted;
-    case pb::FAILURE_CAUSE_RESTARTED: return FailureCause::kRestarted;
-    case pb::FAILURE_CAUSE_REPORTED_ERROR: return FailureCause::kReportedError;
-    case pb::FAILURE_CAUSE_REGISTRATION_TIMEOUT: return FailureCause::kRegistrationTimeout;
-    case pb::FAILURE_CAUSE_SHUTDOWN_TIMEOUT: return FailureCause::kShutdownTimeout;
-    case pb::FAILURE_CAUSE_SERVICE_UNREACHABLE: return FailureCause::kServiceUnreachable;
-    case pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT: return FailureCause::kCollectiveTimeout;
-    default: break;
-  }
-  return FailureCause::kUnspecified;
+  return FailureCauseFromWire(static_cast<int32_t>(cause)).value_or(FailureCause::kUnspecified);
 }
 
 pb::JobEvent ToProto(const JobEvent& event) {

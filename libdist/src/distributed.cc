@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/failure_cause.h"
 #include "common/log.h"
+#include "common/termination_message.h"
 #include "libdist/src/current_job.h"
 #include "libdist/src/failure_handlers.h"
 #include "libdist/src/options.h"
@@ -32,28 +34,11 @@ using internal::ResolvedOptions;
 using internal::Runtime;
 using internal::SigtermWatcher;
 
-FailureCause ToPublic(cohort::coordination::FailureCause cause) {
-  using C = cohort::coordination::FailureCause;
-  switch (cause) {
-    case C::kProcessExited: return FailureCause::kCrash;
-    case C::kHeartbeatTimeout: return FailureCause::kHeartbeatTimeout;
-    case C::kPreempted: return FailureCause::kPreempted;
-    case C::kRestarted: return FailureCause::kRestarted;
-    case C::kReportedError: return FailureCause::kReportedError;
-    case C::kRegistrationTimeout: return FailureCause::kRegistrationTimeout;
-    case C::kShutdownTimeout: return FailureCause::kShutdownTimeout;
-    case C::kServiceUnreachable: return FailureCause::kServiceLost;
-    case C::kCollectiveTimeout: return FailureCause::kCollectiveTimeout;
-    case C::kUnspecified: break;
-  }
-  return FailureCause::kUnknown;
-}
+// The public enum mirrors common/failure_cause.h enumerator by enumerator (library.cc checks it).
+FailureCause ToPublic(cohort::FailureCause cause) { return static_cast<FailureCause>(cause); }
 
 void DefaultPeerFailureHandler(const PeerFailure& failure) {
-  std::string line = absl::StrCat(
-      "cohort: the job failed: ", failure.message, " [cause: ", FailureCauseName(failure.cause),
-      "]. Exiting with code ", kPeerFailureExitCode,
-      " (fate sharing; set dist::Options::on_peer_failure to handle failures yourself)\n");
+  std::string line = cohort::FormatPeerFailureLine(failure.message, static_cast<cohort::FailureCause>(failure.cause));
   std::fflush(stdout);
   ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
@@ -158,19 +143,7 @@ absl::Status Settle(State& state, absl::Status status) {
 }  // namespace
 
 const char* FailureCauseName(FailureCause cause) {
-  switch (cause) {
-    case FailureCause::kCrash: return "crash";
-    case FailureCause::kHeartbeatTimeout: return "heartbeat timeout";
-    case FailureCause::kPreempted: return "preemption";
-    case FailureCause::kRestarted: return "restart";
-    case FailureCause::kReportedError: return "reported error";
-    case FailureCause::kRegistrationTimeout: return "registration timeout";
-    case FailureCause::kShutdownTimeout: return "shutdown timeout";
-    case FailureCause::kServiceLost: return "coordination service lost";
-    case FailureCause::kCollectiveTimeout: return "collective timeout";
-    case FailureCause::kUnknown: break;
-  }
-  return "unknown";
+  return cohort::InfoOf(static_cast<cohort::FailureCause>(cause)).words;
 }
 
 absl::Status Initialize(const Options& options) {

@@ -8,6 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/backoff.h"
+#include "common/failure_cause.h"
+#include "common/termination_message.h"
 #include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/decision_pass.h"
@@ -100,35 +102,18 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
 }
 
 std::string RestartCause(const ObservedPod& root) {
-  if (root.trainer_exit_code && *root.trainer_exit_code == kPreemptedExitCode) return "preempted";
-  if (Follower(root)) {
-    // libdist's default handler ends its line with "[cause: <dist::FailureCauseName>]".
-    static constexpr absl::string_view kMarker = "[cause: ";
-    absl::string_view message = root.trainer_message;
-    size_t at = message.rfind(kMarker);
-    if (at == absl::string_view::npos) return "unknown";
-    absl::string_view name = message.substr(at + kMarker.size());
-    name = name.substr(0, name.find(']'));
-    // dist::FailureCauseName's words, to metric label values.
-    static constexpr std::pair<absl::string_view, const char*> kCauses[] = {
-        {"crash", "crash"},
-        {"restart", "crash"},  // Its process came back with a new incarnation: it had died.
-        {"heartbeat timeout", "heartbeat_timeout"},
-        {"preemption", "preempted"},
-        {"reported error", "reported_error"},
-        {"registration timeout", "registration_timeout"},
-        {"shutdown timeout", "shutdown_timeout"},
-        {"coordination service lost", "service_lost"},
-        {"collective timeout", "collective_timeout"},
-    };
-    for (const auto& [words, cause] : kCauses) {
-      if (name == words) return cause;
-    }
-    return "unknown";
+  if (root.trainer_exit_code && *root.trainer_exit_code == kPreemptedExitCode) {
+    return InfoOf(FailureCause::kPreempted).label;
   }
+  if (Follower(root)) {
+    // The cause libdist told it, from the line its default handler wrote (the log's tail).
+    std::optional<FailureCause> told = ParsePeerFailureCause(root.trainer_message);
+    return told ? InfoOf(*told).label : InfoOf(FailureCause::kUnspecified).label;
+  }
+  // What only the pod's status tells: labels of the operator's own (docs/metrics.md).
   if (root.trainer_reason == "OOMKilled") return "oom";
   if (root.trainer_exit_code && *root.trainer_exit_code > 128) return "signal";
-  return "crash";
+  return InfoOf(FailureCause::kProcessExited).label;
 }
 
 absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {

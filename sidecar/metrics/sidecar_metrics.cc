@@ -87,13 +87,8 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
     kv_operations_.Add({{"operation", op}, {"result", "ok"}, {"rank", rank_}});
   }
   ObserveBarrierBuckets({{"result", "ok"}});
-  for (auto cause : {coordination::FailureCause::kProcessExited,
-                     coordination::FailureCause::kHeartbeatTimeout,
-                     coordination::FailureCause::kPreempted, coordination::FailureCause::kRestarted,
-                     coordination::FailureCause::kReportedError,
-                     coordination::FailureCause::kServiceUnreachable,
-                     coordination::FailureCause::kCollectiveTimeout}) {
-    failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}, {"rank", rank_}});
+  for (const FailureCauseInfo& cause : kFailureCauses) {
+    failures_.Add({{"cause", cause.label}, {"rank", rank_}});
   }
   prometheus::BuildGauge()
       .Name("cohort_rank")
@@ -121,7 +116,7 @@ void SidecarMetrics::ObserveBarrier(absl::Duration wait, const absl::Status& sta
 }
 
 void SidecarMetrics::CountFailure(coordination::FailureCause cause) {
-  failures_.Add({{"cause", std::string(coordination::FailureCauseName(cause))}, {"rank", rank_}}).Increment();
+  failures_.Add({{"cause", InfoOf(cause).label}, {"rank", rank_}}).Increment();
 }
 
 void SidecarMetrics::SetJob(int32_t world_size, absl::Duration heartbeat_timeout) {

@@ -4,6 +4,7 @@
 
 #include <future>
 #include <memory>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
@@ -95,6 +96,26 @@ TEST_F(CoordinationServerTest, StopFromTwoThreads_TheSecondWaitsAndReturnsTheFir
   hb.set_incarnation(7);
   pb::HeartbeatResponse hb_resp;
   EXPECT_FALSE(stub_->Heartbeat(&ctx, hb, &hb_resp).ok()) << "the server still serves";
+}
+
+// A registration retried by the same process (same incarnation) while the first still waits:
+// the first is answered Aborted, marked superseded by a status payload that crosses real gRPC
+// (the agent retries on the mark, never on the words); the retry is the one that completes.
+TEST_F(CoordinationServerTest, RegistrationRetried_TheFirstCallIsMarkedSupersededOverTheWire) {
+  Start(2);
+  std::future<grpc::Status> first = std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
+  // The first call is in when task 0 is connecting.
+  while (server_->service().GetSnapshot().tasks[0].state != TaskState::kConnecting) std::this_thread::yield();
+  std::future<grpc::Status> retry = std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
+  absl::Status superseded = FromGrpcStatus(first.get());
+  EXPECT_TRUE(IsSuperseded(superseded)) << superseded;
+  EXPECT_TRUE(absl::IsAborted(superseded));
+  ASSERT_TRUE(loopback_.Register(1, 8, 2).ok());
+  EXPECT_TRUE(retry.get().ok());
+  // Any other Aborted carries no mark: a new incarnation of a connected task fails the job.
+  absl::Status restarted = FromGrpcStatus(loopback_.Register(1, 9, 2));
+  EXPECT_TRUE(absl::IsAborted(restarted)) << restarted;
+  EXPECT_FALSE(IsSuperseded(restarted));
 }
 
 absl::Status CallAndWait(coordination::SessionClient& session, pb::SessionRequest req,
