@@ -40,6 +40,10 @@ CoordinationService::~CoordinationService() {
     if (!barrier.done) FinishBarrierLocked(barrier, stopping, &deferred);
   }
   kv_.FailAllWaiters(stopping, &deferred);
+  for (auto& [op, done] : task_state_watchers_) {
+    deferred.Add([done = std::move(done), stopping] { done(stopping); });
+  }
+  task_state_watchers_.clear();
 }
 
 std::string CoordinationService::TaskName(TaskId task) const {
@@ -139,6 +143,7 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
     case TaskState::kDisconnected: {
       t.state = TaskState::kConnecting;
       t.incarnation = args.incarnation;
+      TaskStatesChangedLocked(&deferred);
       t.hostname = args.hostname;
       t.pid = args.pid;
       t.heartbeat_timeout = args.heartbeat_timeout.value_or(config_.heartbeat_timeout);
@@ -208,6 +213,7 @@ void CoordinationService::MaybeCompleteRegistrationLocked(Deferred* deferred) {
       t.last_heartbeat = now;
     }
   }
+  TaskStatesChangedLocked(deferred);
   for (auto& [task, call] : pending_registrations_) {
     ops_.erase(call.op);
     deferred->Add([done = std::move(call.done)] { done(absl::OkStatus()); });
@@ -294,11 +300,46 @@ absl::Status CoordinationService::ReportError(TaskId task, Incarnation incarnati
   return absl::OkStatus();
 }
 
+CoordinationService::TaskStates CoordinationService::TaskStatesLocked() const {
+  TaskStates states;
+  states.version = task_states_version_;
+  for (const Task& t : tasks_) states.tasks.push_back({t.state, t.incarnation, t.failure});
+  return states;
+}
+
+void CoordinationService::TaskStatesChangedLocked(Deferred* deferred) {
+  ++task_states_version_;
+  if (task_state_watchers_.empty()) return;
+  TaskStates states = TaskStatesLocked();
+  for (auto& [op, done] : task_state_watchers_) {
+    ops_.erase(op);
+    deferred->Add([done = std::move(done), states] { done(states); });
+  }
+  task_state_watchers_.clear();
+}
+
+OpId CoordinationService::WatchTaskStates(int64_t known_version, TaskStatesCallback done) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  if (known_version != task_states_version_) {
+    deferred.Add([done = std::move(done), states = TaskStatesLocked()] { done(states); });
+    return 0;
+  }
+  OpId op = NextOpLocked();
+  ops_[op] = OpRef{OpKind::kWatchTaskStates, kUnidentifiedTask, ""};
+  task_state_watchers_[op] = std::move(done);
+  return op;
+}
+
 void CoordinationService::FailTaskLocked(TaskFailure failure, Deferred* deferred) {
   if (failure.task >= 0 && failure.task < static_cast<TaskId>(tasks_.size())) {
     Task& t = tasks_[failure.task];
     if (t.state == TaskState::kConnecting) --num_registered_;
     t.state = TaskState::kFailed;
+    t.failure = failure;
+    t.failure->message = absl::StrCat(TaskName(failure.task), " failed because ",
+                                      InfoOf(failure.cause).sentence, ": ", failure.message);
+    TaskStatesChangedLocked(deferred);
   }
   if (job_failure_) {
     LogInfo(TaskName(failure.task), " is down too (", FailureCauseName(failure.cause),
@@ -403,6 +444,13 @@ void CoordinationService::CancelOp(OpId op) {
       arrival->second = PendingCall{0, nullptr};
       break;
     }
+    case OpKind::kWatchTaskStates: {
+      auto w = task_state_watchers_.find(op);
+      if (w == task_state_watchers_.end()) break;
+      deferred.Add([done = std::move(w->second), cancelled] { done(cancelled); });
+      task_state_watchers_.erase(w);
+      break;
+    }
     case OpKind::kGet: {
       if (auto done = kv_.RemoveWaiter(op)) {
         deferred.Add([done = std::move(done), cancelled] { done(cancelled); });
@@ -475,6 +523,7 @@ void CoordinationService::MaybeCompleteShutdownLocked(Deferred* deferred) {
     ops_.erase(call.op);
     if (call.done) deferred->Add([done = std::move(call.done)] { done(absl::OkStatus()); });
   }
+  if (!shutdown_waiters_.empty()) TaskStatesChangedLocked(deferred);
   shutdown_waiters_.clear();
   shutdown_deadline_ = absl::InfiniteFuture();
   LogInfo("shutdown barrier passed: all ", tasks_.size(), " tasks shut down");
@@ -822,6 +871,7 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
       ops_.erase(call.op);
       deferred->Add([done = std::move(call.done), status] { done(status); });
       tasks_[task].state = TaskState::kFailed;  // Its registration failed with the job.
+      TaskStatesChangedLocked(deferred);
     }
     pending_registrations_.clear();
     register_deadline_ = absl::InfiniteFuture();

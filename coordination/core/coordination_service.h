@@ -121,6 +121,23 @@ class CoordinationService {
   // Ends a watch whose stream the service itself ended (it delivered the job's failure), which
   // says nothing about the watcher's health, unlike CancelOp.
   void EndWatch(OpId op);
+  // Every task's state, incarnation and failure (the one that failed it, once it has), with a
+  // version that changes whenever any of them changes: what XLA's WatchTasks reports.
+  struct TaskStates {
+    struct Entry {
+      TaskState state = TaskState::kDisconnected;
+      Incarnation incarnation = 0;
+      std::optional<TaskFailure> failure;
+    };
+    int64_t version = 0;
+    std::vector<Entry> tasks;
+  };
+  using TaskStatesCallback = std::function<void(absl::StatusOr<TaskStates>)>;
+  // A long poll: the task states, at once when their version is not `known_version` (a caller
+  // that has none passes a negative one), else once it changes. Returns the OpId of a call that
+  // waits (0 when answered at once); CancelOp ends the wait with CANCELLED, and the service's
+  // own end with UNAVAILABLE. Any caller may ask (the states are the job's, not a task's).
+  OpId WatchTaskStates(int64_t known_version, TaskStatesCallback done);
   // Shutdown barrier over every task that has not failed.
   OpId ShutdownTask(TaskId task, Incarnation incarnation, DoneCallback done);
 
@@ -222,6 +239,7 @@ class CoordinationService {
     absl::Time step_at = absl::InfinitePast();
     // A registration attempt after the job failed was answered with the failure.
     bool told_of_failure = false;
+    std::optional<TaskFailure> failure;  // What failed it, once it failed.
   };
   struct PendingCall {
     OpId op = 0;
@@ -239,7 +257,7 @@ class CoordinationService {
     bool done = false;
     absl::Status result;
   };
-  enum class OpKind { kRegister, kBarrier, kGet, kShutdown, kWatch };
+  enum class OpKind { kRegister, kBarrier, kGet, kShutdown, kWatch, kWatchTaskStates };
   struct OpRef {
     OpKind kind;
     TaskId task;
@@ -258,6 +276,9 @@ class CoordinationService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the task; the first failure also fails the job and every waiting call.
   void FailTaskLocked(TaskFailure failure, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TaskStates TaskStatesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task's state or incarnation changed: a new version, and every waiting watch answered.
+  void TaskStatesChangedLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BroadcastLocked(const JobEvent& event, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteRegistrationLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -294,6 +315,8 @@ class CoordinationService {
   std::optional<TaskFailure> job_failure_ ABSL_GUARDED_BY(mu_);
   std::optional<PreemptionNotice> preemption_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<OpId, EventCallback> watchers_ ABSL_GUARDED_BY(mu_);
+  int64_t task_states_version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<OpId, TaskStatesCallback> task_state_watchers_ ABSL_GUARDED_BY(mu_);
 
   KeyValueStore kv_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, BarrierInstance> barriers_ ABSL_GUARDED_BY(mu_);

@@ -356,6 +356,45 @@ absl::StatusCode FailureCode(const TaskFailure& failure) {
                                                            : absl::StatusCode::kAborted;
 }
 
+// A task as WatchTasks (jaxlib 0.10+) and WatchJobState (earlier) report it: both generations
+// number the states alike (2 disconnected, 3 connected, 4 error). A task that registered is
+// connected from then on, as in XLA's service (whose RegisterTask connects it before the
+// connect barrier); one that shut down, or never registered, is disconnected; a failed one is
+// in error with the failure the job's processes get.
+struct WatchedTask {
+  TaskId task = 0;
+  int state = 0;
+  Incarnation incarnation = 0;
+  absl::Status error;
+  bool reported = false;  // It reported the error itself (ReportErrorToService).
+};
+static_assert(int{xpb::TASK_STATE_DISCONNECTED} == int{tpb::TASKSTATE_DISCONNECTED} &&
+              int{xpb::TASK_STATE_CONNECTED} == int{tpb::TASKSTATE_CONNECTED} &&
+              int{xpb::TASK_STATE_ERROR} == int{tpb::TASKSTATE_ERROR});
+
+std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& states) {
+  std::vector<WatchedTask> out;
+  for (TaskId t = 0; t < static_cast<TaskId>(states.tasks.size()); ++t) {
+    const CoordinationService::TaskStates::Entry& e = states.tasks[t];
+    WatchedTask w;
+    w.task = t;
+    w.state = xpb::TASK_STATE_DISCONNECTED;
+    w.incarnation = e.incarnation;
+    if (e.state == TaskState::kConnecting || e.state == TaskState::kConnected) w.state = xpb::TASK_STATE_CONNECTED;
+    if (e.state == TaskState::kFailed) {
+      w.state = xpb::TASK_STATE_ERROR;
+      if (e.failure) {
+        w.error = absl::Status(FailureCode(*e.failure), FailureMessage(*e.failure));
+        w.reported = e.failure->cause == FailureCause::kReportedError;
+      } else {
+        w.error = absl::AbortedError(absl::StrCat("Cohort coordination service: task ", t, " failed"));
+      }
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // xla.coordination.CoordinationService (jaxlib 0.10+).
 
@@ -529,10 +568,33 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
                   alive.status());
   }
 
+  // A long poll: at once when the caller's version is not the current one, else when a task's
+  // state changes (docs/jax.md, "WatchTasks").
   grpc::ServerUnaryReactor* WatchTasks(grpc::CallbackServerContext* ctx,
-                                       const xpb::WatchTasksRequest*,
-                                       xpb::WatchTasksResponse*) override {
-    return Answer(bridge_, kProto, "WatchTasks", XlaPayloads(-1), ctx, Unsupported("WatchTasks"));
+                                       const xpb::WatchTasksRequest* req,
+                                       xpb::WatchTasksResponse* resp) override {
+    const TaskId caller = Caller(req->incarnations()).first;
+    return Serve(bridge_, kProto, "WatchTasks", XlaPayloads(caller), [&](auto done) {
+      return bridge_->core().WatchTaskStates(
+          req->version_number(), [resp, done](absl::StatusOr<CoordinationService::TaskStates> states) {
+            if (states.ok()) {
+              for (const WatchedTask& w : WatchedTasks(*states)) {
+                xpb::TaskInfo* info = resp->add_task_state();
+                info->set_task_id(w.task);
+                info->set_state(static_cast<xpb::TaskState>(w.state));
+                info->set_incarnation(w.incarnation);
+                if (!w.error.ok()) {
+                  info->set_error_code(static_cast<int32_t>(w.error.code()));
+                  info->set_error_message(std::string(w.error.message()));
+                  info->mutable_error_payload()->set_source_task_id(w.task);
+                  info->mutable_error_payload()->set_is_reported_error(w.reported);
+                }
+              }
+              resp->set_version_number(states->version);
+            }
+            done(states.status());
+          });
+    });
   }
 
   grpc::ServerUnaryReactor* ReportErrorToService(grpc::CallbackServerContext* ctx,
@@ -672,11 +734,31 @@ class TslService final : public tpb::CoordinationService::CallbackService {
     return Answer(bridge_, kProto, "ReportErrorToTask", TslPayloads(-1), ctx,
                   Unsupported("ReportErrorToTask"));
   }
+  // WatchTasks' earlier generation: the same long poll over the same states.
   grpc::ServerUnaryReactor* WatchJobState(grpc::CallbackServerContext* ctx,
-                                          const tpb::WatchJobStateRequest*,
-                                          tpb::WatchJobStateResponse*) override {
-    return Answer(bridge_, kProto, "WatchJobState", TslPayloads(-1), ctx,
-                  Unsupported("WatchJobState"));
+                                          const tpb::WatchJobStateRequest* req,
+                                          tpb::WatchJobStateResponse* resp) override {
+    return Serve(bridge_, kProto, "WatchJobState", TslPayloads(-1), [&](auto done) {
+      return bridge_->core().WatchTaskStates(
+          req->version_number(), [resp, done](absl::StatusOr<CoordinationService::TaskStates> states) {
+            if (states.ok()) {
+              for (const WatchedTask& w : WatchedTasks(*states)) {
+                tpb::CoordinatedTaskStateInfo* info = resp->add_task_state();
+                *info->mutable_task() = TslTask(w.task);
+                info->set_state(static_cast<tpb::CoordinatedTaskState>(w.state));
+                info->set_incarnation(w.incarnation);
+                if (!w.error.ok()) {
+                  info->set_error_code(static_cast<int32_t>(w.error.code()));
+                  info->set_error_message(std::string(w.error.message()));
+                  *info->mutable_error_payload()->mutable_source_task() = TslTask(w.task);
+                  info->mutable_error_payload()->set_is_reported_error(w.reported);
+                }
+              }
+              resp->set_version_number(states->version);
+            }
+            done(states.status());
+          });
+    });
   }
 
   grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,

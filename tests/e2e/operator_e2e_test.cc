@@ -80,6 +80,18 @@ std::string Events(LocalControlPlane& cluster, const std::string& job) {
   return out;
 }
 
+// The job's Events once one contains `text` (the operator emits a pass's Events after its status
+// write, so a test that saw the status may look a moment early); what there is after 10 s.
+std::string EventsOnceThereIs(LocalControlPlane& cluster, const std::string& job, const std::string& text) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::string events = Events(cluster, job);
+  while (!absl::StrContains(events, text) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    events = Events(cluster, job);
+  }
+  return events;
+}
+
 // What rank `rank`'s trainer of `job` wrote so far.
 std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int rank) {
   std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", job, "-", rank, "/trainer.log"));
@@ -239,7 +251,7 @@ TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesResta
   ASSERT_EQ(Phase(failed), "Failed") << failed.dump(2) << Events(*cluster_, "e2e-rule-fail");
   EXPECT_EQ(StatusInt(failed, "restarts"), 0);
   EXPECT_EQ(StatusInt(failed, "restartAttempt"), 0);
-  const std::string events = Events(*cluster_, "e2e-rule-fail");
+  const std::string events = EventsOnceThereIs(*cluster_, "e2e-rule-fail", "FailurePolicy");
   EXPECT_THAT(events, HasSubstr("FailurePolicy: rank 1 (pod e2e-rule-fail-1) exited with code 3"));
   EXPECT_THAT(events, HasSubstr("rule 0 (FailJob, exit code 3 of container trainer): the job fails"));
   bool condition = false;
@@ -270,9 +282,13 @@ TEST_F(OperatorE2E, FailureRules_OomKilledMatchedByReason_FailsTheJobNamingIt) {
   json job = cluster_->WaitForJob("default", "e2e-rule-oom", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Failed") << job.dump(2) << Events(*cluster_, "e2e-rule-oom");
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
-  const std::string events = Events(*cluster_, "e2e-rule-oom");
-  EXPECT_THAT(events, HasSubstr("rank 1 (pod e2e-rule-oom-1) exited with code 137"));
-  EXPECT_THAT(events, HasSubstr("rule 0 (FailJob, reason OOMKilled of container trainer): the job fails"));
+  // The Failed condition is written with the phase (the Event only after the status write).
+  std::string failed;
+  for (const json& c : job["status"].value("conditions", json::array())) {
+    if (c.value("type", "") == "Failed") failed = c.value("message", "");
+  }
+  EXPECT_THAT(failed, HasSubstr("rank 1 (pod e2e-rule-oom-1) exited with code 137"));
+  EXPECT_THAT(failed, HasSubstr("rule 0 (FailJob, reason OOMKilled of container trainer): the job fails"));
   EXPECT_THAT(TrainerLog(*cluster_, "e2e-rule-oom", 1),
               HasSubstr("local kubelet: OOMKilled: resident memory"));
 }
@@ -306,7 +322,7 @@ TEST_F(OperatorE2E, FailureRules_DisruptionTargetRule_EvictionFailsTheJob) {
   json job = cluster_->WaitForJob("default", "e2e-rule-evict", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Failed") << job.dump(2) << Events(*cluster_, "e2e-rule-evict");
   EXPECT_EQ(StatusInt(job, "preemptions"), 0);
-  EXPECT_THAT(Events(*cluster_, "e2e-rule-evict"),
+  EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-rule-evict", "FailurePolicy"),
               HasSubstr("rule 0 (FailJob, condition DisruptionTarget=True): the job fails"));
 }
 
@@ -454,7 +470,7 @@ TEST_F(OperatorE2E, InvalidSpec_ConditionAndEventAndNothingCreated) {
   json job = cluster_->WaitForJob("default", "e2e-invalid", invalid, kJobTimeout);
   ASSERT_TRUE(invalid(job)) << job.dump(2);
   EXPECT_THAT(job.dump(), HasSubstr("restartPolicy"));
-  EXPECT_THAT(Events(*cluster_, "e2e-invalid"), HasSubstr("InvalidSpec"));
+  EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-invalid", "InvalidSpec"), HasSubstr("InvalidSpec"));
   absl::StatusOr<json> pods = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=e2e-invalid");
   ASSERT_TRUE(pods.ok());
   EXPECT_TRUE((*pods)["items"].empty());

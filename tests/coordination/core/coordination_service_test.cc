@@ -61,6 +61,67 @@ class CoordinationServiceTest : public ::testing::Test {
   std::vector<std::shared_ptr<std::vector<JobEvent>>> watched_;
 };
 
+// --- Task states (XLA's WatchTasks) ----------------------------------------------------------
+
+struct StatesResult {
+  std::optional<absl::StatusOr<CoordinationService::TaskStates>> states;
+  CoordinationService::TaskStatesCallback Callback() {
+    return [this](absl::StatusOr<CoordinationService::TaskStates> s) {
+      ASSERT_FALSE(states.has_value()) << "callback invoked twice";
+      states = std::move(s);
+    };
+  }
+};
+
+TEST_F(CoordinationServiceTest, WatchTaskStates_AtOnceForAnotherVersion_ElseWhenAStateChanges) {
+  Start(2);
+  StatesResult initial;
+  EXPECT_EQ(service_->WatchTaskStates(-1, initial.Callback()), 0u) << "answered at once";
+  ASSERT_TRUE(initial.states.has_value() && initial.states->ok());
+  const int64_t v0 = (*initial.states)->version;
+  EXPECT_EQ((*initial.states)->tasks[0].state, TaskState::kDisconnected);
+
+  StatesResult waiting;
+  OpId op = service_->WatchTaskStates(v0, waiting.Callback());
+  EXPECT_NE(op, 0u);
+  EXPECT_FALSE(waiting.states.has_value()) << "nothing changed yet";
+  Result r0;
+  Register(0, &r0);
+  ASSERT_TRUE(waiting.states.has_value() && waiting.states->ok());
+  EXPECT_GT((*waiting.states)->version, v0);
+  EXPECT_EQ((*waiting.states)->tasks[0].state, TaskState::kConnecting);
+  EXPECT_EQ((*waiting.states)->tasks[0].incarnation, Inc(0));
+
+  Result r1;
+  Register(1, &r1);
+  StatesResult failed;
+  StatesResult now;
+  service_->WatchTaskStates(-1, now.Callback());
+  service_->WatchTaskStates((*now.states)->version, failed.Callback());
+  ASSERT_TRUE(service_->ReportError(1, Inc(1), FailureCause::kReportedError, "loss is NaN").ok());
+  ASSERT_TRUE(failed.states.has_value() && failed.states->ok());
+  const auto& task1 = (*failed.states)->tasks[1];
+  EXPECT_EQ(task1.state, TaskState::kFailed);
+  ASSERT_TRUE(task1.failure.has_value());
+  EXPECT_EQ(task1.failure->cause, FailureCause::kReportedError);
+  EXPECT_THAT(task1.failure->message, HasSubstr("loss is NaN"));
+}
+
+TEST_F(CoordinationServiceTest, WatchTaskStates_CancelledOrServiceGone_AnsweredOnce) {
+  Start(1);
+  StatesResult now, cancelled, stopped;
+  service_->WatchTaskStates(-1, now.Callback());
+  const int64_t v = (*now.states)->version;
+  service_->CancelOp(service_->WatchTaskStates(v, cancelled.Callback()));
+  ASSERT_TRUE(cancelled.states.has_value());
+  EXPECT_TRUE(absl::IsCancelled(cancelled.states->status()));
+  EXPECT_TRUE(service_->JobStatus().ok()) << "a watcher going away is not a failure";
+  service_->WatchTaskStates(v, stopped.Callback());
+  service_.reset();
+  ASSERT_TRUE(stopped.states.has_value());
+  EXPECT_TRUE(absl::IsUnavailable(stopped.states->status()));
+}
+
 // --- Registration --------------------------------------------------------------------------
 
 TEST_F(CoordinationServiceTest, Register_CompletesOnlyWhenAllTasksRegistered) {

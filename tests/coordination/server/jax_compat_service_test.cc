@@ -238,6 +238,92 @@ TEST_F(JaxPortTest, PollBrokenBeforeShutdown_TheOtherPollIsAnsweredNamingTheDead
   EXPECT_EQ(error.source_task_id(), 1);
 }
 
+// WatchTasks, as XLA's client calls it (a long poll from the version it has): at once with
+// every task connected after registration; then it waits, and a task that dies answers it with
+// that task in error (code, message, payload naming it) and a new version. WatchJobState, the
+// earlier generation, answers from the same states.
+TEST_F(JaxPortTest, WatchTasks_LongPollAnsweredWhenATaskFails) {
+  Start(2);
+  RegisterAllXla(2);
+  xpb::WatchTasksResponse first;
+  {
+    grpc::ClientContext ctx;
+    xpb::WatchTasksRequest req;
+    *req.mutable_incarnations() = Caller(0);
+    req.set_version_number(-1);
+    ASSERT_TRUE(xla_->WatchTasks(&ctx, req, &first).ok());
+  }
+  ASSERT_EQ(first.task_state_size(), 2);
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_EQ(first.task_state(t).task_id(), t);
+    EXPECT_EQ(first.task_state(t).state(), xpb::TASK_STATE_CONNECTED);
+    EXPECT_EQ(first.task_state(t).incarnation(), Incarnation(t));
+  }
+
+  // From the version it has: no answer until something changes.
+  struct Watch {
+    grpc::ClientContext ctx;
+    xpb::WatchTasksResponse resp;
+    grpc::Status status;
+    absl::Notification done;
+  } watch;
+  xpb::WatchTasksRequest req;
+  *req.mutable_incarnations() = Caller(0);
+  req.set_version_number(first.version_number());
+  xla_->async()->WatchTasks(&watch.ctx, &req, &watch.resp, [&](grpc::Status s) {
+    watch.status = std::move(s);
+    watch.done.Notify();
+  });
+  EXPECT_FALSE(watch.done.WaitForNotificationWithTimeout(absl::Milliseconds(200))) << "answered with nothing new";
+  // Task 1's process dies (its PollForError call goes away before ShutdownTask).
+  std::unique_ptr<Poll> poll1 = OpenPoll(1);
+  AwaitWatchers(1);
+  poll1->ctx.TryCancel();
+  ASSERT_TRUE(watch.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(watch.status.ok()) << watch.status.error_message();
+  EXPECT_GT(watch.resp.version_number(), first.version_number());
+  ASSERT_EQ(watch.resp.task_state_size(), 2);
+  EXPECT_EQ(watch.resp.task_state(0).state(), xpb::TASK_STATE_CONNECTED);
+  const xpb::TaskInfo& dead = watch.resp.task_state(1);
+  EXPECT_EQ(dead.state(), xpb::TASK_STATE_ERROR);
+  EXPECT_EQ(dead.error_code(), static_cast<int>(grpc::StatusCode::ABORTED));
+  EXPECT_THAT(dead.error_message(), HasSubstr("rank 1 (JAX process at 127.0.0.1:"));
+  EXPECT_EQ(dead.error_payload().source_task_id(), 1);
+
+  grpc::ClientContext tsl_ctx;
+  tpb::WatchJobStateRequest tsl_req;
+  tsl_req.set_job_name("jax_worker");
+  tsl_req.set_version_number(-1);
+  tpb::WatchJobStateResponse tsl_resp;
+  ASSERT_TRUE(tsl_->WatchJobState(&tsl_ctx, tsl_req, &tsl_resp).ok());
+  EXPECT_EQ(tsl_resp.version_number(), watch.resp.version_number());
+  ASSERT_EQ(tsl_resp.task_state_size(), 2);
+  EXPECT_EQ(tsl_resp.task_state(1).state(), tpb::TASKSTATE_ERROR);
+  EXPECT_EQ(tsl_resp.task_state(1).task().task_id(), 1);
+}
+
+// A waiting WatchTasks whose caller goes away leaves nothing behind in the service.
+TEST_F(JaxPortTest, WatchTasks_CallerGone_TheWaitEnds) {
+  Start(1);
+  RegisterAllXla(1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChronoDeadline(absl::Milliseconds(200)));
+  xpb::WatchTasksRequest req;
+  *req.mutable_incarnations() = Caller(0);
+  xpb::WatchTasksResponse resp;
+  // The current version, read from an answer at once.
+  {
+    grpc::ClientContext now;
+    xpb::WatchTasksRequest any;
+    any.set_version_number(-1);
+    ASSERT_TRUE(xla_->WatchTasks(&now, any, &resp).ok());
+  }
+  req.set_version_number(resp.version_number());
+  grpc::Status s = xla_->WatchTasks(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(server_->service().JobStatus().ok()) << "a watcher going away is not a failure";
+}
+
 TEST_F(JaxPortTest, ShutdownThenPollCancelled_NoFailure) {
   Start(1);
   RegisterAllXla(1);
