@@ -59,8 +59,9 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
         "another coordinator port"));
   }
   if (!server->options_.jax_listen_address.empty()) {
-    server->jax_services_ = std::make_unique<JaxCompatServices>(server->service_.get(),
-                                                                server->options_.jax);
+    JaxPortOptions jax_options = server->options_.jax;
+    if (jax_options.reply_budget == nullptr) jax_options.reply_budget = server->handler_->shared_reply_budget();
+    server->jax_services_ = std::make_unique<JaxCompatServices>(server->service_.get(), std::move(jax_options));
     grpc::ServerBuilder jax;
     jax.AddListeningPort(server->options_.jax_listen_address, grpc::InsecureServerCredentials(),
                          &server->jax_port_);

@@ -117,9 +117,11 @@ class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
       : service_(service), options_(std::move(options)) {
     options_.heartbeat_timeout =
         std::max(options_.heartbeat_timeout, service_->config().heartbeat_timeout);
+    if (options_.reply_budget == nullptr) options_.reply_budget = ReplyBudget::Create();
   }
 
   CoordinationService& core() { return *service_; }
+  const std::shared_ptr<ReplyBudget>& reply_budget() const { return options_.reply_budget; }
 
   RegisterArgs RegisterArgsFor(TaskId task, Incarnation incarnation, absl::string_view protocol,
                                absl::string_view peer) const {
@@ -328,6 +330,24 @@ grpc::ServerUnaryReactor* Serve(const std::shared_ptr<JaxBridge>& bridge, absl::
   return reactor;
 }
 
+// A directory read, built only when the reply budget has room (as on every transport: a
+// 1,024-task rendezvous reads 1,024 x 1,024 entries), straight from the store into the reply;
+// `add(key, value)` appends one entry to it, `size(status)` finishes it and gives its size.
+template <typename Add, typename Size>
+grpc::ServerUnaryReactor* ServeDirectory(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
+                                         ErrorPayloads payloads, TaskId task, Incarnation incarnation,
+                                         std::string directory, Add add, Size size) {
+  auto* reactor = new WaitingCallReactor(&bridge->core());
+  bridge->reply_budget()->Admit([reactor, bridge, protocol, payloads = std::move(payloads), task, incarnation,
+                                 directory = std::move(directory), add, size]() mutable {
+    absl::Status s = bridge->core().VisitKeyValueDir(task, incarnation, directory, add);
+    bridge->Count(protocol, "GetKeyValueDir", s.code());
+    reactor->Complete(WithPayloads(s, payloads), bridge->reply_budget()->Take(size(s)));
+  });
+  reactor->Started(0);
+  return reactor;
+}
+
 // A call answered at once.
 grpc::ServerUnaryReactor* Answer(const std::shared_ptr<JaxBridge>& bridge,
                                  absl::string_view protocol, absl::string_view method,
@@ -508,15 +528,17 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
                                            const xpb::GetKeyValueDirRequest* req,
                                            xpb::GetKeyValueDirResponse* resp) override {
     const auto [task, incarnation] = Caller(req->incarnations());
-    // Straight from the store into the reply: a 1,024-task rendezvous reads 1,024 × 1,024 entries.
-    absl::Status s = bridge_->core().VisitKeyValueDir(
-        task, incarnation, req->directory_key(), [resp](const std::string& key, const std::string& value) {
+    return ServeDirectory(
+        bridge_, kProto, XlaPayloads(task), task, incarnation, req->directory_key(),
+        [resp](const std::string& key, const std::string& value) {
           xpb::KeyValueEntry* kv = resp->add_kv();
           kv->set_key(key);
           kv->set_value(value);
+        },
+        [resp, dir = req->directory_key()](const absl::Status& s) {
+          if (s.ok()) resp->set_directory_key(dir);
+          return resp->ByteSizeLong();
         });
-    if (s.ok()) resp->set_directory_key(req->directory_key());
-    return Answer(bridge_, kProto, "GetKeyValueDir", XlaPayloads(task), ctx, s);
   }
 
   grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,
@@ -813,15 +835,17 @@ class TslService final : public tpb::CoordinationService::CallbackService {
   grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext* ctx,
                                            const tpb::GetKeyValueDirRequest* req,
                                            tpb::GetKeyValueDirResponse* resp) override {
-    absl::Status s = bridge_->core().VisitKeyValueDir(
-        kUnidentifiedTask, 0, req->directory_key(),
+    return ServeDirectory(
+        bridge_, kProto, TslPayloads(-1), kUnidentifiedTask, 0, req->directory_key(),
         [resp](const std::string& key, const std::string& value) {
           tpb::KeyValueEntry* kv = resp->add_kv();
           kv->set_key(key);
           kv->set_value(value);
+        },
+        [resp, dir = req->directory_key()](const absl::Status& s) {
+          if (s.ok()) resp->set_directory_key(dir);
+          return resp->ByteSizeLong();
         });
-    if (s.ok()) resp->set_directory_key(req->directory_key());
-    return Answer(bridge_, kProto, "GetKeyValueDir", TslPayloads(-1), ctx, s);
   }
 
   grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,

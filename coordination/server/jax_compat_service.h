@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "coordination/core/coordination_service.h"
+#include "coordination/server/reply_budget.h"
 
 namespace cohort::coordination {
 
@@ -37,6 +38,9 @@ struct JaxPortOptions {
   std::function<void(absl::string_view protocol, absl::string_view method, absl::StatusCode code,
                      std::optional<absl::Duration> waited)>
       on_rpc;
+  // The budget directory replies are built under, shared with the service's other transports
+  // (CoordinationServer passes its own); null: one of the port's own.
+  std::shared_ptr<ReplyBudget> reply_budget;
 };
 
 // An unmodified jax.distributed.initialize() served by the job's own CoordinationService: XLA's

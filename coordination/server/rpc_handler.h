@@ -41,6 +41,7 @@ class CoordinationRpcHandler {
 
   CoordinationService& service() { return *service_; }
   ReplyBudget& reply_budget() { return *reply_budget_; }
+  const std::shared_ptr<ReplyBudget>& shared_reply_budget() const { return reply_budget_; }
 
   OpId RegisterTaskAsync(const pb::RegisterTaskRequest* request,
                          pb::RegisterTaskResponse* response, StatusCallback done);

@@ -324,6 +324,41 @@ TEST_F(JaxPortTest, WatchTasks_CallerGone_TheWaitEnds) {
   EXPECT_TRUE(server_->service().JobStatus().ok()) << "a watcher going away is not a failure";
 }
 
+// The JAX port's directory reads are built under the reply budget the service's other
+// transports share: with it used up, GetKeyValueDir waits its turn, then completes and releases
+// its bytes.
+TEST_F(JaxPortTest, GetKeyValueDir_WaitsForTheSharedReplyBudget) {
+  Start(1);
+  RegisterAllXla(1);
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    xpb::InsertKeyValueRequest req;
+    *req.mutable_incarnations() = Caller(0);
+    req.mutable_kv()->set_key(absl::StrCat("dir/", i));
+    req.mutable_kv()->set_value("value");
+    xpb::InsertKeyValueResponse resp;
+    ASSERT_TRUE(xla_->InsertKeyValue(&ctx, req, &resp).ok());
+  }
+  ReplyBudget& budget = server_->reply_budget();
+  ReplyBudget::Charge full = budget.Take(ReplyBudget::kDefaultCapBytes);
+  std::future<std::pair<grpc::Status, int>> read = std::async(std::launch::async, [this] {
+    grpc::ClientContext ctx;
+    xpb::GetKeyValueDirRequest req;
+    *req.mutable_incarnations() = Caller(0);
+    req.set_directory_key("dir");
+    xpb::GetKeyValueDirResponse resp;
+    grpc::Status s = xla_->GetKeyValueDir(&ctx, req, &resp);
+    return std::pair(s, resp.kv_size());
+  });
+  ASSERT_TRUE(budget.AwaitWaiting(1, absl::Seconds(30))) << "the read was not queued behind the full budget";
+  EXPECT_EQ(read.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  full.Reset();
+  auto [status, keys] = read.get();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(keys, 3);
+  EXPECT_TRUE(budget.AwaitIdle(absl::Seconds(30))) << "the reply's bytes were never released";
+}
+
 TEST_F(JaxPortTest, ShutdownThenPollCancelled_NoFailure) {
   Start(1);
   RegisterAllXla(1);
