@@ -105,123 +105,6 @@ class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Respo
   };
 };
 
-std::string Rfc3339(absl::Time t) { return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone()); }
-
-}  // namespace
-
-// What both generations share: the service, which process holds which task, the preemption
-// notice key, and the per-call observer.
-class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
- public:
-  JaxBridge(CoordinationService* service, JaxPortOptions options)
-      : service_(service), options_(std::move(options)) {
-    options_.heartbeat_timeout =
-        std::max(options_.heartbeat_timeout, service_->config().heartbeat_timeout);
-    if (options_.reply_budget == nullptr) options_.reply_budget = ReplyBudget::Create();
-  }
-
-  CoordinationService& core() { return *service_; }
-  const std::shared_ptr<ReplyBudget>& reply_budget() const { return options_.reply_budget; }
-
-  RegisterArgs RegisterArgsFor(TaskId task, Incarnation incarnation, absl::string_view protocol,
-                               absl::string_view peer) const {
-    RegisterArgs args;
-    args.task = task;
-    args.incarnation = incarnation;
-    args.num_tasks = service_->config().num_tasks;  // JAX's request does not say; no mismatch.
-    // gRPC names the peer "ipv4:10.0.0.7:41234"; JAX sends no host name or pid.
-    absl::ConsumePrefix(&peer, "ipv4:");
-    absl::ConsumePrefix(&peer, "ipv6:");
-    args.hostname = absl::StrCat("JAX process at ", peer);
-    args.heartbeat_timeout = options_.heartbeat_timeout;
-    args.protocol = std::string(protocol);
-    return args;
-  }
-
-  // Joins the registration barrier; once it passes, remembers which process holds the task.
-  OpId Register(TaskId task, Incarnation incarnation, absl::string_view protocol,
-                absl::string_view peer, std::function<void(absl::Status)> done) {
-    return service_->RegisterTask(
-        RegisterArgsFor(task, incarnation, protocol, peer),
-        // The service may answer after the port's services are gone (it fails what still
-        // waits when it stops): the callback keeps the bridge.
-        [self = shared_from_this(), task, incarnation, done = std::move(done)](absl::Status s) {
-          if (s.ok()) self->Remember(task, incarnation);
-          done(s);
-        });
-  }
-
-  // GetAliveTasks: of `asked` (empty: every task), those connected, with their incarnations.
-  absl::StatusOr<std::vector<std::pair<TaskId, Incarnation>>> AliveTasks(
-      std::vector<TaskId> asked) const {
-    CoordinationService::Snapshot snap = service_->GetSnapshot();
-    const TaskId n = static_cast<TaskId>(snap.tasks.size());
-    if (asked.empty()) {
-      for (TaskId t = 0; t < n; ++t) asked.push_back(t);
-    }
-    std::sort(asked.begin(), asked.end());
-    std::vector<std::pair<TaskId, Incarnation>> alive;
-    for (TaskId t : asked) {
-      if (t < 0 || t >= n) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "GetAliveTasks names task ", t, "; the job has tasks 0 to ", n - 1));
-      }
-      if (snap.tasks[t].state == TaskState::kConnected) alive.emplace_back(t, snap.tasks[t].incarnation);
-    }
-    return alive;
-  }
-
-  void Remember(TaskId task, Incarnation incarnation) {
-    absl::MutexLock lock(&mu_);
-    incarnation_of_[task] = incarnation;
-    task_of_[incarnation] = task;
-  }
-  // The registered incarnation of `task`, or 0 when it has none through this port.
-  Incarnation IncarnationOf(TaskId task) const {
-    absl::MutexLock lock(&mu_);
-    auto it = incarnation_of_.find(task);
-    return it == incarnation_of_.end() ? 0 : it->second;
-  }
-  // The task that registered with `incarnation`, or kUnidentifiedTask.
-  TaskId TaskOf(Incarnation incarnation) const {
-    absl::MutexLock lock(&mu_);
-    auto it = task_of_.find(incarnation);
-    return it == task_of_.end() ? kUnidentifiedTask : it->second;
-  }
-
-  // A preemption notice reached the job: JAX learns of it from its notice key (first write wins).
-  void PublishPreemptionNotice(const PreemptionNotice& notice) {
-    absl::Status s = service_->InsertKeyValue(kUnidentifiedTask, 0, kJaxPreemptionNoticeKey,
-                                              Rfc3339(notice.time), /*allow_overwrite=*/false);
-    if (s.ok()) {
-      LogInfo("JAX port: preemption notice from rank ", notice.task, " published as ",
-              kJaxPreemptionNoticeKey);
-    }
-  }
-  // After a JAX process set `key`: its own preemption notice (SIGTERM handler) is the job's.
-  void AfterInsert(TaskId task, absl::string_view key) {
-    if (KeyValueStore::NormalizeKey(key) != kJaxPreemptionNoticeKey) return;
-    absl::Status s = service_->ReportPreemption(task < 0 ? 0 : task, kObserverIncarnation);
-    if (!s.ok()) {
-      LogDebug("JAX port: preemption notice from rank ", task, " not recorded: ", s.message());
-    }
-  }
-
-  void Count(absl::string_view protocol, absl::string_view method, absl::StatusCode code,
-             std::optional<absl::Duration> waited = std::nullopt) const {
-    if (options_.on_rpc) options_.on_rpc(protocol, method, code, waited);
-  }
-
- private:
-  CoordinationService* const service_;
-  JaxPortOptions options_;
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<TaskId, Incarnation> incarnation_of_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Incarnation, TaskId> task_of_ ABSL_GUARDED_BY(mu_);
-};
-
-namespace {
-
 // PollForError: one long unary call per process, held open for its whole run; its event stream.
 // The service ends it with the job's failure; the client ends it (CANCELLED) after its
 // ShutdownTask, or by dying, which is the process's death when it comes first.
@@ -365,55 +248,6 @@ absl::Status Unsupported(absl::string_view method) {
               "in ", kSupportedJaxlibVersions, "); see docs/jax.md"));
 }
 
-// The failure JAX prints when it terminates the process: the service's sentence (rank, host,
-// cause, what to do) prefixed with where it comes from.
-std::string FailureMessage(const TaskFailure& failure) {
-  return absl::StrCat("Cohort coordination service: ", failure.message);
-}
-
-absl::StatusCode FailureCode(const TaskFailure& failure) {
-  return failure.cause == FailureCause::kHeartbeatTimeout ? absl::StatusCode::kUnavailable
-                                                           : absl::StatusCode::kAborted;
-}
-
-// A task as WatchTasks (jaxlib 0.10+) and WatchJobState (earlier) report it: both generations
-// number the states alike (2 disconnected, 3 connected, 4 error). A task that registered is
-// connected from then on, as in XLA's service (whose RegisterTask connects it before the
-// connect barrier); one that shut down, or never registered, is disconnected; a failed one is
-// in error with the failure the job's processes get.
-struct WatchedTask {
-  TaskId task = 0;
-  int state = 0;
-  Incarnation incarnation = 0;
-  absl::Status error;
-  bool reported = false;  // It reported the error itself (ReportErrorToService).
-};
-static_assert(int{xpb::TASK_STATE_DISCONNECTED} == int{tpb::TASKSTATE_DISCONNECTED} &&
-              int{xpb::TASK_STATE_CONNECTED} == int{tpb::TASKSTATE_CONNECTED} &&
-              int{xpb::TASK_STATE_ERROR} == int{tpb::TASKSTATE_ERROR});
-
-std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& states) {
-  std::vector<WatchedTask> out;
-  for (TaskId t = 0; t < static_cast<TaskId>(states.tasks.size()); ++t) {
-    const CoordinationService::TaskStates::Entry& e = states.tasks[t];
-    WatchedTask w;
-    w.task = t;
-    w.state = xpb::TASK_STATE_DISCONNECTED;
-    w.incarnation = e.incarnation;
-    if (e.state == TaskState::kConnecting || e.state == TaskState::kConnected) w.state = xpb::TASK_STATE_CONNECTED;
-    if (e.state == TaskState::kFailed) {
-      w.state = xpb::TASK_STATE_ERROR;
-      if (e.failure) {
-        w.error = absl::Status(FailureCode(*e.failure), FailureMessage(*e.failure));
-        w.reported = e.failure->cause == FailureCause::kReportedError;
-      } else {
-        w.error = absl::AbortedError(absl::StrCat("Cohort coordination service: task ", t, " failed"));
-      }
-    }
-    out.push_back(std::move(w));
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 // xla.coordination.CoordinationService (jaxlib 0.10+).
@@ -603,7 +437,9 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
               for (const WatchedTask& w : WatchedTasks(*states)) {
                 xpb::TaskInfo* info = resp->add_task_state();
                 info->set_task_id(w.task);
-                info->set_state(static_cast<xpb::TaskState>(w.state));
+                info->set_state(w.state == WatchedTask::State::kConnected ? xpb::TASK_STATE_CONNECTED
+                                : w.state == WatchedTask::State::kError   ? xpb::TASK_STATE_ERROR
+                                                                          : xpb::TASK_STATE_DISCONNECTED);
                 info->set_incarnation(w.incarnation);
                 if (!w.error.ok()) {
                   info->set_error_code(static_cast<int32_t>(w.error.code()));
@@ -767,7 +603,9 @@ class TslService final : public tpb::CoordinationService::CallbackService {
               for (const WatchedTask& w : WatchedTasks(*states)) {
                 tpb::CoordinatedTaskStateInfo* info = resp->add_task_state();
                 *info->mutable_task() = TslTask(w.task);
-                info->set_state(static_cast<tpb::CoordinatedTaskState>(w.state));
+                info->set_state(w.state == WatchedTask::State::kConnected ? tpb::TASKSTATE_CONNECTED
+                                : w.state == WatchedTask::State::kError   ? tpb::TASKSTATE_ERROR
+                                                                          : tpb::TASKSTATE_DISCONNECTED);
                 info->set_incarnation(w.incarnation);
                 if (!w.error.ok()) {
                   info->set_error_code(static_cast<int32_t>(w.error.code()));

@@ -10,38 +10,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "coordination/core/coordination_service.h"
-#include "coordination/server/reply_budget.h"
+#include "coordination/server/jax_bridge.h"
 
 namespace cohort::coordination {
-
-// Protocol names, as metrics and logs label them.
-inline constexpr absl::string_view kXlaCoordinationProtocol = "xla_coordination";
-inline constexpr absl::string_view kTensorflowCoordinationProtocol = "tensorflow";
-// What the JAX port understands: tensorflow.CoordinationService (jaxlib 0.8.0 to 0.9.x) and
-// xla.coordination.CoordinationService (jaxlib 0.10.0 to 0.12.x).
-inline constexpr absl::string_view kSupportedJaxlibVersions = "jaxlib 0.8.0 to 0.12.x";
-// JAX heartbeats every heartbeat_timeout_seconds / 2 (50 s by default) and never tells the
-// service its timeout: a JAX task is declared dead after this without a heartbeat. A dead JAX
-// process is noticed much sooner, when its PollForError call breaks.
-inline constexpr absl::Duration kJaxHeartbeatTimeout = absl::Seconds(100);
-// The key whose value (an RFC 3339 time) tells JAX's preemption sync manager that the job is
-// being preempted.
-inline constexpr absl::string_view kJaxPreemptionNoticeKey = "RECEIVED_PREEMPTION_NOTICE";
-
-struct JaxPortOptions {
-  // Heartbeat timeout of the tasks that register through this port (never below the
-  // service's own).
-  absl::Duration heartbeat_timeout = kJaxHeartbeatTimeout;
-  // Called once per answered call: protocol, method name, status code, and for the calls that
-  // wait in the service (RegisterTask, Barrier, GetKeyValue, ShutdownTask) how long they waited.
-  // May be empty.
-  std::function<void(absl::string_view protocol, absl::string_view method, absl::StatusCode code,
-                     std::optional<absl::Duration> waited)>
-      on_rpc;
-  // The budget directory replies are built under, shared with the service's other transports
-  // (CoordinationServer passes its own); null: one of the port's own.
-  std::shared_ptr<ReplyBudget> reply_budget;
-};
 
 // An unmodified jax.distributed.initialize() served by the job's own CoordinationService: XLA's
 // coordination protocol in both of its generations as gRPC services (the wire contract is in
