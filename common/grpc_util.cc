@@ -12,15 +12,13 @@ namespace cohort {
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   std::string details;
-  bool any = false;
   rpc::v1::Status carried;
   status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
     google::protobuf::Any* detail = carried.add_details();
     detail->set_type_url(std::string(url));
     detail->set_value(std::string(payload));
-    any = true;
   });
-  if (any) {
+  if (carried.details_size() > 0) {
     carried.set_code(static_cast<int32_t>(status.code()));
     carried.set_message(std::string(status.message()));
     details = carried.SerializeAsString();

@@ -111,23 +111,8 @@ void Scheduler::OnPod(const std::string& type, const json& pod) {
     // others' hands), or by the pod's author (give it an address on its node).
     std::string address = op::StringMember(op::Member(meta, "annotations"), kPodAddressAnnotation);
     if (address.empty() && options_.subnets.contains(node) && Running(pod)) {
-      address = AllocateAddress(node);
-      if (address.empty()) {
-        LogWarning("node ", node, " has no pod address left for ", key);
-        return;
-      }
-      names_[address] = DnsNames(pod);
-      WriteHostsFile();
-      json annotate = {{"metadata", {{"annotations", {{kPodAddressAnnotation, address}}}}}};
-      absl::StatusOr<json> patched =
-          client_->MergePatch(op::kPods, op::StringMember(meta, "namespace"), op::StringMember(meta, "name"), annotate);
-      if (!patched.ok()) {
-        used_addresses_.erase(address);
-        names_.erase(address);
-        WriteHostsFile();
-        if (!absl::IsNotFound(patched.status())) LogWarning("giving pod ", key, " an address: ", patched.status().ToString());
-        return;  // Its next event tries again.
-      }
+      Place(key, pod, node).IgnoreError();  // Logged; its next event tries again.
+      return;
     }
     if (!address.empty()) {
       used_addresses_.insert(address);
@@ -181,31 +166,37 @@ std::string Scheduler::AllocateAddress(const std::string& node) {
 bool Scheduler::Bind(const std::string& key, const json& pod) {
   std::string node = ChooseNode();
   if (node.empty()) return false;
+  absl::Status placed = Place(key, pod, node);
+  // Gone meanwhile: its DELETED event follows. Anything else: the next event retries.
+  return placed.ok() || absl::IsNotFound(placed);
+}
+
+absl::Status Scheduler::Place(const std::string& key, const json& pod, const std::string& node) {
   std::string address = AllocateAddress(node);
   if (address.empty()) {
     LogWarning("node ", node, " has no pod address left for ", key);
-    return false;
+    return absl::ResourceExhaustedError(absl::StrCat("node ", node, " has no pod address left"));
   }
   const json& meta = op::Member(pod, "metadata");
-  std::string ns = op::StringMember(meta, "namespace");
-  std::string name = op::StringMember(meta, "name");
   // Named before it is bound: its kubelet may start it at once, and its peers resolve it.
   names_[address] = DnsNames(pod);
   WriteHostsFile();
-  json bind = {{"metadata", {{"annotations", {{kPodAddressAnnotation, address}}}}},
-               {"spec", {{"nodeName", node}}}};
-  absl::StatusOr<json> bound = client_->MergePatch(op::kPods, ns, name, bind);
-  if (!bound.ok()) {
+  json place = {{"metadata", {{"annotations", {{kPodAddressAnnotation, address}}}}},
+                {"spec", {{"nodeName", node}}}};
+  absl::StatusOr<json> placed = client_->MergePatch(op::kPods, op::StringMember(meta, "namespace"),
+                                                    op::StringMember(meta, "name"), place);
+  if (!placed.ok()) {
     used_addresses_.erase(address);
     names_.erase(address);
     WriteHostsFile();
-    // Gone meanwhile: its DELETED event follows. Anything else: the next event retries.
-    if (!absl::IsNotFound(bound.status())) LogWarning("binding pod ", key, " to ", node, ": ", bound.status().ToString());
-    return absl::IsNotFound(bound.status());
+    if (!absl::IsNotFound(placed.status())) {
+      LogWarning("placing pod ", key, " on ", node, ": ", placed.status().ToString());
+    }
+    return placed.status();
   }
   placed_[key] = Placed{.uid = Uid(pod), .node = node, .address = address, .running = true};
   marked_unschedulable_.erase(key);
-  return true;
+  return absl::OkStatus();
 }
 
 void Scheduler::MarkUnschedulable(const std::string& key, const json& pod) {

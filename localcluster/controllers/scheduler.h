@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "operator/client/informer.h"
@@ -62,7 +63,12 @@ class Scheduler {
   void OnNode(const std::string& type, const nlohmann::json& node);
   // Binds every waiting pod it can.
   void ScheduleWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places the pod on the node ChooseNode() picks; false when it has to wait.
   bool Bind(const std::string& key, const nlohmann::json& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the pod an address on `node`, names it, and writes both (and `node`) into the pod with
+  // one merge patch; undone when the patch fails.
+  absl::Status Place(const std::string& key, const nlohmann::json& pod, const std::string& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkUnschedulable(const std::string& key, const nlohmann::json& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ChooseNode() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string AllocateAddress(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "coordination/client/session_client.h"
 #include "tests/coordination/server/loopback_server.h"
@@ -104,8 +105,12 @@ TEST_F(CoordinationServerTest, StopFromTwoThreads_TheSecondWaitsAndReturnsTheFir
 TEST_F(CoordinationServerTest, RegistrationRetried_TheFirstCallIsMarkedSupersededOverTheWire) {
   Start(2);
   std::future<grpc::Status> first = std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
-  // The first call is in when task 0 is connecting.
-  while (server_->service().GetSnapshot().tasks[0].state != TaskState::kConnecting) std::this_thread::yield();
+  // The first call is in when task 0 is connecting (the service has no notification for it).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server_->service().GetSnapshot().tasks[0].state != TaskState::kConnecting && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(server_->service().GetSnapshot().tasks[0].state, TaskState::kConnecting) << "the first call never arrived";
   std::future<grpc::Status> retry = std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
   absl::Status superseded = FromGrpcStatus(first.get());
   EXPECT_TRUE(IsSuperseded(superseded)) << superseded;
