@@ -31,6 +31,7 @@
 #include "common/signals.h"
 #include "coordination/client/agent.h"
 #include "coordination/server/coordination_server.h"
+#include "coordination/server/jax_compat_service.h"
 #include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
@@ -254,18 +255,20 @@ int Run(int argc, char** argv) {
         }
         jax_port = *port;
       }
-      if (jax_port) options->jax_listen_address = absl::StrCat(f.coordinator_bind_address, ":", *jax_port);
+      coordination::JaxPortOptions jax;
       if (!f.jax_heartbeat_timeout.empty()) {
         absl::StatusOr<absl::Duration> d = env::ParseDuration(f.jax_heartbeat_timeout);
         if (!d.ok()) return Fail(absl::StrCat("--jax-heartbeat-timeout: ", d.status().message()));
-        options->jax.heartbeat_timeout = *d;
+        jax.heartbeat_timeout = *d;
       }
-      options->jax.on_rpc = [&metrics = jax_metrics](absl::string_view protocol,
-                                                     absl::string_view method,
-                                                     absl::StatusCode code,
-                                                     std::optional<absl::Duration> waited) {
+      jax.on_rpc = [&metrics = jax_metrics](absl::string_view protocol, absl::string_view method,
+                                            absl::StatusCode code, std::optional<absl::Duration> waited) {
         metrics.Count(protocol, method, code, waited);
       };
+      if (jax_port) {
+        options->attached_port = coordination::JaxPortStarter(
+            absl::StrCat(f.coordinator_bind_address, ":", *jax_port), std::move(jax));
+      }
     }
     absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> server =
         coordination::CoordinationServer::Start(*options);
@@ -321,8 +324,8 @@ int Run(int argc, char** argv) {
           ", metrics on port ",
           (*http)->port(),
           rank == 0 ? absl::StrCat(", coordination service on port ", coordinator->port()) : "",
-          coordinator && coordinator->jax_port() != 0
-              ? absl::StrCat(", JAX's coordination protocol on port ", coordinator->jax_port())
+          coordinator && coordinator->attached_port() != nullptr
+              ? absl::StrCat(", JAX's coordination protocol on port ", coordinator->attached_port()->port())
               : "",
           settings->restart_attempt ? absl::StrCat(", restart attempt ", *settings->restart_attempt)
                                     : "");

@@ -58,35 +58,19 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
         " for the coordination service: the port is in use or the address is not local; pick "
         "another coordinator port"));
   }
-  if (!server->options_.jax_listen_address.empty()) {
-    JaxPortOptions jax_options = server->options_.jax;
-    if (jax_options.reply_budget == nullptr) jax_options.reply_budget = server->handler_->shared_reply_budget();
-    server->jax_services_ = std::make_unique<JaxCompatServices>(server->service_.get(), std::move(jax_options));
-    grpc::ServerBuilder jax;
-    jax.AddListeningPort(server->options_.jax_listen_address, grpc::InsecureServerCredentials(),
-                         &server->jax_port_);
-    // A second listener on the port (JAX's process 0 hosting its own service there when
-    // JAX_COORDINATOR_BIND_ADDRESS is missing) must fail to bind, not share the port.
-    jax.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    // Topology and other values travel whole: no cap below gRPC's own message limits.
-    jax.SetMaxReceiveMessageSize(256 << 20);
-    jax.SetMaxSendMessageSize(256 << 20);
-    AllowClientKeepalive(&jax);
-    server->jax_services_->Register(&jax);
-    server->jax_server_ = jax.BuildAndStart();
-    if (server->jax_server_ == nullptr || server->jax_port_ == 0) {
+  if (server->options_.attached_port) {
+    absl::StatusOr<std::unique_ptr<ServicePort>> port =
+        server->options_.attached_port(server->service_.get(), server->handler_->shared_reply_budget());
+    if (!port.ok()) {
       server->server_->Shutdown();
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", server->options_.jax_listen_address,
-          " for JAX's coordination protocol: the port is in use (is a JAX process 0 hosting its "
-          "own service there? set JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:0 in the trainer) or "
-          "the address is not local"));
+      return port.status();
     }
+    server->attached_port_ = std::move(*port);
   }
   server->checker_ = std::thread([s = server.get()] { s->CheckerLoop(); });
   LogInfo("coordination service for ", server->options_.service.num_tasks, " tasks listening on port ",
           server->port_, server->options_.token.empty() ? " (no job token: authentication off)" : "",
-          server->jax_port_ != 0 ? absl::StrCat("; JAX's protocol on port ", server->jax_port_) : "");
+          server->attached_port_ ? absl::StrCat("; a second port on ", server->attached_port_->port()) : "");
   return server;
 }
 
@@ -98,7 +82,7 @@ void CoordinationServer::CheckerLoop() {
 }
 
 void CoordinationServer::ShutDownLocked(absl::Duration grace) {
-  if (jax_server_) jax_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  if (attached_port_) attached_port_->Shutdown(absl::Now() + grace);
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   stop_checker_.Notify();
   if (checker_.joinable()) checker_.join();
@@ -138,9 +122,8 @@ CoordinationServer::~CoordinationServer() {
   }
   server_->Wait();
   server_.reset();
-  if (jax_server_) jax_server_->Wait();
-  jax_server_.reset();
-  jax_services_.reset();
+  if (attached_port_) attached_port_->Wait();
+  attached_port_.reset();
   grpc_service_.reset();
   handler_.reset();
   service_.reset();

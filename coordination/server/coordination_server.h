@@ -16,9 +16,9 @@
 #include "common/job_settings.h"
 #include "coordination/core/coordination_service.h"
 #include "coordination/server/grpc_service.h"
-#include "coordination/server/jax_compat_service.h"
 #include "coordination/server/reply_budget.h"
 #include "coordination/server/rpc_handler.h"
+#include "coordination/server/service_port.h"
 
 namespace cohort::coordination {
 
@@ -27,12 +27,9 @@ struct ServerOptions {
   std::string listen_address = "0.0.0.0:0";
   ServiceConfig service;
   std::string token;  // Empty: no authentication.
-  // "host:port" of a second port speaking XLA's coordination protocol to unmodified
-  // jax.distributed programs, over the same service (docs/jax.md); empty: none. It carries no
-  // authentication (JAX sends none) and refuses to share its port (no SO_REUSEPORT), so a JAX
-  // process 0 that tries to host its own service on it fails at once instead of splitting the job.
-  std::string jax_listen_address;
-  JaxPortOptions jax;
+  // A second port over the same service, started once the service exists and stopped with it:
+  // the sidecar's JAX port (StartJaxPort in jax_compat_service.h, docs/jax.md). Empty: none.
+  ServicePortStarter attached_port;
 };
 
 // The server that process 0 of the job `settings` describe hosts: on `bind_address`, at the port
@@ -62,8 +59,8 @@ class CoordinationServer {
   CoordinationServer& operator=(const CoordinationServer&) = delete;
 
   int port() const { return port_; }
-  // The JAX port, or 0 when none was asked for.
-  int jax_port() const { return jax_port_; }
+  // The port ServerOptions::attached_port started, or null when none was asked for.
+  ServicePort* attached_port() const { return attached_port_.get(); }
   CoordinationService& service() { return *service_; }
   // The bound on built-but-unsent directory replies, shared by every transport.
   ReplyBudget& reply_budget() { return handler_->reply_budget(); }
@@ -85,9 +82,7 @@ class CoordinationServer {
   std::unique_ptr<CoordinationGrpcService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  std::unique_ptr<JaxCompatServices> jax_services_;
-  std::unique_ptr<grpc::Server> jax_server_;
-  int jax_port_ = 0;
+  std::unique_ptr<ServicePort> attached_port_;
   absl::Notification stop_checker_;
   std::thread checker_;
 

@@ -2,8 +2,8 @@
 
 // What both generations of XLA's coordination protocol share on the JAX port, written once: the
 // service, which process holds which task, the preemption notice key, the per-call observer, and
-// how the core's task states and failures read in JAX's terms. jax_compat_service.cc maps each
-// generation's messages onto it.
+// how the core's task states and failures read in JAX's terms. jax_compat_service.cc maps both
+// generations' messages onto it (JaxGenerationService, once over a traits struct per generation).
 
 #include <functional>
 #include <memory>

@@ -1,8 +1,8 @@
 #include "coordination/server/jax_compat_service.h"
 
-#include <algorithm>
 #include <atomic>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,35 +52,6 @@ grpc::Status WithPayloads(const absl::Status& status, const ErrorPayloads& paylo
   }
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
                       container.SerializeAsString());
-}
-
-ErrorPayloads XlaPayloads(TaskId source, bool reported = false) {
-  xpb::CoordinationServiceError e;
-  e.set_is_reported_error(reported);
-  if (source >= 0) e.set_source_task_id(source);
-  return ErrorPayloads{e.SerializeAsString(), ""};
-}
-
-tpb::CoordinatedTask TslTask(TaskId task) {
-  tpb::CoordinatedTask t;
-  t.set_job_name(std::string(kJaxJobName));
-  t.set_task_id(task);
-  return t;
-}
-
-ErrorPayloads TslPayloads(TaskId source, bool reported = false) {
-  tpb::CoordinationServiceError e;
-  e.set_is_reported_error(reported);
-  if (source >= 0) *e.mutable_source_task() = TslTask(source);
-  return ErrorPayloads{e.SerializeAsString(), ""};
-}
-
-template <typename BarrierErrorProto>
-std::string BarrierErrorBytes(const std::string& id, int64_t counter) {
-  BarrierErrorProto e;
-  e.set_barrier_id(id);
-  e.set_counter(counter);
-  return e.SerializeAsString();
 }
 
 // Request and response of one call in one protobuf arena, freed at once when gRPC is done with
@@ -242,87 +213,253 @@ grpc::ServerUnaryReactor* Answer(const std::shared_ptr<JaxBridge>& bridge,
   return reactor;
 }
 
-absl::Status Unsupported(absl::string_view method) {
-  return absl::UnimplementedError(absl::StrCat(
-      method, " is not served by Cohort's JAX coordination port (jax.distributed does not call it "
-              "in ", kSupportedJaxlibVersions, "); see docs/jax.md"));
-}
-
-
 // ---------------------------------------------------------------------------------------------
-// xla.coordination.CoordinationService (jaxlib 0.10+).
+// The two generations of the protocol name their messages alike and spell a few fields
+// differently: who calls, a task, the service's incarnation. Each generation's spelling is one
+// traits struct; JaxGenerationService below maps the calls onto the bridge once, over either.
 
-class XlaService final : public xpb::CoordinationService::CallbackService {
+// The message types of one generation, by the names both generations give them.
+#define COHORT_JAX_GENERATION_MESSAGES(ns)                                    \
+  using RegisterTaskRequest = ns::RegisterTaskRequest;                       \
+  using RegisterTaskResponse = ns::RegisterTaskResponse;                     \
+  using HeartbeatRequest = ns::HeartbeatRequest;                             \
+  using HeartbeatResponse = ns::HeartbeatResponse;                           \
+  using PollForErrorRequest = ns::PollForErrorRequest;                       \
+  using PollForErrorResponse = ns::PollForErrorResponse;                     \
+  using ShutdownTaskRequest = ns::ShutdownTaskRequest;                       \
+  using ShutdownTaskResponse = ns::ShutdownTaskResponse;                     \
+  using ReportErrorToServiceRequest = ns::ReportErrorToServiceRequest;       \
+  using ReportErrorToServiceResponse = ns::ReportErrorToServiceResponse;     \
+  using InsertKeyValueRequest = ns::InsertKeyValueRequest;                   \
+  using InsertKeyValueResponse = ns::InsertKeyValueResponse;                 \
+  using GetKeyValueRequest = ns::GetKeyValueRequest;                         \
+  using GetKeyValueResponse = ns::GetKeyValueResponse;                       \
+  using TryGetKeyValueRequest = ns::TryGetKeyValueRequest;                   \
+  using TryGetKeyValueResponse = ns::TryGetKeyValueResponse;                 \
+  using IncrementKeyValueRequest = ns::IncrementKeyValueRequest;             \
+  using IncrementKeyValueResponse = ns::IncrementKeyValueResponse;           \
+  using GetKeyValueDirRequest = ns::GetKeyValueDirRequest;                   \
+  using GetKeyValueDirResponse = ns::GetKeyValueDirResponse;                 \
+  using DeleteKeyValueRequest = ns::DeleteKeyValueRequest;                   \
+  using DeleteKeyValueResponse = ns::DeleteKeyValueResponse;                 \
+  using BarrierRequest = ns::BarrierRequest;                                 \
+  using BarrierResponse = ns::BarrierResponse;                               \
+  using CancelBarrierRequest = ns::CancelBarrierRequest;                     \
+  using CancelBarrierResponse = ns::CancelBarrierResponse;                   \
+  using GetAliveTasksRequest = ns::GetAliveTasksRequest;                     \
+  using GetAliveTasksResponse = ns::GetAliveTasksResponse;                   \
+  using KeyValueEntry = ns::KeyValueEntry;                                   \
+  using BarrierError = ns::BarrierError
+
+// The task a call comes from and the incarnation it runs as.
+struct Caller {
+  TaskId task = kUnidentifiedTask;
+  Incarnation incarnation = 0;
+};
+
+// xla.coordination.CoordinationService (jaxlib 0.10+): tasks are numbers, and every call but
+// RegisterTask carries the caller's incarnation.
+struct XlaGeneration {
+  using Service = xpb::CoordinationService::CallbackService;
+  COHORT_JAX_GENERATION_MESSAGES(xpb);
+  using TaskInfo = xpb::TaskInfo;
+  static constexpr absl::string_view kProto = kXlaCoordinationProtocol;
+
+  static ErrorPayloads Payloads(TaskId source, bool reported = false) {
+    xpb::CoordinationServiceError e;
+    e.set_is_reported_error(reported);
+    if (source >= 0) e.set_source_task_id(source);
+    return ErrorPayloads{e.SerializeAsString(), ""};
+  }
+
+  template <class Request>
+  static Caller Identify(const JaxBridge& bridge, const Request& req) {
+    if constexpr (std::is_same_v<Request, RegisterTaskRequest>) {
+      return {req.source_task_id(), req.incarnation()};
+    } else if constexpr (std::is_same_v<Request, HeartbeatRequest>) {
+      return {req.source_task_id(),
+              req.incarnation() != 0 ? req.incarnation() : req.incarnations().task_incarnation()};
+    } else if constexpr (std::is_same_v<Request, GetAliveTasksRequest>) {
+      return {req.requesting_task_id(), 0};
+    } else if constexpr (requires { req.source_task_id(); }) {
+      const TaskId task = req.source_task_id();
+      const Incarnation own = req.incarnations().task_incarnation();
+      return {task, own != 0 ? own : bridge.IncarnationOf(task)};
+    } else {
+      // Key-value calls and WatchTasks: jaxlib leaves incarnations.task_id 0, the incarnation
+      // names the caller.
+      const TaskId task = bridge.TaskOf(req.incarnations().task_incarnation());
+      return {task, task == kUnidentifiedTask ? 0 : req.incarnations().task_incarnation()};
+    }
+  }
+
+  static void SetServiceIncarnation(auto* resp, Incarnation incarnation) {
+    resp->set_service_incarnation(incarnation);
+  }
+  // The tasks a barrier or GetAliveTasks names (empty: every task).
+  static std::vector<TaskId> Tasks(const auto& req) {
+    return {req.task_ids().begin(), req.task_ids().end()};
+  }
+  static void AddAliveTask(GetAliveTasksResponse* resp, TaskId task) { resp->add_alive_task_ids(task); }
+
+  static void SetTask(TaskInfo* info, TaskId task) { info->set_task_id(task); }
+  static void SetErrorSource(xpb::CoordinationServiceError* payload, TaskId task) {
+    payload->set_source_task_id(task);
+  }
+  static xpb::TaskState State(WatchedTask::State state) {
+    switch (state) {
+      case WatchedTask::State::kConnected: return xpb::TASK_STATE_CONNECTED;
+      case WatchedTask::State::kError: return xpb::TASK_STATE_ERROR;
+      case WatchedTask::State::kDisconnected: break;
+    }
+    return xpb::TASK_STATE_DISCONNECTED;
+  }
+};
+
+// tensorflow.CoordinationService (jaxlib 0.8 and 0.9): tasks are {job name, number}; only
+// registration and heartbeats carry an incarnation, and key-value calls name no caller.
+struct TslGeneration {
+  using Service = tpb::CoordinationService::CallbackService;
+  COHORT_JAX_GENERATION_MESSAGES(tpb);
+  using TaskInfo = tpb::CoordinatedTaskStateInfo;
+  static constexpr absl::string_view kProto = kTensorflowCoordinationProtocol;
+
+  static tpb::CoordinatedTask Task(TaskId task) {
+    tpb::CoordinatedTask t;
+    t.set_job_name(std::string(kJaxJobName));
+    t.set_task_id(task);
+    return t;
+  }
+
+  static ErrorPayloads Payloads(TaskId source, bool reported = false) {
+    tpb::CoordinationServiceError e;
+    e.set_is_reported_error(reported);
+    if (source >= 0) *e.mutable_source_task() = Task(source);
+    return ErrorPayloads{e.SerializeAsString(), ""};
+  }
+
+  template <class Request>
+  static Caller Identify(const JaxBridge& bridge, const Request& req) {
+    if constexpr (std::is_same_v<Request, RegisterTaskRequest> ||
+                  std::is_same_v<Request, HeartbeatRequest>) {
+      return {req.source_task().task_id(), req.incarnation()};
+    } else if constexpr (requires { req.source_task().task_id(); }) {
+      const TaskId task = req.source_task().task_id();
+      return {task, bridge.IncarnationOf(task)};
+    } else if constexpr (std::is_same_v<Request, ReportErrorToServiceRequest>) {
+      const TaskId task = req.error_origin().task_id();
+      return {task, bridge.IncarnationOf(task)};
+    } else {
+      return {};  // Key-value calls, GetAliveTasks, WatchJobState.
+    }
+  }
+
+  static void SetServiceIncarnation(auto* resp, Incarnation incarnation) {
+    resp->set_leader_incarnation(incarnation);
+  }
+  static std::vector<TaskId> Tasks(const auto& req) {
+    std::vector<TaskId> tasks;
+    for (const tpb::CoordinatedTask& t : req.tasks()) tasks.push_back(t.task_id());
+    return tasks;
+  }
+  static void AddAliveTask(GetAliveTasksResponse* resp, TaskId task) { *resp->add_alive_tasks() = Task(task); }
+
+  static void SetTask(TaskInfo* info, TaskId task) { *info->mutable_task() = Task(task); }
+  static void SetErrorSource(tpb::CoordinationServiceError* payload, TaskId task) {
+    *payload->mutable_source_task() = Task(task);
+  }
+  static tpb::CoordinatedTaskState State(WatchedTask::State state) {
+    switch (state) {
+      case WatchedTask::State::kConnected: return tpb::TASKSTATE_CONNECTED;
+      case WatchedTask::State::kError: return tpb::TASKSTATE_ERROR;
+      case WatchedTask::State::kDisconnected: break;
+    }
+    return tpb::TASKSTATE_DISCONNECTED;
+  }
+};
+
+#undef COHORT_JAX_GENERATION_MESSAGES
+
+// The calls both generations have, written once: each maps its request onto the bridge and the
+// core and answers in the generation's own spelling. A generation's calls of its own are in the
+// class that derives from it.
+template <class Gen>
+class JaxGenerationService : public Gen::Service {
  public:
-  explicit XlaService(std::shared_ptr<JaxBridge> bridge) : bridge_(std::move(bridge)) {
-    SetMessageAllocatorFor_GetKeyValueDir(&dir_allocator_);
+  explicit JaxGenerationService(std::shared_ptr<JaxBridge> bridge) : bridge_(std::move(bridge)) {
+    this->SetMessageAllocatorFor_GetKeyValueDir(&dir_allocator_);
   }
 
   grpc::ServerUnaryReactor* RegisterTask(grpc::CallbackServerContext* ctx,
-                                         const xpb::RegisterTaskRequest* req,
-                                         xpb::RegisterTaskResponse* resp) override {
-    TaskId task = req->source_task_id();
-    resp->set_service_incarnation(bridge_->core().service_incarnation());
-    return Serve(bridge_, kProto, "RegisterTask", XlaPayloads(task), [&](auto done) {
-      return bridge_->Register(task, req->incarnation(), kProto, ctx->peer(), done);
+                                         const typename Gen::RegisterTaskRequest* req,
+                                         typename Gen::RegisterTaskResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    Gen::SetServiceIncarnation(resp, bridge_->core().service_incarnation());
+    return Serve(bridge_, kProto, "RegisterTask", Gen::Payloads(caller.task), [&](auto done) {
+      return bridge_->Register(caller.task, caller.incarnation, kProto, ctx->peer(), done);
     });
   }
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
-                                      const xpb::HeartbeatRequest* req,
-                                      xpb::HeartbeatResponse* resp) override {
-    resp->set_service_incarnation(bridge_->core().service_incarnation());
-    Incarnation incarnation =
-        req->incarnation() != 0 ? req->incarnation() : req->incarnations().task_incarnation();
-    return Answer(bridge_, kProto, "Heartbeat", XlaPayloads(req->source_task_id()), ctx,
-                  bridge_->core().Heartbeat(req->source_task_id(), incarnation));
+                                      const typename Gen::HeartbeatRequest* req,
+                                      typename Gen::HeartbeatResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    Gen::SetServiceIncarnation(resp, bridge_->core().service_incarnation());
+    return Answer(bridge_, kProto, "Heartbeat", Gen::Payloads(caller.task), ctx,
+                  bridge_->core().Heartbeat(caller.task, caller.incarnation));
   }
 
-  grpc::ServerUnaryReactor* PollForError(grpc::CallbackServerContext* ctx,
-                                         const xpb::PollForErrorRequest* req,
-                                         xpb::PollForErrorResponse*) override {
-    TaskId task = req->source_task_id();
-    Incarnation incarnation = IncarnationFor(task, req->incarnations());
+  grpc::ServerUnaryReactor* PollForError(grpc::CallbackServerContext*,
+                                         const typename Gen::PollForErrorRequest* req,
+                                         typename Gen::PollForErrorResponse*) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
     auto* reactor = new PollReactor(bridge_, kProto, [](const TaskFailure& f) {
       return WithPayloads(absl::Status(FailureCode(f), FailureMessage(f)),
-                          XlaPayloads(f.task, f.cause == FailureCause::kReportedError));
+                          Gen::Payloads(f.task, f.cause == FailureCause::kReportedError));
     });
-    absl::StatusOr<OpId> op = bridge_->core().Watch(task, incarnation, reactor->Callback());
-    reactor->Started(op, WithPayloads(op.status(), XlaPayloads(task)));
+    absl::StatusOr<OpId> op = bridge_->core().Watch(caller.task, caller.incarnation, reactor->Callback());
+    reactor->Started(op, WithPayloads(op.status(), Gen::Payloads(caller.task)));
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* ShutdownTask(grpc::CallbackServerContext* ctx,
-                                         const xpb::ShutdownTaskRequest* req,
-                                         xpb::ShutdownTaskResponse*) override {
-    TaskId task = req->source_task_id();
-    Incarnation incarnation = IncarnationFor(task, req->incarnations());
-    return Serve(bridge_, kProto, "ShutdownTask", XlaPayloads(task), [&](auto done) {
-      return bridge_->core().ShutdownTask(task, incarnation, done);
+  grpc::ServerUnaryReactor* ShutdownTask(grpc::CallbackServerContext*,
+                                         const typename Gen::ShutdownTaskRequest* req,
+                                         typename Gen::ShutdownTaskResponse*) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    return Serve(bridge_, kProto, "ShutdownTask", Gen::Payloads(caller.task), [&](auto done) {
+      return bridge_->core().ShutdownTask(caller.task, caller.incarnation, done);
     });
   }
 
-  grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
-                                           const xpb::InsertKeyValueRequest* req,
-                                           xpb::InsertKeyValueResponse*) override {
-    const auto [task, incarnation] = Caller(req->incarnations());
-    absl::Status s = bridge_->core().InsertKeyValue(task, incarnation, req->kv().key(),
-                                                    req->kv().value(), req->allow_overwrite());
-    if (s.ok()) bridge_->AfterInsert(task, req->kv().key());
-    return Answer(bridge_, kProto, "InsertKeyValue", XlaPayloads(task), ctx, s);
+  grpc::ServerUnaryReactor* ReportErrorToService(grpc::CallbackServerContext* ctx,
+                                                 const typename Gen::ReportErrorToServiceRequest* req,
+                                                 typename Gen::ReportErrorToServiceResponse*) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    return Answer(bridge_, kProto, "ReportErrorToService", Gen::Payloads(caller.task), ctx,
+                  bridge_->core().ReportError(caller.task, caller.incarnation,
+                                              FailureCause::kReportedError,
+                                              absl::StrCat("JAX reported error ", req->error_code(),
+                                                           ": ", req->error_message())));
   }
 
-  grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext* ctx,
-                                        const xpb::GetKeyValueRequest* req,
-                                        xpb::GetKeyValueResponse* resp) override {
-    // Plain variables: the lambda below captures them (clang 14, which the fuzz build uses, cannot capture structured bindings).
-    const std::pair<TaskId, Incarnation> caller = Caller(req->incarnations());
-    const TaskId task = caller.first;
-    const Incarnation incarnation = caller.second;
+  grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
+                                           const typename Gen::InsertKeyValueRequest* req,
+                                           typename Gen::InsertKeyValueResponse*) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    absl::Status s = bridge_->core().InsertKeyValue(caller.task, caller.incarnation, req->kv().key(),
+                                                    req->kv().value(), req->allow_overwrite());
+    if (s.ok()) bridge_->AfterInsert(caller.task, req->kv().key());
+    return Answer(bridge_, kProto, "InsertKeyValue", Gen::Payloads(caller.task), ctx, s);
+  }
+
+  grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext*,
+                                        const typename Gen::GetKeyValueRequest* req,
+                                        typename Gen::GetKeyValueResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
     // No timeout: JAX's blocking get waits until the key is set, the job fails or it cancels.
-    return Serve(bridge_, kProto, "GetKeyValue", XlaPayloads(task), [&](auto done) {
+    return Serve(bridge_, kProto, "GetKeyValue", Gen::Payloads(caller.task), [&](auto done) {
       return bridge_->core().GetKeyValue(
-          task, incarnation, req->key(), absl::InfiniteDuration(),
+          caller.task, caller.incarnation, req->key(), absl::InfiniteDuration(),
           [resp, key = req->key(), done](absl::StatusOr<std::string> v) {
             if (v.ok()) {
               resp->mutable_kv()->set_key(key);
@@ -334,38 +471,39 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   }
 
   grpc::ServerUnaryReactor* TryGetKeyValue(grpc::CallbackServerContext* ctx,
-                                           const xpb::TryGetKeyValueRequest* req,
-                                           xpb::TryGetKeyValueResponse* resp) override {
-    const auto [task, incarnation] = Caller(req->incarnations());
-    absl::StatusOr<std::string> v = bridge_->core().TryGetKeyValue(task, incarnation, req->key());
+                                           const typename Gen::TryGetKeyValueRequest* req,
+                                           typename Gen::TryGetKeyValueResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    absl::StatusOr<std::string> v = bridge_->core().TryGetKeyValue(caller.task, caller.incarnation, req->key());
     if (v.ok()) {
       resp->mutable_kv()->set_key(req->key());
       resp->mutable_kv()->set_value(std::move(*v));
     }
-    return Answer(bridge_, kProto, "TryGetKeyValue", XlaPayloads(task), ctx, v.status());
+    return Answer(bridge_, kProto, "TryGetKeyValue", Gen::Payloads(caller.task), ctx, v.status());
   }
 
   grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
-                                              const xpb::IncrementKeyValueRequest* req,
-                                              xpb::IncrementKeyValueResponse* resp) override {
-    const auto [task, incarnation] = Caller(req->incarnations());
+                                              const typename Gen::IncrementKeyValueRequest* req,
+                                              typename Gen::IncrementKeyValueResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
     absl::StatusOr<int64_t> v =
-        bridge_->core().IncrementKeyValue(task, incarnation, req->key(), req->increment());
+        bridge_->core().IncrementKeyValue(caller.task, caller.incarnation, req->key(), req->increment());
     if (v.ok()) {
       resp->mutable_kv()->set_key(req->key());
       resp->mutable_kv()->set_value(absl::StrCat(*v));  // Decimal text, as XLA's client parses it.
     }
-    return Answer(bridge_, kProto, "IncrementKeyValue", XlaPayloads(task), ctx, v.status());
+    return Answer(bridge_, kProto, "IncrementKeyValue", Gen::Payloads(caller.task), ctx, v.status());
   }
 
-  grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext* ctx,
-                                           const xpb::GetKeyValueDirRequest* req,
-                                           xpb::GetKeyValueDirResponse* resp) override {
-    const auto [task, incarnation] = Caller(req->incarnations());
+  grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext*,
+                                           const typename Gen::GetKeyValueDirRequest* req,
+                                           typename Gen::GetKeyValueDirResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
     return ServeDirectory(
-        bridge_, kProto, XlaPayloads(task), task, incarnation, req->directory_key(),
+        bridge_, kProto, Gen::Payloads(caller.task), caller.task, caller.incarnation,
+        req->directory_key(),
         [resp](const std::string& key, const std::string& value) {
-          xpb::KeyValueEntry* kv = resp->add_kv();
+          typename Gen::KeyValueEntry* kv = resp->add_kv();
           kv->set_key(key);
           kv->set_value(value);
         },
@@ -376,75 +514,80 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
   }
 
   grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,
-                                           const xpb::DeleteKeyValueRequest* req,
-                                           xpb::DeleteKeyValueResponse*) override {
-    const auto [task, incarnation] = Caller(req->incarnations());
+                                           const typename Gen::DeleteKeyValueRequest* req,
+                                           typename Gen::DeleteKeyValueResponse*) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
     // The key and everything under it, whatever is_directory says (XLA's client always sets it).
-    return Answer(bridge_, kProto, "DeleteKeyValue", XlaPayloads(task), ctx,
-                  bridge_->core().DeleteKeyValue(task, incarnation, req->key()));
+    return Answer(bridge_, kProto, "DeleteKeyValue", Gen::Payloads(caller.task), ctx,
+                  bridge_->core().DeleteKeyValue(caller.task, caller.incarnation, req->key()));
   }
 
-  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
-                                    const xpb::BarrierRequest* req,
-                                    xpb::BarrierResponse* resp) override {
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext*,
+                                    const typename Gen::BarrierRequest* req,
+                                    typename Gen::BarrierResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
     BarrierArgs args;
-    args.task = req->source_task_id();
-    args.incarnation = IncarnationFor(args.task, req->incarnations());
+    args.task = caller.task;
+    args.incarnation = caller.incarnation;
     args.id = req->barrier_id();
     args.counter = req->counter();
     args.timeout = absl::Milliseconds(req->barrier_timeout_in_ms());
-    args.participants.assign(req->task_ids().begin(), req->task_ids().end());
+    args.participants = Gen::Tasks(*req);
     resp->set_counter(req->counter());
-    ErrorPayloads payloads = XlaPayloads(args.task);
-    payloads.barrier_error = BarrierErrorBytes<xpb::BarrierError>(args.id, args.counter);
+    ErrorPayloads payloads = Gen::Payloads(args.task);
+    typename Gen::BarrierError barrier_error;
+    barrier_error.set_barrier_id(args.id);
+    barrier_error.set_counter(args.counter);
+    payloads.barrier_error = barrier_error.SerializeAsString();
     return Serve(bridge_, kProto, "Barrier", std::move(payloads),
                  [&](auto done) { return bridge_->core().Barrier(args, done); });
   }
 
   grpc::ServerUnaryReactor* CancelBarrier(grpc::CallbackServerContext* ctx,
-                                          const xpb::CancelBarrierRequest* req,
-                                          xpb::CancelBarrierResponse*) override {
-    TaskId task = req->source_task_id();
-    return Answer(bridge_, kProto, "CancelBarrier", XlaPayloads(task), ctx,
-                  bridge_->core().CancelBarrier(task, IncarnationFor(task, req->incarnations()),
-                                                req->barrier_id(), req->counter()));
+                                          const typename Gen::CancelBarrierRequest* req,
+                                          typename Gen::CancelBarrierResponse*) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    return Answer(bridge_, kProto, "CancelBarrier", Gen::Payloads(caller.task), ctx,
+                  bridge_->core().CancelBarrier(caller.task, caller.incarnation, req->barrier_id(),
+                                                req->counter()));
   }
 
   grpc::ServerUnaryReactor* GetAliveTasks(grpc::CallbackServerContext* ctx,
-                                          const xpb::GetAliveTasksRequest* req,
-                                          xpb::GetAliveTasksResponse* resp) override {
-    auto alive = bridge_->AliveTasks({req->task_ids().begin(), req->task_ids().end()});
+                                          const typename Gen::GetAliveTasksRequest* req,
+                                          typename Gen::GetAliveTasksResponse* resp) override {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    auto alive = bridge_->AliveTasks(Gen::Tasks(*req));
     if (alive.ok()) {
       for (const auto& [task, incarnation] : *alive) {
-        resp->add_alive_task_ids(task);
+        Gen::AddAliveTask(resp, task);
         resp->add_incarnations(incarnation);
       }
     }
-    return Answer(bridge_, kProto, "GetAliveTasks", XlaPayloads(req->requesting_task_id()), ctx,
-                  alive.status());
+    return Answer(bridge_, kProto, "GetAliveTasks", Gen::Payloads(caller.task), ctx, alive.status());
   }
 
-  // A long poll: at once when the caller's version is not the current one, else when a task's
-  // state changes (docs/jax.md, "WatchTasks").
-  grpc::ServerUnaryReactor* WatchTasks(grpc::CallbackServerContext* ctx,
-                                       const xpb::WatchTasksRequest* req,
-                                       xpb::WatchTasksResponse* resp) override {
-    const TaskId caller = Caller(req->incarnations()).first;
-    return Serve(bridge_, kProto, "WatchTasks", XlaPayloads(caller), [&](auto done) {
+ protected:
+  static constexpr absl::string_view kProto = Gen::kProto;
+
+  // WatchTasks (jaxlib 0.10+) and WatchJobState (earlier): a long poll, answered at once when
+  // the caller's version is not the current one, else when a task's state changes (docs/jax.md,
+  // "Task states (WatchTasks)").
+  template <class Request, class Response>
+  grpc::ServerUnaryReactor* ServeWatch(absl::string_view method, const Request* req, Response* resp) {
+    const Caller caller = Gen::Identify(*bridge_, *req);
+    return Serve(bridge_, kProto, method, Gen::Payloads(caller.task), [&](auto done) {
       return bridge_->core().WatchTaskStates(
           req->version_number(), [resp, done](absl::StatusOr<CoordinationService::TaskStates> states) {
             if (states.ok()) {
               for (const WatchedTask& w : WatchedTasks(*states)) {
-                xpb::TaskInfo* info = resp->add_task_state();
-                info->set_task_id(w.task);
-                info->set_state(w.state == WatchedTask::State::kConnected ? xpb::TASK_STATE_CONNECTED
-                                : w.state == WatchedTask::State::kError   ? xpb::TASK_STATE_ERROR
-                                                                          : xpb::TASK_STATE_DISCONNECTED);
+                typename Gen::TaskInfo* info = resp->add_task_state();
+                Gen::SetTask(info, w.task);
+                info->set_state(Gen::State(w.state));
                 info->set_incarnation(w.incarnation);
                 if (!w.error.ok()) {
                   info->set_error_code(static_cast<int32_t>(w.error.code()));
                   info->set_error_message(std::string(w.error.message()));
-                  info->mutable_error_payload()->set_source_task_id(w.task);
+                  Gen::SetErrorSource(info->mutable_error_payload(), w.task);
                   info->mutable_error_payload()->set_is_reported_error(w.reported);
                 }
               }
@@ -455,94 +598,31 @@ class XlaService final : public xpb::CoordinationService::CallbackService {
     });
   }
 
-  grpc::ServerUnaryReactor* ReportErrorToService(grpc::CallbackServerContext* ctx,
-                                                 const xpb::ReportErrorToServiceRequest* req,
-                                                 xpb::ReportErrorToServiceResponse*) override {
-    TaskId task = req->source_task_id();
-    return Answer(bridge_, kProto, "ReportErrorToService", XlaPayloads(task), ctx,
-                  bridge_->core().ReportError(
-                      task, IncarnationFor(task, req->incarnations()), FailureCause::kReportedError,
-                      absl::StrCat("JAX reported error ", req->error_code(), ": ",
-                                   req->error_message())));
-  }
+  const std::shared_ptr<JaxBridge> bridge_;
 
  private:
-  static constexpr absl::string_view kProto = kXlaCoordinationProtocol;
-  ArenaMessageAllocator<xpb::GetKeyValueDirRequest, xpb::GetKeyValueDirResponse> dir_allocator_;
-
-  Incarnation IncarnationFor(TaskId task, const xpb::Incarnations& inc) const {
-    if (inc.task_incarnation() != 0) return inc.task_incarnation();
-    return bridge_->IncarnationOf(task);
-  }
-  // jaxlib leaves incarnations.task_id 0 on key-value calls: the incarnation names the caller.
-  std::pair<TaskId, Incarnation> Caller(const xpb::Incarnations& inc) const {
-    TaskId task = bridge_->TaskOf(inc.task_incarnation());
-    return {task, task == kUnidentifiedTask ? 0 : inc.task_incarnation()};
-  }
-
-  const std::shared_ptr<JaxBridge> bridge_;
+  ArenaMessageAllocator<typename Gen::GetKeyValueDirRequest, typename Gen::GetKeyValueDirResponse>
+      dir_allocator_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// tensorflow.CoordinationService (jaxlib 0.8 and 0.9). Key-value calls name no caller.
-
-class TslService final : public tpb::CoordinationService::CallbackService {
+class XlaService final : public JaxGenerationService<XlaGeneration> {
  public:
-  explicit TslService(std::shared_ptr<JaxBridge> bridge) : bridge_(std::move(bridge)) {
-    SetMessageAllocatorFor_GetKeyValueDir(&dir_allocator_);
-  }
+  using JaxGenerationService::JaxGenerationService;
 
-  grpc::ServerUnaryReactor* RegisterTask(grpc::CallbackServerContext* ctx,
-                                         const tpb::RegisterTaskRequest* req,
-                                         tpb::RegisterTaskResponse* resp) override {
-    TaskId task = req->source_task().task_id();
-    resp->set_leader_incarnation(bridge_->core().service_incarnation());
-    return Serve(bridge_, kProto, "RegisterTask", TslPayloads(task), [&](auto done) {
-      return bridge_->Register(task, req->incarnation(), kProto, ctx->peer(), done);
-    });
+  grpc::ServerUnaryReactor* WatchTasks(grpc::CallbackServerContext*, const xpb::WatchTasksRequest* req,
+                                       xpb::WatchTasksResponse* resp) override {
+    return ServeWatch("WatchTasks", req, resp);
   }
+};
 
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
-                                      const tpb::HeartbeatRequest* req,
-                                      tpb::HeartbeatResponse* resp) override {
-    resp->set_leader_incarnation(bridge_->core().service_incarnation());
-    TaskId task = req->source_task().task_id();
-    return Answer(bridge_, kProto, "Heartbeat", TslPayloads(task), ctx,
-                  bridge_->core().Heartbeat(task, req->incarnation()));
-  }
+class TslService final : public JaxGenerationService<TslGeneration> {
+ public:
+  using JaxGenerationService::JaxGenerationService;
 
-  grpc::ServerUnaryReactor* PollForError(grpc::CallbackServerContext* ctx,
-                                         const tpb::PollForErrorRequest* req,
-                                         tpb::PollForErrorResponse*) override {
-    TaskId task = req->source_task().task_id();
-    auto* reactor = new PollReactor(bridge_, kProto, [](const TaskFailure& f) {
-      return WithPayloads(absl::Status(FailureCode(f), FailureMessage(f)),
-                          TslPayloads(f.task, f.cause == FailureCause::kReportedError));
-    });
-    absl::StatusOr<OpId> op =
-        bridge_->core().Watch(task, bridge_->IncarnationOf(task), reactor->Callback());
-    reactor->Started(op, WithPayloads(op.status(), TslPayloads(task)));
-    return reactor;
-  }
-
-  grpc::ServerUnaryReactor* ShutdownTask(grpc::CallbackServerContext* ctx,
-                                         const tpb::ShutdownTaskRequest* req,
-                                         tpb::ShutdownTaskResponse*) override {
-    TaskId task = req->source_task().task_id();
-    return Serve(bridge_, kProto, "ShutdownTask", TslPayloads(task), [&](auto done) {
-      return bridge_->core().ShutdownTask(task, bridge_->IncarnationOf(task), done);
-    });
-  }
-
-  grpc::ServerUnaryReactor* ReportErrorToService(grpc::CallbackServerContext* ctx,
-                                                 const tpb::ReportErrorToServiceRequest* req,
-                                                 tpb::ReportErrorToServiceResponse*) override {
-    TaskId task = req->error_origin().task_id();
-    return Answer(bridge_, kProto, "ReportErrorToService", TslPayloads(task), ctx,
-                  bridge_->core().ReportError(task, bridge_->IncarnationOf(task),
-                                              FailureCause::kReportedError,
-                                              absl::StrCat("JAX reported error ", req->error_code(),
-                                                           ": ", req->error_message())));
+  grpc::ServerUnaryReactor* WatchJobState(grpc::CallbackServerContext*,
+                                          const tpb::WatchJobStateRequest* req,
+                                          tpb::WatchJobStateResponse* resp) override {
+    return ServeWatch("WatchJobState", req, resp);
   }
 
   grpc::ServerUnaryReactor* GetTaskState(grpc::CallbackServerContext* ctx,
@@ -551,195 +631,44 @@ class TslService final : public tpb::CoordinationService::CallbackService {
     CoordinationService::Snapshot snap = bridge_->core().GetSnapshot();
     for (const tpb::CoordinatedTask& t : req->source_task()) {
       if (t.task_id() < 0 || t.task_id() >= static_cast<TaskId>(snap.tasks.size())) {
-        return Answer(bridge_, kProto, "GetTaskState", TslPayloads(-1), ctx,
+        return Answer(bridge_, kProto, "GetTaskState", TslGeneration::Payloads(-1), ctx,
                       absl::InvalidArgumentError(absl::StrCat("GetTaskState names task ",
                                                               t.task_id(), ", not in the job")));
       }
       const auto& task = snap.tasks[t.task_id()];
       tpb::CoordinatedTaskStateInfo* info = resp->add_task_state();
-      *info->mutable_task() = TslTask(t.task_id());
+      *info->mutable_task() = TslGeneration::Task(t.task_id());
       info->set_incarnation(task.incarnation);
-      switch (task.state) {
-        case TaskState::kConnected:
-        case TaskState::kShutDown:
-          info->set_state(task.state == TaskState::kConnected ? tpb::TASKSTATE_CONNECTED
-                                                                : tpb::TASKSTATE_DISCONNECTED);
-          break;
-        case TaskState::kFailed:
-          info->set_state(tpb::TASKSTATE_ERROR);
-          break;
-        default:
-          info->set_state(tpb::TASKSTATE_DISCONNECTED);
-      }
+      info->set_state(task.state == TaskState::kConnected ? tpb::TASKSTATE_CONNECTED
+                      : task.state == TaskState::kFailed  ? tpb::TASKSTATE_ERROR
+                                                          : tpb::TASKSTATE_DISCONNECTED);
     }
-    return Answer(bridge_, kProto, "GetTaskState", TslPayloads(-1), ctx, absl::OkStatus());
+    return Answer(bridge_, kProto, "GetTaskState", TslGeneration::Payloads(-1), ctx, absl::OkStatus());
   }
 
   grpc::ServerUnaryReactor* WaitForAllTasks(grpc::CallbackServerContext* ctx,
                                             const tpb::WaitForAllTasksRequest*,
                                             tpb::WaitForAllTasksResponse*) override {
-    return Answer(bridge_, kProto, "WaitForAllTasks", TslPayloads(-1), ctx,
-                  Unsupported("WaitForAllTasks"));
+    return Unsupported(ctx, "WaitForAllTasks");
   }
-  grpc::ServerUnaryReactor* ResetTask(grpc::CallbackServerContext* ctx,
-                                      const tpb::ResetTaskRequest*,
+  grpc::ServerUnaryReactor* ResetTask(grpc::CallbackServerContext* ctx, const tpb::ResetTaskRequest*,
                                       tpb::ResetTaskResponse*) override {
-    return Answer(bridge_, kProto, "ResetTask", TslPayloads(-1), ctx, Unsupported("ResetTask"));
+    return Unsupported(ctx, "ResetTask");
   }
   grpc::ServerUnaryReactor* ReportErrorToTask(grpc::CallbackServerContext* ctx,
                                               const tpb::ReportErrorToTaskRequest*,
                                               tpb::ReportErrorToTaskResponse*) override {
-    return Answer(bridge_, kProto, "ReportErrorToTask", TslPayloads(-1), ctx,
-                  Unsupported("ReportErrorToTask"));
-  }
-  // WatchTasks' earlier generation: the same long poll over the same states.
-  grpc::ServerUnaryReactor* WatchJobState(grpc::CallbackServerContext* ctx,
-                                          const tpb::WatchJobStateRequest* req,
-                                          tpb::WatchJobStateResponse* resp) override {
-    return Serve(bridge_, kProto, "WatchJobState", TslPayloads(-1), [&](auto done) {
-      return bridge_->core().WatchTaskStates(
-          req->version_number(), [resp, done](absl::StatusOr<CoordinationService::TaskStates> states) {
-            if (states.ok()) {
-              for (const WatchedTask& w : WatchedTasks(*states)) {
-                tpb::CoordinatedTaskStateInfo* info = resp->add_task_state();
-                *info->mutable_task() = TslTask(w.task);
-                info->set_state(w.state == WatchedTask::State::kConnected ? tpb::TASKSTATE_CONNECTED
-                                : w.state == WatchedTask::State::kError   ? tpb::TASKSTATE_ERROR
-                                                                          : tpb::TASKSTATE_DISCONNECTED);
-                info->set_incarnation(w.incarnation);
-                if (!w.error.ok()) {
-                  info->set_error_code(static_cast<int32_t>(w.error.code()));
-                  info->set_error_message(std::string(w.error.message()));
-                  *info->mutable_error_payload()->mutable_source_task() = TslTask(w.task);
-                  info->mutable_error_payload()->set_is_reported_error(w.reported);
-                }
-              }
-              resp->set_version_number(states->version);
-            }
-            done(states.status());
-          });
-    });
-  }
-
-  grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
-                                           const tpb::InsertKeyValueRequest* req,
-                                           tpb::InsertKeyValueResponse*) override {
-    absl::Status s = bridge_->core().InsertKeyValue(kUnidentifiedTask, 0, req->kv().key(),
-                                                    req->kv().value(), req->allow_overwrite());
-    if (s.ok()) bridge_->AfterInsert(kUnidentifiedTask, req->kv().key());
-    return Answer(bridge_, kProto, "InsertKeyValue", TslPayloads(-1), ctx, s);
-  }
-
-  grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext* ctx,
-                                        const tpb::GetKeyValueRequest* req,
-                                        tpb::GetKeyValueResponse* resp) override {
-    return Serve(bridge_, kProto, "GetKeyValue", TslPayloads(-1), [&](auto done) {
-      return bridge_->core().GetKeyValue(
-          kUnidentifiedTask, 0, req->key(), absl::InfiniteDuration(),
-          [resp, key = req->key(), done](absl::StatusOr<std::string> v) {
-            if (v.ok()) {
-              resp->mutable_kv()->set_key(key);
-              resp->mutable_kv()->set_value(std::move(*v));
-            }
-            done(v.status());
-          });
-    });
-  }
-
-  grpc::ServerUnaryReactor* TryGetKeyValue(grpc::CallbackServerContext* ctx,
-                                           const tpb::TryGetKeyValueRequest* req,
-                                           tpb::TryGetKeyValueResponse* resp) override {
-    absl::StatusOr<std::string> v =
-        bridge_->core().TryGetKeyValue(kUnidentifiedTask, 0, req->key());
-    if (v.ok()) {
-      resp->mutable_kv()->set_key(req->key());
-      resp->mutable_kv()->set_value(std::move(*v));
-    }
-    return Answer(bridge_, kProto, "TryGetKeyValue", TslPayloads(-1), ctx, v.status());
-  }
-
-  grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
-                                              const tpb::IncrementKeyValueRequest* req,
-                                              tpb::IncrementKeyValueResponse* resp) override {
-    absl::StatusOr<int64_t> v =
-        bridge_->core().IncrementKeyValue(kUnidentifiedTask, 0, req->key(), req->increment());
-    if (v.ok()) {
-      resp->mutable_kv()->set_key(req->key());
-      resp->mutable_kv()->set_value(absl::StrCat(*v));
-    }
-    return Answer(bridge_, kProto, "IncrementKeyValue", TslPayloads(-1), ctx, v.status());
-  }
-
-  grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext* ctx,
-                                           const tpb::GetKeyValueDirRequest* req,
-                                           tpb::GetKeyValueDirResponse* resp) override {
-    return ServeDirectory(
-        bridge_, kProto, TslPayloads(-1), kUnidentifiedTask, 0, req->directory_key(),
-        [resp](const std::string& key, const std::string& value) {
-          tpb::KeyValueEntry* kv = resp->add_kv();
-          kv->set_key(key);
-          kv->set_value(value);
-        },
-        [resp, dir = req->directory_key()](const absl::Status& s) {
-          if (s.ok()) resp->set_directory_key(dir);
-          return resp->ByteSizeLong();
-        });
-  }
-
-  grpc::ServerUnaryReactor* DeleteKeyValue(grpc::CallbackServerContext* ctx,
-                                           const tpb::DeleteKeyValueRequest* req,
-                                           tpb::DeleteKeyValueResponse*) override {
-    return Answer(bridge_, kProto, "DeleteKeyValue", TslPayloads(-1), ctx,
-                  bridge_->core().DeleteKeyValue(kUnidentifiedTask, 0, req->key()));
-  }
-
-  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
-                                    const tpb::BarrierRequest* req,
-                                    tpb::BarrierResponse* resp) override {
-    BarrierArgs args;
-    args.task = req->source_task().task_id();
-    args.incarnation = bridge_->IncarnationOf(args.task);
-    args.id = req->barrier_id();
-    args.counter = req->counter();
-    args.timeout = absl::Milliseconds(req->barrier_timeout_in_ms());
-    for (const tpb::CoordinatedTask& t : req->tasks()) args.participants.push_back(t.task_id());
-    resp->set_counter(req->counter());
-    ErrorPayloads payloads = TslPayloads(args.task);
-    payloads.barrier_error = BarrierErrorBytes<tpb::BarrierError>(args.id, args.counter);
-    return Serve(bridge_, kProto, "Barrier", std::move(payloads),
-                 [&](auto done) { return bridge_->core().Barrier(args, done); });
-  }
-
-  grpc::ServerUnaryReactor* CancelBarrier(grpc::CallbackServerContext* ctx,
-                                          const tpb::CancelBarrierRequest* req,
-                                          tpb::CancelBarrierResponse*) override {
-    TaskId task = req->source_task().task_id();
-    return Answer(bridge_, kProto, "CancelBarrier", TslPayloads(task), ctx,
-                  bridge_->core().CancelBarrier(task, bridge_->IncarnationOf(task),
-                                                req->barrier_id(), req->counter()));
-  }
-
-  grpc::ServerUnaryReactor* GetAliveTasks(grpc::CallbackServerContext* ctx,
-                                          const tpb::GetAliveTasksRequest* req,
-                                          tpb::GetAliveTasksResponse* resp) override {
-    std::vector<TaskId> asked;
-    for (const tpb::CoordinatedTask& t : req->tasks()) asked.push_back(t.task_id());
-    auto alive = bridge_->AliveTasks(std::move(asked));
-    if (alive.ok()) {
-      for (const auto& [task, incarnation] : *alive) {
-        *resp->add_alive_tasks() = TslTask(task);
-        resp->add_incarnations(incarnation);
-      }
-    }
-    return Answer(bridge_, kProto, "GetAliveTasks", TslPayloads(-1), ctx, alive.status());
+    return Unsupported(ctx, "ReportErrorToTask");
   }
 
  private:
-  static constexpr absl::string_view kProto = kTensorflowCoordinationProtocol;
-  ArenaMessageAllocator<tpb::GetKeyValueDirRequest, tpb::GetKeyValueDirResponse> dir_allocator_;
-  const std::shared_ptr<JaxBridge> bridge_;
+  grpc::ServerUnaryReactor* Unsupported(grpc::CallbackServerContext* ctx, absl::string_view method) {
+    return Answer(bridge_, kProto, method, TslGeneration::Payloads(-1), ctx,
+                  absl::UnimplementedError(absl::StrCat(
+                      method, " is not served by Cohort's JAX coordination port (jax.distributed "
+                              "does not call it in ", kSupportedJaxlibVersions, "); see docs/jax.md")));
+  }
 };
-
 // ---------------------------------------------------------------------------------------------
 // Any other method: a jaxlib newer (or older) than the supported range.
 
@@ -755,7 +684,7 @@ class UnknownMethodReactor final : public grpc::ServerGenericBidiReactor {
             " (tensorflow.CoordinationService before 0.10, xla.coordination.CoordinationService "
             "from 0.10); install a jax/jaxlib in that range or a Cohort release that supports "
             "yours")),
-        XlaPayloads(-1)));
+        XlaGeneration::Payloads(-1)));
   }
   void OnDone() override { delete this; }
 };
@@ -772,25 +701,68 @@ class UnknownMethodService final : public grpc::CallbackGenericService {
   const std::shared_ptr<JaxBridge> bridge_;
 };
 
-}  // namespace
+// The three services on their own gRPC server.
+class JaxPort final : public ServicePort {
+ public:
+  explicit JaxPort(std::shared_ptr<JaxBridge> bridge)
+      : bridge_(bridge), xla_(bridge), tsl_(bridge), unknown_(bridge) {}
 
-struct JaxCompatServices::Impl {
-  std::shared_ptr<JaxBridge> bridge;
-  XlaService xla;
-  TslService tsl;
-  UnknownMethodService unknown;
-  explicit Impl(std::shared_ptr<JaxBridge> b) : bridge(b), xla(b), tsl(b), unknown(b) {}
+  absl::Status Listen(const std::string& listen_address) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &port_);
+    // A second listener on the port (JAX's process 0 hosting its own service there when
+    // JAX_COORDINATOR_BIND_ADDRESS is missing) must fail to bind, not share the port.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Topology and other values travel whole: no cap below gRPC's own message limits.
+    builder.SetMaxReceiveMessageSize(256 << 20);
+    builder.SetMaxSendMessageSize(256 << 20);
+    AllowClientKeepalive(&builder);
+    builder.RegisterService(&xla_);
+    builder.RegisterService(&tsl_);
+    builder.RegisterCallbackGenericService(&unknown_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", listen_address,
+          " for JAX's coordination protocol: the port is in use (is a JAX process 0 hosting its "
+          "own service there? set JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:0 in the trainer) or "
+          "the address is not local"));
+    }
+    return absl::OkStatus();
+  }
+
+  ~JaxPort() override {
+    if (server_ != nullptr) {
+      server_->Shutdown(std::chrono::system_clock::now());
+      server_->Wait();
+    }
+  }
+
+  int port() const override { return port_; }
+  void Shutdown(absl::Time deadline) override { server_->Shutdown(absl::ToChronoTime(deadline)); }
+  void Wait() override { server_->Wait(); }
+
+ private:
+  std::shared_ptr<JaxBridge> bridge_;
+  XlaService xla_;
+  TslService tsl_;
+  UnknownMethodService unknown_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
 };
 
-JaxCompatServices::JaxCompatServices(CoordinationService* service, JaxPortOptions options)
-    : impl_(std::make_unique<Impl>(std::make_shared<JaxBridge>(service, std::move(options)))) {}
+}  // namespace
 
-JaxCompatServices::~JaxCompatServices() = default;
-
-void JaxCompatServices::Register(grpc::ServerBuilder* builder) {
-  builder->RegisterService(&impl_->xla);
-  builder->RegisterService(&impl_->tsl);
-  builder->RegisterCallbackGenericService(&impl_->unknown);
+ServicePortStarter JaxPortStarter(std::string listen_address, JaxPortOptions options) {
+  return [listen_address = std::move(listen_address), options = std::move(options)](
+             CoordinationService* service,
+             std::shared_ptr<ReplyBudget> reply_budget) -> absl::StatusOr<std::unique_ptr<ServicePort>> {
+    JaxPortOptions port_options = options;
+    if (port_options.reply_budget == nullptr) port_options.reply_budget = std::move(reply_budget);
+    auto port = std::make_unique<JaxPort>(std::make_shared<JaxBridge>(service, std::move(port_options)));
+    if (absl::Status s = port->Listen(listen_address); !s.ok()) return s;
+    return port;
+  };
 }
 
 }  // namespace cohort::coordination

@@ -1,16 +1,9 @@
 #pragma once
 
-#include <functional>
-#include <memory>
-#include <optional>
+#include <string>
 
-#include <grpcpp/grpcpp.h>
-
-#include "absl/status/status.h"
-#include "absl/strings/string_view.h"
-#include "absl/time/time.h"
-#include "coordination/core/coordination_service.h"
 #include "coordination/server/jax_bridge.h"
+#include "coordination/server/service_port.h"
 
 namespace cohort::coordination {
 
@@ -32,19 +25,13 @@ namespace cohort::coordination {
 // - errors carry the payload XLA's client expects (GrpcPayloadContainer in
 //   grpc-status-details-bin), so a refused registration stops its retries at once.
 //
-// Register() on the builder of the JAX port; the services must outlive that server.
-class JaxCompatServices {
- public:
-  JaxCompatServices(CoordinationService* service, JaxPortOptions options);
-  ~JaxCompatServices();
-  JaxCompatServices(const JaxCompatServices&) = delete;
-  JaxCompatServices& operator=(const JaxCompatServices&) = delete;
-
-  void Register(grpc::ServerBuilder* builder);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+// The port is a ServicePort: CoordinationServer starts it over its service and stops it with
+// its own (ServerOptions::attached_port = JaxPortStarter(...)).
+//
+// `listen_address` is "host:port" (port 0 picks a free one). The port carries no authentication
+// (JAX sends none) and refuses to share its port (no SO_REUSEPORT), so a JAX process 0 that tries
+// to host its own service on it fails at once instead of splitting the job. Errors: Unavailable
+// when it cannot listen, naming the likely cause.
+ServicePortStarter JaxPortStarter(std::string listen_address, JaxPortOptions options);
 
 }  // namespace cohort::coordination

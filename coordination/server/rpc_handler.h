@@ -17,8 +17,9 @@ namespace pb = ::cohort::coordination::v1;
 // CoordinationServiceRpcHandler: one XAsync(request, response, done) per call. Cohort's own
 // transports call it — the unary RPCs and the Session stream (grpc_service.h, session_reactor.h),
 // and tests in process — so each limit (key and value sizes, the reply budget of directory reads)
-// holds on their paths. The JAX-protocol port (jax_compat_service.cc) still calls
-// CoordinationService directly and checks its limits itself (code review F3). Authentication
+// holds on their paths. The JAX port (jax_compat_service.h) maps XLA's protocol onto
+// CoordinationService itself, through JaxBridge, and builds its directory replies under this
+// handler's shared reply budget. Authentication
 // stays with the transport, which alone sees the caller's metadata.
 //
 // `request` is read only during the call; `response` must stay valid until `done` runs. `done`

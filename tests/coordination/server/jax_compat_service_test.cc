@@ -48,17 +48,20 @@ class JaxPortTest : public ::testing::Test {
   void Start(int tasks, absl::Duration jax_heartbeat_timeout = kJaxHeartbeatTimeout) {
     ServerOptions options;
     options.listen_address = "127.0.0.1:0";
-    options.jax_listen_address = "127.0.0.1:0";
     options.service.num_tasks = tasks;
     options.service.heartbeat_timeout = absl::Seconds(10);
-    options.jax.heartbeat_timeout = jax_heartbeat_timeout;
+    JaxPortOptions jax;
+    jax.heartbeat_timeout = jax_heartbeat_timeout;
+    options.attached_port = JaxPortStarter("127.0.0.1:0", std::move(jax));
     options.token = "the-token";  // Cohort's port only: JAX sends none.
     absl::StatusOr<std::unique_ptr<CoordinationServer>> server =
         CoordinationServer::Start(options, &clock_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    ASSERT_NE(server_->jax_port(), 0);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->jax_port()),
+    ASSERT_NE(server_->attached_port(), nullptr);
+    jax_port_ = server_->attached_port()->port();
+    ASSERT_NE(jax_port_, 0);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", jax_port_),
                                    grpc::InsecureChannelCredentials());
     xla_ = xpb::CoordinationService::NewStub(channel_);
     tsl_ = tpb::CoordinationService::NewStub(channel_);
@@ -118,6 +121,7 @@ class JaxPortTest : public ::testing::Test {
 
   FakeClock clock_;
   std::unique_ptr<CoordinationServer> server_;
+  int jax_port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<xpb::CoordinationService::Stub> xla_;
   std::unique_ptr<tpb::CoordinationService::Stub> tsl_;
@@ -491,7 +495,7 @@ TEST_F(JaxPortTest, PortCannotBeSharedEvenWithReuseport) {
   ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(server_->jax_port());
+  addr.sin_port = htons(jax_port_);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_NE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   EXPECT_EQ(errno, EADDRINUSE);
