@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_PARALLEL ?= 1
 FUZZ_TARGETS ?=
 
-.PHONY: all deps build test demo bench install python fuzz clean
+.PHONY: all deps build test demo bench install python images fuzz clean
 
 all: build
 
@@ -35,6 +35,11 @@ install: build
 # The cohort Python package (python/) as a wheel in $(BUILD_DIR)/python-dist/ (docs/python.md).
 python: deps build
 	@bash scripts/build-python-wheel.sh $(BUILD_DIR)
+
+# Cohort's images (operator, sidecar, libdist, demo) from the binaries of `make build`, with
+# podman, tagged localhost/cohort-<name>:dev (docs/images.md).
+images: deps build
+	@bash scripts/build-images.sh $(BUILD_DIR)
 
 bench: deps build
 	@bash bench/run-benchmarks.sh $(BUILD_DIR)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian (bookworm) packages Cohort builds and tests with, if any is missing.
 # The single source of truth for the build environment: used by `make deps`, CI and the
-# Dockerfile.
+# Dockerfile. COHORT_NO_CONTAINER_TOOLS=1 leaves out podman and debootstrap.
 set -euo pipefail
 
 PACKAGES=(
@@ -15,6 +15,11 @@ PACKAGES=(
   # The clang sub-build: thread-safety analysis and the libFuzzer targets (cmake/ClangSubbuild.cmake).
   clang libclang-rt-14-dev
 )
+# `make images` and the `containers` tests: podman with runc, and debootstrap for the base image
+# where no registry answers (docs/images.md). Not inside an image build (COHORT_NO_CONTAINER_TOOLS=1).
+if [ "${COHORT_NO_CONTAINER_TOOLS:-0}" != 1 ]; then
+  PACKAGES+=(podman runc containernetworking-plugins fuse-overlayfs catatonit debootstrap)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
