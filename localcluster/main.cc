@@ -19,6 +19,7 @@
 #include "common/token.h"
 #include "localcluster/apiserver/api_server.h"
 #include "common/subprocess.h"
+#include "localcluster/controllers/deployment_controller.h"
 #include "localcluster/controllers/node_lifecycle.h"
 #include "localcluster/kubelet/kubelet.h"
 #include "localcluster/controllers/scheduler.h"
@@ -108,6 +109,7 @@ int Run(int argc, char** argv) {
   std::unique_ptr<op::HttpKubeClient> client;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<NodeLifecycleController> node_lifecycle;
+  std::unique_ptr<DeploymentController> deployments;
   std::vector<Subprocess> kubelets;
   if (nodes > 0) {
     op::KubeConfig config;
@@ -136,6 +138,8 @@ int Run(int argc, char** argv) {
     scheduler->Start();
     node_lifecycle = std::make_unique<NodeLifecycleController>(client.get(), absl::Seconds(node_grace_s));
     node_lifecycle->Start();
+    deployments = std::make_unique<DeploymentController>(client.get());
+    deployments->Start();
     if (!std::filesystem::exists(pod_network_library)) {
       LogWarning("no pod-network library at ", pod_network_library,
                  ": pods share the machine's addresses and cannot resolve cluster DNS names");

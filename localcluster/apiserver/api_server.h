@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "localcluster/apiserver/object_store.h"
+#include "localcluster/apiserver/rbac.h"
 
 namespace httplib {
 class Server;
@@ -32,18 +34,21 @@ struct ApiServerOptions {
       pod_logs;
 };
 
-// The subset of the Kubernetes API that cohort-operator, the local kubelet and kubectl use:
+// The subset of the Kubernetes API that cohort-operator, the local kubelet, kubectl and Helm use:
 // discovery (/api, /apis, /version), built-in kinds (namespaces, nodes, pods, services, secrets,
-// configmaps, events, serviceaccounts, leases, customresourcedefinitions) and every kind a
+// configmaps, events, serviceaccounts, leases, customresourcedefinitions, deployments and
+// replicasets, RBAC's roles and bindings, access reviews) and every kind a
 // CustomResourceDefinition registers; get/list/create/update/merge, strategic-merge and JSON
-// patch/delete, the status subresource, list and watch with resourceVersion, bookmarks, label
+// patch, server-side apply with managedFields (server_side_apply.h), delete; service account
+// tokens (TokenRequest) authorized by RBAC (rbac.h); the protobuf bodies of the kinds typed
+// clients write (kube_protobuf.h); the status subresource, list and watch with resourceVersion, bookmarks, label
 // and field selectors, Table output for kubectl get and get -w (a CRD's printer columns), the
 // pod eviction endpoint (DisruptionTarget, then graceful deletion), pod logs (without --follow)
 // and ownerReference garbage collection. A custom resource is pruned, defaulted and validated
 // against its CRD's schema on every write, as a real server does (schema_validation.h); the
 // OpenAPI v3 documents carry the CRDs' schemas (openapi.h) for kubectl explain and field
 // validation.
-// Not served: server-side apply, admission webhooks, finalizers, RBAC.
+// Not served: admission webhooks, finalizers, the OpenAPI v2 document.
 class ApiServer {
  public:
   static absl::StatusOr<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, Clock* clock);
@@ -60,6 +65,10 @@ class ApiServer {
  private:
   ApiServer(const ApiServerOptions& options, Clock* clock);
   void Route();
+  // A server-side apply by `manager` (server_side_apply.h): creates the object or merges into it.
+  absl::StatusOr<nlohmann::json> Apply(const ResourceType& type, const std::string& ns, const std::string& name,
+                                       const nlohmann::json& applied, const std::string& manager, bool force,
+                                       const ObjectStore::Admission& admit);
   // Registers the kind a CustomResourceDefinition defines and marks it Established.
   absl::StatusOr<nlohmann::json> Establish(const nlohmann::json& crd);
   // The eviction subresource: the DisruptionTarget condition, then graceful deletion.
@@ -72,8 +81,23 @@ class ApiServer {
              const Selector& labels, const Selector& fields, const httplib::Request& req,
              httplib::Response& res);
 
+  // Authentication: the administrator's token (options_.token, group system:masters) or a
+  // service account's token that this server issued (IssueServiceAccountToken); an administrator
+  // may act as another user (Impersonate-User/Impersonate-Group, as `kubectl --as` sends).
+  // Unauthenticated without a known token.
+  absl::StatusOr<UserInfo> Authenticate(const httplib::Request& req) const;
+  // Authorization: the administrator may do anything; anyone else what RBAC allows (rbac.h).
+  // PermissionDenied (403) naming the user and what it may not do.
+  absl::Status Authorize(const UserInfo& user, const httplib::Request& req);
+  RbacObjects RbacSnapshot();
+  // "sa:<namespace>:<name>:<HMAC-SHA256 of both under this server's key>".
+  std::string IssueServiceAccountToken(const std::string& ns, const std::string& name) const;
+  std::optional<UserInfo> VerifyServiceAccountToken(const std::string& token) const;
+  absl::StatusOr<nlohmann::json> AccessReview(const UserInfo& user, const nlohmann::json& review);
+
   const ApiServerOptions options_;
   Clock* const clock_;
+  const std::string service_account_key_;
   ObjectStore store_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

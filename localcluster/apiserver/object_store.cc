@@ -84,6 +84,10 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   if (t.namespaced && ns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(t.kind, " is namespaced: create it in a namespace"));
   }
+  // An empty metadata.namespace is the request's, as Kubernetes fills it in (typed clients send "").
+  if (object["metadata"].contains("namespace") && object["metadata"]["namespace"] == "") {
+    object["metadata"].erase("namespace");
+  }
   if (object["metadata"].contains("namespace") && object["metadata"]["namespace"] != ns && t.namespaced) {
     return absl::InvalidArgumentError(absl::StrCat("metadata.namespace \"",
                                                    object["metadata"]["namespace"].get<std::string>(),

@@ -1,6 +1,6 @@
-// The local control plane's scheduler and node lifecycle controller against the real local API
-// server over real sockets: where pods go, the addresses and names they get, and what a node
-// that stops renewing its Lease turns into.
+// The local control plane's scheduler, node lifecycle and deployment controllers against the real
+// local API server over real sockets: where pods go, the addresses and names they get, what a
+// node that stops renewing its Lease turns into, and how a Deployment rolls.
 #include "localcluster/controllers/scheduler.h"
 
 #include <filesystem>
@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/rfc3339.h"
 #include "localcluster/apiserver/api_server.h"
+#include "localcluster/controllers/deployment_controller.h"
 #include "localcluster/controllers/node_lifecycle.h"
 #include "operator/client/http_kube_client.h"
 
@@ -273,6 +274,82 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
   back.Notify();
   kubelet.join();
   EXPECT_FALSE(node.is_null()) << "the unreachable taints stayed";
+}
+
+// The pods a ReplicaSet owns (by uid), as the API server has them.
+std::vector<json> PodsOf(op::KubeClient& client, const json& rs) {
+  std::vector<json> out;
+  const json pods = *client.List(op::kPods, "default", "");
+  for (const json& pod : pods["items"]) {
+    for (const json& ref : pod["metadata"].value("ownerReferences", json::array())) {
+      if (ref["uid"] == rs["metadata"]["uid"]) out.push_back(pod);
+    }
+  }
+  return out;
+}
+
+TEST_F(LocalControllersTest, Deployment_ReplicaSetAndPods_ThenANewTemplateRollsWithoutDroppingBelowTheCount) {
+  DeploymentController controller(client_.get());
+  json deployment = json::parse(R"({
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "op", "namespace": "default"},
+    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "op"}},
+             "template": {"metadata": {"labels": {"app": "op"}},
+                          "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}})");
+  ASSERT_TRUE(client_->Create(kDeployments, "default", deployment).ok());
+  auto replica_sets = [&] { return (*client_->List(kReplicaSets, "default", ""))["items"]; };
+  auto mark_ready = [&](const json& rs) {
+    for (const json& pod : PodsOf(*client_, rs)) {
+      ASSERT_TRUE(client_->MergePatch(op::kPods, "default", pod["metadata"]["name"],
+                                      {{"status", {{"phase", "Running"},
+                                                   {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}},
+                                      /*status=*/true)
+                      .ok());
+    }
+  };
+  controller.Sync();  // The ReplicaSet.
+  ASSERT_EQ(replica_sets().size(), 1u);
+  json first = replica_sets()[0];
+  const std::string hash = PodTemplateHash(deployment["spec"]["template"]);
+  EXPECT_EQ(first["metadata"]["name"], "op-" + hash);
+  EXPECT_EQ(first["spec"]["template"]["metadata"]["labels"][kPodTemplateHashLabel], hash);
+  EXPECT_EQ(first["metadata"]["ownerReferences"][0]["kind"], "Deployment");
+  controller.Sync();  // Its pods.
+  std::vector<json> pods = PodsOf(*client_, first);
+  ASSERT_EQ(pods.size(), 2u);
+  EXPECT_EQ(pods[0]["spec"]["containers"][0]["image"], "x:1");
+  EXPECT_EQ(pods[0]["metadata"]["labels"]["app"], "op");
+  mark_ready(first);
+  controller.Sync();  // Statuses: the ReplicaSet's.
+  controller.Sync();  // The Deployment's, from it.
+  json d = *client_->Get(kDeployments, "default", "op");
+  EXPECT_EQ(d["status"]["readyReplicas"], 2) << d.dump(2);
+  EXPECT_EQ(d["status"]["updatedReplicas"], 2);
+  EXPECT_EQ(d["status"]["observedGeneration"], d["metadata"]["generation"]);
+  EXPECT_EQ(d["status"]["conditions"][1]["reason"], "NewReplicaSetAvailable") << d.dump(2);
+
+  // A new image: a second ReplicaSet at the full count; the first stays until it is all ready.
+  json new_image = json::parse(R"({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x:2"}]}}}})");
+  ASSERT_TRUE(client_->MergePatch(kDeployments, "default", "op", new_image).ok());
+  controller.Sync();
+  controller.Sync();
+  ASSERT_EQ(replica_sets().size(), 2u);
+  json second;
+  for (const json& rs : replica_sets()) {
+    if (rs["metadata"]["name"] != first["metadata"]["name"]) second = rs;
+  }
+  EXPECT_EQ(second["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "2");
+  EXPECT_EQ(PodsOf(*client_, second).size(), 2u);
+  EXPECT_EQ(PodsOf(*client_, first).size(), 2u) << "the old pods stay until the new ones are ready";
+  d = *client_->Get(kDeployments, "default", "op");
+  EXPECT_EQ(d["status"]["conditions"][1]["reason"], "ReplicaSetUpdated");
+
+  mark_ready(second);
+  for (int i = 0; i < 3; ++i) controller.Sync();  // Status, scale the old one down, its pods go.
+  first = *client_->Get(kReplicaSets, "default", first["metadata"]["name"]);
+  EXPECT_EQ(first["spec"]["replicas"], 0);
+  for (const json& pod : PodsOf(*client_, first)) {
+    EXPECT_TRUE(pod["metadata"].contains("deletionTimestamp")) << pod.dump(2);
+  }
 }
 
 }  // namespace

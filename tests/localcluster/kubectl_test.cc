@@ -156,5 +156,40 @@ TEST_F(LocalClusterKubectl, GetWatch_ShowsThePrinterColumnsForEveryChange) {
   EXPECT_TRUE((*watch)->WaitForExit(kLineTimeout).has_value());
 }
 
+// Server-side apply with real kubectl: the apply creates and owns, another manager changing
+// an owned field conflicts naming it, --force-conflicts takes it over.
+TEST_F(LocalClusterKubectl, ServerSideApply_ConflictNamesTheFieldAndItsManager_ForceTakesItOver) {
+  const std::string first = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: default\n"
+                            "data:\n  size: \"1\"\n  mine: a\n";
+  LocalControlPlane::Result created = cluster_->Kubectl({"apply", "--server-side", "--field-manager=alice"}, first);
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  EXPECT_THAT(created.output, HasSubstr("configmap/ssa serverside-applied"));
+
+  const std::string second = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: default\n"
+                             "data:\n  size: \"2\"\n";
+  LocalControlPlane::Result refused = cluster_->Kubectl({"apply", "--server-side", "--field-manager=bob"}, second);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.output, HasSubstr("conflict with \"alice\": .data.size"));
+
+  LocalControlPlane::Result forced =
+      cluster_->Kubectl({"apply", "--server-side", "--field-manager=bob", "--force-conflicts"}, second);
+  ASSERT_EQ(forced.exit_code, 0) << forced.output;
+  LocalControlPlane::Result yaml =
+      cluster_->Kubectl({"get", "configmap", "ssa", "-o", "yaml", "--show-managed-fields"});
+  EXPECT_THAT(yaml.output, HasSubstr("size: \"2\""));
+  EXPECT_THAT(yaml.output, HasSubstr("mine: a")) << "alice still owns it";
+  EXPECT_THAT(yaml.output, HasSubstr("manager: alice"));
+  EXPECT_THAT(yaml.output, HasSubstr("manager: bob"));
+
+  // Alice applies again without `mine`: she owned it alone, so it goes.
+  LocalControlPlane::Result dropped = cluster_->Kubectl(
+      {"apply", "--server-side", "--field-manager=alice"},
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: default\ndata: {}\n");
+  ASSERT_EQ(dropped.exit_code, 0) << dropped.output;
+  yaml = cluster_->Kubectl({"get", "configmap", "ssa", "-o", "yaml"});
+  EXPECT_THAT(yaml.output, Not(HasSubstr("mine:")));
+  EXPECT_THAT(yaml.output, HasSubstr("size: \"2\""));
+}
+
 }  // namespace
 }  // namespace cohort::testing
