@@ -29,6 +29,9 @@
 namespace cohort::local {
 namespace {
 
+// Where Kubernetes mounts a pod's service account.
+constexpr char kServiceAccountMountPath[] = "/var/run/secrets/kubernetes.io/serviceaccount";
+
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -144,6 +147,8 @@ class Kubelet::PodWorker {
     std::string start_error;
     int64_t memory_limit = 0;  // resources.limits.memory in bytes; 0: none.
     bool oom_killed = false;
+    // A main container that exited under restartPolicy Always/OnFailure: when it starts again.
+    std::optional<absl::Time> restart_at;
   };
 
   // Asks the pod to stop; true if it already has (the worker is done).
@@ -230,6 +235,27 @@ class Kubelet::PodWorker {
         std::ofstream(fs::path(path) / key, std::ios::binary) << content;
       }
     }
+    return MountServiceAccount(spec);
+  }
+
+  // The pod's service account, as the kubelet projects it (kubelet.h).
+  absl::Status MountServiceAccount(const json& spec) {
+    if (!spec.value("automountServiceAccountToken", true)) return absl::OkStatus();
+    std::string account = spec.value("serviceAccountName", spec.value("serviceAccount", ""));
+    if (account.empty()) account = "default";
+    const op::Resource token_request{"", "v1", absl::StrCat("serviceaccounts/", account, "/token")};
+    absl::StatusOr<json> issued = client_->Create(
+        token_request, ns_, {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", json::object()}});
+    if (!issued.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("no token for service account ", ns_, "/", account, ": ",
+                                                        issued.status().message()));
+    }
+    const fs::path dir = fs::path(dir_) / "serviceaccount";
+    fs::create_directories(dir);
+    std::ofstream(dir / "token") << op::StringMember(op::Member(*issued, "status"), "token");
+    std::ofstream(dir / "ca.crt") << kubelet_->options_.api_ca_pem;
+    std::ofstream(dir / "namespace") << ns_;
+    service_account_dir_ = dir.string();
     return absl::OkStatus();
   }
 
@@ -281,6 +307,26 @@ class Kubelet::PodWorker {
       }
     }
     for (auto& [name, value] : env) value = Remap(c, value);
+    // Where each mount path lies, for the pod-network library's open() (kubelet.h).
+    std::vector<std::string> mounts;
+    for (const json& m : c.value("volumeMounts", json::array())) {
+      auto volume = volumes_.find(m.value("name", ""));
+      if (volume != volumes_.end() && !m.value("mountPath", "").empty()) {
+        mounts.push_back(absl::StrCat(m.value("mountPath", ""), "=", volume->second));
+      }
+    }
+    if (!service_account_dir_.empty()) {
+      mounts.push_back(absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_));
+      // In-cluster config: the API server's address, as a Service named kubernetes would give it.
+      const std::string& server = o.api_server;
+      const size_t host_at = server.find("://") == std::string::npos ? 0 : server.find("://") + 3;
+      const size_t port_at = server.rfind(':');
+      if (port_at != std::string::npos && port_at > host_at) {
+        env["KUBERNETES_SERVICE_HOST"] = server.substr(host_at, port_at - host_at);
+        env["KUBERNETES_SERVICE_PORT"] = server.substr(port_at + 1);
+      }
+    }
+    if (!mounts.empty()) env["COHORT_LOCAL_MOUNTS"] = absl::StrJoin(mounts, ";");
     env["COHORT_LOCAL_POD_IP"] = address_;
     env["COHORT_LOCAL_HOSTS_FILE"] = (fs::path(o.root_dir) / "hosts").string();
     env["GRPC_DNS_RESOLVER"] = "native";  // getaddrinfo, which the pod-network library answers.
@@ -311,6 +357,7 @@ class Kubelet::PodWorker {
     if (argv.empty()) argv.push_back(ProgramOfImage(c.spec.value("image", "")));
     for (const json& a : c.spec.value("args", json::array())) argv.push_back(Remap(c.spec, Expand(a, env)));
     c.started = absl::Now();
+    c.restart_at.reset();
     c.exit_code.reset();
     c.finished.reset();
     c.ready = false;
@@ -454,13 +501,26 @@ class Kubelet::PodWorker {
     }
     WriteStatus();
 
+    // Kubernetes' default, Always: a main container that exits starts again, at once the first
+    // time, then after 10 s, 20 s, 40 s ... up to 5 minutes (CrashLoopBackOff while it waits).
+    const std::string restart_policy = spec.value("restartPolicy", "Always");
     while (true) {
       bool changed = false;
       bool main_running = false;
       for (Container& c : containers_) {
         EnforceMemoryLimit(c);
-        changed |= Reap(c);
-        if (!c.init && c.process.running()) main_running = true;
+        if (Reap(c)) {
+          changed = true;
+          if (!c.init && !Terminating() &&
+              (restart_policy == "Always" || (restart_policy == "OnFailure" && c.exit_code != 0))) {
+            const absl::Duration back_off =
+                c.restarts == 0 ? absl::ZeroDuration()
+                                : std::min(absl::Seconds(10) * (int64_t{1} << std::min(c.restarts - 1, 5)),
+                                           absl::Minutes(5));
+            c.restart_at = absl::Now() + back_off;
+          }
+        }
+        if (!c.init && (c.process.running() || c.restart_at)) main_running = true;
       }
       bool terminating;
       absl::Time deadline;
@@ -471,6 +531,11 @@ class Kubelet::PodWorker {
       }
       if (!main_running || terminating) break;
       for (Container& c : containers_) {
+        if (c.restart_at && absl::Now() >= *c.restart_at) {
+          ++c.restarts;
+          StartContainer(c);
+          changed = true;
+        }
         // A native sidecar that exits while the pod runs is restarted.
         if (c.sidecar && !c.process.running() && c.finished && absl::Now() - *c.finished > absl::Seconds(1)) {
           ++c.restarts;
@@ -529,7 +594,11 @@ class Kubelet::PodWorker {
 
   json ContainerStatus(const Container& c) {
     json state;
-    if (c.exit_code) {
+    if (c.exit_code && c.restart_at) {
+      state["waiting"] = {{"reason", "CrashLoopBackOff"},
+                          {"message", absl::StrCat("back-off restarting the failed container (exit code ",
+                                                   *c.exit_code, ")")}};
+    } else if (c.exit_code) {
       state["terminated"] = {{"exitCode", *c.exit_code}, {"reason", c.reason},
                              {"startedAt", FormatRfc3339(c.started.value_or(absl::Now()))},
                              {"finishedAt", FormatRfc3339(c.finished.value_or(absl::Now()))}};
@@ -652,6 +721,7 @@ class Kubelet::PodWorker {
   const std::string name_;
   std::string dir_;
   std::map<std::string, std::string> volumes_;  // Volume name -> directory.
+  std::string service_account_dir_;             // Empty: no service account mounted.
   std::vector<Container> containers_;
   std::string phase_ = "Pending";
   std::string pod_reason_;

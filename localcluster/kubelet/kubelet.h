@@ -32,6 +32,9 @@ struct KubeletOptions {
   std::vector<std::string> bin_dirs;
   // The LD_PRELOAD library that gives a process its pod's address and DNS names; empty: none.
   std::string pod_network_library;
+  // The API server as pods reach it (in-cluster config): its https URL and the CA to trust.
+  std::string api_server;
+  std::string api_ca_pem;
 };
 
 // One node of the local control plane: runs the pods bound to it as local processes, as a
@@ -53,7 +56,15 @@ struct KubeletOptions {
 //   (from the log tail) termination messages;
 // - on deletion or eviction sends SIGTERM, then SIGKILL after the grace period, reports the
 //   final states and removes the pod.
-// Pods must use restartPolicy Never (the only policy cohort-operator creates).
+// - mounts the pod's service account (serviceAccountName, else "default"; not with
+//   automountServiceAccountToken: false): a token the API server issues for it (TokenRequest), the
+//   API server's CA and the namespace, under the pod's directory, with KUBERNETES_SERVICE_HOST/
+//   PORT set, so a program that loads in-cluster config reaches the API server as that account;
+// - tells the pod-network library where each mount path lies (COHORT_LOCAL_MOUNTS), so a process
+//   opening /var/run/secrets/kubernetes.io/serviceaccount/token, or a file under any volume's
+//   mountPath, opens the pod's copy;
+// - restarts containers by the pod's restartPolicy (Always, the default, and OnFailure), at once
+//   the first time, then after 10 s, 20 s, ... up to 5 minutes (CrashLoopBackOff meanwhile).
 class Kubelet {
  public:
   Kubelet(op::KubeClient* client, KubeletOptions options);

@@ -50,6 +50,8 @@ int Run(int argc, char** argv) {
     std::cerr << "cohort-local-kubelet: " << config.status().message() << "\n";
     return 2;
   }
+  options.api_server = config->server;
+  options.api_ca_pem = config->ca_pem;
   op::HttpKubeClientOptions client_options;
   client_options.qps = 0;  // The kubelet is not rate limited.
   client_options.user_agent = absl::StrCat("cohort-local-kubelet/", options.node_name);

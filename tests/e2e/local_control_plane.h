@@ -35,10 +35,11 @@ class LocalControlPlane {
   };
   // Runs real kubectl against this cluster. `stdin_text` is written to a file passed as "-f".
   Result Kubectl(std::vector<std::string> args, const std::string& stdin_text = "");
+  // Runs any command (helm, a script) to its end with KUBECONFIG pointing at this cluster.
+  Result Command(const std::vector<std::string>& argv);
   // `kubectl create configmap NAME --from-file=F...` as a manifest's header tells a user to run
-  // it, made with --dry-run=client and sent through apply: kubectl creates objects as protobuf,
-  // which the local API server does not speak. The result of the apply (or of the create when
-  // that failed).
+  // it, made with --dry-run=client and sent through apply (as JSON). The result of the apply (or
+  // of the create when that failed).
   Result CreateConfigMap(const std::string& name, const std::vector<std::string>& from_files = {});
   // What `kubectl drain` does for a pod: a POST to its eviction subresource.
   Result Evict(const std::string& ns, const std::string& pod);
