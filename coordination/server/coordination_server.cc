@@ -83,7 +83,7 @@ void CoordinationServer::CheckerLoop() {
 
 void CoordinationServer::ShutDownLocked(absl::Duration grace) {
   if (attached_port_) attached_port_->Shutdown(absl::Now() + grace);
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   stop_checker_.Notify();
   if (checker_.joinable()) checker_.join();
 }
@@ -120,7 +120,7 @@ CoordinationServer::~CoordinationServer() {
       stop_result_ = false;
     }
   }
-  server_->Wait();
+  if (server_) server_->Wait();  // Null when Start() could not listen.
   server_.reset();
   if (attached_port_) attached_port_->Wait();
   attached_port_.reset();

@@ -3,7 +3,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -18,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "common/rfc3339.h"
 #include "common/token.h"
 #include "localcluster/apiserver/kube_protobuf.h"
@@ -409,6 +412,16 @@ absl::StatusOr<Target> ParseTarget(ObjectStore& store, const std::string& path) 
   return t;
 }
 
+// The key service account tokens are signed with: 32 bytes from OpenSSL's CSPRNG.
+std::string SigningKey() {
+  std::string key(32, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
+    LogError("local API server: no random bytes for the service account token key: ", ERR_get_error());
+    std::abort();
+  }
+  return key;
+}
+
 absl::StatusOr<json> ParseBody(const std::string& body, const std::string& content_type) {
   if (absl::StrContains(content_type, kKubeProtobufMediaType)) return DecodeKubeProtobuf(body);
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -423,7 +436,7 @@ absl::StatusOr<json> ParseBody(const std::string& body, const std::string& conte
 }  // namespace
 
 ApiServer::ApiServer(const ApiServerOptions& options, Clock* clock)
-    : options_(options), clock_(clock), service_account_key_(GenerateToken()), store_(clock, options.watch_history) {}
+    : options_(options), clock_(clock), service_account_key_(SigningKey()), store_(clock, options.watch_history) {}
 
 ApiServer::~ApiServer() {
   stopping_ = true;
@@ -630,25 +643,22 @@ void ApiServer::Route() {
           return;
         }
         write.field_validation = *validation;
-        admit = [&type, write, &warnings](json& object, bool status_only) {
+        admit = [&type, write, &warnings](json& object, const json*, bool status_only) {
           CustomResourceWrite this_write = write;
           this_write.status_only = status_only;
           return AdmitCustomResource(type, this_write, object, &warnings);
         };
       }
       // Field ownership (server_side_apply.h): every write but an apply records what its manager
-      // changed in metadata.managedFields, against the object as it was before.
+      // changed in metadata.managedFields, against the object it replaces.
       const std::string manager =
           FieldManagerOf(req.get_param_value("fieldManager"), req.get_header_value("User-Agent"));
-      std::optional<json> before;
-      if (method != "POST" && !t.name.empty()) {
-        if (absl::StatusOr<json> current = store_.Get(type, t.ns, t.name); current.ok()) before = std::move(*current);
-      }
-      ObjectStore::Admission record = [this, &type, &before, &manager, admit](json& object, bool status_only) {
+      ObjectStore::Admission record = [this, &type, &manager, admit](json& object, const json* current,
+                                                                      bool status_only) {
         if (admit) {
-          if (absl::Status s = admit(object, status_only); !s.ok()) return s;
+          if (absl::Status s = admit(object, current, status_only); !s.ok()) return s;
         }
-        RecordUpdate(before ? &*before : nullptr, object, manager, type.status_subresource, clock_->Now());
+        RecordUpdate(current, object, manager, type.status_subresource, clock_->Now());
         return absl::OkStatus();
       };
       auto finish = [&res, &warnings](const absl::StatusOr<json>& result, int ok_code = 200) {
@@ -732,11 +742,18 @@ void ApiServer::Route() {
             result = absl::InvalidArgumentError(absl::StrCat("the JSON patch cannot be applied: ", e.what()));
           }
         } else if (absl::StrContains(content_type, "apply-patch")) {
+          if (!t.subresource.empty()) {
+            Reply(res, absl::UnimplementedError(absl::StrCat(
+                           "server-side apply to the ", t.subresource,
+                           " subresource is not supported here; apply the object, or patch its ", t.subresource)));
+            return;
+          }
+          const bool existed = store_.Get(type, t.ns, t.name).ok();
           std::string force = req.get_param_value("force");
           result = Apply(type, t.ns, t.name, *body, manager, force == "true" || force == "1", admit);
-          if (result.ok() && type.kind == "CustomResourceDefinition" && !status) result = Establish(*result);
+          if (result.ok() && type.kind == "CustomResourceDefinition") result = Establish(*result);
           // 201 when the apply created the object, as Kubernetes answers.
-          finish(result, result.ok() && !before ? 201 : 200);
+          finish(result, result.ok() && !existed ? 201 : 200);
           return;
         } else {
           result = store_.Patch(type, t.ns, t.name, *body, status, record);
@@ -807,6 +824,11 @@ std::optional<UserInfo> ApiServer::VerifyServiceAccountToken(const std::string& 
   if (expected.size() != token.size() || CRYPTO_memcmp(expected.data(), token.data(), token.size()) != 0) {
     return std::nullopt;
   }
+  // A deleted service account's tokens stop working (the namespace's "default" always exists).
+  if (parts[2] != "default") {
+    std::optional<ResourceType> accounts = store_.FindType("", "serviceaccounts");
+    if (!accounts || !store_.Get(*accounts, parts[1], parts[2]).ok()) return std::nullopt;
+  }
   return ServiceAccountUser(parts[1], parts[2]);
 }
 
@@ -816,7 +838,7 @@ absl::StatusOr<UserInfo> ApiServer::Authenticate(const httplib::Request& req) co
   const std::string token =
       absl::StartsWith(authorization, kBearer) ? authorization.substr(kBearer.size()) : std::string();
   UserInfo user;
-  if (!token.empty() && token == options_.token) {
+  if (!token.empty() && TokenMatches(authorization, options_.token)) {
     user = {"cohort-local-admin", {"system:masters", "system:authenticated"}};
   } else if (std::optional<UserInfo> account = VerifyServiceAccountToken(token)) {
     user = *account;
@@ -871,7 +893,7 @@ absl::Status ApiServer::Authorize(const UserInfo& user, const httplib::Request& 
   r.name = target->name;
   const std::string watch = req.get_param_value("watch");
   if (method == "GET") {
-    r.verb = !r.name.empty() ? "get" : (watch == "1" || watch == "true") ? "watch" : "list";
+    r.verb = (watch == "1" || watch == "true") ? "watch" : !r.name.empty() ? "get" : "list";
   } else if (method == "POST") {
     r.verb = "create";
   } else if (method == "PUT") {
@@ -885,8 +907,14 @@ absl::Status ApiServer::Authorize(const UserInfo& user, const httplib::Request& 
   }
   // A review asks about oneself: anyone authenticated may, as Kubernetes' system:basic-user allows.
   if (target->type.kind == "SelfSubjectAccessReview" && r.verb == "create") return absl::OkStatus();
-  if (RbacAllows(user, r, RbacSnapshot())) return absl::OkStatus();
-  return absl::PermissionDeniedError(ForbiddenMessage(user, r));
+  const RbacObjects rbac = RbacSnapshot();
+  if (!RbacAllows(user, r, rbac)) return absl::PermissionDeniedError(ForbiddenMessage(user, r));
+  // A patch (an apply) that would create the object needs create too, as in Kubernetes.
+  if (r.verb == "patch" && r.subresource.empty() && !store_.Get(target->type, r.ns, r.name).ok()) {
+    r.verb = "create";
+    if (!RbacAllows(user, r, rbac)) return absl::PermissionDeniedError(ForbiddenMessage(user, r));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<json> ApiServer::AccessReview(const UserInfo& user, const json& review) {

@@ -103,7 +103,7 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   object["apiVersion"] = t.GroupVersion();
   object["kind"] = t.kind;
   if (admit) {
-    if (absl::Status s = admit(object, /*status_only=*/false); !s.ok()) return s;
+    if (absl::Status s = admit(object, /*current=*/nullptr, /*status_only=*/false); !s.ok()) return s;
   }
   json& meta = object["metadata"];
   meta["uid"] = absl::StrCat(GenerateToken().substr(0, 8), "-", ++uid_counter_);
@@ -189,7 +189,7 @@ absl::StatusOr<json> ObjectStore::StoreUpdate(const ResourceType& t, const std::
     result["kind"] = t.kind;
   }
   if (admit) {
-    if (absl::Status s = admit(result, status_only); !s.ok()) return s;
+    if (absl::Status s = admit(result, &current, status_only); !s.ok()) return s;
   }
   // After admission: a default it filled in is part of the spec.
   if (!status_only && SpecPart(result) != SpecPart(current)) {

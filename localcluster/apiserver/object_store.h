@@ -54,11 +54,13 @@ class ObjectStore {
     std::shared_ptr<const nlohmann::json> object;
   };
 
-  // Checks, and may change (defaults, pruning), an object about to be stored, given whole as it
-  // would be stored: the API server's decoding and validation of a custom resource. An error
+  // Checks, and may change (defaults, pruning, field ownership), an object about to be stored,
+  // given whole as it would be stored, with the object it replaces (null on create): the API
+  // server's decoding and validation of a custom resource, and its managedFields. An error
   // aborts the write and is returned. Runs with the store locked: it must not call the store.
   // `status_only`: a write to the status subresource.
-  using Admission = std::function<absl::Status(nlohmann::json& object, bool status_only)>;
+  using Admission =
+      std::function<absl::Status(nlohmann::json& object, const nlohmann::json* current, bool status_only)>;
 
   ObjectStore(Clock* clock, size_t history = 50000);
 

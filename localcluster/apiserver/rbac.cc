@@ -36,8 +36,8 @@ bool RuleAllows(const json& rule, const RequestAttributes& r) {
   for (const json& v : op::ArrayMember(rule, "resources")) {
     if (!v.is_string()) continue;
     const std::string s = v.get<std::string>();
-    resource_ok = resource_ok || s == "*" || s == resource || (!r.subresource.empty() && s == r.resource + "/*") ||
-                  (r.subresource.empty() ? false : s == "*/" + r.subresource);
+    // As Kubernetes matches: "*", the exact "resource" or "resource/subresource", or "*/subresource".
+    resource_ok = resource_ok || s == "*" || s == resource || (!r.subresource.empty() && s == "*/" + r.subresource);
   }
   if (!resource_ok) return false;
   const json& names = op::ArrayMember(rule, "resourceNames");

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
@@ -79,6 +81,18 @@ bool StatusDiffers(const json& object, const json& wanted) {
   return false;
 }
 
+// The highest deployment.kubernetes.io/revision among `replica_sets` (0 without one).
+int64_t LastRevision(const std::vector<const json*>& replica_sets) {
+  int64_t last = 0;
+  for (const json* rs : replica_sets) {
+    int64_t revision = 0;
+    const std::string text =
+        op::StringMember(op::Member(Meta(*rs), "annotations"), "deployment.kubernetes.io/revision");
+    if (absl::SimpleAtoi(text, &revision)) last = std::max(last, revision);
+  }
+  return last;
+}
+
 json Condition(const std::string& type, bool status, const std::string& reason, const std::string& message) {
   const std::string now = FormatRfc3339(absl::Now());
   return {{"type", type},         {"status", status ? "True" : "False"}, {"reason", reason},
@@ -136,7 +150,25 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
   }
   const int64_t want = Replicas(rs);
   const json& pod_template = op::Member(op::Member(rs, "spec"), "template");
-  for (int64_t i = static_cast<int64_t>(active.size()); i < want; ++i) {
+  // Pods of this ReplicaSet that failed (their kubelet could not run them at all: a missing
+  // service account, an init container that failed): replacements come one at a time, backing
+  // off 10 s, 20 s ... 5 minutes after the newest failure, never as a storm.
+  int failed = 0;
+  std::string newest_failure;
+  for (const json& pod : op::ArrayMember(pods, "items")) {
+    if (NamespaceOf(pod) != ns || !Owns(rs, pod) || Meta(pod).contains("deletionTimestamp")) continue;
+    if (op::StringMember(op::Member(pod, "status"), "phase") != "Failed") continue;
+    ++failed;
+    newest_failure = std::max(newest_failure, op::StringMember(Meta(pod), "creationTimestamp"));
+  }
+  int64_t missing = want - static_cast<int64_t>(active.size());
+  if (failed > 0 && missing > 0) {
+    const absl::Duration back_off =
+        std::min(absl::Seconds(10) * (int64_t{1} << std::min(failed - 1, 5)), absl::Minutes(5));
+    const std::optional<absl::Time> failed_at = ParseRfc3339(newest_failure);
+    missing = failed_at && absl::Now() < *failed_at + back_off ? 0 : 1;
+  }
+  for (int64_t i = 0; i < missing; ++i) {
     json pod = {{"apiVersion", "v1"},
                 {"kind", "Pod"},
                 {"metadata",
@@ -224,13 +256,16 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
                   {{"name", new_name},
                    {"namespace", ns},
                    {"labels", pod_template["metadata"]["labels"]},
-                   {"annotations", {{"deployment.kubernetes.io/revision", absl::StrCat(old.size() + 1)}}},
+                   {"annotations", {{"deployment.kubernetes.io/revision", absl::StrCat(LastRevision(old) + 1)}}},
                    {"ownerReferences", ControllerRef(d, "Deployment")}}},
                  {"spec", {{"replicas", want}, {"selector", selector}, {"template", pod_template}}}};
-      if (absl::StatusOr<json> r = client_->Create(kReplicaSets, ns, rs); !r.ok() && !absl::IsAlreadyExists(r.status())) {
+      if (absl::StatusOr<json> r = client_->Create(kReplicaSets, ns, rs); !r.ok()) {
+        // AlreadyExists here is a ReplicaSet of that name this Deployment does not own.
         LogWarning("deployment ", ns, "/", name, ": cannot create ReplicaSet ", new_name, ": ", r.status().ToString());
       }
     }
+  } else if (recreate && old_pods > 0) {
+    for (const json* rs : old) scale(*rs, 0);  // Back to an earlier template: the others stop first.
   } else {
     scale(*current, want);
     // The new version is all ready: the old ones go.

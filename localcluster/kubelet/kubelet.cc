@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include <httplib.h>
 
@@ -149,6 +150,9 @@ class Kubelet::PodWorker {
     bool oom_killed = false;
     // A main container that exited under restartPolicy Always/OnFailure: when it starts again.
     std::optional<absl::Time> restart_at;
+    // Exits in a row without a 10-minute run between them: the next restart's back-off.
+    int crash_streak = 0;
+    bool start_failed = false;  // StartContainer could not start it (counts as an exit).
   };
 
   // Asks the pod to stop; true if it already has (the worker is done).
@@ -307,16 +311,11 @@ class Kubelet::PodWorker {
       }
     }
     for (auto& [name, value] : env) value = Remap(c, value);
-    // Where each mount path lies, for the pod-network library's open() (kubelet.h).
-    std::vector<std::string> mounts;
-    for (const json& m : c.value("volumeMounts", json::array())) {
-      auto volume = volumes_.find(m.value("name", ""));
-      if (volume != volumes_.end() && !m.value("mountPath", "").empty()) {
-        mounts.push_back(absl::StrCat(m.value("mountPath", ""), "=", volume->second));
-      }
-    }
+    // Where the service account's mount path lies, for the pod-network library (kubelet.h).
+    // Volumes are not listed: their paths are rewritten in the arguments and environment, and a
+    // program creating files under them must see one file system, which only open() cannot give.
     if (!service_account_dir_.empty()) {
-      mounts.push_back(absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_));
+      env["COHORT_LOCAL_MOUNTS"] = absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_);
       // In-cluster config: the API server's address, as a Service named kubernetes would give it.
       const std::string& server = o.api_server;
       const size_t host_at = server.find("://") == std::string::npos ? 0 : server.find("://") + 3;
@@ -326,7 +325,6 @@ class Kubelet::PodWorker {
         env["KUBERNETES_SERVICE_PORT"] = server.substr(port_at + 1);
       }
     }
-    if (!mounts.empty()) env["COHORT_LOCAL_MOUNTS"] = absl::StrJoin(mounts, ";");
     env["COHORT_LOCAL_POD_IP"] = address_;
     env["COHORT_LOCAL_HOSTS_FILE"] = (fs::path(o.root_dir) / "hosts").string();
     env["GRPC_DNS_RESOLVER"] = "native";  // getaddrinfo, which the pod-network library answers.
@@ -381,6 +379,7 @@ class Kubelet::PodWorker {
       }
       c.start_error = std::string(p.status().message());
     }
+    c.start_failed = true;
     c.exit_code = 128;
     c.reason = "StartError";
     c.message = c.start_error;
@@ -509,14 +508,17 @@ class Kubelet::PodWorker {
       bool main_running = false;
       for (Container& c : containers_) {
         EnforceMemoryLimit(c);
-        if (Reap(c)) {
+        if (Reap(c) || std::exchange(c.start_failed, false)) {
           changed = true;
           if (!c.init && !Terminating() &&
               (restart_policy == "Always" || (restart_policy == "OnFailure" && c.exit_code != 0))) {
+            // As Kubernetes does, a container that ran 10 minutes starts its back-off over.
+            if (c.started && c.finished && *c.finished - *c.started > absl::Minutes(10)) c.crash_streak = 0;
             const absl::Duration back_off =
-                c.restarts == 0 ? absl::ZeroDuration()
-                                : std::min(absl::Seconds(10) * (int64_t{1} << std::min(c.restarts - 1, 5)),
-                                           absl::Minutes(5));
+                c.crash_streak == 0
+                    ? absl::ZeroDuration()
+                    : std::min(absl::Seconds(10) * (int64_t{1} << std::min(c.crash_streak - 1, 5)), absl::Minutes(5));
+            ++c.crash_streak;
             c.restart_at = absl::Now() + back_off;
           }
         }

@@ -60,9 +60,9 @@ struct KubeletOptions {
 //   automountServiceAccountToken: false): a token the API server issues for it (TokenRequest), the
 //   API server's CA and the namespace, under the pod's directory, with KUBERNETES_SERVICE_HOST/
 //   PORT set, so a program that loads in-cluster config reaches the API server as that account;
-// - tells the pod-network library where each mount path lies (COHORT_LOCAL_MOUNTS), so a process
-//   opening /var/run/secrets/kubernetes.io/serviceaccount/token, or a file under any volume's
-//   mountPath, opens the pod's copy;
+// - tells the pod-network library where the service account's mount path lies
+//   (COHORT_LOCAL_MOUNTS), so a process reading /var/run/secrets/kubernetes.io/serviceaccount/token
+//   reads the pod's copy;
 // - restarts containers by the pod's restartPolicy (Always, the default, and OnFailure), at once
 //   the first time, then after 10 s, 20 s, ... up to 5 minutes (CrashLoopBackOff meanwhile).
 class Kubelet {

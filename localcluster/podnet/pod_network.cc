@@ -7,9 +7,10 @@
 //   in-cluster names instead of asking the machine's resolver;
 // - gethostname() answers the pod's hostname ($HOSTNAME, which the kubelet sets), as a pod's
 //   UTS namespace would, and getaddrinfo() of that name its address, as its /etc/hosts would;
-// - and what its mount namespace would: open(), openat() and fopen() of a path under one of
-//   the pod's mount paths ($COHORT_LOCAL_MOUNTS, "<mountPath>=<directory>;...", e.g. the service
-//   account at /var/run/secrets/kubernetes.io/serviceaccount) open the pod's copy instead.
+// - and what its mount namespace would for read-only mounts the kubelet lists in
+//   $COHORT_LOCAL_MOUNTS ("<mountPath>=<directory>;...": the service account at
+//   /var/run/secrets/kubernetes.io/serviceaccount): open(), openat(), fopen(), stat(), lstat(),
+//   fstatat() and access() of a path under one reach the pod's copy instead.
 // Everything else goes to the C library unchanged.
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -17,6 +18,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,7 +132,32 @@ extern "C" int openat(int dir_fd, const char* path, int flags, ...) {
 }
 
 
+extern "C" int stat(const char* path, struct stat* out) {
+  static auto real = Next<int (*)(const char*, struct stat*)>("stat");
+  const std::string moved = Redirect(path);
+  return real(moved.empty() ? path : moved.c_str(), out);
+}
+
+extern "C" int lstat(const char* path, struct stat* out) {
+  static auto real = Next<int (*)(const char*, struct stat*)>("lstat");
+  const std::string moved = Redirect(path);
+  return real(moved.empty() ? path : moved.c_str(), out);
+}
+
+extern "C" int fstatat(int dir_fd, const char* path, struct stat* out, int flags) {
+  static auto real = Next<int (*)(int, const char*, struct stat*, int)>("fstatat");
+  const std::string moved = Redirect(path);
+  return real(dir_fd, moved.empty() ? path : moved.c_str(), out, flags);
+}
+
+extern "C" int access(const char* path, int mode) {
+  static auto real = Next<int (*)(const char*, int)>("access");
+  const std::string moved = Redirect(path);
+  return real(moved.empty() ? path : moved.c_str(), mode);
+}
+
 // The 64-bit names are the same calls on 64-bit Linux (glibc makes them aliases too).
+
 extern "C" FILE* fopen64(const char* path, const char* mode) __attribute__((alias("fopen")));
 extern "C" int open64(const char* path, int flags, ...) __attribute__((alias("open")));
 extern "C" int openat64(int dir_fd, const char* path, int flags, ...) __attribute__((alias("openat")));

@@ -352,5 +352,27 @@ TEST_F(LocalControllersTest, Deployment_ReplicaSetAndPods_ThenANewTemplateRollsW
   }
 }
 
+// A ReplicaSet whose pods fail outright (their kubelet could not run them) gets replacements one
+// at a time after a back-off, never a pod per pass.
+TEST_F(LocalControllersTest, ReplicaSet_PodsThatFailed_NoReplacementStorm) {
+  DeploymentController controller(client_.get());
+  json rs = json::parse(R"({
+    "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs", "namespace": "default"},
+    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "a"}},
+             "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c"}]}}}})");
+  ASSERT_TRUE(client_->Create(kReplicaSets, "default", rs).ok());
+  controller.Sync();
+  rs = *client_->Get(kReplicaSets, "default", "rs");
+  std::vector<json> pods = PodsOf(*client_, rs);
+  ASSERT_EQ(pods.size(), 2u);
+  for (const json& pod : pods) {
+    ASSERT_TRUE(client_->MergePatch(op::kPods, "default", pod["metadata"]["name"], {{"status", {{"phase", "Failed"}}}},
+                                    /*status=*/true)
+                    .ok());
+  }
+  for (int i = 0; i < 5; ++i) controller.Sync();
+  EXPECT_EQ(PodsOf(*client_, rs).size(), 2u) << "the failures are 0 s old: nothing new within the back-off";
+}
+
 }  // namespace
 }  // namespace cohort::local

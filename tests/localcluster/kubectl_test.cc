@@ -191,5 +191,44 @@ TEST_F(LocalClusterKubectl, ServerSideApply_ConflictNamesTheFieldAndItsManager_F
   EXPECT_THAT(yaml.output, HasSubstr("size: \"2\""));
 }
 
+// Kubernetes' default restartPolicy, Always: a container that exits, or cannot even start,
+// is started again with a back-off (CrashLoopBackOff), and the pod stays Running.
+TEST_F(LocalClusterKubectl, RestartPolicyAlways_ExitsAndStartFailuresRestartWithBackOff_PodStaysRunning) {
+  const std::string pod = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: crashing
+  namespace: default
+spec:
+  containers:
+    - name: exits
+      image: busybox
+      command: ["false"]
+    - name: missing
+      image: busybox
+      command: ["no-such-program-anywhere"]
+)";
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, pod).exit_code, 0);
+  nlohmann::json seen;
+  ASSERT_TRUE(cluster_->WaitForPods("default", "", [&](const std::vector<nlohmann::json>& pods) {
+    for (const nlohmann::json& p : pods) {
+      if (p["metadata"]["name"] != "crashing") continue;
+      seen = p;
+      const nlohmann::json statuses = p["status"].value("containerStatuses", nlohmann::json::array());
+      if (statuses.size() != 2) return false;
+      for (const nlohmann::json& c : statuses) {
+        if (c.value("restartCount", 0) < 1 || !c["state"].contains("waiting")) return false;
+      }
+      return true;
+    }
+    return false;
+  }, absl::Seconds(30))) << seen.dump(2);
+  EXPECT_EQ(seen["status"]["phase"], "Running");
+  for (const nlohmann::json& c : seen["status"]["containerStatuses"]) {
+    EXPECT_EQ(c["state"]["waiting"]["reason"], "CrashLoopBackOff") << c.dump(2);
+  }
+  EXPECT_EQ(cluster_->Kubectl({"delete", "pod", "crashing", "--grace-period=0"}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace cohort::testing

@@ -121,6 +121,16 @@ TEST(Rbac, Wildcards) {
   EXPECT_TRUE(RbacAllows(UserInfo{"x", {"admins"}}, Request("get", "", "pods", "a", "p", "log"), o));
 }
 
+TEST(Rbac, SubresourceWildcardIsStarSlashName_NotResourceSlashStar) {
+  RbacObjects o;
+  o.cluster_roles = {Role("logs", "", {Rule({""}, {"*/log", "pods/*"}, {"get"})})};
+  o.cluster_role_bindings = {Binding("logs", "", "ClusterRole", "logs", {{{"kind", "User"}, {"name", "u"}}})};
+  const UserInfo u{"u", {}};
+  EXPECT_TRUE(RbacAllows(u, Request("get", "", "pods", "a", "p", "log"), o));
+  EXPECT_FALSE(RbacAllows(u, Request("get", "", "pods", "a", "p", "status"), o)) << "Kubernetes has no pods/*";
+  EXPECT_FALSE(RbacAllows(u, Request("get", "", "pods", "a", "p"), o));
+}
+
 TEST(Rbac, ForbiddenMessageIsKubernetesWords) {
   const UserInfo op = ServiceAccountUser("sys", "op");
   EXPECT_EQ(ForbiddenMessage(op, Request("list", "", "pods", "default")),
