@@ -1039,11 +1039,25 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
     return {{"type", event_type}, {"object", rows}};
   };
   std::vector<std::string> initial;
-  if (rv.empty() || rv == "0") {
+  // A watch-list (client-go's reflectors and Helm's --wait send sendInitialEvents=true): the
+  // current state as ADDED events, then a BOOKMARK annotated k8s.io/initial-events-end, then the
+  // changes after it.
+  const bool initial_events = req.get_param_value("sendInitialEvents") == "true";
+  if (rv.empty() || rv == "0" || initial_events) {
     // From now, starting with the current state as ADDED events.
     json list = store_.List(type, ns, labels, fields);
-    for (const json& o : list["items"]) initial.push_back(event("ADDED", o).dump() + "\n");
-    state->after = std::stoll(list["metadata"]["resourceVersion"].get<std::string>());
+    for (const json& o : list["items"]) {
+      if (name.empty() || o["metadata"].value("name", "") == name) initial.push_back(event("ADDED", o).dump() + "\n");
+    }
+    const std::string listed = list["metadata"]["resourceVersion"].get<std::string>();
+    state->after = std::stoll(listed);
+    if (initial_events) {
+      json marker = {{"kind", type.kind},
+                     {"apiVersion", type.GroupVersion()},
+                     {"metadata",
+                      {{"resourceVersion", listed}, {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+      initial.push_back(json{{"type", "BOOKMARK"}, {"object", marker}}.dump() + "\n");
+    }
   } else if (!absl::SimpleAtoi(rv, &state->after)) {
     Reply(res, absl::FailedPreconditionError(absl::StrCat("resourceVersion '", rv, "' is not a number")));
     return;

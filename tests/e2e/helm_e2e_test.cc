@@ -43,10 +43,11 @@ class HelmE2E : public ::testing::Test {
     args.insert(args.begin(), helm_);
     return cluster_->Command(args);
   }
-  // `helm install` of the chart, then `kubectl rollout status` until its pods are ready.
+  // `helm install --wait` of the chart (Helm's status watcher: watch-lists of every kind it
+  // installed), then `kubectl rollout status`, which agrees.
   void Install(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"install", "cohort", COHORT_SOURCE_DIR "/charts/cohort", "--namespace",
-                                     kNamespace, "--create-namespace"};
+                                     kNamespace, "--create-namespace", "--wait", "--timeout", "120s"};
     args.insert(args.end(), extra.begin(), extra.end());
     LocalControlPlane::Result installed = Helm(args);
     ASSERT_EQ(installed.exit_code, 0) << installed.output;
@@ -132,7 +133,8 @@ TEST_F(HelmE2E, Install_TheOperatorRunsInPodsWithItsServiceAccount_OneLeads_AJob
   }, absl::Minutes(2));
   EXPECT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
 
-  LocalControlPlane::Result uninstalled = Helm({"uninstall", "cohort", "--namespace", kNamespace});
+  LocalControlPlane::Result uninstalled =
+      Helm({"uninstall", "cohort", "--namespace", kNamespace, "--wait", "--timeout", "120s"});
   ASSERT_EQ(uninstalled.exit_code, 0) << uninstalled.output;
   for (const char* kind : {"deployment", "serviceaccount", "role", "rolebinding", "service"}) {
     LocalControlPlane::Result left = cluster_->Kubectl({"get", kind, "-n", kNamespace, "-o", "name"});
