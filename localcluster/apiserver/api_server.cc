@@ -847,7 +847,7 @@ absl::StatusOr<UserInfo> ApiServer::Authenticate(const httplib::Request& req) co
   }
   const std::string as = req.get_header_value("Impersonate-User");
   if (as.empty()) return user;
-  if (std::find(user.groups.begin(), user.groups.end(), "system:masters") == user.groups.end()) {
+  if (!user.IsMaster()) {
     return absl::PermissionDeniedError(absl::StrCat("users \"", as, "\" is forbidden: User \"", user.name,
                                                     "\" cannot impersonate resource \"users\" in API group \"\""));
   }
@@ -879,7 +879,7 @@ RbacObjects ApiServer::RbacSnapshot() {
 }
 
 absl::Status ApiServer::Authorize(const UserInfo& user, const httplib::Request& req) {
-  if (std::find(user.groups.begin(), user.groups.end(), "system:masters") != user.groups.end()) {
+  if (user.IsMaster()) {
     return absl::OkStatus();
   }
   absl::StatusOr<Target> target = ParseTarget(store_, req.path);
@@ -933,7 +933,7 @@ absl::StatusOr<json> ApiServer::AccessReview(const UserInfo& user, const json& r
     r.verb = op::StringMember(non_resource, "verb");
     r.path = op::StringMember(non_resource, "path");
   }
-  const bool masters = std::find(user.groups.begin(), user.groups.end(), "system:masters") != user.groups.end();
+  const bool masters = user.IsMaster();
   const bool allowed = masters || RbacAllows(user, r, RbacSnapshot());
   json answer = review;
   answer["status"] = {{"allowed", allowed}};

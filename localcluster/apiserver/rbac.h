@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ struct UserInfo {
   std::string name;  // "system:serviceaccount:<namespace>:<name>" for a service account.
   std::vector<std::string> groups;
   bool IsServiceAccount() const { return name.rfind("system:serviceaccount:", 0) == 0; }
+  // A member of system:masters: allowed everything, RBAC unread (as Kubernetes' authorizer).
+  bool IsMaster() const { return std::find(groups.begin(), groups.end(), "system:masters") != groups.end(); }
 };
 
 // The user a service account authenticates as, with Kubernetes' groups for it.

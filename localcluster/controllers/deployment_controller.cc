@@ -130,12 +130,18 @@ void DeploymentController::Start() {
 void DeploymentController::Sync() {
   absl::StatusOr<json> deployments = client_->List(kDeployments, "", "");
   absl::StatusOr<json> replica_sets = client_->List(kReplicaSets, "", "");
-  absl::StatusOr<json> pods = client_->List(op::kPods, "", "");
-  for (const auto* list : {&deployments, &replica_sets, &pods}) {
+  for (const auto* list : {&deployments, &replica_sets}) {
     if (!list->ok()) {
       LogWarning("deployment controller: cannot list: ", list->status().ToString());
       return;
     }
+  }
+  // Every pass reads every pod only when there is something to keep (a job's pods alone are not).
+  if (op::ArrayMember(*deployments, "items").empty() && op::ArrayMember(*replica_sets, "items").empty()) return;
+  absl::StatusOr<json> pods = client_->List(op::kPods, "", "");
+  if (!pods.ok()) {
+    LogWarning("deployment controller: cannot list: ", pods.status().ToString());
+    return;
   }
   for (const json& rs : op::ArrayMember(*replica_sets, "items")) SyncReplicaSet(rs, *pods);
   for (const json& d : op::ArrayMember(*deployments, "items")) SyncDeployment(d, *replica_sets, *pods);
