@@ -1,8 +1,9 @@
 // cohort-local-cluster: a one-machine Kubernetes for tests and demos. It serves the API subset
 // that cohort-operator and kubectl use, writes a kubeconfig for it, schedules pods onto its
 // nodes (each node a cohort-local-kubelet process that starts each pod's containers as local
-// processes on their own loopback address), and marks a node whose kubelet stopped renewing
-// its Lease as lost. Runs until SIGTERM or SIGINT.
+// processes on their own loopback address or, with --runtime podman, as podman containers on a
+// network of the cluster's own), and marks a node whose kubelet stopped renewing its Lease as
+// lost. Runs until SIGTERM or SIGINT.
 #include <signal.h>
 
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "localcluster/controllers/deployment_controller.h"
 #include "localcluster/controllers/node_lifecycle.h"
 #include "localcluster/kubelet/kubelet.h"
+#include "localcluster/kubelet/podman.h"
 #include "localcluster/controllers/scheduler.h"
 #include "operator/client/http_kube_client.h"
 
@@ -38,6 +40,7 @@ int Run(int argc, char** argv) {
   double node_grace_s = 40;
   std::vector<std::string> bin_dirs;
   std::string pod_network_library;
+  std::string runtime = "process";
   // Defaults next to this binary: build/bin and build/lib.
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   bin_dirs.push_back(self.string());
@@ -55,6 +58,11 @@ int Run(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_flag("--no-kubelet", no_kubelet, "Serve the API only (same as --nodes 0); pods stay Pending");
+  app.add_option("--runtime", runtime,
+                 "How kubelets run pods: process (local processes, the image naming the program) or podman "
+                 "(real containers from the local image store; docs/operator.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"process", "podman"}));
   app.add_option("--bin-dir", bin_dirs, "Searched first for container commands")->capture_default_str();
   app.add_option("--pod-network-library", pod_network_library,
                  "LD_PRELOAD library giving pods their address and DNS names")
@@ -73,7 +81,32 @@ int Run(int argc, char** argv) {
     std::cerr << "cohort-local-cluster: cannot create --dir " << dir << ": " << ec.message() << "\n";
     return 2;
   }
+  // Podman: the cluster's network (pods' addresses), and the API server reachable from it.
+  const bool podman = runtime == "podman" && !no_kubelet && nodes > 0;
+  PodmanNetwork network;
+  struct NetworkRemover {
+    std::string name;
+    ~NetworkRemover() {
+      if (!name.empty()) RemoveNetwork(name);
+    }
+  } network_remover;
   ApiServerOptions options;
+  if (podman) {
+    if (absl::Status s = CheckPodman(); !s.ok()) {
+      std::cerr << "cohort-local-cluster: --runtime podman: " << s.message() << "\n";
+      return 2;
+    }
+    absl::StatusOr<PodmanNetwork> created = CreateClusterNetwork(absl::StrCat("cohort-", GenerateToken().substr(0, 10)));
+    if (!created.ok()) {
+      std::cerr << "cohort-local-cluster: --runtime podman: " << created.status().message() << "\n";
+      return 1;
+    }
+    network = *created;
+    network_remover.name = network.name;
+    std::ofstream(std::filesystem::path(dir) / "podman-network") << network.name << "\n";
+    options.host = "0.0.0.0";  // The gateway's interface appears only with the first pod.
+    options.certificate_addresses = {network.gateway};
+  }
   options.port = port;
   options.tls = !http;
   options.token = GenerateToken();
@@ -132,7 +165,8 @@ int Run(int argc, char** argv) {
     scheduler_options.hosts_file = (std::filesystem::path(pods_dir) / "hosts").string();
     std::filesystem::create_directories(pods_dir);
     for (int k = 0; k < nodes; ++k) {
-      scheduler_options.subnets[absl::StrCat("node-", k)] = PodSubnet{10 + k * block, 10 + (k + 1) * block - 1};
+      scheduler_options.subnets[absl::StrCat("node-", k)] =
+          PodSubnet{10 + k * block, 10 + (k + 1) * block - 1, podman ? network.prefix : "127.0."};
     }
     scheduler = std::make_unique<Scheduler>(client.get(), scheduler_options);
     scheduler->Start();
@@ -140,7 +174,7 @@ int Run(int argc, char** argv) {
     node_lifecycle->Start();
     deployments = std::make_unique<DeploymentController>(client.get());
     deployments->Start();
-    if (!std::filesystem::exists(pod_network_library)) {
+    if (!podman && !std::filesystem::exists(pod_network_library)) {
       LogWarning("no pod-network library at ", pod_network_library,
                  ": pods share the machine's addresses and cannot resolve cluster DNS names");
       pod_network_library.clear();
@@ -150,11 +184,16 @@ int Run(int argc, char** argv) {
       std::vector<std::string> argv = {(self / "cohort-local-kubelet").string(),
                                        "--kubeconfig", kubeconfig,
                                        "--node-name", node,
-                                       "--node-address", absl::StrCat("127.0.1.", k + 1),
+                                       "--node-address", podman ? network.gateway : absl::StrCat("127.0.1.", k + 1),
                                        "--pods-dir", pods_dir,
                                        "--lease-duration", absl::StrCat(node_grace_s)};
       for (const std::string& d : bin_dirs) argv.insert(argv.end(), {"--bin-dir", d});
-      if (!pod_network_library.empty()) argv.insert(argv.end(), {"--pod-network-library", pod_network_library});
+      if (podman) {
+        argv.insert(argv.end(), {"--runtime", "podman", "--podman-network", network.name, "--pod-api-server",
+                                 absl::StrCat(options.tls ? "https://" : "http://", network.gateway, ":", (*server)->port())});
+      } else if (!pod_network_library.empty()) {
+        argv.insert(argv.end(), {"--pod-network-library", pod_network_library});
+      }
       Subprocess::Options kubelet_options;
       kubelet_options.argv = argv;
       kubelet_options.capture_output = false;  // Its log lines join ours, named by node.
@@ -177,7 +216,9 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
-  std::cout << "cohort-local-cluster: ready (" << nodes << (nodes == 1 ? " node)" : " nodes)") << std::endl;
+  std::cout << "cohort-local-cluster: ready (" << nodes << (nodes == 1 ? " node" : " nodes")
+            << (podman ? absl::StrCat(", pods as podman containers on network ", network.name) : "") << ")"
+            << std::endl;
 
   int sig = 0;
   sigwait(&signals, &sig);

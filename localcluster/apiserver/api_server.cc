@@ -34,7 +34,8 @@ namespace {
 
 using json = nlohmann::json;
 
-// --- TLS: one self-signed certificate for 127.0.0.1 and localhost that is its own CA. ---
+// --- TLS: one self-signed certificate for 127.0.0.1, localhost and any further addresses, that
+// is its own CA. ---
 
 struct Certificate {
   X509* cert = nullptr;
@@ -42,7 +43,7 @@ struct Certificate {
   std::string pem;
 };
 
-absl::StatusOr<Certificate> MakeSelfSignedCertificate() {
+absl::StatusOr<Certificate> MakeSelfSignedCertificate(const std::vector<std::string>& addresses) {
   Certificate c;
   c.key = EVP_EC_gen("P-256");
   c.cert = X509_new();
@@ -59,9 +60,11 @@ absl::StatusOr<Certificate> MakeSelfSignedCertificate() {
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, c.cert, c.cert, nullptr, nullptr, 0);
+  std::string names = "IP:127.0.0.1,DNS:localhost";
+  for (const std::string& a : addresses) absl::StrAppend(&names, ",IP:", a);
   for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE"},
                             std::pair{NID_key_usage, "critical,digitalSignature,keyCertSign"},
-                            std::pair{NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost"}}) {
+                            std::pair{NID_subject_alt_name, names.c_str()}}) {
     X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
     if (ext == nullptr) return absl::InternalError("OpenSSL could not add a certificate extension");
     X509_add_ext(c.cert, ext, -1);
@@ -446,7 +449,8 @@ ApiServer::~ApiServer() {
 }
 
 std::string ApiServer::url() const {
-  return absl::StrCat(options_.tls ? "https://" : "http://", options_.host, ":", port_);
+  return absl::StrCat(options_.tls ? "https://" : "http://", options_.host == "0.0.0.0" ? "127.0.0.1" : options_.host,
+                      ":", port_);
 }
 
 std::string ApiServer::Kubeconfig(const std::string& default_namespace) const {
@@ -469,7 +473,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
         .IgnoreError();
   }
   if (options.tls) {
-    absl::StatusOr<Certificate> cert = MakeSelfSignedCertificate();
+    absl::StatusOr<Certificate> cert = MakeSelfSignedCertificate(options.certificate_addresses);
     if (!cert.ok()) return cert.status();
     s->server_ = std::make_unique<httplib::SSLServer>(cert->cert, cert->key);
     s->ca_pem_ = cert->pem;
@@ -533,7 +537,7 @@ void ApiServer::Route() {
   svr.Get("/api", [this](const httplib::Request&, httplib::Response& res) {
     Reply(res, json{{"kind", "APIVersions"}, {"versions", {"v1"}},
                     {"serverAddressByClientCIDRs",
-                     {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", absl::StrCat(options_.host, ":", port_)}}}}});
+                     {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", url().substr(url().find("://") + 3)}}}}});
   });
   svr.Get("/apis", [this](const httplib::Request&, httplib::Response& res) {
     json groups = json::array();

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -22,7 +23,10 @@ struct Response;
 namespace cohort::local {
 
 struct ApiServerOptions {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // The address it listens on ("0.0.0.0": every interface).
+  // Further IP addresses the certificate is valid for (besides 127.0.0.1 and localhost), e.g. the
+  // gateway of the podman network through which containers reach the server.
+  std::vector<std::string> certificate_addresses;
   int port = 0;        // 0: any free port.
   bool tls = true;     // HTTPS with a self-signed certificate made at start; false: plain HTTP.
   std::string token;   // Required as "Authorization: Bearer <token>"; empty: no authentication.
@@ -54,7 +58,7 @@ class ApiServer {
   static absl::StatusOr<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, Clock* clock);
   ~ApiServer();
 
-  std::string url() const;  // "https://127.0.0.1:<port>".
+  std::string url() const;  // "https://127.0.0.1:<port>" (the host, unless it listens on every interface).
   int port() const { return port_; }
   const std::string& ca_pem() const { return ca_pem_; }  // The certificate to trust (TLS only).
   ObjectStore& store() { return store_; }

@@ -157,7 +157,7 @@ std::string Scheduler::AllocateAddress(const std::string& node) {
   int& next = next_address_[node];
   for (int tried = 0; tried < capacity; ++tried) {
     int n = next++ % capacity;
-    std::string address = absl::StrCat("127.0.", subnet.first + n / 253, ".", 2 + n % 253);
+    std::string address = absl::StrCat(subnet.prefix, subnet.first + n / 253, ".", 2 + n % 253);
     if (used_addresses_.insert(address).second) return address;
   }
   return "";

@@ -16,10 +16,12 @@
 
 namespace cohort::local {
 
-// The pod addresses a node hands out: 127.0.<third>.<2..254> for third in [first, last].
+// The pod addresses a node hands out: <prefix><third>.<2..254> for third in [first, last]
+// (127.0.x.y for processes, the podman network's 10.n.x.y for containers).
 struct PodSubnet {
   int first = 0;
   int last = 0;
+  std::string prefix = "127.0.";
 };
 
 struct SchedulerOptions {

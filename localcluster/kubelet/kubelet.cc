@@ -1,5 +1,6 @@
 #include "localcluster/kubelet/kubelet.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -35,6 +37,9 @@ constexpr char kServiceAccountMountPath[] = "/var/run/secrets/kubernetes.io/serv
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+
+// kPodman: the label value that marks a node's podman pods.
+std::string NodeLabelValue(const KubeletOptions& o) { return absl::StrCat(o.podman_network, "_", o.node_name); }
 
 std::string PodKey(const json& pod) {
   return absl::StrCat(pod["metadata"].value("namespace", ""), "/", pod["metadata"].value("name", ""));
@@ -153,7 +158,28 @@ class Kubelet::PodWorker {
     // Exits in a row without a 10-minute run between them: the next restart's back-off.
     int crash_streak = 0;
     bool start_failed = false;  // StartContainer could not start it (counts as an exit).
+    // kPodman: the podman container's name and ID, its first process (0: not looked up yet), and
+    // whether SIGKILL was sent (once; `podman kill` is a command, not a syscall).
+    std::string container_name;
+    std::string container_id;
+    pid_t container_pid = 0;
+    bool kill_sent = false;
   };
+
+  bool Podman() const { return kubelet_->options_.runtime == ContainerRuntime::kPodman; }
+
+  // Sends `sig` to the container's processes.
+  void SignalContainer(Container& c, int sig) {
+    if (!c.process.running()) return;
+    if (!Podman()) {
+      c.process.Signal(sig);
+      return;
+    }
+    if (sig == SIGKILL && std::exchange(c.kill_sent, true)) return;
+    if (absl::Status s = KillContainer(c.container_name, sig); !s.ok() && c.process.running()) {
+      LogWarning("pod ", ns_, "/", name_, ": ", s.message());
+    }
+  }
 
   // Asks the pod to stop; true if it already has (the worker is done).
   bool Terminate(absl::Duration grace, bool remove) {
@@ -188,6 +214,7 @@ class Kubelet::PodWorker {
       pod_message_ = std::string(s.message());
       WriteStatus();
     }
+    if (!sandbox_.empty()) RemovePodSandbox(sandbox_);  // Every container has stopped.
     bool remove;
     {
       absl::MutexLock lock(&mu_);
@@ -225,9 +252,12 @@ class Kubelet::PodWorker {
         continue;
       }
       fs::create_directories(path);
+      // As Kubernetes makes an emptyDir: writable by whatever user the containers run as.
+      fs::permissions(path, fs::perms::all, ec);
       volumes_[name] = path;
       bool secret = v.contains("secret");
-      if (!secret && !v.contains("configMap")) continue;  // emptyDir and others: an empty directory.
+      if (!secret && !v.contains("configMap")) continue;
+      read_only_volumes_.insert(name);  // As Kubernetes mounts them.  // emptyDir and others: an empty directory.
       const op::Resource& kind = secret ? op::kSecrets : op::kConfigMaps;
       std::string object_name = secret ? v["secret"].value("secretName", "") : v["configMap"].value("name", "");
       absl::StatusOr<json> source = WaitFor(kind, object_name);
@@ -239,7 +269,48 @@ class Kubelet::PodWorker {
         std::ofstream(fs::path(path) / key, std::ios::binary) << content;
       }
     }
-    return MountServiceAccount(spec);
+    if (absl::Status s = MountServiceAccount(spec); !s.ok()) return s;
+    if (!Podman()) return absl::OkStatus();
+    const KubeletOptions& o = kubelet_->options_;
+    sandbox_ = absl::StrCat(o.podman_network, "_", ns_, "_", name_, "_",
+                            pod_["metadata"].value("uid", "").substr(0, 8));
+    WriteHostsFile();
+    return CreatePodSandbox(PodSandboxSpec{
+        .name = sandbox_,
+        .network = o.podman_network,
+        .address = address_,
+        .hostname = Hostname(),
+        .labels = {{kClusterLabel, o.podman_network}, {kNodeLabel, NodeLabelValue(o)},
+                   {"io.kubernetes.pod.namespace", ns_}, {"io.kubernetes.pod.name", name_}}});
+  }
+
+  std::string Hostname() const { return pod_["spec"].value("hostname", name_); }
+
+  // kPodman: the pod's /etc/hosts, as a kubelet writes it: localhost, the pod's own names, then
+  // the cluster's hosts file (standing in for cluster DNS). Rewritten in place (the containers
+  // bind-mount this very file) whenever the cluster's file changes.
+  void WriteHostsFile() {
+    const fs::path cluster = fs::path(kubelet_->options_.root_dir) / "hosts";
+    std::error_code ec;
+    const fs::file_time_type changed = fs::last_write_time(cluster, ec);
+    if (!hosts_path_.empty() && !ec && changed == hosts_written_for_) return;
+    hosts_written_for_ = changed;
+    std::string own = Hostname();
+    const std::string subdomain = pod_["spec"].value("subdomain", "");
+    if (!subdomain.empty()) own = absl::StrCat(own, ".", subdomain, ".", ns_, ".svc.cluster.local ", own);
+    std::string text = absl::StrCat("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                                    address_, "\t", own, "\n");
+    std::ifstream in(cluster);
+    std::stringstream names;
+    names << in.rdbuf();
+    text += names.str();
+    hosts_path_ = (fs::path(dir_) / "etc-hosts").string();
+    // One write of the whole text, into the file the containers have mounted.
+    const int fd = open(hosts_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t written = write(fd, text.data(), text.size());
+    (void)written;
+    close(fd);
   }
 
   // The pod's service account, as the kubelet projects it (kubelet.h).
@@ -279,11 +350,13 @@ class Kubelet::PodWorker {
   std::map<std::string, std::string> Environment(const json& c) {
     const KubeletOptions& o = kubelet_->options_;
     std::map<std::string, std::string> env;
-    const char* host_path = getenv("PATH");
-    env["PATH"] = absl::StrCat(absl::StrJoin(o.bin_dirs, ":"), o.bin_dirs.empty() ? "" : ":",
-                               host_path ? host_path : "/usr/bin:/bin");
-    env["HOME"] = dir_;
-    env["HOSTNAME"] = pod_["spec"].value("hostname", name_);
+    if (!Podman()) {  // A container's image and podman give it these.
+      const char* host_path = getenv("PATH");
+      env["PATH"] = absl::StrCat(absl::StrJoin(o.bin_dirs, ":"), o.bin_dirs.empty() ? "" : ":",
+                                 host_path ? host_path : "/usr/bin:/bin");
+      env["HOME"] = dir_;
+      env["HOSTNAME"] = Hostname();
+    }
     for (const json& e : c.value("env", json::array())) {
       std::string name = e.value("name", "");
       if (e.contains("value")) {
@@ -310,12 +383,15 @@ class Kubelet::PodWorker {
         }
       }
     }
-    for (auto& [name, value] : env) value = Remap(c, value);
-    // Where the service account's mount path lies, for the pod-network library (kubelet.h).
-    // Volumes are not listed: their paths are rewritten in the arguments and environment, and a
-    // program creating files under them must see one file system, which only open() cannot give.
+    if (!Podman()) {
+      for (auto& [name, value] : env) value = Remap(c, value);
+    }
     if (!service_account_dir_.empty()) {
-      env["COHORT_LOCAL_MOUNTS"] = absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_);
+      // Where the service account's mount path lies, for the pod-network library (kubelet.h).
+      // Volumes are not listed: their paths are rewritten in the arguments and environment, and
+      // a program creating files under them must see one file system, which only open() cannot
+      // give. Containers have the real mount.
+      if (!Podman()) env["COHORT_LOCAL_MOUNTS"] = absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_);
       // In-cluster config: the API server's address, as a Service named kubernetes would give it.
       const std::string& server = o.api_server;
       const size_t host_at = server.find("://") == std::string::npos ? 0 : server.find("://") + 3;
@@ -325,6 +401,7 @@ class Kubelet::PodWorker {
         env["KUBERNETES_SERVICE_PORT"] = server.substr(port_at + 1);
       }
     }
+    if (Podman()) return env;
     env["COHORT_LOCAL_POD_IP"] = address_;
     env["COHORT_LOCAL_HOSTS_FILE"] = (fs::path(o.root_dir) / "hosts").string();
     env["GRPC_DNS_RESOLVER"] = "native";  // getaddrinfo, which the pod-network library answers.
@@ -349,42 +426,127 @@ class Kubelet::PodWorker {
   }
 
   void StartContainer(Container& c) {
-    std::map<std::string, std::string> env = Environment(c.spec);
-    std::vector<std::string> argv;
-    for (const json& a : c.spec.value("command", json::array())) argv.push_back(Remap(c.spec, Expand(a, env)));
-    if (argv.empty()) argv.push_back(ProgramOfImage(c.spec.value("image", "")));
-    for (const json& a : c.spec.value("args", json::array())) argv.push_back(Remap(c.spec, Expand(a, env)));
     c.started = absl::Now();
     c.restart_at.reset();
     c.exit_code.reset();
     c.finished.reset();
     c.ready = false;
     c.next_probe = absl::Now();
-    std::optional<std::string> program = FindProgram(argv[0], env["PATH"]);
-    if (!program) {
-      c.start_error = absl::StrCat("executable '", argv[0], "' not found in the container's PATH (", env["PATH"], ")");
-    } else {
-      argv[0] = *program;
-      Subprocess::Options options;
-      options.argv = argv;
-      options.env_set = env;
-      options.inherit_env = false;
-      options.output_path = c.log_path;
-      options.working_dir = dir_;
-      options.die_with_parent = true;  // A killed kubelet is a lost machine: its pods go with it.
-      absl::StatusOr<Subprocess> p = Subprocess::Start(options);
-      if (p.ok()) {
-        c.process = std::move(*p);
-        return;
-      }
-      c.start_error = std::string(p.status().message());
-    }
+    c.container_pid = 0;
+    c.kill_sent = false;
+    absl::Status started = Podman() ? StartPodmanContainer(c) : StartProcess(c);
+    if (started.ok()) return;
+    c.start_error = std::string(started.message());
     c.start_failed = true;
     c.exit_code = 128;
-    c.reason = "StartError";
+    // Kubernetes' reasons: the image is missing and never pulled; the spec cannot be honoured.
+    c.reason = absl::IsNotFound(started) && Podman()      ? "ErrImageNeverPull"
+               : absl::IsFailedPrecondition(started) ? "CreateContainerConfigError"
+                                                     : "StartError";
     c.message = c.start_error;
     c.finished = absl::Now();
     std::ofstream(c.log_path, std::ios::app) << "local kubelet: " << c.start_error << "\n";
+  }
+
+  absl::Status StartProcess(Container& c) {
+    std::map<std::string, std::string> env = Environment(c.spec);
+    std::vector<std::string> argv;
+    for (const json& a : c.spec.value("command", json::array())) argv.push_back(Remap(c.spec, Expand(a, env)));
+    if (argv.empty()) argv.push_back(ProgramOfImage(c.spec.value("image", "")));
+    for (const json& a : c.spec.value("args", json::array())) argv.push_back(Remap(c.spec, Expand(a, env)));
+    std::optional<std::string> program = FindProgram(argv[0], env["PATH"]);
+    if (!program) {
+      return absl::NotFoundError(
+          absl::StrCat("executable '", argv[0], "' not found in the container's PATH (", env["PATH"], ")"));
+    }
+    argv[0] = *program;
+    Subprocess::Options options;
+    options.argv = argv;
+    options.env_set = env;
+    options.inherit_env = false;
+    options.output_path = c.log_path;
+    options.working_dir = dir_;
+    options.die_with_parent = true;  // A killed kubelet is a lost machine: its pods go with it.
+    absl::StatusOr<Subprocess> p = Subprocess::Start(options);
+    if (!p.ok()) return p.status();
+    c.process = std::move(*p);
+    return absl::OkStatus();
+  }
+
+  // The container's security context over the pod's (container fields win), as podman options.
+  // FailedPrecondition where Kubernetes refuses to start it (runAsNonRoot and a root user).
+  absl::Status ApplySecurityContext(const Container& c, ContainerSpec& spec) {
+    json context = pod_["spec"].value("securityContext", json::object());
+    const json own = c.spec.value("securityContext", json::object());  // items() must not outlive it.
+    for (const auto& [key, value] : own.items()) context[key] = value;
+    if (context.contains("runAsUser")) {
+      spec.user = absl::StrCat(context["runAsUser"].get<int64_t>());
+      if (context.contains("runAsGroup")) absl::StrAppend(&spec.user, ":", context["runAsGroup"].get<int64_t>());
+    }
+    if (context.value("runAsNonRoot", false)) {
+      std::string user = spec.user;
+      if (user.empty()) {
+        absl::StatusOr<std::string> image_user = ImageUser(spec.image);
+        if (!image_user.ok()) return image_user.status();
+        user = *image_user;
+      }
+      user = user.substr(0, user.find(':'));
+      if (user.empty() || user == "0" || user == "root") {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "container has runAsNonRoot and image will run as root (image \"", spec.image,
+            "\"; set securityContext.runAsUser, or use an image whose USER is not root)"));
+      }
+    }
+    spec.read_only_root = context.value("readOnlyRootFilesystem", false);
+    spec.no_new_privileges = !context.value("allowPrivilegeEscalation", true);
+    const json capabilities = context.value("capabilities", json::object());
+    for (const json& cap : capabilities.value("drop", json::array())) spec.cap_drop.push_back(cap.get<std::string>());
+    for (const json& cap : capabilities.value("add", json::array())) spec.cap_add.push_back(cap.get<std::string>());
+    return absl::OkStatus();
+  }
+
+  absl::Status StartPodmanContainer(Container& c) {
+    std::map<std::string, std::string> env = Environment(c.spec);
+    ContainerSpec spec;
+    spec.name = absl::StrCat(sandbox_, "_", c.spec.value("name", ""));
+    spec.pod = sandbox_;
+    spec.image = c.spec.value("image", "");
+    for (const json& a : c.spec.value("command", json::array())) spec.command.push_back(Expand(a, env));
+    for (const json& a : c.spec.value("args", json::array())) spec.args.push_back(Expand(a, env));
+    spec.env = env;
+    spec.working_dir = c.spec.value("workingDir", "");
+    spec.labels = {{kClusterLabel, kubelet_->options_.podman_network},
+                   {"io.kubernetes.container.name", c.spec.value("name", "")}};
+    for (const json& m : c.spec.value("volumeMounts", json::array())) {
+      auto volume = volumes_.find(m.value("name", ""));
+      if (volume == volumes_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("volumeMount \"", m.value("name", ""),
+                                                          "\" names no volume of the pod"));
+      }
+      std::string source = volume->second;
+      if (!m.value("subPath", "").empty()) source = (fs::path(source) / m.value("subPath", "")).string();
+      spec.mounts.push_back({.source = source,
+                             .target = m.value("mountPath", ""),
+                             .read_only = m.value("readOnly", false) || read_only_volumes_.contains(volume->first)});
+    }
+    if (!service_account_dir_.empty()) {
+      spec.mounts.push_back({.source = service_account_dir_, .target = kServiceAccountMountPath, .read_only = true});
+    }
+    spec.mounts.push_back({.source = hosts_path_, .target = "/etc/hosts", .read_only = true});
+    if (absl::Status s = ApplySecurityContext(c, spec); !s.ok()) return s;
+    absl::StatusOr<std::string> id = CreateContainer(spec);
+    if (!id.ok()) return id.status();
+    c.container_name = spec.name;
+    c.container_id = *id;
+    Subprocess::Options options;
+    options.argv = StartAttachedCommand(spec.name);
+    options.output_path = c.log_path;
+    // The attached client dies with a killed kubelet; the node's PodReaper removes the container.
+    options.die_with_parent = true;
+    absl::StatusOr<Subprocess> p = Subprocess::Start(options);
+    if (!p.ok()) return p.status();
+    c.process = std::move(*p);
+    return absl::OkStatus();
   }
 
   // Records an exit; true if the container has just terminated.
@@ -393,6 +555,13 @@ class Kubelet::PodWorker {
     std::optional<int> status = c.process.Poll();
     if (!status) return false;
     c.exit_code = Subprocess::ExitCodeOf(*status);
+    if (Podman()) {  // The container's own account; the attached client's code is the same but for kills.
+      absl::StatusOr<ContainerState> state = InspectContainer(c.container_name);
+      if (state.ok() && state->status != "running") {
+        c.exit_code = state->exit_code;
+        c.oom_killed |= state->oom_killed;
+      }
+    }
     c.finished = absl::Now();
     c.ready = false;
     c.reason = c.oom_killed ? "OOMKilled" : *c.exit_code == 0 ? "Completed" : "Error";
@@ -401,18 +570,28 @@ class Kubelet::PodWorker {
     return true;
   }
 
-  // resources.limits.memory, as the kernel's cgroup OOM killer applies it (no cgroups here): a
-  // container whose process's resident memory is over its limit is killed, and reported
-  // OOMKilled. Checked every 50 ms, so a fast allocator can overshoot a little.
+  // resources.limits.memory, as the kernel's cgroup OOM killer applies it: a container whose first
+  // process's resident memory is over its limit is killed, and reported OOMKilled. Checked every
+  // 50 ms, so a fast allocator can overshoot a little. Containers too: some kernels (gVisor's)
+  // kill a container over its cgroup limit without podman learning that it was an OOM kill.
   void EnforceMemoryLimit(Container& c) {
     if (c.memory_limit <= 0 || !c.process.running() || c.oom_killed) return;
-    std::ifstream statm(absl::StrCat("/proc/", c.process.pid(), "/statm"));
+    pid_t pid = c.process.pid();
+    if (Podman()) {
+      if (c.container_pid == 0) {
+        absl::StatusOr<ContainerState> state = InspectContainer(c.container_name);
+        if (state.ok() && state->status == "running") c.container_pid = state->pid;
+      }
+      if (c.container_pid == 0) return;
+      pid = c.container_pid;
+    }
+    std::ifstream statm(absl::StrCat("/proc/", pid, "/statm"));
     int64_t size = 0, resident = 0;
     if (!(statm >> size >> resident)) return;
     const int64_t bytes = resident * sysconf(_SC_PAGESIZE);
     if (bytes <= c.memory_limit) return;
     c.oom_killed = true;
-    c.process.Signal(SIGKILL);
+    SignalContainer(c, SIGKILL);
     std::ofstream(c.log_path, std::ios::app) << "local kubelet: OOMKilled: resident memory " << bytes
                                              << " bytes is over the container's limit of " << c.memory_limit
                                              << " bytes\n";
@@ -480,6 +659,7 @@ class Kubelet::PodWorker {
       while (c.process.running() && !Terminating()) {
         EnforceMemoryLimit(c);
         Reap(c);
+        if (Podman()) WriteHostsFile();
         Pause(absl::Milliseconds(50));
       }
       Reap(c);
@@ -549,6 +729,7 @@ class Kubelet::PodWorker {
         changed |= was_ready != c.ready;
       }
       if (changed) WriteStatus();
+      if (Podman()) WriteHostsFile();  // When the cluster's names changed.
       Pause(absl::Milliseconds(50));
     }
     absl::Duration grace = absl::Seconds(spec.value("terminationGracePeriodSeconds", 30));
@@ -571,7 +752,7 @@ class Kubelet::PodWorker {
     absl::Time deadline = absl::Now() + grace;
     for (bool sidecars : {false, true}) {
       for (Container& c : containers_) {
-        if (c.sidecar == sidecars && c.process.running()) c.process.Signal(SIGTERM);
+        if (c.sidecar == sidecars && c.process.running()) SignalContainer(c, SIGTERM);
       }
       while (true) {
         bool running = false;
@@ -585,9 +766,7 @@ class Kubelet::PodWorker {
           if (terminate_) deadline = std::min(deadline, kill_deadline_);
         }
         if (absl::Now() >= deadline) {
-          for (Container& c : containers_) {
-            if (c.process.running()) c.process.Signal(SIGKILL);
-          }
+          for (Container& c : containers_) SignalContainer(c, SIGKILL);
         }
         absl::SleepFor(absl::Milliseconds(20));
       }
@@ -611,7 +790,10 @@ class Kubelet::PodWorker {
       state["waiting"] = {{"reason", pod_reason_.empty() ? "PodInitializing" : pod_reason_}};
     }
     return {{"name", c.spec.value("name", "")}, {"image", c.spec.value("image", "")},
-            {"imageID", ""}, {"containerID", c.process.pid() > 0 ? absl::StrCat("local://", c.process.pid()) : ""},
+            {"imageID", ""},
+            {"containerID", !c.container_id.empty()  ? absl::StrCat("podman://", c.container_id)
+                            : c.process.pid() > 0 ? absl::StrCat("local://", c.process.pid())
+                                                  : ""},
             {"ready", c.ready}, {"started", c.started.has_value() && !c.exit_code},
             {"restartCount", c.restarts}, {"state", state}};
   }
@@ -724,6 +906,11 @@ class Kubelet::PodWorker {
   std::string dir_;
   std::map<std::string, std::string> volumes_;  // Volume name -> directory.
   std::string service_account_dir_;             // Empty: no service account mounted.
+  std::set<std::string> read_only_volumes_;     // Secrets and config maps.
+  // kPodman: the podman pod, and the pod's hosts file with the cluster file's time it copied.
+  std::string sandbox_;
+  std::string hosts_path_;
+  fs::file_time_type hosts_written_for_;
   std::vector<Container> containers_;
   std::string phase_ = "Pending";
   std::string pod_reason_;
@@ -772,6 +959,15 @@ std::string Kubelet::LogPath(const std::string& root_dir, const std::string& ns,
 
 absl::Status Kubelet::Start() {
   fs::create_directories(options_.root_dir);
+  if (options_.runtime == ContainerRuntime::kPodman) {
+    if (absl::Status s = CheckPodman(); !s.ok()) return s;
+    if (options_.podman_network.empty()) return absl::InvalidArgumentError("the podman runtime needs a podman network");
+    // Pods a killed kubelet of this node left behind (its PodReaper was killed too).
+    RemovePodSandboxes(kNodeLabel, NodeLabelValue(options_));
+    absl::StatusOr<PodReaper> reaper = PodReaper::Start(kNodeLabel, NodeLabelValue(options_));
+    if (!reaper.ok()) return reaper.status();
+    reaper_ = *std::move(reaper);
+  }
   json node = {{"apiVersion", "v1"},
                {"kind", "Node"},
                {"metadata", {{"name", options_.node_name}, {"labels", {{"kubernetes.io/hostname", options_.node_name}}}}},

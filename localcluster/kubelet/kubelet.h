@@ -13,13 +13,27 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "localcluster/kubelet/podman.h"
 #include "operator/client/informer.h"
 #include "operator/client/kube_client.h"
 
 namespace cohort::local {
 
+// How the kubelet runs a pod's containers.
+enum class ContainerRuntime {
+  // Local processes on the pod's loopback address (127.0.x.y), given it by the pod-network
+  // library; container images name the program to run.
+  kProcess,
+  // Real containers: one podman pod per Kubernetes pod on a podman network, from images in the
+  // local store (podman.h).
+  kPodman,
+};
+
 struct KubeletOptions {
   std::string node_name;
+  ContainerRuntime runtime = ContainerRuntime::kProcess;
+  // kPodman: the cluster's podman network, which also names its podman pods (labels in podman.h).
+  std::string podman_network;
   // The node's address (the Node's InternalIP, each pod's status.hostIP).
   std::string node_address = "127.0.0.1";
   // The Lease kube-node-lease/<node> is renewed every quarter of this; the control plane marks
@@ -32,13 +46,14 @@ struct KubeletOptions {
   std::vector<std::string> bin_dirs;
   // The LD_PRELOAD library that gives a process its pod's address and DNS names; empty: none.
   std::string pod_network_library;
-  // The API server as pods reach it (in-cluster config): its https URL and the CA to trust.
+  // The API server as pods reach it (in-cluster config): its https URL and the CA to trust. With
+  // kPodman, an address on the podman network's gateway.
   std::string api_server;
   std::string api_ca_pem;
 };
 
-// One node of the local control plane: runs the pods bound to it as local processes, as a
-// kubelet would:
+// One node of the local control plane: runs the pods bound to it as local processes or, with the
+// podman runtime, as containers, as a kubelet would:
 // - registers its Node (Ready) and renews its Lease; a killed kubelet is a lost machine: its
 //   containers are killed with it (SIGKILL), its Lease stops, and its pods never confirm their
 //   deletion;
@@ -65,6 +80,17 @@ struct KubeletOptions {
 //   reads the pod's copy;
 // - restarts containers by the pod's restartPolicy (Always, the default, and OnFailure), at once
 //   the first time, then after 10 s, 20 s, ... up to 5 minutes (CrashLoopBackOff meanwhile).
+// With the podman runtime (ContainerRuntime::kPodman) a pod is a podman pod with the pod's address
+// on the cluster's podman network and its hostname; its containers are created from the images
+// in the local store (never pulled: ErrImageNeverPull otherwise), with the pod's volumes as bind
+// mounts at their mount paths (read-only for secrets, config maps and the service account),
+// command/args as Kubernetes maps them onto ENTRYPOINT/CMD, env, working directory and the
+// security context (user, runAsNonRoot, read-only root, capabilities, no-new-privileges); each
+// container's /etc/hosts is the pod's own names plus the cluster's hosts file, kept current.
+// Signals go through `podman kill`; exit codes come from `podman inspect`; memory limits are
+// enforced as for processes (no cgroup limit: not every kernel tells podman of its OOM kills);
+// output goes to the same log files. A killed kubelet's podman pods are removed by a helper process
+// (PodReaper), as a lost machine's containers die with it.
 class Kubelet {
  public:
   Kubelet(op::KubeClient* client, KubeletOptions options);
@@ -88,6 +114,7 @@ class Kubelet {
   op::KubeClient* const client_;
   const KubeletOptions options_;
   std::unique_ptr<op::Informer> informer_;
+  PodReaper reaper_;  // kPodman only.
   absl::Notification stop_heartbeat_;
   std::thread heartbeat_;
   absl::Mutex mu_;

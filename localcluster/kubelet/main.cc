@@ -1,7 +1,8 @@
 // cohort-local-kubelet: one node of the local control plane. cohort-local-cluster starts one per
 // node (--nodes); killing one (SIGKILL) loses that node the way a machine is lost: its
-// containers die with it, its Lease stops, and its pods never confirm their deletion. SIGTERM
-// or SIGINT stops its pods' processes and exits.
+// containers die with it (with --runtime podman, a helper process removes its podman pods), its
+// Lease stops, and its pods never confirm their deletion. SIGTERM or SIGINT stops its pods'
+// containers and exits.
 #include <signal.h>
 
 #include <iostream>
@@ -23,6 +24,8 @@ int Run(int argc, char** argv) {
   std::string kubeconfig;
   KubeletOptions options;
   double lease_duration_s = absl::ToDoubleSeconds(options.lease_duration);
+  std::string runtime = "process";
+  std::string pod_api_server;
   CLI::App app{"cohort-local-kubelet: one node of cohort-local-cluster, running its pods as local processes"};
   app.add_option("--kubeconfig", kubeconfig, "How to reach the local API server")->required();
   app.add_option("--node-name", options.node_name, "The Node this kubelet registers and runs pods for")->required();
@@ -35,7 +38,14 @@ int Run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--bin-dir", options.bin_dirs, "Searched first for container commands");
   app.add_option("--pod-network-library", options.pod_network_library,
-                 "LD_PRELOAD library giving pods their address and DNS names");
+                 "LD_PRELOAD library giving pods their address and DNS names (process runtime)");
+  app.add_option("--runtime", runtime, "How pods run: process (local processes) or podman (containers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"process", "podman"}));
+  app.add_option("--podman-network", options.podman_network,
+                 "Podman runtime: the cluster's podman network (pods get their addresses on it)");
+  app.add_option("--pod-api-server", pod_api_server,
+                 "The API server's URL as pods reach it (default: the kubeconfig's server)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -50,7 +60,8 @@ int Run(int argc, char** argv) {
     std::cerr << "cohort-local-kubelet: " << config.status().message() << "\n";
     return 2;
   }
-  options.api_server = config->server;
+  options.api_server = pod_api_server.empty() ? config->server : pod_api_server;
+  options.runtime = runtime == "podman" ? ContainerRuntime::kPodman : ContainerRuntime::kProcess;
   options.api_ca_pem = config->ca_pem;
   op::HttpKubeClientOptions client_options;
   client_options.qps = 0;  // The kubelet is not rate limited.

@@ -1,0 +1,354 @@
+// The local control plane with `--runtime podman`: Kubernetes pods as real containers, one podman
+// pod each, from the images `make images` builds (docs/operator.md, "Container runtimes").
+// Skipped, saying why, where podman cannot run containers or the images were not built.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "operator/api/json_fields.h"
+#include "tests/e2e/local_control_plane.h"
+
+namespace cohort::testing {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kDemoImage[] = "localhost/cohort-demo:dev";
+constexpr char kSidecarImage[] = "localhost/cohort-sidecar:dev";
+constexpr char kRootImage[] = "localhost/cohort-libdist:dev";  // No USER: runs as root.
+
+std::string Phase(const json& pod) { return op::StringMember(op::Member(pod, "status"), "phase"); }
+
+// The first state of the named container (init or main), e.g. {"terminated": {...}}.
+json ContainerState(const json& pod, const std::string& container) {
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    for (const json& s : op::Member(pod, "status").value(list, json::array())) {
+      if (s.value("name", "") == container) return s.value("state", json::object());
+    }
+  }
+  return json::object();
+}
+
+class PodmanRuntime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The settings podman needs on sandboxed machines (docs/images.md), unless the caller has its own.
+    setenv("CONTAINERS_CONF", COHORT_SOURCE_DIR "/images/containers.conf", /*overwrite=*/0);
+    if (geteuid() != 0) GTEST_SKIP() << "containers need root here (podman as root with runc)";
+    if (Run({"podman", "info"}).exit_code != 0) GTEST_SKIP() << "podman cannot run here: " << Run({"podman", "info"}).output;
+    for (const char* image : {kDemoImage, kSidecarImage, kRootImage}) {
+      if (Run({"podman", "image", "exists", image}).exit_code != 0) {
+        GTEST_SKIP() << image << " is not in the local store: the images_build_and_run test (`make images`) builds "
+                     << "it, and skips where no base image can be made";
+      }
+    }
+  }
+  void TearDown() override {
+    const std::string network = Network();
+    cluster_.reset();
+    // The cluster removed its podman pods and its network on the way out.
+    if (!network.empty()) {
+      EXPECT_EQ(Run({"podman", "pod", "ps", "--quiet", "--filter", absl::StrCat("label=local.cohort.dev/cluster=",
+                                                                              network)})
+                    .output,
+                "");
+      EXPECT_NE(Run({"podman", "network", "exists", network}).exit_code, 0) << network << " is left";
+    }
+  }
+
+  static LocalControlPlane::Result Run(const std::vector<std::string>& argv) {
+    LocalControlPlane::Result result;
+    absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{argv});
+    if (!p.ok()) {
+      result.output = std::string(p.status().message());
+      return result;
+    }
+    std::string buffer;
+    std::vector<std::string> lines;
+    while (ReadLines(p->output_fd(), &buffer, &lines)) {
+    }
+    for (const std::string& line : lines) absl::StrAppend(&result.output, line, "\n");
+    result.exit_code = Subprocess::ExitCodeOf(p->Wait());
+    return result;
+  }
+
+  void Start(std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"--runtime", "podman"});
+    cluster_ = std::make_unique<LocalControlPlane>(flags);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    ASSERT_NE(Network(), "");
+  }
+  // The cluster's podman network, which it names in <dir>/podman-network.
+  std::string Network() {
+    if (!cluster_) return "";
+    std::ifstream in(absl::StrCat(cluster_->dir(), "/podman-network"));
+    std::string name;
+    in >> name;
+    return name;
+  }
+  void Apply(const std::string& yaml) {
+    LocalControlPlane::Result applied = cluster_->Kubectl({"apply"}, yaml);
+    ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  }
+  json WaitForPod(const std::string& name, const std::function<bool(const json&)>& done,
+                  absl::Duration timeout = absl::Seconds(60)) {
+    json seen;
+    cluster_->WaitForPods("default", absl::StrCat("test=", name), [&](const std::vector<json>& pods) {
+      if (pods.size() != 1) return false;
+      seen = pods[0];
+      return done(seen);
+    }, timeout);
+    return seen;
+  }
+  std::string Logs(const std::string& pod, const std::string& container) {
+    return cluster_->Kubectl({"logs", pod, "-c", container}).output;
+  }
+  // The podman pod that runs Kubernetes pod `name`, "" when there is none.
+  std::string PodmanPod(const std::string& name) {
+    return std::string(absl::StripAsciiWhitespace(
+        Run({"podman", "pod", "ps", "--format", "{{.Name}}", "--filter", absl::StrCat("label=io.kubernetes.pod.name=", name)})
+            .output));
+  }
+
+  std::unique_ptr<LocalControlPlane> cluster_;
+};
+
+TEST_F(PodmanRuntime, PodRunsAsContainers_InitSidecarVolumesEnvServiceAccountNamesAndAddresses) {
+  Start();
+  Apply(R"y(apiVersion: v1
+kind: Secret
+metadata: {name: credentials}
+stringData: {password: hunter2}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {greeting: hello}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server, labels: {test: server}}
+spec:
+  hostname: server
+  subdomain: peers
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: sidecar
+    image: localhost/cohort-sidecar:dev
+    args: [--rank, "0", --num-processes, "1", --coordinator-address, "server.peers.default.svc:8476",
+           --agent-socket, /tmp/agent.sock, --http-port, "9400"]
+    env: [{name: COHORT_TOKEN, value: not-secret}]
+    readinessProbe: {httpGet: {path: /readyz, port: 9400}, periodSeconds: 1}
+    securityContext: {runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false,
+                      capabilities: {drop: [ALL]}}
+  - name: waiter
+    image: localhost/cohort-demo:dev
+    command: [/bin/sh, -c, "trap 'echo got SIGTERM; exit 0' TERM; echo waiting; while true; do sleep 0.1; done"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, labels: {test: client}}
+spec:
+  restartPolicy: Never
+  hostname: client
+  volumes:
+  - {name: work, emptyDir: {}}
+  - {name: secret, secret: {secretName: credentials}}
+  - {name: config, configMap: {name: settings}}
+  initContainers:
+  - name: prepare
+    image: localhost/cohort-demo:dev
+    command: [/bin/sh, -c, "echo written-by-init > /work/file"]
+    volumeMounts: [{name: work, mountPath: /work}]
+  containers:
+  - name: main
+    image: localhost/cohort-demo:dev
+    command: [/bin/bash, -c]
+    args:
+    - |
+      echo "file=$(cat /work/file) secret=$(cat /secret/password) config=$(cat /config/greeting)"
+      echo "uid=$(id -u) hostname=$(hostname) ip=$MY_IP name=$MY_NAME expanded=$(EXPANDED)"
+      echo "api=$KUBERNETES_SERVICE_HOST namespace=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
+      echo "token-bytes=$(wc -c < /var/run/secrets/kubernetes.io/serviceaccount/token)"
+      touch /secret/x 2>/dev/null || echo "secret volume is read-only"
+      for i in $(seq 100); do exec 3<>/dev/tcp/server.peers.default.svc/9400 && break; sleep 0.1; done
+      printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3
+      echo "peer says: $(head -1 <&3)"
+    env:
+    - {name: MY_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: MY_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: BASE, value: base}
+    - {name: EXPANDED, value: "$(BASE)-value"}
+    volumeMounts:
+    - {name: work, mountPath: /work}
+    - {name: secret, mountPath: /secret}
+    - {name: config, mountPath: /config}
+)y");
+  const json client = WaitForPod("client", [](const json& p) { return Phase(p) == "Succeeded" || Phase(p) == "Failed"; });
+  ASSERT_EQ(Phase(client), "Succeeded") << client.dump(2);
+  const std::string ip = op::StringMember(op::Member(client, "status"), "podIP");
+  const std::string host_ip = op::StringMember(op::Member(client, "status"), "hostIP");
+  EXPECT_TRUE(absl::StartsWith(ip, "10.")) << ip;  // On the cluster's podman network.
+  const std::string out = Logs("client", "main");
+  EXPECT_THAT(out, HasSubstr("file=written-by-init secret=hunter2 config=hello"));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("uid=65532 hostname=client ip=", ip, " name=client expanded=base-value")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("api=", host_ip, " namespace=default")));
+  EXPECT_THAT(out, Not(HasSubstr("token-bytes=0")));
+  EXPECT_THAT(out, HasSubstr("secret volume is read-only"));
+  EXPECT_THAT(out, HasSubstr("peer says: HTTP/1.1 200 OK"));  // Another pod, by its DNS name.
+  EXPECT_THAT(op::StringMember(op::Member(ContainerState(client, "main"), "terminated"), "reason"), "Completed");
+  // Its podman pod is gone once its containers ended.
+  EXPECT_EQ(PodmanPod("client"), "");
+
+  // The server's address answers from the host (the kubelet's probe made it Ready).
+  const json server = WaitForPod("server", [](const json& p) {
+    for (const json& c : op::Member(p, "status").value("conditions", json::array())) {
+      if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+    }
+    return false;
+  });
+  const std::string server_ip = op::StringMember(op::Member(server, "status"), "podIP");
+  httplib::Client http(server_ip, 9400);
+  httplib::Result health = http.Get("/healthz");
+  ASSERT_TRUE(health) << "no answer from " << server_ip << ":9400";
+  EXPECT_EQ(health->status, 200);
+  EXPECT_NE(PodmanPod("server"), "");
+
+  // Deleting it: SIGTERM reaches each container, and the podman pod goes with the object.
+  LocalControlPlane::Result deleted = cluster_->Kubectl({"delete", "pod", "server", "--wait=true"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
+  EXPECT_EQ(PodmanPod("server"), "");
+  // kubectl logs needs the object; the log stays in the pod's directory.
+  std::ifstream log(absl::StrCat(cluster_->dir(), "/pods/default_server/waiter.log"));
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("got SIGTERM"));
+}
+
+TEST_F(PodmanRuntime, ExitCodesOomKillsMissingImagesAndRootImages_InThePodStatus) {
+  Start();
+  Apply(absl::StrCat(R"y(apiVersion: v1
+kind: Pod
+metadata: {name: fails, labels: {test: fails}}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: c, image: localhost/cohort-demo:dev, command: [/bin/sh, -c, "echo the last words; exit 3"]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: oom, labels: {test: oom}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: localhost/cohort-demo:dev
+    command: [/bin/bash, -c, "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived"]
+    resources: {limits: {memory: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: missing, labels: {test: missing}}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: c, image: "registry.example/not-built:1"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: root, labels: {test: root}}
+spec:
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true}
+  containers:
+  - {name: c, image: ")y",
+                     kRootImage, R"y(", command: ["true"]}
+)y"));
+  auto finished = [](const json& p) { return Phase(p) == "Succeeded" || Phase(p) == "Failed"; };
+  json fails = WaitForPod("fails", finished);
+  json terminated = op::Member(ContainerState(fails, "c"), "terminated");
+  EXPECT_EQ(terminated.value("exitCode", 0), 3) << fails.dump(2);
+  EXPECT_EQ(terminated.value("reason", ""), "Error");
+  EXPECT_THAT(terminated.value("message", ""), HasSubstr("the last words"));
+
+  json oom = WaitForPod("oom", finished);
+  terminated = op::Member(ContainerState(oom, "c"), "terminated");
+  EXPECT_EQ(terminated.value("reason", ""), "OOMKilled") << oom.dump(2);
+  EXPECT_EQ(terminated.value("exitCode", 0), 137);
+  EXPECT_THAT(Logs("oom", "c"), Not(HasSubstr("survived")));
+
+  json missing = WaitForPod("missing", finished);
+  terminated = op::Member(ContainerState(missing, "c"), "terminated");
+  EXPECT_EQ(terminated.value("reason", ""), "ErrImageNeverPull") << missing.dump(2);
+  EXPECT_THAT(terminated.value("message", ""), HasSubstr("registry.example/not-built:1\" is not in the local store"));
+
+  json root = WaitForPod("root", finished);
+  terminated = op::Member(ContainerState(root, "c"), "terminated");
+  EXPECT_EQ(terminated.value("reason", ""), "CreateContainerConfigError") << root.dump(2);
+  EXPECT_THAT(terminated.value("message", ""), HasSubstr("runAsNonRoot and image will run as root"));
+}
+
+TEST_F(PodmanRuntime, GracePeriod_ContainerIgnoringSigtermIsKilledWhenItEnds) {
+  Start();
+  Apply(R"y(apiVersion: v1
+kind: Pod
+metadata: {name: stubborn, labels: {test: stubborn}}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: c
+    image: localhost/cohort-demo:dev
+    command: [/bin/sh, -c, "trap 'echo ignoring SIGTERM' TERM; echo started; while true; do sleep 0.1; done"]
+)y");
+  WaitForPod("stubborn", [](const json& p) { return Phase(p) == "Running"; });
+  ASSERT_NE(PodmanPod("stubborn"), "");
+  const absl::Time start = absl::Now();
+  LocalControlPlane::Result deleted = cluster_->Kubectl({"delete", "pod", "stubborn", "--wait=true"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
+  EXPECT_GE(absl::Now() - start, absl::Seconds(2));  // It had its grace period...
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // ...and no more.
+  EXPECT_EQ(PodmanPod("stubborn"), "");
+  std::ifstream log(absl::StrCat(cluster_->dir(), "/pods/default_stubborn/c.log"));
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("ignoring SIGTERM"));
+}
+
+TEST_F(PodmanRuntime, LostNode_ItsContainersDieWithIt) {
+  Start({"--nodes", "1"});
+  Apply(R"y(apiVersion: v1
+kind: Pod
+metadata: {name: lost, labels: {test: lost}}
+spec:
+  containers:
+  - {name: c, image: localhost/cohort-demo:dev, command: [/bin/sh, -c, "while true; do sleep 0.1; done"]}
+)y");
+  WaitForPod("lost", [](const json& p) { return Phase(p) == "Running"; });
+  const std::string podman_pod = PodmanPod("lost");
+  ASSERT_NE(podman_pod, "");
+  ASSERT_TRUE(cluster_->LoseNode("node-0").ok());
+  // The kubelet's reaper removes its pods once it is gone; `podman pod exists` is the only account
+  // of that, so ask it, for a bounded time.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Run({"podman", "pod", "exists", podman_pod}).exit_code == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_NE(Run({"podman", "pod", "exists", podman_pod}).exit_code, 0) << podman_pod << " outlived its node";
+}
+
+}  // namespace
+}  // namespace cohort::testing
