@@ -8,6 +8,9 @@ PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 600
 FUZZ_PARALLEL ?= 1
 FUZZ_TARGETS ?=
+# `make demo`: how the local control plane runs the demo's pods: process (local processes, the
+# default) or podman (containers of `make images`' images, the operator installed with Helm).
+RUNTIME ?= process
 
 .PHONY: all deps build test demo bench install python images fuzz clean
 
@@ -25,8 +28,8 @@ build: $(BUILD_DIR)/build.ninja
 test: deps build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-demo: deps build
-	@bash examples/run-demo.sh $(BUILD_DIR)
+demo: deps build $(if $(filter podman,$(RUNTIME)),images)
+	@RUNTIME=$(RUNTIME) bash examples/run-demo.sh $(BUILD_DIR)
 
 # libdist (headers, library, CMake package, pkg-config file) and the binaries under PREFIX.
 install: build
@@ -37,7 +40,8 @@ python: deps build
 	@bash scripts/build-python-wheel.sh $(BUILD_DIR)
 
 # Cohort's images (operator, sidecar, libdist, demo) from the binaries of `make build`, with
-# podman, tagged localhost/cohort-<name>:dev (docs/images.md).
+# podman, tagged localhost/cohort-<name>:dev and ghcr.io/cohort-dev/cohort-<name>:<version>
+# (docs/images.md).
 images: deps build
 	@bash scripts/build-images.sh $(BUILD_DIR)
 

