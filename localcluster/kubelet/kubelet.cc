@@ -255,18 +255,21 @@ class Kubelet::PodWorker {
       // As Kubernetes makes an emptyDir: writable by whatever user the containers run as.
       fs::permissions(path, fs::perms::all, ec);
       volumes_[name] = path;
-      bool secret = v.contains("secret");
-      if (!secret && !v.contains("configMap")) continue;
-      read_only_volumes_.insert(name);  // As Kubernetes mounts them.  // emptyDir and others: an empty directory.
-      const op::Resource& kind = secret ? op::kSecrets : op::kConfigMaps;
-      std::string object_name = secret ? v["secret"].value("secretName", "") : v["configMap"].value("name", "");
-      absl::StatusOr<json> source = WaitFor(kind, object_name);
-      if (!source.ok()) return source.status();
-      json data = source->value("data", json::object());  // items() must not outlive it.
-      for (const auto& [key, value] : data.items()) {
-        std::string content = value.get<std::string>();
-        if (secret) absl::Base64Unescape(value.get<std::string>(), &content);
-        std::ofstream(fs::path(path) / key, std::ios::binary) << content;
+      // Volumes of API data are mounted read-only, as Kubernetes mounts them; emptyDir and others
+      // are an empty directory.
+      std::vector<json> sources;
+      if (v.contains("secret") || v.contains("configMap") || v.contains("downwardAPI")) {
+        sources.push_back(v);
+      } else if (v.contains("projected")) {
+        for (const json& source : op::Member(v, "projected").value("sources", json::array())) sources.push_back(source);
+      } else {
+        continue;
+      }
+      read_only_volumes_.insert(name);
+      for (const json& source : sources) {
+        if (absl::Status s = WriteVolumeSource(source, path); !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("volume \"", name, "\": ", s.message()));
+        }
       }
     }
     if (absl::Status s = MountServiceAccount(spec); !s.ok()) return s;
@@ -313,11 +316,90 @@ class Kubelet::PodWorker {
     close(fd);
   }
 
-  // The pod's service account, as the kubelet projects it (kubelet.h).
-  absl::Status MountServiceAccount(const json& spec) {
-    if (!spec.value("automountServiceAccountToken", true)) return absl::OkStatus();
+  // One source of a volume of API data (a secret, configMap or downwardAPI volume, or a source of
+  // a projected one: those and serviceAccountToken), written into `dir`: every key, or the
+  // `items` named, at their paths.
+  absl::Status WriteVolumeSource(const json& source, const std::string& dir) {
+    auto write = [&](const std::string& path, const std::string& content) -> absl::Status {
+      const fs::path file = fs::path(dir) / path;
+      bool up = false;
+      for (const fs::path& part : fs::path(path)) up |= part == "..";
+      if (path.empty() || up || path[0] == '/') {
+        return absl::InvalidArgumentError(absl::StrCat("path \"", path, "\" must be relative, without \"..\" elements"));
+      }
+      fs::create_directories(file.parent_path());
+      std::ofstream(file, std::ios::binary) << content;
+      return absl::OkStatus();
+    };
+    if (source.contains("serviceAccountToken")) {
+      absl::StatusOr<std::string> token = IssueToken(ServiceAccount());
+      if (!token.ok()) return token.status();
+      return write(op::Member(source, "serviceAccountToken").value("path", "token"), *token);
+    }
+    if (source.contains("downwardAPI")) {
+      for (const json& item : op::Member(source, "downwardAPI").value("items", json::array())) {
+        const std::string field = op::Member(item, "fieldRef").value("fieldPath", "");
+        const json& meta = op::Member(pod_, "metadata");
+        std::string value;
+        if (field == "metadata.name") value = name_;
+        else if (field == "metadata.namespace") value = ns_;
+        else if (field == "metadata.uid") value = meta.value("uid", "");
+        else if (field == "metadata.labels" || field == "metadata.annotations") {
+          // key="value" lines, sorted by key (json objects are).
+          const json map = meta.value(field.substr(9), json::object());
+          for (const auto& [key, v] : map.items()) absl::StrAppend(&value, key, "=", json(v).dump(), "\n");
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat("downwardAPI fieldPath \"", field, "\" is not supported here"));
+        }
+        if (absl::Status s = write(item.value("path", ""), value); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    const bool secret = source.contains("secret");
+    if (!secret && !source.contains("configMap")) {
+      return absl::InvalidArgumentError(
+          "only secret, configMap, downwardAPI and serviceAccountToken sources are supported here");
+    }
+    const json& ref = op::Member(source, secret ? "secret" : "configMap");
+    // A secret volume names it secretName; a projected source, name.
+    const std::string object_name = ref.value("secretName", ref.value("name", ""));
+    absl::StatusOr<json> object = ref.value("optional", false) ? client_->Get(secret ? op::kSecrets : op::kConfigMaps,
+                                                                             ns_, object_name)
+                                                               : WaitFor(secret ? op::kSecrets : op::kConfigMaps,
+                                                                         object_name);
+    if (!object.ok()) return absl::IsNotFound(object.status()) && ref.value("optional", false) ? absl::OkStatus()
+                                                                                              : object.status();
+    const json data = object->value("data", json::object());  // items() must not outlive it.
+    auto content = [&](const std::string& key) {
+      std::string text = data.value(key, "");
+      if (secret) absl::Base64Unescape(data.value(key, ""), &text);
+      return text;
+    };
+    if (ref.contains("items")) {
+      for (const json& item : ref["items"]) {
+        const std::string key = item.value("key", "");
+        if (!data.contains(key)) {
+          return absl::NotFoundError(absl::StrCat(secret ? "secret " : "config map ", object_name, " has no key \"",
+                                                  key, "\""));
+        }
+        if (absl::Status s = write(item.value("path", key), content(key)); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    for (const auto& [key, value] : data.items()) {
+      if (absl::Status s = write(key, content(key)); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  std::string ServiceAccount() const {
+    const json& spec = op::Member(pod_, "spec");
     std::string account = spec.value("serviceAccountName", spec.value("serviceAccount", ""));
-    if (account.empty()) account = "default";
+    return account.empty() ? "default" : account;
+  }
+
+  // A token for the pod's service account, from the API server (TokenRequest).
+  absl::StatusOr<std::string> IssueToken(const std::string& account) {
     const op::Resource token_request{"", "v1", absl::StrCat("serviceaccounts/", account, "/token")};
     absl::StatusOr<json> issued = client_->Create(
         token_request, ns_, {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", json::object()}});
@@ -325,9 +407,17 @@ class Kubelet::PodWorker {
       return absl::FailedPreconditionError(absl::StrCat("no token for service account ", ns_, "/", account, ": ",
                                                         issued.status().message()));
     }
+    return op::StringMember(op::Member(*issued, "status"), "token");
+  }
+
+  // The pod's service account, as the kubelet projects it (kubelet.h).
+  absl::Status MountServiceAccount(const json& spec) {
+    if (!spec.value("automountServiceAccountToken", true)) return absl::OkStatus();
+    absl::StatusOr<std::string> token = IssueToken(ServiceAccount());
+    if (!token.ok()) return token.status();
     const fs::path dir = fs::path(dir_) / "serviceaccount";
     fs::create_directories(dir);
-    std::ofstream(dir / "token") << op::StringMember(op::Member(*issued, "status"), "token");
+    std::ofstream(dir / "token") << *token;
     std::ofstream(dir / "ca.crt") << kubelet_->options_.api_ca_pem;
     std::ofstream(dir / "namespace") << ns_;
     service_account_dir_ = dir.string();

@@ -132,7 +132,7 @@ class PodmanRuntime : public ::testing::Test {
   std::unique_ptr<LocalControlPlane> cluster_;
 };
 
-TEST_F(PodmanRuntime, PodRunsAsContainers_InitSidecarVolumesEnvServiceAccountNamesAndAddresses) {
+TEST_F(PodmanRuntime, PodRunsAsContainers_InitSidecarVolumesProjectedVolumesEnvServiceAccountNamesAndAddresses) {
   Start();
   Apply(R"y(apiVersion: v1
 kind: Secret
@@ -174,6 +174,12 @@ spec:
   - {name: work, emptyDir: {}}
   - {name: secret, secret: {secretName: credentials}}
   - {name: config, configMap: {name: settings}}
+  - name: projected
+    projected:
+      sources:
+      - serviceAccountToken: {path: sa/token}
+      - configMap: {name: settings, items: [{key: greeting, path: renamed/greeting.txt}]}
+      - downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]}
   initContainers:
   - name: prepare
     image: localhost/cohort-demo:dev
@@ -190,6 +196,7 @@ spec:
       echo "api=$KUBERNETES_SERVICE_HOST namespace=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
       echo "token-bytes=$(wc -c < /var/run/secrets/kubernetes.io/serviceaccount/token)"
       touch /secret/x 2>/dev/null || echo "secret volume is read-only"
+      echo "projected: $(cat /projected/renamed/greeting.txt) $(cat /projected/labels) sa-token-bytes=$(wc -c < /projected/sa/token)"
       for i in $(seq 100); do exec 3<>/dev/tcp/server.peers.default.svc/9400 && break; sleep 0.1; done
       printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3
       echo "peer says: $(head -1 <&3)"
@@ -202,6 +209,7 @@ spec:
     - {name: work, mountPath: /work}
     - {name: secret, mountPath: /secret}
     - {name: config, mountPath: /config}
+    - {name: projected, mountPath: /projected}
 )y");
   const json client = WaitForPod("client", [](const json& p) { return Phase(p) == "Succeeded" || Phase(p) == "Failed"; });
   ASSERT_EQ(Phase(client), "Succeeded") << client.dump(2);
@@ -214,6 +222,8 @@ spec:
   EXPECT_THAT(out, HasSubstr(absl::StrCat("api=", host_ip, " namespace=default")));
   EXPECT_THAT(out, Not(HasSubstr("token-bytes=0")));
   EXPECT_THAT(out, HasSubstr("secret volume is read-only"));
+  EXPECT_THAT(out, HasSubstr("projected: hello test=\"client\" sa-token-bytes="));
+  EXPECT_THAT(out, Not(HasSubstr("sa-token-bytes=0")));
   EXPECT_THAT(out, HasSubstr("peer says: HTTP/1.1 200 OK"));  // Another pod, by its DNS name.
   EXPECT_THAT(op::StringMember(op::Member(ContainerState(client, "main"), "terminated"), "reason"), "Completed");
   // Its podman pod is gone once its containers ended.
