@@ -18,6 +18,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -159,11 +160,11 @@ class Kubelet::PodWorker {
     int crash_streak = 0;
     bool start_failed = false;  // StartContainer could not start it (counts as an exit).
     // kPodman: the podman container's name and ID, its first process (0: not looked up yet), and
-    // whether SIGKILL was sent (once; `podman kill` is a command, not a syscall).
+    // when SIGKILL may be sent again (`podman kill` is a command, not a syscall: not every 20 ms).
     std::string container_name;
     std::string container_id;
     pid_t container_pid = 0;
-    bool kill_sent = false;
+    absl::Time next_kill = absl::InfinitePast();
   };
 
   bool Podman() const { return kubelet_->options_.runtime == ContainerRuntime::kPodman; }
@@ -175,10 +176,16 @@ class Kubelet::PodWorker {
       c.process.Signal(sig);
       return;
     }
-    if (sig == SIGKILL && std::exchange(c.kill_sent, true)) return;
-    if (absl::Status s = KillContainer(c.container_name, sig); !s.ok() && c.process.running()) {
-      LogWarning("pod ", ns_, "/", name_, ": ", s.message());
+    if (sig == SIGKILL) {
+      if (absl::Now() < c.next_kill) return;
+      c.next_kill = absl::Now() + absl::Milliseconds(500);
+      // A container not started yet (its attached client is starting it) cannot be signalled:
+      // removing it ends the client too.
+      if (!KillContainer(c.container_name, SIGKILL).ok()) RemoveContainer(c.container_name);
+      return;
     }
+    // A SIGTERM lost the same way is made up for by the SIGKILL at the grace period's end.
+    KillContainer(c.container_name, sig).IgnoreError();
   }
 
   // Asks the pod to stop; true if it already has (the worker is done).
@@ -214,7 +221,7 @@ class Kubelet::PodWorker {
       pod_message_ = std::string(s.message());
       WriteStatus();
     }
-    if (!sandbox_.empty()) RemovePodSandbox(sandbox_);  // Every container has stopped.
+    RemoveSandbox();
     bool remove;
     {
       absl::MutexLock lock(&mu_);
@@ -287,32 +294,37 @@ class Kubelet::PodWorker {
                    {"io.kubernetes.pod.namespace", ns_}, {"io.kubernetes.pod.name", name_}}});
   }
 
-  std::string Hostname() const { return pod_["spec"].value("hostname", name_); }
+  // kPodman: the podman pod goes once every container has stopped, before the pod's final status
+  // says so.
+  void RemoveSandbox() {
+    if (!sandbox_.empty()) RemovePodSandbox(std::exchange(sandbox_, ""));
+  }
+
+  // spec.hostname, else the pod's name cut to 63 characters, as Kubernetes does.
+  std::string Hostname() const { return pod_["spec"].value("hostname", name_.substr(0, 63)); }
 
   // kPodman: the pod's /etc/hosts, as a kubelet writes it: localhost, the pod's own names, then
   // the cluster's hosts file (standing in for cluster DNS). Rewritten in place (the containers
-  // bind-mount this very file) whenever the cluster's file changes.
+  // bind-mount this very file) whenever the text changes: the new text over the old, then cut to
+  // its length, so that a reader meanwhile never sees an empty file.
   void WriteHostsFile() {
-    const fs::path cluster = fs::path(kubelet_->options_.root_dir) / "hosts";
-    std::error_code ec;
-    const fs::file_time_type changed = fs::last_write_time(cluster, ec);
-    if (!hosts_path_.empty() && !ec && changed == hosts_written_for_) return;
-    hosts_written_for_ = changed;
     std::string own = Hostname();
     const std::string subdomain = pod_["spec"].value("subdomain", "");
     if (!subdomain.empty()) own = absl::StrCat(own, ".", subdomain, ".", ns_, ".svc.cluster.local ", own);
     std::string text = absl::StrCat("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
                                     address_, "\t", own, "\n");
-    std::ifstream in(cluster);
+    std::ifstream in(fs::path(kubelet_->options_.root_dir) / "hosts");
     std::stringstream names;
     names << in.rdbuf();
     text += names.str();
     hosts_path_ = (fs::path(dir_) / "etc-hosts").string();
-    // One write of the whole text, into the file the containers have mounted.
-    const int fd = open(hosts_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (text == hosts_text_) return;
+    const int fd = open(hosts_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return;
-    ssize_t written = write(fd, text.data(), text.size());
-    (void)written;
+    if (pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+        ftruncate(fd, static_cast<off_t>(text.size())) == 0) {
+      hosts_text_ = text;
+    }
     close(fd);
   }
 
@@ -338,7 +350,7 @@ class Kubelet::PodWorker {
     }
     if (source.contains("downwardAPI")) {
       for (const json& item : op::Member(source, "downwardAPI").value("items", json::array())) {
-        const std::string field = op::Member(item, "fieldRef").value("fieldPath", "");
+        const std::string field = op::StringMember(op::Member(item, "fieldRef"), "fieldPath");
         const json& meta = op::Member(pod_, "metadata");
         std::string value;
         if (field == "metadata.name") value = name_;
@@ -349,7 +361,9 @@ class Kubelet::PodWorker {
           const json map = meta.value(field.substr(9), json::object());
           for (const auto& [key, v] : map.items()) absl::StrAppend(&value, key, "=", json(v).dump(), "\n");
         } else {
-          return absl::InvalidArgumentError(absl::StrCat("downwardAPI fieldPath \"", field, "\" is not supported here"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "downwardAPI item \"", item.value("path", ""), "\": only fieldRef of metadata.name, namespace, uid, ",
+              "labels and annotations is supported here", field.empty() ? "" : absl::StrCat(" (not ", field, ")")));
         }
         if (absl::Status s = write(item.value("path", ""), value); !s.ok()) return s;
       }
@@ -523,7 +537,7 @@ class Kubelet::PodWorker {
     c.ready = false;
     c.next_probe = absl::Now();
     c.container_pid = 0;
-    c.kill_sent = false;
+    c.next_kill = absl::InfinitePast();
     absl::Status started = Podman() ? StartPodmanContainer(c) : StartProcess(c);
     if (started.ok()) return;
     c.start_error = std::string(started.message());
@@ -569,19 +583,28 @@ class Kubelet::PodWorker {
     json context = pod_["spec"].value("securityContext", json::object());
     const json own = c.spec.value("securityContext", json::object());  // items() must not outlive it.
     for (const auto& [key, value] : own.items()) context[key] = value;
-    if (context.contains("runAsUser")) {
-      spec.user = absl::StrCat(context["runAsUser"].get<int64_t>());
-      if (context.contains("runAsGroup")) absl::StrAppend(&spec.user, ":", context["runAsGroup"].get<int64_t>());
+    std::string user;  // Who it runs as: runAsUser, else the image's USER.
+    if (context.contains("runAsUser") && context["runAsUser"].is_number_integer()) {
+      user = absl::StrCat(context["runAsUser"].get<int64_t>());
+    } else if (context.contains("runAsGroup") || context.value("runAsNonRoot", false)) {
+      absl::StatusOr<std::string> image_user = ImageUser(spec.image);
+      if (!image_user.ok()) return image_user.status();
+      user = image_user->substr(0, image_user->find(':'));
+      if (user.empty()) user = "0";
+    }
+    if (context.contains("runAsGroup") && context["runAsGroup"].is_number_integer()) {
+      spec.user = absl::StrCat(user, ":", context["runAsGroup"].get<int64_t>());
+    } else if (context.contains("runAsUser")) {
+      spec.user = user;
     }
     if (context.value("runAsNonRoot", false)) {
-      std::string user = spec.user;
-      if (user.empty()) {
-        absl::StatusOr<std::string> image_user = ImageUser(spec.image);
-        if (!image_user.ok()) return image_user.status();
-        user = *image_user;
+      int64_t uid = 0;
+      if (!absl::SimpleAtoi(user, &uid)) {  // Kubernetes' own refusal.
+        return absl::FailedPreconditionError(absl::StrCat(
+            "container has runAsNonRoot and image has non-numeric user (", user,
+            "), cannot verify user is non-root (image \"", spec.image, "\")"));
       }
-      user = user.substr(0, user.find(':'));
-      if (user.empty() || user == "0" || user == "root") {
+      if (uid == 0) {
         return absl::FailedPreconditionError(absl::StrCat(
             "container has runAsNonRoot and image will run as root (image \"", spec.image,
             "\"; set securityContext.runAsUser, or use an image whose USER is not root)"));
@@ -621,7 +644,9 @@ class Kubelet::PodWorker {
                              .target = m.value("mountPath", ""),
                              .read_only = m.value("readOnly", false) || read_only_volumes_.contains(volume->first)});
     }
-    if (!service_account_dir_.empty()) {
+    const bool own_mount = std::any_of(spec.mounts.begin(), spec.mounts.end(),
+                                       [](const ContainerMount& m) { return m.target == kServiceAccountMountPath; });
+    if (!service_account_dir_.empty() && !own_mount) {  // A volume mounted there takes its place.
       spec.mounts.push_back({.source = service_account_dir_, .target = kServiceAccountMountPath, .read_only = true});
     }
     spec.mounts.push_back({.source = hosts_path_, .target = "/etc/hosts", .read_only = true});
@@ -759,6 +784,7 @@ class Kubelet::PodWorker {
         phase_ = "Failed";
         pod_reason_ = "Init:Error";
         StopAll(absl::ZeroDuration());
+        RemoveSandbox();
         WriteStatus();
         return;
       }
@@ -835,6 +861,7 @@ class Kubelet::PodWorker {
       if (!c.init) all_zero &= c.exit_code.value_or(1) == 0;
     }
     phase_ = all_zero ? "Succeeded" : "Failed";
+    RemoveSandbox();
     WriteStatus();
   }
 
@@ -999,10 +1026,10 @@ class Kubelet::PodWorker {
   std::map<std::string, std::string> volumes_;  // Volume name -> directory.
   std::string service_account_dir_;             // Empty: no service account mounted.
   std::set<std::string> read_only_volumes_;     // Secrets and config maps.
-  // kPodman: the podman pod, and the pod's hosts file with the cluster file's time it copied.
+  // kPodman: the podman pod, and the pod's hosts file.
   std::string sandbox_;
   std::string hosts_path_;
-  fs::file_time_type hosts_written_for_;
+  std::string hosts_text_;  // What it holds.
   std::vector<Container> containers_;
   std::string phase_ = "Pending";
   std::string pod_reason_;
@@ -1069,6 +1096,10 @@ absl::Status Kubelet::Start() {
                                   {"lastTransitionTime", FormatRfc3339(absl::Now())}}}},
                  {"addresses", {{{"type", "InternalIP"}, {"address", options_.node_address}},
                                 {{"type", "Hostname"}, {"address", options_.node_name}}}}}}};
+  if (options_.max_pods > 0) {
+    node["status"]["capacity"] = {{"pods", absl::StrCat(options_.max_pods)}};
+    node["status"]["allocatable"] = {{"pods", absl::StrCat(options_.max_pods)}};
+  }
   absl::StatusOr<json> created = client_->Create(op::kNodes, "", node);
   if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
   Heartbeat();  // The Lease exists before the node counts as Ready anywhere.

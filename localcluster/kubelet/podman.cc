@@ -34,7 +34,7 @@ std::string LastLine(const std::string& text) {
 
 absl::StatusOr<std::string> Podman(const std::vector<std::string>& args) {
   Subprocess::Options options;
-  options.argv = {"podman"};
+  options.argv = {"podman", "--log-level", "error"};  // No warnings in the output we parse.
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   absl::StatusOr<Subprocess> p = Subprocess::Start(options);
   if (!p.ok()) return p.status();
@@ -53,7 +53,7 @@ absl::StatusOr<std::string> Podman(const std::vector<std::string>& args) {
 }
 
 absl::Status CheckPodman() {
-  absl::StatusOr<std::string> info = Podman({"info", "--format", "{{.Host.OCIRuntime.Name}}"});
+  absl::StatusOr<std::string> info = Podman({"info", "--format", "{{.Host.Security.Rootless}}"});
   if (absl::IsNotFound(info.status())) {
     return absl::NotFoundError("podman is not installed (make deps installs it on Debian)");
   }
@@ -61,6 +61,10 @@ absl::Status CheckPodman() {
     return absl::FailedPreconditionError(
         absl::StrCat("podman cannot run containers here: ", info.status().message(),
                      " (on sandboxed machines set CONTAINERS_CONF=<source>/images/containers.conf; docs/images.md)"));
+  }
+  if (absl::StripAsciiWhitespace(*info) == "true") {
+    return absl::FailedPreconditionError(
+        "podman runs rootless here, whose pods the host cannot reach at their own addresses: run as root");
   }
   return absl::OkStatus();
 }
@@ -128,7 +132,7 @@ absl::StatusOr<std::string> ImageUser(const std::string& image) {
 }
 
 absl::StatusOr<std::string> CreateContainer(const ContainerSpec& spec) {
-  Podman({"rm", "--force", "--ignore", "--time", "0", spec.name}).IgnoreError();
+  RemoveContainer(spec.name);
   std::vector<std::string> args = {"create", "--pull", "never", "--name", spec.name, "--pod", spec.pod};
   for (const auto& [key, value] : spec.labels) args.insert(args.end(), {"--label", absl::StrCat(key, "=", value)});
   for (const auto& [name, value] : spec.env) args.insert(args.end(), {"--env", absl::StrCat(name, "=", value)});
@@ -137,7 +141,8 @@ absl::StatusOr<std::string> CreateContainer(const ContainerSpec& spec) {
   }
   if (!spec.working_dir.empty()) args.insert(args.end(), {"--workdir", spec.working_dir});
   if (!spec.user.empty()) args.insert(args.end(), {"--user", spec.user});
-  if (spec.read_only_root) args.push_back("--read-only");
+  // As Kubernetes' readOnlyRootFilesystem: no writable tmpfs at /tmp, /run and /var/tmp either.
+  if (spec.read_only_root) args.insert(args.end(), {"--read-only", "--read-only-tmpfs=false"});
   if (spec.no_new_privileges) args.insert(args.end(), {"--security-opt", "no-new-privileges"});
   for (const std::string& c : spec.cap_drop) args.insert(args.end(), {"--cap-drop", c});
   for (const std::string& c : spec.cap_add) args.insert(args.end(), {"--cap-add", c});
@@ -158,7 +163,11 @@ absl::StatusOr<std::string> CreateContainer(const ContainerSpec& spec) {
 }
 
 std::vector<std::string> StartAttachedCommand(const std::string& name) {
-  return {"podman", "start", "--attach", name};
+  return {"podman", "--log-level", "error", "start", "--attach", name};
+}
+
+void RemoveContainer(const std::string& name) {
+  Podman({"rm", "--force", "--ignore", "--time", "0", name}).IgnoreError();
 }
 
 absl::Status KillContainer(const std::string& name, int signal) {
@@ -189,7 +198,7 @@ absl::StatusOr<PodReaper> PodReaper::Start(const std::string& label, const std::
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   // Built before fork: the child only calls async-signal-safe functions.
   const std::string script = absl::StrCat(
-      "cat >/dev/null; podman pod ps --quiet --filter label=", label, "=", value,
+      "cat >/dev/null; podman pod ps --quiet --filter 'label=", label, "=", value, "'",
       " | xargs -r podman pod rm --force --ignore --time 0 >/dev/null 2>&1; exit 0");
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
   const pid_t pid = fork();

@@ -96,6 +96,8 @@ absl::StatusOr<std::string> CreateContainer(const ContainerSpec& spec);
 // with the container's exit code.
 std::vector<std::string> StartAttachedCommand(const std::string& name);
 absl::Status KillContainer(const std::string& name, int signal);
+// Kills (SIGKILL) and removes the container, whatever its state; nothing when it does not exist.
+void RemoveContainer(const std::string& name);
 absl::StatusOr<ContainerState> InspectContainer(const std::string& name);
 
 // Removes every podman pod labelled `label`=`value` when this process is gone, however it goes
