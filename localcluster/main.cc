@@ -41,6 +41,7 @@ int Run(int argc, char** argv) {
   std::vector<std::string> bin_dirs;
   std::string pod_network_library;
   std::string runtime = "process";
+  int64_t max_pods = 0;
   // Defaults next to this binary: build/bin and build/lib.
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   bin_dirs.push_back(self.string());
@@ -57,6 +58,10 @@ int Run(int argc, char** argv) {
                  "Seconds without a Lease renewal before a node is marked lost (Ready=Unknown)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-pods", max_pods,
+                 "Pods each node takes (its Node's allocatable pods); more stay Pending, Unschedulable. 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-kubelet", no_kubelet, "Serve the API only (same as --nodes 0); pods stay Pending");
   app.add_option("--runtime", runtime,
                  "How kubelets run pods: process (local processes, the image naming the program) or podman "
@@ -186,7 +191,8 @@ int Run(int argc, char** argv) {
                                        "--node-name", node,
                                        "--node-address", podman ? network.gateway : absl::StrCat("127.0.1.", k + 1),
                                        "--pods-dir", pods_dir,
-                                       "--lease-duration", absl::StrCat(node_grace_s)};
+                                       "--lease-duration", absl::StrCat(node_grace_s),
+                                       "--max-pods", absl::StrCat(max_pods)};
       for (const std::string& d : bin_dirs) argv.insert(argv.end(), {"--bin-dir", d});
       if (podman) {
         argv.insert(argv.end(), {"--runtime", "podman", "--podman-network", network.name, "--pod-api-server",

@@ -25,6 +25,7 @@
 #include "common/token.h"
 #include "localcluster/apiserver/kube_protobuf.h"
 #include "localcluster/apiserver/openapi.h"
+#include "localcluster/apiserver/pod_validation.h"
 #include "localcluster/apiserver/schema_validation.h"
 #include "localcluster/apiserver/server_side_apply.h"
 #include "operator/api/json_fields.h"
@@ -651,6 +652,11 @@ void ApiServer::Route() {
           CustomResourceWrite this_write = write;
           this_write.status_only = status_only;
           return AdmitCustomResource(type, this_write, object, &warnings);
+        };
+      }
+      if (type.group.empty() && type.kind == "Pod") {
+        admit = [](json& object, const json* current, bool status_only) {
+          return status_only ? absl::OkStatus() : ValidatePodWrite(object, current);
         };
       }
       // Field ownership (server_side_apply.h): every write but an apply records what its manager

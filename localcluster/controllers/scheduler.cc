@@ -2,7 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
@@ -22,10 +25,27 @@ std::string PodKey(const json& pod) {
 
 std::string Uid(const json& object) { return op::StringMember(op::Member(object, "metadata"), "uid"); }
 
+bool Finished(const json& pod) {
+  std::string phase = op::StringMember(op::Member(pod, "status"), "phase");
+  return phase == "Succeeded" || phase == "Failed";
+}
+
 // Neither finished nor being deleted: it counts toward its node's load.
 bool Running(const json& pod) {
-  std::string phase = op::StringMember(op::Member(pod, "status"), "phase");
-  return phase != "Succeeded" && phase != "Failed" && !op::Member(pod, "metadata").contains("deletionTimestamp");
+  return !Finished(pod) && !op::Member(pod, "metadata").contains("deletionTimestamp");
+}
+
+bool Gated(const json& pod) { return !op::Member(pod, "spec").value("schedulingGates", json::array()).empty(); }
+
+// A Node's status.allocatable.pods (else capacity.pods), as a number; nullopt: none given.
+std::optional<int64_t> MaxPods(const json& node) {
+  for (const char* field : {"allocatable", "capacity"}) {
+    const json& pods = op::Member(op::Member(op::Member(node, "status"), field), "pods");
+    int64_t n = 0;
+    if (pods.is_number_integer()) return pods.get<int64_t>();
+    if (pods.is_string() && absl::SimpleAtoi(pods.get<std::string>(), &n)) return n;
+  }
+  return std::nullopt;
 }
 
 // The cluster DNS names a pod answers to.
@@ -74,9 +94,19 @@ bool Scheduler::WaitForReadyNodes(int count, absl::Duration timeout) {
 void Scheduler::OnNode(const std::string& type, const json& node) {
   std::string name = op::StringMember(op::Member(node, "metadata"), "name");
   absl::MutexLock lock(&mu_);
+  const std::optional<int64_t> max_pods = type == "DELETED" ? std::nullopt : MaxPods(node);
+  const bool more_room = max_pods != (max_pods_.contains(name) ? std::optional(max_pods_[name]) : std::nullopt);
+  if (max_pods) {
+    max_pods_[name] = *max_pods;
+  } else {
+    max_pods_.erase(name);
+  }
   bool ready = type != "DELETED" && NodeReadyStatus(node) == "True" && options_.subnets.contains(name);
   bool was_ready = ready_nodes_.contains(name);
-  if (ready == was_ready) return;
+  if (ready == was_ready) {
+    if (more_room && ready) ScheduleWaiting();
+    return;
+  }
   if (ready) {
     ready_nodes_.insert(name);
     LogInfo("node ", name, " is Ready");
@@ -102,6 +132,8 @@ void Scheduler::OnPod(const std::string& type, const json& pod) {
   }
   if (placed != placed_.end()) {
     placed->second.running = Running(pod);
+    const bool occupied = std::exchange(placed->second.occupies, !Finished(pod));
+    if (occupied && !placed->second.occupies) ScheduleWaiting();  // Its node has room again.
     return;
   }
   const json& meta = op::Member(pod, "metadata");
@@ -119,36 +151,66 @@ void Scheduler::OnPod(const std::string& type, const json& pod) {
       names_[address] = DnsNames(pod);
       WriteHostsFile();
     }
-    placed_[key] = Placed{.uid = uid, .node = node, .address = address, .running = Running(pod)};
+    placed_[key] = Placed{.uid = uid, .node = node, .address = address, .running = Running(pod),
+                          .occupies = !Finished(pod)};
     return;
   }
-  if (!Running(pod)) return;
+  if (!Running(pod)) {
+    waiting_.erase(key);  // Deleted while it waited.
+    return;
+  }
   waiting_[key] = pod;
   ScheduleWaiting();
 }
 
 void Scheduler::ScheduleWaiting() {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (Bind(it->first, it->second)) {
+    if (Gated(it->second)) {
+      // The real scheduler's words for it.
+      MarkUnscheduled(it->first, it->second, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates");
+      ++it;
+    } else if (Bind(it->first, it->second)) {
       it = waiting_.erase(it);
     } else {
-      MarkUnschedulable(it->first, it->second);
+      MarkUnscheduled(it->first, it->second, "Unschedulable", UnschedulableMessage());
       ++it;
     }
   }
 }
 
 std::string Scheduler::ChooseNode() const {
-  std::map<std::string, int> load;
+  std::map<std::string, int> load, occupied;
   for (const std::string& node : ready_nodes_) load[node] = 0;
   for (const auto& [key, p] : placed_) {
     if (p.running && load.contains(p.node)) ++load[p.node];
+    if (p.occupies) ++occupied[p.node];
   }
   std::string best;
   for (const auto& [node, pods] : load) {
+    auto max = max_pods_.find(node);
+    if (max != max_pods_.end() && occupied[node] >= max->second) continue;  // Full.
     if (best.empty() || pods < load[best]) best = node;
   }
   return best;
+}
+
+std::string Scheduler::UnschedulableMessage() const {
+  const int nodes = static_cast<int>(options_.subnets.size());
+  std::map<std::string, int> occupied;
+  for (const auto& [key, p] : placed_) {
+    if (p.occupies) ++occupied[p.node];
+  }
+  int full = 0;
+  for (const std::string& node : ready_nodes_) {
+    auto max = max_pods_.find(node);
+    if (max != max_pods_.end() && occupied[node] >= max->second) ++full;
+  }
+  const int not_ready = nodes - static_cast<int>(ready_nodes_.size());
+  std::string message = absl::StrCat("0/", nodes, " nodes are available:");
+  if (not_ready > 0) absl::StrAppend(&message, " ", not_ready, " node(s) were not ready", full > 0 ? "," : ".");
+  if (full > 0) absl::StrAppend(&message, " ", full, " Too many pods.");
+  if (not_ready == 0 && full == 0) absl::StrAppend(&message, " no node has room.");
+  return message;
 }
 
 std::string Scheduler::AllocateAddress(const std::string& node) {
@@ -194,40 +256,44 @@ absl::Status Scheduler::Place(const std::string& key, const json& pod, const std
     }
     return placed.status();
   }
-  placed_[key] = Placed{.uid = Uid(pod), .node = node, .address = address, .running = true};
-  marked_unschedulable_.erase(key);
+  placed_[key] = Placed{.uid = Uid(pod), .node = node, .address = address, .running = true, .occupies = true};
+  marked_unscheduled_.erase(key);
   return absl::OkStatus();
 }
 
-void Scheduler::MarkUnschedulable(const std::string& key, const json& pod) {
-  if (!marked_unschedulable_.insert(key).second) return;
+void Scheduler::MarkUnscheduled(const std::string& key, const json& pod, const std::string& reason,
+                                const std::string& message) {
+  std::string& marked = marked_unscheduled_[key];
+  const std::string now_marked = absl::StrCat(reason, ": ", message);
+  if (marked == now_marked) return;
+  marked = now_marked;
   const json& meta = op::Member(pod, "metadata");
-  int nodes = static_cast<int>(options_.subnets.size());
   json condition = {{"type", "PodScheduled"},
                     {"status", "False"},
-                    {"reason", "Unschedulable"},
-                    {"message", absl::StrCat("0/", nodes, " nodes are available: ", nodes - ready_nodes_.size(),
-                                             " node(s) were not ready.")},
+                    {"reason", reason},
+                    {"message", message},
                     {"lastTransitionTime", FormatRfc3339(absl::Now())}};
   json patch = {{"status", {{"conditions", json::array({condition})}}}};
   absl::StatusOr<json> written = client_->MergePatch(op::kPods, op::StringMember(meta, "namespace"),
                                                      op::StringMember(meta, "name"), patch, /*status=*/true);
   if (!written.ok() && !absl::IsNotFound(written.status())) {
-    LogWarning("marking pod ", key, " unschedulable: ", written.status().ToString());
+    LogWarning("marking pod ", key, " ", reason, ": ", written.status().ToString());
   }
 }
 
 void Scheduler::Forget(const std::string& key) {
   waiting_.erase(key);
-  marked_unschedulable_.erase(key);
+  marked_unscheduled_.erase(key);
   auto placed = placed_.find(key);
   if (placed == placed_.end()) return;
+  const bool freed = placed->second.occupies;
   if (!placed->second.address.empty()) {
     used_addresses_.erase(placed->second.address);
     names_.erase(placed->second.address);
     WriteHostsFile();
   }
   placed_.erase(placed);
+  if (freed) ScheduleWaiting();  // Its node has room again.
 }
 
 void Scheduler::WriteHostsFile() {

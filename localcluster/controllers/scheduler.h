@@ -38,8 +38,13 @@ struct SchedulerOptions {
 //   fewest unfinished pods, ties to the first name, so a job's pods spread over the nodes; it is
 //   bound with one merge patch that also sets its address (annotation kPodAddressAnnotation),
 //   drawn from the node's subnet, which the node's kubelet reports as status.podIP;
-// - with no Ready node the pod stays Pending with PodScheduled=False (reason Unschedulable), and
-//   is placed once a node becomes Ready;
+// - a node takes at most its Node's status.allocatable.pods (the kubelet's --max-pods) pods that
+//   have not finished (Succeeded/Failed), terminating ones included, as Kubernetes counts them;
+// - with no Ready node with room the pod stays Pending with PodScheduled=False (reason
+//   Unschedulable, the message saying why per node, as "0/2 nodes are available: 2 Too many
+//   pods."), and is placed once a node becomes Ready or a pod finishes or goes;
+// - a pod with spec.schedulingGates stays Pending with PodScheduled=False, reason
+//   SchedulingGated, and is considered once its last gate is removed;
 // - the hosts file names every placed pod from the moment it is bound until its object is gone,
 //   so its peers resolve it before its containers start, and a pod of a lost node stops
 //   resolving when its object is force-deleted.
@@ -60,6 +65,7 @@ class Scheduler {
     std::string node;
     std::string address;
     bool running = true;  // Neither finished nor being deleted.
+    bool occupies = true;  // Not finished: it takes one of its node's pods (allocatable.pods).
   };
   void OnPod(const std::string& type, const nlohmann::json& pod);
   void OnNode(const std::string& type, const nlohmann::json& node);
@@ -71,7 +77,11 @@ class Scheduler {
   // one merge patch; undone when the patch fails.
   absl::Status Place(const std::string& key, const nlohmann::json& pod, const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkUnschedulable(const std::string& key, const nlohmann::json& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PodScheduled=False with `reason` and `message`, once per change of them.
+  void MarkUnscheduled(const std::string& key, const nlohmann::json& pod, const std::string& reason,
+                       const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why no node takes a pod now, as the real scheduler says it.
+  std::string UnschedulableMessage() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ChooseNode() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string AllocateAddress(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -86,7 +96,10 @@ class Scheduler {
   // By "namespace/name".
   std::map<std::string, Placed> placed_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, nlohmann::json> waiting_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> marked_unschedulable_ ABSL_GUARDED_BY(mu_);
+  // The PodScheduled=False reason and message last written, by pod key.
+  std::map<std::string, std::string> marked_unscheduled_ ABSL_GUARDED_BY(mu_);
+  // By node: its status.allocatable.pods; absent: no limit.
+  std::map<std::string, int64_t> max_pods_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> used_addresses_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> next_address_ ABSL_GUARDED_BY(mu_);  // By node.
   // Address -> DNS names, for the hosts file.

@@ -34,6 +34,9 @@ struct KubeletOptions {
   ContainerRuntime runtime = ContainerRuntime::kProcess;
   // kPodman: the cluster's podman network, which also names its podman pods (labels in podman.h).
   std::string podman_network;
+  // Pods the node takes (Node status.capacity/allocatable.pods, which the scheduler honours); 0:
+  // no limit.
+  int64_t max_pods = 0;
   // The node's address (the Node's InternalIP, each pod's status.hostIP).
   std::string node_address = "127.0.0.1";
   // The Lease kube-node-lease/<node> is renewed every quarter of this; the control plane marks

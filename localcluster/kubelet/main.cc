@@ -39,6 +39,9 @@ int Run(int argc, char** argv) {
   app.add_option("--bin-dir", options.bin_dirs, "Searched first for container commands");
   app.add_option("--pod-network-library", options.pod_network_library,
                  "LD_PRELOAD library giving pods their address and DNS names (process runtime)");
+  app.add_option("--max-pods", options.max_pods, "Pods this node takes (its allocatable pods); 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--runtime", runtime, "How pods run: process (local processes) or podman (containers)")
       ->capture_default_str()
       ->check(CLI::IsMember({"process", "podman"}));

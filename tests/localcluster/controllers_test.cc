@@ -183,6 +183,79 @@ TEST_F(LocalControllersTest, NoReadyNode_PodWaitsUnschedulable_ThenGoesToTheNode
   EXPECT_FALSE(AddressOf(pod).empty());
 }
 
+// The PodScheduled condition of `pod` as "<status>/<reason>: <message>", "" when it has none.
+std::string Scheduled(const json& pod) {
+  for (const json& c : pod.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == "PodScheduled") {
+      return absl::StrCat(c.value("status", ""), "/", c.value("reason", ""), ": ", c.value("message", ""));
+    }
+  }
+  return "";
+}
+
+TEST_F(LocalControllersTest, SchedulingGates_PodWaitsSchedulingGated_GatesOnlyRemoved_PlacedOnceTheLastGoes) {
+  CreateNode("node-0", "True");
+  StartScheduler();
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "gated"}}},
+              {"spec",
+               {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/topology"}}}},
+                {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+  ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
+  json got = Await(op::kPods, "default", "gated",
+                   [](const json& p) { return absl::StartsWith(Scheduled(p), "False/SchedulingGated"); });
+  ASSERT_FALSE(got.is_null()) << "no PodScheduled=False/SchedulingGated";
+  EXPECT_EQ(Scheduled(got), "False/SchedulingGated: Scheduling is blocked due to non-empty scheduling gates");
+  EXPECT_EQ(NodeOf(got), "");
+
+  // A gate cannot be added, nor the pod bound while it has one, as Kubernetes' API server says.
+  json add = {{"spec", {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/new"}}}}}}};
+  absl::StatusOr<json> added = client_->MergePatch(op::kPods, "default", "gated", add);
+  ASSERT_FALSE(added.ok());
+  EXPECT_THAT(added.status().message(), HasSubstr("only deletion is allowed, but found new scheduling gate 'example.com/new'"));
+  absl::StatusOr<json> bound = client_->MergePatch(op::kPods, "default", "gated", {{"spec", {{"nodeName", "node-0"}}}});
+  ASSERT_FALSE(bound.ok());
+  EXPECT_THAT(bound.status().message(), HasSubstr("cannot be set until all schedulingGates have been cleared"));
+
+  // One gate off: still gated. The last off: placed.
+  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "gated",
+                                  {{"spec", {{"schedulingGates", {{{"name", "example.com/topology"}}}}}}}).ok());
+  ASSERT_TRUE(client_->Get(op::kPods, "default", "gated").ok());
+  EXPECT_EQ(NodeOf(*client_->Get(op::kPods, "default", "gated")), "");
+  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "gated", {{"spec", {{"schedulingGates", nullptr}}}}).ok());
+  got = Await(op::kPods, "default", "gated", [](const json& p) { return !NodeOf(p).empty(); });
+  ASSERT_FALSE(got.is_null()) << "not placed once its gates were gone";
+  EXPECT_EQ(NodeOf(got), "node-0");
+}
+
+TEST_F(LocalControllersTest, NodeCapacity_PodsBeyondItWaitUnschedulable_PlacedWhenAPodFinishesOrGoes) {
+  CreateNode("node-0", "True");
+  CreateNode("node-1", "False");
+  ASSERT_TRUE(client_->MergePatch(op::kNodes, "", "node-0", {{"status", {{"allocatable", {{"pods", "2"}}}}}},
+                                  /*status=*/true)
+                  .ok());
+  StartScheduler();
+  for (const char* name : {"a", "b", "c", "d"}) CreatePod(name);
+  for (const char* name : {"a", "b"}) {
+    EXPECT_FALSE(Await(op::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); }).is_null()) << name;
+  }
+  for (const char* name : {"c", "d"}) {
+    json waits = Await(op::kPods, "default", name, [](const json& p) { return absl::StartsWith(Scheduled(p), "False/"); });
+    EXPECT_EQ(Scheduled(waits), "False/Unschedulable: 0/2 nodes are available: 1 node(s) were not ready, 1 Too many pods.")
+        << name;
+    EXPECT_EQ(NodeOf(waits), "") << name;
+  }
+  // One finishes: one more fits. One goes: the last fits.
+  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "a", {{"status", {{"phase", "Succeeded"}}}}, /*status=*/true).ok());
+  json placed = Await(op::kPods, "default", "c", [](const json& p) { return !NodeOf(p).empty(); });
+  EXPECT_EQ(NodeOf(placed), "node-0");
+  EXPECT_EQ(NodeOf(*client_->Get(op::kPods, "default", "d")), "");
+  ASSERT_TRUE(client_->Delete(op::kPods, "default", "b", 0).ok());
+  placed = Await(op::kPods, "default", "d", [](const json& p) { return !NodeOf(p).empty(); });
+  EXPECT_EQ(NodeOf(placed), "node-0");
+}
+
 TEST_F(LocalControllersTest, PodBoundByItsAuthor_GetsAnAddressOnItsNode) {
   CreateNode("node-0", "True");
   StartScheduler();
