@@ -193,7 +193,22 @@ bool IsDns1035Label(const std::string& s) {
   return true;
 }
 
+// A label value: at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric.
+bool IsLabelValue(const std::string& s) {
+  if (s.empty()) return true;
+  if (s.size() > kMaxLabelLength || !absl::ascii_isalnum(s.front()) || !absl::ascii_isalnum(s.back())) return false;
+  for (char c : s) {
+    if (!(absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
+  const std::string suffix = absl::StrCat("-", restart_attempt);
+  return absl::StrCat(job.name.substr(0, kMaxLabelLength - suffix.size()), suffix);
+}
 
 std::string TrainerName(const DistributedJob& job) {
   const json& containers = Member(job.spec.pod_template, "spec", "containers");
@@ -346,6 +361,11 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     }
   }
   if (const json* tmpl = object_field(spec, "template", p, " (a pod template)")) s.pod_template = *tmpl;
+  if (const json* scheduling = object_field(spec, "scheduling", p, "")) {
+    const std::string sp = "spec.scheduling.";
+    note(ReadField(*scheduling, "queueName", sp, &s.scheduling.queue_name));
+    note(ReadField(*scheduling, "schedulerName", sp, &s.scheduling.scheduler_name));
+  }
   if (const json* sc = object_field(spec, "sidecar", p, "")) {
     const std::string sp = "spec.sidecar.";
     for (absl::Status st : {ReadField(*sc, "image", sp, &s.sidecar.image),
@@ -402,6 +422,15 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   bool template_unreadable = false;
   for (const std::string& e : job.spec_errors) {
     template_unreadable |= absl::StartsWith(e, "spec:") || absl::StartsWith(e, "spec.template:");
+  }
+  if (!IsLabelValue(s.scheduling.queue_name)) {
+    errors.push_back(absl::StrCat("spec.scheduling.queueName: '", s.scheduling.queue_name,
+                                  "' must be a label value (at most 63 letters, digits, '-', '_' or '.', starting "
+                                  "and ending with a letter or digit): it names a Kueue LocalQueue"));
+  }
+  if (!s.scheduling.scheduler_name.empty() && !IsLabelValue(s.scheduling.scheduler_name)) {
+    errors.push_back(absl::StrCat("spec.scheduling.schedulerName: '", s.scheduling.scheduler_name,
+                                  "' is not a scheduler's name (e.g. volcano, scheduler-plugins-scheduler)"));
   }
   if (!IsDns1035Label(job.name)) {
     errors.push_back(absl::StrCat(

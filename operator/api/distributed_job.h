@@ -74,6 +74,24 @@ struct FailureRule {
   std::vector<std::string> on_termination_reasons;  // e.g. OOMKilled.
 };
 
+// spec.scheduling: how the job's pods are admitted and placed on a shared cluster
+// (docs/operator.md, "Shared clusters").
+struct SchedulingSpec {
+  // Kueue's LocalQueue: every pod of a restart attempt joins one plain pod group
+  // (PodGroupName()) of all the job's pods, which Kueue admits as a whole.
+  std::string queue_name;
+  // The pods' spec.schedulerName (a gang scheduler of the cluster's); empty: the template's.
+  std::string scheduler_name;
+};
+
+// Kueue's pod-group labels and annotations, as its reference names them (Kueue documentation,
+// "Labels and Annotations": site/content/en/docs/reference/labels-and-annotations.md of
+// kubernetes-sigs/kueue; "Run Plain Pods" for their use).
+inline constexpr char kKueueQueueNameLabel[] = "kueue.x-k8s.io/queue-name";
+inline constexpr char kKueuePodGroupNameLabel[] = "kueue.x-k8s.io/pod-group-name";
+inline constexpr char kKueuePodGroupTotalCountAnnotation[] = "kueue.x-k8s.io/pod-group-total-count";
+inline constexpr char kKueuePodGroupIndexLabelAnnotation[] = "kueue.x-k8s.io/pod-group-pod-index-label";
+
 struct DistributedJobSpec {
   int32_t replicas = 1;  // Pods.
   // spec.processesPerPod: a number, or "auto" (the trainer container's nvidia.com/gpu limit when
@@ -91,6 +109,7 @@ struct DistributedJobSpec {
   SidecarSpec sidecar;
   // spec.failurePolicy.rules, in order: the first that matches the failure decides.
   std::vector<FailureRule> failure_rules;
+  SchedulingSpec scheduling;
 };
 
 // A metav1.Condition.
@@ -167,6 +186,9 @@ nlohmann::json StatusToJson(const DistributedJob& job);
 int32_t ResolvedProcessesPerPod(const DistributedJob& job);
 // The trainer's container name: the template's first container's ("" when unreadable).
 std::string TrainerName(const DistributedJob& job);
+// The Kueue pod group of a restart attempt's pods: "<job>-<attempt>" (the job's name cut so that
+// it is a label value), one per attempt, since Kueue admits a group once.
+std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt);
 // The trainer container's nvidia.com/gpu limit (0 when it has none or it is unreadable).
 int64_t TrainerGpuLimit(const DistributedJob& job);
 // Every process of the job: replicas x processes per pod.

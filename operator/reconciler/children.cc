@@ -157,11 +157,23 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   json labels = template_labels.is_object() ? template_labels : json::object();
   labels[kRankLabel] = absl::StrCat(rank);
   labels[kRestartAttemptLabel] = absl::StrCat(restart_attempt);
+  const SchedulingSpec& scheduling = job.spec.scheduling;
+  if (!scheduling.queue_name.empty()) {
+    // A Kueue plain pod group per attempt, of every pod of the job; its topology requests
+    // (kueue.x-k8s.io/podset-*-topology) are the template's annotations, copied below.
+    labels[kKueueQueueNameLabel] = scheduling.queue_name;
+    labels[kKueuePodGroupNameLabel] = PodGroupName(job, restart_attempt);
+  }
   json metadata = Metadata(job, PodName(job, rank), labels);
   if (const json& annotations = Member(tmpl, "metadata", "annotations"); annotations.is_object()) {
     metadata["annotations"] = annotations;
   }
+  if (!scheduling.queue_name.empty()) {
+    metadata["annotations"][kKueuePodGroupTotalCountAnnotation] = absl::StrCat(job.spec.replicas);
+    metadata["annotations"][kKueuePodGroupIndexLabelAnnotation] = kRankLabel;
+  }
   json spec = Member(tmpl, "spec").is_object() ? Member(tmpl, "spec") : json::object();
+  if (!scheduling.scheduler_name.empty()) spec["schedulerName"] = scheduling.scheduler_name;
   spec["hostname"] = PodName(job, rank);
   spec["subdomain"] = ServiceName(job);
   spec["restartPolicy"] = "Never";

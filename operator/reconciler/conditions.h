@@ -14,6 +14,7 @@ inline constexpr char kRestarting[] = "Restarting";
 inline constexpr char kSucceeded[] = "Succeeded";
 inline constexpr char kFailed[] = "Failed";
 inline constexpr char kSuspended[] = "Suspended";
+inline constexpr char kScheduled[] = "Scheduled";
 }  // namespace condition
 
 // status.conditions[].reason and Event reasons.
@@ -36,6 +37,9 @@ inline constexpr char kMaxRestartsExceeded[] = "MaxRestartsExceeded";
 inline constexpr char kGangRestart[] = "GangRestart";  // Event: a failure restarts the gang.
 inline constexpr char kPreempted[] = "Preempted";      // Event: a preemption restarts the gang.
 inline constexpr char kForceDeleted[] = "ForceDeleted";
+inline constexpr char kSchedulingGated[] = "SchedulingGated";    // Condition Scheduled: admission.
+inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Scheduled: no room.
+inline constexpr char kAllPodsScheduled[] = "AllPodsScheduled";  // Condition Scheduled.
 }  // namespace reason
 
 // Event types.

@@ -51,6 +51,7 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
     p.deletion_deadline = *at;
   }
   p.node = StringMember(Member(pod, "spec"), "nodeName");
+  p.gated = !ArrayMember(Member(pod, "spec"), "schedulingGates").empty();
   p.force_deleted = IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
   const nlohmann::json& status = Member(pod, "status");
   std::string phase = StringMember(status, "phase", "Pending");
@@ -64,6 +65,7 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
     std::string type = StringMember(c, "type");
     if (type == "Ready") p.ready = is_true;
     if (type == "DisruptionTarget") p.disruption_target = is_true;
+    if (type == "PodScheduled" && StringMember(c, "status") == "False") p.unscheduled_reason = StringMember(c, "reason");
     if (!type.empty()) p.conditions.emplace_back(type, StringMember(c, "status"));
   }
   for (const nlohmann::json& cs : ArrayMember(status, "containerStatuses")) {
@@ -151,6 +153,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       EnforceDeadline,     // lifecycle: activeDeadlineSeconds
       EndBackoff,          // startup: the backoff after a restart
       CreateMissingRanks,  // startup
+      ReportScheduling,    // startup: waiting for admission or room
       HandlePreemption,    // preemption, or a rule about the pod taken
       HandleFailure,       // the root cause, failure rules, maxRestarts
       CompleteOrMarkRunning,

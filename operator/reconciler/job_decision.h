@@ -54,6 +54,10 @@ struct ObservedPod {
   // unreadable).
   absl::Time deletion_deadline = absl::InfiniteFuture();
   std::string node;  // spec.nodeName.
+  bool gated = false;  // spec.schedulingGates is not empty (an admission controller holds it).
+  // The reason of its PodScheduled=False condition ("Unschedulable", "SchedulingGated"); "" when
+  // placed or not yet looked at.
+  std::string unscheduled_reason;
   bool force_deleted = false;  // metadata.deletionGracePeriodSeconds is 0.
   bool disruption_target = false;  // The DisruptionTarget condition is True (eviction, preemption).
   std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.

@@ -54,6 +54,35 @@ Verdict CreateMissingRanks(DecisionPass& pass) {
   return Verdict::kContinue;
 }
 
+Verdict ReportScheduling(DecisionPass& pass) {
+  if (pass.status.phase != Phase::kPending || pass.current.empty()) return Verdict::kContinue;
+  int32_t placed = 0, gated = 0, unschedulable = 0;
+  for (const ObservedPod* p : pass.current) {
+    if (!p->node.empty()) {
+      ++placed;
+    } else if (p->gated || p->unscheduled_reason == reason::kSchedulingGated) {
+      ++gated;
+    } else if (p->unscheduled_reason == reason::kUnschedulable) {
+      ++unschedulable;
+    }
+  }
+  const int32_t pods = pass.spec.replicas;
+  if (placed == pods) {
+    pass.SetCondition(condition::kScheduled, true, reason::kAllPodsScheduled,
+                      absl::StrCat("all ", pods, pods == 1 ? " pod is" : " pods are", " placed on nodes"));
+  } else if (gated > 0) {
+    pass.SetCondition(condition::kScheduled, false, reason::kSchedulingGated,
+                      absl::StrCat("waiting for admission: ", placed, " of ", pods, " pods placed, ", gated,
+                                   " held by scheduling gates (an admission controller such as Kueue removes them "
+                                   "when it admits the job)"));
+  } else if (unschedulable > 0) {
+    pass.SetCondition(condition::kScheduled, false, reason::kUnschedulable,
+                      absl::StrCat("waiting for room: ", placed, " of ", pods, " pods placed, ", unschedulable,
+                                   " unschedulable (see kubectl describe pod)"));
+  }
+  return Verdict::kContinue;
+}
+
 Verdict CompleteOrMarkRunning(DecisionPass& pass) {
   const std::vector<const ObservedPod*>& current = pass.current;
   const bool complete = static_cast<int32_t>(current.size()) == pass.spec.replicas;

@@ -15,6 +15,10 @@ Verdict EndBackoff(DecisionPass& pass);
 // that process's servers under the same address and port (the coordination service, or the
 // TCPStore a PyTorch rank 0 serves on MASTER_PORT) and join the dying attempt. Continues.
 Verdict CreateMissingRanks(DecisionPass& pass);
+// Pending: condition Scheduled says whether every pod of the attempt is placed on a node, and if
+// not, why (SchedulingGated: an admission controller such as Kueue holds them; Unschedulable: no
+// node has room) and how many are. Waiting is never a failure. Continues.
+Verdict ReportScheduling(DecisionPass& pass);
 // Every rank Succeeded: the job succeeds. Every rank running while Pending: Running.
 Verdict CompleteOrMarkRunning(DecisionPass& pass);
 

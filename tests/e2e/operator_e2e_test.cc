@@ -238,6 +238,161 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
 }
 
+// The job's condition `type`, or null.
+json JobCondition(const json& job, const std::string& type) {
+  for (const json& c : job.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == type) return c;
+  }
+  return json();
+}
+
+// spec.scheduling.queueName through real kubectl, the test playing Kueue: its webhook (which
+// gives every pod of a queue the gate kueue.x-k8s.io/admission) through the template's
+// schedulingGates, and its admission (which removes the gates of a whole pod group at once).
+TEST_F(OperatorE2E, KueueQueue_OnePodGroupPerAttempt_GatedPodsWaitWithoutARestart_TheTestAdmitsTheGroup) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-queue", 2, "k8s", "  scheduling: {queueName: team-a}\n",
+                                                "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
+                .exit_code,
+            0);
+  std::vector<json> pods;
+  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue", [&](const std::vector<json>& seen) {
+    pods = seen;
+    return seen.size() == 2;
+  }, kJobTimeout));
+  for (const json& pod : pods) {
+    const json& meta = pod["metadata"];
+    EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/queue-name", ""), "team-a") << meta.dump();
+    EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/pod-group-name", ""), "e2e-queue-0") << meta.dump();
+    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-total-count", ""), "2") << meta.dump();
+    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-pod-index-label", ""), "cohort.dev/rank");
+  }
+  // Held: the job says it waits for admission, and nothing counts as a failure.
+  json job = cluster_->WaitForJob("default", "e2e-queue", [](const json& j) {
+    return JobCondition(j, "Scheduled").value("reason", "") == "SchedulingGated";
+  }, kJobTimeout);
+  ASSERT_FALSE(job.is_null()) << Events(*cluster_, "e2e-queue");
+  EXPECT_THAT(JobCondition(job, "Scheduled").value("message", ""),
+              HasSubstr("waiting for admission: 0 of 2 pods placed, 2 held by scheduling gates"));
+  EXPECT_EQ(Phase(job), "Pending");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+
+  // Admitted, the whole group at once: it runs and succeeds.
+  for (const json& pod : pods) {
+    LocalControlPlane::Result admitted =
+        cluster_->Kubectl({"patch", "pod", pod["metadata"].value("name", ""), "--type=json", "-p",
+                           R"([{"op": "remove", "path": "/spec/schedulingGates"}])"});
+    ASSERT_EQ(admitted.exit_code, 0) << admitted.output;
+  }
+  job = cluster_->WaitForJob("default", "e2e-queue", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-queue");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  EXPECT_EQ(JobCondition(job, "Scheduled").value("reason", ""), "AllPodsScheduled") << job.dump(2);
+}
+
+// Removes the scheduling gates of every pod of `job` in restart attempt `attempt` (what Kueue does
+// when it admits their group); returns how many it admitted.
+int AdmitGroup(LocalControlPlane& cluster, const std::string& job, int attempt) {
+  int admitted = 0;
+  absl::StatusOr<json> pods =
+      cluster.client().List(op::kPods, "default", absl::StrCat("cohort.dev/job-name=", job,
+                                                               ",cohort.dev/restart-attempt=", attempt));
+  if (!pods.ok()) return 0;
+  for (const json& pod : (*pods)["items"]) {
+    if (pod["spec"].value("schedulingGates", json::array()).empty()) continue;
+    LocalControlPlane::Result r = cluster.Kubectl({"patch", "pod", pod["metadata"].value("name", ""), "--type=json",
+                                                   "-p", R"([{"op": "remove", "path": "/spec/schedulingGates"}])"});
+    admitted += r.exit_code == 0;
+  }
+  return admitted;
+}
+
+// A queued job evicted (as Kueue preempts a group: its pods go) restarts as a preemption, its
+// next attempt a pod group of its own, held again until admitted.
+TEST_F(OperatorE2E, KueueQueue_GroupEvicted_CountedAsPreemption_TheNextAttemptIsANewGroupHeldUntilAdmitted) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-queue-evict", 2, "k8s-hold", "  scheduling: {queueName: team-a}\n",
+                                                "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
+                .exit_code,
+            0);
+  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue-evict",
+                                    [](const std::vector<json>& seen) { return seen.size() == 2; }, kJobTimeout));
+  ASSERT_EQ(AdmitGroup(*cluster_, "e2e-queue-evict", 0), 2);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-queue-evict", AllReady, kJobTimeout)));
+  LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-queue-evict-1");
+  ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
+
+  // Attempt 1: a new group, held; the job waits, one preemption and no restart counted.
+  json job = cluster_->WaitForJob("default", "e2e-queue-evict", [](const json& j) {
+    return StatusInt(j, "restartAttempt") == 1 && JobCondition(j, "Scheduled").value("reason", "") == "SchedulingGated";
+  }, kJobTimeout);
+  ASSERT_FALSE(job.is_null()) << Events(*cluster_, "e2e-queue-evict");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  std::vector<json> pods;
+  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue-evict,cohort.dev/restart-attempt=1",
+                                    [&](const std::vector<json>& seen) {
+                                      pods = seen;
+                                      return seen.size() == 2;
+                                    },
+                                    kJobTimeout));
+  for (const json& pod : pods) {
+    EXPECT_EQ(pod["metadata"]["labels"].value("kueue.x-k8s.io/pod-group-name", ""), "e2e-queue-evict-1");
+  }
+  ASSERT_EQ(AdmitGroup(*cluster_, "e2e-queue-evict", 1), 2);
+  job = cluster_->WaitForJob("default", "e2e-queue-evict", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-queue-evict");
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+}
+
+// Two 4-rank queued jobs on one node that takes 6 pods, the test playing an all-or-nothing
+// admission controller (a group is admitted only when the node has room for all of it): one job
+// runs, the other waits whole (never 4 + 2, where both could wait for ever), and runs once the
+// first has finished.
+TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsTheOtherWaitsThenRuns) {
+  LocalControlPlane small({"--max-pods", "6"});
+  ASSERT_NE(small.kubeconfig(), "");
+  auto op = Operator("operator", {}, &small);
+  for (const char* name : {"e2e-room-a", "e2e-room-b"}) {
+    ASSERT_EQ(small.Kubectl({"apply"}, JobYaml(name, 4, "k8s", "  scheduling: {queueName: team-b}\n",
+                                              "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
+                  .exit_code,
+              0);
+  }
+  ASSERT_TRUE(small.WaitForPods("default", "kueue.x-k8s.io/queue-name=team-b",
+                                [](const std::vector<json>& seen) { return seen.size() == 8; }, kJobTimeout));
+  // The node's room: 6 less its pods that have not finished.
+  auto room = [&small] {
+    int used = 0;
+    absl::StatusOr<json> pods = small.client().List(op::kPods, "default", "");
+    for (const json& pod : pods.ok() ? (*pods)["items"] : json::array()) {
+      const std::string phase = pod["status"].value("phase", "");
+      used += !pod["spec"].value("nodeName", "").empty() && phase != "Succeeded" && phase != "Failed";
+    }
+    return 6 - used;
+  };
+  ASSERT_EQ(room(), 6);
+  ASSERT_EQ(AdmitGroup(small, "e2e-room-a", 0), 4);
+
+  // The second waits whole, saying so, while the first runs to its end.
+  json waiting = small.WaitForJob("default", "e2e-room-b", [](const json& j) {
+    return absl::StrContains(JobCondition(j, "Scheduled").value("message", ""), "0 of 4 pods placed, 4 held");
+  }, kJobTimeout);
+  ASSERT_FALSE(waiting.is_null()) << Events(small, "e2e-room-b");
+  json first = small.WaitForJob("default", "e2e-room-a", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(first), "Succeeded") << first.dump(2);
+  waiting = *small.client().Get(op::kDistributedJobs, "default", "e2e-room-b");
+  EXPECT_EQ(Phase(waiting), "Pending");
+  EXPECT_EQ(StatusInt(waiting, "restarts"), 0);
+
+  ASSERT_GE(room(), 4);
+  ASSERT_EQ(AdmitGroup(small, "e2e-room-b", 0), 4);
+  json second = small.WaitForJob("default", "e2e-room-b", Finished, kJobTimeout);
+  ASSERT_EQ(Phase(second), "Succeeded") << second.dump(2) << Events(small, "e2e-room-b");
+  EXPECT_EQ(StatusInt(second, "restarts"), 0);
+}
+
 // spec.failurePolicy.rules through real kubectl: rank 1 exits 3 in restart attempt 0 (its peers
 // follow with 75); a FailJob rule on 3 fails the job at once, naming the rule; without rules the
 // same job restarts and succeeds.
