@@ -365,6 +365,28 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     const std::string sp = "spec.scheduling.";
     note(ReadField(*scheduling, "queueName", sp, &s.scheduling.queue_name));
     note(ReadField(*scheduling, "schedulerName", sp, &s.scheduling.scheduler_name));
+    if (const json* group = object_field(*scheduling, "podGroup", sp, "")) {
+      const std::string gp = "spec.scheduling.podGroup.";
+      std::string provider;
+      absl::Status st = ReadField(*group, "provider", gp, &provider);
+      note(st);
+      if (st.ok() && provider == "coscheduling") {
+        s.scheduling.pod_group.provider = PodGroupProvider::kCoscheduling;
+      } else if (st.ok() && provider == "volcano") {
+        s.scheduling.pod_group.provider = PodGroupProvider::kVolcano;
+      } else if (st.ok()) {
+        note(absl::InvalidArgumentError(absl::StrCat(
+            gp, "provider: '", provider,
+            "' is not a provider; write coscheduling (scheduler-plugins) or volcano")));
+      }
+      int32_t min_member = 0;
+      if (group->contains("minMember") && !(*group)["minMember"].is_null()) {
+        absl::Status m = ReadField(*group, "minMember", gp, &min_member);
+        note(m);
+        if (m.ok()) s.scheduling.pod_group.min_member = min_member;
+      }
+      note(ReadField(*group, "scheduleTimeoutSeconds", gp, &s.scheduling.pod_group.schedule_timeout_seconds));
+    }
   }
   if (const json* sc = object_field(spec, "sidecar", p, "")) {
     const std::string sp = "spec.sidecar.";
@@ -431,6 +453,16 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   if (!s.scheduling.scheduler_name.empty() && !IsLabelValue(s.scheduling.scheduler_name)) {
     errors.push_back(absl::StrCat("spec.scheduling.schedulerName: '", s.scheduling.scheduler_name,
                                   "' is not a scheduler's name (e.g. volcano, scheduler-plugins-scheduler)"));
+  }
+  if (const PodGroupSpec& g = s.scheduling.pod_group; g.provider != PodGroupProvider::kNone) {
+    if (g.min_member && (*g.min_member < 1 || *g.min_member > s.replicas)) {
+      errors.push_back(absl::StrCat("spec.scheduling.podGroup.minMember: must be between 1 and replicas (",
+                                    s.replicas, "), got ", *g.min_member, "; unset, it is every pod"));
+    }
+    if (g.schedule_timeout_seconds < 1) {
+      errors.push_back(absl::StrCat("spec.scheduling.podGroup.scheduleTimeoutSeconds: must be at least 1 (got ",
+                                    g.schedule_timeout_seconds, ")"));
+    }
   }
   if (!IsDns1035Label(job.name)) {
     errors.push_back(absl::StrCat(

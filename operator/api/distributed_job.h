@@ -76,12 +76,27 @@ struct FailureRule {
 
 // spec.scheduling: how the job's pods are admitted and placed on a shared cluster
 // (docs/operator.md, "Shared clusters").
+// spec.scheduling.podGroup.provider: whose PodGroup the operator creates for each attempt.
+enum class PodGroupProvider {
+  kNone,
+  kCoscheduling,  // scheduler-plugins: scheduling.x-k8s.io/v1alpha1 PodGroup, pod label.
+  kVolcano,       // Volcano: scheduling.volcano.sh/v1beta1 PodGroup, pod annotation.
+};
+
+struct PodGroupSpec {
+  PodGroupProvider provider = PodGroupProvider::kNone;
+  std::optional<int32_t> min_member;          // Unset: every pod of the job.
+  int32_t schedule_timeout_seconds = 60;      // coscheduling's scheduleTimeoutSeconds.
+};
+
 struct SchedulingSpec {
   // Kueue's LocalQueue: every pod of a restart attempt joins one plain pod group
   // (PodGroupName()) of all the job's pods, which Kueue admits as a whole.
   std::string queue_name;
-  // The pods' spec.schedulerName (a gang scheduler of the cluster's); empty: the template's.
+  // The pods' spec.schedulerName (a gang scheduler of the cluster's); empty: the template's, or
+  // the provider's (scheduler-plugins-scheduler, volcano) with a podGroup.
   std::string scheduler_name;
+  PodGroupSpec pod_group;
 };
 
 // Kueue's pod-group labels and annotations, as its reference names them (Kueue documentation,

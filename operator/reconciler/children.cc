@@ -149,6 +149,21 @@ json BuildTokenSecret(const DistributedJob& job, const std::string& token) {
           {"stringData", {{kTokenKey, token}}}};
 }
 
+const char* PodGroupApiVersion(PodGroupProvider provider) {
+  return provider == PodGroupProvider::kVolcano ? "scheduling.volcano.sh/v1beta1" : "scheduling.x-k8s.io/v1alpha1";
+}
+
+json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt) {
+  const PodGroupSpec& group = job.spec.scheduling.pod_group;
+  json spec = {{"minMember", group.min_member.value_or(job.spec.replicas)}};
+  if (group.provider == PodGroupProvider::kCoscheduling) spec["scheduleTimeoutSeconds"] = group.schedule_timeout_seconds;
+  return {{"apiVersion", PodGroupApiVersion(group.provider)},
+          {"kind", "PodGroup"},
+          {"metadata", Metadata(job, PodGroupName(job, restart_attempt),
+                                {{kRestartAttemptLabel, absl::StrCat(restart_attempt)}})},
+          {"spec", spec}};
+}
+
 json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
   // The template's shape is the user's (a CRD without a schema checks nothing): what is not an
   // object here is left out rather than trusted.
@@ -164,6 +179,8 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
     labels[kKueueQueueNameLabel] = scheduling.queue_name;
     labels[kKueuePodGroupNameLabel] = PodGroupName(job, restart_attempt);
   }
+  const PodGroupProvider provider = scheduling.pod_group.provider;
+  if (provider == PodGroupProvider::kCoscheduling) labels[kCoschedulingPodGroupLabel] = PodGroupName(job, restart_attempt);
   json metadata = Metadata(job, PodName(job, rank), labels);
   if (const json& annotations = Member(tmpl, "metadata", "annotations"); annotations.is_object()) {
     metadata["annotations"] = annotations;
@@ -172,7 +189,13 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
     metadata["annotations"][kKueuePodGroupTotalCountAnnotation] = absl::StrCat(job.spec.replicas);
     metadata["annotations"][kKueuePodGroupIndexLabelAnnotation] = kRankLabel;
   }
+  if (provider == PodGroupProvider::kVolcano) {
+    metadata["annotations"][kVolcanoGroupNameAnnotation] = PodGroupName(job, restart_attempt);
+  }
   json spec = Member(tmpl, "spec").is_object() ? Member(tmpl, "spec") : json::object();
+  // The provider's scheduler (their charts' defaults) unless one is named.
+  if (provider == PodGroupProvider::kCoscheduling) spec["schedulerName"] = "scheduler-plugins-scheduler";
+  if (provider == PodGroupProvider::kVolcano) spec["schedulerName"] = "volcano";
   if (!scheduling.scheduler_name.empty()) spec["schedulerName"] = scheduling.scheduler_name;
   spec["hostname"] = PodName(job, rank);
   spec["subdomain"] = ServiceName(job);

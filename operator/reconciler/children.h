@@ -37,6 +37,16 @@ std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>"
 nlohmann::json BuildService(const DistributedJob& job);
 // An Opaque Secret with the token under "token".
 nlohmann::json BuildTokenSecret(const DistributedJob& job, const std::string& token);
+// spec.scheduling.podGroup: the apiVersion of its provider's PodGroup (scheduler-plugins'
+// scheduling.x-k8s.io/v1alpha1, Volcano's scheduling.volcano.sh/v1beta1), and the group of a
+// restart attempt (named PodGroupName(), owned by the job, labelled with the attempt): minMember
+// (default every pod), and coscheduling's scheduleTimeoutSeconds.
+const char* PodGroupApiVersion(PodGroupProvider provider);
+nlohmann::json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt);
+// How a pod names its group: coscheduling's label, Volcano's annotation.
+inline constexpr char kCoschedulingPodGroupLabel[] = "scheduling.x-k8s.io/pod-group";
+inline constexpr char kVolcanoGroupNameAnnotation[] = "scheduling.k8s.io/group-name";
+
 // The pod of `rank` (the pod index: its processes are ranks rank x processesPerPod onwards) in
 // the gang's `restart_attempt`: the template's pod with hostname/subdomain
 // set, restartPolicy Never, the sidecar as a native sidecar (an init container with restartPolicy

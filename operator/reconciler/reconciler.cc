@@ -76,6 +76,29 @@ Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::stri
       pod_create_parallelism_(std::max(1, pod_create_parallelism)),
       decide_options_(decide_options) {}
 
+absl::Status Reconciler::EnsurePodGroup(const DistributedJob& job, int32_t restart_attempt) {
+  const PodGroupProvider provider = job.spec.scheduling.pod_group.provider;
+  if (provider == PodGroupProvider::kNone) return absl::OkStatus();
+  const std::string api_version = PodGroupApiVersion(provider);
+  const Resource r{api_version.substr(0, api_version.find('/')), api_version.substr(api_version.find('/') + 1),
+                   "podgroups"};
+  absl::StatusOr<json> groups = client_->List(r, job.namespace_, absl::StrCat(kJobNameLabel, "=", job.name));
+  if (!groups.ok()) {
+    return absl::Status(groups.status().code(),
+                        absl::StrCat("listing ", r.plural, ".", r.group, " (is the ",
+                                     provider == PodGroupProvider::kVolcano ? "Volcano" : "scheduler-plugins",
+                                     " CRD installed?): ", groups.status().message()));
+  }
+  const std::string current = PodGroupName(job, restart_attempt);
+  for (const json& group : ArrayMember(*groups, "items")) {
+    const std::string name = StringMember(Member(group, "metadata"), "name");
+    if (name == current || !OwnedBy(group, job.uid)) continue;
+    absl::Status s = client_->Delete(r, job.namespace_, name);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+  }
+  return Ensure(client_, r, job.namespace_, BuildPodGroup(job, restart_attempt), job.uid);
+}
+
 absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
                                     int32_t restart_attempt, ReconcileReport* report) {
   const std::string& ns = job.namespace_;
@@ -150,6 +173,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid); !s.ok()) {
       return s;
     }
+    if (absl::Status s = EnsurePodGroup(*job, d.status.restart_attempt); !s.ok()) return s;
   }
   if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, report); !s.ok()) return s;
   for (const std::string& pod : d.delete_pods) {

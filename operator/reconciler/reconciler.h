@@ -48,6 +48,8 @@ class Reconciler {
                                                           ReconcileReport* report = nullptr);
 
  private:
+  // spec.scheduling.podGroup: the attempt's PodGroup, before its pods; earlier attempts' go.
+  absl::Status EnsurePodGroup(const DistributedJob& job, int32_t restart_attempt);
   absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
                           int32_t restart_attempt, ReconcileReport* report);
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -391,6 +392,82 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
   json second = small.WaitForJob("default", "e2e-room-b", Finished, kJobTimeout);
   ASSERT_EQ(Phase(second), "Succeeded") << second.dump(2) << Events(small, "e2e-room-b");
   EXPECT_EQ(StatusInt(second, "restarts"), 0);
+}
+
+// spec.scheduling.podGroup with each provider, its PodGroup CRD (the project's own, vendored in
+// tests/manifests/podgroups/) applied so that the API server validates every group against the
+// real schema: the group exists before each pod, is replaced on a restart, and goes with the job.
+TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCrd_ReplacedOnARestart_GoneWithTheJob) {
+  LocalControlPlane::Result crds = cluster_->Kubectl({"apply", "-f", COHORT_SOURCE_DIR "/tests/manifests/podgroups/"});
+  ASSERT_EQ(crds.exit_code, 0) << crds.output;
+  auto op = Operator();
+  struct Case {
+    const char* provider;
+    op::Resource groups;
+    const char* job;
+  };
+  for (const Case& c : {Case{"coscheduling", {"scheduling.x-k8s.io", "v1alpha1", "podgroups"}, "e2e-pg-cosched"},
+                        Case{"volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "e2e-pg-volcano"}}) {
+    SCOPED_TRACE(c.provider);
+    // The real schema is in force: a group it refuses is refused.
+    LocalControlPlane::Result invalid = cluster_->Kubectl(
+        {"apply"}, absl::StrCat("apiVersion: ", c.groups.group, "/", c.groups.version,
+                                "\nkind: PodGroup\nmetadata: {name: invalid}\nspec: {minMember: two}\n"));
+    EXPECT_NE(invalid.exit_code, 0) << invalid.output;
+    // Every pod of the job, as it appears, finds its group already there.
+    std::vector<std::string> missing;
+    int seen = 0;
+    op::WatchOptions watch;
+    watch.label_selector = absl::StrCat("cohort.dev/job-name=", c.job);
+    watch.timeout = kJobTimeout;
+    absl::StatusOr<json> list = cluster_->client().List(op::kPods, "default", watch.label_selector);
+    ASSERT_TRUE(list.ok());
+    watch.resource_version = (*list)["metadata"].value("resourceVersion", "");
+    std::thread watcher([&] {
+      cluster_->client()
+          .Watch(op::kPods, "default", watch,
+                 [&](const json& event) {
+                   if (event.value("type", "") != "ADDED") return true;
+                   const json& meta = event["object"]["metadata"];
+                   const std::string group = absl::StrCat(c.job, "-", meta["labels"].value("cohort.dev/restart-attempt", ""));
+                   if (!cluster_->client().Get(c.groups, "default", group).ok()) missing.push_back(meta.value("name", ""));
+                   return ++seen < 4;  // Two pods in each of two attempts.
+                 })
+          .IgnoreError();
+    });
+    ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(c.job, 2, "k8s-rank1-exits-3",
+                                                  absl::StrCat("  scheduling: {podGroup: {provider: ", c.provider, "}}\n")))
+                  .exit_code,
+              0);
+    json job = cluster_->WaitForJob("default", c.job, Finished, kJobTimeout);
+    watcher.join();
+    ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, c.job);
+    EXPECT_EQ(StatusInt(job, "restarts"), 1);
+    EXPECT_EQ(seen, 4);
+    EXPECT_THAT(missing, ::testing::IsEmpty()) << "pods created before their PodGroup";
+    // Attempt 1's group replaced attempt 0's.
+    EXPECT_TRUE(absl::IsNotFound(cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-0")).status()));
+    absl::StatusOr<json> group = cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1"));
+    ASSERT_TRUE(group.ok()) << group.status();
+    EXPECT_EQ((*group)["spec"].value("minMember", 0), 2);
+    absl::StatusOr<json> pod = cluster_->client().Get(op::kPods, "default", absl::StrCat(c.job, "-0"));
+    ASSERT_TRUE(pod.ok());
+    if (std::string(c.provider) == "coscheduling") {
+      EXPECT_EQ((*group)["spec"].value("scheduleTimeoutSeconds", 0), 60);
+      EXPECT_EQ((*pod)["metadata"]["labels"].value("scheduling.x-k8s.io/pod-group", ""), absl::StrCat(c.job, "-1"));
+      EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), "scheduler-plugins-scheduler");
+    } else {
+      EXPECT_EQ((*pod)["metadata"]["annotations"].value("scheduling.k8s.io/group-name", ""), absl::StrCat(c.job, "-1"));
+      EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), "volcano");
+    }
+    // Deleting the job deletes its group (owner references).
+    ASSERT_EQ(cluster_->Kubectl({"delete", "djob", c.job, "--wait=true"}).exit_code, 0);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1")).ok() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    EXPECT_TRUE(absl::IsNotFound(cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1")).status()));
+  }
 }
 
 // spec.failurePolicy.rules through real kubectl: rank 1 exits 3 in restart attempt 0 (its peers

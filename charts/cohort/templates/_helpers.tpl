@@ -58,6 +58,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# spec.scheduling.podGroup: one PodGroup per restart attempt (scheduler-plugins, Volcano).
+- apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
+  resources: ["podgroups"]
+  verbs: ["get", "list", "create", "delete"]
 {{- end -}}
 
 {{/* Labels of a monitoring object: the chart's, component "monitoring", then the given extra labels (which win). Call with (dict "ctx" $ "extra" LABELS). */}}

@@ -57,9 +57,10 @@ class RbacTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status();
     Collect();
   }
-  void SetPods(const std::function<void(int rank, json& status)>& f) {
+  void SetPods(const std::function<void(int rank, json& status)>& f) { SetPodsOf("train", f); }
+  void SetPodsOf(const std::string& job, const std::function<void(int rank, json& status)>& f) {
     for (int r = 0; r < 4; ++r) {
-      kube_.Modify(kPods, "ml", absl::StrCat("train-", r), [&](json& pod) { f(r, pod["status"]); });
+      kube_.Modify(kPods, "ml", absl::StrCat(job, "-", r), [&](json& pod) { f(r, pod["status"]); });
     }
     Discard();
   }
@@ -86,8 +87,12 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   ASSERT_TRUE(elector.Release().ok());
   Collect();
 
-  // A job: created, running, a rank fails (gang restart), succeeds, TTL deletes it.
-  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", JobBuilder().Spec("ttlSecondsAfterFinished", 0).Build()).ok());
+  // A job (with a scheduler-plugins PodGroup per attempt): created, running, a rank fails (gang
+  // restart: the next attempt's PodGroup, the last one's deleted), succeeds, TTL deletes it.
+  const json coscheduling = {{"podGroup", {{"provider", "coscheduling"}}}};
+  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml",
+                           JobBuilder().Spec("ttlSecondsAfterFinished", 0).Spec("scheduling", coscheduling).Build())
+                  .ok());
   Discard();
   Pass();
   SetPods([](int, json& s) { s = {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}; });
@@ -107,12 +112,41 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   // Created again while the TTL-deleted job's children linger (the fake has no garbage
   // collector): they are replaced.
   ASSERT_EQ(kube_.Count(kDistributedJobs), 0u);
-  json again = JobBuilder().Build();
+  json again = JobBuilder().Spec("scheduling", coscheduling).Build();
   again["metadata"]["uid"] = "u-2";
   ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", again).ok());
+  // A PodGroup of the earlier job's first attempt, left behind (by hand here).
+  const Resource coscheduling_groups{"scheduling.x-k8s.io", "v1alpha1", "podgroups"};
+  ASSERT_TRUE(kube_.Create(coscheduling_groups, "ml",
+                           {{"metadata", {{"name", "train-0"}, {"namespace", "ml"},
+                                          {"ownerReferences", {{{"uid", "u-1"}, {"controller", true}}}}}}})
+                  .ok());
   Discard();
   Pass();
   Pass();
+
+  // Volcano's PodGroups: the same calls in its API group, one left by an earlier job replaced.
+  const Resource volcano_groups{"scheduling.volcano.sh", "v1beta1", "podgroups"};
+  ASSERT_TRUE(kube_.Create(volcano_groups, "ml",
+                           {{"metadata", {{"name", "vol-0"}, {"namespace", "ml"},
+                                          {"ownerReferences", {{{"uid", "u-0"}, {"controller", true}}}}}}})
+                  .ok());
+  json volcano = JobBuilder("vol").Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}}).Build();
+  volcano["metadata"]["uid"] = "u-3";
+  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", volcano).ok());
+  Discard();
+  for (int i = 0; i < 3; ++i) {
+    Collect();
+    reconciler_.Reconcile("ml", "vol").IgnoreError();  // The replaced group makes a pass retry.
+    Collect();
+  }
+  SetPodsOf("vol", [](int, json& s) { s = {{"phase", "Failed"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}}; });
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Minutes(1));
+    Collect();
+    reconciler_.Reconcile("ml", "vol").IgnoreError();  // Restart attempt 1: attempt 0's group goes.
+    Collect();
+  }
 
   std::set<std::string> granted = Granted();
   for (const std::string& call : used_) {
