@@ -278,6 +278,7 @@ void Scheduler::MarkUnscheduled(const std::string& key, const json& pod, const s
                                                      op::StringMember(meta, "name"), patch, /*status=*/true);
   if (!written.ok() && !absl::IsNotFound(written.status())) {
     LogWarning("marking pod ", key, " ", reason, ": ", written.status().ToString());
+    marked_unscheduled_.erase(key);  // Written again on the pod's next event.
   }
 }
 

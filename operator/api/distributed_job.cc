@@ -193,6 +193,16 @@ bool IsDns1035Label(const std::string& s) {
   return true;
 }
 
+// A DNS-1123 subdomain (a scheduler's name): at most 253 characters of lowercase letters, digits,
+// '-' and '.', starting and ending alphanumeric.
+bool IsDns1123Subdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253 || !absl::ascii_isalnum(s.front()) || !absl::ascii_isalnum(s.back())) return false;
+  for (char c : s) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '.')) return false;
+  }
+  return true;
+}
+
 // A label value: at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric.
 bool IsLabelValue(const std::string& s) {
   if (s.empty()) return true;
@@ -207,7 +217,11 @@ bool IsLabelValue(const std::string& s) {
 
 std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
   const std::string suffix = absl::StrCat("-", restart_attempt);
-  return absl::StrCat(job.name.substr(0, kMaxLabelLength - suffix.size()), suffix);
+  if (job.name.size() + suffix.size() <= kMaxLabelLength) return absl::StrCat(job.name, suffix);
+  // Too long for a label value: a prefix, then a hash of the whole name, so that two jobs that
+  // share the prefix do not share a group.
+  const std::string hash = absl::StrCat(absl::Hex(std::hash<std::string>()(job.name) & 0xffffff, absl::kZeroPad6));
+  return absl::StrCat(job.name.substr(0, kMaxLabelLength - suffix.size() - hash.size() - 1), "-", hash, suffix);
 }
 
 std::string TrainerName(const DistributedJob& job) {
@@ -450,9 +464,10 @@ std::vector<std::string> Validate(const DistributedJob& job) {
                                   "' must be a label value (at most 63 letters, digits, '-', '_' or '.', starting "
                                   "and ending with a letter or digit): it names a Kueue LocalQueue"));
   }
-  if (!s.scheduling.scheduler_name.empty() && !IsLabelValue(s.scheduling.scheduler_name)) {
+  if (!s.scheduling.scheduler_name.empty() && !IsDns1123Subdomain(s.scheduling.scheduler_name)) {
     errors.push_back(absl::StrCat("spec.scheduling.schedulerName: '", s.scheduling.scheduler_name,
-                                  "' is not a scheduler's name (e.g. volcano, scheduler-plugins-scheduler)"));
+                                  "' is not a scheduler's name: a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 "
+                                  "characters; e.g. volcano, scheduler-plugins-scheduler)"));
   }
   if (const PodGroupSpec& g = s.scheduling.pod_group; g.provider != PodGroupProvider::kNone) {
     if (g.min_member && (*g.min_member < 1 || *g.min_member > s.replicas)) {

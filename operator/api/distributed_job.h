@@ -106,6 +106,9 @@ inline constexpr char kKueueQueueNameLabel[] = "kueue.x-k8s.io/queue-name";
 inline constexpr char kKueuePodGroupNameLabel[] = "kueue.x-k8s.io/pod-group-name";
 inline constexpr char kKueuePodGroupTotalCountAnnotation[] = "kueue.x-k8s.io/pod-group-total-count";
 inline constexpr char kKueuePodGroupIndexLabelAnnotation[] = "kueue.x-k8s.io/pod-group-pod-index-label";
+// "false": a terminated pod finishes its group instead of Kueue waiting for a replacement pod of
+// the same group (a restart is a new group), so Kueue releases the group's quota and finalizers.
+inline constexpr char kKueueRetriableInGroupAnnotation[] = "kueue.x-k8s.io/retriable-in-group";
 
 struct DistributedJobSpec {
   int32_t replicas = 1;  // Pods.

@@ -250,13 +250,14 @@ absl::StatusOr<json> HttpKubeClient::List(const Resource& r, const std::string& 
   if (!label_selector.empty()) absl::StrAppend(&path, "?labelSelector=", EscapeQueryValue(label_selector));
   if (fields == ListFields::kAll) return Call("GET", path);
   // Depth 3 is a key of an item ({"items": [{"spec": ...}]}), depth 4 a key of its spec: of
-  // the spec only nodeName is kept. The callback sees the keys in document order.
+  // the spec only nodeName and schedulingGates are kept. The callback sees the keys in document
+  // order.
   auto in_spec = std::make_shared<bool>(false);
   return Call("GET", path, nullptr, "application/json",
               [in_spec](int depth, json::parse_event_t event, json& parsed) {
                 if (event != json::parse_event_t::key) return true;
                 if (depth == 3) *in_spec = parsed == "spec";
-                return !(depth == 4 && *in_spec && parsed != "nodeName");
+                return !(depth == 4 && *in_spec && parsed != "nodeName" && parsed != "schedulingGates");
               });
 }
 

@@ -60,7 +60,8 @@ class KubeClient {
   virtual absl::StatusOr<nlohmann::json> Get(const Resource& r, const std::string& ns,
                                              const std::string& name) = 0;
   // A list object ("items", "metadata.resourceVersion"); `label_selector` like "a=b,c=d".
-  // kWithoutSpec drops each item's "spec" but its nodeName while the response is parsed: for
+  // kWithoutSpec drops each item's "spec" but its nodeName and schedulingGates while the response
+  // is parsed: for
   // callers that read only metadata, status and the node, it keeps a 1,000-pod list from costing
   // megabytes.
   enum class ListFields { kAll, kWithoutSpec };

@@ -188,14 +188,18 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   if (!scheduling.queue_name.empty()) {
     metadata["annotations"][kKueuePodGroupTotalCountAnnotation] = absl::StrCat(job.spec.replicas);
     metadata["annotations"][kKueuePodGroupIndexLabelAnnotation] = kRankLabel;
+    metadata["annotations"][kKueueRetriableInGroupAnnotation] = "false";
   }
   if (provider == PodGroupProvider::kVolcano) {
     metadata["annotations"][kVolcanoGroupNameAnnotation] = PodGroupName(job, restart_attempt);
   }
   json spec = Member(tmpl, "spec").is_object() ? Member(tmpl, "spec") : json::object();
   // The provider's scheduler (their charts' defaults) unless one is named.
-  if (provider == PodGroupProvider::kCoscheduling) spec["schedulerName"] = "scheduler-plugins-scheduler";
-  if (provider == PodGroupProvider::kVolcano) spec["schedulerName"] = "volcano";
+  const bool template_scheduler = spec.contains("schedulerName") && spec["schedulerName"].is_string();
+  if (provider == PodGroupProvider::kCoscheduling && !template_scheduler) {
+    spec["schedulerName"] = "scheduler-plugins-scheduler";
+  }
+  if (provider == PodGroupProvider::kVolcano && !template_scheduler) spec["schedulerName"] = "volcano";
   if (!scheduling.scheduler_name.empty()) spec["schedulerName"] = scheduling.scheduler_name;
   spec["hostname"] = PodName(job, rank);
   spec["subdomain"] = ServiceName(job);

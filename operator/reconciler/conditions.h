@@ -39,7 +39,9 @@ inline constexpr char kPreempted[] = "Preempted";      // Event: a preemption re
 inline constexpr char kForceDeleted[] = "ForceDeleted";
 inline constexpr char kSchedulingGated[] = "SchedulingGated";    // Condition Scheduled: admission.
 inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Scheduled: no room.
+inline constexpr char kWaitingForScheduler[] = "WaitingForScheduler";  // Condition Scheduled.
 inline constexpr char kAllPodsScheduled[] = "AllPodsScheduled";  // Condition Scheduled.
+inline constexpr char kPodGroupUnavailable[] = "PodGroupUnavailable";  // Event: no PodGroup made.
 }  // namespace reason
 
 // Event types.

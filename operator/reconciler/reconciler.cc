@@ -9,6 +9,7 @@
 #include "operator/api/distributed_job.h"
 #include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
+#include "operator/reconciler/conditions.h"
 #include "operator/reconciler/job_decision.h"
 
 namespace cohort::op {
@@ -173,7 +174,17 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid); !s.ok()) {
       return s;
     }
-    if (absl::Status s = EnsurePodGroup(*job, d.status.restart_attempt); !s.ok()) return s;
+    if (absl::Status s = EnsurePodGroup(*job, d.status.restart_attempt); !s.ok()) {
+      // Said where the user looks (kubectl describe), not only in the operator's log; the pass is
+      // retried with backoff.
+      client_->Create(kEvents, ns,
+                      EventObject(*job, Event{event_type::kWarning, reason::kPodGroupUnavailable,
+                                              absl::StrCat("cannot create the pod group of restart attempt ",
+                                                           d.status.restart_attempt, ": ", s.message())},
+                                  now, 0))
+          .IgnoreError();
+      return s;
+    }
   }
   if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, report); !s.ok()) return s;
   for (const std::string& pod : d.delete_pods) {

@@ -79,6 +79,11 @@ Verdict ReportScheduling(DecisionPass& pass) {
     pass.SetCondition(condition::kScheduled, false, reason::kUnschedulable,
                       absl::StrCat("waiting for room: ", placed, " of ", pods, " pods placed, ", unschedulable,
                                    " unschedulable (see kubectl describe pod)"));
+  } else {
+    // Not placed yet, and the scheduler has not said why: a new attempt's pods, whatever the
+    // last attempt's were.
+    pass.SetCondition(condition::kScheduled, false, reason::kWaitingForScheduler,
+                      absl::StrCat(placed, " of ", pods, " pods placed"));
   }
   return Verdict::kContinue;
 }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -239,12 +240,13 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
 }
 
-// The job's condition `type`, or null.
+// The job's condition `type`, or an empty object.
 json JobCondition(const json& job, const std::string& type) {
+  if (!job.is_object()) return json::object();
   for (const json& c : job.value("status", json::object()).value("conditions", json::array())) {
     if (c.value("type", "") == type) return c;
   }
-  return json();
+  return json::object();
 }
 
 // spec.scheduling.queueName through real kubectl, the test playing Kueue: its webhook (which
@@ -392,6 +394,25 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
   json second = small.WaitForJob("default", "e2e-room-b", Finished, kJobTimeout);
   ASSERT_EQ(Phase(second), "Succeeded") << second.dump(2) << Events(small, "e2e-room-b");
   EXPECT_EQ(StatusInt(second, "restarts"), 0);
+
+  // Without an admission controller the node's room splits two gangs: one that came first holds
+  // 4 pods, the other gets 2 (the scheduler keeps the rest Unschedulable) and says so; it
+  // completes only because the first one finishes and frees its room. (Had both come at once,
+  // 3 + 3 would wait for each other for ever: what admission of whole groups prevents.)
+  ASSERT_EQ(small.Kubectl({"apply"}, JobYaml("e2e-room-c", 4, "k8s-hold")).exit_code, 0);
+  ASSERT_TRUE(AllReady(small.WaitForJob("default", "e2e-room-c", AllReady, kJobTimeout)));
+  ASSERT_EQ(small.Kubectl({"apply"}, JobYaml("e2e-room-d", 4, "k8s")).exit_code, 0);
+  json split = small.WaitForJob("default", "e2e-room-d", [](const json& j) {
+    return JobCondition(j, "Scheduled").value("reason", "") == "Unschedulable";
+  }, kJobTimeout);
+  ASSERT_FALSE(split.is_null()) << Events(small, "e2e-room-d");
+  EXPECT_THAT(JobCondition(split, "Scheduled").value("message", ""), HasSubstr("2 of 4 pods placed, 2 unschedulable"));
+  EXPECT_EQ(StatusInt(split, "restarts"), 0);
+  // The first gang ends (k8s-hold trains until its job is deleted); its room goes to the second.
+  ASSERT_EQ(small.Kubectl({"delete", "djob", "e2e-room-c", "--wait=true"}).exit_code, 0);
+  json done = small.WaitForJob("default", "e2e-room-d", Finished, kJobTimeout);
+  EXPECT_EQ(Phase(done), "Succeeded") << done.dump(2) << Events(small, "e2e-room-d");
+  EXPECT_EQ(StatusInt(done, "restarts"), 0);
 }
 
 // spec.scheduling.podGroup with each provider, its PodGroup CRD (the project's own, vendored in
@@ -435,12 +456,13 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
                  })
           .IgnoreError();
     });
+    absl::Cleanup join_watcher = [&watcher] { watcher.join(); };  // Also when an assertion returns.
     ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(c.job, 2, "k8s-rank1-exits-3",
                                                   absl::StrCat("  scheduling: {podGroup: {provider: ", c.provider, "}}\n")))
                   .exit_code,
               0);
     json job = cluster_->WaitForJob("default", c.job, Finished, kJobTimeout);
-    watcher.join();
+    std::move(join_watcher).Invoke();
     ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, c.job);
     EXPECT_EQ(StatusInt(job, "restarts"), 1);
     EXPECT_EQ(seen, 4);

@@ -45,11 +45,14 @@ class FakeKubeClient final : public KubeClient {
       if (!Matches(obj, selector)) continue;
       items.push_back(obj);
       if (fields == ListFields::kWithoutSpec) {
-        const nlohmann::json node = obj.contains("spec") && obj["spec"].is_object()
-                                        ? obj["spec"].value("nodeName", nlohmann::json())
-                                        : nlohmann::json();
+        nlohmann::json kept = nlohmann::json::object();
+        for (const char* field : {"nodeName", "schedulingGates"}) {
+          if (obj.contains("spec") && obj["spec"].is_object() && obj["spec"].contains(field)) {
+            kept[field] = obj["spec"][field];
+          }
+        }
         items.back().erase("spec");
-        if (!node.is_null()) items.back()["spec"] = {{"nodeName", node}};
+        if (!kept.empty()) items.back()["spec"] = kept;
       }
     }
     return json{{"items", items}, {"metadata", {{"resourceVersion", std::to_string(version_)}}}};

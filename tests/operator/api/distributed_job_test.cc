@@ -127,6 +127,35 @@ INSTANTIATE_TEST_SUITE_P(
                      "spec.sidecar.heartbeatTimeout: 'often' is not a duration"}),
     [](const ::testing::TestParamInfo<SpecTypeCase>& info) { return info.param.name; });
 
+TEST(ParseDistributedJob, Scheduling_ParsedAndValidatedNamingTheField) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(
+      JobBuilder()
+          .Spec("scheduling", {{"queueName", "team-a"},
+                               {"schedulerName", "volcano"},
+                               {"podGroup", {{"provider", "volcano"}, {"minMember", 2}, {"scheduleTimeoutSeconds", 30}}}})
+          .Build());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec.scheduling.queue_name, "team-a");
+  EXPECT_EQ(job->spec.scheduling.scheduler_name, "volcano");
+  EXPECT_EQ(job->spec.scheduling.pod_group.provider, PodGroupProvider::kVolcano);
+  EXPECT_EQ(job->spec.scheduling.pod_group.min_member, 2);
+  EXPECT_EQ(job->spec.scheduling.pod_group.schedule_timeout_seconds, 30);
+  EXPECT_THAT(Validate(*job), IsEmpty());
+
+  auto errors = [](json scheduling) {
+    absl::StatusOr<DistributedJob> j = ParseDistributedJob(JobBuilder().Spec("scheduling", scheduling).Build());
+    return j.ok() ? ::testing::PrintToString(Validate(*j)) : std::string(j.status().message());
+  };
+  EXPECT_THAT(errors({{"queueName", "-team"}}), HasSubstr("spec.scheduling.queueName: '-team' must be a label value"));
+  EXPECT_THAT(errors({{"schedulerName", "Volcano_2"}}), HasSubstr("spec.scheduling.schedulerName: 'Volcano_2'"));
+  EXPECT_THAT(errors({{"podGroup", json::object()}}), HasSubstr("provider: '' is not a provider"));
+  EXPECT_THAT(errors({{"podGroup", {{"provider", "yunikorn"}}}}), HasSubstr("'yunikorn' is not a provider"));
+  EXPECT_THAT(errors({{"podGroup", {{"provider", "volcano"}, {"minMember", 5}}}}),
+              HasSubstr("spec.scheduling.podGroup.minMember: must be between 1 and replicas (4), got 5"));
+  EXPECT_THAT(errors({{"podGroup", {{"provider", "coscheduling"}, {"scheduleTimeoutSeconds", 0}}}}),
+              HasSubstr("scheduleTimeoutSeconds: must be at least 1"));
+}
+
 TEST(ParseDistributedJob, IntegralFloat_AcceptedAsInteger) {
   // What a client that decodes JSON numbers as floating point writes back.
   absl::StatusOr<DistributedJob> job = ParseDistributedJob(JobBuilder().Spec("replicas", 4.0).Build());

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/operator/job_builder.h"
@@ -47,6 +49,63 @@ TEST(BuildPod, IdentityLabelsAndDns) {
   EXPECT_EQ(pod["spec"]["hostname"], "train-2");
   EXPECT_EQ(pod["spec"]["subdomain"], "train");
   EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
+}
+
+TEST(BuildPod, QueueName_KueuePodGroupOfTheAttempt_LabelsAndAnnotations) {
+  json pod = BuildPod(Job(JobBuilder().Spec("scheduling", {{"queueName", "team-a"}}).Build()), 2, 3);
+  EXPECT_EQ(pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "team-a");
+  EXPECT_EQ(pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"], "train-3");
+  EXPECT_EQ(pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"], "4");
+  EXPECT_EQ(pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-pod-index-label"], kRankLabel);
+  EXPECT_EQ(pod["metadata"]["annotations"]["kueue.x-k8s.io/retriable-in-group"], "false");
+  EXPECT_FALSE(pod["spec"].contains("schedulerName"));
+  // Without a queue, none of it.
+  json plain = BuildPod(Job(), 2, 3);
+  EXPECT_FALSE(plain["metadata"]["labels"].contains("kueue.x-k8s.io/queue-name"));
+  EXPECT_FALSE(plain["metadata"].contains("annotations") &&
+               plain["metadata"]["annotations"].contains("kueue.x-k8s.io/pod-group-total-count"));
+}
+
+TEST(BuildPod, PodGroupProviders_TheGroupsNameAndScheduler_TheTemplatesSchedulerWins) {
+  json cosched = BuildPod(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "coscheduling"}}}}).Build()), 0, 1);
+  EXPECT_EQ(cosched["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "train-1");
+  EXPECT_EQ(cosched["spec"]["schedulerName"], "scheduler-plugins-scheduler");
+  json volcano = BuildPod(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}}).Build()), 0, 1);
+  EXPECT_EQ(volcano["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "train-1");
+  EXPECT_EQ(volcano["spec"]["schedulerName"], "volcano");
+  json own = JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}}).Build();
+  own["spec"]["template"]["spec"]["schedulerName"] = "volcano-2";
+  EXPECT_EQ(BuildPod(Job(own), 0, 1)["spec"]["schedulerName"], "volcano-2");
+  json named = JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}, {"schedulerName", "mine"}}).Build();
+  EXPECT_EQ(BuildPod(Job(named), 0, 1)["spec"]["schedulerName"], "mine");
+}
+
+TEST(BuildPodGroup, PerProvider_MinMemberDefaultsToEveryPod_OwnedByTheJob) {
+  json group = BuildPodGroup(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "coscheduling"}}}}).Build()), 2);
+  EXPECT_EQ(group["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
+  EXPECT_EQ(group["kind"], "PodGroup");
+  EXPECT_EQ(group["metadata"]["name"], "train-2");
+  EXPECT_EQ(group["metadata"]["labels"][kRestartAttemptLabel], "2");
+  EXPECT_EQ(group["metadata"]["ownerReferences"][0]["uid"], "u-1");
+  EXPECT_EQ(group["spec"]["minMember"], 4);
+  EXPECT_EQ(group["spec"]["scheduleTimeoutSeconds"], 60);
+  json volcano = BuildPodGroup(
+      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}, {"minMember", 3}}}}).Build()), 0);
+  EXPECT_EQ(volcano["apiVersion"], "scheduling.volcano.sh/v1beta1");
+  EXPECT_EQ(volcano["spec"]["minMember"], 3);
+  EXPECT_FALSE(volcano["spec"].contains("scheduleTimeoutSeconds"));  // Not a Volcano field.
+}
+
+TEST(PodGroupName, LongJobNames_CutWithAHashSoThatPrefixesDoNotShareAGroup) {
+  const std::string prefix(60, 'a');
+  DistributedJob one = Job(JobBuilder(prefix + "bcd").Build());
+  DistributedJob two = Job(JobBuilder(prefix + "xyz").Build());
+  EXPECT_EQ(PodGroupName(Job(), 12), "train-12");
+  for (int attempt : {0, 123456}) {
+    EXPECT_LE(PodGroupName(one, attempt).size(), 63u);
+    EXPECT_NE(PodGroupName(one, attempt), PodGroupName(two, attempt));
+    EXPECT_TRUE(absl::EndsWith(PodGroupName(one, attempt), absl::StrCat("-", attempt)));
+  }
 }
 
 TEST(BuildPod, TrainerGetsTheEnvironmentContract) {

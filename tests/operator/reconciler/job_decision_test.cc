@@ -205,6 +205,46 @@ TEST(Decide, RestartRequeuesAfterBackoff) {
   EXPECT_EQ(running->status, "False");
 }
 
+// Pods not placed yet: the job stays Pending, counts nothing, and condition Scheduled says why
+// and how many are placed, read from the pods as the API server returns them.
+TEST(Decide, PodsWaitingToBePlaced_ConditionScheduledSaysWhyAndHowMany) {
+  auto pod = [](int rank, nlohmann::json spec, nlohmann::json conditions) {
+    nlohmann::json p = {{"metadata",
+                         {{"name", absl::StrCat("train-", rank)},
+                          {"labels", {{"cohort.dev/rank", absl::StrCat(rank)}, {"cohort.dev/restart-attempt", "0"}}}}},
+                        {"spec", spec},
+                        {"status", {{"phase", "Pending"}, {"conditions", conditions}}}};
+    return *ObservePod(p);
+  };
+  const nlohmann::json placed = {{"nodeName", "node-0"}};
+  const nlohmann::json gates = {{"schedulingGates", {{{"name", "kueue.x-k8s.io/admission"}}}}};
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json unschedulable = {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}};
+  auto scheduled = [](const Decision& d) -> std::string {
+    for (const Condition& c : d.status.conditions) {
+      if (c.type == "Scheduled") return absl::StrCat(c.status, "/", c.reason, ": ", c.message);
+    }
+    return "";
+  };
+  auto decide = [](std::vector<ObservedPod> pods) { return Decide(Job(InPhase(Phase::kPending)), pods, kNow); };
+
+  Decision gated = decide({pod(0, placed, none), pod(1, gates, none), pod(2, gates, none), pod(3, gates, none)});
+  EXPECT_THAT(scheduled(gated), HasSubstr("False/SchedulingGated: waiting for admission: 1 of 4 pods placed, 3 held"));
+  EXPECT_EQ(gated.status.phase, Phase::kPending);
+  EXPECT_EQ(gated.status.restarts, 0);
+  EXPECT_FALSE(gated.restart.has_value());
+
+  Decision full = decide({pod(0, placed, none), pod(1, placed, none), pod(2, nlohmann::json::object(), unschedulable),
+                          pod(3, nlohmann::json::object(), unschedulable)});
+  EXPECT_THAT(scheduled(full), HasSubstr("False/Unschedulable: waiting for room: 2 of 4 pods placed, 2 unschedulable"));
+
+  Decision fresh = decide({pod(0, nlohmann::json::object(), none), pod(1, placed, none), pod(2, placed, none), pod(3, placed, none)});
+  EXPECT_EQ(scheduled(fresh), "False/WaitingForScheduler: 3 of 4 pods placed");
+
+  Decision all = decide({pod(0, placed, none), pod(1, placed, none), pod(2, placed, none), pod(3, placed, none)});
+  EXPECT_EQ(scheduled(all), "True/AllPodsScheduled: all 4 pods are placed on nodes");
+}
+
 TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
   nlohmann::json pod = {
       {"metadata",
