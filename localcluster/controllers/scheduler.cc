@@ -178,17 +178,28 @@ void Scheduler::ScheduleWaiting() {
   }
 }
 
+std::set<std::string> Scheduler::FullNodes() const {
+  std::map<std::string, int64_t> occupied;
+  for (const auto& [key, p] : placed_) {
+    if (p.occupies) ++occupied[p.node];
+  }
+  std::set<std::string> full;
+  for (const auto& [node, max] : max_pods_) {
+    if (occupied[node] >= max) full.insert(node);
+  }
+  return full;
+}
+
 std::string Scheduler::ChooseNode() const {
-  std::map<std::string, int> load, occupied;
+  std::map<std::string, int> load;
   for (const std::string& node : ready_nodes_) load[node] = 0;
   for (const auto& [key, p] : placed_) {
     if (p.running && load.contains(p.node)) ++load[p.node];
-    if (p.occupies) ++occupied[p.node];
   }
+  const std::set<std::string> full = FullNodes();
   std::string best;
   for (const auto& [node, pods] : load) {
-    auto max = max_pods_.find(node);
-    if (max != max_pods_.end() && occupied[node] >= max->second) continue;  // Full.
+    if (full.contains(node)) continue;
     if (best.empty() || pods < load[best]) best = node;
   }
   return best;
@@ -196,15 +207,8 @@ std::string Scheduler::ChooseNode() const {
 
 std::string Scheduler::UnschedulableMessage() const {
   const int nodes = static_cast<int>(options_.subnets.size());
-  std::map<std::string, int> occupied;
-  for (const auto& [key, p] : placed_) {
-    if (p.occupies) ++occupied[p.node];
-  }
   int full = 0;
-  for (const std::string& node : ready_nodes_) {
-    auto max = max_pods_.find(node);
-    if (max != max_pods_.end() && occupied[node] >= max->second) ++full;
-  }
+  for (const std::string& node : FullNodes()) full += ready_nodes_.contains(node);
   const int not_ready = nodes - static_cast<int>(ready_nodes_.size());
   std::string message = absl::StrCat("0/", nodes, " nodes are available:");
   if (not_ready > 0) absl::StrAppend(&message, " ", not_ready, " node(s) were not ready", full > 0 ? "," : ".");

@@ -80,6 +80,8 @@ class Scheduler {
   // PodScheduled=False with `reason` and `message`, once per change of them.
   void MarkUnscheduled(const std::string& key, const nlohmann::json& pod, const std::string& reason,
                        const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The nodes with as many unfinished pods as their allocatable pods.
+  std::set<std::string> FullNodes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why no node takes a pod now, as the real scheduler says it.
   std::string UnschedulableMessage() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ChooseNode() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include <httplib.h>
@@ -167,12 +168,12 @@ class Kubelet::PodWorker {
     absl::Time next_kill = absl::InfinitePast();
   };
 
-  bool Podman() const { return kubelet_->options_.runtime == ContainerRuntime::kPodman; }
+  bool InContainers() const { return kubelet_->options_.runtime == ContainerRuntime::kPodman; }
 
   // Sends `sig` to the container's processes.
   void SignalContainer(Container& c, int sig) {
     if (!c.process.running()) return;
-    if (!Podman()) {
+    if (!InContainers()) {
       c.process.Signal(sig);
       return;
     }
@@ -280,7 +281,7 @@ class Kubelet::PodWorker {
       }
     }
     if (absl::Status s = MountServiceAccount(spec); !s.ok()) return s;
-    if (!Podman()) return absl::OkStatus();
+    if (!InContainers()) return absl::OkStatus();
     const KubeletOptions& o = kubelet_->options_;
     sandbox_ = absl::StrCat(o.podman_network, "_", ns_, "_", name_, "_",
                             pod_["metadata"].value("uid", "").substr(0, 8));
@@ -306,26 +307,37 @@ class Kubelet::PodWorker {
   // kPodman: the pod's /etc/hosts, as a kubelet writes it: localhost, the pod's own names, then
   // the cluster's hosts file (standing in for cluster DNS). Rewritten in place (the containers
   // bind-mount this very file) whenever the text changes: the new text over the old, then cut to
-  // its length, so that a reader meanwhile never sees an empty file.
+  // its length, so that a reader meanwhile never sees an empty file. The cluster's file is read
+  // only when it was replaced (the scheduler renames a new file over it: a new inode), not on
+  // every call of the pod's 50 ms loop.
   void WriteHostsFile() {
+    struct stat cluster_file {};
+    const std::string cluster = (fs::path(kubelet_->options_.root_dir) / "hosts").string();
+    const bool exists = stat(cluster.c_str(), &cluster_file) == 0;
+    const std::tuple<ino_t, off_t, int64_t> version = {
+        exists ? cluster_file.st_ino : 0, exists ? cluster_file.st_size : -1,
+        exists ? int64_t{cluster_file.st_mtim.tv_sec} * 1000000000 + cluster_file.st_mtim.tv_nsec : 0};
+    if (!hosts_path_.empty() && version == hosts_version_) return;
     std::string own = Hostname();
     const std::string subdomain = pod_["spec"].value("subdomain", "");
     if (!subdomain.empty()) own = absl::StrCat(own, ".", subdomain, ".", ns_, ".svc.cluster.local ", own);
     std::string text = absl::StrCat("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
                                     address_, "\t", own, "\n");
-    std::ifstream in(fs::path(kubelet_->options_.root_dir) / "hosts");
+    std::ifstream in(cluster);
     std::stringstream names;
     names << in.rdbuf();
     text += names.str();
     hosts_path_ = (fs::path(dir_) / "etc-hosts").string();
-    if (text == hosts_text_) return;
-    const int fd = open(hosts_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    if (pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
-        ftruncate(fd, static_cast<off_t>(text.size())) == 0) {
+    if (text != hosts_text_) {
+      const int fd = open(hosts_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) return;  // Tried again on the next call.
+      const bool written = pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+                           ftruncate(fd, static_cast<off_t>(text.size())) == 0;
+      close(fd);
+      if (!written) return;
       hosts_text_ = text;
     }
-    close(fd);
+    hosts_version_ = version;
   }
 
   // One source of a volume of API data (a secret, configMap or downwardAPI volume, or a source of
@@ -454,7 +466,7 @@ class Kubelet::PodWorker {
   std::map<std::string, std::string> Environment(const json& c) {
     const KubeletOptions& o = kubelet_->options_;
     std::map<std::string, std::string> env;
-    if (!Podman()) {  // A container's image and podman give it these.
+    if (!InContainers()) {  // A container's image and podman give it these.
       const char* host_path = getenv("PATH");
       env["PATH"] = absl::StrCat(absl::StrJoin(o.bin_dirs, ":"), o.bin_dirs.empty() ? "" : ":",
                                  host_path ? host_path : "/usr/bin:/bin");
@@ -487,7 +499,7 @@ class Kubelet::PodWorker {
         }
       }
     }
-    if (!Podman()) {
+    if (!InContainers()) {
       for (auto& [name, value] : env) value = Remap(c, value);
     }
     if (!service_account_dir_.empty()) {
@@ -495,7 +507,7 @@ class Kubelet::PodWorker {
       // Volumes are not listed: their paths are rewritten in the arguments and environment, and
       // a program creating files under them must see one file system, which only open() cannot
       // give. Containers have the real mount.
-      if (!Podman()) env["COHORT_LOCAL_MOUNTS"] = absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_);
+      if (!InContainers()) env["COHORT_LOCAL_MOUNTS"] = absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_);
       // In-cluster config: the API server's address, as a Service named kubernetes would give it.
       const std::string& server = o.api_server;
       const size_t host_at = server.find("://") == std::string::npos ? 0 : server.find("://") + 3;
@@ -505,7 +517,7 @@ class Kubelet::PodWorker {
         env["KUBERNETES_SERVICE_PORT"] = server.substr(port_at + 1);
       }
     }
-    if (Podman()) return env;
+    if (InContainers()) return env;
     env["COHORT_LOCAL_POD_IP"] = address_;
     env["COHORT_LOCAL_HOSTS_FILE"] = (fs::path(o.root_dir) / "hosts").string();
     env["GRPC_DNS_RESOLVER"] = "native";  // getaddrinfo, which the pod-network library answers.
@@ -538,13 +550,13 @@ class Kubelet::PodWorker {
     c.next_probe = absl::Now();
     c.container_pid = 0;
     c.next_kill = absl::InfinitePast();
-    absl::Status started = Podman() ? StartPodmanContainer(c) : StartProcess(c);
+    absl::Status started = InContainers() ? StartPodmanContainer(c) : StartProcess(c);
     if (started.ok()) return;
     c.start_error = std::string(started.message());
     c.start_failed = true;
     c.exit_code = 128;
     // Kubernetes' reasons: the image is missing and never pulled; the spec cannot be honoured.
-    c.reason = absl::IsNotFound(started) && Podman()      ? "ErrImageNeverPull"
+    c.reason = absl::IsNotFound(started) && InContainers()      ? "ErrImageNeverPull"
                : absl::IsFailedPrecondition(started) ? "CreateContainerConfigError"
                                                      : "StartError";
     c.message = c.start_error;
@@ -672,7 +684,7 @@ class Kubelet::PodWorker {
     std::optional<int> status = c.process.Poll();
     if (!status) return false;
     c.exit_code = Subprocess::ExitCodeOf(*status);
-    if (Podman()) {  // The container's own account; the attached client's code is the same but for kills.
+    if (InContainers()) {  // The container's own account; the attached client's code is the same but for kills.
       absl::StatusOr<ContainerState> state = InspectContainer(c.container_name);
       if (state.ok() && state->status != "running") {
         c.exit_code = state->exit_code;
@@ -694,7 +706,7 @@ class Kubelet::PodWorker {
   void EnforceMemoryLimit(Container& c) {
     if (c.memory_limit <= 0 || !c.process.running() || c.oom_killed) return;
     pid_t pid = c.process.pid();
-    if (Podman()) {
+    if (InContainers()) {
       if (c.container_pid == 0) {
         absl::StatusOr<ContainerState> state = InspectContainer(c.container_name);
         if (state.ok() && state->status == "running") c.container_pid = state->pid;
@@ -776,7 +788,7 @@ class Kubelet::PodWorker {
       while (c.process.running() && !Terminating()) {
         EnforceMemoryLimit(c);
         Reap(c);
-        if (Podman()) WriteHostsFile();
+        if (InContainers()) WriteHostsFile();
         Pause(absl::Milliseconds(50));
       }
       Reap(c);
@@ -847,7 +859,7 @@ class Kubelet::PodWorker {
         changed |= was_ready != c.ready;
       }
       if (changed) WriteStatus();
-      if (Podman()) WriteHostsFile();  // When the cluster's names changed.
+      if (InContainers()) WriteHostsFile();  // When the cluster's names changed.
       Pause(absl::Milliseconds(50));
     }
     absl::Duration grace = absl::Seconds(spec.value("terminationGracePeriodSeconds", 30));
@@ -1030,6 +1042,7 @@ class Kubelet::PodWorker {
   std::string sandbox_;
   std::string hosts_path_;
   std::string hosts_text_;  // What it holds.
+  std::tuple<ino_t, off_t, int64_t> hosts_version_;  // The cluster file it copied: inode, size, mtime.
   std::vector<Container> containers_;
   std::string phase_ = "Pending";
   std::string pod_reason_;

@@ -128,9 +128,10 @@ LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> ar
   return Command(args);
 }
 
-LocalControlPlane::Result LocalControlPlane::Command(const std::vector<std::string>& args) {
+LocalControlPlane::Result LocalControlPlane::Run(const std::vector<std::string>& args,
+                                                const std::map<std::string, std::string>& env) {
   Result result;
-  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{args, {{"KUBECONFIG", kubeconfig_}}});
+  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{args, env});
   if (!p.ok()) {
     result.output = std::string(p.status().message());
     return result;
@@ -141,6 +142,11 @@ LocalControlPlane::Result LocalControlPlane::Command(const std::vector<std::stri
   }
   for (const std::string& line : lines) absl::StrAppend(&result.output, line, "\n");
   result.exit_code = Subprocess::ExitCodeOf(p->Wait());
+  return result;
+}
+
+LocalControlPlane::Result LocalControlPlane::Command(const std::vector<std::string>& args) {
+  Result result = Run(args, {{"KUBECONFIG", kubeconfig_}});
   std::fprintf(stderr, "[kubectl %s] exit %d\n%s", absl::StrJoin(args.begin() + 1, args.end(), " ").c_str(),
                result.exit_code, result.output.c_str());
   return result;

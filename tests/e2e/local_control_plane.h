@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,8 @@ class LocalControlPlane {
   Result Kubectl(std::vector<std::string> args, const std::string& stdin_text = "");
   // Runs any command (helm, a script) to its end with KUBECONFIG pointing at this cluster.
   Result Command(const std::vector<std::string>& argv);
+  // Runs a command to its end, `env` added to ours (no cluster needed, e.g. `podman info`).
+  static Result Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
   // `kubectl create configmap NAME --from-file=F...` as a manifest's header tells a user to run
   // it, made with --dry-run=client and sent through apply (as JSON). The result of the apply (or
   // of the create when that failed).

@@ -240,6 +240,13 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
 }
 
+// A job in Kueue's queue `queue`, its pods as Kueue's webhook leaves them: gated by
+// kueue.x-k8s.io/admission (the template's schedulingGates play the webhook).
+std::string QueuedJobYaml(const std::string& name, int replicas, const std::string& scenario, const std::string& queue) {
+  return JobYaml(name, replicas, scenario, absl::StrCat("  scheduling: {queueName: ", queue, "}\n"),
+                 "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n");
+}
+
 // The job's condition `type`, or an empty object.
 json JobCondition(const json& job, const std::string& type) {
   if (!job.is_object()) return json::object();
@@ -254,10 +261,7 @@ json JobCondition(const json& job, const std::string& type) {
 // schedulingGates, and its admission (which removes the gates of a whole pod group at once).
 TEST_F(OperatorE2E, KueueQueue_OnePodGroupPerAttempt_GatedPodsWaitWithoutARestart_TheTestAdmitsTheGroup) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-queue", 2, "k8s", "  scheduling: {queueName: team-a}\n",
-                                                "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
-                .exit_code,
-            0);
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, QueuedJobYaml("e2e-queue", 2, "k8s", "team-a")).exit_code, 0);
   std::vector<json> pods;
   ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue", [&](const std::vector<json>& seen) {
     pods = seen;
@@ -314,10 +318,7 @@ int AdmitGroup(LocalControlPlane& cluster, const std::string& job, int attempt) 
 // next attempt a pod group of its own, held again until admitted.
 TEST_F(OperatorE2E, KueueQueue_GroupEvicted_CountedAsPreemption_TheNextAttemptIsANewGroupHeldUntilAdmitted) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-queue-evict", 2, "k8s-hold", "  scheduling: {queueName: team-a}\n",
-                                                "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
-                .exit_code,
-            0);
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, QueuedJobYaml("e2e-queue-evict", 2, "k8s-hold", "team-a")).exit_code, 0);
   ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue-evict",
                                     [](const std::vector<json>& seen) { return seen.size() == 2; }, kJobTimeout));
   ASSERT_EQ(AdmitGroup(*cluster_, "e2e-queue-evict", 0), 2);
@@ -358,10 +359,7 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
   ASSERT_NE(small.kubeconfig(), "");
   auto op = Operator("operator", {}, &small);
   for (const char* name : {"e2e-room-a", "e2e-room-b"}) {
-    ASSERT_EQ(small.Kubectl({"apply"}, JobYaml(name, 4, "k8s", "  scheduling: {queueName: team-b}\n",
-                                              "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
-                  .exit_code,
-              0);
+    ASSERT_EQ(small.Kubectl({"apply"}, QueuedJobYaml(name, 4, "k8s", "team-b")).exit_code, 0);
   }
   ASSERT_TRUE(small.WaitForPods("default", "kueue.x-k8s.io/queue-name=team-b",
                                 [](const std::vector<json>& seen) { return seen.size() == 8; }, kJobTimeout));
@@ -482,12 +480,12 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
       EXPECT_EQ((*pod)["metadata"]["annotations"].value("scheduling.k8s.io/group-name", ""), absl::StrCat(c.job, "-1"));
       EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), "volcano");
     }
-    // Deleting the job deletes its group (owner references).
+    // Deleting the job deletes its group (owner references); kubectl watches for it.
     ASSERT_EQ(cluster_->Kubectl({"delete", "djob", c.job, "--wait=true"}).exit_code, 0);
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1")).ok() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(100));
-    }
+    LocalControlPlane::Result gone =
+        cluster_->Kubectl({"wait", "--for=delete", absl::StrCat("podgroups.", c.groups.group, "/", c.job, "-1"),
+                           "--timeout=30s"});
+    EXPECT_EQ(gone.exit_code, 0) << gone.output;
     EXPECT_TRUE(absl::IsNotFound(cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1")).status()));
   }
 }

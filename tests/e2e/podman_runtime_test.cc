@@ -37,6 +37,14 @@ constexpr char kDemoImage[] = "localhost/cohort-demo:dev";
 constexpr char kSidecarImage[] = "localhost/cohort-sidecar:dev";
 constexpr char kRootImage[] = "localhost/cohort-libdist:dev";  // No USER: runs as root.
 
+// A file's whole text ("" when it cannot be read), e.g. a container's log kept after its pod went.
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 std::string Phase(const json& pod) { return op::StringMember(op::Member(pod, "status"), "phase"); }
 
 // The first state of the named container (init or main), e.g. {"terminated": {...}}.
@@ -76,21 +84,7 @@ class PodmanRuntime : public ::testing::Test {
     }
   }
 
-  static LocalControlPlane::Result Run(const std::vector<std::string>& argv) {
-    LocalControlPlane::Result result;
-    absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{argv});
-    if (!p.ok()) {
-      result.output = std::string(p.status().message());
-      return result;
-    }
-    std::string buffer;
-    std::vector<std::string> lines;
-    while (ReadLines(p->output_fd(), &buffer, &lines)) {
-    }
-    for (const std::string& line : lines) absl::StrAppend(&result.output, line, "\n");
-    result.exit_code = Subprocess::ExitCodeOf(p->Wait());
-    return result;
-  }
+  static LocalControlPlane::Result Run(const std::vector<std::string>& argv) { return LocalControlPlane::Run(argv); }
 
   void Start(std::vector<std::string> flags = {}) {
     flags.insert(flags.begin(), {"--runtime", "podman"});
@@ -186,15 +180,15 @@ spec:
   initContainers:
   - name: prepare
     image: localhost/cohort-demo:dev
-    command: [/bin/sh, -c, "echo written-by-init > /work/file"]
-    volumeMounts: [{name: work, mountPath: /work}]
+    command: [/bin/sh, -c, "echo written-by-init > /scratch/file"]
+    volumeMounts: [{name: work, mountPath: /scratch}]
   containers:
   - name: main
     image: localhost/cohort-demo:dev
     command: [/bin/bash, -c]
     args:
     - |
-      echo "file=$(cat /work/file) secret=$(cat /secret/password) config=$(cat /config/greeting)"
+      echo "file=$(cat /scratch/file) secret=$(cat /secret/password) config=$(cat /config/greeting)"
       echo "uid=$(id -u) hostname=$(hostname) ip=$MY_IP name=$MY_NAME expanded=$(EXPANDED)"
       echo "api=$KUBERNETES_SERVICE_HOST namespace=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
       echo "token-bytes=$(wc -c < /var/run/secrets/kubernetes.io/serviceaccount/token)"
@@ -209,7 +203,7 @@ spec:
     - {name: BASE, value: base}
     - {name: EXPANDED, value: "$(BASE)-value"}
     volumeMounts:
-    - {name: work, mountPath: /work}
+    - {name: work, mountPath: /scratch}
     - {name: secret, mountPath: /secret}
     - {name: config, mountPath: /config}
     - {name: projected, mountPath: /projected}
@@ -251,10 +245,7 @@ spec:
   ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
   EXPECT_EQ(PodmanPod("server"), "");
   // kubectl logs needs the object; the log stays in the pod's directory.
-  std::ifstream log(absl::StrCat(cluster_->dir(), "/pods/default_server/waiter.log"));
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_THAT(text.str(), HasSubstr("got SIGTERM"));
+  EXPECT_THAT(ReadText(absl::StrCat(cluster_->dir(), "/pods/default_server/waiter.log")), HasSubstr("got SIGTERM"));
 }
 
 TEST_F(PodmanRuntime, ExitCodesOomKillsMissingImagesAndRootImages_InThePodStatus) {
@@ -340,10 +331,7 @@ spec:
   EXPECT_GE(absl::Now() - start, absl::Seconds(2));  // It had its grace period...
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // ...and no more.
   EXPECT_EQ(PodmanPod("stubborn"), "");
-  std::ifstream log(absl::StrCat(cluster_->dir(), "/pods/default_stubborn/c.log"));
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_THAT(text.str(), HasSubstr("ignoring SIGTERM"));
+  EXPECT_THAT(ReadText(absl::StrCat(cluster_->dir(), "/pods/default_stubborn/c.log")), HasSubstr("ignoring SIGTERM"));
 }
 
 TEST_F(PodmanRuntime, LostNode_ItsContainersDieWithIt) {
@@ -423,17 +411,11 @@ spec:
   // Mid-run (rank 0 past step 50: its log is the only account of that, read for a bounded time),
   // pod demo-1 is evicted as a node drain would.
   const std::string rank0_log = absl::StrCat(cluster_->dir(), "/pods/default_demo-0/trainer.log");
-  auto read = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  };
   const absl::Time step_by = absl::Now() + absl::Seconds(90);
-  while (!absl::StrContains(read(rank0_log), "[rank 0] step 50/") && absl::Now() < step_by) {
+  while (!absl::StrContains(ReadText(rank0_log), "[rank 0] step 50/") && absl::Now() < step_by) {
     absl::SleepFor(absl::Milliseconds(100));
   }
-  ASSERT_THAT(read(rank0_log), HasSubstr("[rank 0] step 50/")) << "the job did not train";
+  ASSERT_THAT(ReadText(rank0_log), HasSubstr("[rank 0] step 50/")) << "the job did not train";
   EXPECT_THAT(Run({"podman", "ps", "--format", "{{.Image}}", "--filter", "label=io.kubernetes.pod.name=demo-1"}).output,
               AllOf(HasSubstr("ghcr.io/cohort-dev/cohort-demo:"), HasSubstr("ghcr.io/cohort-dev/cohort-sidecar:")));
   LocalControlPlane::Result evicted = cluster_->Evict("default", "demo-1");
@@ -451,7 +433,7 @@ spec:
   int results = 0;
   for (int pod = 0; pod < 2; ++pod) {
     for (absl::string_view line :
-         absl::StrSplit(read(absl::StrCat(cluster_->dir(), "/pods/default_demo-", pod, "/trainer.log")), '\n')) {
+         absl::StrSplit(ReadText(absl::StrCat(cluster_->dir(), "/pods/default_demo-", pod, "/trainer.log")), '\n')) {
       if (!absl::StrContains(line, "RESULT ")) continue;
       ++results;
       for (absl::string_view field : absl::StrSplit(line, ' ')) {
