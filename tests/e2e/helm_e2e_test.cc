@@ -106,7 +106,7 @@ spec:
 
 TEST_F(HelmE2E, Install_TheOperatorRunsInPodsWithItsServiceAccount_OneLeads_AJobSucceeds_UninstallRemovesIt) {
   ASSERT_NO_FATAL_FAILURE(Install());
-  ASSERT_EQ(OperatorPods().size(), 2u);
+  ASSERT_EQ(OperatorPods().size(), 2u) << cluster_->Kubectl({"get", "pods", "-n", kNamespace, "-o", "wide"}).output;
 
   // What the chart's RBAC gives the operator's service account, answered from the same rules.
   EXPECT_EQ(CanI("create", "pods", "default"), "yes");
@@ -118,7 +118,8 @@ TEST_F(HelmE2E, Install_TheOperatorRunsInPodsWithItsServiceAccount_OneLeads_AJob
   std::string leader;
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while ((leader = Leader()).empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
-  ASSERT_FALSE(leader.empty()) << cluster_->Kubectl({"get", "lease", "-n", kNamespace, "-o", "yaml"}).output;
+  ASSERT_FALSE(leader.empty()) << cluster_->Kubectl({"get", "lease", "-n", kNamespace, "-o", "yaml"}).output
+                               << cluster_->Kubectl({"get", "pods", "-n", kNamespace, "-o", "wide"}).output;
   for (const json& pod : OperatorPods()) {
     const std::string name = pod["metadata"]["name"];
     if (name != leader) EXPECT_THAT(Logs(name), HasSubstr("waiting to lead")) << name;
@@ -131,7 +132,8 @@ TEST_F(HelmE2E, Install_TheOperatorRunsInPodsWithItsServiceAccount_OneLeads_AJob
     const std::string phase = op::StringMember(op::Member(j, "status"), "phase");
     return phase == "Succeeded" || phase == "Failed";
   }, absl::Minutes(2));
-  EXPECT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
+  EXPECT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded")
+      << job.dump(2) << cluster_->Kubectl({"get", "pods", "-A", "-o", "wide"}).output << Logs(leader);
 
   LocalControlPlane::Result uninstalled =
       Helm({"uninstall", "cohort", "--namespace", kNamespace, "--wait", "--timeout", "120s"});
