@@ -388,10 +388,13 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
         s.scheduling.pod_group.provider = PodGroupProvider::kCoscheduling;
       } else if (st.ok() && provider == "volcano") {
         s.scheduling.pod_group.provider = PodGroupProvider::kVolcano;
+      } else if (st.ok() && provider == "workload") {
+        s.scheduling.pod_group.provider = PodGroupProvider::kWorkload;
       } else if (st.ok()) {
         note(absl::InvalidArgumentError(absl::StrCat(
             gp, "provider: '", provider,
-            "' is not a provider; write coscheduling (scheduler-plugins) or volcano")));
+            "' is not a provider; write coscheduling (scheduler-plugins), volcano or workload "
+            "(Kubernetes' scheduling.k8s.io PodGroup)")));
       }
       int32_t min_member = 0;
       if (group->contains("minMember") && !(*group)["minMember"].is_null()) {
@@ -399,6 +402,8 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
         note(m);
         if (m.ok()) s.scheduling.pod_group.min_member = min_member;
       }
+      s.scheduling.pod_group.schedule_timeout_set =
+          group->contains("scheduleTimeoutSeconds") && !(*group)["scheduleTimeoutSeconds"].is_null();
       note(ReadField(*group, "scheduleTimeoutSeconds", gp, &s.scheduling.pod_group.schedule_timeout_seconds));
     }
   }
@@ -477,6 +482,13 @@ std::vector<std::string> Validate(const DistributedJob& job) {
     if (g.schedule_timeout_seconds < 1) {
       errors.push_back(absl::StrCat("spec.scheduling.podGroup.scheduleTimeoutSeconds: must be at least 1 (got ",
                                     g.schedule_timeout_seconds, ")"));
+    }
+    if (g.schedule_timeout_set && g.provider != PodGroupProvider::kCoscheduling) {
+      errors.push_back(absl::StrCat(
+          "spec.scheduling.podGroup.scheduleTimeoutSeconds: only provider coscheduling has it (its PodGroup's "
+          "scheduleTimeoutSeconds); ",
+          g.provider == PodGroupProvider::kVolcano ? "Volcano's" : "Kubernetes'",
+          " PodGroup waits until its pods are placed: remove the field"));
     }
   }
   if (!IsDns1035Label(job.name)) {

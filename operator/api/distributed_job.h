@@ -81,12 +81,15 @@ enum class PodGroupProvider {
   kNone,
   kCoscheduling,  // scheduler-plugins: scheduling.x-k8s.io/v1alpha1 PodGroup, pod label.
   kVolcano,       // Volcano: scheduling.volcano.sh/v1beta1 PodGroup, pod annotation.
+  kWorkload,      // Kubernetes' workload-aware scheduling: scheduling.k8s.io/v1beta1 PodGroup,
+                  // the pods' spec.schedulingGroup (Kubernetes 1.37).
 };
 
 struct PodGroupSpec {
   PodGroupProvider provider = PodGroupProvider::kNone;
   std::optional<int32_t> min_member;          // Unset: every pod of the job.
   int32_t schedule_timeout_seconds = 60;      // coscheduling's scheduleTimeoutSeconds.
+  bool schedule_timeout_set = false;          // Written in the spec (refused for other providers).
 };
 
 struct SchedulingSpec {

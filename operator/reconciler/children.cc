@@ -150,12 +150,24 @@ json BuildTokenSecret(const DistributedJob& job, const std::string& token) {
 }
 
 const char* PodGroupApiVersion(PodGroupProvider provider) {
-  return provider == PodGroupProvider::kVolcano ? "scheduling.volcano.sh/v1beta1" : "scheduling.x-k8s.io/v1alpha1";
+  switch (provider) {
+    case PodGroupProvider::kVolcano:
+      return "scheduling.volcano.sh/v1beta1";
+    case PodGroupProvider::kWorkload:
+      return "scheduling.k8s.io/v1beta1";
+    default:
+      return "scheduling.x-k8s.io/v1alpha1";
+  }
 }
 
 json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt) {
   const PodGroupSpec& group = job.spec.scheduling.pod_group;
-  json spec = {{"minMember", group.min_member.value_or(job.spec.replicas)}};
+  const int32_t min_member = group.min_member.value_or(job.spec.replicas);
+  // Kubernetes' group: a standalone PodGroup (no Workload template) with all-or-nothing placement
+  // of minCount pods.
+  json spec = group.provider == PodGroupProvider::kWorkload
+                  ? json{{"schedulingPolicy", {{"gang", {{"minCount", min_member}}}}}}
+                  : json{{"minMember", min_member}};
   if (group.provider == PodGroupProvider::kCoscheduling) spec["scheduleTimeoutSeconds"] = group.schedule_timeout_seconds;
   return {{"apiVersion", PodGroupApiVersion(group.provider)},
           {"kind", "PodGroup"},
@@ -200,6 +212,10 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
     spec["schedulerName"] = "scheduler-plugins-scheduler";
   }
   if (provider == PodGroupProvider::kVolcano && !template_scheduler) spec["schedulerName"] = "volcano";
+  // Kubernetes' own scheduler places the group; the pod names it in its spec.
+  if (provider == PodGroupProvider::kWorkload) {
+    spec["schedulingGroup"] = {{"podGroupName", PodGroupName(job, restart_attempt)}};
+  }
   if (!scheduling.scheduler_name.empty()) spec["schedulerName"] = scheduling.scheduler_name;
   spec["hostname"] = PodName(job, rank);
   spec["subdomain"] = ServiceName(job);

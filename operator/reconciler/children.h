@@ -38,12 +38,14 @@ nlohmann::json BuildService(const DistributedJob& job);
 // An Opaque Secret with the token under "token".
 nlohmann::json BuildTokenSecret(const DistributedJob& job, const std::string& token);
 // spec.scheduling.podGroup: the apiVersion of its provider's PodGroup (scheduler-plugins'
-// scheduling.x-k8s.io/v1alpha1, Volcano's scheduling.volcano.sh/v1beta1), and the group of a
-// restart attempt (named PodGroupName(), owned by the job, labelled with the attempt): minMember
-// (default every pod), and coscheduling's scheduleTimeoutSeconds.
+// scheduling.x-k8s.io/v1alpha1, Volcano's scheduling.volcano.sh/v1beta1, Kubernetes'
+// scheduling.k8s.io/v1beta1), and the group of a restart attempt (named PodGroupName(), owned by
+// the job, labelled with the attempt): minMember (default every pod; Kubernetes' gang minCount),
+// and coscheduling's scheduleTimeoutSeconds.
 const char* PodGroupApiVersion(PodGroupProvider provider);
 nlohmann::json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt);
-// How a pod names its group: coscheduling's label, Volcano's annotation.
+// How a pod names its group: coscheduling's label, Volcano's annotation, Kubernetes' pod field
+// spec.schedulingGroup.podGroupName.
 inline constexpr char kCoschedulingPodGroupLabel[] = "scheduling.x-k8s.io/pod-group";
 inline constexpr char kVolcanoGroupNameAnnotation[] = "scheduling.k8s.io/group-name";
 

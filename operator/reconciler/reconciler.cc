@@ -85,10 +85,13 @@ absl::Status Reconciler::EnsurePodGroup(const DistributedJob& job, int32_t resta
                    "podgroups"};
   absl::StatusOr<json> groups = client_->List(r, job.namespace_, absl::StrCat(kJobNameLabel, "=", job.name));
   if (!groups.ok()) {
+    const char* hint = provider == PodGroupProvider::kVolcano     ? " (is the Volcano CRD installed?)"
+                       : provider == PodGroupProvider::kWorkload ? " (does the cluster serve scheduling.k8s.io/v1beta1? "
+                                                                   "Kubernetes 1.37 with that API and gang scheduling "
+                                                                   "enabled)"
+                                                                 : " (is the scheduler-plugins CRD installed?)";
     return absl::Status(groups.status().code(),
-                        absl::StrCat("listing ", r.plural, ".", r.group, " (is the ",
-                                     provider == PodGroupProvider::kVolcano ? "Volcano" : "scheduler-plugins",
-                                     " CRD installed?): ", groups.status().message()));
+                        absl::StrCat("listing ", r.plural, ".", r.group, hint, ": ", groups.status().message()));
   }
   const std::string current = PodGroupName(job, restart_attempt);
   for (const json& group : ArrayMember(*groups, "items")) {

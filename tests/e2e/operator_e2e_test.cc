@@ -2,6 +2,7 @@
 // DistributedJobs whose pods run test-trainer and cohort-sidecar as real processes that
 // rendezvous through the injected environment.
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -419,9 +420,40 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
   EXPECT_EQ(StatusInt(done, "restarts"), 0);
 }
 
-// spec.scheduling.podGroup with each provider, its PodGroup CRD (the project's own, vendored in
-// tests/manifests/podgroups/) applied so that the API server validates every group against the
-// real schema: the group exists before each pod, is replaced on a restart, and goes with the job.
+// `objects` (their identity, labels, owners and spec: what a controller writes) against
+// Kubernetes' published schema of 1.37 with kubernetes-validate, strictly (unknown fields are
+// errors). Exit 77: PyPI, where the tool comes from, cannot be reached.
+LocalControlPlane::Result ValidateWithKubernetesSchema(const std::vector<json>& objects) {
+  LocalControlPlane::Result venv = LocalControlPlane::Run(
+      {"bash", COHORT_SOURCE_DIR "/tests/setup_python_venv.sh", COHORT_BUILD_DIR "/tools-venv", "kubernetes_validate",
+       "kubernetes-validate"});
+  if (venv.exit_code != 0) return venv;
+  const std::string file = absl::StrCat(std::filesystem::temp_directory_path().string(), "/cohort-e2e-validate-",
+                                        getpid(), ".yaml");
+  {
+    std::ofstream out(file);
+    for (const json& object : objects) {
+      json meta = json::object();
+      for (const char* key : {"name", "namespace", "labels", "annotations", "ownerReferences"}) {
+        if (object["metadata"].contains(key)) meta[key] = object["metadata"][key];
+      }
+      out << "---\n"
+          << json{{"apiVersion", object["apiVersion"]}, {"kind", object["kind"]}, {"metadata", meta}, {"spec", object["spec"]}}
+                 .dump()
+          << "\n";
+    }
+  }
+  LocalControlPlane::Result result = LocalControlPlane::Run(
+      {COHORT_BUILD_DIR "/tools-venv/bin/kubernetes-validate", "-k", "1.37.0", "--strict", "--no-warn", file});
+  std::filesystem::remove(file);
+  return result;
+}
+
+// spec.scheduling.podGroup with each provider. The gang schedulers' PodGroup CRDs (the projects'
+// own, vendored in tests/manifests/podgroups/) are applied so that the API server validates every
+// group against the real schema; Kubernetes' built-in PodGroup, which the local API server serves
+// from a stand-in, is validated with Kubernetes' own schema, with the pods that name it. The
+// group exists before each pod, is replaced on a restart, and goes with the job.
 TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCrd_ReplacedOnARestart_GoneWithTheJob) {
   LocalControlPlane::Result crds = cluster_->Kubectl({"apply", "-f", COHORT_SOURCE_DIR "/tests/manifests/podgroups/"});
   ASSERT_EQ(crds.exit_code, 0) << crds.output;
@@ -432,13 +464,23 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     const char* job;
   };
   for (const Case& c : {Case{"coscheduling", {"scheduling.x-k8s.io", "v1alpha1", "podgroups"}, "e2e-pg-cosched"},
-                        Case{"volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "e2e-pg-volcano"}}) {
+                        Case{"volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "e2e-pg-volcano"},
+                        Case{"workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "e2e-pg-workload"}}) {
     SCOPED_TRACE(c.provider);
     // The real schema is in force: a group it refuses is refused.
-    LocalControlPlane::Result invalid = cluster_->Kubectl(
-        {"apply"}, absl::StrCat("apiVersion: ", c.groups.group, "/", c.groups.version,
-                                "\nkind: PodGroup\nmetadata: {name: invalid}\nspec: {minMember: two}\n"));
-    EXPECT_NE(invalid.exit_code, 0) << invalid.output;
+    if (std::string(c.provider) == "workload") {
+      LocalControlPlane::Result invalid = ValidateWithKubernetesSchema(
+          {{{"apiVersion", "scheduling.k8s.io/v1beta1"}, {"kind", "PodGroup"}, {"metadata", {{"name", "invalid"}}},
+            {"spec", {{"schedulingPolicy", {{"gang", {{"minCount", "two"}}}}}}}}});
+      if (invalid.exit_code == 77) GTEST_SKIP() << "no kubernetes-validate without PyPI: " << invalid.output;
+      EXPECT_EQ(invalid.exit_code, 1) << invalid.output;
+      EXPECT_THAT(invalid.output, HasSubstr("'two' is not of type 'integer'"));
+    } else {
+      LocalControlPlane::Result invalid = cluster_->Kubectl(
+          {"apply"}, absl::StrCat("apiVersion: ", c.groups.group, "/", c.groups.version,
+                                  "\nkind: PodGroup\nmetadata: {name: invalid}\nspec: {minMember: two}\n"));
+      EXPECT_NE(invalid.exit_code, 0) << invalid.output;
+    }
     // Every pod of the job, as it appears, finds its group already there.
     std::vector<std::string> missing;
     int seen = 0;
@@ -475,14 +517,24 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     EXPECT_TRUE(absl::IsNotFound(cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-0")).status()));
     absl::StatusOr<json> group = cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1"));
     ASSERT_TRUE(group.ok()) << group.status();
-    EXPECT_EQ((*group)["spec"].value("minMember", 0), 2);
     absl::StatusOr<json> pod = cluster_->client().Get(op::kPods, "default", absl::StrCat(c.job, "-0"));
     ASSERT_TRUE(pod.ok());
+    if (std::string(c.provider) == "workload") {
+      EXPECT_EQ((*group)["spec"], json({{"schedulingPolicy", {{"gang", {{"minCount", 2}}}}}}));
+      EXPECT_EQ((*pod)["spec"]["schedulingGroup"].value("podGroupName", ""), absl::StrCat(c.job, "-1"));
+      EXPECT_FALSE((*pod)["spec"].contains("schedulerName"));
+      (*pod)["apiVersion"] = "v1";
+      (*pod)["kind"] = "Pod";
+      LocalControlPlane::Result valid = ValidateWithKubernetesSchema({*group, *pod});
+      EXPECT_EQ(valid.exit_code, 0) << valid.output;
+    } else {
+      EXPECT_EQ((*group)["spec"].value("minMember", 0), 2);
+    }
     if (std::string(c.provider) == "coscheduling") {
       EXPECT_EQ((*group)["spec"].value("scheduleTimeoutSeconds", 0), 60);
       EXPECT_EQ((*pod)["metadata"]["labels"].value("scheduling.x-k8s.io/pod-group", ""), absl::StrCat(c.job, "-1"));
       EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), "scheduler-plugins-scheduler");
-    } else {
+    } else if (std::string(c.provider) == "volcano") {
       EXPECT_EQ((*pod)["metadata"]["annotations"].value("scheduling.k8s.io/group-name", ""), absl::StrCat(c.job, "-1"));
       EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), "volcano");
     }

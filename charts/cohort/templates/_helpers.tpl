@@ -58,8 +58,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
-# spec.scheduling.podGroup: one PodGroup per restart attempt (scheduler-plugins, Volcano).
-- apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
+# spec.scheduling.podGroup: one PodGroup per restart attempt (scheduler-plugins, Volcano,
+# Kubernetes' workload-aware scheduling).
+- apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh", "scheduling.k8s.io"]
   resources: ["podgroups"]
   verbs: ["get", "list", "create", "delete"]
 {{- end -}}

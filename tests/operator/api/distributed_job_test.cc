@@ -131,16 +131,24 @@ TEST(ParseDistributedJob, Scheduling_ParsedAndValidatedNamingTheField) {
   absl::StatusOr<DistributedJob> job = ParseDistributedJob(
       JobBuilder()
           .Spec("scheduling", {{"queueName", "team-a"},
-                               {"schedulerName", "volcano"},
-                               {"podGroup", {{"provider", "volcano"}, {"minMember", 2}, {"scheduleTimeoutSeconds", 30}}}})
+                               {"schedulerName", "my-coscheduler"},
+                               {"podGroup", {{"provider", "coscheduling"}, {"minMember", 2}, {"scheduleTimeoutSeconds", 30}}}})
           .Build());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->spec.scheduling.queue_name, "team-a");
-  EXPECT_EQ(job->spec.scheduling.scheduler_name, "volcano");
-  EXPECT_EQ(job->spec.scheduling.pod_group.provider, PodGroupProvider::kVolcano);
+  EXPECT_EQ(job->spec.scheduling.scheduler_name, "my-coscheduler");
+  EXPECT_EQ(job->spec.scheduling.pod_group.provider, PodGroupProvider::kCoscheduling);
   EXPECT_EQ(job->spec.scheduling.pod_group.min_member, 2);
   EXPECT_EQ(job->spec.scheduling.pod_group.schedule_timeout_seconds, 30);
   EXPECT_THAT(Validate(*job), IsEmpty());
+  for (const auto& [name, provider] : {std::pair{"volcano", PodGroupProvider::kVolcano},
+                                       std::pair{"workload", PodGroupProvider::kWorkload}}) {
+    absl::StatusOr<DistributedJob> j =
+        ParseDistributedJob(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", name}}}}).Build());
+    ASSERT_TRUE(j.ok()) << j.status();
+    EXPECT_EQ(j->spec.scheduling.pod_group.provider, provider) << name;
+    EXPECT_THAT(Validate(*j), IsEmpty()) << name;
+  }
 
   auto errors = [](json scheduling) {
     absl::StatusOr<DistributedJob> j = ParseDistributedJob(JobBuilder().Spec("scheduling", scheduling).Build());
@@ -154,6 +162,12 @@ TEST(ParseDistributedJob, Scheduling_ParsedAndValidatedNamingTheField) {
               HasSubstr("spec.scheduling.podGroup.minMember: must be between 1 and replicas (4), got 5"));
   EXPECT_THAT(errors({{"podGroup", {{"provider", "coscheduling"}, {"scheduleTimeoutSeconds", 0}}}}),
               HasSubstr("scheduleTimeoutSeconds: must be at least 1"));
+  // Only scheduler-plugins' PodGroup has a timeout: written for another provider, it is refused
+  // rather than silently ignored.
+  EXPECT_THAT(errors({{"podGroup", {{"provider", "volcano"}, {"scheduleTimeoutSeconds", 30}}}}),
+              HasSubstr("scheduleTimeoutSeconds: only provider coscheduling has it"));
+  EXPECT_THAT(errors({{"podGroup", {{"provider", "workload"}, {"scheduleTimeoutSeconds", 30}}}}),
+              HasSubstr("Kubernetes' PodGroup waits until its pods are placed: remove the field"));
 }
 
 TEST(ParseDistributedJob, IntegralFloat_AcceptedAsInteger) {

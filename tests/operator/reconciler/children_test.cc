@@ -78,6 +78,11 @@ TEST(BuildPod, PodGroupProviders_TheGroupsNameAndScheduler_TheTemplatesScheduler
   EXPECT_EQ(BuildPod(Job(own), 0, 1)["spec"]["schedulerName"], "volcano-2");
   json named = JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}, {"schedulerName", "mine"}}).Build();
   EXPECT_EQ(BuildPod(Job(named), 0, 1)["spec"]["schedulerName"], "mine");
+  // Kubernetes' own: the pod field names the group; the default scheduler places it.
+  json workload = BuildPod(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "workload"}}}}).Build()), 0, 1);
+  EXPECT_EQ(workload["spec"]["schedulingGroup"], json({{"podGroupName", "train-1"}}));
+  EXPECT_FALSE(workload["spec"].contains("schedulerName"));
+  EXPECT_FALSE(cosched["spec"].contains("schedulingGroup"));
 }
 
 TEST(BuildPodGroup, PerProvider_MinMemberDefaultsToEveryPod_OwnedByTheJob) {
@@ -94,6 +99,11 @@ TEST(BuildPodGroup, PerProvider_MinMemberDefaultsToEveryPod_OwnedByTheJob) {
   EXPECT_EQ(volcano["apiVersion"], "scheduling.volcano.sh/v1beta1");
   EXPECT_EQ(volcano["spec"]["minMember"], 3);
   EXPECT_FALSE(volcano["spec"].contains("scheduleTimeoutSeconds"));  // Not a Volcano field.
+  json workload = BuildPodGroup(
+      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "workload"}, {"minMember", 3}}}}).Build()), 1);
+  EXPECT_EQ(workload["apiVersion"], "scheduling.k8s.io/v1beta1");
+  EXPECT_EQ(workload["metadata"]["name"], "train-1");
+  EXPECT_EQ(workload["spec"], json({{"schedulingPolicy", {{"gang", {{"minCount", 3}}}}}}));
 }
 
 TEST(PodGroupName, LongJobNames_CutWithAHashSoThatPrefixesDoNotShareAGroup) {

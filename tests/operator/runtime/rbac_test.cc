@@ -148,6 +148,29 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
     Collect();
   }
 
+  // Kubernetes' PodGroups (provider workload): the same calls in scheduling.k8s.io.
+  const Resource kubernetes_groups{"scheduling.k8s.io", "v1beta1", "podgroups"};
+  ASSERT_TRUE(kube_.Create(kubernetes_groups, "ml",
+                           {{"metadata", {{"name", "wl-0"}, {"namespace", "ml"},
+                                          {"ownerReferences", {{{"uid", "u-9"}, {"controller", true}}}}}}})
+                  .ok());
+  json workload = JobBuilder("wl").Spec("scheduling", {{"podGroup", {{"provider", "workload"}}}}).Build();
+  workload["metadata"]["uid"] = "u-4";
+  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", workload).ok());
+  Discard();
+  for (int i = 0; i < 3; ++i) {
+    Collect();
+    reconciler_.Reconcile("ml", "wl").IgnoreError();  // The replaced group makes a pass retry.
+    Collect();
+  }
+  SetPodsOf("wl", [](int, json& s) { s = {{"phase", "Failed"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}}; });
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Minutes(1));
+    Collect();
+    reconciler_.Reconcile("ml", "wl").IgnoreError();  // Restart attempt 1: attempt 0's group goes.
+    Collect();
+  }
+
   std::set<std::string> granted = Granted();
   for (const std::string& call : used_) {
     EXPECT_TRUE(granted.count(call)) << "the operator makes '" << call << "' but manifests/operator/rbac.yaml does not allow it";
