@@ -120,8 +120,25 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   }
   if (t.kind == "Pod" && !object.contains("status")) object["status"] = {{"phase", "Pending"}};
   objects[{ns, name}] = object;
+  uids_.insert(meta["uid"].get<std::string>());
   Record(t, "ADDED", object);
+  // Kubernetes' garbage collector deletes an object whose owners are all gone: one a controller
+  // made from a stale view (a ReplicaSet for a Deployment just deleted, a pod for that
+  // ReplicaSet) does not outlive them. Here it goes at once; the create itself succeeds, as there.
+  if (OwnersGone(object)) DeleteLocked(t, ns, name, std::nullopt).IgnoreError();
   return object;
+}
+
+bool ObjectStore::OwnersGone(const json& object) const {
+  const json& refs = object["metadata"].value("ownerReferences", json::array());
+  if (!refs.is_array() || refs.empty()) return false;
+  for (const json& ref : refs) {
+    // A reference without a uid names nothing this store can check: kept.
+    if (!ref.is_object() || !ref.contains("uid") || !ref["uid"].is_string()) return false;
+    const std::string& uid = ref["uid"].get_ref<const std::string&>();
+    if (uid.empty() || uids_.contains(uid)) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<json> ObjectStore::Get(const ResourceType& t, const std::string& ns, const std::string& name) const {
@@ -229,6 +246,7 @@ absl::StatusOr<json> ObjectStore::Patch(const ResourceType& t, const std::string
 void ObjectStore::Remove(const ResourceType& t, Objects::iterator it) {
   json gone = std::move(it->second);
   objects_[t.Key()].erase(it);
+  uids_.erase(gone["metadata"].value("uid", ""));
   gone["metadata"]["resourceVersion"] = absl::StrCat(++version_);
   Record(t, "DELETED", gone);
   CollectGarbage(gone["metadata"].value("uid", ""));

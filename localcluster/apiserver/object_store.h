@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,8 @@ class ObjectStore {
                                               std::optional<int64_t> grace_seconds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbage(const std::string& owner_uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `object` has owner references and every owner they name is gone.
+  bool OwnersGone(const nlohmann::json& object) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Record(const ResourceType& t, const char* type, const nlohmann::json& object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -123,6 +126,7 @@ class ObjectStore {
   std::map<std::string, Objects> objects_ ABSL_GUARDED_BY(mu_);  // By type key.
   int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<std::string> uids_ ABSL_GUARDED_BY(mu_);  // Of the stored objects.
   struct Change {
     std::string type_key;
     std::string ns;

@@ -1,10 +1,12 @@
 #include "localcluster/kubelet/podman.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/subprocess.h"
 
 namespace cohort::local {
@@ -32,7 +35,7 @@ std::string LastLine(const std::string& text) {
 
 }  // namespace
 
-absl::StatusOr<std::string> Podman(const std::vector<std::string>& args) {
+absl::StatusOr<std::string> Podman(const std::vector<std::string>& args, absl::Duration timeout) {
   Subprocess::Options options;
   options.argv = {"podman", "--log-level", "error"};  // No warnings in the output we parse.
   options.argv.insert(options.argv.end(), args.begin(), args.end());
@@ -40,7 +43,19 @@ absl::StatusOr<std::string> Podman(const std::vector<std::string>& args) {
   if (!p.ok()) return p.status();
   std::string output, partial;
   std::vector<std::string> lines;
-  while (ReadLines(p->output_fd(), &partial, &lines)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    pollfd ready{.fd = p->output_fd(), .events = POLLIN, .revents = 0};
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left_ms <= 0 || poll(&ready, 1, static_cast<int>(std::min<int64_t>(left_ms, 60'000))) == 0) {
+      if (absl::Now() < deadline) continue;  // poll's own limit, not ours.
+      p->Signal(SIGKILL);
+      p->Wait();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "podman ", args.empty() ? "" : args[0], " did not finish in ", absl::FormatDuration(timeout),
+          " and was killed: podman looks hung on this machine (does `podman ps` answer?)"));
+    }
+    if (!ReadLines(p->output_fd(), &partial, &lines)) break;
   }
   for (const std::string& line : lines) absl::StrAppend(&output, line, "\n");
   const int status = p->Wait();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace cohort::local {
 
@@ -74,8 +75,12 @@ absl::StatusOr<PodmanNetwork> CreateClusterNetwork(const std::string& name);
 void RemoveNetwork(const std::string& name);
 
 // Runs `podman args...` to its end. Its output (stdout and stderr) when it exits 0; otherwise
-// an error carrying the output's last line.
-absl::StatusOr<std::string> Podman(const std::vector<std::string>& args);
+// an error carrying the output's last line. A command still running after `timeout` is hung (a
+// wedged storage lock, a runtime that does not answer): it is killed and DeadlineExceeded
+// returned, so that no kubelet thread waits on it for ever.
+inline constexpr absl::Duration kPodmanCommandTimeout = absl::Minutes(2);
+absl::StatusOr<std::string> Podman(const std::vector<std::string>& args,
+                                   absl::Duration timeout = kPodmanCommandTimeout);
 
 // NotFound when `podman` is not installed; FailedPrecondition (with podman's reason) when it
 // cannot run containers here.

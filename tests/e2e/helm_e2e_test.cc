@@ -143,8 +143,11 @@ TEST_F(HelmE2E, Install_TheOperatorRunsInPodsWithItsServiceAccount_OneLeads_AJob
     EXPECT_THAT(left.output, Not(HasSubstr("cohort-operator"))) << kind;
   }
   EXPECT_THAT(cluster_->Kubectl({"get", "clusterrole", "-o", "name"}).output, Not(HasSubstr("cohort-operator")));
+  // Nothing is made again for what was deleted (a ReplicaSet or pod that the deployment controller
+  // made from a view older than the deletion is garbage at once).
   EXPECT_TRUE(cluster_->WaitForPods(kNamespace, "app.kubernetes.io/name=cohort-operator",
-                                    [](const std::vector<json>& pods) { return pods.empty(); }, absl::Seconds(60)));
+                                    [](const std::vector<json>& pods) { return pods.empty(); }, absl::Seconds(60)))
+      << cluster_->Kubectl({"get", "replicasets,pods", "-n", kNamespace, "-o", "wide"}).output;
 }
 
 TEST_F(HelmE2E, Upgrade_AChangedValueRollsTheDeployment_TheOldPodsGoOnceTheNewAreReady) {

@@ -243,6 +243,31 @@ TEST_F(ApiServerTest, DeletingAnOwnerCollectsItsDependents) {
   EXPECT_TRUE(client_->Get(kPods, "default", "unrelated").ok());
 }
 
+// What Kubernetes' garbage collector does for an object made after its owner went (a controller
+// acting on a stale view): it is deleted. The create succeeds, then the object is gone; one with
+// a live owner among its owners stays.
+TEST_F(ApiServerTest, CreatedAfterEveryOwnerIsGone_CollectedAtOnce) {
+  absl::StatusOr<json> gone = client_->Create(op::kSecrets, "default", {{"metadata", {{"name", "gone"}}}});
+  absl::StatusOr<json> live = client_->Create(op::kSecrets, "default", {{"metadata", {{"name", "live"}}}});
+  ASSERT_TRUE(gone.ok() && live.ok());
+  ASSERT_TRUE(client_->Delete(op::kSecrets, "default", "gone").ok());
+  auto owner = [](const json& o) {
+    return json{{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", o["metadata"]["name"]}, {"uid", o["metadata"]["uid"]}};
+  };
+  json orphan = Pod("orphan");
+  orphan["metadata"]["ownerReferences"] = {owner(*gone)};
+  EXPECT_TRUE(client_->Create(kPods, "default", orphan).ok());
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "orphan").status()));
+  json kept = Pod("kept");
+  kept["metadata"]["ownerReferences"] = {owner(*gone), owner(*live)};
+  ASSERT_TRUE(client_->Create(kPods, "default", kept).ok());
+  EXPECT_TRUE(client_->Get(kPods, "default", "kept").ok());
+  json unchecked = Pod("unchecked");  // An owner without a uid cannot be looked up: kept.
+  unchecked["metadata"]["ownerReferences"] = {{{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", "gone"}}};
+  ASSERT_TRUE(client_->Create(kPods, "default", unchecked).ok());
+  EXPECT_TRUE(client_->Get(kPods, "default", "unchecked").ok());
+}
+
 TEST_F(ApiServerTest, CustomResourceDefinitionRegistersItsKind) {
   json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
               {"kind", "CustomResourceDefinition"},
