@@ -95,7 +95,7 @@ void Scheduler::OnNode(const std::string& type, const json& node) {
   std::string name = op::StringMember(op::Member(node, "metadata"), "name");
   absl::MutexLock lock(&mu_);
   const std::optional<int64_t> max_pods = type == "DELETED" ? std::nullopt : MaxPods(node);
-  const bool more_room = max_pods != (max_pods_.contains(name) ? std::optional(max_pods_[name]) : std::nullopt);
+  const bool room_changed = max_pods != (max_pods_.contains(name) ? std::optional(max_pods_[name]) : std::nullopt);
   if (max_pods) {
     max_pods_[name] = *max_pods;
   } else {
@@ -104,7 +104,7 @@ void Scheduler::OnNode(const std::string& type, const json& node) {
   bool ready = type != "DELETED" && NodeReadyStatus(node) == "True" && options_.subnets.contains(name);
   bool was_ready = ready_nodes_.contains(name);
   if (ready == was_ready) {
-    if (more_room && ready) ScheduleWaiting();
+    if (room_changed && ready) ScheduleWaiting();
     return;
   }
   if (ready) {

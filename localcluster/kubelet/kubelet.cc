@@ -556,9 +556,9 @@ class Kubelet::PodWorker {
     c.start_failed = true;
     c.exit_code = 128;
     // Kubernetes' reasons: the image is missing and never pulled; the spec cannot be honoured.
-    c.reason = absl::IsNotFound(started) && InContainers()      ? "ErrImageNeverPull"
-               : absl::IsFailedPrecondition(started) ? "CreateContainerConfigError"
-                                                     : "StartError";
+    c.reason = absl::IsNotFound(started) && InContainers() ? "ErrImageNeverPull"
+               : absl::IsFailedPrecondition(started)    ? "CreateContainerConfigError"
+                                                        : "StartError";
     c.message = c.start_error;
     c.finished = absl::Now();
     std::ofstream(c.log_path, std::ios::app) << "local kubelet: " << c.start_error << "\n";

@@ -32,13 +32,6 @@ using json = nlohmann::json;
 
 std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 int SecondsLeft(absl::Time deadline) {
   return std::max<int>(1, static_cast<int>(absl::ToInt64Seconds(deadline - absl::Now()) + 1));
 }
@@ -277,6 +270,13 @@ int64_t StatusInt(const json& job, const char* field) {
 std::string Phase(const json& job) {
   if (!job.is_object() || !job.contains("status")) return "";
   return job["status"].value("phase", "");
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace cohort::testing

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,5 +82,9 @@ int MetricsPort(const nlohmann::json& pod);
 // The status field `field` of a DistributedJob (0 when absent).
 int64_t StatusInt(const nlohmann::json& job, const char* field);
 std::string Phase(const nlohmann::json& job);
+
+// A file's whole text; "" when it cannot be read (a pod's log kept after the pod went, a
+// process's output file).
+std::string ReadFile(const std::filesystem::path& path);
 
 }  // namespace cohort::testing

@@ -51,11 +51,6 @@ using json = nlohmann::json;
 constexpr char kJob[] = "mon";
 constexpr int kRanks = 3;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // Debian's prometheus on a free port of loopback, scraping what Targets() writes.
 class Prometheus {
  public:

@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,14 +34,6 @@ namespace fs = std::filesystem;
 constexpr char kDemoImage[] = "localhost/cohort-demo:dev";
 constexpr char kSidecarImage[] = "localhost/cohort-sidecar:dev";
 constexpr char kRootImage[] = "localhost/cohort-libdist:dev";  // No USER: runs as root.
-
-// A file's whole text ("" when it cannot be read), e.g. a container's log kept after its pod went.
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string Phase(const json& pod) { return op::StringMember(op::Member(pod, "status"), "phase"); }
 
@@ -95,10 +85,7 @@ class PodmanRuntime : public ::testing::Test {
   // The cluster's podman network, which it names in <dir>/podman-network.
   std::string Network() {
     if (!cluster_) return "";
-    std::ifstream in(absl::StrCat(cluster_->dir(), "/podman-network"));
-    std::string name;
-    in >> name;
-    return name;
+    return std::string(absl::StripAsciiWhitespace(ReadFile(absl::StrCat(cluster_->dir(), "/podman-network"))));
   }
   void Apply(const std::string& yaml) {
     LocalControlPlane::Result applied = cluster_->Kubectl({"apply"}, yaml);
@@ -245,7 +232,7 @@ spec:
   ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
   EXPECT_EQ(PodmanPod("server"), "");
   // kubectl logs needs the object; the log stays in the pod's directory.
-  EXPECT_THAT(ReadText(absl::StrCat(cluster_->dir(), "/pods/default_server/waiter.log")), HasSubstr("got SIGTERM"));
+  EXPECT_THAT(ReadFile(absl::StrCat(cluster_->dir(), "/pods/default_server/waiter.log")), HasSubstr("got SIGTERM"));
 }
 
 TEST_F(PodmanRuntime, ExitCodesOomKillsMissingImagesAndRootImages_InThePodStatus) {
@@ -331,7 +318,7 @@ spec:
   EXPECT_GE(absl::Now() - start, absl::Seconds(2));  // It had its grace period...
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // ...and no more.
   EXPECT_EQ(PodmanPod("stubborn"), "");
-  EXPECT_THAT(ReadText(absl::StrCat(cluster_->dir(), "/pods/default_stubborn/c.log")), HasSubstr("ignoring SIGTERM"));
+  EXPECT_THAT(ReadFile(absl::StrCat(cluster_->dir(), "/pods/default_stubborn/c.log")), HasSubstr("ignoring SIGTERM"));
 }
 
 TEST_F(PodmanRuntime, LostNode_ItsContainersDieWithIt) {
@@ -412,10 +399,10 @@ spec:
   // pod demo-1 is evicted as a node drain would.
   const std::string rank0_log = absl::StrCat(cluster_->dir(), "/pods/default_demo-0/trainer.log");
   const absl::Time step_by = absl::Now() + absl::Seconds(90);
-  while (!absl::StrContains(ReadText(rank0_log), "[rank 0] step 50/") && absl::Now() < step_by) {
+  while (!absl::StrContains(ReadFile(rank0_log), "[rank 0] step 50/") && absl::Now() < step_by) {
     absl::SleepFor(absl::Milliseconds(100));
   }
-  ASSERT_THAT(ReadText(rank0_log), HasSubstr("[rank 0] step 50/")) << "the job did not train";
+  ASSERT_THAT(ReadFile(rank0_log), HasSubstr("[rank 0] step 50/")) << "the job did not train";
   EXPECT_THAT(Run({"podman", "ps", "--format", "{{.Image}}", "--filter", "label=io.kubernetes.pod.name=demo-1"}).output,
               AllOf(HasSubstr("ghcr.io/cohort-dev/cohort-demo:"), HasSubstr("ghcr.io/cohort-dev/cohort-sidecar:")));
   LocalControlPlane::Result evicted = cluster_->Evict("default", "demo-1");
@@ -433,7 +420,7 @@ spec:
   int results = 0;
   for (int pod = 0; pod < 2; ++pod) {
     for (absl::string_view line :
-         absl::StrSplit(ReadText(absl::StrCat(cluster_->dir(), "/pods/default_demo-", pod, "/trainer.log")), '\n')) {
+         absl::StrSplit(ReadFile(absl::StrCat(cluster_->dir(), "/pods/default_demo-", pod, "/trainer.log")), '\n')) {
       if (!absl::StrContains(line, "RESULT ")) continue;
       ++results;
       for (absl::string_view field : absl::StrSplit(line, ' ')) {

@@ -84,13 +84,13 @@ class LocalControllersTest : public ::testing::Test {
     json patch = {{"status", {{"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}};
     ASSERT_TRUE(client_->MergePatch(op::kNodes, "", name, patch, /*status=*/true).ok());
   }
+  // A pod of one container with `spec` (its fields over the container's).
+  static json PodObject(const std::string& name, json spec) {
+    spec["containers"] = {{{"name", "c"}, {"image", "x"}}};
+    return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
+  }
   void CreatePod(const std::string& name) {
-    json pod = {{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata", {{"name", name}}},
-                {"spec",
-                 {{"hostname", name}, {"subdomain", "s"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
-    ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
+    ASSERT_TRUE(client_->Create(op::kPods, "default", PodObject(name, {{"hostname", name}, {"subdomain", "s"}})).ok());
   }
 
   // The object once `done` holds for it (null after kWait): read, then watched from there.
@@ -196,12 +196,7 @@ std::string Scheduled(const json& pod) {
 TEST_F(LocalControllersTest, SchedulingGates_PodWaitsSchedulingGated_GatesOnlyRemoved_PlacedOnceTheLastGoes) {
   CreateNode("node-0", "True");
   StartScheduler();
-  json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"name", "gated"}}},
-              {"spec",
-               {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/topology"}}}},
-                {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+  json pod = PodObject("gated", {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/topology"}}}}});
   ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
   json got = Await(op::kPods, "default", "gated",
                    [](const json& p) { return absl::StartsWith(Scheduled(p), "False/SchedulingGated"); });
@@ -259,11 +254,7 @@ TEST_F(LocalControllersTest, NodeCapacity_PodsBeyondItWaitUnschedulable_PlacedWh
 TEST_F(LocalControllersTest, PodBoundByItsAuthor_GetsAnAddressOnItsNode) {
   CreateNode("node-0", "True");
   StartScheduler();
-  json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"name", "pinned"}}},
-              {"spec", {{"nodeName", "node-1"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
-  ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
+  ASSERT_TRUE(client_->Create(op::kPods, "default", PodObject("pinned", {{"nodeName", "node-1"}})).ok());
   json got = Await(op::kPods, "default", "pinned", [](const json& p) { return !AddressOf(p).empty(); });
   ASSERT_FALSE(got.is_null());
   EXPECT_TRUE(absl::StartsWith(AddressOf(got), "127.0.20.")) << AddressOf(got);
@@ -304,11 +295,7 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
                 {"metadata", {{"name", "node-0"}, {"namespace", kNodeLeaseNamespace}}},
                 {"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}};
   ASSERT_TRUE(client_->Create(op::kLeases, kNodeLeaseNamespace, lease).ok());
-  json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"name", "on-node-0"}}},
-              {"spec", {{"nodeName", "node-0"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
-  ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
+  ASSERT_TRUE(client_->Create(op::kPods, "default", PodObject("on-node-0", {{"nodeName", "node-0"}})).ok());
   json running = {{"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
   ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "on-node-0", running, /*status=*/true).ok());
 

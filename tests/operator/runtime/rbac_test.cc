@@ -64,6 +64,34 @@ class RbacTest : public ::testing::Test {
     }
     Discard();
   }
+  // Job `name` (uid `uid`) with a PodGroup of `provider` per attempt: its first group's name taken
+  // by a group of another job (replaced), then a failed rank (the next attempt's group, the
+  // first one's deleted).
+  void RunWithPodGroups(const std::string& provider, const Resource& groups, const std::string& name,
+                        const std::string& uid) {
+    ASSERT_TRUE(kube_.Create(groups, "ml",
+                             {{"metadata", {{"name", name + "-0"}, {"namespace", "ml"},
+                                            {"ownerReferences", {{{"uid", "u-other"}, {"controller", true}}}}}}})
+                    .ok());
+    json job = JobBuilder(name).Spec("scheduling", {{"podGroup", {{"provider", provider}}}}).Build();
+    job["metadata"]["uid"] = uid;
+    ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", job).ok());
+    Discard();
+    for (int i = 0; i < 3; ++i) {
+      Collect();
+      reconciler_.Reconcile("ml", name).IgnoreError();  // The replaced group makes a pass retry.
+      Collect();
+    }
+    SetPodsOf(name, [](int, json& s) {
+      s = {{"phase", "Failed"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}};
+    });
+    for (int i = 0; i < 3; ++i) {
+      clock_.Advance(absl::Minutes(1));
+      Collect();
+      reconciler_.Reconcile("ml", name).IgnoreError();  // Restart attempt 1: attempt 0's group goes.
+      Collect();
+    }
+  }
 
   FakeClock clock_;
   FakeKubeClient kube_;
@@ -125,51 +153,10 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   Pass();
   Pass();
 
-  // Volcano's PodGroups: the same calls in its API group, one left by an earlier job replaced.
-  const Resource volcano_groups{"scheduling.volcano.sh", "v1beta1", "podgroups"};
-  ASSERT_TRUE(kube_.Create(volcano_groups, "ml",
-                           {{"metadata", {{"name", "vol-0"}, {"namespace", "ml"},
-                                          {"ownerReferences", {{{"uid", "u-0"}, {"controller", true}}}}}}})
-                  .ok());
-  json volcano = JobBuilder("vol").Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}}).Build();
-  volcano["metadata"]["uid"] = "u-3";
-  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", volcano).ok());
-  Discard();
-  for (int i = 0; i < 3; ++i) {
-    Collect();
-    reconciler_.Reconcile("ml", "vol").IgnoreError();  // The replaced group makes a pass retry.
-    Collect();
-  }
-  SetPodsOf("vol", [](int, json& s) { s = {{"phase", "Failed"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}}; });
-  for (int i = 0; i < 3; ++i) {
-    clock_.Advance(absl::Minutes(1));
-    Collect();
-    reconciler_.Reconcile("ml", "vol").IgnoreError();  // Restart attempt 1: attempt 0's group goes.
-    Collect();
-  }
-
-  // Kubernetes' PodGroups (provider workload): the same calls in scheduling.k8s.io.
-  const Resource kubernetes_groups{"scheduling.k8s.io", "v1beta1", "podgroups"};
-  ASSERT_TRUE(kube_.Create(kubernetes_groups, "ml",
-                           {{"metadata", {{"name", "wl-0"}, {"namespace", "ml"},
-                                          {"ownerReferences", {{{"uid", "u-9"}, {"controller", true}}}}}}})
-                  .ok());
-  json workload = JobBuilder("wl").Spec("scheduling", {{"podGroup", {{"provider", "workload"}}}}).Build();
-  workload["metadata"]["uid"] = "u-4";
-  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", workload).ok());
-  Discard();
-  for (int i = 0; i < 3; ++i) {
-    Collect();
-    reconciler_.Reconcile("ml", "wl").IgnoreError();  // The replaced group makes a pass retry.
-    Collect();
-  }
-  SetPodsOf("wl", [](int, json& s) { s = {{"phase", "Failed"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}}; });
-  for (int i = 0; i < 3; ++i) {
-    clock_.Advance(absl::Minutes(1));
-    Collect();
-    reconciler_.Reconcile("ml", "wl").IgnoreError();  // Restart attempt 1: attempt 0's group goes.
-    Collect();
-  }
+  // Volcano's and Kubernetes' PodGroups: the same calls in their API groups, one left by an
+  // earlier job replaced.
+  ASSERT_NO_FATAL_FAILURE(RunWithPodGroups("volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "vol", "u-3"));
+  ASSERT_NO_FATAL_FAILURE(RunWithPodGroups("workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "wl", "u-4"));
 
   std::set<std::string> granted = Granted();
   for (const std::string& call : used_) {
