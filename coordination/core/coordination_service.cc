@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "coordination/core/error_details.h"
 
 namespace cohort::coordination {
 namespace {
@@ -44,6 +45,12 @@ CoordinationService::~CoordinationService() {
     deferred.Add([done = std::move(done), stopping] { done(stopping); });
   }
   task_state_watchers_.clear();
+  for (AlivenessWait& wait : aliveness_waits_) {
+    for (auto& [op, done] : wait.waiting) {
+      deferred.Add([done = std::move(done), stopping] { done(stopping); });
+    }
+  }
+  aliveness_waits_.clear();
 }
 
 std::string CoordinationService::TaskName(TaskId task) const {
@@ -151,7 +158,10 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
       OpId op = NextOpLocked();
       ops_[op] = OpRef{OpKind::kRegister, args.task, ""};
       pending_registrations_[args.task] = PendingCall{op, std::move(done)};
-      if (num_registered_++ == 0) register_deadline_ = clock_->Now() + config_.register_timeout;
+      if (num_registered_++ == 0) {
+        register_deadline_ = clock_->Now() + config_.register_timeout;
+        first_registered_ = args.task;
+      }
       LogDebug("rank ", args.task, " registered (", num_registered_, "/", tasks_.size(), ")");
       MaybeCompleteRegistrationLocked(&deferred);
       return op;
@@ -309,6 +319,7 @@ CoordinationService::TaskStates CoordinationService::TaskStatesLocked() const {
 
 void CoordinationService::TaskStatesChangedLocked(Deferred* deferred) {
   ++task_states_version_;
+  RefreshAlivenessLocked(deferred);
   if (task_state_watchers_.empty()) return;
   TaskStates states = TaskStatesLocked();
   for (auto& [op, done] : task_state_watchers_) {
@@ -444,6 +455,20 @@ void CoordinationService::CancelOp(OpId op) {
       arrival->second = PendingCall{0, nullptr};
       break;
     }
+    case OpKind::kAlive: {
+      for (auto wait = aliveness_waits_.begin(); wait != aliveness_waits_.end(); ++wait) {
+        auto call = std::find_if(wait->waiting.begin(), wait->waiting.end(),
+                                 [op](const auto& w) { return w.first == op; });
+        if (call == wait->waiting.end()) continue;
+        deferred.Add([done = std::move(call->second), cancelled] { done(cancelled); });
+        wait->waiting.erase(call);
+        // Its caller is no longer in the barrier, unless it waits in it with another call.
+        if (--wait->in_barrier[ref.task] == 0) wait->in_barrier.erase(ref.task);
+        if (wait->waiting.empty()) aliveness_waits_.erase(wait);
+        break;
+      }
+      break;
+    }
     case OpKind::kWatchTaskStates: {
       auto w = task_state_watchers_.find(op);
       if (w == task_state_watchers_.end()) break;
@@ -501,7 +526,10 @@ OpId CoordinationService::ShutdownTask(TaskId task, Incarnation incarnation, Don
   }
   OpId op = NextOpLocked();
   ops_[op] = OpRef{OpKind::kShutdown, task, ""};
-  if (shutdown_waiters_.empty()) shutdown_deadline_ = clock_->Now() + config_.shutdown_timeout;
+  if (shutdown_waiters_.empty()) {
+    shutdown_deadline_ = clock_->Now() + config_.shutdown_timeout;
+    first_to_shut_down_ = task;
+  }
   auto& slot = shutdown_waiters_[task];
   if (slot.done) {
     deferred.Add([old = std::move(slot.done)] {
@@ -534,15 +562,16 @@ void CoordinationService::MaybeCompleteShutdownLocked(Deferred* deferred) {
 
 absl::Status CoordinationService::InsertKeyValue(TaskId task, Incarnation incarnation,
                                                  absl::string_view key, std::string value,
-                                                 bool allow_overwrite) {
+                                                 bool allow_overwrite, KeyValueStore::Limits limits) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
-  return kv_.Insert(key, std::move(value), allow_overwrite, &deferred);
+  return kv_.Insert(key, std::move(value), allow_overwrite, &deferred, limits);
 }
 
 OpId CoordinationService::GetKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
-                                      absl::Duration timeout, ValueCallback done) {
+                                      absl::Duration timeout, ValueCallback done,
+                                      KeyValueStore::Limits limits) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) {
@@ -550,7 +579,7 @@ OpId CoordinationService::GetKeyValue(TaskId task, Incarnation incarnation, absl
     return 0;
   }
   std::string normalized = KeyValueStore::NormalizeKey(key);
-  if (normalized.empty()) {
+  if (normalized.empty() && !limits.empty_key) {
     deferred.Add([done] { done(absl::InvalidArgumentError("cannot get an empty key")); });
     return 0;
   }
@@ -617,12 +646,12 @@ absl::Status CoordinationService::DeleteKeyValue(TaskId task, Incarnation incarn
 
 absl::StatusOr<int64_t> CoordinationService::IncrementKeyValue(TaskId task,
                                                                Incarnation incarnation,
-                                                               absl::string_view key,
-                                                               int64_t delta) {
+                                                               absl::string_view key, int64_t delta,
+                                                               KeyValueStore::Limits limits) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
-  return kv_.Increment(key, delta, &deferred);
+  return kv_.Increment(key, delta, &deferred, limits);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -663,21 +692,27 @@ void CoordinationService::FinishBarrierLocked(BarrierInstance& barrier, absl::St
   });
 }
 
+BarrierReport CoordinationService::ReportLocked(const BarrierInstance& barrier) const {
+  return BarrierReport{barrier.id, barrier.counter, barrier.first_task,
+                       static_cast<int32_t>(barrier.arrived.size()),
+                       static_cast<int32_t>(ParticipantCount(barrier)), MissingLocked(barrier)};
+}
+
+ErrorDetails CoordinationService::BarrierDetailsLocked(ErrorKind kind, const BarrierInstance& barrier,
+                                                       const BarrierArgs& call, TaskId task) const {
+  return ErrorDetails{.kind = kind,
+                      .barrier = ReportLocked(barrier),
+                      .task = task,
+                      .counter = call.counter,
+                      .caller_named_every_task = call.participants.empty()};
+}
+
 OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   auto reply = [&](absl::Status s) { deferred.Add([done, s] { done(s); }); };
   if (absl::Status s = ValidateCallerLocked(args.task, args.incarnation); !s.ok()) {
     reply(s);
-    return 0;
-  }
-  if (args.id.empty()) {
-    reply(absl::InvalidArgumentError("barrier id is empty; name the barrier"));
-    return 0;
-  }
-  if (args.timeout <= absl::ZeroDuration()) {
-    reply(absl::InvalidArgumentError(
-        absl::StrCat("barrier '", args.id, "': the timeout must be positive")));
     return 0;
   }
   if (args.counter < 0) {
@@ -689,32 +724,35 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
   std::vector<TaskId> participants = args.participants;
   std::sort(participants.begin(), participants.end());
   participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+  TaskId unknown = -1;  // A named participant that is not in the job.
   for (TaskId t : participants) {
-    if (absl::Status s = ValidateRangeLocked(t); !s.ok()) {
-      reply(absl::InvalidArgumentError(
-          absl::StrCat("barrier '", args.id, "' names a participant that does not exist: ",
-                       s.message())));
-      return 0;
-    }
+    if (unknown < 0 && !ValidateRangeLocked(t).ok()) unknown = t;
   }
-  if (participants.size() == tasks_.size()) participants.clear();  // Same as "all tasks".
-  if (!participants.empty() &&
-      !std::binary_search(participants.begin(), participants.end(), args.task)) {
-    reply(absl::InvalidArgumentError(absl::StrCat(
-        "rank ", args.task, " called barrier '", args.id,
-        "' but is not one of its participants; only participants may call a subset barrier")));
-    return 0;
-  }
+  if (unknown < 0 && participants.size() == tasks_.size()) participants.clear();  // "All tasks".
+  const bool caller_participates =
+      participants.empty() || std::binary_search(participants.begin(), participants.end(), args.task);
+  auto details = [&](ErrorKind kind, const BarrierInstance& b, TaskId task = -1)
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return BarrierDetailsLocked(kind, b, args, task); };
 
   auto it = barriers_.find(args.id);
   if (it != barriers_.end() && it->second.counter == args.counter && it->second.done) {
     // A retry of a call that already completed gets its result; a call that names other
-    // participants is no retry (it would pass without them).
+    // participants, or comes from outside them, is no retry (it would pass without them), and is
+    // refused alone: the instance's result stands.
     if (it->second.participants != participants) {
-      reply(absl::InvalidArgumentError(absl::StrFormat(
-          "barrier '%s' call #%d already completed with other participants than rank %d names; "
-          "every participant must pass the same set",
-          args.id, CallNumber(args.counter), args.task)));
+      reply(WithDetails(
+          absl::InvalidArgumentError(absl::StrFormat(
+              "barrier '%s' call #%d already completed with other participants than rank %d "
+              "names; every participant must pass the same set",
+              args.id, CallNumber(args.counter), args.task)),
+          details(ErrorKind::kBarrierConflictingTasks, it->second)));
+      return 0;
+    }
+    if (!caller_participates) {
+      reply(WithDetails(absl::InvalidArgumentError(absl::StrCat(
+                            "rank ", args.task, " called barrier '", args.id, "' call #",
+                            CallNumber(args.counter), " but is not one of its participants")),
+                        details(ErrorKind::kBarrierNonParticipant, it->second, args.task)));
       return 0;
     }
     reply(it->second.result);
@@ -724,19 +762,25 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
       (it == barriers_.end() && args.counter == 0) ||
       (it != barriers_.end() && it->second.done && args.counter - 1 == it->second.counter);
   if (it != barriers_.end() && !new_instance && it->second.counter != args.counter) {
-    std::string msg = absl::StrFormat(
-        "barrier '%s' is out of step: rank %d calls it for time #%d while the coordinator is at "
-        "call #%d; every participant must call a barrier id the same number of times",
-        args.id, args.task, CallNumber(args.counter), CallNumber(it->second.counter));
-    if (!it->second.done) FinishBarrierLocked(it->second, absl::FailedPreconditionError(msg), &deferred);
-    reply(absl::FailedPreconditionError(msg));
+    absl::Status error = WithDetails(
+        absl::FailedPreconditionError(absl::StrFormat(
+            "barrier '%s' is out of step: rank %d calls it for time #%d while the coordinator is "
+            "at call #%d; every participant must call a barrier id the same number of times",
+            args.id, args.task, CallNumber(args.counter), CallNumber(it->second.counter))),
+        details(ErrorKind::kBarrierCounterMismatch, it->second));
+    if (!it->second.done) FinishBarrierLocked(it->second, error, &deferred);
+    reply(error);
     return 0;
   }
   if (it == barriers_.end() && !new_instance) {
-    reply(absl::FailedPreconditionError(absl::StrFormat(
-        "barrier '%s' is out of step: rank %d calls it for time #%d but nobody called it before; "
-        "every participant must call a barrier id the same number of times",
-        args.id, args.task, CallNumber(args.counter))));
+    BarrierInstance none;
+    none.id = args.id;
+    reply(WithDetails(
+        absl::FailedPreconditionError(absl::StrFormat(
+            "barrier '%s' is out of step: rank %d calls it for time #%d but nobody called it "
+            "before; every participant must call a barrier id the same number of times",
+            args.id, args.task, CallNumber(args.counter))),
+        details(ErrorKind::kBarrierCounterMismatch, none)));
     return 0;
   }
   if (new_instance) {
@@ -750,23 +794,48 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
     b.deadline = b.opened + args.timeout;
     b.first_task = args.task;
     it = barriers_.find(args.id);
+    if (unknown >= 0) {
+      absl::Status error = WithDetails(
+          absl::InvalidArgumentError(absl::StrCat(
+              "barrier '", args.id, "' names a participant that does not exist: ",
+              ValidateRangeLocked(unknown).message())),
+          details(ErrorKind::kBarrierUnknownTask, b, unknown));
+      FinishBarrierLocked(b, error, &deferred);
+      reply(error);
+      return 0;
+    }
   }
   BarrierInstance& b = it->second;
   if (b.participants != participants) {
-    std::string msg = absl::StrFormat(
-        "barrier '%s' call #%d: rank %d names different participants than rank %d did; every "
-        "participant must pass the same set",
-        args.id, CallNumber(args.counter), args.task, b.first_task);
-    FinishBarrierLocked(b, absl::InvalidArgumentError(msg), &deferred);
-    reply(absl::InvalidArgumentError(msg));
+    absl::Status error = WithDetails(
+        absl::InvalidArgumentError(absl::StrFormat(
+            "barrier '%s' call #%d: rank %d names different participants than rank %d did; every "
+            "participant must pass the same set",
+            args.id, CallNumber(args.counter), args.task, b.first_task)),
+        details(ErrorKind::kBarrierConflictingTasks, b));
+    FinishBarrierLocked(b, error, &deferred);
+    reply(error);
+    return 0;
+  }
+  if (!caller_participates) {
+    absl::Status error = WithDetails(
+        absl::InvalidArgumentError(absl::StrCat(
+            "rank ", args.task, " called barrier '", args.id, "' call #", CallNumber(args.counter),
+            " but is not one of its participants, which fails the barrier for them; only "
+            "participants may call a subset barrier")),
+        details(ErrorKind::kBarrierNonParticipant, b, args.task));
+    FinishBarrierLocked(b, error, &deferred);
+    reply(error);
     return 0;
   }
   for (TaskId t : participants) {
     if (tasks_[t].state == TaskState::kShutDown) {
-      std::string msg = absl::StrCat("barrier '", args.id, "': participant rank ", t,
-                                     " already shut down, so the barrier can never pass");
-      FinishBarrierLocked(b, absl::FailedPreconditionError(msg), &deferred);
-      reply(absl::FailedPreconditionError(msg));
+      absl::Status error = WithDetails(
+          absl::FailedPreconditionError(absl::StrCat("barrier '", args.id, "': participant rank ", t,
+                                                     " already shut down, so the barrier can never pass")),
+          details(ErrorKind::kBarrierParticipantGone, b, t));
+      FinishBarrierLocked(b, error, &deferred);
+      reply(error);
       return 0;
     }
   }
@@ -791,18 +860,88 @@ absl::Status CoordinationService::CancelBarrier(TaskId task, Incarnation incarna
   if (absl::Status s = ValidateCallerLocked(task, incarnation); !s.ok()) return s;
   auto it = barriers_.find(std::string(id));
   if (it == barriers_.end() || it->second.counter != counter) {
-    return absl::NotFoundError(
-        absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " is not in progress"));
+    BarrierReport held;
+    held.id = std::string(id);
+    if (it != barriers_.end()) held = ReportLocked(it->second);
+    return WithDetails(
+        absl::NotFoundError(
+            absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " is not in progress")),
+        ErrorDetails{.kind = ErrorKind::kCancelNotInProgress, .barrier = held, .task = task,
+                     .counter = counter});
   }
   if (it->second.done) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " already completed"));
+    return WithDetails(
+        absl::FailedPreconditionError(
+            absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " already completed")),
+        ErrorDetails{.kind = ErrorKind::kCancelAlreadyPassed, .barrier = ReportLocked(it->second),
+                     .task = task, .counter = counter,
+                     .code = static_cast<int32_t>(it->second.result.code())});
   }
-  FinishBarrierLocked(it->second,
-                      absl::CancelledError(absl::StrCat("barrier '", id, "' was cancelled by rank ",
-                                                        task)),
-                      &deferred);
+  FinishBarrierLocked(
+      it->second,
+      WithDetails(absl::CancelledError(absl::StrCat("barrier '", id, "' was cancelled by rank ", task)),
+                  ErrorDetails{.kind = ErrorKind::kBarrierCancelled, .barrier = ReportLocked(it->second),
+                               .task = task, .counter = counter}),
+      &deferred);
   return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// GetAliveTasks.
+
+OpId CoordinationService::GetAliveTasks(TaskId task, std::vector<TaskId> tasks, AliveTasksCallback done) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  std::sort(tasks.begin(), tasks.end());
+  tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+  absl::Status refused = ValidateRangeLocked(task);
+  if (refused.ok() && !std::binary_search(tasks.begin(), tasks.end(), task)) {
+    refused = absl::InvalidArgumentError(absl::StrCat(
+        "rank ", task, " asked which of ranks ", FormatRankList(tasks), " are alive without naming "
+        "itself; every caller must be one of the tasks it asks about"));
+  }
+  if (!refused.ok()) {
+    deferred.Add([done = std::move(done), refused] { done(refused); });
+    return 0;
+  }
+  auto wait = std::find_if(aliveness_waits_.begin(), aliveness_waits_.end(),
+                           [&](const AlivenessWait& w) { return w.tasks == tasks; });
+  if (wait == aliveness_waits_.end()) {
+    aliveness_waits_.push_back(AlivenessWait{tasks, {}, {}});
+    wait = std::prev(aliveness_waits_.end());
+  }
+  OpId op = NextOpLocked();
+  ops_[op] = OpRef{OpKind::kAlive, task, ""};
+  ++wait->in_barrier[task];
+  wait->waiting.emplace_back(op, std::move(done));
+  RefreshAlivenessLocked(&deferred);
+  return op;
+}
+
+void CoordinationService::RefreshAlivenessLocked(Deferred* deferred) {
+  for (auto wait = aliveness_waits_.begin(); wait != aliveness_waits_.end();) {
+    AliveTasks alive;
+    bool complete = true;
+    for (TaskId t : wait->tasks) {
+      if (t < 0 || t >= static_cast<TaskId>(tasks_.size())) continue;  // Never alive.
+      if (tasks_[t].state != TaskState::kConnected) continue;
+      alive.emplace_back(t, tasks_[t].incarnation);
+      if (!wait->in_barrier.contains(t)) complete = false;
+    }
+    if (!complete) {
+      ++wait;
+      continue;
+    }
+    std::vector<AliveTasksCallback> callbacks;
+    for (auto& [op, done] : wait->waiting) {
+      ops_.erase(op);
+      callbacks.push_back(std::move(done));
+    }
+    deferred->Add([callbacks = std::move(callbacks), alive = std::move(alive)] {
+      for (const auto& done : callbacks) done(alive);
+    });
+    wait = aliveness_waits_.erase(wait);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -866,7 +1005,10 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
         "COHORT_COORDINATOR_ADDRESS, the job token and the network)",
         absl::FormatDuration(config_.register_timeout), num_registered_, tasks_.size(),
         FormatRankList(missing));
-    absl::Status status = absl::DeadlineExceededError(message);
+    BarrierReport report{"", 0, first_registered_, num_registered_,
+                         static_cast<int32_t>(tasks_.size()), missing};
+    absl::Status status = WithDetails(absl::DeadlineExceededError(message),
+                                      ErrorDetails{.kind = ErrorKind::kRegistrationTimedOut, .barrier = report});
     for (auto& [task, call] : pending_registrations_) {
       ops_.erase(call.op);
       deferred->Add([done = std::move(call.done), status] { done(status); });
@@ -887,11 +1029,12 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
     std::vector<TaskId> missing = MissingLocked(b);
     FinishBarrierLocked(
         b,
-        absl::DeadlineExceededError(absl::StrFormat(
-            "barrier '%s' (call #%d) timed out after %s: %d/%d tasks arrived; missing rank(s) %s. "
-            "They are slow, stuck, or never call this barrier",
-            id, CallNumber(b.counter), absl::FormatDuration(b.timeout), b.arrived.size(),
-            ParticipantCount(b), FormatRankList(missing))),
+        WithDetails(absl::DeadlineExceededError(absl::StrFormat(
+                        "barrier '%s' (call #%d) timed out after %s: %d/%d tasks arrived; missing "
+                        "rank(s) %s. They are slow, stuck, or never call this barrier",
+                        id, CallNumber(b.counter), absl::FormatDuration(b.timeout), b.arrived.size(),
+                        ParticipantCount(b), FormatRankList(missing))),
+                    ErrorDetails{.kind = ErrorKind::kBarrierTimedOut, .barrier = ReportLocked(b)}),
         deferred);
   }
 
@@ -911,7 +1054,14 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
         "(still running, stuck, or exited without calling shutdown)",
         absl::FormatDuration(config_.shutdown_timeout), shutdown_waiters_.size(), tasks_.size(),
         FormatRankList(missing));
-    absl::Status status = absl::DeadlineExceededError(message);
+    // Every task that had not called it, failed ones included, as XLA's shutdown barrier counts.
+    BarrierReport report{"", 0, first_to_shut_down_, static_cast<int32_t>(shutdown_waiters_.size()),
+                         static_cast<int32_t>(tasks_.size()), {}};
+    for (TaskId i = 0; i < static_cast<TaskId>(tasks_.size()); ++i) {
+      if (!shutdown_waiters_.contains(i)) report.missing.push_back(i);
+    }
+    absl::Status status = WithDetails(absl::DeadlineExceededError(message),
+                                      ErrorDetails{.kind = ErrorKind::kShutdownTimedOut, .barrier = report});
     for (auto& [task, call] : shutdown_waiters_) {
       ops_.erase(call.op);
       if (call.done) deferred->Add([done = std::move(call.done), status] { done(status); });
@@ -919,8 +1069,9 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
     shutdown_waiters_.clear();
     shutdown_deadline_ = absl::InfiniteFuture();
     if (!missing.empty()) {
-      FailTaskLocked(TaskFailure{missing.front(), FailureCause::kShutdownTimeout, message},
-                     deferred);
+      TaskFailure failure{missing.front(), FailureCause::kShutdownTimeout, message};
+      failure.barrier = report;
+      FailTaskLocked(std::move(failure), deferred);
     }
   }
 }

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/job_settings.h"
 #include "coordination/core/deferred.h"
+#include "coordination/core/error_details.h"
 #include "coordination/core/key_value_store.h"
 #include "coordination/core/types.h"
 
@@ -143,11 +144,16 @@ class CoordinationService {
 
   // Key-value calls accept kUnidentifiedTask (any incarnation) as the caller; the transports of
   // Cohort's own protocol never pass it (CoordinationRpcHandler refuses negative task ids).
+  // `limits`: the store's key and value size limits apply (Cohort's protocol); without them any
+  // non-empty key and any value the transport delivered is stored (the JAX port, as XLA's).
   absl::Status InsertKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
-                              std::string value, bool allow_overwrite);
-  // Blocking get: waits up to `timeout` for the key (DeadlineExceeded after).
+                              std::string value, bool allow_overwrite,
+                              KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);
+  // Blocking get: waits up to `timeout` for the key (DeadlineExceeded after). `limits`: whether
+  // an empty key is refused (Cohort's protocol) or waited for like any other (the JAX port).
   OpId GetKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
-                   absl::Duration timeout, ValueCallback done);
+                   absl::Duration timeout, ValueCallback done,
+                   KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);
   // NotFound when absent.
   absl::StatusOr<std::string> TryGetKeyValue(TaskId task, Incarnation incarnation,
                                              absl::string_view key);
@@ -159,15 +165,30 @@ class CoordinationService {
                                 absl::FunctionRef<void(const std::string&, const std::string&)> fn);
   absl::Status DeleteKeyValue(TaskId task, Incarnation incarnation, absl::string_view key);
   absl::StatusOr<int64_t> IncrementKeyValue(TaskId task, Incarnation incarnation,
-                                            absl::string_view key, int64_t delta);
+                                            absl::string_view key, int64_t delta,
+                                            KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);
 
   // Named barrier. Each participant's k-th call of an id (counter k) joins the k-th instance;
-  // the first arrival sets the deadline. Errors: InvalidArgument (bad participants),
-  // FailedPrecondition (call counts out of step), DeadlineExceeded (names the missing ranks),
-  // Cancelled (CancelBarrier), Aborted (a participant failed).
+  // the first arrival sets the deadline (a timeout of zero or less: the next deadline check
+  // fails it unless every participant arrived by then). As in XLA's service, a call that cannot
+  // join (it names a task outside the job, or other participants than the instance has, or its
+  // caller is not one of them) fails the instance for every participant, and later calls of
+  // that instance get the same result. Errors: InvalidArgument (bad participants),
+  // FailedPrecondition (call counts out of step, a participant shut down), DeadlineExceeded
+  // (names the missing ranks), Cancelled (CancelBarrier), Aborted (a participant failed). Each
+  // carries ErrorDetails (coordination/core/error_details.h).
   OpId Barrier(const BarrierArgs& args, DoneCallback done);
   absl::Status CancelBarrier(TaskId task, Incarnation incarnation, absl::string_view id,
                              int64_t counter);
+
+  // XLA's GetAliveTasks: a barrier over `tasks` that answers, once every one of them that is
+  // connected has called it with the same set, the connected ones with their incarnations, in
+  // task order (to every caller alike). A task that fails or shuts down meanwhile is no longer
+  // waited for. Tasks not in the job are never alive. InvalidArgument when the caller is not one
+  // of `tasks` (every call names itself) or not in the job.
+  using AliveTasks = std::vector<std::pair<TaskId, Incarnation>>;
+  using AliveTasksCallback = std::function<void(absl::StatusOr<AliveTasks>)>;
+  OpId GetAliveTasks(TaskId task, std::vector<TaskId> tasks, AliveTasksCallback done);
 
   // Records a preemption notice (the first one wins) and tells every task. Incarnation
   // kObserverIncarnation: a notice about the rank from outside its process (its sidecar got
@@ -257,7 +278,13 @@ class CoordinationService {
     bool done = false;
     absl::Status result;
   };
-  enum class OpKind { kRegister, kBarrier, kGet, kShutdown, kWatch, kWatchTaskStates };
+  // Callers of GetAliveTasks naming the same set of tasks, waiting for the others.
+  struct AlivenessWait {
+    std::vector<TaskId> tasks;  // Sorted, unique.
+    absl::flat_hash_map<TaskId, int> in_barrier;  // Task -> how many of its calls wait.
+    std::vector<std::pair<OpId, AliveTasksCallback>> waiting;
+  };
+  enum class OpKind { kRegister, kBarrier, kGet, kShutdown, kWatch, kWatchTaskStates, kAlive };
   struct OpRef {
     OpKind kind;
     TaskId task;
@@ -286,6 +313,13 @@ class CoordinationService {
   size_t ParticipantCount(const BarrierInstance& barrier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishBarrierLocked(BarrierInstance& barrier, absl::Status result, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Who had reached `barrier` (a snapshot for its error details), and the details of `call`'s
+  // error about it (`task`: the task the error names).
+  BarrierReport ReportLocked(const BarrierInstance& barrier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ErrorDetails BarrierDetailsLocked(ErrorKind kind, const BarrierInstance& barrier, const BarrierArgs& call,
+                                    TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers every GetAliveTasks whose connected tasks have all called it.
+  void RefreshAlivenessLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<TaskId> MissingLocked(const BarrierInstance& barrier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckDeadlinesLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -310,6 +344,7 @@ class CoordinationService {
   absl::flat_hash_map<TaskId, PendingCall> pending_registrations_ ABSL_GUARDED_BY(mu_);
   absl::Time register_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   int32_t num_registered_ ABSL_GUARDED_BY(mu_) = 0;
+  TaskId first_registered_ ABSL_GUARDED_BY(mu_) = -1;
 
   // Fate sharing.
   std::optional<TaskFailure> job_failure_ ABSL_GUARDED_BY(mu_);
@@ -320,10 +355,12 @@ class CoordinationService {
 
   KeyValueStore kv_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, BarrierInstance> barriers_ ABSL_GUARDED_BY(mu_);
+  std::vector<AlivenessWait> aliveness_waits_ ABSL_GUARDED_BY(mu_);
 
   // Shutdown barrier.
   absl::flat_hash_map<TaskId, PendingCall> shutdown_waiters_ ABSL_GUARDED_BY(mu_);
   absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  TaskId first_to_shut_down_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace cohort::coordination

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordination/core/error_details.h"
 
 namespace cohort::coordination {
 
@@ -20,36 +21,37 @@ std::string KeyValueStore::NormalizeKey(absl::string_view key) {
 }
 
 namespace {
-absl::Status ValidateKey(absl::string_view raw, const std::string& key) {
-  if (key.empty()) {
+absl::Status ValidateKey(absl::string_view raw, const std::string& key, KeyValueStore::Limits limits) {
+  if (key.empty() && !limits.empty_key) {
     return absl::InvalidArgumentError(
         absl::StrCat("key '", raw, "' is empty after normalization; use a non-empty key such as "
                      "'config/lr'"));
   }
-  if (key.size() > KeyValueStore::kMaxKeyBytes) {
+  if (key.size() > limits.max_key_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("key of ", key.size(), " bytes is longer than the limit of ",
-                     KeyValueStore::kMaxKeyBytes, " bytes; use a shorter key"));
+                     limits.max_key_bytes, " bytes; use a shorter key"));
   }
   return absl::OkStatus();
 }
 }  // namespace
 
 absl::Status KeyValueStore::Insert(absl::string_view raw_key, std::string value,
-                                   bool allow_overwrite, Deferred* deferred) {
+                                   bool allow_overwrite, Deferred* deferred, Limits limits) {
   std::string key = NormalizeKey(raw_key);
-  if (absl::Status s = ValidateKey(raw_key, key); !s.ok()) return s;
-  if (value.size() > kMaxValueBytes) {
+  if (absl::Status s = ValidateKey(raw_key, key, limits); !s.ok()) return s;
+  if (value.size() > limits.max_value_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "value for key '%s' is %d bytes, over the limit of %d bytes (1 MiB); the key-value store "
         "is for coordination data: put large data in shared storage and store its path here",
-        key, value.size(), kMaxValueBytes));
+        key, value.size(), limits.max_value_bytes));
   }
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     if (!allow_overwrite) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "key '", key, "' already exists; set allow_overwrite to replace it"));
+      return WithDetails(absl::AlreadyExistsError(absl::StrCat(
+                             "key '", key, "' already exists; set allow_overwrite to replace it")),
+                         ErrorDetails{.kind = ErrorKind::kKeyExists, .key = key});
     }
     it->second = std::move(value);
   } else {
@@ -98,15 +100,16 @@ size_t KeyValueStore::Delete(absl::string_view raw_key) {
 }
 
 absl::StatusOr<int64_t> KeyValueStore::Increment(absl::string_view raw_key, int64_t delta,
-                                                 Deferred* deferred) {
+                                                 Deferred* deferred, Limits limits) {
   std::string key = NormalizeKey(raw_key);
-  if (absl::Status s = ValidateKey(raw_key, key); !s.ok()) return s;
+  if (absl::Status s = ValidateKey(raw_key, key, limits); !s.ok()) return s;
   int64_t current = 0;
   auto it = entries_.find(key);
   if (it != entries_.end() && !absl::SimpleAtoi(it->second, &current)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key '", key, "' holds a value that is not a decimal integer, so it cannot be "
-        "incremented; use a separate key for counters"));
+    return WithDetails(absl::InvalidArgumentError(absl::StrCat(
+                           "key '", key, "' holds a value that is not a decimal integer, so it "
+                           "cannot be incremented; use a separate key for counters")),
+                       ErrorDetails{.kind = ErrorKind::kNotAnInteger, .key = key, .value = it->second});
   }
   int64_t next;
   if (__builtin_add_overflow(current, delta, &next)) {

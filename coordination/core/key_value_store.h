@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -29,6 +30,16 @@ class KeyValueStore {
  public:
   static constexpr size_t kMaxKeyBytes = 4 << 10;
   static constexpr size_t kMaxValueBytes = 1 << 20;
+  // What a caller's keys and values are held to: Cohort's protocol keeps to the limits above and
+  // refuses an empty key (docs/protocol.md); the JAX port to none, as XLA's service (a GPU job's
+  // topology value grows with the job).
+  struct Limits {
+    size_t max_key_bytes;
+    size_t max_value_bytes;
+    bool empty_key;  // "" (or "/") is a key like any other.
+  };
+  static constexpr Limits kCohortLimits{kMaxKeyBytes, kMaxValueBytes, false};
+  static constexpr Limits kNoLimits{SIZE_MAX, SIZE_MAX, true};
 
   using ValueCallback = std::function<void(absl::StatusOr<std::string>)>;
   using Entries = KeyValueEntries;
@@ -40,10 +51,10 @@ class KeyValueStore {
   // Strips leading/trailing slashes and collapses runs of '/'.
   static std::string NormalizeKey(absl::string_view key);
 
-  // InvalidArgument for an empty key, an over-long key or an over-size value; AlreadyExists when
-  // the key exists and !allow_overwrite. Wakes every waiter of the key.
+  // InvalidArgument for an empty key, an over-long key or an over-size value; AlreadyExists
+  // (ErrorKind::kKeyExists) when the key exists and !allow_overwrite. Wakes every waiter of the key.
   absl::Status Insert(absl::string_view key, std::string value, bool allow_overwrite,
-                      Deferred* deferred);
+                      Deferred* deferred, Limits limits = kCohortLimits);
   std::optional<std::string> Get(absl::string_view key) const;
   // Every entry below `directory/` (full keys), in key order.
   Entries GetDir(absl::string_view directory) const;
@@ -53,9 +64,10 @@ class KeyValueStore {
   // Deletes the key and everything below `key/`. Returns how many entries went.
   size_t Delete(absl::string_view key);
   // Adds `delta` to the decimal integer stored at the key (a missing key counts as 0) and stores
-  // the result as decimal text. InvalidArgument when the stored value is not an integer or the sum
-  // overflows int64 (the value is then unchanged).
-  absl::StatusOr<int64_t> Increment(absl::string_view key, int64_t delta, Deferred* deferred);
+  // the result as decimal text. InvalidArgument when the stored value is not an integer
+  // (ErrorKind::kNotAnInteger) or the sum overflows int64 (the value is then unchanged).
+  absl::StatusOr<int64_t> Increment(absl::string_view key, int64_t delta, Deferred* deferred,
+                                    Limits limits = kCohortLimits);
 
   // Parks a blocking get until the key is inserted (callback gets the value), its deadline passes
   // (DeadlineExceeded) or it is cancelled. The key must be normalized and absent.

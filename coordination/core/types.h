@@ -44,10 +44,22 @@ bool IsSuperseded(const absl::Status& status);
 // The cause's metric label, also used in logs ("crash", "heartbeat_timeout", "service_lost", ...).
 absl::string_view FailureCauseName(FailureCause cause);
 
+// Who reached a barrier (or the registration or shutdown barrier) before it failed.
+struct BarrierReport {
+  std::string id = {};
+  int64_t counter = 0;          // The instance the service holds (its call number - 1).
+  TaskId first_task = -1;       // The first to arrive.
+  int32_t arrived = 0;          // How many of the participants had arrived,
+  int32_t participants = 0;     // of how many.
+  std::vector<TaskId> missing = {};  // Those that had not, in rank order.
+};
+
 struct TaskFailure {
   TaskId task = -1;
   FailureCause cause = FailureCause::kUnspecified;
   std::string message;  // Full sentence naming the rank, the cause and what to do.
+  // kShutdownTimeout: who had reached the shutdown barrier (for XLA's words on the JAX port).
+  std::optional<BarrierReport> barrier = std::nullopt;
 };
 
 struct PreemptionNotice {

@@ -185,6 +185,17 @@ OpId CoordinationRpcHandler::BarrierAsync(const pb::BarrierRequest* request,
                    absl::Milliseconds(request->timeout_ms()),
                    {request->task_ids().begin(), request->task_ids().end()}};
   response->set_counter(request->counter());
+  // Cohort's protocol asks for a name and a timeout; the core also serves XLA's, which asks for
+  // neither.
+  if (args.id.empty()) {
+    done(absl::InvalidArgumentError("barrier id is empty; name the barrier"));
+    return 0;
+  }
+  if (args.timeout <= absl::ZeroDuration()) {
+    done(absl::InvalidArgumentError(
+        absl::StrCat("barrier '", args.id, "': the timeout must be positive")));
+    return 0;
+  }
   return service_->Barrier(args, std::move(done));
 }
 

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "coordination/core/error_details.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -225,6 +226,13 @@ TEST_F(CoordinationServiceTest, Register_Timeout_NamesMissingRanksAndFailsJob) {
   EXPECT_THAT(r0.message(), HasSubstr("2/5 processes registered"));
   EXPECT_THAT(r0.message(), HasSubstr("missing rank(s) 1, 3, 4"));
   EXPECT_EQ(service_->JobStatus().code(), absl::StatusCode::kAborted);
+  std::optional<ErrorDetails> d = DetailsOf(*r0.status);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, ErrorKind::kRegistrationTimedOut);
+  EXPECT_EQ(d->barrier.first_task, 0);
+  EXPECT_EQ(d->barrier.arrived, 2);
+  EXPECT_EQ(d->barrier.participants, 5);
+  EXPECT_EQ(d->barrier.missing, (std::vector<TaskId>{1, 3, 4}));
 }
 
 // --- Heartbeats and failure propagation -----------------------------------------------------
@@ -512,12 +520,97 @@ TEST_F(CoordinationServiceTest, Barrier_SubsetOfTasks) {
   EXPECT_TRUE(r1.ok() && r3.ok());
 }
 
-TEST_F(CoordinationServiceTest, Barrier_NonParticipant_InvalidArgument) {
+// As XLA's service: a caller outside the named participants fails the barrier for them too, so
+// the mistake shows on every process instead of only on the one that made it.
+TEST_F(CoordinationServiceTest, Barrier_NonParticipant_FailsTheBarrierForItsParticipants) {
   Start(4);
   ConnectAll(4);
-  Result r;
-  CallBarrier(0, "pair", 0, &r, {1, 3});
+  Result waiting, outsider, late;
+  CallBarrier(1, "pair", 0, &waiting, {1, 3});
+  CallBarrier(0, "pair", 0, &outsider, {1, 3});
+  EXPECT_EQ(outsider.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(waiting.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(waiting.message(), HasSubstr("rank 0 called barrier 'pair'"));
+  CallBarrier(3, "pair", 0, &late, {1, 3});
+  EXPECT_EQ(late.code(), absl::StatusCode::kInvalidArgument) << "the instance's result stands";
+  std::optional<ErrorDetails> d = DetailsOf(*late.status);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, ErrorKind::kBarrierNonParticipant);
+  EXPECT_EQ(d->task, 0);
+  // The next instance is a fresh one.
+  Result again1, again3;
+  CallBarrier(1, "pair", 1, &again1, {1, 3});
+  CallBarrier(3, "pair", 1, &again3, {1, 3});
+  EXPECT_TRUE(again1.ok() && again3.ok()) << again1.message();
+}
+
+TEST_F(CoordinationServiceTest, Barrier_NonParticipantFirst_ParticipantsGetItsError) {
+  Start(3);
+  ConnectAll(3);
+  Result outsider, p0, p1;
+  CallBarrier(2, "np", 0, &outsider, {0, 1});
+  CallBarrier(0, "np", 0, &p0, {0, 1});
+  CallBarrier(1, "np", 0, &p1, {1, 0});
+  for (Result* r : {&outsider, &p0, &p1}) {
+    EXPECT_EQ(r->code(), absl::StatusCode::kInvalidArgument) << r->message();
+  }
+}
+
+TEST_F(CoordinationServiceTest, Barrier_ParticipantNotInTheJob_FailsTheInstance) {
+  Start(4);
+  ConnectAll(4);
+  Result r, later;
+  CallBarrier(0, "u", 0, &r, {0, 1, 2, 9});  // Four names, one unknown: not "every task".
   EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+  std::optional<ErrorDetails> d = DetailsOf(*r.status);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, ErrorKind::kBarrierUnknownTask);
+  EXPECT_EQ(d->task, 9);
+  CallBarrier(1, "u", 0, &later, {0, 1, 2, 9});
+  EXPECT_EQ(later.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// XLA's service takes any timeout: zero fails the barrier at the next deadline check unless every
+// participant arrived first. (Cohort's protocol refuses it before the core: rpc_handler_test.)
+TEST_F(CoordinationServiceTest, Barrier_ZeroTimeout_PassesOnlyIfAllArriveBeforeTheCheck) {
+  Start(2);
+  ConnectAll(2);
+  Result a0, a1;
+  CallBarrier(0, "now", 0, &a0, {}, absl::ZeroDuration());
+  CallBarrier(1, "now", 0, &a1, {}, absl::ZeroDuration());
+  EXPECT_TRUE(a0.ok() && a1.ok());
+  Result b0;
+  CallBarrier(0, "late", 0, &b0, {}, absl::ZeroDuration());
+  service_->CheckDeadlines();
+  EXPECT_EQ(b0.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(CoordinationServiceTest, Barrier_Timeout_DetailsSayWhoArrivedFirstAndWhoIsMissing) {
+  Start(4);
+  ConnectAll(4);
+  Result r2, r0;
+  CallBarrier(2, "slow", 0, &r2, {}, absl::Seconds(1));
+  CallBarrier(0, "slow", 0, &r0, {}, absl::Seconds(1));
+  clock_.Advance(absl::Seconds(1));
+  for (TaskId t = 0; t < 4; ++t) ASSERT_TRUE(service_->Heartbeat(t, Inc(t)).ok());
+  service_->CheckDeadlines();
+  std::optional<ErrorDetails> d = DetailsOf(*r0.status);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, ErrorKind::kBarrierTimedOut);
+  EXPECT_EQ(d->barrier.id, "slow");
+  EXPECT_EQ(d->barrier.first_task, 2);
+  EXPECT_EQ(d->barrier.arrived, 2);
+  EXPECT_EQ(d->barrier.participants, 4);
+  EXPECT_EQ(d->barrier.missing, (std::vector<TaskId>{1, 3}));
+}
+
+TEST_F(CoordinationServiceTest, Barrier_EmptyId_IsAnIdLikeAnyOther) {
+  Start(2);
+  ConnectAll(2);
+  Result a, b;
+  CallBarrier(0, "", 0, &a);
+  CallBarrier(1, "", 0, &b);
+  EXPECT_TRUE(a.ok() && b.ok()) << a.message();
 }
 
 TEST_F(CoordinationServiceTest, Barrier_ConflictingParticipants_FailsForEveryone) {
@@ -615,6 +708,77 @@ TEST_F(CoordinationServiceTest, Barrier_ManyTasks_AllReleasedTogether) {
   for (int t = 0; t < kTasks; ++t) ASSERT_TRUE(results[t].ok()) << t;
 }
 
+// --- GetAliveTasks (XLA's) ------------------------------------------------------------------
+
+struct AliveResult {
+  std::optional<absl::StatusOr<CoordinationService::AliveTasks>> alive;
+  CoordinationService::AliveTasksCallback Callback() {
+    return [this](absl::StatusOr<CoordinationService::AliveTasks> a) {
+      ASSERT_FALSE(alive.has_value()) << "callback invoked twice";
+      alive = std::move(a);
+    };
+  }
+  std::vector<TaskId> Tasks() const {
+    std::vector<TaskId> out;
+    if (alive && alive->ok()) {
+      for (const auto& [task, incarnation] : **alive) out.push_back(task);
+    }
+    return out;
+  }
+};
+
+TEST_F(CoordinationServiceTest, GetAliveTasks_AnsweredOnceEveryAliveTaskNamedCalled) {
+  Start(4);
+  ConnectAll(4);
+  AliveResult a0, a3;
+  EXPECT_NE(service_->GetAliveTasks(0, {3, 0}, a0.Callback()), 0u);
+  EXPECT_FALSE(a0.alive.has_value()) << "waits for task 3";
+  service_->GetAliveTasks(3, {0, 3}, a3.Callback());
+  ASSERT_TRUE(a0.alive.has_value() && a3.alive.has_value());
+  EXPECT_EQ(a0.Tasks(), (std::vector<TaskId>{0, 3}));
+  EXPECT_EQ(a3.Tasks(), (std::vector<TaskId>{0, 3}));
+  EXPECT_EQ((**a0.alive)[1].second, Inc(3));
+}
+
+TEST_F(CoordinationServiceTest, GetAliveTasks_ATaskThatFailsIsNoLongerWaitedFor) {
+  Start(3);
+  ConnectAll(3);
+  AliveResult a0;
+  service_->GetAliveTasks(0, {0, 1, 2}, a0.Callback());
+  AliveResult a1;
+  service_->GetAliveTasks(1, {0, 1, 2}, a1.Callback());
+  EXPECT_FALSE(a0.alive.has_value());
+  ASSERT_TRUE(service_->ReportError(2, Inc(2), FailureCause::kProcessExited, "gone").ok());
+  ASSERT_TRUE(a0.alive.has_value());
+  EXPECT_EQ(a0.Tasks(), (std::vector<TaskId>{0, 1}));
+  EXPECT_EQ(a1.Tasks(), (std::vector<TaskId>{0, 1}));
+}
+
+TEST_F(CoordinationServiceTest, GetAliveTasks_CallerNotNamed_InvalidArgument_TasksNotInTheJobNeverAlive) {
+  Start(3);
+  ConnectAll(3);
+  AliveResult outside, unknown;
+  EXPECT_EQ(service_->GetAliveTasks(2, {0, 1}, outside.Callback()), 0u);
+  ASSERT_TRUE(outside.alive.has_value());
+  EXPECT_EQ(outside.alive->status().code(), absl::StatusCode::kInvalidArgument);
+  service_->GetAliveTasks(0, {0, 7}, unknown.Callback());
+  EXPECT_EQ(unknown.Tasks(), (std::vector<TaskId>{0}));
+}
+
+TEST_F(CoordinationServiceTest, GetAliveTasks_CallerGone_TheOthersWaitForItsNextCall) {
+  Start(2);
+  ConnectAll(2);
+  AliveResult gone, a1, again;
+  OpId op = service_->GetAliveTasks(0, {0, 1}, gone.Callback());
+  service_->CancelOp(op);
+  ASSERT_TRUE(gone.alive.has_value());
+  EXPECT_EQ(gone.alive->status().code(), absl::StatusCode::kCancelled);
+  service_->GetAliveTasks(1, {0, 1}, a1.Callback());
+  EXPECT_FALSE(a1.alive.has_value()) << "task 0 left the barrier with its call";
+  service_->GetAliveTasks(0, {0, 1}, again.Callback());
+  EXPECT_EQ(a1.Tasks(), (std::vector<TaskId>{0, 1}));
+}
+
 // --- Shutdown -------------------------------------------------------------------------------
 
 // Found by tests/fuzz (agent_protocol): a shutdown whose caller went away keeps its place with no
@@ -679,6 +843,34 @@ TEST_F(CoordinationServiceTest, Shutdown_Timeout_NamesStragglers) {
   service_->CheckDeadlines();
   EXPECT_EQ(a.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(a.message(), HasSubstr("missing rank(s) 1, 2"));
+  std::optional<ErrorDetails> d = DetailsOf(*a.status);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, ErrorKind::kShutdownTimedOut);
+  EXPECT_EQ(d->barrier.first_task, 0);
+  EXPECT_EQ(d->barrier.arrived, 1);
+  EXPECT_EQ(d->barrier.participants, 3);
+  EXPECT_EQ(d->barrier.missing, (std::vector<TaskId>{1, 2}));
+}
+
+TEST_F(CoordinationServiceTest, Shutdown_Timeout_TheJobsFailureSaysWhoReachedTheBarrier) {
+  ServiceConfig config;
+  config.shutdown_timeout = absl::Seconds(5);
+  config.heartbeat_timeout = absl::Hours(1);
+  Start(3, config);
+  ConnectAll(3);
+  WatchEvents(2);
+  Result a, b;
+  service_->ShutdownTask(1, Inc(1), a.Callback());
+  service_->ShutdownTask(0, Inc(0), b.Callback());
+  clock_.Advance(absl::Seconds(5));
+  service_->CheckDeadlines();
+  ASSERT_EQ(watched_[0]->size(), 1u);
+  const auto& failure = std::get<TaskFailure>((*watched_[0])[0]);
+  EXPECT_EQ(failure.cause, FailureCause::kShutdownTimeout);
+  ASSERT_TRUE(failure.barrier.has_value());
+  EXPECT_EQ(failure.barrier->first_task, 1);
+  EXPECT_EQ(failure.barrier->arrived, 2);
+  EXPECT_EQ(failure.barrier->missing, (std::vector<TaskId>{2}));
 }
 
 // --- Preemption -----------------------------------------------------------------------------

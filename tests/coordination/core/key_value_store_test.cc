@@ -1,5 +1,6 @@
 #include "coordination/core/key_value_store.h"
 
+#include "coordination/core/error_details.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -30,6 +31,36 @@ TEST(KeyValueStore, ValueOverLimit_InvalidArgumentAndNothingStored) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("1 MiB"), std::string::npos);
   EXPECT_FALSE(kv.Get("big").has_value());
+}
+
+// The JAX port's store, as XLA's: any size gRPC delivered, and "" is a key like any other.
+TEST(KeyValueStore, NoLimits_BigValuesLongKeysAndTheEmptyKey) {
+  KeyValueStore kv;
+  Deferred d;
+  const std::string long_key(KeyValueStore::kMaxKeyBytes + 1, 'k');
+  EXPECT_TRUE(kv.Insert("big", std::string(2 * KeyValueStore::kMaxValueBytes, 'x'), false, &d,
+                        KeyValueStore::kNoLimits).ok());
+  EXPECT_TRUE(kv.Insert(long_key, "v", false, &d, KeyValueStore::kNoLimits).ok());
+  EXPECT_TRUE(kv.Insert("/", "root", false, &d, KeyValueStore::kNoLimits).ok());
+  EXPECT_EQ(*kv.Get(""), "root");
+  EXPECT_EQ(kv.Insert("", "again", false, &d, KeyValueStore::kNoLimits).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(kv.Insert("", "x", false, &d).code(), absl::StatusCode::kInvalidArgument)
+      << "Cohort's protocol refuses the empty key";
+}
+
+TEST(KeyValueStore, Refusals_CarryTheDetailsOtherProtocolsWordThemFrom) {
+  KeyValueStore kv;
+  Deferred d;
+  ASSERT_TRUE(kv.Insert("k", "text", false, &d).ok());
+  std::optional<ErrorDetails> exists = DetailsOf(kv.Insert("//k", "2", false, &d));
+  ASSERT_TRUE(exists.has_value());
+  EXPECT_EQ(exists->kind, ErrorKind::kKeyExists);
+  EXPECT_EQ(exists->key, "k");
+  std::optional<ErrorDetails> text = DetailsOf(kv.Increment("k", 1, &d).status());
+  ASSERT_TRUE(text.has_value());
+  EXPECT_EQ(text->kind, ErrorKind::kNotAnInteger);
+  EXPECT_EQ(text->value, "text");
 }
 
 TEST(KeyValueStore, GetDir_ReturnsOnlyEntriesBelowDirectory) {

@@ -164,6 +164,25 @@ TEST_F(RpcHandlerTest, Barrier_EchoesTheCounterAndCompletesWhenAllArrive) {
   }
 }
 
+// Cohort's protocol asks for a name and a positive timeout (the core, which also serves XLA's
+// protocol, takes any).
+TEST_F(RpcHandlerTest, Barrier_WithoutANameOrATimeout_Refused) {
+  Done unnamed, untimed;
+  pb::BarrierResponse resp;
+  auto b = For<pb::BarrierRequest>(0);
+  b.set_timeout_ms(10'000);
+  handler_->BarrierAsync(&b, &resp, unnamed.callback());
+  ASSERT_TRUE(unnamed.status.has_value());
+  EXPECT_EQ(unnamed.status->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unnamed.status->message()), HasSubstr("name the barrier"));
+  b.set_barrier_id("sync");
+  b.set_timeout_ms(0);
+  handler_->BarrierAsync(&b, &resp, untimed.callback());
+  ASSERT_TRUE(untimed.status.has_value());
+  EXPECT_EQ(untimed.status->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(untimed.status->message()), HasSubstr("timeout must be positive"));
+}
+
 TEST_F(RpcHandlerTest, WatchJob_EventsArriveAsProtos) {
   auto watch = For<pb::WatchJobRequest>(0);
   std::vector<pb::JobEvent> events;
