@@ -47,25 +47,6 @@ OpId JaxBridge::Register(TaskId task, Incarnation incarnation, absl::string_view
       });
 }
 
-absl::StatusOr<std::vector<std::pair<TaskId, Incarnation>>> JaxBridge::AliveTasks(
-    std::vector<TaskId> asked) const {
-  CoordinationService::Snapshot snap = service_->GetSnapshot();
-  const TaskId n = static_cast<TaskId>(snap.tasks.size());
-  if (asked.empty()) {
-    for (TaskId t = 0; t < n; ++t) asked.push_back(t);
-  }
-  std::sort(asked.begin(), asked.end());
-  std::vector<std::pair<TaskId, Incarnation>> alive;
-  for (TaskId t : asked) {
-    if (t < 0 || t >= n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("GetAliveTasks names task ", t, "; the job has tasks 0 to ", n - 1));
-    }
-    if (snap.tasks[t].state == TaskState::kConnected) alive.emplace_back(t, snap.tasks[t].incarnation);
-  }
-  return alive;
-}
-
 void JaxBridge::Remember(TaskId task, Incarnation incarnation) {
   absl::MutexLock lock(&mu_);
   incarnation_of_[task] = incarnation;
@@ -105,16 +86,24 @@ void JaxBridge::Count(absl::string_view protocol, absl::string_view method, absl
   if (options_.on_rpc) options_.on_rpc(protocol, method, code, waited);
 }
 
-std::string FailureMessage(const TaskFailure& failure) {
-  return absl::StrCat("Cohort coordination service: ", failure.message);
+void JaxBridge::RememberReportedError(TaskId task, absl::Status error) {
+  absl::MutexLock lock(&mu_);
+  reported_.try_emplace(task, std::move(error));
 }
 
-absl::StatusCode FailureCode(const TaskFailure& failure) {
-  return failure.cause == FailureCause::kHeartbeatTimeout ? absl::StatusCode::kUnavailable
-                                                          : absl::StatusCode::kAborted;
+std::optional<absl::Status> JaxBridge::ReportedError(TaskId task) const {
+  absl::MutexLock lock(&mu_);
+  auto it = reported_.find(task);
+  if (it == reported_.end()) return std::nullopt;
+  return it->second;
 }
 
-std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& states) {
+XlaError JaxBridge::FailureError(const TaskFailure& failure, XlaProtocol protocol) const {
+  return JobFailureError(failure, service_->service_incarnation(), ReportedError(failure.task), protocol);
+}
+
+std::vector<WatchedTask> JaxBridge::WatchedTasks(const CoordinationService::TaskStates& states,
+                                                 XlaProtocol protocol) const {
   std::vector<WatchedTask> out;
   for (TaskId t = 0; t < static_cast<TaskId>(states.tasks.size()); ++t) {
     const CoordinationService::TaskStates::Entry& e = states.tasks[t];
@@ -126,7 +115,7 @@ std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& sta
     if (e.state == TaskState::kFailed) {
       w.state = WatchedTask::State::kError;
       if (e.failure) {
-        w.error = absl::Status(FailureCode(*e.failure), FailureMessage(*e.failure));
+        w.error = TaskStateError(*e.failure, service_->service_incarnation(), ReportedError(t), protocol);
         w.reported = e.failure->cause == FailureCause::kReportedError;
       } else {
         w.error = absl::AbortedError(absl::StrCat("Cohort coordination service: task ", t, " failed"));

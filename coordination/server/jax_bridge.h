@@ -2,7 +2,7 @@
 
 // What both generations of XLA's coordination protocol share on the JAX port, written once: the
 // service, which process holds which task, the preemption notice key, the per-call observer, and
-// how the core's task states and failures read in JAX's terms. jax_compat_service.cc maps both
+// how the core's task states and failures read in JAX's terms (in XLA's words: xla_errors.h). jax_compat_service.cc maps both
 // generations' messages onto it (JaxGenerationService, once over a traits struct per generation).
 
 #include <functional>
@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "coordination/core/coordination_service.h"
 #include "coordination/server/reply_budget.h"
+#include "coordination/server/xla_errors.h"
 
 namespace cohort::coordination {
 
@@ -52,6 +53,19 @@ struct JaxPortOptions {
   std::shared_ptr<ReplyBudget> reply_budget;
 };
 
+// A task as WatchTasks (jaxlib 0.10+) and WatchJobState (earlier) report it. A task that
+// registered is connected from then on, as in XLA's service (whose RegisterTask connects it
+// before the connect barrier); one that shut down, or never registered, is disconnected; a
+// failed one is in error with the failure the job's processes get.
+struct WatchedTask {
+  enum class State { kDisconnected, kConnected, kError };
+  TaskId task = 0;
+  State state = State::kDisconnected;
+  Incarnation incarnation = 0;
+  absl::Status error;
+  bool reported = false;  // It reported the error itself (ReportErrorToService).
+};
+
 class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
  public:
   JaxBridge(CoordinationService* service, JaxPortOptions options);
@@ -64,14 +78,21 @@ class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
   // Joins the registration barrier; once it passes, remembers which process holds the task.
   OpId Register(TaskId task, Incarnation incarnation, absl::string_view protocol, absl::string_view peer,
                 std::function<void(absl::Status)> done);
-  // GetAliveTasks: of `asked` (empty: every task), those connected, with their incarnations.
-  absl::StatusOr<std::vector<std::pair<TaskId, Incarnation>>> AliveTasks(std::vector<TaskId> asked) const;
-
   void Remember(TaskId task, Incarnation incarnation);
   // The registered incarnation of `task`, or 0 when it has none through this port.
   Incarnation IncarnationOf(TaskId task) const;
   // The task that registered with `incarnation`, or kUnidentifiedTask.
   TaskId TaskOf(Incarnation incarnation) const;
+
+  // The error a task reported (ReportErrorToService), as it reported it: the job's failure, when
+  // it is the first, reads as that error in XLA's words.
+  void RememberReportedError(TaskId task, absl::Status error);
+  std::optional<absl::Status> ReportedError(TaskId task) const;
+  // The job's failure, as every task's PollForError hears of it (coordination/server/xla_errors.h).
+  XlaError FailureError(const TaskFailure& failure, XlaProtocol protocol) const;
+  // Every task's state as WatchTasks and WatchJobState report it.
+  std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& states,
+                                        XlaProtocol protocol) const;
 
   // A preemption notice reached the job: JAX learns of it from its notice key (first write wins).
   void PublishPreemptionNotice(const PreemptionNotice& notice);
@@ -87,26 +108,7 @@ class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<TaskId, Incarnation> incarnation_of_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Incarnation, TaskId> task_of_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<TaskId, absl::Status> reported_ ABSL_GUARDED_BY(mu_);
 };
-
-// The failure JAX prints when it terminates the process: the service's sentence (rank, host,
-// cause, what to do) prefixed with where it comes from; and its status code (UNAVAILABLE for a
-// heartbeat timeout, ABORTED otherwise).
-std::string FailureMessage(const TaskFailure& failure);
-absl::StatusCode FailureCode(const TaskFailure& failure);
-
-// A task as WatchTasks (jaxlib 0.10+) and WatchJobState (earlier) report it. A task that
-// registered is connected from then on, as in XLA's service (whose RegisterTask connects it
-// before the connect barrier); one that shut down, or never registered, is disconnected; a
-// failed one is in error with the failure the job's processes get.
-struct WatchedTask {
-  enum class State { kDisconnected, kConnected, kError };
-  TaskId task = 0;
-  State state = State::kDisconnected;
-  Incarnation incarnation = 0;
-  absl::Status error;
-  bool reported = false;  // It reported the error itself (ReportErrorToService).
-};
-std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& states);
 
 }  // namespace cohort::coordination

@@ -36,23 +36,28 @@ constexpr absl::string_view kCoordinationErrorUrl =
 constexpr absl::string_view kBarrierErrorUrl = "type.googleapis.com/tensorflow.BarrierError";
 constexpr absl::string_view kJaxJobName = "jax_worker";
 
-// Payloads to attach to an error: the serialized CoordinationServiceError (always; its presence
-// is what tells the client the service answered) and, for a barrier, its BarrierError.
-struct ErrorPayloads {
-  std::string coordination_error;
-  std::string barrier_error;
-};
-
-grpc::Status WithPayloads(const absl::Status& status, const ErrorPayloads& payloads) {
-  if (status.ok()) return grpc::Status::OK;
+// An answer in XLA's words (coordination/server/xla_errors.h) as generation `Gen` sends it: the
+// payloads ride in grpc-status-details-bin as a GrpcPayloadContainer, as XLA's service sends them.
+template <class Gen>
+grpc::Status Reply(const XlaError& e) {
+  if (e.status.ok()) return grpc::Status::OK;
   tensorflow::distributed_runtime::GrpcPayloadContainer container;
-  (*container.mutable_payloads())[std::string(kCoordinationErrorUrl)] = payloads.coordination_error;
-  if (!payloads.barrier_error.empty()) {
-    (*container.mutable_payloads())[std::string(kBarrierErrorUrl)] = payloads.barrier_error;
+  if (e.coordination_error) {
+    (*container.mutable_payloads())[std::string(kCoordinationErrorUrl)] =
+        Gen::CoordinationError(e.source_task, e.reported);
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
-                      container.SerializeAsString());
+  if (e.barrier) {
+    typename Gen::BarrierError barrier;
+    barrier.set_barrier_id(e.barrier->first);
+    barrier.set_counter(e.barrier->second);
+    (*container.mutable_payloads())[std::string(kBarrierErrorUrl)] = barrier.SerializeAsString();
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(e.status.code()), std::string(e.status.message()),
+                      container.payloads().empty() ? "" : container.SerializeAsString());
 }
+
+// How one call's core status goes out: in XLA's words, with its generation's payloads.
+using Replier = std::function<grpc::Status(const absl::Status&)>;
 
 // Request and response of one call in one protobuf arena, freed at once when gRPC is done with
 // them: a directory reply of a 1,024-task rendezvous holds 1,024 entries, which would otherwise be
@@ -170,16 +175,16 @@ class PollReactor final : public grpc::ServerUnaryReactor {
 };
 
 // Runs one call into the service on a WaitingCallReactor: `start(done)` returns the OpId of a
-// call that waits (0 otherwise) and calls done(status) exactly once; the status goes out with
-// `payloads` when it is an error.
+// call that waits (0 otherwise) and calls done(status) exactly once; `reply` turns the status into
+// the answer.
 template <typename Start>
 grpc::ServerUnaryReactor* Serve(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
-                                absl::string_view method, ErrorPayloads payloads, Start start) {
+                                absl::string_view method, Replier reply, Start start) {
   auto* reactor = new WaitingCallReactor(&bridge->core());
-  reactor->Started(start([reactor, bridge, protocol, method, payloads = std::move(payloads),
+  reactor->Started(start([reactor, bridge, protocol, method, reply = std::move(reply),
                           started = absl::Now()](absl::Status s) {
     bridge->Count(protocol, method, s.code(), absl::Now() - started);
-    reactor->Complete(WithPayloads(s, payloads));
+    reactor->Complete(reply(s));
   }));
   return reactor;
 }
@@ -189,27 +194,26 @@ grpc::ServerUnaryReactor* Serve(const std::shared_ptr<JaxBridge>& bridge, absl::
 // `add(key, value)` appends one entry to it, `size(status)` finishes it and gives its size.
 template <typename Add, typename Size>
 grpc::ServerUnaryReactor* ServeDirectory(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
-                                         ErrorPayloads payloads, TaskId task, Incarnation incarnation,
+                                         Replier reply, TaskId task, Incarnation incarnation,
                                          std::string directory, Add add, Size size) {
   auto* reactor = new WaitingCallReactor(&bridge->core());
-  bridge->reply_budget()->Admit([reactor, bridge, protocol, payloads = std::move(payloads), task, incarnation,
+  bridge->reply_budget()->Admit([reactor, bridge, protocol, reply = std::move(reply), task, incarnation,
                                  directory = std::move(directory), add, size]() mutable {
     absl::Status s = bridge->core().VisitKeyValueDir(task, incarnation, directory, add);
     bridge->Count(protocol, "GetKeyValueDir", s.code());
-    reactor->Complete(WithPayloads(s, payloads), bridge->reply_budget()->Take(size(s)));
+    reactor->Complete(reply(s), bridge->reply_budget()->Take(size(s)));
   });
   reactor->Started(0);
   return reactor;
 }
 
 // A call answered at once.
-grpc::ServerUnaryReactor* Answer(const std::shared_ptr<JaxBridge>& bridge,
-                                 absl::string_view protocol, absl::string_view method,
-                                 const ErrorPayloads& payloads, grpc::CallbackServerContext* ctx,
-                                 const absl::Status& status) {
+grpc::ServerUnaryReactor* Answer(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
+                                 absl::string_view method, const Replier& reply,
+                                 grpc::CallbackServerContext* ctx, const absl::Status& status) {
   bridge->Count(protocol, method, status.code());
   auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(WithPayloads(status, payloads));
+  reactor->Finish(reply(status));
   return reactor;
 }
 
@@ -264,12 +268,14 @@ struct XlaGeneration {
   COHORT_JAX_GENERATION_MESSAGES(xpb);
   using TaskInfo = xpb::TaskInfo;
   static constexpr absl::string_view kProto = kXlaCoordinationProtocol;
+  static constexpr XlaProtocol kWords = XlaProtocol::kXla;
 
-  static ErrorPayloads Payloads(TaskId source, bool reported = false) {
+  // The CoordinationServiceError payload, naming the task an error comes from (-1: none).
+  static std::string CoordinationError(TaskId source, bool reported) {
     xpb::CoordinationServiceError e;
     e.set_is_reported_error(reported);
     if (source >= 0) e.set_source_task_id(source);
-    return ErrorPayloads{e.SerializeAsString(), ""};
+    return e.SerializeAsString();
   }
 
   template <class Request>
@@ -323,6 +329,7 @@ struct TslGeneration {
   COHORT_JAX_GENERATION_MESSAGES(tpb);
   using TaskInfo = tpb::CoordinatedTaskStateInfo;
   static constexpr absl::string_view kProto = kTensorflowCoordinationProtocol;
+  static constexpr XlaProtocol kWords = XlaProtocol::kTensorflow;
 
   static tpb::CoordinatedTask Task(TaskId task) {
     tpb::CoordinatedTask t;
@@ -331,11 +338,11 @@ struct TslGeneration {
     return t;
   }
 
-  static ErrorPayloads Payloads(TaskId source, bool reported = false) {
+  static std::string CoordinationError(TaskId source, bool reported) {
     tpb::CoordinationServiceError e;
     e.set_is_reported_error(reported);
     if (source >= 0) *e.mutable_source_task() = Task(source);
-    return ErrorPayloads{e.SerializeAsString(), ""};
+    return e.SerializeAsString();
   }
 
   template <class Request>
@@ -349,8 +356,10 @@ struct TslGeneration {
     } else if constexpr (std::is_same_v<Request, ReportErrorToServiceRequest>) {
       const TaskId task = req.error_origin().task_id();
       return {task, bridge.IncarnationOf(task)};
+    } else if constexpr (std::is_same_v<Request, GetAliveTasksRequest>) {
+      return {req.requesting_task().task_id(), 0};
     } else {
-      return {};  // Key-value calls, GetAliveTasks, WatchJobState.
+      return {};  // Key-value calls and WatchJobState.
     }
   }
 
@@ -395,7 +404,7 @@ class JaxGenerationService : public Gen::Service {
                                          typename Gen::RegisterTaskResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     Gen::SetServiceIncarnation(resp, bridge_->core().service_incarnation());
-    return Serve(bridge_, kProto, "RegisterTask", Gen::Payloads(caller.task), [&](auto done) {
+    return Serve(bridge_, kProto, "RegisterTask", In("RegisterTask", caller), [&](auto done) {
       return bridge_->Register(caller.task, caller.incarnation, kProto, ctx->peer(), done);
     });
   }
@@ -405,7 +414,7 @@ class JaxGenerationService : public Gen::Service {
                                       typename Gen::HeartbeatResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     Gen::SetServiceIncarnation(resp, bridge_->core().service_incarnation());
-    return Answer(bridge_, kProto, "Heartbeat", Gen::Payloads(caller.task), ctx,
+    return Answer(bridge_, kProto, "Heartbeat", In("Heartbeat", caller), ctx,
                   bridge_->core().Heartbeat(caller.task, caller.incarnation));
   }
 
@@ -413,12 +422,11 @@ class JaxGenerationService : public Gen::Service {
                                          const typename Gen::PollForErrorRequest* req,
                                          typename Gen::PollForErrorResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    auto* reactor = new PollReactor(bridge_, kProto, [](const TaskFailure& f) {
-      return WithPayloads(absl::Status(FailureCode(f), FailureMessage(f)),
-                          Gen::Payloads(f.task, f.cause == FailureCause::kReportedError));
+    auto* reactor = new PollReactor(bridge_, kProto, [bridge = bridge_](const TaskFailure& f) {
+      return Reply<Gen>(bridge->FailureError(f, Gen::kWords));
     });
     absl::StatusOr<OpId> op = bridge_->core().Watch(caller.task, caller.incarnation, reactor->Callback());
-    reactor->Started(op, WithPayloads(op.status(), Gen::Payloads(caller.task)));
+    reactor->Started(op, In("PollForError", caller)(op.status()));
     return reactor;
   }
 
@@ -426,7 +434,7 @@ class JaxGenerationService : public Gen::Service {
                                          const typename Gen::ShutdownTaskRequest* req,
                                          typename Gen::ShutdownTaskResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    return Serve(bridge_, kProto, "ShutdownTask", Gen::Payloads(caller.task), [&](auto done) {
+    return Serve(bridge_, kProto, "ShutdownTask", In("ShutdownTask", caller), [&](auto done) {
       return bridge_->core().ShutdownTask(caller.task, caller.incarnation, done);
     });
   }
@@ -435,7 +443,9 @@ class JaxGenerationService : public Gen::Service {
                                                  const typename Gen::ReportErrorToServiceRequest* req,
                                                  typename Gen::ReportErrorToServiceResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    return Answer(bridge_, kProto, "ReportErrorToService", Gen::Payloads(caller.task), ctx,
+    absl::Status reported(static_cast<absl::StatusCode>(req->error_code()), req->error_message());
+    if (caller.task >= 0) bridge_->RememberReportedError(caller.task, reported);
+    return Answer(bridge_, kProto, "ReportErrorToService", In("ReportErrorToService", caller), ctx,
                   bridge_->core().ReportError(caller.task, caller.incarnation,
                                               FailureCause::kReportedError,
                                               absl::StrCat("JAX reported error ", req->error_code(),
@@ -446,10 +456,13 @@ class JaxGenerationService : public Gen::Service {
                                            const typename Gen::InsertKeyValueRequest* req,
                                            typename Gen::InsertKeyValueResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
+    // No size limit but gRPC's message size, as XLA's service (a GPU job's topology value grows
+    // with the job).
     absl::Status s = bridge_->core().InsertKeyValue(caller.task, caller.incarnation, req->kv().key(),
-                                                    req->kv().value(), req->allow_overwrite());
+                                                    req->kv().value(), req->allow_overwrite(),
+                                                    KeyValueStore::kNoLimits);
     if (s.ok()) bridge_->AfterInsert(caller.task, req->kv().key());
-    return Answer(bridge_, kProto, "InsertKeyValue", Gen::Payloads(caller.task), ctx, s);
+    return Answer(bridge_, kProto, "InsertKeyValue", In("InsertKeyValue", caller, req->kv().key()), ctx, s);
   }
 
   grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext*,
@@ -457,7 +470,7 @@ class JaxGenerationService : public Gen::Service {
                                         typename Gen::GetKeyValueResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     // No timeout: JAX's blocking get waits until the key is set, the job fails or it cancels.
-    return Serve(bridge_, kProto, "GetKeyValue", Gen::Payloads(caller.task), [&](auto done) {
+    return Serve(bridge_, kProto, "GetKeyValue", In("GetKeyValue", caller, req->key()), [&](auto done) {
       return bridge_->core().GetKeyValue(
           caller.task, caller.incarnation, req->key(), absl::InfiniteDuration(),
           [resp, key = req->key(), done](absl::StatusOr<std::string> v) {
@@ -466,7 +479,8 @@ class JaxGenerationService : public Gen::Service {
               resp->mutable_kv()->set_value(std::move(*v));
             }
             done(v.status());
-          });
+          },
+          KeyValueStore::kNoLimits);
     });
   }
 
@@ -479,30 +493,35 @@ class JaxGenerationService : public Gen::Service {
       resp->mutable_kv()->set_key(req->key());
       resp->mutable_kv()->set_value(std::move(*v));
     }
-    return Answer(bridge_, kProto, "TryGetKeyValue", Gen::Payloads(caller.task), ctx, v.status());
+    return Answer(bridge_, kProto, "TryGetKeyValue", In("TryGetKeyValue", caller, req->key()), ctx,
+                  v.status());
   }
 
   grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
                                               const typename Gen::IncrementKeyValueRequest* req,
                                               typename Gen::IncrementKeyValueResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    absl::StatusOr<int64_t> v =
-        bridge_->core().IncrementKeyValue(caller.task, caller.incarnation, req->key(), req->increment());
+    absl::StatusOr<int64_t> v = bridge_->core().IncrementKeyValue(
+        caller.task, caller.incarnation, req->key(), req->increment(), KeyValueStore::kNoLimits);
     if (v.ok()) {
       resp->mutable_kv()->set_key(req->key());
       resp->mutable_kv()->set_value(absl::StrCat(*v));  // Decimal text, as XLA's client parses it.
     }
-    return Answer(bridge_, kProto, "IncrementKeyValue", Gen::Payloads(caller.task), ctx, v.status());
+    return Answer(bridge_, kProto, "IncrementKeyValue", In("IncrementKeyValue", caller, req->key()), ctx,
+                  v.status());
   }
 
   grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext*,
                                            const typename Gen::GetKeyValueDirRequest* req,
                                            typename Gen::GetKeyValueDirResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
+    // XLA's service lists "<directory>/...": under the root ("" or "/") that is nothing.
+    const bool root = KeyValueStore::NormalizeKey(req->directory_key()).empty();
     return ServeDirectory(
-        bridge_, kProto, Gen::Payloads(caller.task), caller.task, caller.incarnation,
-        req->directory_key(),
-        [resp](const std::string& key, const std::string& value) {
+        bridge_, kProto, In("GetKeyValueDir", caller, req->directory_key()), caller.task,
+        caller.incarnation, req->directory_key(),
+        [resp, root](const std::string& key, const std::string& value) {
+          if (root) return;
           typename Gen::KeyValueEntry* kv = resp->add_kv();
           kv->set_key(key);
           kv->set_value(value);
@@ -518,7 +537,7 @@ class JaxGenerationService : public Gen::Service {
                                            typename Gen::DeleteKeyValueResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     // The key and everything under it, whatever is_directory says (XLA's client always sets it).
-    return Answer(bridge_, kProto, "DeleteKeyValue", Gen::Payloads(caller.task), ctx,
+    return Answer(bridge_, kProto, "DeleteKeyValue", In("DeleteKeyValue", caller, req->key()), ctx,
                   bridge_->core().DeleteKeyValue(caller.task, caller.incarnation, req->key()));
   }
 
@@ -531,15 +550,12 @@ class JaxGenerationService : public Gen::Service {
     args.incarnation = caller.incarnation;
     args.id = req->barrier_id();
     args.counter = req->counter();
+    // XLA takes any id and any timeout (zero or less: it fails at the next deadline check unless
+    // every participant has arrived by then).
     args.timeout = absl::Milliseconds(req->barrier_timeout_in_ms());
     args.participants = Gen::Tasks(*req);
     resp->set_counter(req->counter());
-    ErrorPayloads payloads = Gen::Payloads(args.task);
-    typename Gen::BarrierError barrier_error;
-    barrier_error.set_barrier_id(args.id);
-    barrier_error.set_counter(args.counter);
-    payloads.barrier_error = barrier_error.SerializeAsString();
-    return Serve(bridge_, kProto, "Barrier", std::move(payloads),
+    return Serve(bridge_, kProto, "Barrier", In("Barrier", caller, "", args.id, args.counter),
                  [&](auto done) { return bridge_->core().Barrier(args, done); });
   }
 
@@ -547,27 +563,44 @@ class JaxGenerationService : public Gen::Service {
                                           const typename Gen::CancelBarrierRequest* req,
                                           typename Gen::CancelBarrierResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    return Answer(bridge_, kProto, "CancelBarrier", Gen::Payloads(caller.task), ctx,
+    return Answer(bridge_, kProto, "CancelBarrier",
+                  In("CancelBarrier", caller, "", req->barrier_id(), req->counter()), ctx,
                   bridge_->core().CancelBarrier(caller.task, caller.incarnation, req->barrier_id(),
                                                 req->counter()));
   }
 
-  grpc::ServerUnaryReactor* GetAliveTasks(grpc::CallbackServerContext* ctx,
+  // As XLA's service: a barrier over the tasks it names, answered once each of them that is alive
+  // has called it, with those alive (multihost_utils.live_devices relies on every caller getting
+  // the same answer).
+  grpc::ServerUnaryReactor* GetAliveTasks(grpc::CallbackServerContext*,
                                           const typename Gen::GetAliveTasksRequest* req,
                                           typename Gen::GetAliveTasksResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    auto alive = bridge_->AliveTasks(Gen::Tasks(*req));
-    if (alive.ok()) {
-      for (const auto& [task, incarnation] : *alive) {
-        Gen::AddAliveTask(resp, task);
-        resp->add_incarnations(incarnation);
-      }
-    }
-    return Answer(bridge_, kProto, "GetAliveTasks", Gen::Payloads(caller.task), ctx, alive.status());
+    return Serve(bridge_, kProto, "GetAliveTasks", In("GetAliveTasks", caller), [&](auto done) {
+      return bridge_->core().GetAliveTasks(
+          caller.task, Gen::Tasks(*req),
+          [resp, done](absl::StatusOr<CoordinationService::AliveTasks> alive) {
+            if (alive.ok()) {
+              for (const auto& [task, incarnation] : *alive) {
+                Gen::AddAliveTask(resp, task);
+                resp->add_incarnations(incarnation);
+              }
+            }
+            done(alive.status());
+          });
+    });
   }
 
  protected:
   static constexpr absl::string_view kProto = Gen::kProto;
+
+  // How `method`'s answers go out, in XLA's words for what the call asked.
+  Replier In(absl::string_view method, const Caller& caller, std::string key = "",
+             std::string barrier_id = "", int64_t counter = 0) const {
+    XlaCall call{Gen::kWords, method, caller.task, bridge_->core().config().num_tasks, std::move(key),
+                 std::move(barrier_id), counter, bridge_->core().service_incarnation()};
+    return [call = std::move(call)](const absl::Status& s) { return Reply<Gen>(ToXlaError(s, call)); };
+  }
 
   // WatchTasks (jaxlib 0.10+) and WatchJobState (earlier): a long poll, answered at once when
   // the caller's version is not the current one, else when a task's state changes (docs/jax.md,
@@ -575,11 +608,12 @@ class JaxGenerationService : public Gen::Service {
   template <class Request, class Response>
   grpc::ServerUnaryReactor* ServeWatch(absl::string_view method, const Request* req, Response* resp) {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    return Serve(bridge_, kProto, method, Gen::Payloads(caller.task), [&](auto done) {
+    return Serve(bridge_, kProto, method, In(method, caller), [&](auto done) {
       return bridge_->core().WatchTaskStates(
-          req->version_number(), [resp, done](absl::StatusOr<CoordinationService::TaskStates> states) {
+          req->version_number(),
+          [bridge = bridge_, resp, done](absl::StatusOr<CoordinationService::TaskStates> states) {
             if (states.ok()) {
-              for (const WatchedTask& w : WatchedTasks(*states)) {
+              for (const WatchedTask& w : bridge->WatchedTasks(*states, Gen::kWords)) {
                 typename Gen::TaskInfo* info = resp->add_task_state();
                 Gen::SetTask(info, w.task);
                 info->set_state(Gen::State(w.state));
@@ -631,7 +665,7 @@ class TslService final : public JaxGenerationService<TslGeneration> {
     CoordinationService::Snapshot snap = bridge_->core().GetSnapshot();
     for (const tpb::CoordinatedTask& t : req->source_task()) {
       if (t.task_id() < 0 || t.task_id() >= static_cast<TaskId>(snap.tasks.size())) {
-        return Answer(bridge_, kProto, "GetTaskState", TslGeneration::Payloads(-1), ctx,
+        return Answer(bridge_, kProto, "GetTaskState", In("GetTaskState", {}), ctx,
                       absl::InvalidArgumentError(absl::StrCat("GetTaskState names task ",
                                                               t.task_id(), ", not in the job")));
       }
@@ -643,7 +677,7 @@ class TslService final : public JaxGenerationService<TslGeneration> {
                       : task.state == TaskState::kFailed  ? tpb::TASKSTATE_ERROR
                                                           : tpb::TASKSTATE_DISCONNECTED);
     }
-    return Answer(bridge_, kProto, "GetTaskState", TslGeneration::Payloads(-1), ctx, absl::OkStatus());
+    return Answer(bridge_, kProto, "GetTaskState", In("GetTaskState", {}), ctx, absl::OkStatus());
   }
 
   grpc::ServerUnaryReactor* WaitForAllTasks(grpc::CallbackServerContext* ctx,
@@ -663,7 +697,7 @@ class TslService final : public JaxGenerationService<TslGeneration> {
 
  private:
   grpc::ServerUnaryReactor* Unsupported(grpc::CallbackServerContext* ctx, absl::string_view method) {
-    return Answer(bridge_, kProto, method, TslGeneration::Payloads(-1), ctx,
+    return Answer(bridge_, kProto, method, In(method, {}), ctx,
                   absl::UnimplementedError(absl::StrCat(
                       method, " is not served by Cohort's JAX coordination port (jax.distributed "
                               "does not call it in ", kSupportedJaxlibVersions, "); see docs/jax.md")));
@@ -676,15 +710,13 @@ class UnknownMethodReactor final : public grpc::ServerGenericBidiReactor {
  public:
   explicit UnknownMethodReactor(const std::string& method) {
     LogWarning("JAX port: call to unknown method ", method, "; answered UNIMPLEMENTED");
-    Finish(WithPayloads(
-        absl::UnimplementedError(absl::StrCat(
-            "Cohort's JAX coordination port does not serve ", method,
-            ": this client speaks a coordination protocol Cohort does not know. Cohort supports ",
-            kSupportedJaxlibVersions,
-            " (tensorflow.CoordinationService before 0.10, xla.coordination.CoordinationService "
-            "from 0.10); install a jax/jaxlib in that range or a Cohort release that supports "
-            "yours")),
-        XlaGeneration::Payloads(-1)));
+    Finish(Reply<XlaGeneration>(XlaError{absl::UnimplementedError(absl::StrCat(
+        "Cohort's JAX coordination port does not serve ", method,
+        ": this client speaks a coordination protocol Cohort does not know. Cohort supports ",
+        kSupportedJaxlibVersions,
+        " (tensorflow.CoordinationService before 0.10, xla.coordination.CoordinationService "
+        "from 0.10); install a jax/jaxlib in that range or a Cohort release that supports "
+        "yours"))}));
   }
   void OnDone() override { delete this; }
 };
