@@ -98,12 +98,11 @@ std::optional<absl::Status> JaxBridge::ReportedError(TaskId task) const {
   return it->second;
 }
 
-XlaError JaxBridge::FailureError(const TaskFailure& failure, XlaProtocol protocol) const {
-  return JobFailureError(failure, service_->service_incarnation(), ReportedError(failure.task), protocol);
+XlaError JaxBridge::FailureError(const TaskFailure& failure) const {
+  return JobFailureError(failure, service_->service_incarnation(), ReportedError(failure.task));
 }
 
-std::vector<WatchedTask> JaxBridge::WatchedTasks(const CoordinationService::TaskStates& states,
-                                                 XlaProtocol protocol) const {
+std::vector<WatchedTask> JaxBridge::WatchedTasks(const CoordinationService::TaskStates& states) const {
   std::vector<WatchedTask> out;
   for (TaskId t = 0; t < static_cast<TaskId>(states.tasks.size()); ++t) {
     const CoordinationService::TaskStates::Entry& e = states.tasks[t];
@@ -115,7 +114,7 @@ std::vector<WatchedTask> JaxBridge::WatchedTasks(const CoordinationService::Task
     if (e.state == TaskState::kFailed) {
       w.state = WatchedTask::State::kError;
       if (e.failure) {
-        w.error = TaskStateError(*e.failure, service_->service_incarnation(), ReportedError(t), protocol);
+        w.error = TaskStateError(*e.failure, service_->service_incarnation(), ReportedError(t));
         w.reported = e.failure->cause == FailureCause::kReportedError;
       } else {
         w.error = absl::AbortedError(absl::StrCat("Cohort coordination service: task ", t, " failed"));

@@ -89,10 +89,9 @@ class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
   void RememberReportedError(TaskId task, absl::Status error);
   std::optional<absl::Status> ReportedError(TaskId task) const;
   // The job's failure, as every task's PollForError hears of it (coordination/server/xla_errors.h).
-  XlaError FailureError(const TaskFailure& failure, XlaProtocol protocol) const;
+  XlaError FailureError(const TaskFailure& failure) const;
   // Every task's state as WatchTasks and WatchJobState report it.
-  std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& states,
-                                        XlaProtocol protocol) const;
+  std::vector<WatchedTask> WatchedTasks(const CoordinationService::TaskStates& states) const;
 
   // A preemption notice reached the job: JAX learns of it from its notice key (first write wins).
   void PublishPreemptionNotice(const PreemptionNotice& notice);

@@ -268,7 +268,6 @@ struct XlaGeneration {
   COHORT_JAX_GENERATION_MESSAGES(xpb);
   using TaskInfo = xpb::TaskInfo;
   static constexpr absl::string_view kProto = kXlaCoordinationProtocol;
-  static constexpr XlaProtocol kWords = XlaProtocol::kXla;
 
   // The CoordinationServiceError payload, naming the task an error comes from (-1: none).
   static std::string CoordinationError(TaskId source, bool reported) {
@@ -329,7 +328,6 @@ struct TslGeneration {
   COHORT_JAX_GENERATION_MESSAGES(tpb);
   using TaskInfo = tpb::CoordinatedTaskStateInfo;
   static constexpr absl::string_view kProto = kTensorflowCoordinationProtocol;
-  static constexpr XlaProtocol kWords = XlaProtocol::kTensorflow;
 
   static tpb::CoordinatedTask Task(TaskId task) {
     tpb::CoordinatedTask t;
@@ -423,7 +421,7 @@ class JaxGenerationService : public Gen::Service {
                                          typename Gen::PollForErrorResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     auto* reactor = new PollReactor(bridge_, kProto, [bridge = bridge_](const TaskFailure& f) {
-      return Reply<Gen>(bridge->FailureError(f, Gen::kWords));
+      return Reply<Gen>(bridge->FailureError(f));
     });
     absl::StatusOr<OpId> op = bridge_->core().Watch(caller.task, caller.incarnation, reactor->Callback());
     reactor->Started(op, In("PollForError", caller)(op.status()));
@@ -597,7 +595,7 @@ class JaxGenerationService : public Gen::Service {
   // How `method`'s answers go out, in XLA's words for what the call asked.
   Replier In(absl::string_view method, const Caller& caller, std::string key = "",
              std::string barrier_id = "", int64_t counter = 0) const {
-    XlaCall call{Gen::kWords, method, caller.task, bridge_->core().config().num_tasks, std::move(key),
+    XlaCall call{method, caller.task, bridge_->core().config().num_tasks, std::move(key),
                  std::move(barrier_id), counter, bridge_->core().service_incarnation()};
     return [call = std::move(call)](const absl::Status& s) { return Reply<Gen>(ToXlaError(s, call)); };
   }
@@ -613,7 +611,7 @@ class JaxGenerationService : public Gen::Service {
           req->version_number(),
           [bridge = bridge_, resp, done](absl::StatusOr<CoordinationService::TaskStates> states) {
             if (states.ok()) {
-              for (const WatchedTask& w : bridge->WatchedTasks(*states, Gen::kWords)) {
+              for (const WatchedTask& w : bridge->WatchedTasks(*states)) {
                 typename Gen::TaskInfo* info = resp->add_task_state();
                 Gen::SetTask(info, w.task);
                 info->set_state(Gen::State(w.state));

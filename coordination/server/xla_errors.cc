@@ -38,11 +38,11 @@ std::string BarrierTimedOut(absl::string_view name, const BarrierReport& report)
 }
 
 // The failed shutdown barrier, as every task hears of it (XLA's MakeShutdownBarrierError).
-std::string ShutdownBarrierFailed(const BarrierReport& report, Incarnation service, XlaProtocol protocol) {
+std::string ShutdownBarrierFailed(const BarrierReport& report, Incarnation service) {
   absl::Status timed_out = absl::DeadlineExceededError(
       BarrierTimedOut(BarrierName(ShutdownBarrier(service), 0), report));
   return absl::StrCat("Shutdown barrier has failed.\nBarrier result: '",
-                      BarrierStatusText(timed_out, ShutdownBarrier(service), 0, protocol));
+                      BarrierStatusText(timed_out, ShutdownBarrier(service), 0));
 }
 
 XlaError Answer(absl::StatusCode code, std::string message, bool coordination_error = true) {
@@ -130,17 +130,14 @@ bool OutOfRange(const XlaCall& call) { return call.task < 0 || call.task >= call
 
 }  // namespace
 
-std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id, int64_t counter,
-                              XlaProtocol protocol) {
+std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id, int64_t counter) {
   ::xla::coordination::BarrierError barrier;  // The same fields in both generations.
   barrier.set_barrier_id(std::string(barrier_id));
   barrier.set_counter(counter);
-  const std::string coordination_error = " [type.googleapis.com/tensorflow.CoordinationServiceError='']";
-  const std::string barrier_error = absl::StrCat(" [type.googleapis.com/tensorflow.BarrierError='",
-                                                 absl::CHexEscape(barrier.SerializeAsString()), "']");
   return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message(),
-                      protocol == XlaProtocol::kXla ? coordination_error : barrier_error,
-                      protocol == XlaProtocol::kXla ? barrier_error : coordination_error);
+                      " [type.googleapis.com/tensorflow.CoordinationServiceError='']"
+                      " [type.googleapis.com/tensorflow.BarrierError='",
+                      absl::CHexEscape(barrier.SerializeAsString()), "']");
 }
 
 XlaError ToXlaError(const absl::Status& status, const XlaCall& call) {
@@ -183,8 +180,7 @@ XlaError ToXlaError(const absl::Status& status, const XlaCall& call) {
   }
   if (method == "ShutdownTask" && kind == ErrorKind::kShutdownTimedOut) {
     return Answer(absl::StatusCode::kInternal,
-                  WithCohort(ShutdownBarrierFailed(d->barrier, call.service_incarnation, call.protocol),
-                             status.message()));
+                  WithCohort(ShutdownBarrierFailed(d->barrier, call.service_incarnation), status.message()));
   }
   if (method == "RegisterTask" && kind == ErrorKind::kRegistrationTimedOut) {
     return BarrierAnswer(absl::StatusCode::kDeadlineExceeded,
@@ -224,7 +220,7 @@ XlaError ToXlaError(const absl::Status& status, const XlaCall& call) {
 }
 
 XlaError JobFailureError(const TaskFailure& failure, Incarnation service_incarnation,
-                         const std::optional<absl::Status>& reported, XlaProtocol protocol) {
+                         const std::optional<absl::Status>& reported) {
   switch (failure.cause) {
     case FailureCause::kHeartbeatTimeout:
       return XlaError{absl::UnavailableError(WithCohort(
@@ -235,7 +231,7 @@ XlaError JobFailureError(const TaskFailure& failure, Incarnation service_incarna
     case FailureCause::kShutdownTimeout:
       if (!failure.barrier) break;
       return XlaError{absl::InternalError(
-          WithCohort(ShutdownBarrierFailed(*failure.barrier, service_incarnation, protocol), failure.message))};
+          WithCohort(ShutdownBarrierFailed(*failure.barrier, service_incarnation), failure.message))};
     case FailureCause::kReportedError:
       if (!reported) break;
       return XlaError{absl::Status(reported->code(), WithCohort(reported->message(), failure.message)),
@@ -255,7 +251,7 @@ XlaError JobFailureError(const TaskFailure& failure, Incarnation service_incarna
 }
 
 absl::Status TaskStateError(const TaskFailure& failure, Incarnation service_incarnation,
-                            const std::optional<absl::Status>& reported, XlaProtocol protocol) {
+                            const std::optional<absl::Status>& reported) {
   if (failure.cause == FailureCause::kHeartbeatTimeout) {
     return absl::UnavailableError(WithCohort(
         absl::StrCat("Task ", failure.task,
@@ -264,7 +260,7 @@ absl::Status TaskStateError(const TaskFailure& failure, Incarnation service_inca
                      "or scheduler events (e.g. preemption, eviction) to debug further."),
         failure.message));
   }
-  return JobFailureError(failure, service_incarnation, reported, protocol).status;
+  return JobFailureError(failure, service_incarnation, reported).status;
 }
 
 }  // namespace cohort::coordination

@@ -20,13 +20,8 @@
 
 namespace cohort::coordination {
 
-// The generation of XLA's protocol a call came in on. jaxlib <= 0.9's service
-// (tensorflow.CoordinationService) quotes a failed barrier's payloads in the other order.
-enum class XlaProtocol { kXla, kTensorflow };
-
 // What a call asked, as far as XLA's messages quote it.
 struct XlaCall {
-  XlaProtocol protocol = XlaProtocol::kXla;
   absl::string_view method;  // The RPC's name: "Barrier", "TryGetKeyValue", ...
   TaskId task = kUnidentifiedTask;  // The caller, when the call names it.
   int32_t num_tasks = 0;
@@ -57,14 +52,14 @@ XlaError ToXlaError(const absl::Status& status, const XlaCall& call);
 // followed by Cohort's sentence; causes XLA's service never sees (a process that died, a node
 // lost, a preemption) in Cohort's sentence alone.
 XlaError JobFailureError(const TaskFailure& failure, Incarnation service_incarnation,
-                         const std::optional<absl::Status>& reported, XlaProtocol protocol);
+                         const std::optional<absl::Status>& reported);
 // The state XLA's WatchTasks reports for the failed task itself.
 absl::Status TaskStateError(const TaskFailure& failure, Incarnation service_incarnation,
-                            const std::optional<absl::Status>& reported, XlaProtocol protocol);
+                            const std::optional<absl::Status>& reported);
 
 // absl's text of a status with the payloads XLA puts on a barrier's error, as XLA quotes a
 // failed barrier's status inside another message ("Barrier result: '...").
-std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id, int64_t counter,
-                              XlaProtocol protocol);
+// (absl prints payloads in an order that varies from status to status; XLA's text does too.)
+std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id, int64_t counter);
 
 }  // namespace cohort::coordination

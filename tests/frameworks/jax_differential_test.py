@@ -4,8 +4,8 @@ program (jax_coordination_scenarios.py, 4 processes on CPU) runs twice, once aga
 coordination service (JAX process 0 hosting it, as upstream runs) and once against rank 0's
 sidecar under cohort-run, and what every process got back from every call (the value, or the
 error's code and text) must be the same in both runs, after normalizing what differs from run to
-run (service incarnations, the order gRPC prints its fields in, which task reached a barrier
-first) and dropping Cohort's own diagnosis, which follows XLA's text on a line that starts with
+run (service incarnations, the order gRPC and absl print fields and payloads in, which task reached
+a barrier first) and dropping Cohort's own diagnosis, which follows XLA's text on a line that starts with
 "Cohort: ".
 
 A difference that docs/jax.md lists as deliberate (its table "Where the port answers otherwise,
@@ -196,10 +196,18 @@ def canonical_grpc_fields(text):
     return re.sub(r'\{((?:grpc_[a-z_]+:(?:"(?:[^"\\]|\\.)*"|[^,}]*)(?:, )?)+)\}', repl, text)
 
 
+def sorted_payloads(text):
+    """absl prints a status's payloads (` [type.googleapis.com/...='...']`) in an order that varies
+    from status to status, jaxlib's included: in one order."""
+    payload = r" \[type\.googleapis\.com/[A-Za-z.]+='(?:[^'\\]|\\.)*'\]"
+    return re.sub(f"(?:{payload})+", lambda m: "".join(sorted(re.findall(payload, m.group(0)))), text)
+
+
 def normalize(text):
     # Cohort's diagnosis after XLA's text: a line of its own (escaped where gRPC quotes it).
     text = re.sub(r'(?:\n|\\n)Cohort: [^\n"\\]*', "", text)
     text = canonical_grpc_fields(text)
+    text = sorted_payloads(text)
     # Which task reached a barrier first is timing.
     text = re.sub(r"The first task at the barrier: \d+", "The first task at the barrier: <task>", text)
     text = re.sub(r"(task:)\d+(\. Some timed out)", r"\1<task>\2", text)  # The TSL spelling.

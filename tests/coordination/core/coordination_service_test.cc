@@ -27,6 +27,20 @@ struct Result {
   std::string message() const { return status ? std::string(status->message()) : "<pending>"; }
 };
 
+// The status carries details of `kind` saying who reached the barrier: the first to arrive, how
+// many of how many, and who is missing.
+void ExpectBarrierReport(const std::optional<absl::Status>& status, ErrorKind kind, TaskId first,
+                         int32_t arrived, int32_t participants, std::vector<TaskId> missing) {
+  ASSERT_TRUE(status.has_value());
+  std::optional<ErrorDetails> d = DetailsOf(*status);
+  ASSERT_TRUE(d.has_value()) << *status;
+  EXPECT_EQ(d->kind, kind);
+  EXPECT_EQ(d->barrier.first_task, first);
+  EXPECT_EQ(d->barrier.arrived, arrived);
+  EXPECT_EQ(d->barrier.participants, participants);
+  EXPECT_EQ(d->barrier.missing, missing);
+}
+
 class CoordinationServiceTest : public ::testing::Test {
  protected:
   void Start(int n, ServiceConfig config = {}) {
@@ -226,13 +240,7 @@ TEST_F(CoordinationServiceTest, Register_Timeout_NamesMissingRanksAndFailsJob) {
   EXPECT_THAT(r0.message(), HasSubstr("2/5 processes registered"));
   EXPECT_THAT(r0.message(), HasSubstr("missing rank(s) 1, 3, 4"));
   EXPECT_EQ(service_->JobStatus().code(), absl::StatusCode::kAborted);
-  std::optional<ErrorDetails> d = DetailsOf(*r0.status);
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->kind, ErrorKind::kRegistrationTimedOut);
-  EXPECT_EQ(d->barrier.first_task, 0);
-  EXPECT_EQ(d->barrier.arrived, 2);
-  EXPECT_EQ(d->barrier.participants, 5);
-  EXPECT_EQ(d->barrier.missing, (std::vector<TaskId>{1, 3, 4}));
+  ExpectBarrierReport(r0.status, ErrorKind::kRegistrationTimedOut, 0, 2, 5, {1, 3, 4});
 }
 
 // --- Heartbeats and failure propagation -----------------------------------------------------
@@ -594,14 +602,8 @@ TEST_F(CoordinationServiceTest, Barrier_Timeout_DetailsSayWhoArrivedFirstAndWhoI
   clock_.Advance(absl::Seconds(1));
   for (TaskId t = 0; t < 4; ++t) ASSERT_TRUE(service_->Heartbeat(t, Inc(t)).ok());
   service_->CheckDeadlines();
-  std::optional<ErrorDetails> d = DetailsOf(*r0.status);
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->kind, ErrorKind::kBarrierTimedOut);
-  EXPECT_EQ(d->barrier.id, "slow");
-  EXPECT_EQ(d->barrier.first_task, 2);
-  EXPECT_EQ(d->barrier.arrived, 2);
-  EXPECT_EQ(d->barrier.participants, 4);
-  EXPECT_EQ(d->barrier.missing, (std::vector<TaskId>{1, 3}));
+  ExpectBarrierReport(r0.status, ErrorKind::kBarrierTimedOut, 2, 2, 4, {1, 3});
+  EXPECT_EQ(DetailsOf(*r0.status)->barrier.id, "slow");
 }
 
 TEST_F(CoordinationServiceTest, Barrier_EmptyId_IsAnIdLikeAnyOther) {
@@ -843,13 +845,7 @@ TEST_F(CoordinationServiceTest, Shutdown_Timeout_NamesStragglers) {
   service_->CheckDeadlines();
   EXPECT_EQ(a.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(a.message(), HasSubstr("missing rank(s) 1, 2"));
-  std::optional<ErrorDetails> d = DetailsOf(*a.status);
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->kind, ErrorKind::kShutdownTimedOut);
-  EXPECT_EQ(d->barrier.first_task, 0);
-  EXPECT_EQ(d->barrier.arrived, 1);
-  EXPECT_EQ(d->barrier.participants, 3);
-  EXPECT_EQ(d->barrier.missing, (std::vector<TaskId>{1, 2}));
+  ExpectBarrierReport(a.status, ErrorKind::kShutdownTimedOut, 0, 1, 3, {1, 2});
 }
 
 TEST_F(CoordinationServiceTest, Shutdown_Timeout_TheJobsFailureSaysWhoReachedTheBarrier) {

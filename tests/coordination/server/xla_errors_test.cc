@@ -242,7 +242,7 @@ TEST(XlaErrorsTest, DetailsSurviveTheirPayload) {
 // The job's failure as every PollForError hears of it.
 TEST(XlaErrorsTest, JobFailure_XlasWordsWhereXlaHasThem_ThenCohortsSentence) {
   TaskFailure heartbeat{3, FailureCause::kHeartbeatTimeout, "rank 3 (host) failed because ..."};
-  XlaError e = JobFailureError(heartbeat, 77, std::nullopt, XlaProtocol::kXla);
+  XlaError e = JobFailureError(heartbeat, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(e.status.message(),
             "The following tasks are unhealthy (stopped sending heartbeats):\n3\nThe tasks have crashed. "
@@ -252,46 +252,35 @@ TEST(XlaErrorsTest, JobFailure_XlasWordsWhereXlaHasThem_ThenCohortsSentence) {
 
   TaskFailure shutdown{3, FailureCause::kShutdownTimeout, "shutdown barrier timed out"};
   shutdown.barrier = Report("", 0, 0, 3, 4, {3});
-  e = JobFailureError(shutdown, 77, std::nullopt, XlaProtocol::kXla);
+  e = JobFailureError(shutdown, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(e.status.message()),
               StartsWith("Shutdown barrier has failed.\nBarrier result: 'DEADLINE_EXCEEDED: Barrier "
                          "timed out. Id: Shutdown::77::0."));
 
   TaskFailure reported{1, FailureCause::kReportedError, "rank 1 failed because it reported an error"};
-  e = JobFailureError(reported, 77, absl::DataLossError("checkpoint gone"), XlaProtocol::kXla);
+  e = JobFailureError(reported, 77, absl::DataLossError("checkpoint gone"));
   EXPECT_EQ(e.status.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(e.status.message(), "checkpoint gone\nCohort: rank 1 failed because it reported an error");
   EXPECT_EQ(e.source_task, 1);
   EXPECT_TRUE(e.reported);
 
   TaskFailure restarted{2, FailureCause::kRestarted, "rank 2 registered again"};
-  e = JobFailureError(restarted, 77, std::nullopt, XlaProtocol::kXla);
+  e = JobFailureError(restarted, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(std::string(e.status.message()),
               StartsWith("2 unexpectedly tried to connect with a different incarnation. It has likely restarted."));
 
   TaskFailure died{1, FailureCause::kProcessExited, "rank 1 (JAX process at 10.0.0.1:4) failed because its process died"};
-  e = JobFailureError(died, 77, std::nullopt, XlaProtocol::kXla);
+  e = JobFailureError(died, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(e.status.message(), "Cohort coordination service: " + died.message);
   EXPECT_EQ(e.source_task, 1);
 }
 
-// jaxlib <= 0.9's service quotes a failed barrier's payloads in the other order.
-TEST(XlaErrorsTest, BarrierStatusText_PayloadOrderOfEachGeneration) {
-  absl::Status timed_out = absl::DeadlineExceededError("Barrier timed out.");
-  EXPECT_EQ(BarrierStatusText(timed_out, "s", 1, XlaProtocol::kXla),
-            "DEADLINE_EXCEEDED: Barrier timed out. [type.googleapis.com/tensorflow.CoordinationServiceError=''] "
-            "[type.googleapis.com/tensorflow.BarrierError='\\n\\x01s\\x10\\x01']");
-  EXPECT_EQ(BarrierStatusText(timed_out, "s", 1, XlaProtocol::kTensorflow),
-            "DEADLINE_EXCEEDED: Barrier timed out. [type.googleapis.com/tensorflow.BarrierError='\\n\\x01s\\x10\\x01'] "
-            "[type.googleapis.com/tensorflow.CoordinationServiceError='']");
-}
-
 TEST(XlaErrorsTest, TaskState_HeartbeatTimeoutNamesTheTask) {
   TaskFailure heartbeat{3, FailureCause::kHeartbeatTimeout, "rank 3 failed"};
-  absl::Status s = TaskStateError(heartbeat, 77, std::nullopt, XlaProtocol::kXla);
+  absl::Status s = TaskStateError(heartbeat, 77, std::nullopt);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.message()), StartsWith("Task 3 heartbeat timeout. This indicates that the remote task"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("\nCohort: rank 3 failed"));
