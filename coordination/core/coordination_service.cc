@@ -637,10 +637,10 @@ absl::Status CoordinationService::VisitKeyValueDir(
 }
 
 absl::Status CoordinationService::DeleteKeyValue(TaskId task, Incarnation incarnation,
-                                                 absl::string_view key) {
+                                                 absl::string_view key, KeyValueStore::Limits limits) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
-  kv_.Delete(key);
+  kv_.Delete(key, limits);
   return absl::OkStatus();
 }
 
@@ -773,8 +773,7 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
     return 0;
   }
   if (it == barriers_.end() && !new_instance) {
-    BarrierInstance none;
-    none.id = args.id;
+    BarrierInstance none;  // As XLA's service, which names an instance nobody started "::<n>".
     reply(WithDetails(
         absl::FailedPreconditionError(absl::StrFormat(
             "barrier '%s' is out of step: rank %d calls it for time #%d but nobody called it "

@@ -163,7 +163,8 @@ class CoordinationService {
   // instead of copying the listing first.
   absl::Status VisitKeyValueDir(TaskId task, Incarnation incarnation, absl::string_view directory,
                                 absl::FunctionRef<void(const std::string&, const std::string&)> fn);
-  absl::Status DeleteKeyValue(TaskId task, Incarnation incarnation, absl::string_view key);
+  absl::Status DeleteKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
+                              KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);
   absl::StatusOr<int64_t> IncrementKeyValue(TaskId task, Incarnation incarnation,
                                             absl::string_view key, int64_t delta,
                                             KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);

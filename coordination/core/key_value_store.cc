@@ -86,9 +86,9 @@ void KeyValueStore::ForEachInDir(
   }
 }
 
-size_t KeyValueStore::Delete(absl::string_view raw_key) {
+size_t KeyValueStore::Delete(absl::string_view raw_key, Limits limits) {
   std::string key = NormalizeKey(raw_key);
-  if (key.empty()) return 0;
+  if (key.empty()) return limits.empty_key ? entries_.erase(key) : 0;
   size_t erased = entries_.erase(key);
   std::string prefix = key + "/";
   auto it = entries_.lower_bound(prefix);

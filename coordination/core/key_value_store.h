@@ -61,8 +61,9 @@ class KeyValueStore {
   // Calls fn(key, value) for each entry under `directory`, in key order, without copying them.
   void ForEachInDir(absl::string_view directory,
                     absl::FunctionRef<void(const std::string&, const std::string&)> fn) const;
-  // Deletes the key and everything below `key/`. Returns how many entries went.
-  size_t Delete(absl::string_view key);
+  // Deletes the key and everything below `key/`. Returns how many entries went. The empty key
+  // (which only `limits.empty_key` stores) is deleted alone, never everything below the root.
+  size_t Delete(absl::string_view key, Limits limits = kCohortLimits);
   // Adds `delta` to the decimal integer stored at the key (a missing key counts as 0) and stores
   // the result as decimal text. InvalidArgument when the stored value is not an integer
   // (ErrorKind::kNotAnInteger) or the sum overflows int64 (the value is then unchanged).

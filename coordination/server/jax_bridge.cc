@@ -91,6 +91,11 @@ void JaxBridge::RememberReportedError(TaskId task, absl::Status error) {
   reported_.try_emplace(task, std::move(error));
 }
 
+void JaxBridge::ForgetReportedError(TaskId task) {
+  absl::MutexLock lock(&mu_);
+  reported_.erase(task);
+}
+
 std::optional<absl::Status> JaxBridge::ReportedError(TaskId task) const {
   absl::MutexLock lock(&mu_);
   auto it = reported_.find(task);

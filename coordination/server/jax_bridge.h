@@ -87,6 +87,7 @@ class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
   // The error a task reported (ReportErrorToService), as it reported it: the job's failure, when
   // it is the first, reads as that error in XLA's words.
   void RememberReportedError(TaskId task, absl::Status error);
+  void ForgetReportedError(TaskId task);
   std::optional<absl::Status> ReportedError(TaskId task) const;
   // The job's failure, as every task's PollForError hears of it (coordination/server/xla_errors.h).
   XlaError FailureError(const TaskFailure& failure) const;

@@ -441,13 +441,17 @@ class JaxGenerationService : public Gen::Service {
                                                  const typename Gen::ReportErrorToServiceRequest* req,
                                                  typename Gen::ReportErrorToServiceResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    absl::Status reported(static_cast<absl::StatusCode>(req->error_code()), req->error_message());
-    if (caller.task >= 0) bridge_->RememberReportedError(caller.task, reported);
-    return Answer(bridge_, kProto, "ReportErrorToService", In("ReportErrorToService", caller), ctx,
-                  bridge_->core().ReportError(caller.task, caller.incarnation,
-                                              FailureCause::kReportedError,
-                                              absl::StrCat("JAX reported error ", req->error_code(),
-                                                           ": ", req->error_message())));
+    // Remembered first, so that the job's failure reads as this error the moment it fails the job;
+    // forgotten again when the core refuses the report. A code of 0 (OK) is no error: UNKNOWN.
+    const absl::StatusCode code = req->error_code() == 0 ? absl::StatusCode::kUnknown
+                                                         : static_cast<absl::StatusCode>(req->error_code());
+    const bool first = caller.task >= 0 && !bridge_->ReportedError(caller.task).has_value();
+    if (first) bridge_->RememberReportedError(caller.task, absl::Status(code, req->error_message()));
+    absl::Status s = bridge_->core().ReportError(
+        caller.task, caller.incarnation, FailureCause::kReportedError,
+        absl::StrCat("JAX reported error ", req->error_code(), ": ", req->error_message()));
+    if (first && !s.ok()) bridge_->ForgetReportedError(caller.task);
+    return Answer(bridge_, kProto, "ReportErrorToService", In("ReportErrorToService", caller), ctx, s);
   }
 
   grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
@@ -536,7 +540,8 @@ class JaxGenerationService : public Gen::Service {
     const Caller caller = Gen::Identify(*bridge_, *req);
     // The key and everything under it, whatever is_directory says (XLA's client always sets it).
     return Answer(bridge_, kProto, "DeleteKeyValue", In("DeleteKeyValue", caller, req->key()), ctx,
-                  bridge_->core().DeleteKeyValue(caller.task, caller.incarnation, req->key()));
+                  bridge_->core().DeleteKeyValue(caller.task, caller.incarnation, req->key(),
+                                                 KeyValueStore::kNoLimits));
   }
 
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext*,

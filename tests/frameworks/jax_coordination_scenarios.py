@@ -137,6 +137,11 @@ def key_value(p):
         call("set an empty key", lambda: kv.key_value_set("", "empty"))
     call("blocking_get empty key", lambda: kv.blocking_key_value_get("", SYNC_TIMEOUT_MS))
     call("set an empty key again", lambda: kv.key_value_set("/", "again"))
+    sync("empty-key")
+    if p == 0:
+        call("delete the empty key", lambda: kv.key_value_delete(""))
+    sync("empty-key-deleted")
+    call("try_get the deleted empty key", lambda: kv.key_value_try_get(""))
 
 
 def barriers(p, n):

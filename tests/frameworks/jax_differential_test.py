@@ -103,17 +103,32 @@ def run_with_jax_service(python, mode, directory):
     for p in range(NUM_PROCESSES):
         env_p = dict(env, JAX_PROCESS_ID=str(p),
                      COHORT_SCENARIO_RECORD=os.path.join(directory, f"record-{p}.jsonl"))
+        # A session of its own: a process that hangs is ended with its JAX child (stop()).
         processes.append(subprocess.Popen(scenario_command(python, mode), env=env_p,
-                                          stdout=subprocess.DEVNULL))
+                                          stdout=subprocess.DEVNULL, start_new_session=True))
     deadline = time.monotonic() + RUN_TIMEOUT_S
     for p in processes:
         try:
             p.wait(timeout=max(1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             for q in processes:
-                q.kill()
+                stop(q)
             raise RuntimeError(f"{mode} under jaxlib's service did not end in {RUN_TIMEOUT_S} s")
     return ""
+
+
+def stop(process):
+    """Ends `process` and everything in its session: SIGTERM, then SIGKILL after 10 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def run_under_cohort(python, mode, directory, cohort_run):
@@ -127,12 +142,14 @@ def run_under_cohort(python, mode, directory, cohort_run):
                "--shutdown-timeout", "2s", "--"]
     command += [sys.executable, os.path.abspath(__file__), "record-path", "--",
                 *scenario_command(python, mode)]
-    try:
-        result = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                timeout=RUN_TIMEOUT_S, text=True, errors="replace")
-    except subprocess.TimeoutExpired as e:
-        raise RuntimeError(f"{mode} under cohort-run did not end in {RUN_TIMEOUT_S} s:\n{e.output}")
-    return result.stdout
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace", start_new_session=True) as run:
+        try:
+            return run.communicate(timeout=RUN_TIMEOUT_S)[0]
+        except subprocess.TimeoutExpired:
+            stop(run)  # cohort-run stops its sidecars and processes on SIGTERM.
+            raise RuntimeError(f"{mode} under cohort-run did not end in {RUN_TIMEOUT_S} s:\n"
+                               f"{run.communicate()[0]}")
 
 
 def with_record_path(command):
@@ -205,7 +222,7 @@ def sorted_payloads(text):
 
 def normalize(text):
     # Cohort's diagnosis after XLA's text: a line of its own (escaped where gRPC quotes it).
-    text = re.sub(r'(?:\n|\\n)Cohort: [^\n"\\]*', "", text)
+    text = re.sub(r'(?:\n|\\n)Cohort: (?:(?! \[type\.googleapis\.com/)[^\n"\\])*', "", text)
     text = canonical_grpc_fields(text)
     text = sorted_payloads(text)
     # Which task reached a barrier first is timing.

@@ -47,6 +47,9 @@ TEST(KeyValueStore, NoLimits_BigValuesLongKeysAndTheEmptyKey) {
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(kv.Insert("", "x", false, &d).code(), absl::StatusCode::kInvalidArgument)
       << "Cohort's protocol refuses the empty key";
+  EXPECT_EQ(kv.Delete("", KeyValueStore::kNoLimits), 1u) << "the empty key alone, not the whole store";
+  EXPECT_FALSE(kv.Get("").has_value());
+  EXPECT_TRUE(kv.Get("big").has_value());
 }
 
 TEST(KeyValueStore, Refusals_CarryTheDetailsOtherProtocolsWordThemFrom) {
