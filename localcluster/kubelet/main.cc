@@ -6,6 +6,9 @@
 #include <signal.h>
 
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -20,51 +23,74 @@
 namespace cohort::local {
 namespace {
 
-int Run(int argc, char** argv) {
+struct Flags {
   std::string kubeconfig;
   KubeletOptions options;
   double lease_duration_s = absl::ToDoubleSeconds(options.lease_duration);
   std::string runtime = "process";
   std::string pod_api_server;
-  CLI::App app{"cohort-local-kubelet: one node of cohort-local-cluster, running its pods as local processes"};
-  app.add_option("--kubeconfig", kubeconfig, "How to reach the local API server")->required();
-  app.add_option("--node-name", options.node_name, "The Node this kubelet registers and runs pods for")->required();
-  app.add_option("--node-address", options.node_address, "The node's address (InternalIP, pods' hostIP)")
+};
+
+void AddFlags(CLI::App& app, Flags* f) {
+  KubeletOptions& options = f->options;
+  app.add_option("--kubeconfig", f->kubeconfig, "How to reach the local API server")->required();
+  app.add_option("--node-name", options.node_name,
+                 "The Node this kubelet registers and runs pods for")
+      ->required();
+  app.add_option("--node-address", options.node_address,
+                 "The node's address (InternalIP, pods' hostIP)")
       ->capture_default_str();
-  app.add_option("--pods-dir", options.root_dir, "Each pod's files and the cluster's hosts file")->required();
-  app.add_option("--lease-duration", lease_duration_s,
+  app.add_option("--pods-dir", options.root_dir, "Each pod's files and the cluster's hosts file")
+      ->required();
+  app.add_option("--lease-duration", f->lease_duration_s,
                  "Seconds: the node's Lease is renewed every quarter of this")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--bin-dir", options.bin_dirs, "Searched first for container commands");
   app.add_option("--pod-network-library", options.pod_network_library,
                  "LD_PRELOAD library giving pods their address and DNS names (process runtime)");
-  app.add_option("--max-pods", options.max_pods, "Pods this node takes (its allocatable pods); 0: no limit")
+  app.add_option("--max-pods", options.max_pods,
+                 "Pods this node takes (its allocatable pods); 0: no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--runtime", runtime, "How pods run: process (local processes) or podman (containers)")
+  app.add_option("--runtime", f->runtime,
+                 "How pods run: process (local processes) or podman (containers)")
       ->capture_default_str()
       ->check(CLI::IsMember({"process", "podman"}));
   app.add_option("--podman-network", options.podman_network,
                  "Podman runtime: the cluster's podman network (pods get their addresses on it)");
-  app.add_option("--pod-api-server", pod_api_server,
+  app.add_option("--pod-api-server", f->pod_api_server,
                  "The API server's URL as pods reach it (default: the kubeconfig's server)");
+}
+
+// An exit code when the kubelet must not start (--help, or a bad flag).
+std::optional<int> ParseFlags(int argc, char** argv, Flags* f) {
+  CLI::App app{"cohort-local-kubelet: one node of cohort-local-cluster, running its pods as "
+               "local processes"};
+  AddFlags(app, f);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  options.lease_duration = absl::Seconds(lease_duration_s);
+  f->options.lease_duration = absl::Seconds(f->lease_duration_s);
+  return std::nullopt;
+}
+
+int Run(int argc, char** argv) {
+  Flags f;
+  if (std::optional<int> exit_code = ParseFlags(argc, argv, &f)) return *exit_code;
+  KubeletOptions& options = f.options;
   InitLogging(absl::StrCat("cohort-local-kubelet ", options.node_name));
   sigset_t signals = BlockTerminationSignals();
 
-  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig);
+  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(f.kubeconfig);
   if (!config.ok()) {
     std::cerr << "cohort-local-kubelet: " << config.status().message() << "\n";
     return 2;
   }
-  options.api_server = pod_api_server.empty() ? config->server : pod_api_server;
-  options.runtime = runtime == "podman" ? ContainerRuntime::kPodman : ContainerRuntime::kProcess;
+  options.api_server = f.pod_api_server.empty() ? config->server : f.pod_api_server;
+  options.runtime = f.runtime == "podman" ? ContainerRuntime::kPodman : ContainerRuntime::kProcess;
   options.api_ca_pem = config->ca_pem;
   op::HttpKubeClientOptions client_options;
   client_options.qps = 0;  // The kubelet is not rate limited.
@@ -77,7 +103,8 @@ int Run(int argc, char** argv) {
   }
   auto kubelet = std::make_unique<Kubelet>(client->get(), options);
   if (absl::Status s = kubelet->Start(); !s.ok()) {
-    std::cerr << "cohort-local-kubelet: cannot register node " << options.node_name << ": " << s.message() << "\n";
+    std::cerr << "cohort-local-kubelet: cannot register node " << options.node_name << ": "
+              << s.message() << "\n";
     return 1;
   }
   LogInfo("node ", options.node_name, " registered; running its pods");

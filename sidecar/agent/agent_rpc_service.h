@@ -10,6 +10,7 @@
 #include "cohort/agent/v1/agent.grpc.pb.h"
 #include "common/grpc_event_stream.h"
 #include "coordination/client/agent.h"
+#include "sidecar/agent/trainer_outcome.h"
 
 namespace cohort::sidecar {
 
@@ -19,13 +20,6 @@ using coordination::Agent;
 using coordination::AgentOptions;
 
 class SidecarMetrics;
-
-// How the attached trainer ended, for the sidecar's exit decision.
-enum class TrainerOutcome {
-  kRunning,       // Still attached (or never attached).
-  kShutDown,      // Passed the shutdown barrier.
-  kFailed,        // Died, or the job failed.
-};
 
 // Serves libdist on the sidecar's Unix socket (the cohort.agent.v1.Agent protocol). A trainer's
 // Attach creates this rank's Agent, which registers with the coordination service; the Attach
