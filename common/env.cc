@@ -74,11 +74,49 @@ std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessP
   const std::string per_pod = absl::StrCat(p.processes_per_pod);
   const std::string pod = absl::StrCat(p.pod_index);
   std::vector<std::pair<std::string, std::string>> vars = {
-      {kNumProcesses, world},      {kProcessId, rank},      {kLocalProcessId, local},
-      {kProcessesPerPod, per_pod}, {"JAX_NUM_PROCESSES", world}, {"JAX_PROCESS_ID", rank},
-      {"WORLD_SIZE", world},       {"RANK", rank},          {"LOCAL_RANK", local},
-      {"LOCAL_WORLD_SIZE", per_pod}, {"GROUP_RANK", pod},   {"NODE_RANK", pod}};
+      {kNumProcesses, world},        {kProcessId, rank},      {kLocalProcessId, local},
+      {kProcessesPerPod, per_pod},   {kJaxNumProcesses, world}, {kJaxProcessId, rank},
+      {kWorldSize, world},           {kRank, rank},           {kLocalRank, local},
+      {kLocalWorldSize, per_pod},    {kGroupRank, pod},       {kNodeRank, pod}};
   if (gpus) vars.emplace_back(kJaxLocalDeviceIds, local);
+  return vars;
+}
+
+std::vector<std::pair<std::string, std::string>> JobVariables(const JobInputs& in) {
+  std::vector<std::pair<std::string, std::string>> vars;
+  auto add = [&](const char* name, std::string value) {
+    if (!value.empty()) vars.emplace_back(name, std::move(value));
+  };
+  auto duration = [](const std::optional<absl::Duration>& d) {
+    return d ? absl::FormatDuration(*d) : std::string();
+  };
+  add(kCoordinatorAddress, in.coordinator_address);
+  add(kRestartAttempt, absl::StrCat(in.restart_attempt));
+  add(kAgentSocket, in.agent_socket);
+  add(kJobName, in.job_name);
+  add(kNamespace, in.namespace_name);
+  add(kTokenFile, in.token_file);
+  add(kPodIp, in.pod_ip);
+  add(kPodName, in.pod_name);
+  add(kHeartbeatTimeout, duration(in.heartbeat_timeout));
+  add(kInitializationTimeout, duration(in.initialization_timeout));
+  add(kShutdownTimeout, duration(in.shutdown_timeout));
+  if (!in.rank0_host.empty() && in.jax_port > 0) {
+    add(kJaxCoordinatorAddress, absl::StrCat(in.rank0_host, ":", in.jax_port));
+    add(kJaxCoordinatorBindAddress, kJaxUnusedBindAddress);
+  }
+  const std::string master_port = in.master_port > 0 ? absl::StrCat(in.master_port) : "";
+  if (!in.rank0_host.empty() && in.master_port > 0) {
+    add(kMasterAddr, in.rank0_host);
+    add(kMasterPort, master_port);
+  }
+  if (in.torchrun) {
+    add(kTorchrunNumNodes, absl::StrCat(in.placement.num_pods));
+    add(kTorchrunProcsPerNode, absl::StrCat(in.placement.processes_per_pod));
+    add(kTorchrunNodeRank, absl::StrCat(in.placement.pod_index));
+    add(kTorchrunMasterAddr, in.rank0_host);
+    add(kTorchrunMasterPort, master_port);
+  }
   return vars;
 }
 

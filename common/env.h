@@ -55,8 +55,35 @@ inline constexpr char kCpuBind[] = "COHORT_CPU_BIND";
 // The lowest log level printed: debug, info, warning or error (common/log.h).
 inline constexpr char kLogLevel[] = "COHORT_LOG_LEVEL";
 
+// JAX's names (jax.distributed.initialize reads them when given no arguments). The coordinator
+// address is rank 0's sidecar's port for XLA's protocol (docs/jax.md); JAX's own process-0
+// service binds the bind address, which nobody dials.
+inline constexpr char kJaxCoordinatorAddress[] = "JAX_COORDINATOR_ADDRESS";
+inline constexpr char kJaxCoordinatorBindAddress[] = "JAX_COORDINATOR_BIND_ADDRESS";
+inline constexpr char kJaxNumProcesses[] = "JAX_NUM_PROCESSES";
+inline constexpr char kJaxProcessId[] = "JAX_PROCESS_ID";
 // Set on a pod whose trainer requests GPUs: the process's GPU (jax reads it itself).
 inline constexpr char kJaxLocalDeviceIds[] = "JAX_LOCAL_DEVICE_IDS";
+
+// torch.distributed's env:// names, as torchrun sets them for each process.
+inline constexpr char kMasterAddr[] = "MASTER_ADDR";
+inline constexpr char kMasterPort[] = "MASTER_PORT";
+inline constexpr char kWorldSize[] = "WORLD_SIZE";
+inline constexpr char kRank[] = "RANK";
+inline constexpr char kLocalRank[] = "LOCAL_RANK";
+inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
+inline constexpr char kGroupRank[] = "GROUP_RANK";
+inline constexpr char kNodeRank[] = "NODE_RANK";
+// torchrun's own flags, read from the environment (as Kubeflow Trainer runs it), for a pod whose
+// command is torchrun (spec.launcher: Torchrun): it starts the pod's processes itself.
+inline constexpr char kTorchrunNumNodes[] = "PET_NNODES";
+inline constexpr char kTorchrunProcsPerNode[] = "PET_NPROC_PER_NODE";
+inline constexpr char kTorchrunNodeRank[] = "PET_NODE_RANK";
+inline constexpr char kTorchrunMasterAddr[] = "PET_MASTER_ADDR";
+inline constexpr char kTorchrunMasterPort[] = "PET_MASTER_PORT";
+
+// The address JAX's process 0 binds for its own service: loopback, any port (nobody dials it).
+inline constexpr char kJaxUnusedBindAddress[] = "127.0.0.1:0";
 
 // Where one process of a job runs: rank = pod index x processes per pod + local index.
 struct ProcessPlacement {
@@ -77,6 +104,39 @@ struct ProcessPlacement {
 // all take them from here.
 std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessPlacement& p,
                                                                   bool gpus);
+
+// What every process of a job shares. The operator (for the containers of a pod), cohort-run
+// (for its ranks and sidecars) and the tests' local jobs fill in what they know; a field left
+// empty (0 for the ports, nullopt for the timeouts) sets no variable, so the process's own
+// default applies (common/job_settings.h) or, for the pod's IP and name, the operator sets them
+// from the pod itself (a fieldRef).
+struct JobInputs {
+  std::string coordinator_address;  // COHORT_COORDINATOR_ADDRESS: "host:port" of rank 0's service.
+  int restart_attempt = 0;          // COHORT_RESTART_ATTEMPT (always set).
+  std::string job_name;             // COHORT_JOB_NAME
+  std::string namespace_name;       // COHORT_NAMESPACE
+  std::string token_file;           // COHORT_TOKEN_FILE
+  std::string agent_socket;         // COHORT_AGENT_SOCKET (the pod's: a launcher gives each
+                                    // process its own, AgentSocketPath).
+  std::string pod_ip;               // COHORT_POD_IP
+  std::string pod_name;             // COHORT_POD_NAME
+  std::optional<absl::Duration> heartbeat_timeout;       // COHORT_HEARTBEAT_TIMEOUT
+  std::optional<absl::Duration> initialization_timeout;  // COHORT_INITIALIZATION_TIMEOUT
+  std::optional<absl::Duration> shutdown_timeout;        // COHORT_SHUTDOWN_TIMEOUT
+  // Rank 0's host, and the ports there of XLA's protocol (JAX_COORDINATOR_ADDRESS, with
+  // JAX_COORDINATOR_BIND_ADDRESS) and of PyTorch's TCPStore (MASTER_ADDR, MASTER_PORT).
+  std::string rank0_host;
+  int jax_port = 0;
+  int master_port = 0;
+  // The pod's command is torchrun, which starts the pod's processes: PET_* from `placement`
+  // (nodes = pods, processes per node, node rank = pod index) and the master's address.
+  bool torchrun = false;
+  ProcessPlacement placement;
+};
+
+// The variables of JobInputs, in a fixed order (the table in docs/operator.md, "The environment
+// contract"). Every process of the job adds ProcessVariables for its own placement.
+std::vector<std::pair<std::string, std::string>> JobVariables(const JobInputs& in);
 
 // The agent socket of local process `local_index` of a sidecar serving `served` processes:
 // `base` itself when it serves one, else "<base without .sock>-<local_index>.sock".

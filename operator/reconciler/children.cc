@@ -29,58 +29,47 @@ json Metadata(const DistributedJob& job, const std::string& name, json labels) {
           {"ownerReferences", OwnerReference(job)}};
 }
 
-std::string Seconds(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Milliseconds(d) / 1000.0, "s");
-}
-
-// The environment of every container (the contract in common/env.h), as for the pod's first
-// process: cohort-launch gives each of the pod's processes its own rank's values. A template
-// variable of the same name is replaced, so a stale value can never override the operator's.
+// The environment of every container (env::JobVariables, the contract in common/env.h), as for
+// the pod's first process: cohort-launch gives each of the pod's processes its own rank's values.
+// A template variable of the same name is replaced, so a stale value can never override the
+// operator's.
 json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_attempt) {
-  std::string coordinator = CoordinatorAddress(job);
-  const std::string rank0_host =
-      absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".",
-                   job.namespace_.empty() ? "default" : job.namespace_, ".svc");
-  std::string jax_address = absl::StrCat(rank0_host, ":", job.spec.coordinator_port + 1);
-  const std::string master_port = absl::StrCat(job.spec.coordinator_port + 2);
   const int32_t per_pod = ResolvedProcessesPerPod(job);
+  const env::ProcessPlacement placement{.pod_index = pod_index, .local_index = 0,
+                                        .processes_per_pod = per_pod,
+                                        .num_pods = job.spec.replicas};
+  env::JobInputs in;
+  in.coordinator_address = CoordinatorAddress(job);
+  in.restart_attempt = restart_attempt;
+  in.agent_socket = kAgentSocket;
+  in.job_name = job.name;
+  in.namespace_name = job.namespace_;
+  in.token_file = absl::StrCat(kTokenDir, "/", kTokenKey);
+  in.heartbeat_timeout = job.spec.sidecar.heartbeat_timeout;
+  // An unmodified JAX program dials rank 0's sidecar on the next port, where it speaks JAX's
+  // coordination protocol (docs/jax.md); torch.distributed's env://, as torchrun and Kubeflow's
+  // PyTorchJob set it, finds rank 0's TCPStore two ports above the coordinator's.
+  in.rank0_host = absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".",
+                               job.namespace_.empty() ? "default" : job.namespace_, ".svc");
+  in.jax_port = job.spec.coordinator_port + 1;
+  in.master_port = job.spec.coordinator_port + 2;
+  // A command that is torchrun reads its flags from PET_* (Kubeflow Trainer's way).
+  in.torchrun = job.spec.launcher == Launcher::kTorchrun;
+  in.placement = placement;
+
   json env = json::array();
   auto add = [&](const std::string& name, const std::string& value) {
     env.push_back({{"name", name}, {"value", value}});
   };
-  add(env::kCoordinatorAddress, coordinator);
-  add(env::kRestartAttempt, absl::StrCat(restart_attempt));
-  add(env::kAgentSocket, kAgentSocket);
-  add(env::kJobName, job.name);
-  add(env::kNamespace, job.namespace_);
-  add(env::kTokenFile, absl::StrCat(kTokenDir, "/", kTokenKey));
-  add(env::kHeartbeatTimeout, Seconds(job.spec.sidecar.heartbeat_timeout));
+  for (const auto& [name, value] : env::JobVariables(in)) add(name, value);
+  // The pod's IP and name come from the pod itself.
   env.push_back({{"name", env::kPodIp},
                  {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
   env.push_back({{"name", env::kPodName},
                  {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
-  // Rank, job size, local index: Cohort's, JAX's and torchrun's names (env::ProcessVariables).
-  env::ProcessPlacement placement{.pod_index = pod_index, .local_index = 0,
-                                  .processes_per_pod = per_pod, .num_pods = job.spec.replicas};
+  // Rank, job size, local index: Cohort's, JAX's and torchrun's names.
   for (const auto& [name, value] : env::ProcessVariables(placement, TrainerGpuLimit(job) > 0)) {
     add(name, value);
-  }
-  // An unmodified JAX program dials rank 0's sidecar on the next port, where it speaks JAX's
-  // coordination protocol; JAX's process 0 still starts a service of its own, bound where
-  // nobody dials (docs/jax.md).
-  add("JAX_COORDINATOR_ADDRESS", jax_address);
-  add("JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0");
-  // torch.distributed's env:// as torchrun and Kubeflow's PyTorchJob set it: rank 0's process
-  // hosts the TCPStore two ports above the coordinator's.
-  add("MASTER_ADDR", rank0_host);
-  add("MASTER_PORT", master_port);
-  if (job.spec.launcher == Launcher::kTorchrun) {
-    // A command that is torchrun reads its flags from PET_* (Kubeflow Trainer's way).
-    add("PET_NNODES", absl::StrCat(job.spec.replicas));
-    add("PET_NPROC_PER_NODE", absl::StrCat(per_pod));
-    add("PET_NODE_RANK", absl::StrCat(pod_index));
-    add("PET_MASTER_ADDR", rank0_host);
-    add("PET_MASTER_PORT", master_port);
   }
   return env;
 }
