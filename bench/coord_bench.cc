@@ -42,8 +42,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/random/random.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
@@ -52,7 +52,7 @@
 #include "cohort/coordination/v1/coordination.grpc.pb.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 #include "common/token.h"
 #include "coordination/client/session_client.h"
 
@@ -285,7 +285,7 @@ int RunWorker(const std::string& address, const std::string& token, const std::s
 
 struct Child {
   Subprocess process;
-  std::string buffer;
+  LineReader output;
   std::vector<std::string> lines;
   bool open = true;
 };
@@ -302,7 +302,7 @@ bool CollectLines(std::vector<Child>& children, const std::string& prefix, absl:
       all = false;
       if (!c.open) return false;
       std::vector<std::string> lines;
-      c.open = ReadLines(c.process.output_fd(), &c.buffer, &lines);
+      c.open = c.output.Read(&lines);
       for (auto& l : lines) {
         if (l.rfind("RESULT", 0) != 0 && l.rfind("REGISTERED", 0) != 0) {
           std::fprintf(stderr, "%s\n", l.c_str());
@@ -374,7 +374,8 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
          absl::StrCat(start_ns), "--processes-per-pod", absl::StrCat(per_pod)},
         {}});
     if (!w.ok()) return 1;
-    children.push_back(Child{std::move(*w), "", {}, true});
+    const int fd = w->output_fd();
+    children.push_back(Child{std::move(*w), LineReader(fd), {}, true});
   }
 
   json result = {{"implementation", "cohort"}, {"workload", workload}, {"tasks", tasks},

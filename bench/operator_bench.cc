@@ -34,10 +34,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
-#include "common/subprocess.h"
-#include "common/watched_process.h"
+#include "common/process/subprocess.h"
 #include "operator/client/http_kube_client.h"
 #include "operator/client/kube_config.h"
+#include "tests/support/watched_process.h"
 
 namespace cohort::bench {
 namespace {

@@ -1,7 +1,8 @@
 #pragma once
 
 // Why a process of a job failed: one definition read by every place that names a cause, so the
-// same event has the same name everywhere. The coordination core and its wire conversion
+// same event has the same name everywhere. What one process's exit means is decided in
+// common/exit_codes.h (ClassifyExit), which maps onto these. The coordination core and its wire conversion
 // (coordination/wire/proto_convert.cc checks the wire numbers against the proto), libdist's
 // public dist::FailureCause (libdist/src/library.cc checks it enumerator by enumerator), the
 // sidecar's and the operator's metric labels, the line libdist's default handler writes before
@@ -26,6 +27,8 @@ enum class FailureCause : int32_t {
   kShutdownTimeout,      // It never reached the shutdown barrier.
   kServiceUnreachable,   // (agent side) the coordination service, or this process's sidecar, went away.
   kCollectiveTimeout,    // A collective timed out or its ranks called different operations.
+  kOutOfMemory,          // The kernel's OOM killer ended it (Kubernetes: OOMKilled).
+  kKilledBySignal,       // A signal nobody in Cohort sent ended it (exit status 128 + N).
 };
 
 struct FailureCauseInfo {
@@ -50,6 +53,8 @@ inline constexpr FailureCauseInfo kFailureCauses[] = {
     {FailureCause::kServiceUnreachable, 8, "service_lost", "coordination service lost",
      "it lost the coordination service"},
     {FailureCause::kCollectiveTimeout, 9, "collective_timeout", "collective timeout", "a collective timed out"},
+    {FailureCause::kOutOfMemory, 10, "oom", "out of memory", "it ran out of memory"},
+    {FailureCause::kKilledBySignal, 11, "signal", "killed by a signal", "it was killed by a signal"},
 };
 
 constexpr bool FailureCausesInOrder() {

@@ -11,8 +11,8 @@
 // and SIGINT are forwarded to every process (a preemption notice reaches all of them). When one
 // process exits non-zero or is killed, the others get the fate-sharing window to exit by
 // themselves (libdist tells them within a second) and are then killed; cohort-launch exits with
-// the status of the process that caused it (128 + signal for a killed one), and with 0 only when
-// every process exited 0. Local process l runs on the l-th share of the pod's CPUs
+// the status of the process that caused it (128 + signal for a killed one; which one is
+// common/exit_codes.h's RootCause), and with 0 only when every process exited 0. Local process l runs on the l-th share of the pod's CPUs
 // (COHORT_CPU_BIND=none turns that off; launcher/cpu_binding.h). docs/operator.md has the rules.
 //
 //   cohort-launch --install /run/cohort/bin/cohort-launch
@@ -36,8 +36,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/env.h"
+#include "common/exit_codes.h"
+#include "common/process/process_group.h"
 #include "launcher/cpu_binding.h"
-#include "launcher/process_group.h"
 
 namespace cohort {
 namespace {
@@ -106,7 +107,7 @@ int Launch(const std::vector<std::string>& command, absl::Duration window) {
     Subprocess::Options options{command, vars};
     // The pod's CPUs (its cpuset), shared out among its processes.
     if (*bind == CpuBind::kCores) options.cpus = CpuShare(cpus, local, p.processes_per_pod);
-    started = group.Start(std::move(child), options);
+    started = group.Start(std::move(child), options) != nullptr;
   }
   if (!started) group.KillAllAt(absl::Now());
 
@@ -115,10 +116,9 @@ int Launch(const std::vector<std::string>& command, absl::Duration window) {
   hooks.on_exits = [&](std::vector<ProcessGroup::Child*>& exited) {
     for (ProcessGroup::Child* c : exited) {
       finished.push_back(c);
-      int st = *c->process.status();
-      if (Subprocess::ExitCodeOf(st) == 0 && !WIFSIGNALED(st)) continue;
+      if (ClassifyExit(c->Exit()) == ExitKind::kSucceeded) continue;
       ProcessGroup::Print(absl::StrCat(kName, ": ", c->label, " ",
-                                       Subprocess::DescribeStatus(st)));
+                                       Subprocess::DescribeStatus(*c->process.status())));
       // The others are told by the job (libdist's fate sharing) and exit by themselves; any
       // still running after the window are killed.
       group.KillAllAt(absl::Now() + window);
@@ -133,7 +133,7 @@ int Launch(const std::vector<std::string>& command, absl::Duration window) {
   };
   group.Run(hooks);
 
-  const ProcessGroup::Child* cause = FirstCause(finished);
+  const ProcessGroup::Child* cause = RootCauseChild(finished);
   if (!started) {
     std::cerr << kName << ": could not start every process; stopped the others\n";
     return cause != nullptr ? Subprocess::ExitCodeOf(*cause->process.status()) : 1;

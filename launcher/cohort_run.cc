@@ -40,12 +40,13 @@
 #include "common/env.h"
 #include "common/exit_codes.h"
 #include "common/job_settings.h"
-#include "common/subprocess.h"
+#include "common/process/process_group.h"
+#include "common/process/subprocess.h"
+#include "common/timeout_flags.h"
 #include "common/token.h"
 #include "coordination/client/grpc_coordination_stub.h"
 #include "coordination/wire/proto_convert.h"
 #include "launcher/cpu_binding.h"
-#include "launcher/process_group.h"
 
 namespace cohort {
 namespace {
@@ -127,16 +128,7 @@ std::optional<Flags> ParseFlags(int argc, char** argv, int* exit_code) {
   app.add_option("--work-dir", f.work_dir,
                  "Where sockets and the job token go (default: a fresh temporary directory)");
   app.add_option("--sidecar", f.sidecar, "cohort-sidecar binary (default: beside cohort-run)");
-  app.add_option("--heartbeat-timeout", f.timeouts.heartbeat,
-                 absl::StrCat("A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, "
-                              "default ", absl::FormatDuration(kDefaultHeartbeatTimeout), ")"));
-  app.add_option("--initialization-timeout", f.timeouts.initialization,
-                 absl::StrCat("How long ranks may take to join (env "
-                              "COHORT_INITIALIZATION_TIMEOUT, default ",
-                              absl::FormatDuration(kDefaultInitializationTimeout), ")"));
-  app.add_option("--shutdown-timeout", f.timeouts.shutdown,
-                 absl::StrCat("Bound on the shutdown barrier (env COHORT_SHUTDOWN_TIMEOUT, "
-                              "default ", absl::FormatDuration(kDefaultShutdownTimeout), ")"));
+  AddTimeoutFlags(app, &f.timeouts);
   app.add_option("--grace-period", f.grace_period,
                  "After a failure, how long survivors get to exit before SIGKILL")
       ->capture_default_str();
@@ -181,8 +173,8 @@ std::optional<Flags> ParseFlags(int argc, char** argv, int* exit_code) {
   return f;
 }
 
-// One job on this machine: its processes, what cohort-run does when one of them ends, and the
-// exit status that reports it.
+// One job on this machine: its processes (a ProcessGroup), what cohort-run does when one of them
+// ends, and the exit status that reports it.
 class LocalJob {
  public:
   LocalJob(Flags flags, absl::Duration grace, JobTimeouts timeouts)
@@ -251,27 +243,25 @@ class LocalJob {
     return absl::OkStatus();
   }
 
-  // What every process of the job shares.
+  // What every process of the job shares (env::JobVariables). An unmodified JAX program dials
+  // rank 0's sidecar, which speaks JAX's protocol there; torch.distributed's env://, as torchrun
+  // sets it, finds rank 0's TCPStore on MASTER_PORT.
   std::map<std::string, std::string> JobEnvironment() const {
-    return {
-        {env::kCoordinatorAddress, coordinator_},
-        {env::kRestartAttempt, "0"},
-        {env::kJobName, f_.job_name},
-        {env::kNamespace, "local"},
-        {env::kPodIp, "127.0.0.1"},
-        {env::kTokenFile, token_file_},
-        {env::kHeartbeatTimeout, absl::FormatDuration(timeouts_.heartbeat)},
-        {env::kInitializationTimeout, absl::FormatDuration(timeouts_.initialization)},
-        {env::kShutdownTimeout, absl::FormatDuration(timeouts_.shutdown)},
-        // An unmodified JAX program dials rank 0's sidecar, which speaks JAX's protocol there;
-        // JAX's process 0 still starts a service of its own, on a loopback port nobody dials.
-        {"JAX_COORDINATOR_ADDRESS", absl::StrCat("127.0.0.1:", jax_port_)},
-        {"JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0"},
-        // torch.distributed's env:// as torchrun sets it: rank 0's process hosts the TCPStore
-        // on MASTER_PORT.
-        {"MASTER_ADDR", "127.0.0.1"},
-        {"MASTER_PORT", absl::StrCat(master_port_)},
-    };
+    env::JobInputs in;
+    in.coordinator_address = coordinator_;
+    in.job_name = f_.job_name;
+    in.namespace_name = "local";
+    in.pod_ip = "127.0.0.1";
+    in.token_file = token_file_;
+    in.heartbeat_timeout = timeouts_.heartbeat;
+    in.initialization_timeout = timeouts_.initialization;
+    in.shutdown_timeout = timeouts_.shutdown;
+    in.rank0_host = "127.0.0.1";
+    in.jax_port = jax_port_;
+    in.master_port = master_port_;
+    std::map<std::string, std::string> vars;
+    for (auto& [name, value] : env::JobVariables(in)) vars[name] = std::move(value);
+    return vars;
   }
 
   // Where rank `rank` sits: in a pod of --processes-per-pod, or (without it) among the N local
@@ -378,17 +368,16 @@ class LocalJob {
   }
 
   void OnExits(std::vector<Child*>& exited) {
-    // The cause first: a process killed by someone else, then a trainer's own error, then the
-    // rest (a follower's exit 75, a sidecar that exited after its trainer).
-    auto severity = [](const Child* c) {
-      int st = *c->process.status();
-      if (WIFSIGNALED(st) && !c->killed && !c->stopped_by_us) return 0;
-      int code = Subprocess::ExitCodeOf(st);
-      if (c->trainer && code != 0 && code != kPeerFailureExitCode) return 1;
-      return 2;
+    // The cause first, in common/exit_codes.h's order (RootCause's): a process killed by someone
+    // else, a trainer's own error, a preempted exit 76, then the rest. A sidecar's own exit code
+    // ranks with a follower's: it exits after its trainers or the job failed.
+    auto kind = [](const Child* c) {
+      const ExitKind k = ClassifyExit(c->Exit());
+      if (c->trainer || k == ExitKind::kKilled || k >= ExitKind::kStopped) return k;
+      return ExitKind::kFollowed;
     };
     std::stable_sort(exited.begin(), exited.end(),
-                     [&](const Child* a, const Child* b) { return severity(a) < severity(b); });
+                     [&](const Child* a, const Child* b) { return kind(a) < kind(b); });
     for (Child* c : exited) {
       int st = *c->process.status();
       int code = Subprocess::ExitCodeOf(st);

@@ -1,4 +1,4 @@
-#include "launcher/process_group.h"
+#include "common/process/process_group.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,11 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/exit_codes.h"
 
 namespace cohort {
 
-ProcessGroup::ProcessGroup(std::string name) : name_(std::move(name)) {
+ProcessGroup::ProcessGroup(std::string name) : ProcessGroup(std::move(name), Options()) {}
+
+ProcessGroup::ProcessGroup(std::string name, Options options) : name_(std::move(name)) {
+  if (!options.take_signals) return;
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGINT);
@@ -37,18 +39,21 @@ void ProcessGroup::Print(const std::string& line) {
   fflush(stdout);
 }
 
-bool ProcessGroup::Start(Child child, Subprocess::Options options) {
+ProcessGroup::Child* ProcessGroup::Start(Child child, Subprocess::Options options) {
   options.die_with_parent = true;  // Nothing outlives the group's owner, even a kill -9 of it.
   options.capture_output = true;
+  options.output_path.clear();
   absl::StatusOr<Subprocess> p = Subprocess::Start(options);
   if (!p.ok()) {
     std::cerr << name_ << ": " << child.label << ": " << p.status().message() << "\n";
-    return false;
+    return nullptr;
   }
   child.process = std::move(*p);
   fcntl(child.process.output_fd(), F_SETFL, O_NONBLOCK);
+  child.output = LineReader(child.process.output_fd());
+  child.output_open = true;
   children_.push_back(std::move(child));
-  return true;
+  return &children_.back();
 }
 
 ProcessGroup::Child* ProcessGroup::Find(bool trainer, int rank) {
@@ -58,14 +63,27 @@ ProcessGroup::Child* ProcessGroup::Find(bool trainer, int rank) {
   return nullptr;
 }
 
+ProcessGroup::Child* ProcessGroup::Find(const std::string& label) {
+  for (Child& c : children_) {
+    if (c.label == label) return &c;
+  }
+  return nullptr;
+}
+
 void ProcessGroup::KillAllAt(absl::Time at) {
   if (!kill_at_ || at < *kill_at_) kill_at_ = at;
 }
 
-void ProcessGroup::DrainOutput(Child& c) {
+void ProcessGroup::DrainOutput(Child& c, const Hooks& hooks) {
   std::vector<std::string> lines;
-  bool open = ReadLines(c.process.output_fd(), &c.buffer, &lines);
-  for (const std::string& line : lines) Print(absl::StrCat("[", c.label, "] ", line));
+  bool open = c.output.Read(&lines);
+  for (std::string& line : lines) {
+    if (hooks.on_line) {
+      hooks.on_line(c, std::move(line));
+    } else {
+      Print(absl::StrCat("[", c.label, "] ", line));
+    }
+  }
   if (!open) {
     c.output_open = false;
     c.process.CloseOutput();
@@ -73,76 +91,77 @@ void ProcessGroup::DrainOutput(Child& c) {
 }
 
 void ProcessGroup::Run(const Hooks& hooks) {
-  while (true) {
-    // Reap everything that exited, then let the caller judge: a batch may hold a death and the
-    // exits it caused.
-    std::vector<Child*> exited;
-    for (Child& c : children_) {
-      if (!c.process.running() || !c.process.Poll()) continue;
-      c.exited_at = absl::Now();
-      exited.push_back(&c);
-    }
-    if (!exited.empty() && hooks.on_exits) hooks.on_exits(exited);
-    if (hooks.on_tick) hooks.on_tick();
+  // Signals (SIGCHLD included) wake the wait; the 50 ms only paces the callers' timed steps.
+  while (Step(hooks, absl::Milliseconds(50))) {
+  }
+}
 
-    bool any_running = false;
-    bool outputs_open = false;
-    for (const Child& c : children_) {
-      any_running |= c.process.running();
-      outputs_open |= c.output_open;
-    }
-    if (!any_running && !outputs_open) return;
-    if (kill_at_ && absl::Now() >= *kill_at_) {
-      for (Child& c : children_) {
-        if (c.process.running() && !c.killed) {
-          c.killed = true;
-          Print(absl::StrCat(name_, ": stopping ", c.label, " (SIGKILL)"));
-          c.process.Signal(SIGKILL);
-        }
+bool ProcessGroup::Step(const Hooks& hooks, absl::Duration wait) {
+  // Reap everything that exited, then let the caller judge: a batch may hold a death and the
+  // exits it caused.
+  std::vector<Child*> exited;
+  for (Child& c : children_) {
+    if (!c.process.running() || !c.process.Poll()) continue;
+    c.exited_at = absl::Now();
+    exited.push_back(&c);
+  }
+  if (!exited.empty() && hooks.on_exits) hooks.on_exits(exited);
+  if (hooks.on_tick) hooks.on_tick();
+
+  bool any_running = false;
+  bool outputs_open = false;
+  for (const Child& c : children_) {
+    any_running |= c.process.running();
+    outputs_open |= c.output_open;
+  }
+  if (!any_running && !outputs_open) return false;
+  if (kill_at_ && absl::Now() >= *kill_at_) {
+    for (Child& c : children_) {
+      if (c.process.running() && !c.killed) {
+        c.killed = true;
+        Print(absl::StrCat(name_, ": stopping ", c.label, " (SIGKILL)"));
+        c.process.Signal(SIGKILL);
       }
     }
+  }
 
-    std::vector<pollfd> fds;
-    std::vector<Child*> owners;
+  std::vector<pollfd> fds;
+  std::vector<Child*> owners;
+  if (signal_fd_ >= 0) {
     fds.push_back(pollfd{signal_fd_, POLLIN, 0});
     owners.push_back(nullptr);
-    for (Child& c : children_) {
-      if (c.output_open) {
-        fds.push_back(pollfd{c.process.output_fd(), POLLIN, 0});
-        owners.push_back(&c);
-      }
+  }
+  for (Child& c : children_) {
+    if (c.output_open) {
+      fds.push_back(pollfd{c.process.output_fd(), POLLIN, 0});
+      owners.push_back(&c);
     }
-    // Signals (SIGCHLD included) wake the poll; the timeout only paces the callers' timed steps.
-    poll(fds.data(), fds.size(), 50);
-    if (fds[0].revents & POLLIN) {
+  }
+  poll(fds.data(), fds.size(), static_cast<int>(absl::ToInt64Milliseconds(wait)));
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (owners[i] == nullptr) {
+      if (!(fds[i].revents & POLLIN)) continue;
       signalfd_siginfo info;
       while (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
         if (info.ssi_signo != SIGCHLD && hooks.on_signal) hooks.on_signal(info.ssi_signo);
       }
-    }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) DrainOutput(*owners[i]);
+    } else if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+      DrainOutput(*owners[i], hooks);
     }
   }
+  return true;
 }
 
-const ProcessGroup::Child* FirstCause(const std::vector<const ProcessGroup::Child*>& exited) {
-  auto severity = [](const ProcessGroup::Child* c) {
-    int st = *c->process.status();
-    if (WIFSIGNALED(st) && !c->killed && !c->stopped_by_us) return 0;
-    int code = Subprocess::ExitCodeOf(st);
-    if (code == 0) return 5;
-    if (c->killed || c->stopped_by_us) return 4;
-    if (code == kPeerFailureExitCode) return 3;
-    if (code == kPreemptedExitCode) return 2;
-    return 1;
-  };
-  const ProcessGroup::Child* cause = nullptr;
+const ProcessGroup::Child* RootCauseChild(const std::vector<const ProcessGroup::Child*>& exited) {
+  std::vector<const ProcessGroup::Child*> ended;
+  std::vector<ExitKind> kinds;
   for (const ProcessGroup::Child* c : exited) {
-    if (!c->process.status() || severity(c) == 5) continue;
-    if (cause == nullptr || severity(c) < severity(cause)) cause = c;
+    if (!c->process.status()) continue;
+    ended.push_back(c);
+    kinds.push_back(ClassifyExit(c->Exit()));
   }
-  return cause;
+  std::optional<size_t> root = RootCause(kinds);
+  return root ? ended[*root] : nullptr;
 }
 
 }  // namespace cohort

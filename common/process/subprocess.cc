@@ -1,4 +1,4 @@
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -179,21 +179,22 @@ int Subprocess::ExitCodeOf(int st) {
   return 1;
 }
 
-bool ReadLines(int fd, std::string* buffer, std::vector<std::string>* lines) {
+bool LineReader::Read(std::vector<std::string>* lines) {
+  if (fd_ < 0) return false;
   char chunk[4096];
-  ssize_t n = read(fd, chunk, sizeof(chunk));
+  ssize_t n = read(fd_, chunk, sizeof(chunk));
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
   if (n <= 0) {
-    if (!buffer->empty()) lines->push_back(std::move(*buffer));
-    buffer->clear();
+    if (!partial_.empty()) lines->push_back(std::move(partial_));
+    partial_.clear();
     return false;
   }
-  buffer->append(chunk, n);
+  partial_.append(chunk, n);
   size_t start = 0;
-  for (size_t nl; (nl = buffer->find('\n', start)) != std::string::npos; start = nl + 1) {
-    lines->push_back(buffer->substr(start, nl - start));
+  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines->push_back(partial_.substr(start, nl - start));
   }
-  buffer->erase(0, start);
+  partial_.erase(0, start);
   return true;
 }
 

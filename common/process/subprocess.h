@@ -13,7 +13,8 @@
 namespace cohort {
 
 // A child process in its own process group, its stdout and stderr joined into one pipe the
-// parent reads. Used by cohort-run and by multi-process tests. Not thread-safe.
+// parent reads (LineReader). Used by ProcessGroup (cohort-run, cohort-launch), the local kubelet
+// and the tests' processes. Not thread-safe.
 class Subprocess {
  public:
   struct Options {
@@ -71,9 +72,24 @@ class Subprocess {
   std::optional<int> status_;
 };
 
-// Reads what is available on `fd` and returns complete lines; keeps a partial line in `buffer`.
-// Returns false at end of file (a final partial line is returned as a line).
-bool ReadLines(int fd, std::string* buffer, std::vector<std::string>* lines);
+// A child's output (a pipe, usually Subprocess::output_fd()) read as lines. Read() takes what is
+// available: on a non-blocking fd it never waits, on a blocking one it waits for some output.
+class LineReader {
+ public:
+  LineReader() = default;
+  explicit LineReader(int fd) : fd_(fd) {}
+
+  // Appends the complete lines read to `lines` and keeps a partial one for the next call. False
+  // once the output ended (a final partial line is then appended as a line) or with no fd.
+  bool Read(std::vector<std::string>* lines);
+  int fd() const { return fd_; }
+  // What was read after the last complete line.
+  const std::string& partial() const { return partial_; }
+
+ private:
+  int fd_ = -1;
+  std::string partial_;
+};
 
 // The peak resident set (VmHWM) of running process `pid`, in bytes; -1 if it cannot be read.
 int64_t PeakRssBytes(pid_t pid);

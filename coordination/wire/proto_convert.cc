@@ -13,7 +13,9 @@ static_assert(InfoOf(FailureCause::kRegistrationTimeout).wire == pb::FAILURE_CAU
 static_assert(InfoOf(FailureCause::kShutdownTimeout).wire == pb::FAILURE_CAUSE_SHUTDOWN_TIMEOUT);
 static_assert(InfoOf(FailureCause::kServiceUnreachable).wire == pb::FAILURE_CAUSE_SERVICE_UNREACHABLE);
 static_assert(InfoOf(FailureCause::kCollectiveTimeout).wire == pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT);
-static_assert(std::size(kFailureCauses) == 10, "a new cause needs its proto number checked here");
+static_assert(InfoOf(FailureCause::kOutOfMemory).wire == pb::FAILURE_CAUSE_OUT_OF_MEMORY);
+static_assert(InfoOf(FailureCause::kKilledBySignal).wire == pb::FAILURE_CAUSE_KILLED_BY_SIGNAL);
+static_assert(std::size(kFailureCauses) == 12, "a new cause needs its proto number checked here");
 
 pb::FailureCause ToProto(FailureCause cause) { return static_cast<pb::FailureCause>(InfoOf(cause).wire); }
 

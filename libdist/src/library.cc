@@ -26,7 +26,9 @@ static_assert(Same(dist::FailureCause::kRegistrationTimeout, cohort::FailureCaus
 static_assert(Same(dist::FailureCause::kShutdownTimeout, cohort::FailureCause::kShutdownTimeout));
 static_assert(Same(dist::FailureCause::kServiceLost, cohort::FailureCause::kServiceUnreachable));
 static_assert(Same(dist::FailureCause::kCollectiveTimeout, cohort::FailureCause::kCollectiveTimeout));
-static_assert(std::size(cohort::kFailureCauses) == 10, "a new cause needs its public enumerator checked here");
+static_assert(Same(dist::FailureCause::kOutOfMemory, cohort::FailureCause::kOutOfMemory));
+static_assert(Same(dist::FailureCause::kKilledBySignal, cohort::FailureCause::kKilledBySignal));
+static_assert(std::size(cohort::kFailureCauses) == 12, "a new cause needs its public enumerator checked here");
 
 static_assert(dist::kPeerFailureExitCode == cohort::kPeerFailureExitCode);
 static_assert(dist::kPreemptedExitCode == cohort::kPreemptedExitCode);

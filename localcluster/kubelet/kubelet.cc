@@ -24,12 +24,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/log.h"
+#include "common/process/subprocess.h"
 #include "common/rfc3339.h"
-#include "common/subprocess.h"
 #include "localcluster/controllers/node_lifecycle.h"
+#include "localcluster/controllers/scheduler.h"
 #include "operator/api/json_fields.h"
 #include "operator/api/quantity.h"
-#include "localcluster/controllers/scheduler.h"
 
 namespace cohort::local {
 namespace {

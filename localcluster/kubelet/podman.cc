@@ -22,7 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 
 namespace cohort::local {
 namespace {
@@ -42,7 +42,8 @@ absl::StatusOr<std::string> Podman(const std::vector<std::string>& args, absl::D
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   absl::StatusOr<Subprocess> p = Subprocess::Start(options);
   if (!p.ok()) return p.status();
-  std::string output, partial;
+  std::string output;
+  LineReader reader(p->output_fd());
   std::vector<std::string> lines;
   const absl::Time deadline = absl::Now() + timeout;
   std::optional<int> status;
@@ -62,9 +63,9 @@ absl::StatusOr<std::string> Podman(const std::vector<std::string>& args, absl::D
           "podman ", args.empty() ? "" : args[0], " did not finish in ", absl::FormatDuration(timeout),
           " and was killed: podman looks hung on this machine (does `podman ps` answer?)"));
     }
-    if (polled < 0 || !ReadLines(p->output_fd(), &partial, &lines)) break;  // A poll error reads as the end.
+    if (polled < 0 || !reader.Read(&lines)) break;  // A poll error reads as the end.
   }
-  if (!partial.empty()) lines.push_back(partial);
+  if (!reader.partial().empty()) lines.push_back(reader.partial());
   for (const std::string& line : lines) absl::StrAppend(&output, line, "\n");
   if (!status) status = p->Wait();
   if (Subprocess::ExitCodeOf(*status) == 0) return output;

@@ -135,7 +135,21 @@ std::string Describe(const ObservedPod& p, int32_t per_pod) {
   return out;
 }
 
-bool Follower(const ObservedPod& p) { return p.trainer_exit_code && *p.trainer_exit_code == kPeerFailureExitCode; }
+ExitKind ExitKindOf(const ObservedPod& p) {
+  if (p.trainer_exit_code) {
+    return ClassifyExit(ProcessExit::FromContainer(*p.trainer_exit_code, p.trainer_reason));
+  }
+  return p.phase == PodPhase::kFailed ? ExitKind::kError : ExitKind::kSucceeded;
+}
+
+const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods) {
+  std::vector<ExitKind> kinds;
+  for (const ObservedPod* p : pods) kinds.push_back(ExitKindOf(*p));
+  std::optional<size_t> root = RootCause(kinds);
+  return root ? pods[*root] : nullptr;
+}
+
+bool Follower(const ObservedPod& p) { return ExitKindOf(p) == ExitKind::kFollowed; }
 
 bool Failed(const ObservedPod& p) {
   if (p.trainer_exit_code) return *p.trainer_exit_code != 0;

@@ -56,6 +56,11 @@ class DecisionPass {
 std::string Who(int32_t pod_index, const std::string& pod_name, int32_t per_pod);
 // Who, and how its trainer ended: exit code, signal, the last line of its termination message.
 std::string Describe(const ObservedPod& pod, int32_t per_pod);
+// What its trainer's exit means (common/exit_codes.h); a pod that failed without an exit code
+// failed by itself (kError), and one whose trainer has not ended is kSucceeded: no cause.
+ExitKind ExitKindOf(const ObservedPod& pod);
+// The pod among `pods` whose trainer's exit caused the failure (RootCause), or null.
+const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods);
 // Its trainer exited kPeerFailureExitCode (75): it only followed another rank's failure.
 bool Follower(const ObservedPod& pod);
 // Its trainer exited non-zero, or the pod failed without saying how.

@@ -95,11 +95,7 @@ void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::stri
 }
 
 Verdict HandleFailure(DecisionPass& pass) {
-  const ObservedPod* root = nullptr;
-  for (const ObservedPod* p : pass.current) {
-    if (!Failed(*p)) continue;
-    if (root == nullptr || (!Follower(*p) && Follower(*root))) root = p;
-  }
+  const ObservedPod* root = RootCausePod(pass.current);
   if (root == nullptr) return Verdict::kContinue;
   if (Follower(*root)) {
     absl::Time first = absl::InfiniteFuture();

@@ -104,18 +104,15 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
 }
 
 std::string RestartCause(const ObservedPod& root) {
-  if (root.trainer_exit_code && *root.trainer_exit_code == kPreemptedExitCode) {
-    return InfoOf(FailureCause::kPreempted).label;
-  }
-  if (Follower(root)) {
+  const ExitKind kind = ExitKindOf(root);
+  if (kind == ExitKind::kFollowed) {
     // The cause libdist told it, from the line its default handler wrote (the log's tail).
     std::optional<FailureCause> told = ParsePeerFailureCause(root.trainer_message);
-    return told ? InfoOf(*told).label : InfoOf(FailureCause::kUnspecified).label;
+    return InfoOf(told.value_or(FailureCause::kUnspecified)).label;
   }
-  // What only the pod's status tells: labels of the operator's own (docs/metrics.md).
-  if (root.trainer_reason == "OOMKilled") return "oom";
-  if (root.trainer_exit_code && *root.trainer_exit_code > 128) return "signal";
-  return InfoOf(FailureCause::kProcessExited).label;
+  // kSucceeded: a pod that failed without an exit code.
+  return InfoOf(kind == ExitKind::kSucceeded ? FailureCause::kProcessExited : FailureCauseOf(kind))
+      .label;
 }
 
 absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {

@@ -20,9 +20,11 @@ Verdict HandlePreemption(DecisionPass& pass) {
       break;
     }
   }
-  for (const ObservedPod* p : pass.current) {
-    if (preempted != nullptr) break;
-    if (p->trainer_exit_code && *p->trainer_exit_code == kPreemptedExitCode) preempted = p;
+  // Else a rank that checkpointed and exited 76, unless another one failed by itself: that is
+  // the cause (RootCause), and HandleFailure counts it.
+  if (preempted == nullptr) {
+    const ObservedPod* root = RootCausePod(pass.current);
+    if (root != nullptr && ExitKindOf(*root) == ExitKind::kPreempted) preempted = root;
   }
   const int32_t per_pod = ResolvedProcessesPerPod(pass.job);
   std::string why;

@@ -42,7 +42,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 
 namespace cohort::chaos {
 namespace {
@@ -168,7 +168,7 @@ void RunTrial(const Flags& f, Trial& t) {
   const absl::Time started = absl::Now();
   const absl::Time kill_at = started + absl::Seconds(t.at_s);
   std::optional<absl::Time> signalled;
-  std::string buffer;
+  LineReader reader(launcher->output_fd());
   bool open = true;
   std::optional<int> status;
   const absl::Time hang_deadline = started + absl::Seconds(60);
@@ -189,7 +189,7 @@ void RunTrial(const Flags& f, Trial& t) {
     if (open) poll(&fd, 1, 5);
     if (open) {
       std::vector<std::string> got;
-      open = ReadLines(launcher->output_fd(), &buffer, &got);
+      open = reader.Read(&got);
       for (std::string& l : got) {
         if (f.verbose) std::fprintf(stderr, "  %s\n", l.c_str());
         t.lines.push_back(Line{absl::Now(), std::move(l)});

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 #include "gtest/gtest.h"
 
 namespace cohort::testing {

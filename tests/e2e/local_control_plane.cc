@@ -129,9 +129,9 @@ LocalControlPlane::Result LocalControlPlane::Run(const std::vector<std::string>&
     result.output = std::string(p.status().message());
     return result;
   }
-  std::string buffer;
+  LineReader reader(p->output_fd());
   std::vector<std::string> lines;
-  while (ReadLines(p->output_fd(), &buffer, &lines)) {
+  while (reader.Read(&lines)) {
   }
   for (const std::string& line : lines) absl::StrAppend(&result.output, line, "\n");
   result.exit_code = Subprocess::ExitCodeOf(p->Wait());

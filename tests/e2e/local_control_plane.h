@@ -11,9 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/subprocess.h"
-#include "common/watched_process.h"
+#include "common/process/subprocess.h"
 #include "operator/client/http_kube_client.h"
+#include "tests/support/watched_process.h"
 
 namespace cohort::testing {
 

@@ -33,14 +33,14 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/subprocess.h"
-#include "common/watched_process.h"
+#include "common/process/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "operator/client/kube_client.h"
 #include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
+#include "tests/support/watched_process.h"
 
 namespace cohort::testing {
 namespace {

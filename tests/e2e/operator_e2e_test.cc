@@ -23,10 +23,10 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 #include "gmock/gmock.h"
-#include "httplib.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
 

@@ -14,7 +14,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/local_job.h"
+#include "tests/support/job_harness.h"
 
 namespace cohort::testing {
 namespace {

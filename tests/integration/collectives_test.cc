@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/local_job.h"
+#include "tests/support/job_harness.h"
 
 namespace cohort::testing {
 namespace {
@@ -29,7 +29,7 @@ int ExitCode(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
 }
 
-void StartJob(LocalJob& job, const std::string& scenario, std::map<std::string, std::string> env) {
+void StartJob(JobHarness& job, const std::string& scenario, std::map<std::string, std::string> env) {
   for (int r = 0; r < job.config().num_processes; ++r) job.StartSidecar(r);
   for (int r = 0; r < job.config().num_processes; ++r) job.StartTrainer(r, scenario, env);
 }
@@ -45,7 +45,7 @@ std::set<std::string> DevShm() {
 
 void ExpectEveryOpWorks(int n, const std::string& transport, const std::string& described) {
   const std::set<std::string> shm_before = DevShm();
-  LocalJob job({.num_processes = n});
+  JobHarness job({.num_processes = n});
   StartJob(job, "collectives", {{"COHORT_HOST_TRANSPORT", transport}});
   for (int r = 0; r < n; ++r) {
     const std::string label = absl::StrCat("rank ", r);
@@ -83,10 +83,10 @@ TEST(CollectivesTest, OneRank_EveryOpIsLocal) { ExpectEveryOpWorks(1, "auto", "s
 // `check` then reads that rank's lines.
 void KillRankTwoWhileTheOthersWait(
     const std::string& scenario,
-    const std::function<void(LocalJob& job, const std::string& label)>& check) {
+    const std::function<void(JobHarness& job, const std::string& label)>& check) {
   for (const std::string transport : {"shm", "tcp"}) {
     SCOPED_TRACE(transport);
-    LocalJob job({.num_processes = 3});
+    JobHarness job({.num_processes = 3});
     StartJob(job, scenario, {{"COHORT_HOST_TRANSPORT", transport}});
     ASSERT_TRUE(job.WaitForLine("rank 2", "STALLING", absl::Seconds(60)));
     for (int r : {0, 1}) {
@@ -105,7 +105,7 @@ void KillRankTwoWhileTheOthersWait(
 }
 
 TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNamingItWithinOneSecond) {
-  KillRankTwoWhileTheOthersWait("collective-kill", [](LocalJob& job, const std::string& label) {
+  KillRankTwoWhileTheOthersWait("collective-kill", [](JobHarness& job, const std::string& label) {
     const std::string line = job.FindLine(label, "COLLECTIVE_RETURNED");
     EXPECT_THAT(line, HasSubstr("ABORTED")) << label;
     EXPECT_THAT(line, HasSubstr("rank 2")) << label;
@@ -115,7 +115,7 @@ TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNami
 
 TEST(CollectivesTest, RankKilledWithThreeAsyncAllReducesInFlight_EachEndsAbortedNamingItWithinOneSecond) {
   KillRankTwoWhileTheOthersWait(
-      "collective-kill-async", [](LocalJob& job, const std::string& label) {
+      "collective-kill-async", [](JobHarness& job, const std::string& label) {
         EXPECT_THAT(job.FindLine(label, "COLLECTIVE_RETURNED"), HasSubstr("3 of 3 failed"));
         for (int seq : {2, 3, 4}) {
           const std::string line = job.FindLine(label, absl::StrCat("WORK_RETURNED #", seq, " "));
@@ -131,7 +131,7 @@ TEST(CollectivesTest, RankKilledWithThreeAsyncAllReducesInFlight_EachEndsAborted
 // of `also` in it).
 void ExpectStalledRankTwoNamedByEveryRank(const std::string& scenario,
                                           const std::vector<std::string>& also = {}) {
-  LocalJob job({.num_processes = 3});
+  JobHarness job({.num_processes = 3});
   StartJob(job, scenario, {{"COHORT_COLLECTIVE_TIMEOUT", "2s"}});
   for (int r = 0; r < 3; ++r) {
     const std::string label = absl::StrCat("rank ", r);
@@ -155,7 +155,7 @@ TEST(CollectivesTest, AsyncAllReducesNobodyWaitsFor_TimeoutStillNamesTheRankThat
 }
 
 TEST(CollectivesTest, Sigusr2_DumpsTheFlightRecorderWithThePendingCollective) {
-  LocalJob job({.num_processes = 2});
+  JobHarness job({.num_processes = 2});
   StartJob(job, "collective-kill", {});
   ASSERT_TRUE(job.WaitForLine("rank 1", "STALLING", absl::Seconds(60)));
   ASSERT_TRUE(job.WaitForLine("rank 0", "IN_COLLECTIVE", absl::Seconds(30)));
@@ -182,7 +182,7 @@ TEST(CollectivesTest, RankStalledOutsideTheCollective_TimeoutNamesItAndEveryRank
 TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCollective) {
   for (const bool inside : {false, true}) {
     SCOPED_TRACE(inside ? "stopped inside the all-reduce" : "stopped outside it");
-    LocalJob job({.num_processes = 3, .heartbeat_timeout = "2s"});
+    JobHarness job({.num_processes = 3, .heartbeat_timeout = "2s"});
     StartJob(job, inside ? "collective-stop-inside" : "collective-stall",
              {{"COHORT_COLLECTIVE_TIMEOUT", "3s"}});
     ASSERT_TRUE(job.WaitForLine("rank 2", inside ? "IN_COLLECTIVE" : "STALLING", absl::Seconds(60)));
@@ -204,7 +204,7 @@ TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCo
 }
 
 TEST(CollectivesTest, RanksCallDifferentCollectives_MismatchNamedAndJobFails) {
-  LocalJob job({.num_processes = 2});
+  JobHarness job({.num_processes = 2});
   StartJob(job, "collective-mismatch", {});
   for (int r = 0; r < 2; ++r) {
     const std::string label = absl::StrCat("rank ", r);

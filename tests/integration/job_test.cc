@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/local_job.h"
+#include "tests/support/job_harness.h"
 
 namespace cohort::testing {
 namespace {
@@ -38,7 +38,7 @@ int ExitCode(int wait_status) {
 
 // Starts every sidecar and trainer in the "wait" scenario; true once every rank is waiting
 // (in a barrier or a key-value get that only a failure ends).
-bool StartAllWaiting(LocalJob& job) {
+bool StartAllWaiting(JobHarness& job) {
   job.StartAll("wait");
   for (int r = 0; r < job.config().num_processes; ++r) {
     if (!job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(60))) return false;
@@ -59,7 +59,7 @@ bool StartAllWaiting(LocalJob& job) {
 }
 
 TEST(JobTest, EightRanksWithSidecars_RendezvousBarriersAndShutdown) {
-  LocalJob job({.num_processes = 8});
+  JobHarness job({.num_processes = 8});
   job.StartAll("rendezvous");
   for (int r = 0; r < 8; ++r) {
     std::string label = absl::StrCat("rank ", r);
@@ -72,7 +72,7 @@ TEST(JobTest, EightRanksWithSidecars_RendezvousBarriersAndShutdown) {
 }
 
 TEST(JobTest, TrainerKilledInBarrier_EveryOtherRankFailsNamingItWithinTwoSeconds) {
-  LocalJob job({.num_processes = 4});
+  JobHarness job({.num_processes = 4});
   ASSERT_TRUE(StartAllWaiting(job));
   job.Process("rank 2").Signal(SIGKILL);
   absl::Time killed = absl::Now();
@@ -88,7 +88,7 @@ TEST(JobTest, TrainerKilledInBarrier_EveryOtherRankFailsNamingItWithinTwoSeconds
 }
 
 TEST(JobTest, ProgramInstalledFailureHandler_CalledWithRankAndCause) {
-  LocalJob job({.num_processes = 3});
+  JobHarness job({.num_processes = 3});
   for (int r = 0; r < 3; ++r) job.StartSidecar(r);
   for (int r = 0; r < 3; ++r) job.StartTrainer(r, "wait-with-handler");
   for (int r = 0; r < 3; ++r) {
@@ -104,7 +104,7 @@ TEST(JobTest, ProgramInstalledFailureHandler_CalledWithRankAndCause) {
 
 // Waits until every rank in `ranks` exited with `code` within `bound` of `since`, and its
 // failure line names `cause_text`.
-void ExpectToldWithin(LocalJob& job, std::vector<int> ranks, absl::Time since, absl::Duration bound,
+void ExpectToldWithin(JobHarness& job, std::vector<int> ranks, absl::Time since, absl::Duration bound,
                       const std::string& cause_text) {
   for (int r : ranks) {
     std::string label = absl::StrCat("rank ", r);
@@ -119,7 +119,7 @@ void ExpectToldWithin(LocalJob& job, std::vector<int> ranks, absl::Time since, a
 
 TEST(JobTest, SidecarKilled_EveryOtherRankToldWithinOneSecondNamingIt) {
   // A dead process's connections are closed (RST/FIN): no heartbeat timeout is needed.
-  LocalJob job({.num_processes = 3, .heartbeat_timeout = "10s"});
+  JobHarness job({.num_processes = 3, .heartbeat_timeout = "10s"});
   ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 1").Signal(SIGKILL);
   absl::Time killed = absl::Now();
@@ -132,7 +132,7 @@ TEST(JobTest, SidecarKilled_EveryOtherRankToldWithinOneSecondNamingIt) {
 
 TEST(JobTest, SidecarFrozen_HeartbeatTimeoutFailsJobNamingRank) {
   // A silent peer (no RST, no FIN: a frozen or partitioned host) is what heartbeats are for.
-  LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
+  JobHarness job({.num_processes = 3, .heartbeat_timeout = "1s"});
   ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 1").Signal(SIGSTOP);
   ExpectToldWithin(job, {0, 2}, absl::Now(), absl::Seconds(15), "rank 1");
@@ -143,7 +143,7 @@ TEST(JobTest, SidecarFrozen_HeartbeatTimeoutFailsJobNamingRank) {
 TEST(JobTest, CoordinatorSidecarKilled_EveryRankToldAtOnceNotAtTheHeartbeatTimeout) {
   // The service's state dies with its process: a refused or reset connection to it is a job
   // failure at once, although the heartbeat timeout is 10 s.
-  LocalJob job({.num_processes = 4, .heartbeat_timeout = "10s"});
+  JobHarness job({.num_processes = 4, .heartbeat_timeout = "10s"});
   ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 0").Signal(SIGKILL);
   absl::Time killed = absl::Now();
@@ -157,7 +157,7 @@ TEST(JobTest, CoordinatorSidecarKilled_EveryRankToldAtOnceNotAtTheHeartbeatTimeo
 }
 
 TEST(JobTest, CoordinatorFrozen_RanksFailAtTheHeartbeatTimeout) {
-  LocalJob job({.num_processes = 3, .heartbeat_timeout = "1s"});
+  JobHarness job({.num_processes = 3, .heartbeat_timeout = "1s"});
   ASSERT_TRUE(StartAllWaiting(job));
   job.Process("sidecar 0").Signal(SIGSTOP);
   ExpectToldWithin(job, {1, 2}, absl::Now(), absl::Seconds(15), "no heartbeat succeeded");
@@ -165,7 +165,7 @@ TEST(JobTest, CoordinatorFrozen_RanksFailAtTheHeartbeatTimeout) {
 }
 
 TEST(JobTest, AfterAFailure_EverySidecarExitsByItselfPromptly) {
-  LocalJob job({.num_processes = 4});
+  JobHarness job({.num_processes = 4});
   ASSERT_TRUE(StartAllWaiting(job));
   job.Process("rank 2").Signal(SIGKILL);
   absl::Time killed = absl::Now();
@@ -180,7 +180,7 @@ TEST(JobTest, AfterAFailure_EverySidecarExitsByItselfPromptly) {
 
 TEST(JobTest, TrainerKilledDuringTheConnectBarrier_OthersStopWaitingAtOnce) {
   // Ranks 0-2 wait in initialize() for rank 3, which never starts; rank 1 dies meanwhile.
-  LocalJob job({.num_processes = 4, .initialization_timeout = "60s"});
+  JobHarness job({.num_processes = 4, .initialization_timeout = "60s"});
   for (int r = 0; r < 4; ++r) job.StartSidecar(r);
   for (int r = 0; r < 3; ++r) job.StartTrainer(r, "wait");
   for (int r = 0; r < 3; ++r) {
@@ -194,7 +194,7 @@ TEST(JobTest, TrainerKilledDuringTheConnectBarrier_OthersStopWaitingAtOnce) {
 }
 
 TEST(JobTest, SigtermToOneRank_EveryRankReachesSameSyncStepMaxPlusOne) {
-  LocalJob job({.num_processes = 4});
+  JobHarness job({.num_processes = 4});
   job.StartAll("preempt");
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "TRAINING", absl::Seconds(60)));
@@ -223,7 +223,7 @@ TEST(JobTest, SigtermToOneRank_EveryRankReachesSameSyncStepMaxPlusOne) {
 // --- Bad input ------------------------------------------------------------------------------
 
 TEST(JobTest, ProcessIdOutOfRange_ClearError) {
-  LocalJob job({.num_processes = 2});
+  JobHarness job({.num_processes = 2});
   job.StartTrainer(0, "init-only", {{"COHORT_PROCESS_ID", "5"}});
   EXPECT_EQ(ExitCode(job.WaitForExit("rank 0", absl::Seconds(10))), 3);
   std::string line = job.FindLine("rank 0", "INIT_FAILED");
@@ -233,7 +233,7 @@ TEST(JobTest, ProcessIdOutOfRange_ClearError) {
 }
 
 TEST(JobTest, DuplicateRank_SecondProcessRejected) {
-  LocalJob job({.num_processes = 3});
+  JobHarness job({.num_processes = 3});
   job.StartTrainer(0, "init-only", {{"COHORT_LOG_LEVEL", "debug"}});
   job.StartTrainer(1, "init-only", {}, "rank 1 first");
   ASSERT_TRUE(job.WaitForLine("rank 0", "rank 1 registered", absl::Seconds(30)));
@@ -250,7 +250,7 @@ TEST(JobTest, DuplicateRank_SecondProcessRejected) {
 }
 
 TEST(JobTest, NumProcessesMismatch_ClearError) {
-  LocalJob job({.num_processes = 2, .initialization_timeout = "5s"});
+  JobHarness job({.num_processes = 2, .initialization_timeout = "5s"});
   job.StartTrainer(0, "init-only");
   job.StartTrainer(1, "init-only", {{"COHORT_NUM_PROCESSES", "3"}});
   EXPECT_EQ(ExitCode(job.WaitForExit("rank 1", absl::Seconds(30))), 3);
@@ -260,7 +260,7 @@ TEST(JobTest, NumProcessesMismatch_ClearError) {
 }
 
 TEST(JobTest, UnreachableCoordinator_ClearErrorWithinInitializationTimeout) {
-  LocalJob job({.num_processes = 2, .initialization_timeout = "2s"});
+  JobHarness job({.num_processes = 2, .initialization_timeout = "2s"});
   absl::Time start = absl::Now();
   job.StartTrainer(1, "init-only");  // Nobody serves the coordinator port.
   int status = job.WaitForExit("rank 1", absl::Seconds(10));
@@ -274,7 +274,7 @@ TEST(JobTest, UnreachableCoordinator_ClearErrorWithinInitializationTimeout) {
 }
 
 TEST(JobTest, WrongToken_Unauthenticated) {
-  LocalJob job({.num_processes = 2, .initialization_timeout = "5s"});
+  JobHarness job({.num_processes = 2, .initialization_timeout = "5s"});
   std::string bad = ::testing::TempDir() + "/bad-token";
   std::ofstream(bad) << "not-the-job-token";
   job.StartTrainer(0, "init-only");
@@ -304,7 +304,7 @@ void SendGarbage(int port) {
 }
 
 TEST(JobTest, RandomBytesOnGrpcAndHttpPorts_ServiceKeepsServing) {
-  LocalJob job({.num_processes = 2});
+  JobHarness job({.num_processes = 2});
   job.StartSidecar(0);
   job.StartSidecar(1);
   // Sidecar 0 logs its ports once it serves (after writing the HTTP port file).
@@ -342,7 +342,7 @@ std::string MetricsWith(int port, const std::vector<std::string>& wanted, absl::
 }
 
 TEST(JobTest, Metrics_StepsAndTheRankMissingAtTheOldestBarrier) {
-  LocalJob job({.num_processes = 3});
+  JobHarness job({.num_processes = 3});
   job.StartAll("wait");  // Steps 7 everywhere; ranks 0 and 1 in barrier "hang", rank 2 not.
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(30)));
   std::string coordinator = MetricsWith(job.http_port(0),
@@ -369,7 +369,7 @@ TEST(JobTest, Metrics_PromtoolAcceptsEverySidecarsOutput) {
   if (system("command -v promtool >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "promtool not found: install Debian's 'prometheus' package (make deps does)";
   }
-  LocalJob job({.num_processes = 2});
+  JobHarness job({.num_processes = 2});
   job.StartAll("wait");
   ASSERT_TRUE(job.WaitForLine("rank 0", "WAITING", absl::Seconds(30)));
   ASSERT_TRUE(job.WaitForLine("rank 1", "WAITING", absl::Seconds(30)));

@@ -20,10 +20,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/local_job.h"
+#include "tests/support/job_harness.h"
 
 namespace cohort::testing {
 namespace {

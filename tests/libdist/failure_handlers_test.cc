@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

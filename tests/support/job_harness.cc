@@ -1,4 +1,4 @@
-#include "tests/integration/local_job.h"
+#include "tests/support/job_harness.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/env.h"
 #include "common/token.h"
 #include "gtest/gtest.h"
 
@@ -20,7 +21,7 @@ namespace cohort::testing {
 
 std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
 
-LocalJob::LocalJob(Config config) : config_(std::move(config)) {
+JobHarness::JobHarness(Config config) : config_(std::move(config)) {
   absl::StatusOr<int> port = PickFreePort();
   EXPECT_TRUE(port.ok()) << port.status();
   port_ = port.value_or(0);
@@ -29,44 +30,57 @@ LocalJob::LocalJob(Config config) : config_(std::move(config)) {
   work_dir_ = tmpl;
   token_ = GenerateToken();
   std::ofstream(work_dir_ + "/token") << token_;
+  hooks_.on_line = [this](ProcessGroup::Child& c, std::string line) {
+    std::fprintf(stderr, "[%s] %s\n", c.label.c_str(), line.c_str());
+    lines_[c.label].push_back(std::move(line));
+  };
 }
 
-LocalJob::~LocalJob() {
-  for (auto& [label, p] : procs_) {
-    if (p.process.running()) p.process.Signal(SIGKILL);
+JobHarness::~JobHarness() {
+  for (ProcessGroup::Child& c : group_.children()) {
+    if (c.process.running()) c.process.Signal(SIGKILL);
   }
-  procs_.clear();
+  group_.children().clear();
   std::error_code ec;
   std::filesystem::remove_all(work_dir_, ec);
 }
 
-std::map<std::string, std::string> LocalJob::Env(int rank, bool with_sidecar) const {
-  std::map<std::string, std::string> env = {
-      {"COHORT_COORDINATOR_ADDRESS", absl::StrCat("127.0.0.1:", port_)},
-      {"COHORT_NUM_PROCESSES", absl::StrCat(config_.num_processes)},
-      {"COHORT_PROCESS_ID", absl::StrCat(rank)},
-      {"COHORT_TOKEN_FILE", work_dir_ + "/token"},
-      {"COHORT_HEARTBEAT_TIMEOUT", config_.heartbeat_timeout},
-      {"COHORT_INITIALIZATION_TIMEOUT", config_.initialization_timeout},
-      {"COHORT_SHUTDOWN_TIMEOUT", config_.shutdown_timeout},
+std::map<std::string, std::string> JobHarness::Env(int rank, bool with_sidecar) const {
+  // The contract every process of a job gets (env::JobVariables), as cohort-run gives it: each
+  // rank a pod of its own.
+  auto timeout = [](const std::string& text) {
+    absl::StatusOr<absl::Duration> d = env::ParseDuration(text);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.value_or(absl::ZeroDuration());
   };
-  if (with_sidecar) {
-    env["COHORT_AGENT_SOCKET"] = absl::StrCat(work_dir_, "/rank-", rank, ".sock");
-  } else {
-    env["COHORT_MODE"] = "standalone";
-  }
-  return env;
+  env::JobInputs in;
+  in.coordinator_address = absl::StrCat("127.0.0.1:", port_);
+  in.token_file = work_dir_ + "/token";
+  in.heartbeat_timeout = timeout(config_.heartbeat_timeout);
+  in.initialization_timeout = timeout(config_.initialization_timeout);
+  in.shutdown_timeout = timeout(config_.shutdown_timeout);
+  if (with_sidecar) in.agent_socket = absl::StrCat(work_dir_, "/rank-", rank, ".sock");
+  std::map<std::string, std::string> vars;
+  for (auto& [name, value] : env::JobVariables(in)) vars[name] = std::move(value);
+  const env::ProcessPlacement placement{.pod_index = rank, .local_index = 0,
+                                        .processes_per_pod = 1,
+                                        .num_pods = config_.num_processes};
+  for (auto& [name, value] : env::ProcessVariables(placement, false)) vars[name] = value;
+  if (!with_sidecar) vars[env::kMode] = "standalone";
+  return vars;
 }
 
-void LocalJob::Start(const std::string& label, std::vector<std::string> argv,
-                     std::map<std::string, std::string> env) {
-  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{std::move(argv), env});
-  ASSERT_TRUE(p.ok()) << p.status();
-  fcntl(p->output_fd(), F_SETFL, O_NONBLOCK);
-  procs_[label].process = std::move(*p);
+void JobHarness::Start(const std::string& label, std::vector<std::string> argv,
+                       std::map<std::string, std::string> env) {
+  ASSERT_EQ(group_.Find(label), nullptr) << label << " was started already";
+  ProcessGroup::Child child;
+  child.label = label;
+  ASSERT_NE(group_.Start(std::move(child), Subprocess::Options{std::move(argv), std::move(env)}),
+            nullptr)
+      << "cannot start " << label;
 }
 
-void LocalJob::StartSidecar(int rank, std::map<std::string, std::string> extra_env) {
+void JobHarness::StartSidecar(int rank, std::map<std::string, std::string> extra_env) {
   std::map<std::string, std::string> env = Env(rank, true);
   for (auto& [k, v] : extra_env) env[k] = v;
   Start(absl::StrCat("sidecar ", rank),
@@ -75,68 +89,47 @@ void LocalJob::StartSidecar(int rank, std::map<std::string, std::string> extra_e
         env);
 }
 
-void LocalJob::StartTrainer(int rank, const std::string& scenario,
+void JobHarness::StartTrainer(int rank, const std::string& scenario,
                             std::map<std::string, std::string> extra_env, std::string label) {
-  bool with_sidecar = procs_.count(absl::StrCat("sidecar ", rank)) > 0;
+  bool with_sidecar = group_.Find(absl::StrCat("sidecar ", rank)) != nullptr;
   std::map<std::string, std::string> env = Env(rank, with_sidecar);
   for (auto& [k, v] : extra_env) env[k] = v;
   Start(label.empty() ? absl::StrCat("rank ", rank) : label, {BinPath("test-trainer"), scenario},
         env);
 }
 
-void LocalJob::StartAll(const std::string& scenario) {
+void JobHarness::StartAll(const std::string& scenario) {
   for (int r = 0; r < config_.num_processes; ++r) StartSidecar(r);
   for (int r = 0; r < config_.num_processes; ++r) StartTrainer(r, scenario);
 }
 
-void LocalJob::Pump(absl::Duration wait) {
-  std::vector<pollfd> fds;
-  std::vector<Proc*> owners;
-  std::vector<std::string> labels;
-  for (auto& [label, p] : procs_) {
-    if (!p.open) continue;
-    fds.push_back(pollfd{p.process.output_fd(), POLLIN, 0});
-    owners.push_back(&p);
-    labels.push_back(label);
-  }
-  if (fds.empty()) return;
-  poll(fds.data(), fds.size(), static_cast<int>(absl::ToInt64Milliseconds(wait)));
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    std::vector<std::string> lines;
-    bool open = ReadLines(fds[i].fd, &owners[i]->buffer, &lines);
-    for (auto& line : lines) {
-      std::fprintf(stderr, "[%s] %s\n", labels[i].c_str(), line.c_str());
-      owners[i]->lines.push_back(std::move(line));
-    }
-    if (!open) {
-      owners[i]->open = false;
-      owners[i]->process.CloseOutput();
-    }
-  }
-}
+void JobHarness::Pump(absl::Duration wait) { group_.Step(hooks_, wait); }
 
-bool LocalJob::WaitForLine(const std::string& label, const std::string& text,
-                           absl::Duration timeout) {
+bool JobHarness::WaitForLine(const std::string& label, const std::string& text,
+                             absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (true) {
     if (!FindLine(label, text).empty()) return true;
     if (absl::Now() >= deadline) return false;
-    auto it = procs_.find(label);
-    if (it == procs_.end() || (!it->second.open && !it->second.process.running())) {
+    const ProcessGroup::Child* c = group_.Find(label);
+    if (c == nullptr || (!c->output_open && !c->process.running())) {
       return !FindLine(label, text).empty();
     }
     Pump(absl::Milliseconds(50));
   }
 }
 
-int LocalJob::WaitForExit(const std::string& label, absl::Duration timeout) {
+int JobHarness::WaitForExit(const std::string& label, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
-  Proc& p = procs_.at(label);
+  ProcessGroup::Child* c = group_.Find(label);
+  if (c == nullptr) {
+    ADD_FAILURE() << label << " was never started";
+    return -1;
+  }
   while (true) {
-    if (std::optional<int> st = p.process.Poll()) {
+    if (std::optional<int> st = c->process.status()) {
       // Collect what it printed last.
-      while (p.open) Pump(absl::Milliseconds(50));
+      while (c->output_open) Pump(absl::Milliseconds(50));
       return *st;
     }
     if (absl::Now() >= deadline) return -1;
@@ -144,21 +137,29 @@ int LocalJob::WaitForExit(const std::string& label, absl::Duration timeout) {
   }
 }
 
-std::vector<std::string> LocalJob::Lines(const std::string& label) const {
-  auto it = procs_.find(label);
-  return it == procs_.end() ? std::vector<std::string>{} : it->second.lines;
+std::vector<std::string> JobHarness::Lines(const std::string& label) const {
+  auto it = lines_.find(label);
+  return it == lines_.end() ? std::vector<std::string>{} : it->second;
 }
 
-std::string LocalJob::FindLine(const std::string& label, const std::string& text) const {
+std::string JobHarness::FindLine(const std::string& label, const std::string& text) const {
   for (const std::string& line : Lines(label)) {
     if (line.find(text) != std::string::npos) return line;
   }
   return "";
 }
 
-Subprocess& LocalJob::Process(const std::string& label) { return procs_.at(label).process; }
+Subprocess& JobHarness::Process(const std::string& label) {
+  ProcessGroup::Child* c = group_.Find(label);
+  if (c == nullptr) {
+    ADD_FAILURE() << label << " was never started";
+    static Subprocess none;
+    return none;
+  }
+  return c->process;
+}
 
-int LocalJob::http_port(int rank) const {
+int JobHarness::http_port(int rank) const {
   std::ifstream in(absl::StrCat(work_dir_, "/http-port-", rank));
   int port = 0;
   in >> port;
@@ -172,7 +173,7 @@ bool LauncherRun::ReadUntil(const std::string& text, absl::Duration timeout) {
     pollfd fd{process.output_fd(), POLLIN, 0};
     poll(&fd, 1, 100);
     std::vector<std::string> got;
-    open = ReadLines(process.output_fd(), &buffer, &got);
+    open = output.Read(&got);
     for (auto& l : got) {
       std::fprintf(stderr, "%s\n", l.c_str());
       lines.push_back(std::move(l));
@@ -211,6 +212,7 @@ LauncherRun StartLauncher(std::vector<std::string> argv, std::map<std::string, s
   }
   run.process = std::move(*p);
   fcntl(run.process.output_fd(), F_SETFL, O_NONBLOCK);
+  run.output = LineReader(run.process.output_fd());
   return run;
 }
 

@@ -5,14 +5,16 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/subprocess.h"
+#include "common/process/process_group.h"
+#include "common/process/subprocess.h"
 
 namespace cohort::testing {
 
-// Real cohort-sidecar and trainer processes on loopback for one test: a fresh coordinator port,
-// job token and work directory. Output of every process is collected by label ("sidecar 2",
-// "rank 2") and echoed to the test log. Not thread-safe.
-class LocalJob {
+// Real cohort-sidecar and trainer processes on loopback for one test, started one by one: a
+// fresh coordinator port, job token and work directory, each process with the job's environment
+// (env::JobVariables) and watched by a ProcessGroup (common/process). Output of every process is
+// collected by label ("sidecar 2", "rank 2") and echoed to the test log. Not thread-safe.
+class JobHarness {
  public:
   struct Config {
     int num_processes = 2;
@@ -21,8 +23,8 @@ class LocalJob {
     std::string shutdown_timeout = "30s";
   };
 
-  explicit LocalJob(Config config);
-  ~LocalJob();
+  explicit JobHarness(Config config);
+  ~JobHarness();
 
   // Environment of rank `rank` (agent mode when `with_sidecar`).
   std::map<std::string, std::string> Env(int rank, bool with_sidecar) const;
@@ -48,22 +50,18 @@ class LocalJob {
   std::string token() const { return token_; }
 
  private:
-  struct Proc {
-    Subprocess process;
-    std::string buffer;
-    std::vector<std::string> lines;
-    bool open = true;
-  };
   void Start(const std::string& label, std::vector<std::string> argv,
              std::map<std::string, std::string> env);
-  // Reads whatever is available within `wait`.
+  // Reads whatever is available within `wait`, and reaps what exited.
   void Pump(absl::Duration wait);
 
   Config config_;
   int port_ = 0;
   std::string work_dir_;
   std::string token_;
-  std::map<std::string, Proc> procs_;
+  ProcessGroup group_{"test", ProcessGroup::Options{.take_signals = false}};
+  ProcessGroup::Hooks hooks_;
+  std::map<std::string, std::vector<std::string>> lines_;  // By label.
 };
 
 // Paths of the built binaries.
@@ -74,7 +72,7 @@ std::string BinPath(const std::string& name);
 struct LauncherRun {
   Subprocess process;
   std::vector<std::string> lines;
-  std::string buffer;
+  LineReader output;
   bool open = true;
 
   // Reads output until a line contains `text` (or the output ends / the deadline passes).

@@ -1,4 +1,4 @@
-#include "common/watched_process.h"
+#include "tests/support/watched_process.h"
 
 #include <signal.h>
 
@@ -19,11 +19,11 @@ absl::StatusOr<std::unique_ptr<WatchedProcess>> WatchedProcess::Start(std::vecto
   w->process_ = std::move(*p);
   WatchedProcess* self = w.get();
   w->reader_ = std::thread([self] {
-    std::string buffer;
+    LineReader reader(self->process_.output_fd());
     bool open = true;
     while (open) {
       std::vector<std::string> lines;
-      open = ReadLines(self->process_.output_fd(), &buffer, &lines);  // Blocks for output.
+      open = reader.Read(&lines);  // Blocks for output.
       absl::MutexLock lock(&self->mu_);
       for (std::string& line : lines) {
         if (!self->echo_label_.empty()) std::fprintf(stderr, "[%s] %s\n", self->echo_label_.c_str(), line.c_str());

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 
 namespace cohort {
 

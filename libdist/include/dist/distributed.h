@@ -51,6 +51,8 @@ enum class FailureCause {
   kServiceLost,          // The coordination service (or this process's sidecar) went away.
   kCollectiveTimeout,    // A collective timed out or its ranks called different operations
                          // (dist/collectives.h); the message names the stuck rank(s).
+  kOutOfMemory,          // The OOM killer ended it.
+  kKilledBySignal,       // A signal nobody in Cohort sent ended it.
 };
 const char* FailureCauseName(FailureCause cause);
 

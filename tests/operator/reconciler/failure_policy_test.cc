@@ -282,6 +282,28 @@ INSTANTIATE_TEST_SUITE_P(
                               JobBuilder().Spec("failurePolicy", {{"rules", {kFailOn3}}}).Build()),
                    .pods = Followers(absl::Seconds(3)), .verdict = Verdict::kDecided, .phase = Phase::kRunning,
                    .requeue = absl::Seconds(7)},
+        // One order for every supervisor (common/exit_codes.h): a crash while the others saved
+        // their preemption checkpoint is the cause, and it counts.
+        PolicyCase{.name = "CrashAmongPreemptedRanks_CountedRestartNamingTheCrash", .policy = HandleFailure,
+                   .job = Job(InPhase(Phase::kRunning)),
+                   .pods = testing::Gang(0,
+                                         [](int r, PodBuilder& p) {
+                                           if (r == 2) p.Exited(139);
+                                           else p.Exited(kPreemptedExitCode);
+                                         }),
+                   .verdict = Verdict::kDecided, .phase = Phase::kRestarting, .deletes = 4,
+                   .event_reason = "GangRestart", .event_message = "rank 2 (pod train-2) exited with code 139",
+                   .requeue = absl::Seconds(10), .restarts = 1},
+        PolicyCase{.name = "ErrorThenAKill_TheKillIsTheRoot", .policy = HandleFailure,
+                   .job = Job(InPhase(Phase::kRunning)),
+                   .pods = testing::Gang(0,
+                                         [](int r, PodBuilder& p) {
+                                           if (r == 1) p.Exited(1);
+                                           if (r == 3) p.Exited(137);
+                                         }),
+                   .verdict = Verdict::kDecided, .phase = Phase::kRestarting, .deletes = 4,
+                   .event_reason = "GangRestart", .event_message = "rank 3 (pod train-3) exited with code 137",
+                   .requeue = absl::Seconds(10), .restarts = 1},
         PolicyCase{.name = "NoRestartsLeft_Failed", .policy = HandleFailure,
                    .job = Job([](DistributedJob& j) {
                      InPhase(Phase::kRunning)(j);

@@ -58,6 +58,14 @@ INSTANTIATE_TEST_SUITE_P(
                    .verdict = Verdict::kDecided, .phase = Phase::kRestarting, .deletes = 4,
                    .event_reason = "Preempted", .event_message = "rank 0", .requeue = absl::Seconds(10),
                    .preemptions = 1},
+        PolicyCase{.name = "CheckpointedButOneCrashed_LeftToHandleFailure", .policy = HandlePreemption,
+                   .job = Job(InPhase(Phase::kRunning)),
+                   .pods = Gang(0,
+                                [](int r, PodBuilder& p) {
+                                  if (r == 1) p.Exited(1);
+                                  else p.Exited(kPreemptedExitCode);
+                                }),
+                   .verdict = Verdict::kContinue, .phase = Phase::kRunning},
         PolicyCase{.name = "PodVanishedWhileRunning_Preemption", .policy = HandlePreemption,
                    .job = Job(InPhase(Phase::kRunning)),
                    .pods = {PodBuilder(0).Running(), PodBuilder(1).Running(), PodBuilder(3).Running()},
