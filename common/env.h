@@ -10,8 +10,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-// The environment contract of a job pod (docs/operator.md, "What the operator creates"). This is
-// the one place that names each variable; libdist, the sidecar and the launchers read and set
+// The environment contract of a job's processes (docs/operator.md, "The environment contract").
+// This is the one place that names each variable; libdist, the sidecar and the launchers read and set
 // them through these names (common/job_settings.h resolves them).
 namespace cohort::env {
 

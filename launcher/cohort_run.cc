@@ -386,7 +386,8 @@ class LocalJob {
         trainer_status_[c->rank] = st;
         if (code == 0) continue;
         Print(absl::StrCat("cohort-run: ", what));
-        if (code == kPeerFailureExitCode) {
+        if (ClassifyExit(ProcessExit::FromWaitStatus(st, /*stopped=*/false)) ==
+            ExitKind::kFollowed) {
           group_.KillAllAt(absl::Now() + grace_);
         } else {
           Fail(*c, st, what);

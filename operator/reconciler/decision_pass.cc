@@ -151,9 +151,6 @@ const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods) {
 
 bool Follower(const ObservedPod& p) { return ExitKindOf(p) == ExitKind::kFollowed; }
 
-bool Failed(const ObservedPod& p) {
-  if (p.trainer_exit_code) return *p.trainer_exit_code != 0;
-  return p.phase == PodPhase::kFailed;
-}
+bool Failed(const ObservedPod& p) { return ExitKindOf(p) != ExitKind::kSucceeded; }
 
 }  // namespace cohort::op

@@ -63,7 +63,7 @@ std::string RuleMatch::Describe() const {
 
 std::optional<RuleMatch> MatchFailureRules(const std::vector<FailureRule>& rules,
                                            const ObservedPod& pod) {
-  if (pod.trainer_exit_code && *pod.trainer_exit_code == kPeerFailureExitCode) return std::nullopt;
+  if (Follower(pod)) return std::nullopt;
   for (size_t i = 0; i < rules.size(); ++i) {
     std::string matched = Matched(rules[i], pod);
     if (!matched.empty()) return RuleMatch{i, rules[i].action, std::move(matched)};

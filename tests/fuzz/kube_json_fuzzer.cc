@@ -280,8 +280,9 @@ constexpr int64_t kMaxReplicas = 64;
 void CapReplicas(nlohmann::json& job) {
   if (!job.is_object() || !job.contains("spec") || !job["spec"].is_object()) return;
   nlohmann::json& spec = job["spec"];
-  if (spec.contains("replicas") && spec["replicas"].is_number_integer() &&
-      spec["replicas"].get<int64_t>() > kMaxReplicas) {
+  // As a number of any kind: the API reads 4102.0 as 4102.
+  if (spec.contains("replicas") && spec["replicas"].is_number() &&
+      spec["replicas"].get<double>() > kMaxReplicas) {
     spec["replicas"] = kMaxReplicas;
   }
 }

@@ -1,5 +1,5 @@
 // libdist's SidecarClient against a fake cohort-sidecar: the Agent gRPC service, in this process,
-// on a Unix socket in a temporary directory, as the real sidecar serves it (sidecar/main.cc).
+// on a Unix socket in a temporary directory, as the real sidecar serves it (sidecar/sidecar.cc).
 // The fake checks the job token as the real one does (cohort::CheckToken), says "connected" (at
 // once, or when the test says), pushes job events, and keeps a key-value map whose blocking gets
 // it times out itself, as the coordination service does.
