@@ -93,6 +93,8 @@ std::vector<std::pair<std::string, std::string>> JobVariables(const JobInputs& i
   add(kCoordinatorAddress, in.coordinator_address);
   add(kRestartAttempt, absl::StrCat(in.restart_attempt));
   add(kAgentSocket, in.agent_socket);
+  add(kLaunchSocket, in.launch_socket);
+  add(kShmDir, in.shm_dir);
   add(kJobName, in.job_name);
   add(kNamespace, in.namespace_name);
   add(kTokenFile, in.token_file);

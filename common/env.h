@@ -26,6 +26,11 @@ inline constexpr char kProcessesPerPod[] = "COHORT_PROCESSES_PER_POD";
 // means only the random id each process picks when it starts.)
 inline constexpr char kRestartAttempt[] = "COHORT_RESTART_ATTEMPT";
 inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
+// spec.restartStrategy: InPlace: where the pod's sidecar serves cohort-launch
+// (launcher/launch_protocol.h), and the directory cohort-launch empties of an attempt's files
+// before the next (the pod's /dev/shm).
+inline constexpr char kLaunchSocket[] = "COHORT_LAUNCH_SOCKET";
+inline constexpr char kShmDir[] = "COHORT_SHM_DIR";
 inline constexpr char kJobName[] = "COHORT_JOB_NAME";
 inline constexpr char kNamespace[] = "COHORT_NAMESPACE";
 inline constexpr char kPodIp[] = "COHORT_POD_IP";
@@ -85,6 +90,13 @@ inline constexpr char kTorchrunMasterPort[] = "PET_MASTER_PORT";
 // The address JAX's process 0 binds for its own service: loopback, any port (nobody dials it).
 inline constexpr char kJaxUnusedBindAddress[] = "127.0.0.1:0";
 
+// The ports of rank 0's pod after the coordinator port (COHORT_COORDINATOR_ADDRESS's): XLA's
+// coordination protocol (JAX_COORDINATOR_ADDRESS), PyTorch's TCPStore (MASTER_PORT), and the
+// attempt hub of a job that restarts in place (coordination/attempts/attempt_hub.h).
+inline constexpr int kJaxPortOffset = 1;
+inline constexpr int kMasterPortOffset = 2;
+inline constexpr int kAttemptControlPortOffset = 3;
+
 // Where one process of a job runs: rank = pod index x processes per pod + local index.
 struct ProcessPlacement {
   int pod_index = 0;
@@ -118,6 +130,8 @@ struct JobInputs {
   std::string token_file;           // COHORT_TOKEN_FILE
   std::string agent_socket;         // COHORT_AGENT_SOCKET (the pod's: a launcher gives each
                                     // process its own, AgentSocketPath).
+  std::string launch_socket;        // COHORT_LAUNCH_SOCKET (restarting in place only)
+  std::string shm_dir;              // COHORT_SHM_DIR (restarting in place only)
   std::string pod_ip;               // COHORT_POD_IP
   std::string pod_name;             // COHORT_POD_NAME
   std::optional<absl::Duration> heartbeat_timeout;       // COHORT_HEARTBEAT_TIMEOUT

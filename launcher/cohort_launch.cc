@@ -15,29 +15,50 @@
 // common/exit_codes.h's RootCause), and with 0 only when every process exited 0. Local process l runs on the l-th share of the pod's CPUs
 // (COHORT_CPU_BIND=none turns that off; launcher/cpu_binding.h). docs/operator.md has the rules.
 //
+// Restarting in place (spec.restartStrategy: InPlace; COHORT_LAUNCH_SOCKET set), a failed
+// attempt does not end cohort-launch: once every process of it is gone it empties COHORT_SHM_DIR
+// of the attempt's files, tells the pod's sidecar how the attempt ended (launcher/launch_protocol.h)
+// and waits for the sidecar to say which attempt to run next, whose processes get
+// COHORT_RESTART_ATTEMPT = that attempt. It still exits 0 when every process exited 0, and with
+// the attempt's status after SIGTERM or SIGINT or when the sidecar is gone.
+//
+// With --one-process it runs the command once with the pod's environment as it is (torchrun, which
+// starts the pod's processes itself, under spec.restartStrategy: InPlace).
+//
 //   cohort-launch --install /run/cohort/bin/cohort-launch
 //
 // copies cohort-launch itself there (the init container cohort-launch-install does this from the
 // sidecar image, so the trainer's image needs nothing from Cohort). It is linked statically.
 
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/env.h"
 #include "common/exit_codes.h"
 #include "common/process/process_group.h"
+#include "launcher/launch_protocol.h"
 #include "launcher/cpu_binding.h"
 
 namespace cohort {
@@ -47,10 +68,12 @@ constexpr char kName[] = "cohort-launch";
 constexpr int kExitUsage = 2;
 // How long the other processes get to exit by themselves after one failed.
 constexpr absl::Duration kDefaultFateSharingWindow = absl::Seconds(5);
+// Lines of a process's output kept as the termination message of an attempt it ended.
+constexpr size_t kTailLines = 8;
 
 int Usage(const std::string& problem) {
   std::cerr << kName << ": " << problem << "\n"
-            << "usage: " << kName << " [--grace-period 5s] -- PROGRAM [ARGS...]\n"
+            << "usage: " << kName << " [--grace-period 5s] [--one-process] -- PROGRAM [ARGS...]\n"
             << "       " << kName << " --install DESTINATION\n";
   return kExitUsage;
 }
@@ -75,44 +98,77 @@ int Install(const std::string& destination) {
   return 0;
 }
 
-int Launch(const std::vector<std::string>& command, absl::Duration window) {
-  absl::StatusOr<env::ProcessPlacement> pod = env::PodPlacementFromEnvironment();
-  if (!pod.ok()) {
-    std::cerr << kName << ": " << pod.status().message() << "\n";
-    return kExitUsage;
+// How one attempt's processes ended.
+struct AttemptOutcome {
+  int exit_code = 0;
+  bool signalled = false;     // SIGTERM or SIGINT reached cohort-launch: the pod is going.
+  std::string reason = "Error";
+  std::string message;        // The root-cause process's last output lines.
+  std::string cause;          // "rank 3's status (killed by signal 9 (Killed))"; empty on success.
+};
+
+// The OOM killer's count in this container's cgroup (cgroup v2); -1 when it cannot be read.
+int64_t OomKills() {
+  std::ifstream in("/sys/fs/cgroup/memory.events");
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "oom_kill") return value;
   }
+  return -1;
+}
+
+// Starts the pod's processes as restart attempt `attempt` and watches them until every one is
+// gone: a failure gives the others `window` to exit by themselves, then kills them.
+AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& command,
+                          const env::ProcessPlacement& pod, std::optional<int32_t> attempt, absl::Duration window,
+                          bool one_process) {
   const std::string socket_base = env::Get(env::kAgentSocket).value_or("");
   const bool gpus = env::Get(env::kJaxLocalDeviceIds).has_value();
-  absl::StatusOr<CpuBind> bind = CpuBindFromEnvironment(kDefaultCpuBind);
-  if (!bind.ok()) {
-    std::cerr << kName << ": " << bind.status().message() << "\n";
-    return kExitUsage;
-  }
+  const CpuBind bind = CpuBindFromEnvironment(kDefaultCpuBind).value_or(CpuBind::kNone);
   const std::vector<int> cpus = AllowedCpus();
+  const int64_t oom_before = OomKills();
+  group.ClearKillDeadline();
+  AttemptOutcome out;
 
-  ProcessGroup group(kName);
+  std::vector<ProcessGroup::Child*> mine;
   bool started = true;
-  for (int local = 0; local < pod->processes_per_pod && started; ++local) {
-    env::ProcessPlacement p = *pod;
+  const int processes = one_process ? 1 : pod.processes_per_pod;
+  for (int local = 0; local < processes && started; ++local) {
+    env::ProcessPlacement p = pod;
     p.local_index = local;
     std::map<std::string, std::string> vars;
-    for (auto& [name, value] : env::ProcessVariables(p, gpus)) vars[name] = value;
-    if (!socket_base.empty()) {
-      vars[env::kAgentSocket] = env::AgentSocketPath(socket_base, local, p.processes_per_pod);
+    // --one-process: the command (torchrun) starts the pod's processes and gives them their ranks.
+    if (!one_process) {
+      for (auto& [name, value] : env::ProcessVariables(p, gpus)) vars[name] = value;
+      if (!socket_base.empty()) {
+        vars[env::kAgentSocket] = env::AgentSocketPath(socket_base, local, p.processes_per_pod);
+      }
     }
+    if (attempt) vars[env::kRestartAttempt] = absl::StrCat(*attempt);
     ProcessGroup::Child child;
     child.label = absl::StrCat("rank ", p.rank());
     child.rank = p.rank();
     child.pod = p.pod_index;
     Subprocess::Options options{command, vars};
     // The pod's CPUs (its cpuset), shared out among its processes.
-    if (*bind == CpuBind::kCores) options.cpus = CpuShare(cpus, local, p.processes_per_pod);
-    started = group.Start(std::move(child), options) != nullptr;
+    if (bind == CpuBind::kCores && !one_process) options.cpus = CpuShare(cpus, local, p.processes_per_pod);
+    ProcessGroup::Child* c = group.Start(std::move(child), options);
+    started = c != nullptr;
+    if (c != nullptr) mine.push_back(c);
   }
   if (!started) group.KillAllAt(absl::Now());
 
   std::vector<const ProcessGroup::Child*> finished;
+  // The last lines of each process: the root cause's are its termination message.
+  std::map<const ProcessGroup::Child*, std::deque<std::string>> tails;
   ProcessGroup::Hooks hooks;
+  hooks.on_line = [&](ProcessGroup::Child& c, std::string line) {
+    std::deque<std::string>& tail = tails[&c];
+    tail.push_back(line);
+    if (tail.size() > kTailLines) tail.pop_front();
+    ProcessGroup::Print(absl::StrCat("[", c.label, "] ", line));
+  };
   hooks.on_exits = [&](std::vector<ProcessGroup::Child*>& exited) {
     for (ProcessGroup::Child* c : exited) {
       finished.push_back(c);
@@ -127,8 +183,9 @@ int Launch(const std::vector<std::string>& command, absl::Duration window) {
   hooks.on_signal = [&](int signo) {
     // Kubernetes sends SIGTERM to the container's first process only: every process must see
     // it (each reports the preemption notice), as under torchrun.
-    for (ProcessGroup::Child& c : group.children()) {
-      if (c.process.running()) c.process.Signal(signo);
+    out.signalled = true;
+    for (ProcessGroup::Child* c : mine) {
+      if (c->process.running()) c->process.Signal(signo);
     }
   };
   group.Run(hooks);
@@ -136,18 +193,130 @@ int Launch(const std::vector<std::string>& command, absl::Duration window) {
   const ProcessGroup::Child* cause = RootCauseChild(finished);
   if (!started) {
     std::cerr << kName << ": could not start every process; stopped the others\n";
-    return cause != nullptr ? Subprocess::ExitCodeOf(*cause->process.status()) : 1;
+    out.exit_code = cause != nullptr ? Subprocess::ExitCodeOf(*cause->process.status()) : 1;
+    return out;
   }
-  if (cause == nullptr) return 0;
-  int code = Subprocess::ExitCodeOf(*cause->process.status());
-  ProcessGroup::Print(absl::StrCat(kName, ": exiting with ", cause->label, "'s status (",
-                                   Subprocess::DescribeStatus(*cause->process.status()), ")"));
-  return code;
+  if (cause == nullptr) {
+    out.reason = "Completed";
+    return out;
+  }
+  out.exit_code = Subprocess::ExitCodeOf(*cause->process.status());
+  const int64_t oom_after = OomKills();
+  if (out.exit_code == 128 + SIGKILL && oom_before >= 0 && oom_after > oom_before) out.reason = "OOMKilled";
+  out.message = absl::StrJoin(tails[cause], "\n");
+  out.cause = absl::StrCat(cause->label, "'s status (", Subprocess::DescribeStatus(*cause->process.status()), ")");
+  return out;
+}
+
+// The pod's sidecar's launch socket (restarting in place), connected; -1 when none is set or
+// it cannot be reached within `patience` (then cohort-launch runs one attempt and exits).
+int ConnectLaunchSocket(absl::Duration patience) {
+  std::optional<std::string> path = env::Get(env::kLaunchSocket);
+  if (!path) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path->c_str(), sizeof(addr.sun_path) - 1);
+  const absl::Time give_up = absl::Now() + patience;
+  while (true) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    if (fd >= 0) close(fd);
+    if (absl::Now() >= give_up) {
+      std::cerr << kName << ": cannot reach the sidecar's launch socket " << *path << " (" << std::strerror(errno)
+                << "): this pod's processes will not restart in place\n";
+      return -1;
+    }
+    absl::SleepFor(absl::Milliseconds(50));  // The sidecar is starting: no notification to wait for.
+  }
+}
+
+// Empties `dir` (the pod's /dev/shm) of what is not in `keep`: an attempt's files do not reach
+// the next.
+void CleanShm(const std::string& dir, const std::set<std::string>& keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (keep.count(e.path().filename().string())) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+  }
+}
+
+std::set<std::string> ListDir(const std::string& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) names.insert(e.path().filename().string());
+  return names;
+}
+
+int Launch(const std::vector<std::string>& command, absl::Duration window, bool one_process) {
+  absl::StatusOr<env::ProcessPlacement> pod = env::PodPlacementFromEnvironment();
+  if (!pod.ok()) {
+    std::cerr << kName << ": " << pod.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (absl::StatusOr<CpuBind> bind = CpuBindFromEnvironment(kDefaultCpuBind); !bind.ok()) {
+    std::cerr << kName << ": " << bind.status().message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::optional<int64_t>> first = env::GetInt(env::kRestartAttempt);
+  if (!first.ok()) {
+    std::cerr << kName << ": " << first.status().message() << "\n";
+    return kExitUsage;
+  }
+  ProcessGroup group(kName);
+  const int launch_fd = ConnectLaunchSocket(absl::Seconds(10));
+  if (launch_fd < 0) {
+    AttemptOutcome out = RunAttempt(group, command, *pod, std::nullopt, window, one_process);
+    if (!out.cause.empty()) ProcessGroup::Print(absl::StrCat(kName, ": exiting with ", out.cause));
+    return out.exit_code;
+  }
+
+  // Restarting in place: attempt after attempt, as the sidecar says.
+  const std::string shm_dir = env::Get(env::kShmDir).value_or("");
+  const std::set<std::string> shm_before = shm_dir.empty() ? std::set<std::string>() : ListDir(shm_dir);
+  int32_t attempt = static_cast<int32_t>(first->value_or(0));
+  LineReader from_sidecar(launch_fd);
+  bool signalled = false;
+  ProcessGroup::Hooks idle;
+  idle.on_signal = [&](int) { signalled = true; };
+  while (true) {
+    AttemptOutcome out = RunAttempt(group, command, *pod, attempt, window, one_process);
+    if (out.exit_code == 0 || out.signalled) {
+      if (!out.cause.empty()) ProcessGroup::Print(absl::StrCat(kName, ": exiting with ", out.cause));
+      return out.exit_code;
+    }
+    // Its last line, as the container's termination message would end: which process, and how.
+    const std::string summary = absl::StrCat(kName, ": restart attempt ", attempt, " ended with ", out.cause);
+    out.message = out.message.empty() ? summary : absl::StrCat(out.message, "\n", summary);
+    if (!shm_dir.empty()) CleanShm(shm_dir, shm_before);
+    launch::AttemptEnded ended{attempt, out.exit_code, absl::ToUnixMillis(absl::Now()), out.reason, out.message};
+    const std::string line = launch::FormatEnded(ended);
+    if (send(launch_fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+      return out.exit_code;  // The sidecar is gone: so is the pod's way to restart in place.
+    }
+    ProcessGroup::Print(absl::StrCat(summary, "; waiting for the next"));
+    std::optional<int32_t> next;
+    while (!next && !signalled) {
+      if (!group.WaitIdle(launch_fd, idle, absl::InfiniteDuration())) continue;
+      std::vector<std::string> lines;
+      const bool open = from_sidecar.Read(&lines);
+      for (const std::string& l : lines) {
+        std::optional<int32_t> n = launch::ParseAttempt(l);
+        if (n && *n > attempt) next = n;
+      }
+      if (!open && !next) return out.exit_code;
+    }
+    if (signalled) return out.exit_code;
+    attempt = *next;
+    ProcessGroup::Print(absl::StrCat(kName, ": starting restart attempt ", attempt, " in place"));
+  }
 }
 
 int Run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   absl::Duration window = kDefaultFateSharingWindow;
+  bool one_process = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     if (args[i] == "--") {
@@ -167,6 +336,10 @@ int Run(int argc, char** argv) {
       ++i;
       continue;
     }
+    if (args[i] == "--one-process") {
+      one_process = true;
+      continue;
+    }
     if (args[i] == "-h" || args[i] == "--help") {
       Usage("starts COHORT_PROCESSES_PER_POD copies of PROGRAM, one per rank of this pod");
       return 0;
@@ -175,7 +348,7 @@ int Run(int argc, char** argv) {
   }
   std::vector<std::string> command(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (command.empty()) return Usage("no program given");
-  return Launch(command, window);
+  return Launch(command, window, one_process);
 }
 
 }  // namespace

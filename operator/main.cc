@@ -30,6 +30,7 @@
 #include "operator/client/kube_config.h"
 #include "operator/reconciler/reconciler.h"
 #include "operator/runtime/controller.h"
+#include "operator/runtime/hub_attempt_watcher.h"
 #include "operator/runtime/leader_election.h"
 #include "operator/runtime/operator_metrics.h"
 
@@ -267,6 +268,9 @@ int Reconcile(const Flags& f, HttpKubeClient* client, LeaderElector* elector,
   controller_options.ns = f.ns;
   controller_options.workers = f.workers;
   Controller controller(client, Clock::Real(), &reconciler, metrics, controller_options);
+  // One stream per in-place job to its attempt hub; a change queues the job.
+  HubAttemptWatcher attempts([&controller](const std::string& key) { controller.Enqueue(key); });
+  reconciler.set_attempt_watcher(&attempts);
   controller.Start();
   absl::Notification& stopped = stop->notification();
   std::thread sync_thread([&] {

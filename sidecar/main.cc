@@ -68,6 +68,10 @@ void AddFlags(CLI::App& app, SidecarFlags* f) {
                  absl::StrCat("A JAX process silent this long has failed (JAX heartbeats every "
                               "50 s by default; default ",
                               absl::FormatDuration(coordination::kJaxHeartbeatTimeout), ")"));
+  app.add_option("--launch-socket", f->launch_socket,
+                 "Unix socket cohort-launch connects to (env COHORT_LAUNCH_SOCKET; the operator "
+                 "sets it for spec.restartStrategy: InPlace): the sidecar then follows the job's "
+                 "restart attempts and restarts its ranks in place (docs/operator.md)");
   app.add_flag("--preempt-before-attach", f->preempt_before_attach,
                "A SIGTERM that comes before the trainer attached is a preemption notice for the "
                "trainer to come, instead of a reason to exit (cohort-run sets it; under "

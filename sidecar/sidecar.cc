@@ -93,6 +93,8 @@ absl::StatusOr<SidecarConfig> ResolveConfig(SidecarFlags flags) {
   config.settings = *std::move(settings);
   config.processes_per_pod = *per_pod;
   config.agent_socket = *std::move(socket);
+  config.launch_socket = !flags.launch_socket.empty() ? flags.launch_socket
+                                                       : env::Get(env::kLaunchSocket).value_or("");
   config.flags = std::move(flags);
   return config;
 }
@@ -102,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarConfig config) {
   sidecar->StartMetrics();
   if (absl::Status s = sidecar->StartCoordinator(); !s.ok()) return s;
   if (absl::Status s = sidecar->ServeAgents(); !s.ok()) return s;
+  if (absl::Status s = sidecar->StartInPlace(); !s.ok()) return s;
   if (absl::Status s = sidecar->ServeHttp(); !s.ok()) return s;
   sidecar->LogStarted();
   return sidecar;
@@ -136,6 +139,7 @@ absl::Status Sidecar::StartCoordinator() {
       coordination::CoordinationServer::Start(*options);
   if (!server.ok()) return server.status();
   coordinator_ = *std::move(server);
+  coordinator_options_ = *std::move(options);
   return absl::OkStatus();
 }
 
@@ -174,24 +178,132 @@ absl::Status Sidecar::AddJaxPort(coordination::ServerOptions* options) {
   return absl::OkStatus();
 }
 
+coordination::AgentOptions Sidecar::AgentOptionsFor(int local, std::optional<int32_t> attempt) const {
+  JobSettings rank_settings = config_.settings;
+  rank_settings.process_id = config_.settings.process_id + local;
+  if (attempt) rank_settings.restart_attempt = *attempt;
+  coordination::AgentOptions options = coordination::AgentOptionsFor(rank_settings);
+  // Failure messages name the pod and the process: "rank 5 (pod demo-1, local process 1,
+  // pid 812) failed because its process died".
+  if (config_.processes_per_pod > 1) {
+    options.where = absl::StrCat("pod ", PodName(), ", local process ", local, ",");
+  }
+  return options;
+}
+
 absl::Status Sidecar::ServeAgents() {
-  const int rank = config_.settings.process_id;
   const int per_pod = config_.processes_per_pod;
-  const std::string where = per_pod > 1 ? PodName() : "";
   for (int local = 0; local < per_pod; ++local) {
-    JobSettings rank_settings = config_.settings;
-    rank_settings.process_id = rank + local;
-    coordination::AgentOptions options = coordination::AgentOptionsFor(rank_settings);
-    // Failure messages name the pod and the process: "rank 5 (pod demo-1, local process 1,
-    // pid 812) failed because its process died".
-    if (per_pod > 1) options.where = absl::StrCat("pod ", where, ", local process ", local, ",");
     absl::StatusOr<RankAgent> agent =
-        ServeRank(env::AgentSocketPath(config_.agent_socket, local, per_pod), std::move(options),
-                  metrics_[local].get());
+        ServeRank(env::AgentSocketPath(config_.agent_socket, local, per_pod),
+                  AgentOptionsFor(local, std::nullopt), metrics_[local].get());
     if (!agent.ok()) return agent.status();
     agents_.push_back(*std::move(agent));
   }
   return absl::OkStatus();
+}
+
+absl::Status Sidecar::StartInPlace() {
+  if (config_.launch_socket.empty()) return absl::OkStatus();
+  const int32_t first = config_.settings.restart_attempt.value_or(0);
+  {
+    absl::MutexLock lock(&mu_);
+    attempt_ = first;
+  }
+  const std::string& coordinator = config_.settings.coordinator_address;
+  if (config_.settings.process_id == 0) {
+    absl::StatusOr<int> port = env::CoordinatorPort(coordinator);
+    if (!port.ok()) return port.status();
+    absl::StatusOr<std::unique_ptr<coordination::AttemptHubServer>> hub = coordination::AttemptHubServer::Start(
+        absl::StrCat(config_.flags.coordinator_bind_address, ":", *port + env::kAttemptControlPortOffset),
+        first, config_.settings.token);
+    if (!hub.ok()) return hub.status();
+    hub_ = *std::move(hub);
+    hub_->hub().set_before_start([this](int32_t attempt) { RestartCoordinator(attempt); });
+    hub_->hub().FollowLocally([this](int32_t attempt) { OnOrder(attempt); });
+  } else {
+    absl::StatusOr<std::string> address = coordination::AttemptControlAddress(coordinator);
+    if (!address.ok()) return address.status();
+    follower_ = std::make_unique<coordination::AttemptFollower>(
+        *address, config_.settings.token, config_.settings.process_id / config_.processes_per_pod,
+        [this](const coordination::attemptspb::AttemptOrder& order) { OnOrder(order.attempt()); });
+  }
+  absl::StatusOr<std::unique_ptr<LaunchChannel>> launch = LaunchChannel::Serve(
+      config_.launch_socket, first, [this](const launch::AttemptEnded& ended) { ReportEnded(ended); });
+  if (!launch.ok()) return launch.status();
+  launch_ = *std::move(launch);
+  return absl::OkStatus();
+}
+
+void Sidecar::OnOrder(int32_t attempt) {
+  absl::MutexLock lock(&mu_);
+  if (!ordered_ || attempt > *ordered_) ordered_ = attempt;
+}
+
+void Sidecar::ReportEnded(const launch::AttemptEnded& ended) {
+  coordination::attemptspb::AttemptEnd end;
+  end.set_pod_index(config_.settings.process_id / config_.processes_per_pod);
+  end.set_attempt(ended.attempt);
+  end.set_exit_code(ended.exit_code);
+  end.set_reason(ended.reason);
+  end.set_message(ended.message);
+  end.set_finished_unix_ms(ended.finished_unix_ms);
+  LogInfo("restart attempt ", ended.attempt, " of this pod ended: exit code ", ended.exit_code, " (",
+          ended.reason, ")");
+  if (hub_) {
+    hub_->hub().ReportEnd(end);
+  } else if (absl::Status s = follower_->ReportEnd(end); !s.ok()) {
+    LogWarning("could not report the end of restart attempt ", ended.attempt, " to the attempt hub: ", s.ToString());
+  }
+}
+
+void Sidecar::RestartCoordinator(int32_t attempt) {
+  absl::MutexLock lock(&parts_mu_);
+  if (!coordinator_options_) return;
+  if (coordinator_collector_) coordinator_collector_->SetService(nullptr);
+  // The old attempt's service goes at once: its tasks' calls fail, and a leftover process of it
+  // that calls the new one is turned away (its attempt is older).
+  coordinator_.reset();
+  coordinator_options_->service.restart_attempt = attempt;
+  absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> server =
+      coordination::CoordinationServer::Start(*coordinator_options_);
+  for (int tries = 1; !server.ok() && tries < 20; ++tries) {  // The port is free a moment later.
+    absl::SleepFor(absl::Milliseconds(50));
+    server = coordination::CoordinationServer::Start(*coordinator_options_);
+  }
+  if (!server.ok()) {
+    LogError("cannot start the coordination service of restart attempt ", attempt, ": ", server.status().ToString());
+    return;
+  }
+  coordinator_ = *std::move(server);
+  if (coordinator_collector_) coordinator_collector_->SetService(&coordinator_->service());
+  LogInfo("coordination service of restart attempt ", attempt, " started");
+}
+
+void Sidecar::BeginAttempt(int32_t attempt) {
+  {
+    absl::MutexLock lock(&parts_mu_);
+    const int per_pod = config_.processes_per_pod;
+    for (int local = 0; local < per_pod; ++local) {
+      RankAgent& old = agents_[local];
+      old.service->DetachTrainer(
+          absl::AbortedError(absl::StrCat("restart attempt ", attempt, " began: this process belongs to an older one")));
+      old.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(100)));
+      absl::StatusOr<RankAgent> fresh =
+          ServeRank(old.socket, AgentOptionsFor(local, attempt), metrics_[local].get());
+      if (!fresh.ok()) {
+        LogError("restart attempt ", attempt, ": ", fresh.status().ToString());
+        continue;
+      }
+      agents_[local] = *std::move(fresh);
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    attempt_ = attempt;
+  }
+  launch_->Order(attempt);
+  LogInfo("restart attempt ", attempt, ": agents ready, cohort-launch told");
 }
 
 // A stale socket of an earlier run is replaced.
@@ -227,11 +339,13 @@ absl::StatusOr<Sidecar::RankAgent> Sidecar::ServeRank(const std::string& socket,
 absl::Status Sidecar::ServeHttp() {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {registry_};
   if (coordinator_) {
-    collectables.push_back(std::make_shared<CoordinatorCollector>(
-        &coordinator_->service(), config_.flags.per_rank_metrics_limit));
+    coordinator_collector_ = std::make_shared<CoordinatorCollector>(&coordinator_->service(),
+                                                                    config_.flags.per_rank_metrics_limit);
+    collectables.push_back(coordinator_collector_);
   }
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
       config_.flags.http_address, config_.flags.http_port, collectables, [this]() -> std::string {
+        absl::MutexLock lock(&parts_mu_);
         if (config_.settings.process_id == 0 && coordinator_ == nullptr) {
           return "coordination service not running";
         }
@@ -283,23 +397,31 @@ void Sidecar::SignalLoop(sigset_t signals) {
                      config_.flags.preempt_before_attach,
                      AnyTrainer(&AgentRpcService::trainer_ever_attached))) {
       case SignalAction::kReportPreemption:
-        LogInfo("SIGTERM: reporting a preemption notice and waiting for the trainers to finish");
+      case SignalAction::kReportPreemptionBeforeAttach: {
+        LogInfo(AnyTrainer(&AgentRpcService::trainer_attached)
+                    ? "SIGTERM: reporting a preemption notice and waiting for the trainers to finish"
+                    : "SIGTERM before a trainer attached: a preemption notice, reported once they have "
+                      "joined the job");
+        absl::MutexLock parts(&parts_mu_);
         for (RankAgent& a : agents_) a.service->OnPreemptionSignal();
+        absl::MutexLock lock(&mu_);
+        preempting_ = true;
         break;
-      case SignalAction::kReportPreemptionBeforeAttach:
-        LogInfo("SIGTERM before a trainer attached: a preemption notice, reported once they "
-                "have joined the job");
-        for (RankAgent& a : agents_) a.service->OnPreemptionSignal();
-        break;
-      case SignalAction::kStop:
+      }
+      case SignalAction::kStop: {
         LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": exiting");
+        absl::MutexLock parts(&parts_mu_);
         for (RankAgent& a : agents_) a.service->StopWaiting();
+        absl::MutexLock lock(&mu_);
+        stop_ = true;
         return;
+      }
     }
   }
 }
 
 bool Sidecar::AnyTrainer(bool (AgentRpcService::*state)() const) const {
+  absl::MutexLock lock(&parts_mu_);
   for (const RankAgent& a : agents_) {
     if ((*a.service.*state)()) return true;
   }
@@ -307,6 +429,23 @@ bool Sidecar::AnyTrainer(bool (AgentRpcService::*state)() const) const {
 }
 
 int Sidecar::WaitForTrainers() {
+  if (launch_) {
+    // Restarting in place: attempt after attempt until a signal ends it.
+    while (true) {
+      int32_t next = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](Sidecar* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+              return s->stop_ || s->preempting_ || (s->ordered_ && *s->ordered_ > s->attempt_);
+            },
+            this));
+        if (stop_ || preempting_) break;
+        next = *ordered_;
+      }
+      BeginAttempt(next);
+    }
+  }
   std::vector<TrainerEnd> trainers;
   for (RankAgent& a : agents_) {
     TrainerEnd end;
@@ -315,6 +454,7 @@ int Sidecar::WaitForTrainers() {
     trainers.push_back(end);
   }
   std::optional<CoordinatorEnd> coordinator;
+  absl::MutexLock parts(&parts_mu_);
   if (coordinator_) {
     // Keep the service up until every rank shut down or failed, so a fast rank 0 never strands
     // slower peers (bounded by the shutdown timeout).

@@ -15,7 +15,11 @@
 #include "absl/status/statusor.h"
 #include "common/job_settings.h"
 #include "common/metrics_http_server.h"
+#include "absl/synchronization/mutex.h"
+#include "coordination/attempts/attempt_client.h"
+#include "coordination/attempts/attempt_hub.h"
 #include "coordination/server/coordination_server.h"
+#include "sidecar/launch_channel.h"
 #include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
@@ -46,6 +50,7 @@ struct SidecarFlags {
   int jax_port = kUnset;  // From JAX_COORDINATOR_ADDRESS.
   bool no_jax_port = false;
   std::string jax_heartbeat_timeout;
+  std::string launch_socket;  // From COHORT_LAUNCH_SOCKET; set: restart in place.
 };
 
 // What the sidecar runs with: the job's settings and the ranks it serves, resolved.
@@ -53,6 +58,9 @@ struct SidecarConfig {
   JobSettings settings;
   int processes_per_pod = 1;  // The ranks served: settings.process_id onwards.
   std::string agent_socket;   // The first rank's; env::AgentSocketPath names the others'.
+  // cohort-launch's socket (COHORT_LAUNCH_SOCKET, spec.restartStrategy: InPlace): the sidecar
+  // follows the job's attempts (rank 0 hosts their hub) and restarts in place. Empty: it does not.
+  std::string launch_socket;
   SidecarFlags flags;         // The rest as given (JAX's port is resolved on rank 0 only).
 };
 
@@ -84,6 +92,8 @@ class Sidecar {
   // Waits for every rank's trainer, one after the other, to end (shut down, fail, or be told of
   // the job's failure) or for a signal to stop the waiting; on rank 0 then keeps the service up
   // until every rank finished (bounded by the shutdown timeout). Returns the exit code.
+  // Restarting in place, it first runs attempt after attempt as the hub orders them (each with
+  // fresh agents and, on rank 0, a fresh coordination service) until a signal stops it.
   int WaitForTrainers();
 
   // Tells a trainer still attached why the sidecar stops, gives replies in flight a second, and
@@ -105,6 +115,15 @@ class Sidecar {
   // Adds JAX's protocol on its own port to `options`, when it is asked for.
   absl::Status AddJaxPort(coordination::ServerOptions* options);
   absl::Status ServeAgents();
+  // Restarting in place: the attempt hub (rank 0) or a follower of it, and the launch socket.
+  absl::Status StartInPlace();
+  // Rank 0, from the hub before the pods hear of `attempt`: the attempt's coordination service.
+  void RestartCoordinator(int32_t attempt);
+  // Every rank of the pod gets a fresh agent of `attempt`; cohort-launch is told to run it.
+  void BeginAttempt(int32_t attempt);
+  void OnOrder(int32_t attempt);
+  void ReportEnded(const launch::AttemptEnded& ended);
+  coordination::AgentOptions AgentOptionsFor(int local, std::optional<int32_t> attempt) const;
   // Serves `options.task`'s agent on `socket`. InvalidArgument naming the socket when it cannot
   // be served.
   static absl::StatusOr<RankAgent> ServeRank(const std::string& socket,
@@ -117,6 +136,18 @@ class Sidecar {
   bool AnyTrainer(bool (AgentRpcService::*state)() const) const;
 
   const SidecarConfig config_;
+  // Restarting in place: the attempt ordered last and the one the agents serve; a signal that
+  // ends the waiting (stop_) or a preemption notice (preempting_) ends the attempts.
+  absl::Mutex mu_;
+  std::optional<int32_t> ordered_ ABSL_GUARDED_BY(mu_);
+  int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool preempting_ ABSL_GUARDED_BY(mu_) = false;
+  // Guards agents_ (replaced per attempt) and coordinator_ (restarted per attempt on rank 0)
+  // against the signal thread and the HTTP endpoints.
+  mutable absl::Mutex parts_mu_;
+  std::optional<coordination::ServerOptions> coordinator_options_;
+  std::shared_ptr<CoordinatorCollector> coordinator_collector_;
   // Declared in the order they start, so that they stop the other way round (the JAX port's
   // callback counts into jax_metrics_).
   std::shared_ptr<prometheus::Registry> registry_;
@@ -125,6 +156,9 @@ class Sidecar {
   std::unique_ptr<coordination::CoordinationServer> coordinator_;  // Rank 0 only.
   std::vector<RankAgent> agents_;
   std::unique_ptr<MetricsHttpServer> http_;
+  std::unique_ptr<coordination::AttemptHubServer> hub_;       // Rank 0, in place only.
+  std::unique_ptr<coordination::AttemptFollower> follower_;   // Other ranks, in place only.
+  std::unique_ptr<LaunchChannel> launch_;
   std::thread signal_thread_;
 };
 

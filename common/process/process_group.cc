@@ -152,6 +152,20 @@ bool ProcessGroup::Step(const Hooks& hooks, absl::Duration wait) {
   return true;
 }
 
+bool ProcessGroup::WaitIdle(int fd, const Hooks& hooks, absl::Duration wait) {
+  pollfd fds[2] = {{fd, POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+  const int n = signal_fd_ >= 0 ? 2 : 1;
+  const int ms = wait == absl::InfiniteDuration() ? -1 : static_cast<int>(absl::ToInt64Milliseconds(wait));
+  if (poll(fds, n, ms) <= 0) return false;
+  if (n == 2 && (fds[1].revents & POLLIN)) {
+    signalfd_siginfo info;
+    while (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+      if (info.ssi_signo != SIGCHLD && hooks.on_signal) hooks.on_signal(info.ssi_signo);
+    }
+  }
+  return (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
 const ProcessGroup::Child* RootCauseChild(const std::vector<const ProcessGroup::Child*>& exited) {
   std::vector<const ProcessGroup::Child*> ended;
   std::vector<ExitKind> kinds;

@@ -77,6 +77,11 @@ class ProcessGroup {
 
   // SIGKILL every child still running at `at` (the earliest deadline given wins).
   void KillAllAt(absl::Time at);
+  // Forgets the kill deadline (before a new set of children starts).
+  void ClearKillDeadline() { kill_at_.reset(); }
+  // With no child running: waits up to `wait` for `fd` to become readable or for a signal
+  // (handed to hooks.on_signal). True when `fd` is readable (or closed).
+  bool WaitIdle(int fd, const Hooks& hooks, absl::Duration wait);
   std::optional<absl::Time> kill_at() const { return kill_at_; }
 
   std::deque<Child>& children() { return children_; }

@@ -9,11 +9,13 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <httplib.h>
 
@@ -699,10 +701,43 @@ class Kubelet::PodWorker {
     return true;
   }
 
-  // resources.limits.memory, as the kernel's cgroup OOM killer applies it: a container whose first
-  // process's resident memory is over its limit is killed, and reported OOMKilled. Checked every
+  // resources.limits.memory, as the kernel's cgroup OOM killer applies it with memory.oom.group
+  // (Kubernetes' default on cgroup v2): a container whose processes' resident memory together
+  // (its first process and every descendant: a launcher's children count) is over its limit is
+  // killed whole, and reported OOMKilled. Checked every
   // 50 ms, so a fast allocator can overshoot a little. Containers too: some kernels (gVisor's)
   // kill a container over its cgroup limit without podman learning that it was an OOM kill.
+  // The resident memory of `root` and every process descended from it.
+  static int64_t TreeResidentBytes(pid_t root) {
+    std::map<pid_t, std::vector<pid_t>> children;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      pid_t pid = 0;
+      if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses; ppid follows the last ')'.
+      const size_t close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 1));
+      std::string state;
+      pid_t ppid = 0;
+      if (rest >> state >> ppid) children[ppid].push_back(pid);
+    }
+    int64_t pages = 0;
+    std::vector<pid_t> todo = {root};
+    while (!todo.empty()) {
+      const pid_t pid = todo.back();
+      todo.pop_back();
+      std::ifstream statm(absl::StrCat("/proc/", pid, "/statm"));
+      int64_t size = 0, resident = 0;
+      if (statm >> size >> resident) pages += resident;
+      for (pid_t child : children[pid]) todo.push_back(child);
+    }
+    return pages * sysconf(_SC_PAGESIZE);
+  }
+
   void EnforceMemoryLimit(Container& c) {
     if (c.memory_limit <= 0 || !c.process.running() || c.oom_killed) return;
     pid_t pid = c.process.pid();
@@ -714,10 +749,7 @@ class Kubelet::PodWorker {
       if (c.container_pid == 0) return;
       pid = c.container_pid;
     }
-    std::ifstream statm(absl::StrCat("/proc/", pid, "/statm"));
-    int64_t size = 0, resident = 0;
-    if (!(statm >> size >> resident)) return;
-    const int64_t bytes = resident * sysconf(_SC_PAGESIZE);
+    const int64_t bytes = TreeResidentBytes(pid);
     if (bytes <= c.memory_limit) return;
     c.oom_killed = true;
     SignalContainer(c, SIGKILL);

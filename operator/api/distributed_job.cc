@@ -374,6 +374,21 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
                    : st);
     }
   }
+  if (auto it = spec.find("restartStrategy"); it != spec.end() && !it->is_null()) {
+    std::string strategy;
+    absl::Status st = ReadField(spec, "restartStrategy", p, &strategy);
+    if (st.ok() && strategy == "InPlace") {
+      s.restart_strategy = RestartStrategy::kInPlace;
+    } else if (st.ok() && strategy == "Recreate") {
+      s.restart_strategy = RestartStrategy::kRecreate;
+    } else {
+      note(st.ok() ? absl::InvalidArgumentError(absl::StrCat(
+                         "spec.restartStrategy: '", strategy,
+                         "' is not a restart strategy; write InPlace (restart every pod's processes, keep the "
+                         "pods) or Recreate (delete and create every pod)"))
+                   : st);
+    }
+  }
   if (const json* tmpl = object_field(spec, "template", p, " (a pod template)")) s.pod_template = *tmpl;
   if (const json* scheduling = object_field(spec, "scheduling", p, "")) {
     const std::string sp = "spec.scheduling.";
@@ -437,6 +452,7 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     ReadField(status, "observedGeneration", "status.", &st.observed_generation).IgnoreError();
     ReadField(status, "coordinatorAddress", "status.", &st.coordinator_address).IgnoreError();
     ReadField(status, "lastRestartKind", "status.", &st.last_restart_kind).IgnoreError();
+    ReadField(status, "lastRestartStrategy", "status.", &st.last_restart_strategy).IgnoreError();
     ReadField(status, "startTime", "status.", &st.start_time).IgnoreError();
     ReadField(status, "completionTime", "status.", &st.completion_time).IgnoreError();
     if (status.contains("conditions") && status["conditions"].is_array()) {
@@ -684,7 +700,12 @@ json StatusToJson(const DistributedJob& job) {
   if (!st.start_time.empty()) out["startTime"] = st.start_time;
   if (!st.completion_time.empty()) out["completionTime"] = st.completion_time;
   if (!st.last_restart_kind.empty()) out["lastRestartKind"] = st.last_restart_kind;
+  if (!st.last_restart_strategy.empty()) out["lastRestartStrategy"] = st.last_restart_strategy;
   return out;
+}
+
+const char* RestartStrategyName(RestartStrategy strategy) {
+  return strategy == RestartStrategy::kInPlace ? "InPlace" : "Recreate";
 }
 
 std::string CoordinatorAddress(const DistributedJob& job) {

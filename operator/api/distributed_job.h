@@ -40,6 +40,16 @@ enum class Launcher {
   kTorchrun,
 };
 
+// What a restart does to the gang (spec.restartStrategy; docs/operator.md, "Restarting in place").
+enum class RestartStrategy {
+  // The pods stay; every pod's processes are stopped and started again as the next attempt
+  // (cohort-launch runs them, the sidecars stay). Falls back to kRecreate where it cannot work.
+  kInPlace,
+  // Every pod is deleted and created again.
+  kRecreate,
+};
+const char* RestartStrategyName(RestartStrategy strategy);
+
 // The most processes one pod may run (spec.processesPerPod).
 inline constexpr int32_t kMaxProcessesPerPod = 256;
 
@@ -121,6 +131,7 @@ struct DistributedJobSpec {
   int32_t processes_per_pod = 1;
   bool processes_per_pod_auto = false;
   Launcher launcher = Launcher::kCohort;
+  RestartStrategy restart_strategy = RestartStrategy::kInPlace;
   nlohmann::json pod_template;  // A core/v1 PodTemplateSpec: the trainer.
   int32_t coordinator_port = 8476;
   int32_t max_restarts = 3;  // Gang restarts after failures; preemptions do not count.
@@ -164,6 +175,8 @@ struct DistributedJobStatus {
   // What the last gang restart was ("Failure", "UncountedFailure", "Preemption"; empty before
   // the first): the backoff before its next attempt depends on it.
   std::string last_restart_kind;
+  // How the last restart was carried out: "InPlace" or "Recreate" (empty before the first).
+  std::string last_restart_strategy;
   int32_t restart_attempt = 0;
   std::string coordinator_address;
   int64_t observed_generation = 0;

@@ -51,10 +51,14 @@ json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_a
   // PyTorchJob set it, finds rank 0's TCPStore two ports above the coordinator's.
   in.rank0_host = absl::StrCat(PodName(job, 0), ".", ServiceName(job), ".",
                                job.namespace_.empty() ? "default" : job.namespace_, ".svc");
-  in.jax_port = job.spec.coordinator_port + 1;
-  in.master_port = job.spec.coordinator_port + 2;
+  in.jax_port = job.spec.coordinator_port + env::kJaxPortOffset;
+  in.master_port = job.spec.coordinator_port + env::kMasterPortOffset;
   // A command that is torchrun reads its flags from PET_* (Kubeflow Trainer's way).
   in.torchrun = job.spec.launcher == Launcher::kTorchrun;
+  if (RestartsInPlace(job)) {
+    in.launch_socket = absl::StrCat(kAgentDir, "/launch.sock");
+    in.shm_dir = "/dev/shm";
+  }
   in.placement = placement;
 
   json env = json::array();
@@ -128,6 +132,14 @@ json BuildService(const DistributedJob& job) {
             {"ports",
              json::array({{{"name", "coordinator"}, {"port", job.spec.coordinator_port}},
                           {{"name", "metrics"}, {"port", kSidecarMetricsPort}}})}}}};
+}
+
+bool RestartsInPlace(const DistributedJob& job) {
+  if (job.spec.restart_strategy != RestartStrategy::kInPlace) return false;
+  const json& containers = Member(Member(job.spec.pod_template, "spec"), "containers");
+  return containers.is_array() && !containers.empty() && containers[0].is_object() &&
+         containers[0].contains("command") && containers[0]["command"].is_array() &&
+         !containers[0]["command"].empty();
 }
 
 json BuildTokenSecret(const DistributedJob& job, const std::string& token) {
@@ -217,7 +229,9 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
     AddMounts(c);
   }
   const int32_t per_pod = ResolvedProcessesPerPod(job);
-  const bool cohort_launches = per_pod > 1 && job.spec.launcher == Launcher::kCohort;
+  const bool in_place = RestartsInPlace(job);
+  // Restarting in place, cohort-launch supervises every trainer, torchrun too (as one process).
+  const bool cohort_launches = (per_pod > 1 && job.spec.launcher == Launcher::kCohort) || in_place;
   json* trainer = spec["containers"].is_array() && !spec["containers"].empty() &&
                           spec["containers"][0].is_object()
                       ? &spec["containers"][0]
@@ -225,15 +239,18 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   if (trainer != nullptr && cohort_launches && (*trainer)["command"].is_array()) {
     // cohort-launch (copied into the shared directory by the init container below) starts the
     // pod's processes from the container's own command and arguments.
-    json command = json::array({kLauncherPath, "--"});
+    json command = json::array({kLauncherPath});
+    if (job.spec.launcher == Launcher::kTorchrun) command.push_back("--one-process");
+    command.push_back("--");
     for (const json& a : (*trainer)["command"]) command.push_back(a);
     (*trainer)["command"] = command;
   }
   // NCCL's and the host backend's shared memory between the pod's processes needs more than a
   // container runtime's default /dev/shm (64 MiB): a memory-backed volume, as large as the
-  // container's memory limit, unless the template mounts its own.
+  // container's memory limit, unless the template mounts its own. Restarting in place, always:
+  // cohort-launch empties it between attempts, and a container's own /dev/shm is not the pod's.
   std::optional<json> dshm;
-  if (trainer != nullptr && (per_pod > 1 || TrainerGpuLimit(job) > 0) &&
+  if (trainer != nullptr && (per_pod > 1 || TrainerGpuLimit(job) > 0 || in_place) &&
       !MountsPath(*trainer, "/dev/shm")) {
     dshm = json{{"name", "cohort-dshm"}, {"emptyDir", {{"medium", "Memory"}}}};
     if (json limit = MemoryLimit(*trainer); !limit.is_null()) (*dshm)["emptyDir"]["sizeLimit"] = limit;

@@ -36,6 +36,11 @@ inline constexpr char kFailurePolicy[] = "FailurePolicy";
 inline constexpr char kMaxRestartsExceeded[] = "MaxRestartsExceeded";
 inline constexpr char kGangRestart[] = "GangRestart";  // Event: a failure restarts the gang.
 inline constexpr char kPreempted[] = "Preempted";      // Event: a preemption restarts the gang.
+// Event: a restart carried out in place (the pods stay); its message names the cause as
+// GangRestart's and Preempted's do.
+inline constexpr char kRestartedInPlace[] = "RestartedInPlace";
+// Event (Warning): spec.restartStrategy is InPlace but this restart recreates the pods, and why.
+inline constexpr char kRecreatingGang[] = "RecreatingGang";
 inline constexpr char kForceDeleted[] = "ForceDeleted";
 inline constexpr char kSchedulingGated[] = "SchedulingGated";    // Condition Scheduled: admission.
 inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Scheduled: no room.
@@ -57,5 +62,11 @@ inline constexpr char kFailure[] = "Failure";
 inline constexpr char kUncountedFailure[] = "UncountedFailure";
 inline constexpr char kPreemption[] = "Preemption";
 }  // namespace restart_kind
+
+// status.lastRestartStrategy: how the last gang restart was carried out.
+namespace restart_strategy {
+inline constexpr char kInPlace[] = "InPlace";
+inline constexpr char kRecreate[] = "Recreate";
+}  // namespace restart_strategy
 
 }  // namespace cohort::op

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rfc3339.h"
+#include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
 
 namespace cohort::op {
@@ -28,14 +29,24 @@ absl::string_view TruncateUtf8(absl::string_view text, size_t max) {
 }  // namespace
 
 DecisionPass::DecisionPass(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
-                           const DecideOptions& options)
-    : job(job), spec(job.spec), now(now), options(options), status(decision.status) {
+                           const DecideOptions& options, const AttemptView* view)
+    : job(job), spec(job.spec), now(now), options(options), status(decision.status), view(view) {
   status = job.status;
   status.observed_generation = job.generation;
   status.coordinator_address = CoordinatorAddress(job);
-  for (const ObservedPod& p : pods) (p.restart_attempt == status.restart_attempt ? current : old).push_back(&p);
-  std::sort(current.begin(), current.end(),
-            [](const ObservedPod* a, const ObservedPod* b) { return a->rank < b->rank; });
+  const bool restarting_in_place = status.last_restart_strategy == restart_strategy::kInPlace;
+  for (const ObservedPod& p : pods) {
+    if (p.restart_attempt == status.restart_attempt) {
+      current.push_back(&p);
+    } else if (restarting_in_place && p.in_place && p.restart_attempt < status.restart_attempt) {
+      waiting.push_back(&p);
+    } else {
+      old.push_back(&p);
+    }
+  }
+  auto by_rank = [](const ObservedPod* a, const ObservedPod* b) { return a->rank < b->rank; };
+  std::sort(current.begin(), current.end(), by_rank);
+  std::sort(waiting.begin(), waiting.end(), by_rank);
 }
 
 void DecisionPass::SetCondition(const char* type, bool is_true, const std::string& reason,
@@ -71,16 +82,31 @@ void DecisionPass::Finish(Phase phase, const char* reason, const std::string& me
 void DecisionPass::RestartGang(const char* kind, const char* condition_reason, const char* event_type,
                                const char* event_reason, const std::string& why, const std::string& what_next,
                                GangRestart cause, absl::Duration backoff) {
+  const std::string blocker = InPlaceBlocker(*this);
+  const bool in_place = blocker.empty();
   ++status.restart_attempt;
   status.last_restart_kind = kind;
+  status.last_restart_strategy = in_place ? restart_strategy::kInPlace : restart_strategy::kRecreate;
   cause.kind = kind;
+  cause.in_place = in_place;
   decision.restart = std::move(cause);
-  DeleteAll(current);
+  if (!in_place) DeleteAll(current);
   decision.create_ranks.clear();
   status.phase = Phase::kRestarting;
   SetCondition(condition::kRestarting, true, condition_reason, why);
   SetCondition(condition::kRunning, false, reason::kRestarting, why);
-  Emit(event_type, event_reason, absl::StrCat(why, what_next));
+  if (in_place) {
+    Emit(event_type, reason::kRestartedInPlace,
+         absl::StrCat(why, what_next, "; in place: every pod stays, its processes restart"));
+  } else {
+    Emit(event_type, event_reason, absl::StrCat(why, what_next));
+    // Said when the job could restart in place but this restart cannot (a job whose trainer has
+    // no command never does: status.lastRestartStrategy says Recreate).
+    if (RestartsInPlace(job)) {
+      Emit(event_type::kWarning, reason::kRecreatingGang,
+           absl::StrCat("cannot restart in place: ", blocker, "; deleting and creating every pod instead"));
+    }
+  }
   Requeue(backoff);
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "operator/api/distributed_job.h"
+#include "operator/reconciler/in_place_policy.h"
 #include "operator/reconciler/job_decision.h"
 
 namespace cohort::op {
@@ -21,7 +22,7 @@ enum class Verdict { kContinue, kDecided };
 class DecisionPass {
  public:
   DecisionPass(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
-               const DecideOptions& options);
+               const DecideOptions& options, const AttemptView* view = nullptr);
 
   const DistributedJob& job;
   const DistributedJobSpec& spec;
@@ -29,9 +30,13 @@ class DecisionPass {
   const DecideOptions& options;
   Decision decision;
   DistributedJobStatus& status;  // decision.status, which starts as the job's.
-  // The pods of status.restart_attempt by rank, and those of earlier attempts.
+  // What the job's attempt hub said last (restarting in place), or null.
+  const AttemptView* view;
+  // The pods of status.restart_attempt by rank, and those of earlier attempts; restarting in
+  // place, the pods of the gang that wait for status.restart_attempt to start (by rank).
   std::vector<const ObservedPod*> current;
   std::vector<const ObservedPod*> old;
+  std::vector<const ObservedPod*> waiting;
 
   void SetCondition(const char* type, bool is_true, const std::string& reason, const std::string& message);
   void Emit(const char* type, const char* reason, const std::string& message);
@@ -41,8 +46,10 @@ class DecisionPass {
   void DeleteAll(const std::vector<const ObservedPod*>& which);
   // Succeeded or Failed for good, with its condition and Event.
   void Finish(Phase phase, const char* reason, const std::string& message);
-  // Ends this restart attempt and restarts the gang as the next one after `backoff`. `why` goes
-  // into the conditions, `why` + `what_next` into the Event.
+  // Ends this restart attempt and restarts the gang as the next one after `backoff`: in place
+  // when InPlaceBlocker() finds nothing, else by deleting the pods (with a RecreatingGang Event
+  // when the spec asked for InPlace). `why` goes into the conditions, `why` + `what_next` into
+  // the Event (RestartedInPlace in place, else `event_reason`).
   void RestartGang(const char* kind, const char* condition_reason, const char* event_type,
                    const char* event_reason, const std::string& why, const std::string& what_next,
                    GangRestart cause, absl::Duration backoff);

@@ -13,6 +13,7 @@
 #include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/decision_pass.h"
+#include "operator/reconciler/in_place_policy.h"
 #include "operator/reconciler/failure_policy.h"
 #include "operator/reconciler/lifecycle_policy.h"
 #include "operator/reconciler/lost_node_policy.h"
@@ -51,6 +52,7 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
     p.deletion_deadline = *at;
   }
   p.node = StringMember(Member(pod, "spec"), "nodeName");
+  p.ip = StringMember(Member(pod, "status"), "podIP");
   p.gated = !ArrayMember(Member(pod, "spec"), "schedulingGates").empty();
   p.force_deleted = IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
   const nlohmann::json& status = Member(pod, "status");
@@ -137,8 +139,10 @@ void SetCondition(std::vector<Condition>& conditions, Condition condition) {
 }
 
 Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
-                const DecideOptions& options) {
-  DecisionPass pass(job, pods, now, options);
+                const DecideOptions& options, const AttemptView* view) {
+  std::vector<ObservedPod> seen = pods;
+  if (view != nullptr && job.spec.restart_strategy == RestartStrategy::kInPlace) ApplyAttemptView(*view, seen);
+  DecisionPass pass(job, seen, now, options, view);
   if (job.being_deleted) return std::move(pass.decision);  // Garbage collection removes the children.
   // In order; the first that decides ends the pass.
   using Policy = Verdict (*)(DecisionPass&);
@@ -149,6 +153,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       SuspendOrResume,     // lifecycle
       EnforceDeadline,     // lifecycle: activeDeadlineSeconds
       EndBackoff,          // startup: the backoff after a restart
+      StartInPlace,        // in place: order the next attempt from the hub
       CreateMissingRanks,  // startup
       ReportScheduling,    // startup: waiting for admission or room
       HandlePreemption,    // preemption, or a rule about the pod taken

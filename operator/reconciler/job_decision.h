@@ -54,6 +54,11 @@ struct ObservedPod {
   // unreadable).
   absl::Time deletion_deadline = absl::InfiniteFuture();
   std::string node;  // spec.nodeName.
+  std::string ip;    // status.podIP.
+  // Restarting in place: the pod is one of the gang that restarts in place (its trainer container
+  // still runs cohort-launch, its restart_attempt is the attempt the hub says its processes run).
+  // Set by ApplyAttemptView (in_place_policy.h), never by ObservePod.
+  bool in_place = false;
   bool gated = false;  // spec.schedulingGates is not empty (an admission controller holds it).
   // The reason of its PodScheduled=False condition ("Unschedulable", "SchedulingGated"); "" when
   // placed or not yet looked at.
@@ -98,6 +103,7 @@ struct GangRestart {
   absl::Time failed_at = absl::InfinitePast();
   // What kind of restart (status.lastRestartKind): one of conditions.h's restart_kind.
   std::string kind;
+  bool in_place = false;  // Carried out in place (status.lastRestartStrategy).
 };
 
 // The cause of a failure whose root is `root`: the rank that failed itself (oom, signal, crash),
@@ -107,6 +113,8 @@ std::string RestartCause(const ObservedPod& root);
 
 struct Decision {
   std::vector<int32_t> create_ranks;     // Pods of status.restart_attempt to create.
+  // Restarting in place: order this attempt from the job's attempt hub (the pods stay).
+  std::optional<int32_t> start_attempt;
   std::vector<std::string> delete_pods;  // Pods to delete.
   // Pods to delete with grace period 0: of an earlier restart attempt, still terminating long
   // after their grace period (their node is lost: nothing will confirm their deletion).
@@ -128,8 +136,11 @@ struct DecideOptions {
   absl::Duration force_delete_after = absl::Seconds(60);
 };
 
+struct AttemptView;
+// `view`: what the job's attempt hub said last (spec.restartStrategy: InPlace), or null when
+// nothing was heard from it (then no restart is carried out in place).
 Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
-                const DecideOptions& options = {});
+                const DecideOptions& options = {}, const AttemptView* view = nullptr);
 
 // Sets a condition, changing lastTransitionTime only when its status flips.
 void SetCondition(std::vector<Condition>& conditions, Condition condition);

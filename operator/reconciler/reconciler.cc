@@ -5,6 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/escaping.h"
+#include "common/env.h"
+#include "common/log.h"
 #include "common/token.h"
 #include "operator/api/distributed_job.h"
 #include "operator/api/json_fields.h"
@@ -132,11 +135,61 @@ absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector
   return first_error;
 }
 
+absl::StatusOr<std::string> Reconciler::JobToken(const DistributedJob& job) {
+  {
+    absl::MutexLock lock(&tokens_mu_);
+    if (auto it = tokens_.find(job.uid); it != tokens_.end()) return it->second;
+  }
+  absl::StatusOr<json> secret = client_->Get(kSecrets, job.namespace_, SecretName(job));
+  if (!secret.ok()) return secret.status();
+  std::string token = StringMember(Member(*secret, "stringData"), kTokenKey);
+  if (token.empty() && !absl::Base64Unescape(StringMember(Member(*secret, "data"), kTokenKey), &token)) {
+    return absl::InvalidArgumentError(absl::StrCat("secret ", SecretName(job), ": ", kTokenKey, " is not base64"));
+  }
+  absl::MutexLock lock(&tokens_mu_);
+  tokens_[job.uid] = token;
+  return token;
+}
+
+std::optional<AttemptView> Reconciler::ObserveAttempts(const DistributedJob& job,
+                                                       const std::vector<ObservedPod>& pods) {
+  if (attempts_ == nullptr) return std::nullopt;
+  const std::string key = absl::StrCat(job.namespace_, "/", job.name);
+  const Phase phase = job.status.phase;
+  if (job.spec.restart_strategy != RestartStrategy::kInPlace) {
+    attempts_->Forget(key);
+    return std::nullopt;
+  }
+  if (phase == Phase::kSucceeded || phase == Phase::kFailed || phase == Phase::kSuspended) {
+    attempts_->Close(key);  // Nothing more to start; the pods are still counted by the last view.
+    return attempts_->View(key);
+  }
+  // The hub runs in pod 0's sidecar: the newest pod 0 that runs.
+  const ObservedPod* pod0 = nullptr;
+  for (const ObservedPod& p : pods) {
+    if (p.rank != 0 || p.terminating || p.ip.empty() || p.phase != ObservedPod::Phase::kRunning) continue;
+    if (pod0 == nullptr || p.restart_attempt > pod0->restart_attempt) pod0 = &p;
+  }
+  if (pod0 != nullptr) {
+    absl::StatusOr<std::string> token = JobToken(job);
+    if (token.ok()) {
+      attempts_->Watch(key, absl::StrCat(pod0->ip, ":", job.spec.coordinator_port + env::kAttemptControlPortOffset),
+                       *token);
+    } else {
+      LogWarning("job ", key, ": cannot read its token for the attempt hub: ", token.status().ToString());
+    }
+  }
+  return attempts_->View(key);
+}
+
 absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::string& ns,
                                                                     const std::string& name,
                                                                     ReconcileReport* report) {
   absl::StatusOr<json> object = client_->Get(kDistributedJobs, ns, name);
-  if (absl::IsNotFound(object.status())) return std::optional<absl::Duration>();
+  if (absl::IsNotFound(object.status())) {
+    if (attempts_ != nullptr) attempts_->Forget(absl::StrCat(ns, "/", name));
+    return std::optional<absl::Duration>();
+  }
   if (!object.ok()) return object.status();
   absl::StatusOr<DistributedJob> job = ParseDistributedJob(*object);
   if (!job.ok()) return job.status();
@@ -168,7 +221,12 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   }
 
   absl::Time now = clock_->Now();
-  Decision d = Decide(*job, pods, now, decide_options_);
+  const std::optional<AttemptView> view = ObserveAttempts(*job, pods);
+  Decision d = Decide(*job, pods, now, decide_options_, view ? &*view : nullptr);
+  if (d.start_attempt) {
+    // The pods stay: the hub tells every pod's sidecar, which tells cohort-launch.
+    if (absl::Status s = attempts_->Start(absl::StrCat(ns, "/", name), *d.start_attempt); !s.ok()) return s;
+  }
   if (!d.create_ranks.empty()) {
     // Pods need the Service (their DNS names) and the token Secret (a mounted volume). Only
     // then are they ensured, so a steady job costs no API calls for them.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "common/clock.h"
 #include "operator/api/distributed_job.h"
 #include "operator/client/kube_client.h"
+#include "absl/synchronization/mutex.h"
+#include "operator/reconciler/attempt_watcher.h"
 #include "operator/reconciler/job_decision.h"
 
 namespace cohort::op {
@@ -47,17 +50,29 @@ class Reconciler {
                                                           const std::string& name,
                                                           ReconcileReport* report = nullptr);
 
+  // The streams to in-place jobs' attempt hubs (spec.restartStrategy: InPlace). Without one, no
+  // restart is carried out in place. Set before the first pass.
+  void set_attempt_watcher(AttemptWatcher* watcher) { attempts_ = watcher; }
+
  private:
   // spec.scheduling.podGroup: the attempt's PodGroup, before its pods; earlier attempts' go.
   absl::Status EnsurePodGroup(const DistributedJob& job, int32_t restart_attempt);
   absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
                           int32_t restart_attempt, ReconcileReport* report);
+  // Restarting in place: keeps the stream to the hub on the running pod 0 and returns what it
+  // said last.
+  std::optional<AttemptView> ObserveAttempts(const DistributedJob& job, const std::vector<ObservedPod>& pods);
+  // The job's token, from its Secret (cached by job uid).
+  absl::StatusOr<std::string> JobToken(const DistributedJob& job);
 
   KubeClient* const client_;
   Clock* const clock_;
   std::function<std::string()> new_token_;
   const int pod_create_parallelism_;
   const DecideOptions decide_options_;
+  AttemptWatcher* attempts_ = nullptr;
+  absl::Mutex tokens_mu_;
+  std::map<std::string, std::string> tokens_ ABSL_GUARDED_BY(tokens_mu_);  // By job uid.
 };
 
 }  // namespace cohort::op

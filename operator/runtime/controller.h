@@ -34,6 +34,8 @@ class Controller {
              ControllerOptions options);
   ~Controller();  // Stop().
 
+  // Queues a job ("<ns>/<name>") for a pass, as a watch event does.
+  void Enqueue(const std::string& key) { queue_.Add(key); }
   void Start();
   // True once both informers delivered their first list.
   bool WaitForSync(absl::Duration timeout);

@@ -181,7 +181,12 @@ void JaxPortMetrics::Count(absl::string_view protocol, absl::string_view method,
 }
 
 std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
-  coordination::CoordinationService::Snapshot snap = service_->GetSnapshot();
+  coordination::CoordinationService::Snapshot snap;
+  {
+    absl::MutexLock lock(&mu_);
+    if (service_ == nullptr) return {};
+    snap = service_->GetSnapshot();
+  }
   std::vector<prometheus::MetricFamily> out;
 
   prometheus::MetricFamily by_state{"cohort_tasks", "Tasks by state, as the coordinator sees them",

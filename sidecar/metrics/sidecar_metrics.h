@@ -90,9 +90,16 @@ class CoordinatorCollector final : public prometheus::Collectable {
   CoordinatorCollector(const coordination::CoordinationService* service, size_t per_rank_limit)
       : service_(service), per_rank_limit_(per_rank_limit) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
+  // The service to look at from now on (a restart in place starts a new one); null: none, the
+  // scrape has no coordinator series. Returns once no scrape reads the old one.
+  void SetService(const coordination::CoordinationService* service) {
+    absl::MutexLock lock(&mu_);
+    service_ = service;
+  }
 
  private:
-  const coordination::CoordinationService* service_;
+  mutable absl::Mutex mu_;
+  const coordination::CoordinationService* service_ ABSL_GUARDED_BY(mu_);
   size_t per_rank_limit_;
 };
 

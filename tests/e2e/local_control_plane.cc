@@ -223,6 +223,9 @@ pid_t LocalControlPlane::FindProcess(const std::string& program, const std::vect
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string cmdline = ReadFile(entry.path() / "cmdline");
     if (!absl::StrContains(cmdline, program)) continue;
+    // cohort-launch names the program it starts in its own arguments: the program is its child.
+    const std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
+    if (program != "cohort-launch" && fs::path(argv0).filename() == "cohort-launch") continue;
     std::vector<std::string> vars = absl::StrSplit(ReadFile(entry.path() / "environ"), '\0');
     bool all = true;
     for (const std::string& want : env) {

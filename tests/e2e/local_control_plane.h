@@ -66,7 +66,7 @@ class LocalControlPlane {
                    const std::function<bool(const std::vector<nlohmann::json>&)>& done, absl::Duration timeout);
 
   // The pid of the running container process whose command line contains `program` and whose
-  // environment has every `VAR=value` in `env`; -1 if none.
+  // environment has every `VAR=value` in `env` (not the cohort-launch that started it); -1 if none.
   static pid_t FindProcess(const std::string& program, const std::vector<std::string>& env);
 
  private:

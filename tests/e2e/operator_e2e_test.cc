@@ -206,6 +206,96 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
   }
 }
 
+// Every pod's uid, by name.
+std::map<std::string, std::string> PodUids(LocalControlPlane& cluster, const std::string& job) {
+  std::map<std::string, std::string> uids;
+  absl::StatusOr<json> pods = cluster.client().List(op::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
+  if (!pods.ok()) return uids;
+  for (const json& p : (*pods)["items"]) uids[p["metadata"].value("name", "")] = p["metadata"].value("uid", "");
+  return uids;
+}
+
+// spec.restartStrategy: InPlace (the default): a killed process restarts every pod's processes,
+// and no pod is deleted or created; Recreate replaces every pod.
+TEST_F(OperatorE2E, RestartStrategy_InPlaceKeepsEveryPod_RecreateReplacesThem) {
+  auto op = Operator();
+  for (const std::string strategy : {"InPlace", "Recreate"}) {
+    const std::string name = absl::StrCat("e2e-", absl::AsciiStrToLower(strategy));
+    ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 3, "k8s-hold", absl::StrCat("  restartStrategy: ", strategy, "\n")))
+                  .exit_code,
+              0);
+    ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout))) << Events(*cluster_, name);
+    const std::map<std::string, std::string> before = PodUids(*cluster_, name);
+    ASSERT_EQ(before.size(), 3u);
+    pid_t pid = LocalControlPlane::FindProcess(
+        "test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name), "COHORT_PROCESS_ID=2", "COHORT_RESTART_ATTEMPT=0"});
+    ASSERT_GT(pid, 0) << "rank 2's trainer process";
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+
+    json job = cluster_->WaitForJob("default", name, Finished, kJobTimeout);
+    ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, name);
+    EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, name);
+    EXPECT_EQ(StatusInt(job, "restartAttempt"), 1);
+    EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), strategy) << Events(*cluster_, name);
+    const std::string events = Events(*cluster_, name);
+    EXPECT_THAT(events, HasSubstr("rank 2 (pod " + name + "-2) exited with code 137"));
+    const std::map<std::string, std::string> after = PodUids(*cluster_, name);
+    ASSERT_EQ(after.size(), 3u);
+    for (const auto& [pod, uid] : before) {
+      if (strategy == "InPlace") {
+        EXPECT_EQ(after.at(pod), uid) << pod << " was replaced\n" << events;
+      } else {
+        EXPECT_NE(after.at(pod), uid) << pod << " was not replaced\n" << events;
+      }
+    }
+    if (strategy == "InPlace") {
+      EXPECT_THAT(events, HasSubstr("RestartedInPlace: rank 2 (pod " + name + "-2) exited with code 137"));
+      EXPECT_THAT(events, ::testing::Not(HasSubstr("GangRestart")));
+    }
+    for (int rank = 0; rank < 3; ++rank) {
+      const std::string log = TrainerLog(*cluster_, name, rank);
+      EXPECT_THAT(log, HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1"))) << log;
+      // Within one container, both attempts: cohort-launch started the second itself.
+      if (strategy == "InPlace") EXPECT_THAT(log, HasSubstr("starting restart attempt 1 in place")) << log;
+    }
+    EXPECT_EQ(LocalControlPlane::FindProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name)}), -1)
+        << "a trainer process outlived its job";
+  }
+}
+
+// Restarting in place, a FailJob rule stops every process and fails the job; maxRestarts spent
+// in place fails it too.
+TEST_F(OperatorE2E, RestartStrategy_InPlace_FailJobRuleAndMaxRestartsEndTheJobWithNoProcessLeft) {
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ip-rule", 2, "k8s-hold",
+                                                 OneRule("FailJob", "onExitCodes: {operator: In, values: [137]}")))
+                .exit_code,
+            0);
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ip-max", 2, "rank1-exits-7")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ip-rule", AllReady, kJobTimeout)));
+  pid_t pid = LocalControlPlane::FindProcess(
+      "test-trainer", {"COHORT_JOB_NAME=e2e-ip-rule", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  json ruled = cluster_->WaitForJob("default", "e2e-ip-rule", Finished, kJobTimeout);
+  EXPECT_EQ(Phase(ruled), "Failed") << ruled.dump(2) << Events(*cluster_, "e2e-ip-rule");
+  EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-ip-rule", "rule 0 (FailJob"),
+              HasSubstr("rule 0 (FailJob, exit code 137 of container trainer)"));
+
+  json maxed = cluster_->WaitForJob("default", "e2e-ip-max", Finished, kJobTimeout);
+  EXPECT_EQ(Phase(maxed), "Failed") << maxed.dump(2) << Events(*cluster_, "e2e-ip-max");
+  EXPECT_EQ(StatusInt(maxed, "restarts"), 2) << Events(*cluster_, "e2e-ip-max");
+  EXPECT_EQ(maxed["status"].value("lastRestartStrategy", ""), "InPlace");
+  EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-ip-max", "MaxRestartsExceeded"), HasSubstr("MaxRestartsExceeded"));
+  for (const std::string job : {"e2e-ip-rule", "e2e-ip-max"}) {
+    EXPECT_TRUE(cluster_->WaitForPods(
+        "default", absl::StrCat("cohort.dev/job-name=", job),
+        [](const std::vector<json>& pods) { return pods.empty(); }, kJobTimeout));
+    EXPECT_EQ(LocalControlPlane::FindProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", job)}), -1)
+        << job << ": a trainer process outlived its job";
+  }
+}
+
 // The documented example (manifests/examples/stalled-rank.yaml): rank 1 stops calling the
 // all-reduce; the collective watchdog names it in every pod's log and the job fails.
 TEST_F(OperatorE2E, StalledRankExample_WatchdogNamesTheStalledRankAndTheJobFails) {
@@ -509,8 +599,11 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
           .IgnoreError();
     });
     absl::Cleanup join_watcher = [&watcher] { watcher.join(); };  // Also when an assertion returns.
+    // Recreate: each attempt's pods are new, and so is their group (in place, the pods and their
+    // group stay).
     ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(c.job, 2, "k8s-rank1-exits-3",
-                                                  absl::StrCat("  scheduling: {podGroup: {provider: ", c.provider, "}}\n")))
+                                                  absl::StrCat("  restartStrategy: Recreate\n  scheduling: {podGroup: {provider: ",
+                                                               c.provider, "}}\n")))
                   .exit_code,
               0);
     json job = cluster_->WaitForJob("default", c.job, Finished, kJobTimeout);
@@ -987,6 +1080,9 @@ TEST_F(OperatorE2E, JaxProgram_RankKilled_TheOtherIsToldAndTheGangRestarts) {
   json job = cluster_->WaitForJob("default", "e2e-jax-kill", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax-kill");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-jax-kill");
+  // In place: the new JAX processes initialized again against rank 0's JAX port, which the
+  // attempt's fresh coordination service serves.
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << Events(*cluster_, "e2e-jax-kill");
   EXPECT_EQ(StatusInt(job, "preemptions"), 0);
   EXPECT_THAT(TrainerLog(*cluster_, "e2e-jax-kill", 0), HasSubstr("JAX process 0 restart attempt 1"));
 }
@@ -1195,6 +1291,8 @@ TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheG
   json job = cluster_->WaitForJob("default", "e2e-torch", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-torch");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-torch");
+  // In place: rank 0's new process brought its TCPStore back on MASTER_PORT in the same pod.
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << Events(*cluster_, "e2e-torch");
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-torch", rank),
                 HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
@@ -1244,7 +1342,7 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_OneProcessKilled_EveryRankToldAndTheGangRestart
   EXPECT_THAT(Events(*cluster_, "e2e-ppkill"),
               HasSubstr("pod e2e-ppkill-1 (ranks 2-3) exited with code 137"));
   EXPECT_THAT(Events(*cluster_, "e2e-ppkill"),
-              HasSubstr("exiting with rank 3's status (killed by signal 9"));
+              HasSubstr("restart attempt 0 ended with rank 3's status (killed by signal 9"));
   // The second attempt's processes logged their own lines; every rank of the first was told.
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-ppkill", rank / 2),

@@ -1,21 +1,30 @@
 // cohort-launch, the launcher of a pod's processes, run as the operator runs it in a trainer
 // container: real processes, real signals.
 
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/launch_protocol.h"
 #include "tests/support/job_harness.h"
 
 namespace cohort::testing {
@@ -147,4 +156,109 @@ TEST(CohortLaunchTest, Install_CopiesAnExecutableThatRuns) {
 }
 
 }  // namespace
+// The sidecar's end of the launch socket, played by the test: listens, hands out attempts and
+// reads what cohort-launch says.
+class FakeSidecar {
+ public:
+  explicit FakeSidecar(const std::string& path) {
+    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listen_fd_, 1), 0);
+  }
+  ~FakeSidecar() {
+    if (conn_fd_ >= 0) close(conn_fd_);
+    close(listen_fd_);
+  }
+  bool Accept(absl::Duration timeout) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) return false;
+    conn_fd_ = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    reader_ = LineReader(conn_fd_);
+    return conn_fd_ >= 0;
+  }
+  void Order(int attempt) {
+    const std::string line = launch::FormatAttempt(attempt);
+    EXPECT_EQ(write(conn_fd_, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  }
+  // The next line cohort-launch writes, within `timeout`.
+  std::optional<std::string> Next(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (pending_.empty()) {
+      pollfd p{conn_fd_, POLLIN, 0};
+      const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) != 1) return std::nullopt;
+      std::vector<std::string> lines;
+      const bool open = reader_.Read(&lines);
+      pending_.insert(pending_.end(), lines.begin(), lines.end());
+      if (!open && pending_.empty()) return std::nullopt;
+    }
+    std::string line = pending_.front();
+    pending_.erase(pending_.begin());
+    return line;
+  }
+
+ private:
+  int listen_fd_ = -1;
+  int conn_fd_ = -1;
+  LineReader reader_;
+  std::vector<std::string> pending_;
+};
+
+// Restarting in place without Kubernetes: after a failed attempt every process of it is gone,
+// the shared-memory directory holds nothing of it, the sidecar hears how it ended, and the next
+// attempt's processes run with its number.
+TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsWhenOrdered) {
+  char pattern[] = "/tmp/cohort-launch-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  const std::string shm = dir + "/shm";
+  std::filesystem::create_directories(shm);
+  { std::ofstream(shm + "/before-the-pod") << "kept"; }
+  FakeSidecar sidecar(dir + "/launch.sock");
+  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
+  env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
+  env["COHORT_SHM_DIR"] = shm;
+  env["COHORT_RESTART_ATTEMPT"] = "0";
+  env["SHM"] = shm;
+  // Attempt 0: rank 3 fails, rank 2 would sleep (and is killed after the window); attempt 1:
+  // both succeed. Each leaves a file in the shared-memory directory.
+  LauncherRun run = LaunchPod(
+      {"--grace-period", "1s", "--", "/bin/sh", "-c",
+       "touch $SHM/seg-$COHORT_RESTART_ATTEMPT-$LOCAL_RANK; echo attempt $COHORT_RESTART_ATTEMPT pid $$; "
+       "if [ $COHORT_RESTART_ATTEMPT = 0 ]; then if [ $LOCAL_RANK = 1 ]; then exit 3; fi; exec sleep 60; fi"},
+      env);
+  ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
+  sidecar.Order(0);
+
+  std::optional<std::string> line = sidecar.Next(absl::Seconds(20));
+  ASSERT_TRUE(line.has_value()) << "no end of attempt 0 reported";
+  std::optional<launch::AttemptEnded> ended = launch::ParseEnded(*line);
+  ASSERT_TRUE(ended.has_value()) << *line;
+  EXPECT_EQ(ended->attempt, 0);
+  EXPECT_EQ(ended->exit_code, 3);
+  EXPECT_EQ(ended->reason, "Error");
+  EXPECT_THAT(ended->message, ::testing::HasSubstr("restart attempt 0 ended with rank 3's status (exit code 3)"));
+  // Reported only once every process of the attempt was gone, its files with them.
+  EXPECT_TRUE(run.ReadUntil("stopping rank 2 (SIGKILL)", absl::Seconds(5)));
+  const std::string sleeper = run.Find("[rank 2] attempt 0 pid ");
+  int pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(sleeper.substr(sleeper.rfind(' ') + 1), &pid)) << sleeper;
+  EXPECT_NE(kill(pid, 0), 0) << "rank 2's process of attempt 0 is still there";
+  std::set<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(shm)) left.insert(e.path().filename().string());
+  EXPECT_EQ(left, std::set<std::string>({"before-the-pod"}));
+
+  sidecar.Order(1);
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(run.Has("cohort-launch: starting restart attempt 1 in place"));
+  EXPECT_TRUE(run.Has("[rank 2] attempt 1 pid"));
+  EXPECT_TRUE(run.Has("[rank 3] attempt 1 pid"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace cohort::testing

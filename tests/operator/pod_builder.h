@@ -22,6 +22,10 @@ class PodBuilder {
     pod_.ready = true;
     return *this;
   }
+  PodBuilder& NotReady() {
+    pod_.ready = false;
+    return *this;
+  }
   PodBuilder& Pending() {
     pod_.phase = ObservedPod::Phase::kPending;
     return *this;

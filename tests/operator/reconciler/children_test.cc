@@ -308,7 +308,7 @@ TEST(BuildPod, AutoWithEightGpus_EightProcessesEachSeesItsDevice) {
 
 TEST(BuildPod, TorchrunLauncher_PetVariablesAndTheCommandAsItIs) {
   JobBuilder b;
-  b.Spec("replicas", 2).Spec("processesPerPod", 2).Spec("launcher", "Torchrun");
+  b.Spec("replicas", 2).Spec("processesPerPod", 2).Spec("launcher", "Torchrun").Spec("restartStrategy", "Recreate");
   b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"torchrun", "train.py"}));
   json pod = BuildPod(Job(b.Build()), 1, 0);
   const json& trainer = pod["spec"]["containers"][0];
@@ -320,6 +320,48 @@ TEST(BuildPod, TorchrunLauncher_PetVariablesAndTheCommandAsItIs) {
   EXPECT_EQ(env["PET_MASTER_ADDR"], "train-0.train.ml.svc");
   EXPECT_EQ(env["PET_MASTER_PORT"], "8478");
   EXPECT_EQ(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr);
+}
+
+// Restarting in place, cohort-launch supervises every trainer: one process per pod too, and
+// torchrun (as one process, its environment as it is); the sidecar and cohort-launch meet on the
+// launch socket, and the pod gets its own /dev/shm to empty between attempts.
+TEST(BuildPod, InPlace_CohortLaunchSupervisesEveryTrainer_LaunchSocketAndShm) {
+  for (const std::string launcher : {"Cohort", "Torchrun"}) {
+    SCOPED_TRACE(launcher);
+    JobBuilder b;
+    b.Spec("replicas", 2).Spec("launcher", launcher);
+    b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+    json pod = BuildPod(Job(b.Build()), 1, 0);
+    const json& trainer = pod["spec"]["containers"][0];
+    json want = launcher == "Cohort"
+                    ? json::array({"/run/cohort/bin/cohort-launch", "--", "python", "train.py"})
+                    : json::array({"/run/cohort/bin/cohort-launch", "--one-process", "--", "python", "train.py"});
+    EXPECT_EQ(trainer["command"], want);
+    EXPECT_NE(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr);
+    for (const json* c : {&trainer, ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar")}) {
+      ASSERT_NE(c, nullptr);
+      std::map<std::string, json> env = EnvOf(*c);
+      EXPECT_EQ(env["COHORT_LAUNCH_SOCKET"], "/run/cohort/launch.sock");
+      EXPECT_EQ(env["COHORT_SHM_DIR"], "/dev/shm");
+    }
+    bool shm = false;
+    for (const json& m : trainer["volumeMounts"]) shm |= m["mountPath"] == "/dev/shm";
+    EXPECT_TRUE(shm);
+  }
+  // Recreate, or a trainer without a command (an image's entrypoint cohort-launch cannot know):
+  // no launch socket, the command as it is.
+  for (const bool recreate : {true, false}) {
+    JobBuilder b;
+    if (recreate) {
+      b.Spec("restartStrategy", "Recreate");
+      b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+    } else {
+      b.Set("/spec/template/spec/containers/0/command"_json_pointer, nullptr);
+    }
+    json pod = BuildPod(Job(b.Build()), 1, 0);
+    EXPECT_EQ(EnvOf(pod["spec"]["containers"][0]).count("COHORT_LAUNCH_SOCKET"), 0u) << recreate;
+    EXPECT_EQ(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr) << recreate;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "cohort/coordination/v1/attempts.grpc.pb.h"
+
+// The callers of rank 0's attempt hub (attempt_hub.h): a pod's sidecar follows the attempts and
+// reports its processes' ends; the operator observes the state and starts the next attempt.
+namespace cohort::coordination {
+
+namespace attemptspb = ::cohort::coordination::v1;
+
+// How a stream's thread is stopped: the flag it checks, and the call it is in (cancelled).
+struct StreamControl {
+  absl::Notification stop;
+  absl::Mutex mu;
+  grpc::ClientContext* current ABSL_GUARDED_BY(mu) = nullptr;
+  // Notifies `stop` and cancels the call in flight.
+  void Stop();
+};
+
+// One of the hub's streams, kept open: reconnected with backoff when it breaks (rank 0's pod not
+// up yet, restarted, a network blip) until the object is destroyed. `on_message` runs on the
+// stream's own thread, `on_broken` there too each time a stream that had delivered ends.
+class AttemptFollower {
+ public:
+  AttemptFollower(std::string hub_address, std::string token, int32_t pod_index,
+                  std::function<void(const attemptspb::AttemptOrder&)> on_order);
+  ~AttemptFollower();
+  // Reports how this pod's processes ended (retried for up to `patience` while the hub is
+  // unreachable).
+  absl::Status ReportEnd(const attemptspb::AttemptEnd& end, absl::Duration patience = absl::Seconds(30));
+
+ private:
+  void Loop();
+  const std::string token_;
+  const int32_t pod_index_;
+  std::function<void(const attemptspb::AttemptOrder&)> on_order_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<attemptspb::AttemptControl::Stub> stub_;
+  StreamControl control_;
+  std::thread thread_;
+};
+
+class AttemptObserver {
+ public:
+  AttemptObserver(std::string hub_address, std::string token,
+                  std::function<void(const attemptspb::AttemptState&)> on_state,
+                  std::function<void(const absl::Status&)> on_broken);
+  ~AttemptObserver();
+  const std::string& address() const { return address_; }
+  // Orders attempt `attempt` (the hub's StartAttempt), within `timeout`.
+  absl::Status Start(int32_t attempt, absl::Duration timeout = absl::Seconds(5));
+
+ private:
+  void Loop();
+  const std::string address_;
+  const std::string token_;
+  std::function<void(const attemptspb::AttemptState&)> on_state_;
+  std::function<void(const absl::Status&)> on_broken_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<attemptspb::AttemptControl::Stub> stub_;
+  StreamControl control_;
+  std::thread thread_;
+};
+
+}  // namespace cohort::coordination

@@ -1,0 +1,197 @@
+#include "coordination/attempts/attempt_hub.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/env.h"
+#include "common/grpc_util.h"
+#include "common/log.h"
+
+namespace cohort::coordination {
+
+absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator_address) {
+  absl::StatusOr<int> port = env::CoordinatorPort(coordinator_address);
+  if (!port.ok()) return port.status();
+  return absl::StrCat(coordinator_address.substr(0, coordinator_address.rfind(':')), ":",
+                      *port + env::kAttemptControlPortOffset);
+}
+
+AttemptHub::AttemptHub(int32_t first_attempt, std::string token)
+    : token_(std::move(token)), incarnation_(absl::Uniform<uint64_t>(absl::BitGen())), attempt_(first_attempt) {}
+
+AttemptHub::~AttemptHub() { Close(); }
+
+void AttemptHub::Close() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [pod, sink] : followers_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
+  for (auto& sink : observers_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
+  followers_.clear();
+  observers_.clear();
+}
+
+void AttemptHub::FollowLocally(std::function<void(int32_t attempt)> order) {
+  int32_t now;
+  {
+    absl::MutexLock lock(&mu_);
+    local_followers_.push_back(order);
+    now = attempt_;
+  }
+  order(now);
+}
+
+attemptspb::AttemptOrder AttemptHub::OrderLocked() const {
+  attemptspb::AttemptOrder o;
+  o.set_attempt(attempt_);
+  o.set_hub_incarnation(incarnation_);
+  return o;
+}
+
+attemptspb::AttemptState AttemptHub::StateLocked() const {
+  attemptspb::AttemptState s;
+  s.set_hub_incarnation(incarnation_);
+  s.set_attempt(attempt_);
+  s.set_started_unix_ms(started_unix_ms_);
+  for (const auto& [pod, end] : ends_) *s.add_ends() = end;
+  std::set<int32_t> following;
+  if (!local_followers_.empty()) following.insert(0);  // Rank 0's own sidecar.
+  for (const auto& [pod, sink] : followers_) following.insert(pod);
+  for (int32_t pod : following) s.add_following(pod);
+  s.set_pods_following(static_cast<int32_t>(following.size()));
+  return s;
+}
+
+attemptspb::AttemptState AttemptHub::State() const {
+  absl::MutexLock lock(&mu_);
+  return StateLocked();
+}
+
+void AttemptHub::PublishLocked() {
+  attemptspb::AttemptState state = StateLocked();
+  std::vector<std::shared_ptr<StateSink>> alive;
+  for (auto& sink : observers_) {
+    if (sink->Push(state)) alive.push_back(sink);
+  }
+  observers_ = std::move(alive);
+}
+
+absl::Status AttemptHub::Start(int32_t attempt) {
+  std::vector<std::function<void(int32_t)>> locals;
+  {
+    absl::MutexLock lock(&mu_);
+    if (attempt == attempt_) return absl::OkStatus();  // Ordered twice: the first one stands.
+    if (attempt != attempt_ + 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the job's processes run attempt ", attempt_, ": the next one is ", attempt_ + 1, ", not ", attempt));
+    }
+  }
+  // The attempt's coordination service first, outside the lock (it takes a while to bind).
+  if (before_start_) before_start_(attempt);
+  {
+    absl::MutexLock lock(&mu_);
+    if (attempt_ >= attempt) return absl::OkStatus();  // A concurrent order won.
+    attempt_ = attempt;
+    started_unix_ms_ = absl::ToUnixMillis(absl::Now());
+    ends_.clear();
+    attemptspb::AttemptOrder order = OrderLocked();
+    for (auto it = followers_.begin(); it != followers_.end();) {
+      it = it->second->Push(order) ? std::next(it) : followers_.erase(it);
+    }
+    locals = local_followers_;
+    PublishLocked();
+  }
+  LogInfo("attempt hub: restart attempt ", attempt, " ordered");
+  for (auto& order : locals) order(attempt);
+  return absl::OkStatus();
+}
+
+void AttemptHub::ReportEnd(const attemptspb::AttemptEnd& end) {
+  absl::MutexLock lock(&mu_);
+  if (end.attempt() != attempt_) return;
+  ends_[end.pod_index()] = end;
+  PublishLocked();
+}
+
+grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(
+    grpc::CallbackServerContext* ctx, const attemptspb::FollowAttemptsRequest* req) {
+  auto* stream = new EventStream<attemptspb::AttemptOrder>();
+  if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) {
+    stream->sink()->FinishWith(auth);
+    return stream;
+  }
+  const int32_t pod = req->pod_index();
+  std::weak_ptr<OrderSink> mine = stream->sink();
+  {
+    absl::MutexLock lock(&mu_);
+    stream->sink()->Push(OrderLocked());
+    followers_[pod] = stream->sink();
+    PublishLocked();  // Who follows changed.
+  }
+  // Its sidecar went (or its connection broke): it follows no more.
+  stream->set_on_end([this, pod, mine] {
+    absl::MutexLock lock(&mu_);
+    auto it = followers_.find(pod);
+    if (it == followers_.end() || it->second != mine.lock()) return;
+    followers_.erase(it);
+    PublishLocked();
+  });
+  return stream;
+}
+
+grpc::ServerUnaryReactor* AttemptHub::ReportAttemptEnd(grpc::CallbackServerContext* ctx,
+                                                       const attemptspb::ReportAttemptEndRequest* req,
+                                                       attemptspb::ReportAttemptEndResponse*) {
+  if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
+  ReportEnd(req->end());
+  return FinishUnary(ctx, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<attemptspb::AttemptState>* AttemptHub::ObserveAttempts(
+    grpc::CallbackServerContext* ctx, const attemptspb::ObserveAttemptsRequest*) {
+  auto* stream = new EventStream<attemptspb::AttemptState>();
+  if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) {
+    stream->sink()->FinishWith(auth);
+    return stream;
+  }
+  absl::MutexLock lock(&mu_);
+  stream->sink()->Push(StateLocked());
+  observers_.push_back(stream->sink());
+  return stream;
+}
+
+grpc::ServerUnaryReactor* AttemptHub::StartAttempt(grpc::CallbackServerContext* ctx,
+                                                   const attemptspb::StartAttemptRequest* req,
+                                                   attemptspb::StartAttemptResponse*) {
+  if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
+  return FinishUnary(ctx, Start(req->attempt()));
+}
+
+absl::StatusOr<std::unique_ptr<AttemptHubServer>> AttemptHubServer::Start(const std::string& listen_address,
+                                                                         int32_t first_attempt, std::string token) {
+  auto server = std::make_unique<AttemptHubServer>();
+  server->hub_ = std::make_unique<AttemptHub>(first_attempt, std::move(token));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->hub_.get());
+  AllowClientKeepalive(&builder);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen_address,
+                                               " for the attempt hub (coordinator port + 3): the port is in use; "
+                                               "pick another coordinatorPort"));
+  }
+  return server;
+}
+
+AttemptHubServer::~AttemptHubServer() {
+  hub_->Close();
+  if (server_) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
+    server_->Wait();
+  }
+}
+
+}  // namespace cohort::coordination

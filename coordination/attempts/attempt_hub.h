@@ -1,0 +1,107 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cohort/coordination/v1/attempts.grpc.pb.h"
+#include "common/grpc_event_stream.h"
+
+// Restarting a job's processes in place (spec.restartStrategy: InPlace, docs/operator.md
+// "Restarting in place"): rank 0's sidecar hosts the hub, which knows the attempt the job's
+// processes run and how each pod's processes ended in it. The operator decides; the hub only
+// records and passes on:
+//
+//   operator --StartAttempt(n+1)--> hub --AttemptOrder(n+1)--> every pod's sidecar -> cohort-launch
+//   cohort-launch -> its sidecar --ReportAttemptEnd--> hub --AttemptState--> operator
+//
+// The hub lives as long as rank 0's pod; the coordination service beside it is started anew for
+// every attempt (its state is the attempt's, its port the same).
+namespace cohort::coordination {
+
+namespace attemptspb = ::cohort::coordination::v1;
+
+// The attempt control port: the coordinator port + env::kAttemptControlPortOffset. InvalidArgument when `coordinator_address` has no port.
+absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator_address);
+
+class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
+ public:
+  // The pods' first attempt is `first_attempt` (COHORT_RESTART_ATTEMPT of rank 0's pod). Calls
+  // must carry `token` (empty: no authentication).
+  AttemptHub(int32_t first_attempt, std::string token);
+  ~AttemptHub() override;
+
+  // Runs inside Start(), before any pod hears of the new attempt: rank 0's sidecar starts the
+  // attempt's coordination service there, so that the pods' new processes find it.
+  void set_before_start(std::function<void(int32_t attempt)> hook) { before_start_ = std::move(hook); }
+  // Rank 0's own sidecar follows the hub in process: `order` gets every attempt from now on.
+  void FollowLocally(std::function<void(int32_t attempt)> order);
+
+  // Starts attempt `attempt`: OK when it is the current attempt + 1 (or already the current
+  // one: a repeated order); FailedPrecondition otherwise.
+  absl::Status Start(int32_t attempt);
+  // Records how a pod's processes ended; one of an earlier attempt is dropped.
+  void ReportEnd(const attemptspb::AttemptEnd& end);
+  attemptspb::AttemptState State() const;
+  uint64_t incarnation() const { return incarnation_; }
+  // Ends every stream (followers and observers see the hub go).
+  void Close();
+
+  grpc::ServerWriteReactor<attemptspb::AttemptOrder>* FollowAttempts(
+      grpc::CallbackServerContext* ctx, const attemptspb::FollowAttemptsRequest* req) override;
+  grpc::ServerUnaryReactor* ReportAttemptEnd(grpc::CallbackServerContext* ctx,
+                                             const attemptspb::ReportAttemptEndRequest* req,
+                                             attemptspb::ReportAttemptEndResponse* resp) override;
+  grpc::ServerWriteReactor<attemptspb::AttemptState>* ObserveAttempts(
+      grpc::CallbackServerContext* ctx, const attemptspb::ObserveAttemptsRequest* req) override;
+  grpc::ServerUnaryReactor* StartAttempt(grpc::CallbackServerContext* ctx,
+                                         const attemptspb::StartAttemptRequest* req,
+                                         attemptspb::StartAttemptResponse* resp) override;
+
+ private:
+  using OrderSink = EventStream<attemptspb::AttemptOrder>::Sink;
+  using StateSink = EventStream<attemptspb::AttemptState>::Sink;
+
+  attemptspb::AttemptState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  attemptspb::AttemptOrder OrderLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes the state to every observer (and drops those gone).
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string token_;
+  const uint64_t incarnation_;
+  std::function<void(int32_t)> before_start_;
+  mutable absl::Mutex mu_;
+  int32_t attempt_ ABSL_GUARDED_BY(mu_);
+  int64_t started_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int32_t, attemptspb::AttemptEnd> ends_ ABSL_GUARDED_BY(mu_);
+  // Followers by pod index (a pod that follows again replaces its stream).
+  std::map<int32_t, std::shared_ptr<OrderSink>> followers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(int32_t)>> local_followers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<StateSink>> observers_ ABSL_GUARDED_BY(mu_);
+};
+
+// The hub on its own gRPC port, as rank 0's sidecar runs it.
+class AttemptHubServer {
+ public:
+  // Unavailable when `listen_address` cannot be bound.
+  static absl::StatusOr<std::unique_ptr<AttemptHubServer>> Start(const std::string& listen_address,
+                                                                 int32_t first_attempt, std::string token);
+  ~AttemptHubServer();
+  AttemptHub& hub() { return *hub_; }
+  int port() const { return port_; }
+
+ private:
+  std::unique_ptr<AttemptHub> hub_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace cohort::coordination

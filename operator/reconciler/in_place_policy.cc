@@ -1,0 +1,99 @@
+#include "operator/reconciler/in_place_policy.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "operator/reconciler/children.h"
+#include "operator/reconciler/conditions.h"
+#include "operator/reconciler/decision_pass.h"
+
+namespace cohort::op {
+
+using PodPhase = ObservedPod::Phase;
+
+void ApplyAttemptView(const AttemptView& view, std::vector<ObservedPod>& pods) {
+  for (ObservedPod& p : pods) {
+    if (p.terminating || p.restart_attempt > view.attempt) continue;  // Not of this gang.
+    p.restart_attempt = view.attempt;
+    // Its trainer container runs cohort-launch for as long as the pod restarts in place; one
+    // that ended ended the pod's part in it, and its status says how.
+    if (p.phase != PodPhase::kRunning || p.trainer_exit_code) continue;
+    p.in_place = true;
+    auto end = view.ends.find(p.rank);
+    if (end == view.ends.end()) continue;
+    p.phase = PodPhase::kFailed;
+    p.trainer_exit_code = end->second.exit_code;
+    p.trainer_reason = end->second.reason;
+    p.trainer_message = end->second.message;
+    p.finished_at = end->second.finished_at;
+    for (ObservedPod::ContainerExit& c : p.containers) {
+      if (c.name == p.trainer_name) {
+        c.exit_code = end->second.exit_code;
+        c.reason = end->second.reason;
+      }
+    }
+  }
+}
+
+namespace {
+
+// Why `pods` (the gang, by rank) cannot restart in place, or "".
+std::string GangBlocker(const DecisionPass& pass, const std::vector<const ObservedPod*>& pods) {
+  if (!pass.view->connected) return "the attempt hub on rank 0's sidecar is not reachable";
+  std::set<int32_t> present;
+  for (const ObservedPod* p : pods) {
+    const std::string who = absl::StrCat("pod ", p->name);
+    if (p->terminating) return absl::StrCat(who, " is being deleted");
+    if (p->disruption_target) return absl::StrCat(who, " was evicted or preempted");
+    if (!p->in_place) return absl::StrCat(who, "'s trainer container ended");
+    // A pod that reported the end of its processes is there; one that did not must be heard from.
+    const bool ended = pass.view->ends.count(p->rank) > 0;
+    if (!ended && !pass.view->following.count(p->rank)) {
+      return absl::StrCat(who, "'s sidecar does not follow the attempt hub and its processes did not end (it or its "
+                               "node is gone)");
+    }
+    if (!ended && !p->ready) {
+      return absl::StrCat(who, " is not ready and its processes did not end (its node may be lost)");
+    }
+    present.insert(p->rank);
+  }
+  for (int32_t rank = 0; rank < pass.spec.replicas; ++rank) {
+    if (!present.count(rank)) return absl::StrCat("pod ", PodName(pass.job, rank), " is gone");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string InPlaceBlocker(const DecisionPass& pass) {
+  if (pass.spec.restart_strategy != RestartStrategy::kInPlace) return "spec.restartStrategy is Recreate";
+  if (!RestartsInPlace(pass.job)) {
+    return "the trainer container has no command (cohort-launch runs the command; it cannot know an image's "
+           "entrypoint)";
+  }
+  if (pass.view == nullptr) return "the attempt hub on rank 0's sidecar was not heard from";
+  return GangBlocker(pass, pass.current);
+}
+
+Verdict StartInPlace(DecisionPass& pass) {
+  if (pass.status.phase != Phase::kPending || pass.waiting.empty()) return Verdict::kContinue;
+  std::string blocker = pass.view == nullptr ? "the attempt hub on rank 0's sidecar is not reachable"
+                                             : GangBlocker(pass, pass.waiting);
+  if (blocker.empty()) {
+    // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
+    pass.decision.start_attempt = pass.status.restart_attempt;
+    pass.Requeue(absl::Seconds(1));
+    return Verdict::kDecided;
+  }
+  // A pod of the gang went while it waited: the pods are recreated after all.
+  pass.status.last_restart_strategy = restart_strategy::kRecreate;
+  pass.Emit(event_type::kWarning, reason::kRecreatingGang,
+            absl::StrCat("cannot start restart attempt ", pass.status.restart_attempt, " in place: ", blocker,
+                         "; deleting and creating every pod instead"));
+  pass.DeleteAll(pass.waiting);
+  pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
+  pass.waiting.clear();
+  return Verdict::kContinue;
+}
+
+}  // namespace cohort::op

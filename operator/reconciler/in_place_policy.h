@@ -1,0 +1,61 @@
+#pragma once
+
+// Restarting in place (spec.restartStrategy: InPlace; docs/operator.md, "Restarting in place").
+// The pods of the gang stay; what their processes do comes from the job's attempt hub on rank
+// 0's sidecar (coordination/attempts/attempt_hub.h), not from the pods' container statuses:
+//
+//   attempt n running --a pod's processes ended (the hub's AttemptEnd)--> the failure policies
+//   judge it as if the pod's trainer container had ended so --> RestartGang: in place when
+//   InPlaceBlocker() finds nothing (else the pods are recreated, with an Event saying why) -->
+//   after the backoff, StartInPlace() orders attempt n+1 from the hub --> the hub says n+1 runs.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "operator/api/distributed_job.h"
+#include "operator/reconciler/job_decision.h"
+
+namespace cohort::op {
+
+class DecisionPass;
+enum class Verdict;
+
+// What the job's attempt hub said last.
+struct AttemptView {
+  uint64_t hub_incarnation = 0;
+  int32_t attempt = 0;  // The attempt the pods' processes run (or last ran).
+  // How each pod's processes ended in `attempt`, by pod index (absent: still running).
+  struct End {
+    int32_t exit_code = 0;
+    std::string reason;
+    std::string message;
+    absl::Time finished_at = absl::InfinitePast();
+  };
+  std::map<int32_t, End> ends;
+  // The pods whose sidecar follows the hub now (a pod on a lost node, or whose sidecar died,
+  // does not).
+  std::set<int32_t> following;
+  bool connected = false;  // The stream is up now (else: what it said before it broke).
+};
+
+// Puts what the hub said onto the pods: a pod of the gang (not being deleted, created for
+// `view.attempt` or before) runs `view.attempt`; if its trainer container still runs, it is
+// `in_place`, and its processes' end in that attempt (if any) reads as its trainer's exit.
+void ApplyAttemptView(const AttemptView& view, std::vector<ObservedPod>& pods);
+
+// Why the gang cannot restart in place now ("" when it can): the job wants Recreate, the hub is
+// not known or not reachable, or a pod of the attempt is missing, being deleted, evicted, not
+// following the hub (its sidecar or node gone), not ready without having ended its processes
+// (its node may be lost), or has its trainer container ended.
+std::string InPlaceBlocker(const DecisionPass& pass);
+
+// While Pending after an in-place restart: orders the attempt from the hub once every pod waits
+// for it; recreates the pods instead if one of them went meanwhile.
+Verdict StartInPlace(DecisionPass& pass);
+
+}  // namespace cohort::op

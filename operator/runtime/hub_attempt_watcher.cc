@@ -1,0 +1,126 @@
+#include "operator/runtime/hub_attempt_watcher.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace cohort::op {
+
+HubAttemptWatcher::HubAttemptWatcher(std::function<void(const std::string& key)> on_change)
+    : on_change_(std::move(on_change)) {}
+
+HubAttemptWatcher::~HubAttemptWatcher() {
+  std::map<std::string, std::shared_ptr<Job>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    jobs.swap(jobs_);
+  }
+  jobs.clear();  // Outside the lock: a stream's thread may be waiting for it.
+}
+
+void HubAttemptWatcher::Watch(const std::string& key, const std::string& address, const std::string& token) {
+  std::shared_ptr<Job> replaced;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(key);
+    if (it != jobs_.end() && it->second->address == address) return;
+    if (it != jobs_.end()) replaced = std::move(it->second);
+    auto job = std::make_shared<Job>();
+    job->address = address;
+    jobs_[key] = job;
+  }
+  replaced.reset();  // Its stream's thread is joined here, outside the lock.
+  auto stream = std::make_unique<coordination::AttemptObserver>(
+      address, token,
+      [this, key, address](const coordination::attemptspb::AttemptState& s) { OnState(key, address, s); },
+      [this, key, address](const absl::Status&) { OnBroken(key, address); });
+  std::unique_ptr<coordination::AttemptObserver> unused;  // Destroyed (joined) outside the lock.
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(key);
+  if (it != jobs_.end() && it->second->address == address && !it->second->stream) {
+    it->second->stream = std::move(stream);
+  } else {
+    unused = std::move(stream);  // Forgotten or replaced meanwhile.
+  }
+}
+
+void HubAttemptWatcher::Close(const std::string& key) {
+  std::unique_ptr<coordination::AttemptObserver> closed;  // Joined outside the lock.
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end() || it->second->stream == nullptr) return;
+  closed = std::move(it->second->stream);
+  it->second->address = "";  // A later Watch opens a stream again.
+}
+
+void HubAttemptWatcher::Forget(const std::string& key) {
+  std::shared_ptr<Job> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(key);
+    if (it == jobs_.end()) return;
+    gone = std::move(it->second);
+    jobs_.erase(it);
+  }
+}
+
+void HubAttemptWatcher::OnState(const std::string& key, const std::string& address,
+                                const coordination::attemptspb::AttemptState& state) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(key);
+    if (it == jobs_.end() || it->second->address != address) return;
+    AttemptView view;
+    view.hub_incarnation = state.hub_incarnation();
+    view.attempt = state.attempt();
+    view.connected = true;
+    view.following.insert(state.following().begin(), state.following().end());
+    for (const auto& e : state.ends()) {
+      AttemptView::End end;
+      end.exit_code = e.exit_code();
+      end.reason = e.reason();
+      end.message = e.message();
+      end.finished_at = absl::FromUnixMillis(e.finished_unix_ms());
+      view.ends[e.pod_index()] = std::move(end);
+    }
+    it->second->view = std::move(view);
+  }
+  on_change_(key);
+}
+
+void HubAttemptWatcher::OnBroken(const std::string& key, const std::string& address) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(key);
+    if (it == jobs_.end() || it->second->address != address || !it->second->view) return;
+    it->second->view->connected = false;
+  }
+  on_change_(key);
+}
+
+std::optional<AttemptView> HubAttemptWatcher::View(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second->view;
+}
+
+absl::Status HubAttemptWatcher::Start(const std::string& key, int32_t attempt) {
+  std::shared_ptr<Job> job;  // Keeps the stream alive through the call.
+  coordination::AttemptObserver* stream = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(key);
+    if (it != jobs_.end()) {
+      job = it->second;
+      stream = job->stream.get();
+    }
+  }
+  if (stream == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("no stream to job ", key, "'s attempt hub yet"));
+  }
+  return stream->Start(attempt);
+}
+
+}  // namespace cohort::op

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "coordination/attempts/attempt_client.h"
+#include "operator/reconciler/attempt_watcher.h"
+
+namespace cohort::op {
+
+// AttemptWatcher over gRPC: an AttemptObserver stream per job to its hub. `on_change(key)` runs
+// (on the stream's thread) whenever a job's view changes or its stream breaks.
+class HubAttemptWatcher final : public AttemptWatcher {
+ public:
+  explicit HubAttemptWatcher(std::function<void(const std::string& key)> on_change);
+  ~HubAttemptWatcher() override;
+
+  void Watch(const std::string& key, const std::string& address, const std::string& token) override;
+  void Close(const std::string& key) override;
+  void Forget(const std::string& key) override;
+  std::optional<AttemptView> View(const std::string& key) override;
+  absl::Status Start(const std::string& key, int32_t attempt) override;
+
+ private:
+  struct Job {
+    std::string address;
+    std::optional<AttemptView> view;
+    std::unique_ptr<coordination::AttemptObserver> stream;
+  };
+  void OnState(const std::string& key, const std::string& address,
+               const coordination::attemptspb::AttemptState& state);
+  void OnBroken(const std::string& key, const std::string& address);
+
+  std::function<void(const std::string&)> on_change_;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort::op

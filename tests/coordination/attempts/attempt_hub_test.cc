@@ -1,0 +1,126 @@
+// Rank 0's attempt hub and its callers (a pod's sidecar, the operator) over real gRPC on a
+// loopback port.
+
+#include "coordination/attempts/attempt_hub.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "coordination/attempts/attempt_client.h"
+#include "gtest/gtest.h"
+
+namespace cohort::coordination {
+namespace {
+
+constexpr char kToken[] = "job-token";
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+// What a stream delivered, waited on without sleeping.
+template <typename Msg>
+class Received {
+ public:
+  void Add(const Msg& m) {
+    absl::MutexLock lock(&mu_);
+    all_.push_back(m);
+    cv_.SignalAll();
+  }
+  // The first message delivered that satisfies `pred` (within kWait).
+  std::optional<Msg> WaitFor(std::function<bool(const Msg&)> pred) {
+    const absl::Time deadline = absl::Now() + kWait;
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      for (const Msg& m : all_) {
+        if (pred(m)) return m;
+      }
+      if (cv_.WaitWithDeadline(&mu_, deadline)) return std::nullopt;
+    }
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<Msg> all_ ABSL_GUARDED_BY(mu_);
+};
+
+class AttemptHubTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<AttemptHubServer>> s = AttemptHubServer::Start("127.0.0.1:0", 2, kToken);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    address_ = absl::StrCat("127.0.0.1:", server_->port());
+  }
+  std::unique_ptr<AttemptHubServer> server_;
+  std::string address_;
+};
+
+TEST_F(AttemptHubTest, FollowersHearEveryAttemptAndTheObserverEveryEnd) {
+  Received<attemptspb::AttemptOrder> pod1;
+  AttemptFollower follower(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  Received<attemptspb::AttemptState> op;
+  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+
+  // At once: the pods' first attempt, and the observer sees the follower.
+  ASSERT_TRUE(pod1.WaitFor([](const auto& o) { return o.attempt() == 2; }));
+  ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.attempt() == 2 && s.pods_following() == 1; }));
+
+  attemptspb::AttemptEnd end;
+  end.set_pod_index(1);
+  end.set_attempt(2);
+  end.set_exit_code(137);
+  end.set_reason("OOMKilled");
+  ASSERT_TRUE(follower.ReportEnd(end).ok());
+  std::optional<attemptspb::AttemptState> ended =
+      op.WaitFor([](const auto& s) { return s.ends_size() == 1; });
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->ends(0).exit_code(), 137);
+  EXPECT_EQ(ended->ends(0).reason(), "OOMKilled");
+
+  ASSERT_TRUE(observer.Start(3).ok());
+  EXPECT_TRUE(pod1.WaitFor([](const auto& o) { return o.attempt() == 3; }));
+  std::optional<attemptspb::AttemptState> next =
+      op.WaitFor([](const auto& s) { return s.attempt() == 3; });
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->ends_size(), 0) << "the ends of attempt 2 are not attempt 3's";
+  EXPECT_GT(next->started_unix_ms(), 0);
+
+  // A late end of attempt 2 is dropped.
+  ASSERT_TRUE(follower.ReportEnd(end).ok());
+  EXPECT_EQ(server_->hub().State().ends_size(), 0);
+}
+
+TEST_F(AttemptHubTest, OnlyTheNextAttemptStarts_ARepeatedOrderIsKept) {
+  std::vector<int32_t> before;
+  server_->hub().set_before_start([&](int32_t a) { before.push_back(a); });
+  std::vector<int32_t> local;
+  server_->hub().FollowLocally([&](int32_t a) { local.push_back(a); });
+  EXPECT_TRUE(server_->hub().Start(3).ok());
+  EXPECT_TRUE(server_->hub().Start(3).ok());  // Repeated: nothing new.
+  absl::Status skip = server_->hub().Start(5);
+  EXPECT_EQ(skip.code(), absl::StatusCode::kFailedPrecondition) << skip;
+  EXPECT_NE(skip.message().find("the next one is 4"), std::string::npos) << skip;
+  EXPECT_EQ(server_->hub().Start(2).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(before, std::vector<int32_t>({3}));  // The attempt's service before anyone hears.
+  EXPECT_EQ(local, std::vector<int32_t>({2, 3}));
+}
+
+TEST_F(AttemptHubTest, AWrongTokenIsRefused) {
+  AttemptObserver observer(address_, "wrong", nullptr, nullptr);
+  absl::Status s = observer.Start(3, absl::Seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_EQ(server_->hub().State().attempt(), 2);
+}
+
+TEST(AttemptControlAddress, TheCoordinatorPortPlusThree) {
+  EXPECT_EQ(*AttemptControlAddress("demo-0.demo.ns.svc:8476"), "demo-0.demo.ns.svc:8479");
+  EXPECT_FALSE(AttemptControlAddress("no-port").ok());
+}
+
+}  // namespace
+}  // namespace cohort::coordination

@@ -1,0 +1,43 @@
+#include "launcher/launch_protocol.h"
+
+#include "gtest/gtest.h"
+
+namespace cohort::launch {
+namespace {
+
+TEST(LaunchProtocol, EndedRoundTripsAMessageOfSeveralLines) {
+  AttemptEnded e{.attempt = 4, .exit_code = 137, .finished_unix_ms = 1700000000123, .reason = "OOMKilled",
+                 .message = "Traceback:\n  x = y\ncohort-launch: restart attempt 4 ended with rank 3's status"};
+  const std::string line = FormatEnded(e);
+  ASSERT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line";
+  std::optional<AttemptEnded> back = ParseEnded(line.substr(0, line.size() - 1));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->attempt, 4);
+  EXPECT_EQ(back->exit_code, 137);
+  EXPECT_EQ(back->finished_unix_ms, 1700000000123);
+  EXPECT_EQ(back->reason, "OOMKilled");
+  EXPECT_EQ(back->message, e.message);
+}
+
+TEST(LaunchProtocol, AReasonThatIsNotOneWordIsSentAsError) {
+  AttemptEnded e{.attempt = 0, .exit_code = 1, .reason = "two words"};
+  std::optional<AttemptEnded> back = ParseEnded(FormatEnded(e));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->reason, "Error");
+  EXPECT_EQ(back->message, "");
+}
+
+TEST(LaunchProtocol, AttemptLines) {
+  EXPECT_EQ(FormatAttempt(12), "attempt 12\n");
+  EXPECT_EQ(ParseAttempt("attempt 12"), 12);
+  EXPECT_EQ(ParseAttempt("attempt -1"), std::nullopt);
+  EXPECT_EQ(ParseAttempt("attempt x"), std::nullopt);
+  EXPECT_EQ(ParseAttempt("ended 1 2 3 Error m"), std::nullopt);
+  EXPECT_EQ(ParseEnded("ended 1 two 3 Error m"), std::nullopt);
+  EXPECT_EQ(ParseEnded("ended 1 2 3"), std::nullopt);
+  EXPECT_EQ(ParseEnded("attempt 1"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace cohort::launch

@@ -1,0 +1,167 @@
+// Restarting in place: what the job's attempt hub says, put on the pods, and what Decide() does
+// with it (in_place_policy.h), as a table.
+
+#include "operator/reconciler/in_place_policy.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "operator/reconciler/conditions.h"
+#include "tests/operator/reconciler/decision_fixtures.h"
+
+namespace cohort::op {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::AllRunning;
+using testing::Gang;
+using testing::InPhase;
+using testing::Job;
+using testing::JobBuilder;
+using testing::kNow;
+using testing::PodBuilder;
+
+// A job that restarts in place (a trainer with a command), in `phase` of `attempt`; after an
+// in-place restart when `after_in_place`.
+DistributedJob InPlaceJob(Phase phase, int32_t attempt = 0, bool after_in_place = false,
+                          const std::string& strategy = "InPlace", absl::Duration ago = absl::Minutes(1)) {
+  JobBuilder b;
+  b.Spec("restartStrategy", strategy);
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer, nlohmann::json::array({"python", "train.py"}));
+  return Job(
+      [&](DistributedJob& j) {
+        InPhase(phase, attempt, ago)(j);
+        if (after_in_place) j.status.last_restart_strategy = "InPlace";
+      },
+      b.Build());
+}
+
+// The hub's view: the pods run `attempt`; `ends` lists (pod, exit code).
+AttemptView View(int32_t attempt, std::vector<std::pair<int32_t, int>> ends = {}) {
+  AttemptView v;
+  v.attempt = attempt;
+  v.connected = true;
+  v.following = {0, 1, 2, 3};
+  for (auto [pod, code] : ends) v.ends[pod] = AttemptView::End{code, "Error", "the last line", kNow};
+  return v;
+}
+
+struct Case {
+  std::string name;
+  DistributedJob job;
+  std::vector<ObservedPod> pods;
+  std::optional<AttemptView> view;
+  Phase phase;
+  size_t deletes;
+  int32_t restart_attempt;
+  std::optional<int32_t> start_attempt;
+  std::string strategy;      // status.lastRestartStrategy after the pass.
+  std::string event_reason;  // Of the first Event ("" for none).
+  std::string event_message;
+};
+
+class InPlaceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(InPlaceTest, Table) {
+  const Case& c = GetParam();
+  Decision d = Decide(c.job, c.pods, kNow, DecideOptions{}, c.view ? &*c.view : nullptr);
+  EXPECT_EQ(std::string(PhaseName(d.status.phase)), PhaseName(c.phase));
+  EXPECT_EQ(d.delete_pods.size(), c.deletes);
+  EXPECT_TRUE(d.create_ranks.empty());
+  EXPECT_EQ(d.status.restart_attempt, c.restart_attempt);
+  EXPECT_EQ(d.start_attempt, c.start_attempt);
+  EXPECT_EQ(d.status.last_restart_strategy, c.strategy);
+  if (c.event_reason.empty()) {
+    EXPECT_TRUE(d.events.empty()) << d.events[0].reason << ": " << d.events[0].message;
+  } else {
+    ASSERT_FALSE(d.events.empty());
+    EXPECT_EQ(d.events[0].reason, c.event_reason);
+    EXPECT_THAT(d.events[0].message, HasSubstr(c.event_message));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Decide, InPlaceTest,
+    ::testing::Values(
+        Case{"ProcessKilled_RestartsInPlace_NoPodDeleted", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
+             View(0, {{2, 137}, {0, 75}, {1, 75}, {3, 75}}), Phase::kRestarting, 0, 1, std::nullopt, "InPlace",
+             "RestartedInPlace", "rank 2 (pod train-2) exited with code 137"},
+        Case{"OnlyFollowersEnded_WaitsForTheCause", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
+             View(0, {{0, 75}, {1, 75}}), Phase::kRunning, 0, 0, std::nullopt, "", "", ""},
+        Case{"HubNeverHeard_RecreatesSayingWhy", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 2) p.Exited(1); }), std::nullopt, Phase::kRestarting, 4, 1,
+             std::nullopt, "Recreate", "GangRestart", "rank 2 (pod train-2) exited with code 1"},
+        Case{"TrainerContainerEnded_Recreates", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 2) p.Exited(1); }), View(0), Phase::kRestarting, 4, 1,
+             std::nullopt, "Recreate", "GangRestart", "rank 2 (pod train-2) exited with code 1"},
+        Case{"RecreateStrategy_TheHubIsNotAsked", InPlaceJob(Phase::kRunning, 0, false, "Recreate"), Gang(0, AllRunning),
+             View(0, {{2, 1}}), Phase::kRunning, 0, 0, std::nullopt, "", "", ""},
+        Case{"BackoffOver_OrdersTheNextAttemptFromTheHub", InPlaceJob(Phase::kRestarting, 1, true),
+             Gang(0, AllRunning), View(0, {{2, 137}}), Phase::kPending, 0, 1, 1, "InPlace", "", ""},
+        Case{"InBackoff_NothingYet", InPlaceJob(Phase::kRestarting, 1, true, "InPlace", absl::Seconds(1)),
+             Gang(0, AllRunning),
+             View(0), Phase::kRestarting, 0, 1, std::nullopt, "InPlace", "", ""},
+        Case{"APodWentWhileWaiting_RecreatesInstead", InPlaceJob(Phase::kRestarting, 1, true),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 3) p.Terminating(); }), View(0), Phase::kPending, 3, 1,
+             std::nullopt, "Recreate", "RecreatingGang", "pod train-3 is gone"},
+        Case{"APodNeitherFollowsNorEnded_Recreates", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
+             [] {
+               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
+               v.following.erase(3);
+               return v;
+             }(),
+             Phase::kRestarting, 4, 1, std::nullopt, "Recreate", "GangRestart",
+             "rank 2 (pod train-2) exited with code 137"},
+        Case{"APodThatEndedButFollowsNotYet_RestartsInPlace", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
+             [] {
+               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}, {3, 75}});
+               v.following.erase(3);
+               return v;
+             }(),
+             Phase::kRestarting, 0, 1, std::nullopt, "InPlace", "RestartedInPlace",
+             "rank 2 (pod train-2) exited with code 137"},
+        Case{"NotReadyAndNotEnded_NodeMayBeLost_Recreates", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 3) p.NotReady(); }),
+             View(0, {{0, 75}, {1, 75}, {2, 1}}), Phase::kRestarting, 4, 1, std::nullopt, "Recreate",
+             "GangRestart", "rank 2 (pod train-2) exited with code 1"},
+        Case{"HubUnreachable_Recreates", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
+             [] {
+               AttemptView v = View(0, {{2, 1}});
+               v.connected = false;
+               return v;
+             }(),
+             Phase::kRestarting, 4, 1, std::nullopt, "Recreate", "GangRestart", ""},
+        Case{"NextAttemptRunning_RunningAgain", InPlaceJob(Phase::kPending, 1, true), Gang(0, AllRunning),
+             View(1), Phase::kRunning, 0, 1, std::nullopt, "InPlace", "Running", "all 4 ranks are running"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// The pods as the hub describes them.
+TEST(ApplyAttemptView, PodsOfTheGangRunTheHubsAttempt_TheirEndsReadAsTheTrainersExit) {
+  std::vector<ObservedPod> pods = Gang(0, [](int r, PodBuilder& p) {
+    if (r == 1) p.Exited(0);        // Its container ended: not in place any more.
+    if (r == 3) p.Terminating();    // Going: not of the gang.
+  });
+  ObservedPod newer = PodBuilder(0, 5).Running();  // Created for a later attempt: not this hub's.
+  pods.push_back(newer);
+  AttemptView view = View(2, {{2, 137}});
+  view.ends[2].reason = "OOMKilled";
+  ApplyAttemptView(view, pods);
+  EXPECT_EQ(pods[0].restart_attempt, 2);
+  EXPECT_TRUE(pods[0].in_place);
+  EXPECT_FALSE(pods[0].trainer_exit_code.has_value());
+  EXPECT_EQ(pods[1].restart_attempt, 2);
+  EXPECT_FALSE(pods[1].in_place);
+  EXPECT_EQ(pods[2].phase, ObservedPod::Phase::kFailed);
+  EXPECT_EQ(pods[2].trainer_exit_code, 137);
+  EXPECT_EQ(pods[2].trainer_reason, "OOMKilled");
+  EXPECT_EQ(pods[2].trainer_message, "the last line");
+  EXPECT_EQ(pods[3].restart_attempt, 0);
+  EXPECT_FALSE(pods[3].in_place);
+  EXPECT_EQ(pods[4].restart_attempt, 5);
+}
+
+}  // namespace
+}  // namespace cohort::op
