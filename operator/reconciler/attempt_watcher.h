@@ -23,7 +23,8 @@ class AttemptWatcher {
   virtual void Close(const std::string& key) = 0;
   // Ends the job's stream and drops its view (the job was deleted, or does not restart in place).
   virtual void Forget(const std::string& key) = 0;
-  // What the job's hub said last; nullopt before it said anything (or after Forget).
+  // What the job's hub said last; `heard` false while watched but silent so far; nullopt when the
+  // job is not watched (or after Forget).
   virtual std::optional<AttemptView> View(const std::string& key) = 0;
   // Orders `attempt` from the job's hub. FailedPrecondition when the job is not watched.
   virtual absl::Status Start(const std::string& key, int32_t attempt) = 0;

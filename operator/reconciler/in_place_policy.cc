@@ -1,5 +1,6 @@
 #include "operator/reconciler/in_place_policy.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@ namespace cohort::op {
 using PodPhase = ObservedPod::Phase;
 
 void ApplyAttemptView(const AttemptView& view, std::vector<ObservedPod>& pods) {
+  if (!view.heard) return;
   for (ObservedPod& p : pods) {
     if (p.terminating || p.restart_attempt > view.attempt) continue;  // Not of this gang.
     p.restart_attempt = view.attempt;
@@ -71,14 +73,15 @@ std::string InPlaceBlocker(const DecisionPass& pass) {
     return "the trainer container has no command (cohort-launch runs the command; it cannot know an image's "
            "entrypoint)";
   }
-  if (pass.view == nullptr) return "the attempt hub on rank 0's sidecar was not heard from";
+  if (pass.view == nullptr || !pass.view->heard) return "the attempt hub on rank 0's sidecar was not heard from";
   return GangBlocker(pass, pass.current);
 }
 
 Verdict StartInPlace(DecisionPass& pass) {
   if (pass.status.phase != Phase::kPending || pass.waiting.empty()) return Verdict::kContinue;
-  std::string blocker = pass.view == nullptr ? "the attempt hub on rank 0's sidecar is not reachable"
-                                             : GangBlocker(pass, pass.waiting);
+  std::string blocker = pass.view == nullptr || !pass.view->heard
+                            ? "the attempt hub on rank 0's sidecar is not reachable"
+                            : GangBlocker(pass, pass.waiting);
   if (blocker.empty()) {
     // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
     pass.decision.start_attempt = pass.status.restart_attempt;
@@ -93,6 +96,27 @@ Verdict StartInPlace(DecisionPass& pass) {
   pass.DeleteAll(pass.waiting);
   pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
   pass.waiting.clear();
+  return Verdict::kContinue;
+}
+
+Verdict AwaitHub(DecisionPass& pass) {
+  const AttemptView* view = pass.view;
+  if (view == nullptr || view->heard || !RestartsInPlace(pass.job) ||
+      pass.status.last_restart_strategy != restart_strategy::kInPlace) {
+    return Verdict::kContinue;
+  }
+  bool in_place_pods = false;
+  for (const ObservedPod* p : pass.old) in_place_pods |= !p->terminating;
+  if (!in_place_pods) return Verdict::kContinue;
+  const absl::Time give_up = view->watching_since + kHubPatience;
+  if (pass.now < give_up) {
+    pass.Requeue(std::min(absl::Seconds(1), give_up - pass.now));
+    return Verdict::kDecided;
+  }
+  pass.status.last_restart_strategy = restart_strategy::kRecreate;
+  pass.Emit(event_type::kWarning, reason::kRecreatingGang,
+            absl::StrCat("the attempt hub on rank 0's sidecar did not answer for ", absl::FormatDuration(kHubPatience),
+                         ": the pods that restarted in place cannot be told to go on; deleting and creating every pod"));
   return Verdict::kContinue;
 }
 

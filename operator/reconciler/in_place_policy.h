@@ -27,6 +27,10 @@ enum class Verdict;
 
 // What the job's attempt hub said last.
 struct AttemptView {
+  // False while the operator watches the hub but has heard nothing yet (it just started, or rank
+  // 0's sidecar does not answer): nothing below is known, only since when it waits.
+  bool heard = true;
+  absl::Time watching_since = absl::InfinitePast();
   uint64_t hub_incarnation = 0;
   int32_t attempt = 0;  // The attempt the pods' processes run (or last ran).
   // How each pod's processes ended in `attempt`, by pod index (absent: still running).
@@ -57,5 +61,14 @@ std::string InPlaceBlocker(const DecisionPass& pass);
 // While Pending after an in-place restart: orders the attempt from the hub once every pod waits
 // for it; recreates the pods instead if one of them went meanwhile.
 Verdict StartInPlace(DecisionPass& pass);
+
+// How long the operator waits to hear from a job's hub before it takes the pods that restarted in
+// place for an earlier attempt's (and recreates them).
+inline constexpr absl::Duration kHubPatience = absl::Seconds(30);
+
+// Before anything judges pods by their restart-attempt label: while the hub of a job that
+// restarted in place was not heard from yet (the operator just started), its pods are not an
+// earlier attempt's; waits up to kHubPatience for it.
+Verdict AwaitHub(DecisionPass& pass);
 
 }  // namespace cohort::op

@@ -149,6 +149,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   static constexpr Policy kPolicies[] = {
       KeepFinished,        // lifecycle: a finished job until its TTL
       CheckSpec,           // lifecycle: nothing runs on an invalid spec
+      AwaitHub,            // in place: pods of a later attempt than their label, until the hub is heard
       DeleteOldPods,       // old restart attempts' pods, and those of lost nodes
       SuspendOrResume,     // lifecycle
       EnforceDeadline,     // lifecycle: activeDeadlineSeconds

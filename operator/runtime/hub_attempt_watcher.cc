@@ -25,9 +25,12 @@ void HubAttemptWatcher::Watch(const std::string& key, const std::string& address
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(key);
     if (it != jobs_.end() && it->second->address == address) return;
-    if (it != jobs_.end()) replaced = std::move(it->second);
     auto job = std::make_shared<Job>();
     job->address = address;
+    if (it != jobs_.end()) {
+      job->since = it->second->since;
+      replaced = std::move(it->second);
+    }
     jobs_[key] = job;
   }
   replaced.reset();  // Its stream's thread is joined here, outside the lock.
@@ -103,7 +106,11 @@ std::optional<AttemptView> HubAttemptWatcher::View(const std::string& key) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end()) return std::nullopt;
-  return it->second->view;
+  if (it->second->view) return it->second->view;
+  AttemptView waiting;  // Watched, nothing heard yet.
+  waiting.heard = false;
+  waiting.watching_since = it->second->since;
+  return waiting;
 }
 
 absl::Status HubAttemptWatcher::Start(const std::string& key, int32_t attempt) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "coordination/attempts/attempt_client.h"
 #include "operator/reconciler/attempt_watcher.h"
 
@@ -28,6 +29,7 @@ class HubAttemptWatcher final : public AttemptWatcher {
  private:
   struct Job {
     std::string address;
+    absl::Time since = absl::Now();  // Watched since.
     std::optional<AttemptView> view;
     std::unique_ptr<coordination::AttemptObserver> stream;
   };

@@ -49,6 +49,14 @@ AttemptView View(int32_t attempt, std::vector<std::pair<int32_t, int>> ends = {}
   return v;
 }
 
+// Watched, nothing heard yet, since `ago` before kNow.
+AttemptView Silent(absl::Duration ago) {
+  AttemptView v;
+  v.heard = false;
+  v.watching_since = kNow - ago;
+  return v;
+}
+
 struct Case {
   std::string name;
   DistributedJob job;
@@ -134,6 +142,11 @@ INSTANTIATE_TEST_SUITE_P(
                return v;
              }(),
              Phase::kRestarting, 4, 1, std::nullopt, "Recreate", "GangRestart", ""},
+        Case{"OperatorJustStarted_ThePodsWaitForTheHub", InPlaceJob(Phase::kRunning, 1, true), Gang(0, AllRunning),
+             Silent(absl::Seconds(5)), Phase::kRunning, 0, 1, std::nullopt, "InPlace", "", ""},
+        Case{"HubSilentTooLong_RecreatesSayingWhy", InPlaceJob(Phase::kRunning, 1, true), Gang(0, AllRunning),
+             Silent(absl::Seconds(60)), Phase::kRestarting, 4, 2, std::nullopt, "Recreate", "RecreatingGang",
+             "did not answer for 30s"},
         Case{"NextAttemptRunning_RunningAgain", InPlaceJob(Phase::kPending, 1, true), Gang(0, AllRunning),
              View(1), Phase::kRunning, 0, 1, std::nullopt, "InPlace", "Running", "all 4 ranks are running"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
