@@ -19,7 +19,6 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,17 +34,13 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/process/subprocess.h"
+#include "bench/local_operator.h"
 #include "operator/client/http_kube_client.h"
-#include "operator/client/kube_config.h"
-#include "tests/support/watched_process.h"
 
 namespace cohort::bench {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
 
 json JobObject(const std::string& name, int ranks, int per_pod) {
   json container = {{"name", "trainer"},
@@ -93,38 +88,14 @@ int Run(int argc, char** argv) {
   InitLogging("operator-bench");
   signal(SIGPIPE, SIG_IGN);
 
-  char pattern[] = "/tmp/cohort-operator-bench-XXXXXX";
-  if (mkdtemp(pattern) == nullptr) return Fail("mkdtemp failed");
-  std::string dir = pattern;
-  std::fprintf(stderr, "operator-bench: local control plane in %s\n", dir.c_str());
-  absl::StatusOr<std::unique_ptr<WatchedProcess>> cluster =
-      WatchedProcess::Start({BinPath("cohort-local-cluster"), "--dir", dir, "--no-kubelet"});
-  if (!cluster.ok()) return Fail(std::string(cluster.status().message()));
-  std::string line = (*cluster)->WaitForLine("kubeconfig ", absl::Seconds(30));
-  if (line.empty()) return Fail("cohort-local-cluster did not start:\n" + (*cluster)->Output());
-  std::string kubeconfig = line.substr(line.rfind(' ') + 1);
-
-  absl::StatusOr<Subprocess> kubectl = Subprocess::Start(Subprocess::Options{
-      {"kubectl", "apply", "-f", absl::StrCat(COHORT_SOURCE_DIR, "/manifests/crd")}, {{"KUBECONFIG", kubeconfig}}, false});
-  if (!kubectl.ok() || Subprocess::ExitCodeOf(kubectl->Wait()) != 0) return Fail("kubectl apply of the CRD failed");
-
-  std::vector<std::string> op_argv = {BinPath("cohort-operator"), "--kubeconfig", kubeconfig, "--metrics-port", "0",
-                                      "--leader-elect=false"};
-  if (!qps.empty()) op_argv.insert(op_argv.end(), {"--kube-api-qps", qps});
-  if (!burst.empty()) op_argv.insert(op_argv.end(), {"--kube-api-burst", burst});
-  if (!parallelism.empty()) op_argv.insert(op_argv.end(), {"--pod-create-parallelism", parallelism});
-  absl::StatusOr<std::unique_ptr<WatchedProcess>> op = WatchedProcess::Start(op_argv);
-  if (!op.ok()) return Fail(std::string(op.status().message()));
-  if ((*op)->WaitForLine("informers synced", absl::Seconds(30)).empty()) {
-    return Fail("cohort-operator did not start:\n" + (*op)->Output());
-  }
-
-  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig);
-  if (!config.ok()) return Fail(std::string(config.status().message()));
-  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client =
-      op::HttpKubeClient::Create(*config, op::HttpKubeClientOptions{.qps = 0, .user_agent = "operator-bench"},
-                                 Clock::Real());
-  if (!client.ok()) return Fail(std::string(client.status().message()));
+  std::vector<std::string> op_flags;
+  if (!qps.empty()) op_flags.insert(op_flags.end(), {"--kube-api-qps", qps});
+  if (!burst.empty()) op_flags.insert(op_flags.end(), {"--kube-api-burst", burst});
+  if (!parallelism.empty()) op_flags.insert(op_flags.end(), {"--pod-create-parallelism", parallelism});
+  // No kubelet: pods stay Pending, so only the operator and the API server are measured.
+  absl::StatusOr<std::unique_ptr<LocalOperator>> local = StartLocalOperator("operator-bench", {"--no-kubelet"}, op_flags);
+  if (!local.ok()) return Fail(std::string(local.status().message()));
+  op::HttpKubeClient* client = (*local)->client.get();
 
   // Watch pods and jobs from now on; count what the operator made.
   const size_t want_pods = static_cast<size_t>(jobs) * (ranks / per_pod);
@@ -133,14 +104,14 @@ int Run(int argc, char** argv) {
   absl::Time last_pod, last_status;
   absl::BlockingCounter listed(2);
   auto watch = [&](const op::Resource& r, const std::string& selector, bool status) {
-    absl::StatusOr<json> list = (*client)->List(r, "default", selector);
+    absl::StatusOr<json> list = client->List(r, "default", selector);
     listed.DecrementCount();  // The watch starts from this list's version: nothing is missed.
     if (!list.ok()) return;
     op::WatchOptions options;
     options.label_selector = selector;
     options.resource_version = (*list)["metadata"].value("resourceVersion", "");
     options.timeout = absl::Minutes(10);
-    (*client)->Watch(r, "default", options, [&](const json& e) {
+    client->Watch(r, "default", options, [&](const json& e) {
       if (e.value("type", "") != "ADDED" && e.value("type", "") != "MODIFIED") return true;
       const json& o = e["object"];
       absl::MutexLock lock(&mu);
@@ -160,7 +131,7 @@ int Run(int argc, char** argv) {
   absl::Time start = absl::Now();
   for (int j = 0; j < jobs; ++j) {
     std::string name = jobs == 1 ? "bench-large" : absl::StrCat("bench-", j);
-    absl::StatusOr<json> created = (*client)->Create(op::kDistributedJobs, "default", JobObject(name, ranks, per_pod));
+    absl::StatusOr<json> created = client->Create(op::kDistributedJobs, "default", JobObject(name, ranks, per_pod));
     if (!created.ok()) return Fail(std::string(created.status().message()));
   }
   absl::Time deadline = start + absl::Minutes(5);
@@ -178,8 +149,8 @@ int Run(int argc, char** argv) {
                    absl::ToDoubleSeconds(absl::Now() - start));
     }
   }
-  double rss_mib = PeakRssBytes((*op)->pid()) / double{1 << 20};
-  (*client)->CancelWatches();
+  double rss_mib = PeakRssBytes((*local)->op->pid()) / double{1 << 20};
+  client->CancelWatches();
   pod_watch.join();
   job_watch.join();
   if (!done) return Fail(absl::StrCat("timed out: ", pods.size(), " of ", want_pods, " pods, ", written.size(), " of ", jobs, " statuses"));
@@ -198,10 +169,6 @@ int Run(int argc, char** argv) {
                  {"pod_create_parallelism", parallelism.empty() ? "default" : parallelism},
                  {"operator_peak_rss_mib", rss_mib}};
   std::printf("%s\n", result.dump().c_str());
-  op->reset();
-  cluster->reset();
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return 0;
 }
 

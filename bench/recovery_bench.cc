@@ -38,9 +38,8 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/process/subprocess.h"
+#include "bench/local_operator.h"
 #include "operator/client/http_kube_client.h"
-#include "operator/client/kube_config.h"
-#include "tests/support/watched_process.h"
 
 namespace cohort::bench {
 namespace {
@@ -50,8 +49,6 @@ using json = nlohmann::json;
 
 // How often the logs and processes are looked at: the figures' resolution.
 constexpr absl::Duration kPoll = absl::Milliseconds(10);
-
-std::string BinPath(const std::string& name) { return absl::StrCat(COHORT_BIN_DIR, "/", name); }
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -198,40 +195,17 @@ int Run(int argc, char** argv) {
   InitLogging("recovery-bench");
   signal(SIGPIPE, SIG_IGN);
 
-  char pattern[] = "/tmp/cohort-recovery-XXXXXX";
-  if (mkdtemp(pattern) == nullptr) return Fail("mkdtemp failed");
-  const std::string dir = pattern;
-  std::fprintf(stderr, "recovery-bench: local control plane in %s\n", dir.c_str());
-  absl::StatusOr<std::unique_ptr<WatchedProcess>> cluster = WatchedProcess::Start(
-      {BinPath("cohort-local-cluster"), "--dir", dir, "--runtime", runtime, "--max-pods", "0"});
-  if (!cluster.ok()) return Fail(std::string(cluster.status().message()));
-  const std::string line = (*cluster)->WaitForLine("kubeconfig ", absl::Seconds(60));
-  if (line.empty()) return Fail("cohort-local-cluster did not start:\n" + (*cluster)->Output());
-  const std::string kubeconfig = line.substr(line.rfind(' ') + 1);
-  if ((*cluster)->WaitForLine("cohort-local-cluster: ready", absl::Seconds(60)).empty()) {
-    return Fail("cohort-local-cluster is not ready:\n" + (*cluster)->Output());
-  }
-  absl::StatusOr<Subprocess> kubectl = Subprocess::Start(Subprocess::Options{
-      {"kubectl", "apply", "-f", absl::StrCat(COHORT_SOURCE_DIR, "/manifests/crd")}, {{"KUBECONFIG", kubeconfig}}, false});
-  if (!kubectl.ok() || Subprocess::ExitCodeOf(kubectl->Wait()) != 0) return Fail("kubectl apply of the CRD failed");
-  absl::StatusOr<std::unique_ptr<WatchedProcess>> op = WatchedProcess::Start(
-      {BinPath("cohort-operator"), "--kubeconfig", kubeconfig, "--metrics-port", "0", "--leader-elect=false"});
-  if (!op.ok()) return Fail(std::string(op.status().message()));
-  if ((*op)->WaitForLine("informers synced", absl::Seconds(30)).empty()) {
-    return Fail("cohort-operator did not start:\n" + (*op)->Output());
-  }
-  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig);
-  if (!config.ok()) return Fail(std::string(config.status().message()));
-  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client =
-      op::HttpKubeClient::Create(*config, op::HttpKubeClientOptions{.qps = 0, .user_agent = "recovery-bench"},
-                                 Clock::Real());
-  if (!client.ok()) return Fail(std::string(client.status().message()));
+  absl::StatusOr<std::unique_ptr<LocalOperator>> local =
+      StartLocalOperator("recovery-bench", {"--runtime", runtime, "--max-pods", "0"}, {});
+  if (!local.ok()) return Fail(std::string(local.status().message()));
+  op::HttpKubeClient& client = *(*local)->client;
+  const std::string& dir = (*local)->dir;
 
   std::map<std::string, std::map<std::string, std::vector<double>>> figures;  // strategy -> figure -> runs.
   for (int i = 0; i < runs; ++i) {
     for (const std::string strategy : {"InPlace", "Recreate"}) {
       const std::string job = absl::StrCat("rb-", strategy == "InPlace" ? "inplace" : "recreate", "-", i);
-      absl::StatusOr<Run1> r = Measure(**client, dir, job, pods, per_pod, strategy);
+      absl::StatusOr<Run1> r = Measure(client, dir, job, pods, per_pod, strategy);
       if (!r.ok()) return Fail(std::string(r.status().message()));
       json one = {{"strategy", strategy},   {"run", i},          {"pods", pods},
                   {"processes_per_pod", per_pod}, {"ranks", pods * per_pod}, {"runtime", runtime},
@@ -256,10 +230,6 @@ int Run(int argc, char** argv) {
     summary["recreate_over_in_place"][figure] = in_place > 0 ? recreate / in_place : 0;
   }
   std::printf("%s\n", summary.dump().c_str());
-  op->reset();
-  cluster->reset();
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return 0;
 }
 

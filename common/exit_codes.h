@@ -57,8 +57,9 @@ struct ProcessExit {
 // What an exit means, from the most to the least likely cause of a failure (RootCause's order).
 enum class ExitKind {
   kOutOfMemory,  // The OOM killer.
-  kKilled,       // A signal nobody in its supervisor sent (kill -9, SIGSEGV, a SIGTERM that came
-                 // before the program could take it as a preemption notice).
+  kKilled,       // A signal nobody in its supervisor sent (kill -9, SIGSEGV; a SIGTERM its
+                 // supervisor forwarded as a preemption notice reads as kPreempted instead:
+                 // ProcessGroup::Child::Status).
   kError,        // Its own non-zero exit code.
   kPreempted,    // kPreemptedExitCode: it checkpointed and stopped for a preemption.
   kFollowed,     // kPeerFailureExitCode: it followed another process's failure.

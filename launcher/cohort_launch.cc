@@ -173,8 +173,10 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
     for (ProcessGroup::Child* c : exited) {
       finished.push_back(c);
       if (ClassifyExit(c->Exit()) == ExitKind::kSucceeded) continue;
-      ProcessGroup::Print(absl::StrCat(kName, ": ", c->label, " ",
-                                       Subprocess::DescribeStatus(*c->process.status())));
+      ProcessGroup::Print(absl::StrCat(kName, ": ", c->label, " ", Subprocess::DescribeStatus(*c->process.status()),
+                                       c->EndedByTheNotice() ? ": the preemption notice ended it before its "
+                                                               "program could take it; a preemption (exit code 76)"
+                                                             : ""));
       // The others are told by the job (libdist's fate sharing) and exit by themselves; any
       // still running after the window are killed.
       group.KillAllAt(absl::Now() + window);
@@ -185,7 +187,9 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
     // it (each reports the preemption notice), as under torchrun.
     out.signalled = true;
     for (ProcessGroup::Child* c : mine) {
-      if (c->process.running()) c->process.Signal(signo);
+      if (!c->process.running()) continue;
+      c->noticed |= signo == SIGTERM;
+      c->process.Signal(signo);
     }
   };
   group.Run(hooks);
@@ -193,18 +197,18 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
   const ProcessGroup::Child* cause = RootCauseChild(finished);
   if (!started) {
     std::cerr << kName << ": could not start every process; stopped the others\n";
-    out.exit_code = cause != nullptr ? Subprocess::ExitCodeOf(*cause->process.status()) : 1;
+    out.exit_code = cause != nullptr ? Subprocess::ExitCodeOf(cause->Status()) : 1;
     return out;
   }
   if (cause == nullptr) {
     out.reason = "Completed";
     return out;
   }
-  out.exit_code = Subprocess::ExitCodeOf(*cause->process.status());
+  out.exit_code = Subprocess::ExitCodeOf(cause->Status());
   const int64_t oom_after = OomKills();
   if (out.exit_code == 128 + SIGKILL && oom_before >= 0 && oom_after > oom_before) out.reason = "OOMKilled";
   out.message = absl::StrJoin(tails[cause], "\n");
-  out.cause = absl::StrCat(cause->label, "'s status (", Subprocess::DescribeStatus(*cause->process.status()), ")");
+  out.cause = absl::StrCat(cause->label, "'s status (", Subprocess::DescribeStatus(cause->Status()), ")");
   return out;
 }
 

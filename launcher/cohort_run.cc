@@ -379,9 +379,12 @@ class LocalJob {
     std::stable_sort(exited.begin(), exited.end(),
                      [&](const Child* a, const Child* b) { return kind(a) < kind(b); });
     for (Child* c : exited) {
-      int st = *c->process.status();
+      int st = c->Status();  // A rank the forwarded preemption notice ended reads as preempted.
       int code = Subprocess::ExitCodeOf(st);
-      std::string what = absl::StrCat(c->label, " ", Subprocess::DescribeStatus(st));
+      std::string what = absl::StrCat(c->label, " ", Subprocess::DescribeStatus(st),
+                                      c->EndedByTheNotice() ? " (the preemption notice, SIGTERM, ended it before "
+                                                              "its program could take it)"
+                                                            : "");
       if (c->trainer) {
         trainer_status_[c->rank] = st;
         if (code == 0) continue;
@@ -470,7 +473,9 @@ class LocalJob {
                          ": forwarding SIGTERM to every rank as a preemption notice "
                          "(send again to stop everything)"));
       for (Child& c : group_.children()) {
-        if (c.trainer && c.process.running()) c.process.Signal(SIGTERM);
+        if (!c.trainer || !c.process.running()) continue;
+        c.noticed = true;
+        c.process.Signal(SIGTERM);
       }
     } else {
       Print("cohort-run: stopping everything");
@@ -483,9 +488,10 @@ class LocalJob {
     if (first_failure_) {
       exit_code = Subprocess::ExitCodeOf(first_failure_->second);
       if (exit_code == 0) exit_code = 1;  // E.g. a sidecar stopped while its rank ran.
-      Print(absl::StrCat("cohort-run: FAILED: ", first_failure_->first, " ",
+      const bool preempted = exit_code == kPreemptedExitCode;
+      Print(absl::StrCat("cohort-run: ", preempted ? "PREEMPTED: " : "FAILED: ", first_failure_->first, " ",
                          Subprocess::DescribeStatus(first_failure_->second),
-                         "; the other ranks were stopped"));
+                         preempted ? " (a preemption, not a failure)" : "", "; the other ranks were stopped"));
       return exit_code;
     }
     for (const auto& [rank, st] : trainer_status_) {

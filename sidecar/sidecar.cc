@@ -288,7 +288,9 @@ void Sidecar::BeginAttempt(int32_t attempt) {
       RankAgent& old = agents_[local];
       old.service->DetachTrainer(
           absl::AbortedError(absl::StrCat("restart attempt ", attempt, " began: this process belongs to an older one")));
-      old.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(100)));
+      // At once: the old attempt's processes are gone (cohort-launch reaped them) or about to be
+      // killed; a grace per agent would delay every pod's next attempt by it.
+      old.server->Shutdown(absl::ToChronoTime(absl::Now()));
       absl::StatusOr<RankAgent> fresh =
           ServeRank(old.socket, AgentOptionsFor(local, attempt), metrics_[local].get());
       if (!fresh.ok()) {

@@ -170,7 +170,7 @@ const ProcessGroup::Child* RootCauseChild(const std::vector<const ProcessGroup::
   std::vector<const ProcessGroup::Child*> ended;
   std::vector<ExitKind> kinds;
   for (const ProcessGroup::Child* c : exited) {
-    if (!c->process.status()) continue;
+    if (!c->process.status()) continue;  // Status() needs one.
     ended.push_back(c);
     kinds.push_back(ClassifyExit(c->Exit()));
   }

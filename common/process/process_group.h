@@ -1,5 +1,8 @@
 #pragma once
 
+#include <signal.h>
+#include <sys/wait.h>
+
 // Children supervised together, as cohort-run, cohort-launch and the tests' job harness run
 // them: each output line handed on with the child's label ("[rank 3] ..."), exits reaped in
 // batches, SIGINT and SIGTERM taken through a signalfd, and a deadline after which every child
@@ -30,13 +33,23 @@ class ProcessGroup {
     bool output_open = true;
     bool killed = false;         // SIGKILLed by the group.
     bool stopped_by_us = false;  // Sent SIGINT/SIGTERM by the caller to make it exit.
+    // Sent a preemption notice (SIGTERM) by the caller, which forwards the one it got.
+    bool noticed = false;
     std::optional<absl::Time> exited_at;
 
+    // Its wait status (call once it has exited), as the preemption it was: a child that the
+    // preemption notice it was sent killed before its program could take it (no handler yet)
+    // reads as having exited kPreemptedExitCode, not as killed by SIGTERM.
+    int Status() const {
+      const int st = *process.status();
+      if (noticed && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM) return kPreemptedExitCode << 8;
+      return st;
+    }
+    // Whether Status() is such a reading.
+    bool EndedByTheNotice() const { return Status() != *process.status(); }
     // How it ended (call once it has exited): the group's own kills and the caller's stops make
     // it kStopped whatever its status.
-    ProcessExit Exit() const {
-      return ProcessExit::FromWaitStatus(*process.status(), killed || stopped_by_us);
-    }
+    ProcessExit Exit() const { return ProcessExit::FromWaitStatus(Status(), killed || stopped_by_us); }
   };
 
   struct Hooks {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -213,6 +214,29 @@ bool IsLabelValue(const std::string& s) {
   return true;
 }
 
+// Reads the string field `name` of `obj` (its path: `path` + `name`) as one of `values`, into
+// `out`; absent or null leaves `out` as it is, unless `required` (then it reads as ""). A
+// spelling not among them is InvalidArgument: "<path><name>: '<text>' is not <what>; write <hint>".
+template <typename E>
+absl::Status ReadEnum(const json& obj, const char* name, const std::string& path,
+                      std::initializer_list<std::pair<const char*, E>> values, const char* what,
+                      const char* hint, E* out, bool required = false) {
+  auto it = obj.find(name);
+  std::string text;
+  if (it == obj.end() || it->is_null()) {
+    if (!required) return absl::OkStatus();
+  } else if (absl::Status st = ReadField(obj, name, path, &text); !st.ok()) {
+    return st;
+  }
+  for (const auto& [spelling, value] : values) {
+    if (text == spelling) {
+      *out = value;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, name, ": '", text, "' is not ", what, "; write ", hint));
+}
+
 }  // namespace
 
 std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
@@ -359,36 +383,16 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
       note(ReadField(spec, "processesPerPod", p, &s.processes_per_pod));
     }
   }
-  if (auto it = spec.find("launcher"); it != spec.end() && !it->is_null()) {
-    std::string launcher;
-    absl::Status st = ReadField(spec, "launcher", p, &launcher);
-    if (st.ok() && launcher == "Cohort") {
-      s.launcher = Launcher::kCohort;
-    } else if (st.ok() && launcher == "Torchrun") {
-      s.launcher = Launcher::kTorchrun;
-    } else {
-      note(st.ok() ? absl::InvalidArgumentError(absl::StrCat(
-                         "spec.launcher: '", launcher,
-                         "' is not a launcher; write Cohort (Cohort starts processesPerPod "
-                         "copies of the command) or Torchrun (the command, torchrun, starts them)"))
-                   : st);
-    }
-  }
-  if (auto it = spec.find("restartStrategy"); it != spec.end() && !it->is_null()) {
-    std::string strategy;
-    absl::Status st = ReadField(spec, "restartStrategy", p, &strategy);
-    if (st.ok() && strategy == "InPlace") {
-      s.restart_strategy = RestartStrategy::kInPlace;
-    } else if (st.ok() && strategy == "Recreate") {
-      s.restart_strategy = RestartStrategy::kRecreate;
-    } else {
-      note(st.ok() ? absl::InvalidArgumentError(absl::StrCat(
-                         "spec.restartStrategy: '", strategy,
-                         "' is not a restart strategy; write InPlace (restart every pod's processes, keep the "
-                         "pods) or Recreate (delete and create every pod)"))
-                   : st);
-    }
-  }
+  note(ReadEnum(spec, "launcher", p, {{"Cohort", Launcher::kCohort}, {"Torchrun", Launcher::kTorchrun}},
+                "a launcher",
+                "Cohort (Cohort starts processesPerPod copies of the command) or Torchrun (the command, "
+                "torchrun, starts them)",
+                &s.launcher));
+  note(ReadEnum(spec, "restartStrategy", p,
+                {{"InPlace", RestartStrategy::kInPlace}, {"Recreate", RestartStrategy::kRecreate}},
+                "a restart strategy",
+                "InPlace (restart every pod's processes, keep the pods) or Recreate (delete and create every pod)",
+                &s.restart_strategy));
   if (const json* tmpl = object_field(spec, "template", p, " (a pod template)")) s.pod_template = *tmpl;
   if (const json* scheduling = object_field(spec, "scheduling", p, "")) {
     const std::string sp = "spec.scheduling.";
@@ -396,21 +400,13 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     note(ReadField(*scheduling, "schedulerName", sp, &s.scheduling.scheduler_name));
     if (const json* group = object_field(*scheduling, "podGroup", sp, "")) {
       const std::string gp = "spec.scheduling.podGroup.";
-      std::string provider;
-      absl::Status st = ReadField(*group, "provider", gp, &provider);
-      note(st);
-      if (st.ok() && provider == "coscheduling") {
-        s.scheduling.pod_group.provider = PodGroupProvider::kCoscheduling;
-      } else if (st.ok() && provider == "volcano") {
-        s.scheduling.pod_group.provider = PodGroupProvider::kVolcano;
-      } else if (st.ok() && provider == "workload") {
-        s.scheduling.pod_group.provider = PodGroupProvider::kWorkload;
-      } else if (st.ok()) {
-        note(absl::InvalidArgumentError(absl::StrCat(
-            gp, "provider: '", provider,
-            "' is not a provider; write coscheduling (scheduler-plugins), volcano or workload "
-            "(Kubernetes' scheduling.k8s.io PodGroup)")));
-      }
+      note(ReadEnum(*group, "provider", gp,
+                    {{"coscheduling", PodGroupProvider::kCoscheduling},
+                     {"volcano", PodGroupProvider::kVolcano},
+                     {"workload", PodGroupProvider::kWorkload}},
+                    "a provider",
+                    "coscheduling (scheduler-plugins), volcano or workload (Kubernetes' scheduling.k8s.io PodGroup)",
+                    &s.scheduling.pod_group.provider, /*required=*/true));
       int32_t min_member = 0;
       if (group->contains("minMember") && !(*group)["minMember"].is_null()) {
         absl::Status m = ReadField(*group, "minMember", gp, &min_member);

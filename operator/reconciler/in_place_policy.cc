@@ -101,8 +101,24 @@ Verdict StartInPlace(DecisionPass& pass) {
 
 Verdict AwaitHub(DecisionPass& pass) {
   const AttemptView* view = pass.view;
-  if (view == nullptr || view->heard || !RestartsInPlace(pass.job) ||
+  if (view == nullptr || !RestartsInPlace(pass.job) ||
       pass.status.last_restart_strategy != restart_strategy::kInPlace) {
+    return Verdict::kContinue;
+  }
+  if (view->heard) {
+    // Running after an in-place restart, the hub knows the attempt; one that is behind was started
+    // anew (rank 0's sidecar restarted) and lost the job's attempts: the pods are recreated.
+    if (pass.status.phase == Phase::kRunning && view->attempt < pass.status.restart_attempt) {
+      pass.status.last_restart_strategy = restart_strategy::kRecreate;
+      pass.Emit(event_type::kWarning, reason::kRecreatingGang,
+                absl::StrCat("the attempt hub on rank 0's sidecar says attempt ", view->attempt, ", not ",
+                             pass.status.restart_attempt,
+                             ": rank 0's sidecar was restarted and lost the job's attempts; deleting and creating "
+                             "every pod"));
+      // They are an earlier attempt's now: DeleteOldPods, next, deletes them.
+      pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
+      pass.waiting.clear();
+    }
     return Verdict::kContinue;
   }
   bool in_place_pods = false;

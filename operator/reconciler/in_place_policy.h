@@ -68,7 +68,8 @@ inline constexpr absl::Duration kHubPatience = absl::Seconds(30);
 
 // Before anything judges pods by their restart-attempt label: while the hub of a job that
 // restarted in place was not heard from yet (the operator just started), its pods are not an
-// earlier attempt's; waits up to kHubPatience for it.
+// earlier attempt's; waits up to kHubPatience for it. A hub that answers with an earlier attempt
+// than the running one was restarted with rank 0's sidecar: the pods are recreated, saying why.
 Verdict AwaitHub(DecisionPass& pass);
 
 }  // namespace cohort::op

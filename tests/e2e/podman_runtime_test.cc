@@ -1,6 +1,7 @@
 // The local control plane with `--runtime podman`: Kubernetes pods as real containers, one podman
 // pod each, from the images `make images` builds (docs/operator.md, "Container runtimes").
 // Skipped, saying why, where podman cannot run containers or the images were not built.
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -347,6 +348,77 @@ spec:
 // names are the ones `make images` tags), then the demo job of 2 pods x 2 processes from
 // cohort-demo and cohort-sidecar, one pod evicted mid-run (docs/operator.md, "Container
 // runtimes"; `make demo RUNTIME=podman` is the same run with a summary).
+// Restarting in place with real containers: a process killed in one pod restarts every pod's
+// processes inside the containers that run them; no pod and no container is replaced.
+TEST_F(PodmanRuntime, InPlaceRestart_KilledProcess_SamePodsAndSameContainers) {
+  Start();
+  std::unique_ptr<WatchedProcess> op = cluster_->StartOperator("operator", {"--leader-elect=false"});
+  ASSERT_NE(op, nullptr);
+  ASSERT_NE(op->WaitForLine("informers synced", absl::Seconds(30)), "");
+  Apply(R"y(apiVersion: cohort.dev/v1alpha1
+kind: DistributedJob
+metadata: {name: demo-ip}
+spec:
+  replicas: 2
+  processesPerPod: 2
+  maxRestarts: 3
+  restartBackoff: 0s
+  template:
+    spec:
+      containers:
+        - name: trainer
+          image: ghcr.io/cohort-dev/cohort-demo:0.1.0
+          command: ["demo-trainer", "--steps", "1000", "--step-ms", "20", "--checkpoint-dir", "/ckpt"]
+          volumeMounts: [{name: ckpt, mountPath: /ckpt}]
+      volumes:
+        - {name: ckpt, emptyDir: {}}
+)y");
+  const std::string rank0_log = absl::StrCat(cluster_->dir(), "/pods/default_demo-ip-0/trainer.log");
+  const absl::Time step_by = absl::Now() + absl::Seconds(90);
+  while (!absl::StrContains(ReadFile(rank0_log), "[rank 0] step 50/") && absl::Now() < step_by) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(ReadFile(rank0_log), HasSubstr("[rank 0] step 50/")) << "the job did not train";
+  auto containers = [&] {
+    return Run({"podman", "ps", "--format", "{{.ID}} {{.Names}}", "--filter", "label=io.kubernetes.pod.namespace=default"})
+        .output;
+  };
+  auto uids = [&] {
+    std::set<std::string> out;
+    absl::StatusOr<json> pods = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=demo-ip");
+    if (pods.ok()) {
+      for (const json& p : (*pods)["items"]) out.insert(p["metadata"].value("uid", ""));
+    }
+    return out;
+  };
+  const std::string containers_before = containers();
+  const std::set<std::string> uids_before = uids();
+  ASSERT_EQ(uids_before.size(), 2u);
+  pid_t pid = LocalControlPlane::FindProcess(
+      "demo-trainer", {"COHORT_JOB_NAME=demo-ip", "COHORT_PROCESS_ID=3", "COHORT_RESTART_ATTEMPT=0"});
+  ASSERT_GT(pid, 0) << "rank 3's process";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+
+  // Attempt 1 running: the same containers run it.
+  json running = cluster_->WaitForJob("default", "demo-ip", [](const json& j) {
+    const json& st = op::Member(j, "status");
+    return (op::StringMember(st, "phase") == "Running" && st.value("restartAttempt", 0) == 1) ||
+           op::StringMember(st, "phase") == "Succeeded" || op::StringMember(st, "phase") == "Failed";
+  }, absl::Seconds(90));
+  EXPECT_EQ(op::StringMember(op::Member(running, "status"), "lastRestartStrategy"), "InPlace") << running.dump(2);
+  if (op::StringMember(op::Member(running, "status"), "phase") == "Running") {
+    EXPECT_EQ(containers(), containers_before) << "a container was replaced";
+  }
+  EXPECT_EQ(uids(), uids_before) << "a pod was replaced";
+  json job = cluster_->WaitForJob("default", "demo-ip", [](const json& j) {
+    const std::string phase = op::StringMember(op::Member(j, "status"), "phase");
+    return phase == "Succeeded" || phase == "Failed";
+  }, absl::Seconds(120));
+  ASSERT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
+  EXPECT_EQ(StatusInt(job, "restarts"), 1);
+  EXPECT_THAT(ReadFile(rank0_log), HasSubstr("cohort-launch: starting restart attempt 1 in place"));
+}
+
 TEST_F(PodmanRuntime, HelmInstalledOperatorRunsTheDemoJobInContainers_ThroughAnEviction) {
   Start();
   LocalControlPlane::Result helm =

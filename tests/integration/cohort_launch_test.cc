@@ -126,6 +126,20 @@ TEST(CohortLaunchTest, Sigterm_ForwardedToEveryProcess) {
   EXPECT_TRUE(run.Has("[rank 3] got TERM"));
 }
 
+// A preemption notice that reaches a process before its program installed a handler (here: one
+// that never does) ends it with SIGTERM: still the preemption it was, not a crash.
+TEST(CohortLaunchTest, SigtermBeforeTheProgramTakesIt_APreemptionNotAKill) {
+  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c", "echo ready; exec sleep 60"});
+  ASSERT_TRUE(run.ReadUntil("[rank 2] ready", absl::Seconds(30)));
+  ASSERT_TRUE(run.ReadUntil("[rank 3] ready", absl::Seconds(30)));
+  kill(run.process.pid(), SIGTERM);
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 76);
+  EXPECT_TRUE(run.Has("the preemption notice ended it before its program could take it"));
+  EXPECT_TRUE(run.Has("cohort-launch: exiting with rank 2's status (exit code 76)"));
+}
+
 TEST(CohortLaunchTest, InconsistentEnvironment_ClearErrorAndNothingStarted) {
   std::map<std::string, std::string> env = PodOneOfTwoByTwo();
   env["COHORT_NUM_PROCESSES"] = "5";

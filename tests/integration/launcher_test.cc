@@ -234,6 +234,21 @@ TEST(CohortRunTest, RankDiesBeforeRegistering_JobFailsAtOnceNamingIt) {
   EXPECT_FALSE(run.Has("SIGKILL"));
 }
 
+// The preemption notice cohort-run forwards, reaching a rank before its program could take it
+// (no handler yet), is a preemption (exit 76), not a rank killed by signal 15.
+TEST(CohortRunTest, ForwardedSigtermBeforeAHandler_APreemptionNotAFailure) {
+  LauncherRun run = Launch({"-n", "2", "--grace-period", "5s", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"});
+  ASSERT_TRUE(run.ReadUntil("[rank 0] ready", absl::Seconds(30)));
+  ASSERT_TRUE(run.ReadUntil("[rank 1] ready", absl::Seconds(30)));
+  kill(run.process.pid(), SIGTERM);
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 76);
+  EXPECT_TRUE(run.Has("cohort-run: PREEMPTED: rank "));
+  EXPECT_TRUE(run.Has("exit code 76 (the preemption notice, SIGTERM, ended it before its program could take it)"));
+  EXPECT_FALSE(run.Has("killed by signal 15"));
+}
+
 TEST(CohortRunTest, RankKilledBySigtermBeforeInitialize_JobFailsNamingIt) {
   LauncherRun run = Launch({"-n", "2", "--grace-period", "60s", "--", "/bin/sh", "-c",
                             absl::StrCat("test \"$COHORT_PROCESS_ID\" = 0 && kill -TERM $$; exec ",

@@ -50,7 +50,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch", "create", "delete"]
-# The headless Service and the job's token Secret.
+# The headless Service and the job's token Secret (read back for the attempt hub of a job
+# that restarts in place).
 - apiGroups: [""]
   resources: ["services", "secrets"]
   verbs: ["get", "create", "delete"]

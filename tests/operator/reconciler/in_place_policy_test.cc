@@ -147,6 +147,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"HubSilentTooLong_RecreatesSayingWhy", InPlaceJob(Phase::kRunning, 1, true), Gang(0, AllRunning),
              Silent(absl::Seconds(60)), Phase::kRestarting, 4, 2, std::nullopt, "Recreate", "RecreatingGang",
              "did not answer for 30s"},
+        Case{"HubRestartedWithRankZerosSidecar_RecreatesSayingWhy", InPlaceJob(Phase::kRunning, 2, true),
+             Gang(0, AllRunning), View(0), Phase::kRestarting, 4, 3, std::nullopt, "Recreate", "RecreatingGang",
+             "rank 0's sidecar was restarted"},
         Case{"NextAttemptRunning_RunningAgain", InPlaceJob(Phase::kPending, 1, true), Gang(0, AllRunning),
              View(1), Phase::kRunning, 0, 1, std::nullopt, "InPlace", "Running", "all 4 ranks are running"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
