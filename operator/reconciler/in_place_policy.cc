@@ -39,30 +39,55 @@ void ApplyAttemptView(const AttemptView& view, std::vector<ObservedPod>& pods) {
 
 namespace {
 
-// Why `pods` (the gang, by rank) cannot restart in place, or "".
-std::string GangBlocker(const DecisionPass& pass, const std::vector<const ObservedPod*>& pods) {
-  if (!pass.view->connected) return "the attempt hub on rank 0's sidecar is not reachable";
+// What stands in the way of `pods` (the gang, by rank) restarting in place.
+struct GangCheck {
+  std::string blocker;  // Why they cannot ("" when they can).
+  // Pods whose sidecar did not follow the hub yet but may still (started within kHubPatience),
+  // and until when they may.
+  std::vector<std::string> not_following_yet;
+  absl::Time patience_ends = absl::InfinitePast();
+};
+
+GangCheck Blocked(std::string why) {
+  GangCheck check;
+  check.blocker = std::move(why);
+  return check;
+}
+
+GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPod*>& pods) {
+  GangCheck check;
+  if (!pass.view->connected) return Blocked("the attempt hub on rank 0's sidecar is not reachable");
   std::set<int32_t> present;
   for (const ObservedPod* p : pods) {
     const std::string who = absl::StrCat("pod ", p->name);
-    if (p->terminating) return absl::StrCat(who, " is being deleted");
-    if (p->disruption_target) return absl::StrCat(who, " was evicted or preempted");
-    if (!p->in_place) return absl::StrCat(who, "'s trainer container ended");
+    if (p->terminating) return Blocked(absl::StrCat(who, " is being deleted"));
+    if (p->disruption_target) return Blocked(absl::StrCat(who, " was evicted or preempted"));
+    if (!p->in_place) return Blocked(absl::StrCat(who, "'s trainer container ended"));
     // A pod that reported the end of its processes is there; one that did not must be heard from.
     const bool ended = pass.view->ends.count(p->rank) > 0;
     if (!ended && !pass.view->following.count(p->rank)) {
-      return absl::StrCat(who, "'s sidecar does not follow the attempt hub and its processes did not end (it or its "
-                               "node is gone)");
+      if (pass.view->followed.count(p->rank)) {
+        return Blocked(absl::StrCat(who, "'s sidecar stopped following the attempt hub and its processes did not end (it or its "
+                                  "node is gone)"));
+      }
+      const absl::Time patience_ends = p->started_at + kHubPatience;
+      if (pass.now >= patience_ends) {
+        return Blocked(absl::StrCat(who, "'s sidecar did not follow the attempt hub within ", absl::FormatDuration(kHubPatience),
+                             " of the pod's start and its processes did not end (it or its node is gone)"));
+      }
+      // Its sidecar is still starting (the pod just started): it follows soon.
+      check.not_following_yet.push_back(p->name);
+      check.patience_ends = std::max(check.patience_ends, patience_ends);
     }
     if (!ended && !p->ready) {
-      return absl::StrCat(who, " is not ready and its processes did not end (its node may be lost)");
+      return Blocked(absl::StrCat(who, " is not ready and its processes did not end (its node may be lost)"));
     }
     present.insert(p->rank);
   }
   for (int32_t rank = 0; rank < pass.spec.replicas; ++rank) {
-    if (!present.count(rank)) return absl::StrCat("pod ", PodName(pass.job, rank), " is gone");
+    if (!present.count(rank)) return Blocked(absl::StrCat("pod ", PodName(pass.job, rank), " is gone"));
   }
-  return "";
+  return check;
 }
 
 }  // namespace
@@ -74,14 +99,24 @@ std::string InPlaceBlocker(const DecisionPass& pass) {
            "entrypoint)";
   }
   if (pass.view == nullptr || !pass.view->heard) return "the attempt hub on rank 0's sidecar was not heard from";
-  return GangBlocker(pass, pass.current);
+  return CheckGang(pass, pass.current).blocker;
 }
 
 Verdict StartInPlace(DecisionPass& pass) {
   if (pass.status.phase != Phase::kPending || pass.waiting.empty()) return Verdict::kContinue;
-  std::string blocker = pass.view == nullptr || !pass.view->heard
-                            ? "the attempt hub on rank 0's sidecar is not reachable"
-                            : GangBlocker(pass, pass.waiting);
+  GangCheck check;
+  if (pass.view == nullptr || !pass.view->heard) {
+    check.blocker = "the attempt hub on rank 0's sidecar is not reachable";
+  } else {
+    check = CheckGang(pass, pass.waiting);
+  }
+  const std::string& blocker = check.blocker;
+  if (blocker.empty() && !check.not_following_yet.empty()) {
+    // The order would reach them when they follow; their processes of the last attempt must be
+    // known to have ended first.
+    pass.Requeue(std::min(absl::Seconds(1), check.patience_ends - pass.now));
+    return Verdict::kDecided;
+  }
   if (blocker.empty()) {
     // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
     pass.decision.start_attempt = pass.status.restart_attempt;

@@ -42,8 +42,10 @@ struct AttemptView {
   };
   std::map<int32_t, End> ends;
   // The pods whose sidecar follows the hub now (a pod on a lost node, or whose sidecar died,
-  // does not).
+  // does not), and those whose sidecar followed it at some time since the operator watches it
+  // (one that did and follows no more is gone; one that never did may still be starting).
   std::set<int32_t> following;
+  std::set<int32_t> followed;
   bool connected = false;  // The stream is up now (else: what it said before it broke).
 };
 
@@ -52,19 +54,23 @@ struct AttemptView {
 // `in_place`, and its processes' end in that attempt (if any) reads as its trainer's exit.
 void ApplyAttemptView(const AttemptView& view, std::vector<ObservedPod>& pods);
 
+// How long the operator waits to hear from a job's hub before it takes the pods that restarted in
+// place for an earlier attempt's (and recreates them); and how long after a pod started its
+// sidecar may take to follow the hub before the pod is taken for gone.
+inline constexpr absl::Duration kHubPatience = absl::Seconds(30);
+
 // Why the gang cannot restart in place now ("" when it can): the job wants Recreate, the hub is
 // not known or not reachable, or a pod of the attempt is missing, being deleted, evicted, not
-// following the hub (its sidecar or node gone), not ready without having ended its processes
-// (its node may be lost), or has its trainer container ended.
+// following the hub (its sidecar stopped following, or never did within kHubPatience of the pod's
+// start: it or its node is gone), not ready without having ended its processes (its node may be
+// lost), or has its trainer container ended. A pod that started less than kHubPatience ago and
+// whose sidecar did not follow yet does not block: StartInPlace waits for it.
 std::string InPlaceBlocker(const DecisionPass& pass);
 
 // While Pending after an in-place restart: orders the attempt from the hub once every pod waits
-// for it; recreates the pods instead if one of them went meanwhile.
+// for it (a pod whose sidecar did not follow yet is waited for, up to kHubPatience after the pod
+// started); recreates the pods instead if one of them went meanwhile.
 Verdict StartInPlace(DecisionPass& pass);
-
-// How long the operator waits to hear from a job's hub before it takes the pods that restarted in
-// place for an earlier attempt's (and recreates them).
-inline constexpr absl::Duration kHubPatience = absl::Seconds(30);
 
 // Before anything judges pods by their restart-attempt label: while the hub of a job that
 // restarted in place was not heard from yet (the operator just started), its pods are not an

@@ -56,6 +56,7 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
   p.gated = !ArrayMember(Member(pod, "spec"), "schedulingGates").empty();
   p.force_deleted = IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
   const nlohmann::json& status = Member(pod, "status");
+  if (std::optional<absl::Time> at = ParseRfc3339(StringMember(status, "startTime"))) p.started_at = *at;
   std::string phase = StringMember(status, "phase", "Pending");
   p.phase = phase == "Running"     ? PodPhase::kRunning
             : phase == "Succeeded" ? PodPhase::kSucceeded

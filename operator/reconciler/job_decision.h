@@ -55,6 +55,8 @@ struct ObservedPod {
   absl::Time deletion_deadline = absl::InfiniteFuture();
   std::string node;  // spec.nodeName.
   std::string ip;    // status.podIP.
+  // status.startTime: when its node took it (InfinitePast while not known).
+  absl::Time started_at = absl::InfinitePast();
   // Restarting in place: the pod is one of the gang that restarts in place (its trainer container
   // still runs cohort-launch, its restart_attempt is the attempt the hub says its processes run).
   // Set by ApplyAttemptView (in_place_policy.h), never by ObservePod.

@@ -79,6 +79,12 @@ void HubAttemptWatcher::OnState(const std::string& key, const std::string& addre
     view.attempt = state.attempt();
     view.connected = true;
     view.following.insert(state.following().begin(), state.following().end());
+    view.followed = view.following;
+    // Who followed this hub before still did (a hub started anew knows none of them).
+    const std::optional<AttemptView>& before = it->second->view;
+    if (before && before->hub_incarnation == view.hub_incarnation) {
+      view.followed.insert(before->followed.begin(), before->followed.end());
+    }
     for (const auto& e : state.ends()) {
       AttemptView::End end;
       end.exit_code = e.exit_code();

@@ -53,6 +53,10 @@ class PodBuilder {
     pod_.conditions.emplace_back(std::move(type), std::move(status));
     return *this;
   }
+  PodBuilder& StartedAt(absl::Time t) {  // status.startTime
+    pod_.started_at = t;
+    return *this;
+  }
   PodBuilder& FinishedAt(absl::Time t) {
     pod_.finished_at = t;
     return *this;

@@ -45,6 +45,7 @@ AttemptView View(int32_t attempt, std::vector<std::pair<int32_t, int>> ends = {}
   v.attempt = attempt;
   v.connected = true;
   v.following = {0, 1, 2, 3};
+  v.followed = v.following;
   for (auto [pod, code] : ends) v.ends[pod] = AttemptView::End{code, "Error", "the last line", kNow};
   return v;
 }
@@ -115,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"APodWentWhileWaiting_RecreatesInstead", InPlaceJob(Phase::kRestarting, 1, true),
              Gang(0, [](int r, PodBuilder& p) { if (r == 3) p.Terminating(); }), View(0), Phase::kPending, 3, 1,
              std::nullopt, "Recreate", "RecreatingGang", "pod train-3 is gone"},
-        Case{"APodNeitherFollowsNorEnded_Recreates", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
+        Case{"APodStoppedFollowingAndDidNotEnd_Recreates", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
              [] {
                AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
                v.following.erase(3);
@@ -123,6 +124,45 @@ INSTANTIATE_TEST_SUITE_P(
              }(),
              Phase::kRestarting, 4, 1, std::nullopt, "Recreate", "GangRestart",
              "rank 2 (pod train-2) exited with code 137"},
+        Case{"APodJustStartedFollowsNotYet_RestartsInPlace", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(2)); }),
+             [] {
+               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
+               v.following.erase(3);
+               v.followed.erase(3);
+               return v;
+             }(),
+             Phase::kRestarting, 0, 1, std::nullopt, "InPlace", "RestartedInPlace",
+             "rank 2 (pod train-2) exited with code 137"},
+        Case{"APodNeverFollowedWithinPatience_Recreates", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(31)); }),
+             [] {
+               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
+               v.following.erase(3);
+               v.followed.erase(3);
+               return v;
+             }(),
+             Phase::kRestarting, 4, 1, std::nullopt, "Recreate", "GangRestart",
+             "rank 2 (pod train-2) exited with code 137"},
+        Case{"BackoffOver_APodFollowsNotYet_WaitsForIt", InPlaceJob(Phase::kRestarting, 1, true),
+             Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(5)); }),
+             [] {
+               AttemptView v = View(0, {{2, 137}});
+               v.following.erase(3);
+               v.followed.erase(3);
+               return v;
+             }(),
+             Phase::kPending, 0, 1, std::nullopt, "InPlace", "", ""},
+        Case{"BackoffOver_APodNeverFollowed_RecreatesSayingWhy", InPlaceJob(Phase::kRestarting, 1, true),
+             Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(40)); }),
+             [] {
+               AttemptView v = View(0, {{2, 137}});
+               v.following.erase(3);
+               v.followed.erase(3);
+               return v;
+             }(),
+             Phase::kPending, 4, 1, std::nullopt, "Recreate", "RecreatingGang",
+             "pod train-3's sidecar did not follow the attempt hub within 30s"},
         Case{"APodThatEndedButFollowsNotYet_RestartsInPlace", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
              [] {
                AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}, {3, 75}});

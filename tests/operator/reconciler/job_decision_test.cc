@@ -253,6 +253,7 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
         {"deletionTimestamp", "2026-11-22T13:00:00Z"}}},
       {"status",
        {{"phase", "Failed"},
+        {"startTime", "2026-11-22T12:00:00Z"},
         {"conditions", {{{"type", "Ready"}, {"status", "False"}},
                         {{"type", "DisruptionTarget"}, {"status", "True"}}}},
         {"containerStatuses",
@@ -264,6 +265,7 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
   EXPECT_EQ(p->name, "train-2");
   EXPECT_EQ(p->rank, 2);
   EXPECT_EQ(p->restart_attempt, 3);
+  EXPECT_EQ(p->started_at, absl::FromUnixSeconds(1795348800));  // 2026-11-22T12:00:00Z
   EXPECT_EQ(p->phase, ObservedPod::Phase::kFailed);
   EXPECT_FALSE(p->ready);
   EXPECT_TRUE(p->disruption_target);
