@@ -1,11 +1,11 @@
 # The clang sub-build: the whole project configured a second time, with clang, under
 # ${CMAKE_BINARY_DIR}/clang, and built as part of this build (`make build`, hence `make test` and
-# CI). It does two jobs in one compile:
+# CI). It does two jobs (cmake/ThreadSafetyCheck.cmake):
 #  - every library and binary (not the tests and benchmarks) with -Wthread-safety
 #    -Werror=thread-safety, so that the ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotations
-#    are checked by a compiler rather than read as comments;
-#  - when libFuzzer is installed, everything instrumented for fuzzing (ASan, UBSan, coverage) and
-#    the fuzz targets of tests/fuzz, which the `fuzz` tests and `make fuzz` run.
+#    are checked by a compiler rather than read as comments (clang -fsyntax-only: no code);
+#  - when libFuzzer is installed, the fuzz targets of tests/fuzz and what they link, instrumented
+#    for fuzzing (ASan, UBSan, coverage), which the `fuzz` tests and `make fuzz` run.
 # Without clang (or with -DCOHORT_CLANG_SUBBUILD=OFF) nothing is built and the tests that need it
 # report SKIPPED with the reason; so does the fuzzers' part without libFuzzer.
 #
@@ -80,7 +80,9 @@ ExternalProject_Add(clang-subbuild
     -DCOHORT_BUILD_TESTS=OFF
     -DCOHORT_BUILD_BENCHMARKS=OFF
   CMAKE_CACHE_ARGS -DCMAKE_PREFIX_PATH:STRING=${CMAKE_PREFIX_PATH}
-  # The sub-build's own build system knows what changed; run it on every build.
+  # What it builds: cmake/ThreadSafetyCheck.cmake. Its own build system knows what changed; run it
+  # on every build.
+  BUILD_COMMAND ${CMAKE_COMMAND} --build <BINARY_DIR> --target clang-checks
   BUILD_ALWAYS ON
   USES_TERMINAL_CONFIGURE ON
   USES_TERMINAL_BUILD ON
