@@ -4,7 +4,9 @@
 # `kubectl apply`s a DistributedJob of demo-trainer in the shape of GPU nodes: 2 pods of 2
 # processes (spec.processesPerPod), 4 ranks. Mid-run one pod is evicted, as a node drain or a
 # spot reclaim would: every process of both pods checkpoints at the same step, the operator
-# restarts the gang without counting a failure, the ranks resume from the checkpoint and finish.
+# restarts the gang in place without counting a failure (the evicted pod replaced alone by
+# demo-1-r1, the other pod staying with its UID, its processes restarted), the ranks resume from
+# the checkpoint and finish.
 # Progress is printed as it happens and a summary at the end.
 #
 # RUNTIME=podman (`make demo RUNTIME=podman`): the same job with every pod a set of real
@@ -59,12 +61,16 @@ metric() { printf '%s\n' "$1" | awk -v name="$2" 'index($0, name " ") == 1 { pri
 # of each restart attempt, kept in $work/scraped/.
 scrape_sidecars() {
   mkdir -p "$work/scraped"
+  # The attempt the job runs (a pod that restarted in place keeps the label of the one it was
+  # created for).
+  local attempt
+  attempt=$(field restartAttempt)
   kubectl get pods -l app.kubernetes.io/managed-by=cohort-operator -o \
-    'jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.name} {.metadata.labels.cohort\.dev/restart-attempt} {.status.podIP}{"\n"}{end}' \
-    2>/dev/null | while read -r pod attempt ip; do
+    'jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.name} {.metadata.labels.cohort\.dev/rank} {.status.podIP}{"\n"}{end}' \
+    2>/dev/null | while read -r pod slot ip; do
     [ -n "$ip" ] || continue
     text=$(curl -s --max-time 1 "http://$ip:9400/metrics" 2>/dev/null) || continue
-    first=$((${pod##*-} * per_pod))
+    first=$((slot * per_pod))
     for r in $(seq "$first" $((first + per_pod - 1))); do
       step=$(metric "$text" "cohort_trainer_step{rank=\"$r\"}")
       productive=$(metric "$text" "cohort_trainer_productive_seconds_total{rank=\"$r\"}")
@@ -147,7 +153,15 @@ spec:
             path: $work/checkpoints
 EOF
 
-pod_log() { echo "$work/cluster/pods/default_demo-$1/trainer.log"; }
+# The log of the pod that ran slot $1 last: its replacement's (demo-<slot>-r<attempt>) if it was
+# replaced alone, else its own.
+pod_name() {
+  local replaced
+  replaced=$(ls -d "$work/cluster/pods/default_demo-$1-r"* 2>/dev/null | sort -t r -k2 -n | tail -n 1 || true)
+  if [ -n "$replaced" ]; then basename "$replaced" | sed 's/^default_//'; else echo "demo-$1"; fi
+}
+pod_log() { echo "$work/cluster/pods/default_$(pod_name "$1")/trainer.log"; }
+pod_uid() { kubectl get pod "$1" -o jsonpath='{.metadata.uid}' 2>/dev/null || true; }
 rank0_log=$(pod_log 0)  # cohort-launch prefixes each process's lines with its rank.
 last=""
 evicted=0
@@ -166,6 +180,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
   scrapes=$((${scrapes:-0} + 1))
   [ $((scrapes % 5)) = 1 ] && scrape_sidecars  # Every second, as a Prometheus scrape would.
   if [ "$evicted" = 0 ] && grep -q "step 100/" "$rank0_log" 2>/dev/null; then
+    kept_uid=$(pod_uid demo-0)
     say "4/5 evicting pod demo-$victim, ranks $((victim * per_pod))-$((victim * per_pod + per_pod - 1)) (what a node drain or a spot reclaim does)"
     kubectl create --raw "/api/v1/namespaces/default/pods/demo-$victim/eviction" -f - <<EOF >/dev/null
 {"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"demo-$victim","namespace":"default"}}
@@ -178,7 +193,7 @@ done
 say "5/5 summary"
 kubectl get djob demo -o wide
 echo
-printf '%-6s %-8s %-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' rank pod local resumed_from steps barriers loss params train_ms
+printf '%-6s %-11s %-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' rank pod local resumed_from steps barriers loss params train_ms
 results=0
 param_hashes=""
 for r in $(seq 0 $((ranks - 1))); do
@@ -187,7 +202,7 @@ for r in $(seq 0 $((ranks - 1))); do
   [ -z "$result" ] && { printf '%-6s (no result)\n' "$r"; continue; }
   results=$((results + 1))
   eval "${result#RESULT }"
-  printf '%-6s %-8s %-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' "$rank" "demo-$pod" $((r % per_pod)) "$resumed_from" "$steps" "$barriers" "$loss" "$params" "$train_ms"
+  printf '%-6s %-11s %-6s %-14s %-8s %-10s %-9s %-18s %-10s\n' "$rank" "$(pod_name $pod)" $((r % per_pod)) "$resumed_from" "$steps" "$barriers" "$loss" "$params" "$train_ms"
   param_hashes="$param_hashes $params"
 done
 echo
@@ -198,8 +213,14 @@ distinct=$(for f in "$work/checkpoints"/*; do md5sum < "$f"; done 2>/dev/null | 
 same_params=$(echo $param_hashes | tr ' ' '\n' | sort -u | wc -l)
 echo
 echo "checkpoint files: $checkpoints of $ranks, $distinct distinct ($(grep -h '^step' "$work/checkpoints"/* 2>/dev/null | sort -u | tr '\n' ' ')); final parameters identical on every rank: $([ "$same_params" = 1 ] && echo yes || echo NO)"
+# Restarted in place: demo-0 is the pod it was before the eviction (same UID), demo-1 was replaced
+# alone.
+strategy=$(field lastRestartStrategy)
+same_uid=$([ -n "${kept_uid:-}" ] && [ "$(pod_uid demo-0)" = "$kept_uid" ] && echo yes || echo NO)
+echo "restart: ${strategy:-?}; pod demo-0 kept its UID ${kept_uid:-?}: $same_uid; pod demo-$victim replaced alone by $(pod_name $victim)"
 phase=$(field phase)
 if [ "$phase" != "Succeeded" ] || [ "$(field preemptions)" != "1" ] || [ "$(field restarts)" != "0" ] ||
+   [ "$strategy" != "InPlace" ] || [ "$same_uid" != "yes" ] || [ "$(pod_name $victim)" = "demo-$victim" ] ||
    [ "$checkpoints" -ne "$ranks" ] || [ "$distinct" -ne 1 ] || [ "$results" -ne "$ranks" ] ||
    [ "$same_params" -ne 1 ]; then
   echo "demo FAILED: phase $phase; logs in $work (kept)"
@@ -231,4 +252,5 @@ echo "  ${last_steps:-?} of $steps; goodput $goodput"
 echo "  (${productive} s of steps over $ranks ranks x ${wall_s} s); see docs/observability.md to install it."
 echo "demo OK: data-parallel training (gradients all-reduced every step, the loss falling); one"
 echo "eviction; all $ranks processes of both pods checkpointed the same parameters at the same step, the gang restarted"
-echo "without counting a failure, resumed from the checkpoint and finished with identical parameters."
+echo "in place without counting a failure (pod demo-$victim replaced alone, demo-0's processes restarted in the same"
+echo "pod), resumed from the checkpoint and finished with identical parameters."

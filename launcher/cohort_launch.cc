@@ -284,6 +284,35 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
   bool signalled = false;
   ProcessGroup::Hooks idle;
   idle.on_signal = [&](int) { signalled = true; };
+  // The next attempt the sidecar orders, at least `least`; nullopt after a signal or when the
+  // sidecar is gone. The first attempt too waits for its order: a pod's sidecar gives it at once,
+  // unless the pod replaces one alone while the others still end the last attempt (its processes
+  // would reach the last attempt's coordination service).
+  auto await_order = [&](int32_t least, const std::string& waiting) -> std::optional<int32_t> {
+    bool said = false;
+    while (!signalled) {
+      if (!group.WaitIdle(launch_fd, idle, said ? absl::InfiniteDuration() : absl::Milliseconds(200))) {
+        if (!said && !signalled && !waiting.empty()) ProcessGroup::Print(waiting);
+        said = true;
+        continue;
+      }
+      std::vector<std::string> lines;
+      const bool open = from_sidecar.Read(&lines);
+      std::optional<int32_t> next;
+      for (const std::string& l : lines) {
+        std::optional<int32_t> n = launch::ParseAttempt(l);
+        if (n && *n >= least && (!next || *n > *next)) next = n;
+      }
+      if (next || !open) return next;
+    }
+    return std::nullopt;
+  };
+  std::optional<int32_t> go = await_order(
+      attempt, absl::StrCat(kName, ": restart attempt ", attempt,
+                            " waits for its order from the sidecar (this pod replaces one alone: the others end the "
+                            "last attempt first)"));
+  if (!go) return signalled ? 128 + SIGTERM : 1;
+  attempt = *go;
   while (true) {
     AttemptOutcome out = RunAttempt(group, command, *pod, attempt, window, one_process);
     if (out.exit_code == 0 || out.signalled) {
@@ -300,18 +329,8 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
       return out.exit_code;  // The sidecar is gone: so is the pod's way to restart in place.
     }
     ProcessGroup::Print(absl::StrCat(summary, "; waiting for the next"));
-    std::optional<int32_t> next;
-    while (!next && !signalled) {
-      if (!group.WaitIdle(launch_fd, idle, absl::InfiniteDuration())) continue;
-      std::vector<std::string> lines;
-      const bool open = from_sidecar.Read(&lines);
-      for (const std::string& l : lines) {
-        std::optional<int32_t> n = launch::ParseAttempt(l);
-        if (n && *n > attempt) next = n;
-      }
-      if (!open && !next) return out.exit_code;
-    }
-    if (signalled) return out.exit_code;
+    std::optional<int32_t> next = await_order(attempt + 1, "");
+    if (!next) return out.exit_code;
     attempt = *next;
     ProcessGroup::Print(absl::StrCat(kName, ": starting restart attempt ", attempt, " in place"));
   }

@@ -32,7 +32,7 @@ bool WriteAll(int fd, const std::string& data) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LaunchChannel>> LaunchChannel::Serve(
-    const std::string& path, int32_t attempt, std::function<void(const launch::AttemptEnded&)> on_ended) {
+    const std::string& path, std::optional<int32_t> attempt, std::function<void(const launch::AttemptEnded&)> on_ended) {
   std::unique_ptr<LaunchChannel> c(new LaunchChannel());
   c->path_ = path;
   c->on_ended_ = std::move(on_ended);
@@ -100,7 +100,7 @@ void LaunchChannel::AcceptLoop() {
     {
       absl::MutexLock lock(&mu_);
       conn_fd_ = fd;
-      WriteAll(fd, launch::FormatAttempt(attempt_));
+      if (attempt_) WriteAll(fd, launch::FormatAttempt(*attempt_));
     }
     read_thread_ = std::thread([this, fd] { ReadLoop(fd); });
   }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -14,12 +15,13 @@ namespace cohort::sidecar {
 
 // The sidecar's end of the launch socket (launcher/launch_protocol.h): cohort-launch connects to
 // it, hears which attempt to run and says how its processes ended. One connection at a time (a
-// new one replaces the last); the current attempt is sent to each at once.
+// new one replaces the last); the attempt ordered last is sent to each at once.
 class LaunchChannel {
  public:
-  // Serves `path` (a stale socket there is replaced). InvalidArgument naming the path when it
-  // cannot be served.
-  static absl::StatusOr<std::unique_ptr<LaunchChannel>> Serve(const std::string& path, int32_t attempt,
+  // Serves `path` (a stale socket there is replaced), ordering `attempt` (none yet: cohort-launch
+  // waits for Order). InvalidArgument naming the path when it cannot be served.
+  static absl::StatusOr<std::unique_ptr<LaunchChannel>> Serve(const std::string& path,
+                                                              std::optional<int32_t> attempt,
                                                               std::function<void(const launch::AttemptEnded&)> on_ended);
   ~LaunchChannel();
   // Tells cohort-launch to run `attempt` (now, or when it connects).
@@ -35,7 +37,7 @@ class LaunchChannel {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // Written to stop the accept loop.
   absl::Mutex mu_;
-  int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<int32_t> attempt_ ABSL_GUARDED_BY(mu_);
   int conn_fd_ ABSL_GUARDED_BY(mu_) = -1;
   std::thread accept_thread_;
   std::thread read_thread_;

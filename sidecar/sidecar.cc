@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/exit_codes.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "coordination/client/agent.h"
@@ -19,6 +20,9 @@
 
 namespace cohort::sidecar {
 namespace {
+
+// Restarting in place, how long a pod's first attempt waits to hear from the attempt hub.
+constexpr absl::Duration kFirstOrderPatience = absl::Seconds(10);
 
 // This pod's name: COHORT_POD_NAME, else the hostname (a pod's hostname is its name).
 std::string PodName() {
@@ -206,12 +210,20 @@ absl::Status Sidecar::ServeAgents() {
 absl::Status Sidecar::StartInPlace() {
   if (config_.launch_socket.empty()) return absl::OkStatus();
   const int32_t first = config_.settings.restart_attempt.value_or(0);
+  const bool hub_here = config_.settings.process_id == 0;
   {
     absl::MutexLock lock(&mu_);
     attempt_ = first;
+    released_ = hub_here;  // Rank 0's hub runs `first` from the start.
   }
+  // Before the hub or its follower, whose orders it carries.
+  absl::StatusOr<std::unique_ptr<LaunchChannel>> launch =
+      LaunchChannel::Serve(config_.launch_socket, hub_here ? std::optional<int32_t>(first) : std::nullopt,
+                           [this](const launch::AttemptEnded& ended) { ReportEnded(ended); });
+  if (!launch.ok()) return launch.status();
+  launch_ = *std::move(launch);
   const std::string& coordinator = config_.settings.coordinator_address;
-  if (config_.settings.process_id == 0) {
+  if (hub_here) {
     absl::StatusOr<int> port = env::CoordinatorPort(coordinator);
     if (!port.ok()) return port.status();
     absl::StatusOr<std::unique_ptr<coordination::AttemptHubServer>> hub = coordination::AttemptHubServer::Start(
@@ -220,6 +232,7 @@ absl::Status Sidecar::StartInPlace() {
     if (!hub.ok()) return hub.status();
     hub_ = *std::move(hub);
     hub_->hub().set_before_start([this](int32_t attempt) { RestartCoordinator(attempt); });
+    hub_->hub().set_on_end([this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); });
     hub_->hub().FollowLocally([this](int32_t attempt) { OnOrder(attempt); });
   } else {
     absl::StatusOr<std::string> address = coordination::AttemptControlAddress(coordinator);
@@ -228,16 +241,18 @@ absl::Status Sidecar::StartInPlace() {
         *address, config_.settings.token, config_.settings.process_id / config_.processes_per_pod,
         [this](const coordination::attemptspb::AttemptOrder& order) { OnOrder(order.attempt()); });
   }
-  absl::StatusOr<std::unique_ptr<LaunchChannel>> launch = LaunchChannel::Serve(
-      config_.launch_socket, first, [this](const launch::AttemptEnded& ended) { ReportEnded(ended); });
-  if (!launch.ok()) return launch.status();
-  launch_ = *std::move(launch);
   return absl::OkStatus();
 }
 
 void Sidecar::OnOrder(int32_t attempt) {
-  absl::MutexLock lock(&mu_);
-  if (!ordered_ || attempt > *ordered_) ordered_ = attempt;
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!ordered_ || attempt > *ordered_) ordered_ = attempt;
+    release = !released_ && attempt == attempt_;
+    released_ |= release;
+  }
+  if (release) launch_->Order(attempt);  // A later one goes through BeginAttempt.
 }
 
 void Sidecar::ReportEnded(const launch::AttemptEnded& ended) {
@@ -255,6 +270,24 @@ void Sidecar::ReportEnded(const launch::AttemptEnded& ended) {
   } else if (absl::Status s = follower_->ReportEnd(end); !s.ok()) {
     LogWarning("could not report the end of restart attempt ", ended.attempt, " to the attempt hub: ", s.ToString());
   }
+}
+
+void Sidecar::TellCoordinator(const coordination::attemptspb::AttemptEnd& end) {
+  const ExitKind kind = ClassifyExit(ProcessExit::FromContainer(end.exit_code(), end.reason()));
+  // A follower's exit (75) or a preemption's (76) is the job's own doing: nothing to tell.
+  if (kind == ExitKind::kSucceeded || kind == ExitKind::kFollowed || kind == ExitKind::kPreempted) return;
+  absl::MutexLock lock(&parts_mu_);
+  if (!coordinator_ || !coordinator_options_ || coordinator_options_->service.restart_attempt != end.attempt()) return;
+  const coordination::TaskId first = end.pod_index() * config_.processes_per_pod;
+  absl::string_view last_line = end.message();
+  if (size_t nl = last_line.rfind('\n'); nl != absl::string_view::npos) last_line.remove_prefix(nl + 1);
+  // Its sidecar tells the service when a process it serves dies; one that died before it joined
+  // (killed at once) is known only here. The service fails the job once: a later report is moot.
+  coordinator_->service()
+      .ReportError(first, coordination::kObserverIncarnation, FailureCauseOf(kind),
+                   absl::StrCat("pod ", end.pod_index(), "'s processes of restart attempt ", end.attempt(),
+                                " ended: ", last_line))
+      .IgnoreError();
 }
 
 void Sidecar::RestartCoordinator(int32_t attempt) {
@@ -303,6 +336,7 @@ void Sidecar::BeginAttempt(int32_t attempt) {
   {
     absl::MutexLock lock(&mu_);
     attempt_ = attempt;
+    released_ = true;
   }
   launch_->Order(attempt);
   LogInfo("restart attempt ", attempt, ": agents ready, cohort-launch told");
@@ -432,6 +466,21 @@ bool Sidecar::AnyTrainer(bool (AgentRpcService::*state)() const) const {
 
 int Sidecar::WaitForTrainers() {
   if (launch_) {
+    // The first attempt waits for the hub's order (OnOrder): a hub that says nothing within
+    // kFirstOrderPatience (unreachable: the job cannot restart in place anyway) does not hold the
+    // processes back; one that runs an earlier attempt does (this pod replaces one alone).
+    {
+      absl::MutexLock lock(&mu_);
+      auto heard = +[](Sidecar* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+        return s->released_ || s->ordered_.has_value() || s->stop_ || s->preempting_;
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(heard, this), kFirstOrderPatience)) {
+        LogWarning("the attempt hub did not answer within ", absl::FormatDuration(kFirstOrderPatience),
+                   ": starting restart attempt ", attempt_, " without its order");
+        released_ = true;
+        launch_->Order(attempt_);
+      }
+    }
     // Restarting in place: attempt after attempt until a signal ends it.
     while (true) {
       int32_t next = 0;

@@ -123,6 +123,9 @@ class Sidecar {
   void BeginAttempt(int32_t attempt);
   void OnOrder(int32_t attempt);
   void ReportEnded(const launch::AttemptEnded& ended);
+  // Rank 0: a pod's processes of the running attempt ended by themselves (not following another
+  // rank): the attempt's coordination service hears it, and fails the job if it did not yet.
+  void TellCoordinator(const coordination::attemptspb::AttemptEnd& end);
   coordination::AgentOptions AgentOptionsFor(int local, std::optional<int32_t> attempt) const;
   // Serves `options.task`'s agent on `socket`. InvalidArgument naming the socket when it cannot
   // be served.
@@ -141,6 +144,9 @@ class Sidecar {
   absl::Mutex mu_;
   std::optional<int32_t> ordered_ ABSL_GUARDED_BY(mu_);
   int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  // cohort-launch was told to run attempt_: at once on rank 0, else once the hub runs it (a pod
+  // that replaces one alone is created for the next attempt while the hub still runs the last).
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool preempting_ ABSL_GUARDED_BY(mu_) = false;
   // Guards agents_ (replaced per attempt) and coordinator_ (restarted per attempt on rank 0)

@@ -109,10 +109,13 @@ absl::Status AttemptHub::Start(int32_t attempt) {
 }
 
 void AttemptHub::ReportEnd(const attemptspb::AttemptEnd& end) {
-  absl::MutexLock lock(&mu_);
-  if (end.attempt() != attempt_) return;
-  ends_[end.pod_index()] = end;
-  PublishLocked();
+  {
+    absl::MutexLock lock(&mu_);
+    if (end.attempt() != attempt_) return;
+    ends_[end.pod_index()] = end;
+    PublishLocked();
+  }
+  if (on_end_) on_end_(end);
 }
 
 grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(

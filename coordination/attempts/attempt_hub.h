@@ -42,6 +42,10 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   // Runs inside Start(), before any pod hears of the new attempt: rank 0's sidecar starts the
   // attempt's coordination service there, so that the pods' new processes find it.
   void set_before_start(std::function<void(int32_t attempt)> hook) { before_start_ = std::move(hook); }
+  // Runs (outside the hub's lock) for each end of the current attempt that ReportEnd records:
+  // rank 0's sidecar tells the attempt's coordination service, so that the other processes learn
+  // of a death their service could not see (a process killed before it joined).
+  void set_on_end(std::function<void(const attemptspb::AttemptEnd& end)> hook) { on_end_ = std::move(hook); }
   // Rank 0's own sidecar follows the hub in process: `order` gets every attempt from now on.
   void FollowLocally(std::function<void(int32_t attempt)> order);
 
@@ -78,6 +82,7 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   const std::string token_;
   const uint64_t incarnation_;
   std::function<void(int32_t)> before_start_;
+  std::function<void(const attemptspb::AttemptEnd&)> on_end_;
   mutable absl::Mutex mu_;
   int32_t attempt_ ABSL_GUARDED_BY(mu_);
   int64_t started_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;

@@ -16,6 +16,9 @@
 namespace cohort::coordination {
 namespace {
 
+// How often a task of a newer restart attempt asks again while the service runs an earlier one.
+constexpr absl::Duration kAwaitingAttemptRetry = absl::Milliseconds(200);
+
 std::string Hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
@@ -211,6 +214,10 @@ absl::Status Agent::Connect(EventCallback on_event) {
   Backoff backoff(absl::Milliseconds(100), absl::Seconds(5));
   absl::Status last;
   pb::RegisterTaskResponse resp;
+  // The service answered that it runs an earlier restart attempt than this task's: it is about to
+  // be replaced by this attempt's (restarting in place), so a refused connection is that moment,
+  // not a lost service, and retries come often (the new one is up within a second).
+  bool awaiting_attempt = false;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -236,7 +243,8 @@ absl::Status Agent::Connect(EventCallback on_event) {
       stub_->ServiceConnected();
     }
     if (last.ok()) break;
-    if (absl::IsUnavailable(last) && stub_->ServiceReached()) {
+    awaiting_attempt |= IsAwaitingAttempt(last);
+    if (absl::IsUnavailable(last) && stub_->ServiceReached() && !awaiting_attempt) {
       absl::Status probe = ProbeService();
       if (absl::IsUnavailable(probe)) {
         return absl::UnavailableError(absl::StrCat(
@@ -248,7 +256,7 @@ absl::Status Agent::Connect(EventCallback on_event) {
     // Unavailable: the coordinator is not up yet (pods start in any order). Superseded: the
     // service replaced this attempt by a retry of the same process.
     bool retryable = absl::IsUnavailable(last) || IsSuperseded(last);
-    absl::Duration wait = backoff.Next();
+    absl::Duration wait = awaiting_attempt ? std::min(backoff.Next(), kAwaitingAttemptRetry) : backoff.Next();
     if (!retryable || clock_->Now() + wait >= deadline) break;
     LogDebug("registration attempt ", backoff.attempts(), " failed (", last.message(),
              "); retrying in ", absl::FormatDuration(wait));

@@ -133,7 +133,7 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
     } else {
       // The caller is of a newer gang and reached the previous gang's service, still draining
       // at the same address: its own will be there shortly, so the caller retries.
-      reply(absl::UnavailableError(absl::StrFormat(
+      reply(AwaitingAttemptError(absl::StrFormat(
           "this coordination service runs restart attempt %d of the job, an earlier one than rank "
           "%d's attempt %d; waiting for attempt %d's service",
           *config_.restart_attempt, args.task, *args.restart_attempt, *args.restart_attempt)));

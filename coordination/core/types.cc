@@ -26,6 +26,7 @@ absl::string_view FailureCauseName(FailureCause cause) { return InfoOf(cause).la
 
 namespace {
 constexpr absl::string_view kSupersededUrl = "type.cohort.dev/cohort.coordination.v1.Superseded";
+constexpr absl::string_view kAwaitingAttemptUrl = "type.cohort.dev/cohort.coordination.v1.AwaitingAttempt";
 }  // namespace
 
 absl::Status SupersededError(absl::string_view what) {
@@ -36,6 +37,16 @@ absl::Status SupersededError(absl::string_view what) {
 
 bool IsSuperseded(const absl::Status& status) {
   return absl::IsAborted(status) && status.GetPayload(kSupersededUrl).has_value();
+}
+
+absl::Status AwaitingAttemptError(absl::string_view message) {
+  absl::Status s = absl::UnavailableError(message);
+  s.SetPayload(kAwaitingAttemptUrl, absl::Cord());
+  return s;
+}
+
+bool IsAwaitingAttempt(const absl::Status& status) {
+  return absl::IsUnavailable(status) && status.GetPayload(kAwaitingAttemptUrl).has_value();
 }
 
 }  // namespace cohort::coordination

@@ -41,6 +41,12 @@ absl::string_view TaskStateName(TaskState state);
 // gRPC (common/grpc_util.h), so that clients test the mark, never the words.
 absl::Status SupersededError(absl::string_view what);
 bool IsSuperseded(const absl::Status& status);
+// Unavailable, for a registration of a newer restart attempt than the service's: the service is
+// about to be replaced by that attempt's at the same address (restarting in place, rank 0's
+// sidecar starts it when the operator orders the attempt), so the caller retries, through the
+// moment the old one goes. Marked like SupersededError.
+absl::Status AwaitingAttemptError(absl::string_view message);
+bool IsAwaitingAttempt(const absl::Status& status);
 // The cause's metric label, also used in logs ("crash", "heartbeat_timeout", "service_lost", ...).
 absl::string_view FailureCauseName(FailureCause cause);
 

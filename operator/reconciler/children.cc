@@ -120,6 +120,9 @@ std::string SecretName(const DistributedJob& job) { return absl::StrCat(job.name
 std::string PodName(const DistributedJob& job, int32_t rank) {
   return absl::StrCat(job.name, "-", rank);
 }
+std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
+  return absl::StrCat(job.name, "-", rank, "-r", restart_attempt);
+}
 
 json BuildService(const DistributedJob& job) {
   return {{"apiVersion", "v1"},
@@ -178,6 +181,10 @@ json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt) {
 }
 
 json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
+  return BuildPod(job, rank, restart_attempt, PodName(job, rank));
+}
+
+json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, const std::string& name) {
   // The template's shape is the user's (a CRD without a schema checks nothing): what is not an
   // object here is left out rather than trusted.
   const json& tmpl = job.spec.pod_template;
@@ -194,7 +201,7 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   }
   const PodGroupProvider provider = scheduling.pod_group.provider;
   if (provider == PodGroupProvider::kCoscheduling) labels[kCoschedulingPodGroupLabel] = PodGroupName(job, restart_attempt);
-  json metadata = Metadata(job, PodName(job, rank), labels);
+  json metadata = Metadata(job, name, labels);
   if (const json& annotations = Member(tmpl, "metadata", "annotations"); annotations.is_object()) {
     metadata["annotations"] = annotations;
   }

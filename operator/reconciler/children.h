@@ -35,6 +35,9 @@ std::string SecretName(const DistributedJob& job);   // "<job>-token".
 // a command (cohort-launch must run it: Kubernetes cannot know an image's entrypoint).
 bool RestartsInPlace(const DistributedJob& job);
 std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>".
+// Restarting in place, the pod that replaces rank's alone in `restart_attempt`:
+// "<job>-<rank>-r<restart_attempt>" (its hostname stays "<job>-<rank>").
+std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
 
 // Headless (clusterIP None), publishNotReadyAddresses, selecting the job's pods.
 nlohmann::json BuildService(const DistributedJob& job);
@@ -60,5 +63,7 @@ inline constexpr char kVolcanoGroupNameAnnotation[] = "scheduling.k8s.io/group-n
 // cohort-launch-install and the trainer's command run through cohort-launch; with several
 // processes or GPUs, a memory-backed /dev/shm.
 nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
+// The same, named `name` (ReplacementPodName).
+nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, const std::string& name);
 
 }  // namespace cohort::op

@@ -41,6 +41,9 @@ inline constexpr char kPreempted[] = "Preempted";      // Event: a preemption re
 inline constexpr char kRestartedInPlace[] = "RestartedInPlace";
 // Event (Warning): spec.restartStrategy is InPlace but this restart recreates the pods, and why.
 inline constexpr char kRecreatingGang[] = "RecreatingGang";
+// Event (Warning): restarting in place, a pod that went while the others waited for the next
+// attempt is replaced alone.
+inline constexpr char kReplacingPod[] = "ReplacingPod";
 inline constexpr char kForceDeleted[] = "ForceDeleted";
 inline constexpr char kSchedulingGated[] = "SchedulingGated";    // Condition Scheduled: admission.
 inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Scheduled: no room.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/rfc3339.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
@@ -82,29 +83,45 @@ void DecisionPass::Finish(Phase phase, const char* reason, const std::string& me
 void DecisionPass::RestartGang(const char* kind, const char* condition_reason, const char* event_type,
                                const char* event_reason, const std::string& why, const std::string& what_next,
                                GangRestart cause, absl::Duration backoff) {
-  const std::string blocker = InPlaceBlocker(*this);
-  const bool in_place = blocker.empty();
+  InPlacePlan plan = PlanInPlace(*this);
+  const bool in_place = plan.blocker.empty();
   ++status.restart_attempt;
   status.last_restart_kind = kind;
   status.last_restart_strategy = in_place ? restart_strategy::kInPlace : restart_strategy::kRecreate;
   cause.kind = kind;
   cause.in_place = in_place;
+  if (in_place) {
+    for (const auto& [pod, why] : plan.replaced) {
+      if (pod != nullptr) {
+        DeleteAll({pod});
+        cause.replaced.push_back(pod->name);
+      }
+    }
+  } else {
+    DeleteAll(current);
+  }
   decision.restart = std::move(cause);
-  if (!in_place) DeleteAll(current);
   decision.create_ranks.clear();
   status.phase = Phase::kRestarting;
   SetCondition(condition::kRestarting, true, condition_reason, why);
   SetCondition(condition::kRunning, false, reason::kRestarting, why);
-  if (in_place) {
+  if (in_place && plan.replaced.empty()) {
     Emit(event_type, reason::kRestartedInPlace,
          absl::StrCat(why, what_next, "; in place: every pod stays, its processes restart"));
+  } else if (in_place) {
+    std::vector<std::string> replaced;
+    for (const auto& [pod, gone] : plan.replaced) replaced.push_back(gone);
+    Emit(event_type, reason::kRestartedInPlace,
+         absl::StrCat(why, what_next, "; in place: ", absl::StrJoin(replaced, "; "),
+                      plan.replaced.size() == 1 ? ": it is replaced alone" : ": they are replaced alone",
+                      ", every other pod stays and its processes restart"));
   } else {
     Emit(event_type, event_reason, absl::StrCat(why, what_next));
     // Said when the job could restart in place but this restart cannot (a job whose trainer has
     // no command never does: status.lastRestartStrategy says Recreate).
     if (RestartsInPlace(job)) {
       Emit(event_type::kWarning, reason::kRecreatingGang,
-           absl::StrCat("cannot restart in place: ", blocker, "; deleting and creating every pod instead"));
+           absl::StrCat("cannot restart in place: ", plan.blocker, "; deleting and creating every pod instead"));
     }
   }
   Requeue(backoff);

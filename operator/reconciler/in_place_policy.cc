@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/rfc3339.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
 #include "operator/reconciler/decision_pass.h"
@@ -39,9 +40,13 @@ void ApplyAttemptView(const AttemptView& view, std::vector<ObservedPod>& pods) {
 
 namespace {
 
-// What stands in the way of `pods` (the gang, by rank) restarting in place.
+// What the gang's pods allow: the whole gang cannot restart in place (`blocker`), or it can with
+// some pods replaced alone.
 struct GangCheck {
-  std::string blocker;  // Why they cannot ("" when they can).
+  std::string blocker;  // Why the gang cannot ("" when it can).
+  // Pods that go (replaced alone), each with why; ranks without a pod (created alone).
+  std::vector<std::pair<const ObservedPod*, std::string>> replace;
+  std::vector<int32_t> missing;
   // Pods whose sidecar did not follow the hub yet but may still (started within kHubPatience),
   // and until when they may.
   std::vector<std::string> not_following_yet;
@@ -54,52 +59,106 @@ GangCheck Blocked(std::string why) {
   return check;
 }
 
-GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPod*>& pods) {
-  GangCheck check;
-  if (!pass.view->connected) return Blocked("the attempt hub on rank 0's sidecar is not reachable");
-  std::set<int32_t> present;
-  for (const ObservedPod* p : pods) {
-    const std::string who = absl::StrCat("pod ", p->name);
-    if (p->terminating) return Blocked(absl::StrCat(who, " is being deleted"));
-    if (p->disruption_target) return Blocked(absl::StrCat(who, " was evicted or preempted"));
-    if (!p->in_place) return Blocked(absl::StrCat(who, "'s trainer container ended"));
-    // A pod that reported the end of its processes is there; one that did not must be heard from.
-    const bool ended = pass.view->ends.count(p->rank) > 0;
-    if (!ended && !pass.view->following.count(p->rank)) {
-      if (pass.view->followed.count(p->rank)) {
-        return Blocked(absl::StrCat(who, "'s sidecar stopped following the attempt hub and its processes did not end (it or its "
-                                  "node is gone)"));
-      }
-      const absl::Time patience_ends = p->started_at + kHubPatience;
-      if (pass.now >= patience_ends) {
-        return Blocked(absl::StrCat(who, "'s sidecar did not follow the attempt hub within ", absl::FormatDuration(kHubPatience),
-                             " of the pod's start and its processes did not end (it or its node is gone)"));
-      }
-      // Its sidecar is still starting (the pod just started): it follows soon.
-      check.not_following_yet.push_back(p->name);
-      check.patience_ends = std::max(check.patience_ends, patience_ends);
+// Why `p` cannot stay in place ("" when it can). A pod whose sidecar did not follow the hub yet but
+// may still sets `*wait_until` to when it must have.
+std::string WhyItGoes(const DecisionPass& pass, const ObservedPod& p, absl::Time* wait_until) {
+  if (p.terminating) return "is being deleted";
+  if (p.disruption_target) return "was evicted or preempted";
+  if (!p.in_place) return "has its trainer container ended";
+  // A pod that reported the end of its processes is there; one that did not must be heard from.
+  const bool ended = pass.view->ends.count(p.rank) > 0;
+  if (!ended && !pass.view->following.count(p.rank)) {
+    if (pass.view->followed.count(p.rank)) {
+      return "has a sidecar that stopped following the attempt hub, and its processes did not end (it or its node is "
+             "gone)";
     }
-    if (!ended && !p->ready) {
-      return Blocked(absl::StrCat(who, " is not ready and its processes did not end (its node may be lost)"));
+    const absl::Time patience_ends = p.started_at + kHubPatience;
+    if (pass.now >= patience_ends) {
+      return absl::StrCat("has a sidecar that did not follow the attempt hub within ",
+                          absl::FormatDuration(kHubPatience),
+                          " of the pod's start, and its processes did not end (it or its node is gone)");
+    }
+    *wait_until = patience_ends;  // Its sidecar is still starting: it follows soon.
+  }
+  if (!ended && !p.ready) return "is not ready and its processes did not end (its node may be lost)";
+  return "";
+}
+
+// `pods` (by rank) restarting in place, beside `others` (the ranks of pods of the next attempt
+// already there: replacements).
+GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPod*>& pods,
+                    const std::vector<const ObservedPod*>& others = {}) {
+  if (!pass.view->connected) return Blocked("the attempt hub on rank 0's sidecar is not reachable");
+  // Rank 0's pod hosts the coordination service and the hub: the gang cannot go on without it.
+  const char* kRankZero = " (rank 0's pod hosts the coordination service and the attempt hub)";
+  GangCheck check;
+  std::set<int32_t> present;
+  for (const ObservedPod* p : others) present.insert(p->rank);
+  for (const ObservedPod* p : pods) {
+    absl::Time wait_until = absl::InfinitePast();
+    std::string why = WhyItGoes(pass, *p, &wait_until);
+    if (!why.empty()) {
+      if (p->rank == 0) return Blocked(absl::StrCat("pod ", p->name, " ", why, kRankZero));
+      check.replace.emplace_back(p, std::move(why));
+      continue;
+    }
+    if (wait_until != absl::InfinitePast()) {
+      check.not_following_yet.push_back(p->name);
+      check.patience_ends = std::max(check.patience_ends, wait_until);
     }
     present.insert(p->rank);
   }
+  for (const auto& [p, why] : check.replace) present.insert(p->rank);
   for (int32_t rank = 0; rank < pass.spec.replicas; ++rank) {
-    if (!present.count(rank)) return Blocked(absl::StrCat("pod ", PodName(pass.job, rank), " is gone"));
+    if (present.count(rank)) continue;
+    if (rank == 0) return Blocked(absl::StrCat("pod ", PodName(pass.job, rank), " is gone", kRankZero));
+    check.missing.push_back(rank);
+  }
+  // A gang scheduler (spec.scheduling) admits whole gangs: a pod alone would wait for ever.
+  const SchedulingSpec& scheduling = pass.spec.scheduling;
+  const bool gang_scheduled = !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
+  if (gang_scheduled && (!check.replace.empty() || !check.missing.empty())) {
+    const std::string what = check.replace.empty()
+                                 ? absl::StrCat("pod ", PodName(pass.job, check.missing[0]), " is gone")
+                                 : absl::StrCat("pod ", check.replace[0].first->name, " ", check.replace[0].second);
+    return Blocked(absl::StrCat(what, ", and a pod of a gang-scheduled job (spec.scheduling) cannot be replaced alone"));
   }
   return check;
 }
 
+// Restarting in place: the ranks of the gang without a pod get one of their own (a replacement,
+// ReplacementPodName), at once, whatever of theirs is still terminating.
+void CreateReplacements(DecisionPass& pass, const std::vector<const ObservedPod*>& staying) {
+  std::set<int32_t> present;
+  for (const ObservedPod* p : pass.current) present.insert(p->rank);
+  for (const ObservedPod* p : staying) present.insert(p->rank);
+  for (int32_t rank = 0; rank < pass.spec.replicas; ++rank) {
+    if (!present.count(rank)) pass.decision.replace_ranks.push_back(rank);
+  }
+}
+
 }  // namespace
 
-std::string InPlaceBlocker(const DecisionPass& pass) {
-  if (pass.spec.restart_strategy != RestartStrategy::kInPlace) return "spec.restartStrategy is Recreate";
-  if (!RestartsInPlace(pass.job)) {
-    return "the trainer container has no command (cohort-launch runs the command; it cannot know an image's "
-           "entrypoint)";
+InPlacePlan PlanInPlace(const DecisionPass& pass) {
+  InPlacePlan plan;
+  if (pass.spec.restart_strategy != RestartStrategy::kInPlace) {
+    plan.blocker = "spec.restartStrategy is Recreate";
+  } else if (!RestartsInPlace(pass.job)) {
+    plan.blocker =
+        "the trainer container has no command (cohort-launch runs the command; it cannot know an image's "
+        "entrypoint)";
+  } else if (pass.view == nullptr || !pass.view->heard) {
+    plan.blocker = "the attempt hub on rank 0's sidecar was not heard from";
+  } else {
+    GangCheck check = CheckGang(pass, pass.current);
+    plan.blocker = std::move(check.blocker);
+    for (auto& [p, why] : check.replace) plan.replaced.push_back({p, absl::StrCat("pod ", p->name, " ", why)});
+    for (int32_t rank : check.missing) {
+      plan.replaced.push_back({nullptr, absl::StrCat("pod ", PodName(pass.job, rank), " is gone")});
+    }
   }
-  if (pass.view == nullptr || !pass.view->heard) return "the attempt hub on rank 0's sidecar was not heard from";
-  return CheckGang(pass, pass.current).blocker;
+  if (!plan.blocker.empty()) plan.replaced.clear();
+  return plan;
 }
 
 Verdict StartInPlace(DecisionPass& pass) {
@@ -108,31 +167,61 @@ Verdict StartInPlace(DecisionPass& pass) {
   if (pass.view == nullptr || !pass.view->heard) {
     check.blocker = "the attempt hub on rank 0's sidecar is not reachable";
   } else {
-    check = CheckGang(pass, pass.waiting);
+    check = CheckGang(pass, pass.waiting, pass.current);
   }
-  const std::string& blocker = check.blocker;
-  if (blocker.empty() && !check.not_following_yet.empty()) {
+  if (!check.blocker.empty()) {
+    // Rank 0's pod went while the others waited: the pods are recreated after all.
+    pass.status.last_restart_strategy = restart_strategy::kRecreate;
+    pass.Emit(event_type::kWarning, reason::kRecreatingGang,
+              absl::StrCat("cannot start restart attempt ", pass.status.restart_attempt, " in place: ", check.blocker,
+                           "; deleting and creating every pod instead"));
+    pass.DeleteAll(pass.waiting);
+    pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
+    pass.waiting.clear();
+    return Verdict::kContinue;
+  }
+  // A pod that went while it waited is replaced alone, like one that went before.
+  for (const auto& [gone, why] : check.replace) {
+    pass.Emit(event_type::kWarning, reason::kReplacingPod,
+              absl::StrCat("pod ", gone->name, " ", why, ": replacing it alone for restart attempt ",
+                           pass.status.restart_attempt));
+    pass.DeleteAll({gone});
+    pass.old.push_back(gone);
+    pass.waiting.erase(std::find(pass.waiting.begin(), pass.waiting.end(), gone));
+  }
+  CreateReplacements(pass, pass.waiting);
+  if (!check.not_following_yet.empty()) {
     // The order would reach them when they follow; their processes of the last attempt must be
     // known to have ended first.
     pass.Requeue(std::min(absl::Seconds(1), check.patience_ends - pass.now));
     return Verdict::kDecided;
   }
-  if (blocker.empty()) {
-    // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
-    pass.decision.start_attempt = pass.status.restart_attempt;
-    pass.Requeue(absl::Seconds(1));
+  // Every pod that stays ends its processes of the last attempt before the next starts: a rank
+  // that checkpoints after a preemption notice finishes it. Waited for up to kHubPatience after the
+  // backoff (cohort-launch stops what is left when the order comes).
+  const Condition* restarted = FindCondition(pass.status.conditions, condition::kRestarting);
+  const absl::Time since = restarted ? ParseRfc3339(restarted->last_transition_time).value_or(pass.now) : pass.now;
+  bool all_ended = true;
+  for (const ObservedPod* p : pass.waiting) all_ended &= pass.view->ends.count(p->rank) > 0;
+  if (!all_ended && pass.now < since + kHubPatience) {
+    pass.Requeue(std::min(absl::Seconds(1), since + kHubPatience - pass.now));
     return Verdict::kDecided;
   }
-  // A pod of the gang went while it waited: the pods are recreated after all.
-  pass.status.last_restart_strategy = restart_strategy::kRecreate;
-  pass.Emit(event_type::kWarning, reason::kRecreatingGang,
-            absl::StrCat("cannot start restart attempt ", pass.status.restart_attempt, " in place: ", blocker,
-                         "; deleting and creating every pod instead"));
-  pass.DeleteAll(pass.waiting);
-  pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
-  pass.waiting.clear();
-  return Verdict::kContinue;
+  // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
+  pass.decision.start_attempt = pass.status.restart_attempt;
+  pass.Requeue(absl::Seconds(1));
+  return Verdict::kDecided;
 }
+
+bool ReplacesInPlace(const DecisionPass& pass) {
+  if (pass.status.last_restart_strategy != restart_strategy::kInPlace) return false;
+  for (const ObservedPod* p : pass.current) {
+    if (p->in_place) return true;
+  }
+  return false;
+}
+
+void CreateMissingInPlace(DecisionPass& pass) { CreateReplacements(pass, {}); }
 
 Verdict AwaitHub(DecisionPass& pass) {
   const AttemptView* view = pass.view;

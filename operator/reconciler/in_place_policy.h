@@ -59,18 +59,34 @@ void ApplyAttemptView(const AttemptView& view, std::vector<ObservedPod>& pods);
 // sidecar may take to follow the hub before the pod is taken for gone.
 inline constexpr absl::Duration kHubPatience = absl::Seconds(30);
 
-// Why the gang cannot restart in place now ("" when it can): the job wants Recreate, the hub is
-// not known or not reachable, or a pod of the attempt is missing, being deleted, evicted, not
-// following the hub (its sidecar stopped following, or never did within kHubPatience of the pod's
-// start: it or its node is gone), not ready without having ended its processes (its node may be
-// lost), or has its trainer container ended. A pod that started less than kHubPatience ago and
-// whose sidecar did not follow yet does not block: StartInPlace waits for it.
-std::string InPlaceBlocker(const DecisionPass& pass);
+// How the gang restarts in place, or why it cannot. It cannot when the job wants Recreate, its
+// trainer has no command, the hub is not known or not reachable, rank 0's pod cannot stay (it
+// hosts the coordination service and the hub), or a pod must be replaced and the job is
+// gang-scheduled (spec.scheduling). Otherwise every pod stays but those that must be replaced
+// alone: missing, being deleted, evicted or preempted, not following the hub (its sidecar stopped
+// following, or never did within kHubPatience of the pod's start: it or its node is gone), not
+// ready without having ended its processes (its node may be lost), or with its trainer container
+// ended. A pod that started less than kHubPatience ago and whose sidecar did not follow yet
+// stays: StartInPlace waits for it.
+struct InPlacePlan {
+  std::string blocker;  // Why the gang cannot restart in place ("" when it can).
+  // The pods replaced alone (null: the rank has no pod), and why, as "pod <name> <why>".
+  std::vector<std::pair<const ObservedPod*, std::string>> replaced;
+};
+InPlacePlan PlanInPlace(const DecisionPass& pass);
 
-// While Pending after an in-place restart: orders the attempt from the hub once every pod waits
-// for it (a pod whose sidecar did not follow yet is waited for, up to kHubPatience after the pod
-// started); recreates the pods instead if one of them went meanwhile.
+// While Pending after an in-place restart: replaces alone a pod (not rank 0's) that went while it
+// waited, creates the replacements (Decision::replace_ranks), waits for a pod whose sidecar did
+// not follow yet (up to kHubPatience after the pod started) and for every staying pod to end its
+// processes of the last attempt (up to kHubPatience after the backoff), then orders the attempt
+// from the hub. Recreates every pod instead if rank 0's went meanwhile.
 Verdict StartInPlace(DecisionPass& pass);
+
+// Pending after an in-place restart whose staying pods already run the attempt: a rank without a
+// pod gets a replacement (ReplacesInPlace says whether that is the case; CreateMissingInPlace
+// adds them to Decision::replace_ranks).
+bool ReplacesInPlace(const DecisionPass& pass);
+void CreateMissingInPlace(DecisionPass& pass);
 
 // Before anything judges pods by their restart-attempt label: while the hub of a job that
 // restarted in place was not heard from yet (the operator just started), its pods are not an

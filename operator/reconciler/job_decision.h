@@ -106,6 +106,8 @@ struct GangRestart {
   // What kind of restart (status.lastRestartKind): one of conditions.h's restart_kind.
   std::string kind;
   bool in_place = false;  // Carried out in place (status.lastRestartStrategy).
+  // In place: the pods replaced alone (the others stay).
+  std::vector<std::string> replaced;
 };
 
 // The cause of a failure whose root is `root`: the rank that failed itself (oom, signal, crash),
@@ -115,6 +117,10 @@ std::string RestartCause(const ObservedPod& root);
 
 struct Decision {
   std::vector<int32_t> create_ranks;     // Pods of status.restart_attempt to create.
+  // Restarting in place, pods of status.restart_attempt to create for ranks whose pod was replaced
+  // alone (the others stay): under a name of their own (ReplacementPodName), so that the pod they
+  // replace may still be terminating.
+  std::vector<int32_t> replace_ranks;
   // Restarting in place: order this attempt from the job's attempt hub (the pods stay).
   std::optional<int32_t> start_attempt;
   std::vector<std::string> delete_pods;  // Pods to delete.

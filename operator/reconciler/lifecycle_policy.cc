@@ -4,12 +4,19 @@
 #include "absl/strings/str_join.h"
 #include "common/rfc3339.h"
 #include "operator/reconciler/conditions.h"
+#include "operator/reconciler/lost_node_policy.h"
 
 namespace cohort::op {
 
 Verdict KeepFinished(DecisionPass& pass) {
   DistributedJobStatus& st = pass.status;
   if (st.phase != Phase::kSucceeded && st.phase != Phase::kFailed) return Verdict::kContinue;
+  // Its pods stay (their logs), but not one stuck terminating on a lost node (a pod replaced
+  // alone while it restarted in place).
+  std::vector<const ObservedPod*> all = pass.current;
+  all.insert(all.end(), pass.old.begin(), pass.old.end());
+  all.insert(all.end(), pass.waiting.begin(), pass.waiting.end());
+  ForceDeleteStuckPods(pass, all);
   if (const std::optional<int64_t>& ttl = pass.spec.ttl_seconds_after_finished) {
     absl::Time done = ParseRfc3339(st.completion_time).value_or(pass.now);
     absl::Time expiry = done + absl::Seconds(*ttl);

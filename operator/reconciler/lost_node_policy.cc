@@ -7,8 +7,13 @@ namespace cohort::op {
 
 Verdict DeleteOldPods(DecisionPass& pass) {
   pass.DeleteAll(pass.old);
-  if (pass.options.force_delete_after < absl::ZeroDuration()) return Verdict::kContinue;
-  for (const ObservedPod* p : pass.old) {
+  ForceDeleteStuckPods(pass, pass.old);
+  return Verdict::kContinue;
+}
+
+void ForceDeleteStuckPods(DecisionPass& pass, const std::vector<const ObservedPod*>& pods) {
+  if (pass.options.force_delete_after < absl::ZeroDuration()) return;
+  for (const ObservedPod* p : pods) {
     if (!p->terminating || p->force_deleted || p->deletion_deadline == absl::InfiniteFuture()) continue;
     const absl::Time due = p->deletion_deadline + pass.options.force_delete_after;
     if (pass.now < due) {
@@ -20,9 +25,8 @@ Verdict DeleteOldPods(DecisionPass& pass) {
               absl::StrCat("pod ", p->name, " on node ", p->node.empty() ? "(none)" : p->node,
                            " was still terminating ", absl::FormatDuration(pass.now - p->deletion_deadline),
                            " after its grace period ended (its node may be lost): deleted it with "
-                           "grace period 0 so that the next restart attempt can start"));
+                           "grace period 0, as nothing will confirm its deletion"));
   }
-  return Verdict::kContinue;
 }
 
 }  // namespace cohort::op

@@ -107,7 +107,7 @@ absl::Status Reconciler::EnsurePodGroup(const DistributedJob& job, int32_t resta
 }
 
 absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
-                                    int32_t restart_attempt, ReconcileReport* report) {
+                                    int32_t restart_attempt, bool replacements, ReconcileReport* report) {
   const std::string& ns = job.namespace_;
   std::atomic<size_t> next{0};
   std::atomic<int> created{0};
@@ -116,7 +116,9 @@ absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector
   auto work = [&] {
     for (size_t i; (i = next++) < ranks.size();) {
       // Built here, not up front: a 1,000-rank job's pod objects never all exist at once.
-      absl::StatusOr<json> r = client_->Create(kPods, ns, BuildPod(job, ranks[i], restart_attempt));
+      const std::string name =
+          replacements ? ReplacementPodName(job, ranks[i], restart_attempt) : PodName(job, ranks[i]);
+      absl::StatusOr<json> r = client_->Create(kPods, ns, BuildPod(job, ranks[i], restart_attempt, name));
       if (r.ok()) {
         ++created;
       } else if (!absl::IsAlreadyExists(r.status())) {
@@ -247,7 +249,8 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
       return s;
     }
   }
-  if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, report); !s.ok()) return s;
+  if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, false, report); !s.ok()) return s;
+  if (absl::Status s = CreatePods(*job, d.replace_ranks, d.status.restart_attempt, true, report); !s.ok()) return s;
   for (const std::string& pod : d.delete_pods) {
     absl::Status s = client_->Delete(kPods, ns, pod);
     if (!s.ok() && !absl::IsNotFound(s)) return s;

@@ -57,8 +57,9 @@ class Reconciler {
  private:
   // spec.scheduling.podGroup: the attempt's PodGroup, before its pods; earlier attempts' go.
   absl::Status EnsurePodGroup(const DistributedJob& job, int32_t restart_attempt);
+  // Named PodName, or ReplacementPodName when `replacements` (children.h).
   absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
-                          int32_t restart_attempt, ReconcileReport* report);
+                          int32_t restart_attempt, bool replacements, ReconcileReport* report);
   // Restarting in place: keeps the stream to the hub on the running pod 0 and returns what it
   // said last.
   std::optional<AttemptView> ObserveAttempts(const DistributedJob& job, const std::vector<ObservedPod>& pods);

@@ -97,9 +97,12 @@ std::string EventsOnceThereIs(LocalControlPlane& cluster, const std::string& job
 }
 
 // What rank `rank`'s trainer of `job` wrote so far.
-std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int rank) {
-  std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", job, "-", rank, "/trainer.log"));
+std::string PodTrainerLog(LocalControlPlane& cluster, const std::string& pod) {
+  std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", pod, "/trainer.log"));
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int rank) {
+  return PodTrainerLog(cluster, absl::StrCat(job, "-", rank));
 }
 
 // One control plane for the suite: starting it costs a second; jobs have distinct names.
@@ -256,7 +259,9 @@ TEST_F(OperatorE2E, RestartStrategy_InPlaceKeepsEveryPod_RecreateReplacesThem) {
       const std::string log = TrainerLog(*cluster_, name, rank);
       EXPECT_THAT(log, HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1"))) << log;
       // Within one container, both attempts: cohort-launch started the second itself.
-      if (strategy == "InPlace") EXPECT_THAT(log, HasSubstr("starting restart attempt 1 in place")) << log;
+      if (strategy == "InPlace") {
+        EXPECT_THAT(log, HasSubstr("starting restart attempt 1 in place")) << log;
+      }
     }
     EXPECT_EQ(LocalControlPlane::FindProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name)}), -1)
         << "a trainer process outlived its job";
@@ -318,18 +323,40 @@ TEST_F(OperatorE2E, StalledRankExample_WatchdogNamesTheStalledRankAndTheJobFails
   }
 }
 
-TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure) {
+// Restarting in place (the default), the evicted pod is replaced alone, by a pod of its own name:
+// the others stay (same UIDs) and their processes restart; every rank, the replacement's too,
+// runs the next attempt, which waited in registration for it.
+TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure_OnlyThatPodReplaced) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-evict", 2, "k8s-hold")).exit_code, 0);
-  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-evict", AllReady, kJobTimeout)));
+  const std::string name = "e2e-evict";
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 3, "k8s-hold")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout)));
+  const std::map<std::string, std::string> before = PodUids(*cluster_, name);
+  ASSERT_EQ(before.size(), 3u);
   // What `kubectl drain` does for each pod: the eviction subresource.
   LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-evict-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
 
-  json job = cluster_->WaitForJob("default", "e2e-evict", Finished, kJobTimeout);
-  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-evict");
+  json job = cluster_->WaitForJob("default", name, Finished, kJobTimeout);
+  const std::string events = Events(*cluster_, name);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << events;
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << events;
+  EXPECT_THAT(events, HasSubstr("RestartedInPlace: rank 1 (pod e2e-evict-1) was preempted or evicted")) << events;
+  EXPECT_THAT(events, HasSubstr("pod e2e-evict-1 is being deleted: it is replaced alone")) << events;
+  const std::map<std::string, std::string> after = PodUids(*cluster_, name);
+  for (const std::string stayed : {"e2e-evict-0", "e2e-evict-2"}) {
+    ASSERT_TRUE(after.count(stayed)) << stayed << " was deleted\n" << events;
+    EXPECT_EQ(after.at(stayed), before.at(stayed)) << stayed << " was replaced\n" << events;
+  }
+  ASSERT_TRUE(after.count("e2e-evict-1-r1")) << "no replacement of e2e-evict-1\n" << events;
+  EXPECT_THAT(PodTrainerLog(*cluster_, "e2e-evict-1-r1"), HasSubstr("INITIALIZED rank=1 attempt=1"));
+  for (int rank : {0, 2}) {
+    const std::string log = TrainerLog(*cluster_, name, rank);
+    EXPECT_THAT(log, HasSubstr("starting restart attempt 1 in place")) << log;
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1"))) << log;
+  }
 }
 
 // A job in Kueue's queue `queue`, its pods as Kueue's webhook leaves them: gated by
@@ -781,11 +808,11 @@ TEST_F(OperatorE2E, SixtyFourRanks_TrainerKilled_EveryOldPodGoesAndTheGangRestar
 }
 
 // A lost node: a 4-rank job spread over 2 nodes; the node without rank 0 is lost the way a
-// machine is (its kubelet killed, and with it its containers; its Lease stops). The restart
-// deletes every old pod, and those of the lost node stay Terminating (no kubelet confirms their
-// deletion) until the operator force-deletes them: grace period (2 s) + --force-delete-after
-// (2 s). The next attempt runs on the node left and succeeds. With --force-delete-after -1 the
-// job stays Restarting and this test fails.
+// machine is (its kubelet killed, and with it its containers; its Lease stops). Restarting in
+// place (the default), only the lost node's pods are replaced, at once, under names of their own
+// (the lost ones stay Terminating until the operator force-deletes them: grace period 2 s +
+// --force-delete-after 2 s); the pods on the node left stay, their processes restart. The next
+// attempt runs on the node left and succeeds.
 TEST_F(OperatorE2E, LostNode_ItsPodsForceDeleted_TheNextAttemptRunsOnTheNodeLeftAndSucceeds) {
   LocalControlPlane cluster({"--nodes", "2", "--node-monitor-grace-period", "2"});
   ASSERT_NE(cluster.kubeconfig(), "") << "the two-node control plane did not start";
@@ -808,23 +835,42 @@ TEST_F(OperatorE2E, LostNode_ItsPodsForceDeleted_TheNextAttemptRunsOnTheNodeLeft
   const std::string kept = node_of[name + "-0"];  // Rank 0's node, with the coordination service.
   const std::string lost = kept == "node-0" ? "node-1" : "node-0";
 
+  const std::map<std::string, std::string> before = PodUids(cluster, name);
   const absl::Time lost_at = absl::Now();
   ASSERT_TRUE(cluster.LoseNode(lost).ok());
   json job = cluster.WaitForJob("default", name, Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(cluster, name);
   EXPECT_LT(absl::Now() - lost_at, absl::Seconds(45)) << Events(cluster, name);
   EXPECT_EQ(StatusInt(job, "restartAttempt"), 1);
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace");
   const std::string events = Events(cluster, name);
-  EXPECT_THAT(events, HasSubstr("ForceDeleted")) << "the lost node's pods were force-deleted";
-  EXPECT_THAT(events, HasSubstr(lost)) << "the Event names the lost node";
+  EXPECT_THAT(events, HasSubstr("replaced alone")) << events;
 
-  absl::StatusOr<json> next =
-      cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name + ",cohort.dev/restart-attempt=1");
-  ASSERT_TRUE(next.ok()) << next.status();
-  EXPECT_EQ((*next)["items"].size(), 4u);
-  for (const json& pod : (*next)["items"]) {
-    EXPECT_EQ(pod["spec"].value("nodeName", ""), kept) << pod["metadata"]["name"] << ": nothing runs on a lost node";
+  // Every rank ran attempt 1 on the node left: the pods there stayed (same UIDs), the lost node's
+  // were replaced by pods named <job>-<rank>-r1.
+  absl::StatusOr<json> now = cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name);
+  ASSERT_TRUE(now.ok()) << now.status();
+  int replaced = 0;
+  for (const auto& [pod, node] : node_of) {
+    const std::string rank = pod.substr(name.size() + 1);
+    const std::string replacement = absl::StrCat(pod, "-r1");
+    std::string ran_attempt_1 = pod;
+    for (const json& p : (*now)["items"]) {
+      const std::string pod_name = p["metadata"].value("name", "");
+      if (pod_name == pod && node == kept) {
+        EXPECT_EQ(p["metadata"].value("uid", ""), before.at(pod)) << pod << " on the node left was replaced";
+      }
+      if (pod_name == replacement) {
+        EXPECT_EQ(node, lost) << pod << " was replaced though its node was not lost";
+        EXPECT_EQ(p["spec"].value("nodeName", ""), kept) << replacement << ": nothing runs on a lost node";
+        ran_attempt_1 = replacement;
+        ++replaced;
+      }
+    }
+    EXPECT_THAT(PodTrainerLog(cluster, ran_attempt_1), HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1")))
+        << ran_attempt_1 << "\n" << events;
   }
+  EXPECT_EQ(replaced, 2) << "the lost node's two pods, and only they, were replaced\n" << events;
   // kubectl shows the node lost.
   LocalControlPlane::Result shown = cluster.Kubectl({"get", "nodes"});
   bool marked = false;
@@ -1109,7 +1155,9 @@ TEST_F(OperatorE2E, JaxProgram_PodEvicted_BothSyncAtOneStepAndTheGangRestartsAsA
   json job = cluster_->WaitForJob("default", "e2e-jax-evict", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax-evict");
   EXPECT_EQ(StatusInt(job, "preemptions"), 1) << Events(*cluster_, "e2e-jax-evict");
-  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0) << Events(*cluster_, "e2e-jax-evict")
+                                           << TrainerLog(*cluster_, "e2e-jax-evict", 0)
+                                           << PodTrainerLog(*cluster_, "e2e-jax-evict-1-r1");
   const std::string recorded = ReadRecord(record);
   auto sync_step = [&](int rank) {
     size_t at = recorded.find(absl::StrCat("JAX process ", rank, " preemption sync point at step "));

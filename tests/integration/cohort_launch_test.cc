@@ -275,4 +275,29 @@ TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsW
   std::filesystem::remove_all(dir);
 }
 
+// A pod created to replace one alone runs the next attempt only once its sidecar orders it: the
+// others still end the last one, whose coordination service its processes would reach.
+TEST(CohortLaunchTest, InPlace_FirstAttemptStartsOnlyWhenOrdered) {
+  char pattern[] = "/tmp/cohort-launch-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  FakeSidecar sidecar(dir + "/launch.sock");
+  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
+  env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
+  env["COHORT_RESTART_ATTEMPT"] = "1";
+  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c", "echo attempt $COHORT_RESTART_ATTEMPT"}, env);
+  ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
+  ASSERT_TRUE(run.ReadUntil("restart attempt 1 waits for its order from the sidecar", absl::Seconds(10)));
+  EXPECT_FALSE(run.Has("[rank 2]")) << "a process started before its order";
+  sidecar.Order(0);  // An earlier attempt's order (the hub's, as it was) is not this pod's.
+  sidecar.Order(1);
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(run.Has("[rank 2] attempt 1"));
+  EXPECT_TRUE(run.Has("[rank 3] attempt 1"));
+  EXPECT_FALSE(run.Has("attempt 0"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace cohort::testing

@@ -170,6 +170,37 @@ TEST_F(AgentTest, Connect_ServiceNeverReachable_DeadlineExceededNamingTheAddress
   EXPECT_LE(clock_.Now() - start, absl::Seconds(30));
 }
 
+// Restarting in place, a task of attempt n+1 (a replaced pod's) may reach rank 0's service while
+// it still runs n: it is told to wait, and keeps asking, often, through the moment the service is
+// replaced (refused connections are that, not a lost service) until attempt n+1's registers it.
+TEST_F(AgentTest, Connect_NewerAttemptThanTheService_RetriesThroughItsReplacement) {
+  ServiceConfig config;
+  config.num_tasks = 1;
+  config.restart_attempt = 0;
+  service_ = std::make_unique<CoordinationService>(config, &clock_);
+  handler_ = std::make_unique<CoordinationRpcHandler>(service_.get(), ReplyBudget::Create());
+  config.restart_attempt = 1;
+  CoordinationService next(config, &clock_);
+  CoordinationRpcHandler next_handler(&next, ReplyBudget::Create());
+  AgentOptions options;
+  options.coordinator_address = "coordinator.test:8476";
+  options.num_tasks = 1;
+  options.restart_attempt = 1;
+  options.initialization_timeout = absl::Seconds(30);
+  auto stub = std::make_unique<InProcessStub>(handler_.get());
+  stub->ReplaceService(&next_handler, 3);
+  Agent agent(options, std::move(stub), &clock_);
+  clock_.set_auto_advance(true);  // The retries' waits pass at once, on this thread.
+  const absl::Time start = clock_.Now();
+  absl::Status s = agent.Connect(nullptr);
+  clock_.set_auto_advance(false);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(next.GetSnapshot().tasks[0].state, TaskState::kConnected);
+  // One answer "wait", three refusals, then registered: five tries, at most 200 ms apart.
+  EXPECT_LE(clock_.Now() - start, absl::Milliseconds(800));
+  agent.Cancel();
+}
+
 TEST_F(AgentTest, Connect_SizeMismatch_ServiceErrorWithoutRetry) {
   StartService(2);
   AgentOptions options;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,6 +33,16 @@ class InProcessStub final : public CoordinationStub {
   void FailHeartbeats(std::optional<absl::Status> status) {
     absl::MutexLock lock(&mu_);
     fail_heartbeats_ = std::move(status);
+  }
+  // The service is replaced at the same address, as rank 0's sidecar replaces it for a restart
+  // attempt: the next registration is answered by the current service; then `refusals`
+  // registrations, and every heartbeat meanwhile, are refused (a connection having been open,
+  // ServiceReached() stays true); after them `next` answers every call.
+  void ReplaceService(CoordinationRpcHandler* next, int refusals) {
+    absl::MutexLock lock(&mu_);
+    replacement_ = next;
+    refusals_ = refusals;
+    replacing_ = false;
   }
   // Heartbeats report this service incarnation instead of the real one.
   void ReportServiceIncarnation(Incarnation incarnation) {
@@ -72,9 +83,18 @@ class InProcessStub final : public CoordinationStub {
     {
       absl::MutexLock lock(&mu_);
       fail = fail_registrations_;
+      if (replacement_ != nullptr && !replacing_) {
+        replacing_ = true;  // This one still reaches the current service.
+      } else if (replacement_ != nullptr && refusals_ > 0) {
+        --refusals_;
+        fail = absl::UnavailableError("Connection refused");
+      } else if (replacement_ != nullptr) {
+        handler_ = replacement_;
+        replacement_ = nullptr;
+      }
     }
     if (fail) return done(*fail);
-    OpId op = handler_->RegisterTaskAsync(&request, response, std::move(done));
+    OpId op = handler_.load()->RegisterTaskAsync(&request, response, std::move(done));
     absl::MutexLock lock(&mu_);
     if (op != 0) waiting_.push_back(op);
     if (!registration_started_.HasBeenNotified()) registration_started_.Notify();
@@ -87,27 +107,28 @@ class InProcessStub final : public CoordinationStub {
       absl::MutexLock lock(&mu_);
       ++heartbeats_;
       fail = fail_heartbeats_;
+      if (replacement_ != nullptr && replacing_) fail = absl::UnavailableError("Connection refused");
       incarnation = fake_incarnation_;
     }
     if (fail) return done(*fail);
-    handler_->HeartbeatAsync(&request, response, [=, done = std::move(done)](absl::Status s) {
+    handler_.load()->HeartbeatAsync(&request, response, [=, done = std::move(done)](absl::Status s) {
       if (incarnation) response->set_service_incarnation(*incarnation);
       done(std::move(s));
     });
   }
   void ReportError(const pb::ReportErrorRequest& request, pb::ReportErrorResponse* response,
                    absl::Duration, StatusCallback done) override {
-    handler_->ReportErrorAsync(&request, response, std::move(done));
+    handler_.load()->ReportErrorAsync(&request, response, std::move(done));
   }
   void ReportPreemption(const pb::ReportPreemptionRequest& request,
                         pb::ReportPreemptionResponse* response, absl::Duration,
                         StatusCallback done) override {
-    handler_->ReportPreemptionAsync(&request, response, std::move(done));
+    handler_.load()->ReportPreemptionAsync(&request, response, std::move(done));
   }
   void GetJobProgress(const pb::GetJobProgressRequest& request,
                       pb::GetJobProgressResponse* response, absl::Duration,
                       StatusCallback done) override {
-    handler_->GetJobProgressAsync(&request, response, std::move(done));
+    handler_.load()->GetJobProgressAsync(&request, response, std::move(done));
   }
   void ShutdownTask(const pb::ShutdownTaskRequest& request, pb::ShutdownTaskResponse* response,
                     absl::Duration, StatusCallback done) override {
@@ -118,47 +139,47 @@ class InProcessStub final : public CoordinationStub {
         return;
       }
     }
-    Track(handler_->ShutdownTaskAsync(&request, response, std::move(done)));
+    Track(handler_.load()->ShutdownTaskAsync(&request, response, std::move(done)));
   }
   void InsertKeyValue(const pb::InsertKeyValueRequest& request,
                       pb::InsertKeyValueResponse* response, StatusCallback done) override {
-    handler_->InsertKeyValueAsync(&request, response, std::move(done));
+    handler_.load()->InsertKeyValueAsync(&request, response, std::move(done));
   }
   void GetKeyValue(const pb::GetKeyValueRequest& request, pb::GetKeyValueResponse* response,
                    StatusCallback done) override {
-    Track(handler_->GetKeyValueAsync(&request, response, std::move(done)));
+    Track(handler_.load()->GetKeyValueAsync(&request, response, std::move(done)));
   }
   void TryGetKeyValue(const pb::TryGetKeyValueRequest& request,
                       pb::TryGetKeyValueResponse* response, StatusCallback done) override {
-    handler_->TryGetKeyValueAsync(&request, response, std::move(done));
+    handler_.load()->TryGetKeyValueAsync(&request, response, std::move(done));
   }
   void GetKeyValueDir(const pb::GetKeyValueDirRequest& request,
                       pb::GetKeyValueDirResponse* response, StatusCallback done) override {
-    handler_->GetKeyValueDirAsync(&request, response,
+    handler_.load()->GetKeyValueDirAsync(&request, response,
                                   [done = std::move(done)](absl::Status s, ReplyBudget::Charge) {
                                     done(std::move(s));
                                   });
   }
   void DeleteKeyValue(const pb::DeleteKeyValueRequest& request,
                       pb::DeleteKeyValueResponse* response, StatusCallback done) override {
-    handler_->DeleteKeyValueAsync(&request, response, std::move(done));
+    handler_.load()->DeleteKeyValueAsync(&request, response, std::move(done));
   }
   void IncrementKeyValue(const pb::IncrementKeyValueRequest& request,
                          pb::IncrementKeyValueResponse* response, StatusCallback done) override {
-    handler_->IncrementKeyValueAsync(&request, response, std::move(done));
+    handler_.load()->IncrementKeyValueAsync(&request, response, std::move(done));
   }
   void Barrier(const pb::BarrierRequest& request, pb::BarrierResponse* response,
                StatusCallback done) override {
-    Track(handler_->BarrierAsync(&request, response, std::move(done)));
+    Track(handler_.load()->BarrierAsync(&request, response, std::move(done)));
   }
   void CancelBarrier(const pb::CancelBarrierRequest& request, pb::CancelBarrierResponse* response,
                      StatusCallback done) override {
-    handler_->CancelBarrierAsync(&request, response, std::move(done));
+    handler_.load()->CancelBarrierAsync(&request, response, std::move(done));
   }
 
   std::unique_ptr<Watch> WatchJob(const pb::WatchJobRequest& request, EventCallback on_event,
                                   StatusCallback on_end) override {
-    auto watch = std::make_unique<InProcessWatch>(handler_, std::move(on_event), std::move(on_end));
+    auto watch = std::make_unique<InProcessWatch>(handler_.load(), std::move(on_event), std::move(on_end));
     watch->Start(request);
     return watch;
   }
@@ -177,7 +198,7 @@ class InProcessStub final : public CoordinationStub {
       absl::MutexLock lock(&mu_);
       ops.swap(waiting_);
     }
-    for (OpId op : ops) handler_->CancelOp(op);
+    for (OpId op : ops) handler_.load()->CancelOp(op);
     absl::MutexLock lock(&mu_);
     if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
   }
@@ -244,8 +265,11 @@ class InProcessStub final : public CoordinationStub {
     waiting_.push_back(op);
   }
 
-  CoordinationRpcHandler* const handler_;
+  std::atomic<CoordinationRpcHandler*> handler_;
   mutable absl::Mutex mu_;
+  CoordinationRpcHandler* replacement_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int refusals_ ABSL_GUARDED_BY(mu_) = 0;
+  bool replacing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> fail_registrations_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> fail_heartbeats_ ABSL_GUARDED_BY(mu_);
   std::optional<Incarnation> fake_incarnation_ ABSL_GUARDED_BY(mu_);

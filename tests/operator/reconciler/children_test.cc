@@ -364,5 +364,20 @@ TEST(BuildPod, InPlace_CohortLaunchSupervisesEveryTrainer_LaunchSocketAndShm) {
   }
 }
 
+// A pod replaced alone (restarting in place) has a name of its own, so that the one it replaces
+// may still be terminating; its rank, hostname and attempt are the slot's.
+TEST(BuildPod, Replacement_NameOfItsOwn_SameHostnameAndRank) {
+  JobBuilder b;
+  b.Spec("replicas", 4);
+  DistributedJob job = Job(b.Build());
+  EXPECT_EQ(ReplacementPodName(job, 2, 3), "train-2-r3");
+  json pod = BuildPod(job, 2, 3, ReplacementPodName(job, 2, 3));
+  EXPECT_EQ(pod["metadata"]["name"], "train-2-r3");
+  EXPECT_EQ(pod["spec"]["hostname"], "train-2");
+  EXPECT_EQ(pod["metadata"]["labels"]["cohort.dev/rank"], "2");
+  EXPECT_EQ(pod["metadata"]["labels"]["cohort.dev/restart-attempt"], "3");
+  EXPECT_EQ(EnvOf(pod["spec"]["containers"][0])["COHORT_RESTART_ATTEMPT"], "3");
+}
+
 }  // namespace
 }  // namespace cohort::op

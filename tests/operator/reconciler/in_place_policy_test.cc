@@ -70,6 +70,7 @@ struct Case {
   std::string strategy;      // status.lastRestartStrategy after the pass.
   std::string event_reason;  // Of the first Event ("" for none).
   std::string event_message;
+  std::vector<int32_t> replace_ranks = {};  // Pods created alone, beside those that stay.
 };
 
 class InPlaceTest : public ::testing::TestWithParam<Case> {};
@@ -80,6 +81,7 @@ TEST_P(InPlaceTest, Table) {
   EXPECT_EQ(std::string(PhaseName(d.status.phase)), PhaseName(c.phase));
   EXPECT_EQ(d.delete_pods.size(), c.deletes);
   EXPECT_TRUE(d.create_ranks.empty());
+  EXPECT_EQ(d.replace_ranks, c.replace_ranks);
   EXPECT_EQ(d.status.restart_attempt, c.restart_attempt);
   EXPECT_EQ(d.start_attempt, c.start_attempt);
   EXPECT_EQ(d.status.last_restart_strategy, c.strategy);
@@ -103,27 +105,46 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"HubNeverHeard_RecreatesSayingWhy", InPlaceJob(Phase::kRunning),
              Gang(0, [](int r, PodBuilder& p) { if (r == 2) p.Exited(1); }), std::nullopt, Phase::kRestarting, 4, 1,
              std::nullopt, "Recreate", "GangRestart", "rank 2 (pod train-2) exited with code 1"},
-        Case{"TrainerContainerEnded_Recreates", InPlaceJob(Phase::kRunning),
+        Case{"TrainerContainerEnded_ThatPodReplacedAlone", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 2) p.Exited(1); }), View(0), Phase::kRestarting, 1, 1,
+             std::nullopt, "InPlace", "RestartedInPlace",
+             "pod train-2 has its trainer container ended: it is replaced alone, every other pod stays"},
+        Case{"RankZerosTrainerContainerEnded_Recreates", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Exited(1); }), View(0), Phase::kRestarting, 4, 1,
+             std::nullopt, "Recreate", "GangRestart", "rank 0 (pod train-0) exited with code 1"},
+        Case{"GangScheduled_APodToReplace_Recreates",
+             [] {
+               DistributedJob j = InPlaceJob(Phase::kRunning);
+               j.spec.scheduling.queue_name = "team-a";
+               return j;
+             }(),
              Gang(0, [](int r, PodBuilder& p) { if (r == 2) p.Exited(1); }), View(0), Phase::kRestarting, 4, 1,
              std::nullopt, "Recreate", "GangRestart", "rank 2 (pod train-2) exited with code 1"},
         Case{"RecreateStrategy_TheHubIsNotAsked", InPlaceJob(Phase::kRunning, 0, false, "Recreate"), Gang(0, AllRunning),
              View(0, {{2, 1}}), Phase::kRunning, 0, 0, std::nullopt, "", "", ""},
         Case{"BackoffOver_OrdersTheNextAttemptFromTheHub", InPlaceJob(Phase::kRestarting, 1, true),
-             Gang(0, AllRunning), View(0, {{2, 137}}), Phase::kPending, 0, 1, 1, "InPlace", "", ""},
+             Gang(0, AllRunning), View(0, {{0, 75}, {1, 75}, {2, 137}, {3, 76}}), Phase::kPending, 0, 1, 1, "InPlace",
+             "", ""},
+        Case{"BackoffOver_APodStillEnding_WaitsForItsProcesses", InPlaceJob(Phase::kRestarting, 1, true),
+             Gang(0, AllRunning), View(0, {{0, 75}, {1, 75}, {2, 137}}), Phase::kPending, 0, 1, std::nullopt,
+             "InPlace", "", ""},
         Case{"InBackoff_NothingYet", InPlaceJob(Phase::kRestarting, 1, true, "InPlace", absl::Seconds(1)),
              Gang(0, AllRunning),
              View(0), Phase::kRestarting, 0, 1, std::nullopt, "InPlace", "", ""},
-        Case{"APodWentWhileWaiting_RecreatesInstead", InPlaceJob(Phase::kRestarting, 1, true),
-             Gang(0, [](int r, PodBuilder& p) { if (r == 3) p.Terminating(); }), View(0), Phase::kPending, 3, 1,
-             std::nullopt, "Recreate", "RecreatingGang", "pod train-3 is gone"},
-        Case{"APodStoppedFollowingAndDidNotEnd_Recreates", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
+        Case{"APodWentWhileWaiting_ReplacedAlone", InPlaceJob(Phase::kRestarting, 1, true),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 3) p.Terminating(); }),
+             View(0, {{0, 75}, {1, 75}, {2, 137}}), Phase::kPending, 0, 1, 1, "InPlace", "", "", {3}},
+        Case{"RankZerosPodWentWhileWaiting_RecreatesInstead", InPlaceJob(Phase::kRestarting, 1, true),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Terminating(); }), View(0), Phase::kPending, 3, 1,
+             std::nullopt, "Recreate", "RecreatingGang", "pod train-0 is gone (rank 0's pod hosts"},
+        Case{"APodStoppedFollowingAndDidNotEnd_ReplacedAlone", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
              [] {
                AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
                v.following.erase(3);
                return v;
              }(),
-             Phase::kRestarting, 4, 1, std::nullopt, "Recreate", "GangRestart",
-             "rank 2 (pod train-2) exited with code 137"},
+             Phase::kRestarting, 1, 1, std::nullopt, "InPlace", "RestartedInPlace",
+             "pod train-3 has a sidecar that stopped following the attempt hub"},
         Case{"APodJustStartedFollowsNotYet_RestartsInPlace", InPlaceJob(Phase::kRunning),
              Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(2)); }),
              [] {
@@ -142,8 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
                v.followed.erase(3);
                return v;
              }(),
-             Phase::kRestarting, 4, 1, std::nullopt, "Recreate", "GangRestart",
-             "rank 2 (pod train-2) exited with code 137"},
+             Phase::kRestarting, 1, 1, std::nullopt, "InPlace", "RestartedInPlace",
+             "pod train-3 has a sidecar that did not follow the attempt hub within 30s"},
         Case{"BackoffOver_APodFollowsNotYet_WaitsForIt", InPlaceJob(Phase::kRestarting, 1, true),
              Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(5)); }),
              [] {
@@ -161,8 +182,8 @@ INSTANTIATE_TEST_SUITE_P(
                v.followed.erase(3);
                return v;
              }(),
-             Phase::kPending, 4, 1, std::nullopt, "Recreate", "RecreatingGang",
-             "pod train-3's sidecar did not follow the attempt hub within 30s"},
+             Phase::kPending, 1, 1, std::nullopt, "InPlace", "ReplacingPod",
+             "pod train-3 has a sidecar that did not follow the attempt hub within 30s", {3}},
         Case{"APodThatEndedButFollowsNotYet_RestartsInPlace", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
              [] {
                AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}, {3, 75}});
@@ -171,10 +192,25 @@ INSTANTIATE_TEST_SUITE_P(
              }(),
              Phase::kRestarting, 0, 1, std::nullopt, "InPlace", "RestartedInPlace",
              "rank 2 (pod train-2) exited with code 137"},
-        Case{"NotReadyAndNotEnded_NodeMayBeLost_Recreates", InPlaceJob(Phase::kRunning),
+        Case{"NotReadyAndNotEnded_NodeMayBeLost_ReplacedAlone", InPlaceJob(Phase::kRunning),
              Gang(0, [](int r, PodBuilder& p) { if (r == 3) p.NotReady(); }),
-             View(0, {{0, 75}, {1, 75}, {2, 1}}), Phase::kRestarting, 4, 1, std::nullopt, "Recreate",
-             "GangRestart", "rank 2 (pod train-2) exited with code 1"},
+             View(0, {{0, 75}, {1, 75}, {2, 1}}), Phase::kRestarting, 1, 1, std::nullopt, "InPlace",
+             "RestartedInPlace", "pod train-3 is not ready and its processes did not end"},
+        Case{"PodEvicted_ReplacedAloneTheOthersStay", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Evicted(); }), View(0), Phase::kRestarting, 0, 1,
+             std::nullopt, "InPlace", "RestartedInPlace",
+             "rank 1 (pod train-1) was preempted or evicted; restarting the gang as restart attempt 1 (preemptions do "
+             "not count against maxRestarts); in place: pod train-1 is being deleted: it is replaced alone"},
+        Case{"RankZerosPodEvicted_Recreates", InPlaceJob(Phase::kRunning),
+             Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Evicted(); }), View(0), Phase::kRestarting, 3, 1,
+             std::nullopt, "Recreate", "Preempted", "rank 0 (pod train-0) was preempted or evicted"},
+        Case{"AfterTheAttemptStarted_AMissingRankGetsAReplacement", InPlaceJob(Phase::kPending, 1, true),
+             [] {
+               std::vector<ObservedPod> pods = Gang(1, AllRunning);
+               pods.erase(pods.begin() + 2);  // Its pod went (the old one of attempt 0 is gone).
+               return pods;
+             }(),
+             View(1), Phase::kPending, 0, 1, std::nullopt, "InPlace", "", "", {2}},
         Case{"HubUnreachable_Recreates", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
              [] {
                AttemptView v = View(0, {{2, 1}});

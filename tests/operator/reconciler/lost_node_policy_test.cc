@@ -68,6 +68,20 @@ TEST_F(LostNodeTest, PastGracePlusTheBound_ForceDeletedWithAnEventNamingPodAndNo
   EXPECT_THAT(d.events[0].message, HasSubstr("pod train-2 on node node-b was still terminating 1m1s"));
 }
 
+// A job that finished while a pod replaced alone (restarting in place) stayed terminating on a
+// lost node: its pods stay, but that one is force-deleted all the same; a completed pod is not.
+TEST_F(LostNodeTest, FinishedJob_APodStuckTerminatingIsForceDeleted_TheOthersStay) {
+  DistributedJob job = Job(InPhase(Phase::kSucceeded, 1));
+  std::vector<ObservedPod> pods = Gang(0, [](int, PodBuilder& p) { p.Exited(0); });
+  pods[2] = PodBuilder(2, 0).TerminatingUntil(kNow - absl::Seconds(61), "node-b");
+  pods.push_back(PodBuilder(2, 1).Exited(0));
+  pods.back().name = "train-2-r1";
+  Decision d = Decide(job, pods, kNow);
+  EXPECT_THAT(d.force_delete_pods, ElementsAre("train-2"));
+  EXPECT_TRUE(d.delete_pods.empty()) << "a finished job's pods stay";
+  EXPECT_EQ(d.status.phase, Phase::kSucceeded);
+}
+
 TEST_F(LostNodeTest, WithinTheBound_WaitsAndLooksAgainWhenItIsDue) {
   // A running gang of attempt 1 (nothing else to look again for) beside an old pod whose grace
   // period ended 20 s ago: due in 40 s.
