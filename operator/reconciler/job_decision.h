@@ -107,7 +107,7 @@ struct GangRestart {
   std::string kind;
   bool in_place = false;  // Carried out in place (status.lastRestartStrategy).
   // In place: the pods replaced alone (the others stay).
-  std::vector<std::string> replaced;
+  std::vector<std::string> replaced = {};
 };
 
 // The cause of a failure whose root is `root`: the rank that failed itself (oom, signal, crash),

@@ -280,6 +280,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     report->phase = d.status.phase;
     for (const Event& e : d.events) report->event_reasons.push_back(e.reason);
     report->restart = d.restart;
+    report->started_attempt = d.start_attempt.has_value();
     report->now = now;
     report->job_created = job->created_at;
   }

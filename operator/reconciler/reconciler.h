@@ -24,6 +24,9 @@ struct ReconcileReport {
   std::optional<Phase> phase;              // The job's phase after the pass (nullopt if gone).
   std::vector<std::string> event_reasons;  // "GangRestart", "Preempted", ...
   std::optional<GangRestart> restart;      // The gang restart this pass decided, if any.
+  // Restarting in place, this pass ordered the next attempt from the job's attempt hub (every pod
+  // that stays had ended its processes of the last one).
+  bool started_attempt = false;
   absl::Time now = absl::InfinitePast();   // The time the pass judged the job at.
   absl::Time job_created = absl::InfinitePast();
 };

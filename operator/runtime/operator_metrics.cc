@@ -77,6 +77,12 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                         .Name("cohort_operator_job_recovery_seconds")
                         .Help("From a failure (or a preemption's restart decision) to every rank running again")
                         .Register(registry)),
+      job_recovery_stage_(prometheus::BuildHistogram()
+                              .Name("cohort_operator_job_recovery_stage_seconds")
+                              .Help("From a failure (or a preemption's restart decision) to a stage of the gang "
+                                    "restart (stage: old_processes_gone, running), by restart kind (restart: "
+                                    "in_place, recreate)")
+                              .Register(registry)),
       job_time_to_running_(prometheus::BuildHistogram()
                                .Name("cohort_operator_job_time_to_running_seconds")
                                .Help("From a DistributedJob's creation to all its ranks first running")
@@ -110,8 +116,20 @@ void OperatorMetrics::RemoveLocked(const std::string& key) {
   for (auto& [cause, counter] : job.restarts) job_restarts_.Remove(counter);
   job_detect_.Remove(job.detect);
   job_recovery_.Remove(job.recovery);
+  for (auto& [kind_and_stage, histogram] : job.stages) job_recovery_stage_.Remove(histogram);
   job_time_to_running_.Remove(job.time_to_running);
   jobs_series_.erase(it);
+}
+
+void OperatorMetrics::ObserveStageLocked(const std::string& key, JobSeries& job, const char* stage, double seconds) {
+  prometheus::Histogram*& histogram = job.stages[{job.recovering_kind, stage}];
+  if (histogram == nullptr) {
+    prometheus::Labels labels = JobLabels(key);
+    labels["restart"] = job.recovering_kind;
+    labels["stage"] = stage;
+    histogram = &job_recovery_stage_.Add(labels, LatencyBuckets());
+  }
+  histogram->Observe(seconds);
 }
 
 void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration duration,
@@ -123,7 +141,12 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   if (report.restart) (report.restart->kind == restart_kind::kPreemption ? preemptions_ : restarts_).Increment();
   const bool running = std::find(report.event_reasons.begin(), report.event_reasons.end(), reason::kRunning) !=
                        report.event_reasons.end();
-  if (!report.restart && !running) return;
+  // The old attempt's processes are gone: in place, the pass that orders the next attempt (every
+  // staying pod reported its end); recreating, the pass that creates the next attempt's pods.
+  const bool old_gone = report.started_attempt ||
+                        std::find(report.event_reasons.begin(), report.event_reasons.end(), reason::kStarted) !=
+                            report.event_reasons.end();
+  if (!report.restart && !running && !old_gone) return;
 
   absl::MutexLock lock(&mu_);
   JobSeries& job = SeriesLocked(key);
@@ -141,12 +164,21 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
     } else {
       failed_at = report.now;  // An eviction says no time: recovery counts from the decision.
     }
-    // A second failure before the gang recovered keeps the first one's clock.
+    // A second failure before the gang recovered keeps the first one's clock (and the kind of the
+    // restart that recovers).
     if (!job.recovering_since) job.recovering_since = failed_at;
+    job.recovering_kind = report.restart->in_place ? "in_place" : "recreate";
+    job.old_gone_seen = false;
+  }
+  if (old_gone && job.recovering_since && !job.old_gone_seen) {
+    ObserveStageLocked(key, job, "old_processes_gone", absl::ToDoubleSeconds(report.now - *job.recovering_since));
+    job.old_gone_seen = true;
   }
   if (running) {
     if (job.recovering_since) {
-      job.recovery->Observe(absl::ToDoubleSeconds(report.now - *job.recovering_since));
+      const double seconds = absl::ToDoubleSeconds(report.now - *job.recovering_since);
+      job.recovery->Observe(seconds);
+      ObserveStageLocked(key, job, "running", seconds);
       job.recovering_since.reset();
     } else if (!job.was_running && report.job_created != absl::InfinitePast() &&
                report.job_created <= report.now) {

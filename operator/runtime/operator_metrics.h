@@ -23,7 +23,7 @@ namespace cohort::op {
 // Besides the cluster-wide series, every live DistributedJob has its own (labels job_namespace,
 // cohort_job): its phase, its gang restarts by cause, and how long failures took to detect and
 // to recover from. They go when the job is deleted, so their number is bounded by the live jobs
-// (at most 6 + 11 + 3 histograms per job). The recovery clock lives in this replica's memory: a
+// (at most 6 + 11 + 3 + 4 histograms per job). The recovery clock lives in this replica's memory: a
 // failure that straddles a change of leader is counted but not timed.
 class OperatorMetrics {
  public:
@@ -46,10 +46,18 @@ class OperatorMetrics {
     prometheus::Histogram* detect = nullptr;
     prometheus::Histogram* recovery = nullptr;
     prometheus::Histogram* time_to_running = nullptr;
+    // Recovery by restart kind ("in_place", "recreate") and stage ("old_processes_gone",
+    // "running").
+    std::map<std::pair<std::string, std::string>, prometheus::Histogram*> stages;
     std::optional<absl::Time> recovering_since;  // A gang restart is under way since.
+    std::string recovering_kind;                 // Its kind: "in_place" or "recreate".
+    bool old_gone_seen = false;                  // Its stage "old_processes_gone" was observed.
     bool was_running = false;
   };
   JobSeries& SeriesLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Observes `seconds` into job `key`'s recovery stage `stage` of its restart under way.
+  void ObserveStageLocked(const std::string& key, JobSeries& job, const char* stage, double seconds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   prometheus::Family<prometheus::Counter>& reconciles_;
@@ -63,6 +71,7 @@ class OperatorMetrics {
   prometheus::Family<prometheus::Counter>& job_restarts_;
   prometheus::Family<prometheus::Histogram>& job_detect_;
   prometheus::Family<prometheus::Histogram>& job_recovery_;
+  prometheus::Family<prometheus::Histogram>& job_recovery_stage_;
   prometheus::Family<prometheus::Histogram>& job_time_to_running_;
   absl::Mutex mu_;
   std::map<std::string, JobSeries> jobs_series_ ABSL_GUARDED_BY(mu_);

@@ -236,6 +236,17 @@ pid_t LocalControlPlane::FindProcess(const std::string& program, const std::vect
   return -1;
 }
 
+pid_t LocalControlPlane::WaitForProcess(const std::string& program, const std::vector<std::string>& env,
+                                        absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  pid_t pid = FindProcess(program, env);
+  while (pid < 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));  // /proc, changed by other processes: polled.
+    pid = FindProcess(program, env);
+  }
+  return pid;
+}
+
 LocalControlPlane::Result LocalControlPlane::CreateConfigMap(const std::string& name,
                                                             const std::vector<std::string>& from_files) {
   std::vector<std::string> create = {"create", "configmap", name};

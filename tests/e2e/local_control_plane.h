@@ -68,6 +68,11 @@ class LocalControlPlane {
   // The pid of the running container process whose command line contains `program` and whose
   // environment has every `VAR=value` in `env` (not the cohort-launch that started it); -1 if none.
   static pid_t FindProcess(const std::string& program, const std::vector<std::string>& env);
+  // FindProcess, looked for until it is there or `timeout` passed: a pod is Ready once its
+  // containers run, and restarting in place cohort-launch starts the processes a moment later,
+  // on its sidecar's word.
+  static pid_t WaitForProcess(const std::string& program, const std::vector<std::string>& env,
+                              absl::Duration timeout = absl::Seconds(30));
 
  private:
   std::string dir_;

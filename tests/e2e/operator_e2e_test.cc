@@ -189,7 +189,7 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
   auto op = Operator();
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-kill", 4, "k8s-hold")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-kill", AllReady, kJobTimeout)));
-  pid_t pid = LocalControlPlane::FindProcess(
+  pid_t pid = LocalControlPlane::WaitForProcess(
       "test-trainer", {"COHORT_JOB_NAME=e2e-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's trainer process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -230,7 +230,7 @@ TEST_F(OperatorE2E, RestartStrategy_InPlaceKeepsEveryPod_RecreateReplacesThem) {
     ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout))) << Events(*cluster_, name);
     const std::map<std::string, std::string> before = PodUids(*cluster_, name);
     ASSERT_EQ(before.size(), 3u);
-    pid_t pid = LocalControlPlane::FindProcess(
+    pid_t pid = LocalControlPlane::WaitForProcess(
         "test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name), "COHORT_PROCESS_ID=2", "COHORT_RESTART_ATTEMPT=0"});
     ASSERT_GT(pid, 0) << "rank 2's trainer process";
     ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -278,7 +278,7 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_FailJobRuleAndMaxRestartsEndTheJobWi
             0);
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ip-max", 2, "rank1-exits-7")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ip-rule", AllReady, kJobTimeout)));
-  pid_t pid = LocalControlPlane::FindProcess(
+  pid_t pid = LocalControlPlane::WaitForProcess(
       "test-trainer", {"COHORT_JOB_NAME=e2e-ip-rule", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -795,7 +795,7 @@ TEST_F(OperatorE2E, SixtyFourRanks_TrainerKilled_EveryOldPodGoesAndTheGangRestar
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-scale", kRanks, "k8s-hold")).exit_code, 0);
   json ready = cluster_->WaitForJob("default", "e2e-scale", AllReady, absl::Minutes(4));
   ASSERT_TRUE(AllReady(ready)) << ready.dump(2) << Events(*cluster_, "e2e-scale");
-  pid_t pid = LocalControlPlane::FindProcess(
+  pid_t pid = LocalControlPlane::WaitForProcess(
       "test-trainer", {"COHORT_JOB_NAME=e2e-scale", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's trainer process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -1111,7 +1111,7 @@ TEST_F(OperatorE2E, JaxProgram_RankKilled_TheOtherIsToldAndTheGangRestarts) {
             0);
   ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-kill", 0, "JAX process 0 ready", absl::Minutes(2)), "");
   ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-kill", 1, "JAX process 1 ready", absl::Minutes(1)), "");
-  pid_t pid = LocalControlPlane::FindProcess(
+  pid_t pid = LocalControlPlane::WaitForProcess(
       "jax_program.py", {"COHORT_JOB_NAME=e2e-jax-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's JAX process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -1279,7 +1279,9 @@ TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResu
   EXPECT_TRUE(std::filesystem::exists(absl::StrCat(checkpoints, "/checkpoint.pt")));
   std::string resumed_at[2];
   for (int rank = 0; rank < 2; ++rank) {
-    std::string log = TrainerLog(*cluster_, "pytorch-preemptible", rank);  // attempt 1's
+    // Attempt 1's: pod 0 restarted its process in place, the evicted pod 1 was replaced alone.
+    std::string log = rank == 0 ? TrainerLog(*cluster_, "pytorch-preemptible", 0)
+                                : PodTrainerLog(*cluster_, "pytorch-preemptible-1-r1");
     const std::string prefix = absl::StrCat("rank ", rank, ": resumed from step ");
     size_t at = log.find(prefix);
     ASSERT_NE(at, std::string::npos) << log;
@@ -1331,7 +1333,7 @@ TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheG
             0);
   ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 0, "torch rank 0 of 2 ready (attempt 0)", absl::Minutes(2)), "");
   ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 1, "torch rank 1 of 2 ready (attempt 0)", absl::Minutes(1)), "");
-  pid_t pid = LocalControlPlane::FindProcess(
+  pid_t pid = LocalControlPlane::WaitForProcess(
       "torch_ddp_program.py", {"COHORT_JOB_NAME=e2e-torch", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's torch process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -1377,7 +1379,7 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_OneProcessKilled_EveryRankToldAndTheGangRestart
         << "rank " << rank << " never trained";
   }
   // Rank 3 is local process 1 of pod e2e-ppkill-1: one process, not the pod.
-  pid_t pid = LocalControlPlane::FindProcess(
+  pid_t pid = LocalControlPlane::WaitForProcess(
       "test-trainer", {"COHORT_JOB_NAME=e2e-ppkill", "COHORT_PROCESS_ID=3", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 3's trainer process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);

@@ -394,7 +394,7 @@ spec:
   const std::string containers_before = containers();
   const std::set<std::string> uids_before = uids();
   ASSERT_EQ(uids_before.size(), 2u);
-  pid_t pid = LocalControlPlane::FindProcess(
+  pid_t pid = LocalControlPlane::WaitForProcess(
       "demo-trainer", {"COHORT_JOB_NAME=demo-ip", "COHORT_PROCESS_ID=3", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 3's process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -487,12 +487,14 @@ spec:
   ASSERT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  // In place: demo-0's containers restarted their processes, demo-1 was replaced alone.
+  EXPECT_EQ(op::StringMember(op::Member(job, "status"), "lastRestartStrategy"), "InPlace") << job.dump(2);
   // Every rank resumed from the same checkpoint step and ended with the same parameters.
   std::set<std::string> resumed, params;
   int results = 0;
-  for (int pod = 0; pod < 2; ++pod) {
+  for (const std::string pod : {"demo-0", "demo-1-r1"}) {
     for (absl::string_view line :
-         absl::StrSplit(ReadFile(absl::StrCat(cluster_->dir(), "/pods/default_demo-", pod, "/trainer.log")), '\n')) {
+         absl::StrSplit(ReadFile(absl::StrCat(cluster_->dir(), "/pods/default_", pod, "/trainer.log")), '\n')) {
       if (!absl::StrContains(line, "RESULT ")) continue;
       ++results;
       for (absl::string_view field : absl::StrSplit(line, ' ')) {

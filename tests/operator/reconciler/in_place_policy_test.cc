@@ -58,6 +58,18 @@ AttemptView Silent(absl::Duration ago) {
   return v;
 }
 
+// `v` with pod `pod`'s sidecar not following the hub now, after it did (StoppedFollowing) or
+// without ever having followed it (NeverFollowed).
+AttemptView StoppedFollowing(AttemptView v, int32_t pod) {
+  v.following.erase(pod);
+  return v;
+}
+AttemptView NeverFollowed(AttemptView v, int32_t pod) {
+  v.following.erase(pod);
+  v.followed.erase(pod);
+  return v;
+}
+
 struct Case {
   std::string name;
   DistributedJob job;
@@ -138,58 +150,30 @@ INSTANTIATE_TEST_SUITE_P(
              Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Terminating(); }), View(0), Phase::kPending, 3, 1,
              std::nullopt, "Recreate", "RecreatingGang", "pod train-0 is gone (rank 0's pod hosts"},
         Case{"APodStoppedFollowingAndDidNotEnd_ReplacedAlone", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
-             [] {
-               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
-               v.following.erase(3);
-               return v;
-             }(),
+             StoppedFollowing(View(0, {{0, 75}, {1, 75}, {2, 137}}), 3),
              Phase::kRestarting, 1, 1, std::nullopt, "InPlace", "RestartedInPlace",
              "pod train-3 has a sidecar that stopped following the attempt hub"},
         Case{"APodJustStartedFollowsNotYet_RestartsInPlace", InPlaceJob(Phase::kRunning),
              Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(2)); }),
-             [] {
-               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
-               v.following.erase(3);
-               v.followed.erase(3);
-               return v;
-             }(),
+             NeverFollowed(View(0, {{0, 75}, {1, 75}, {2, 137}}), 3),
              Phase::kRestarting, 0, 1, std::nullopt, "InPlace", "RestartedInPlace",
              "rank 2 (pod train-2) exited with code 137"},
         Case{"APodNeverFollowedWithinPatience_Recreates", InPlaceJob(Phase::kRunning),
              Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(31)); }),
-             [] {
-               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}});
-               v.following.erase(3);
-               v.followed.erase(3);
-               return v;
-             }(),
+             NeverFollowed(View(0, {{0, 75}, {1, 75}, {2, 137}}), 3),
              Phase::kRestarting, 1, 1, std::nullopt, "InPlace", "RestartedInPlace",
              "pod train-3 has a sidecar that did not follow the attempt hub within 30s"},
         Case{"BackoffOver_APodFollowsNotYet_WaitsForIt", InPlaceJob(Phase::kRestarting, 1, true),
              Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(5)); }),
-             [] {
-               AttemptView v = View(0, {{2, 137}});
-               v.following.erase(3);
-               v.followed.erase(3);
-               return v;
-             }(),
+             NeverFollowed(View(0, {{2, 137}}), 3),
              Phase::kPending, 0, 1, std::nullopt, "InPlace", "", ""},
         Case{"BackoffOver_APodNeverFollowed_RecreatesSayingWhy", InPlaceJob(Phase::kRestarting, 1, true),
              Gang(0, [](int, PodBuilder& p) { p.StartedAt(kNow - absl::Seconds(40)); }),
-             [] {
-               AttemptView v = View(0, {{2, 137}});
-               v.following.erase(3);
-               v.followed.erase(3);
-               return v;
-             }(),
+             NeverFollowed(View(0, {{2, 137}}), 3),
              Phase::kPending, 1, 1, std::nullopt, "InPlace", "ReplacingPod",
              "pod train-3 has a sidecar that did not follow the attempt hub within 30s", {3}},
         Case{"APodThatEndedButFollowsNotYet_RestartsInPlace", InPlaceJob(Phase::kRunning), Gang(0, AllRunning),
-             [] {
-               AttemptView v = View(0, {{0, 75}, {1, 75}, {2, 137}, {3, 75}});
-               v.following.erase(3);
-               return v;
-             }(),
+             StoppedFollowing(View(0, {{0, 75}, {1, 75}, {2, 137}, {3, 75}}), 3),
              Phase::kRestarting, 0, 1, std::nullopt, "InPlace", "RestartedInPlace",
              "rank 2 (pod train-2) exited with code 137"},
         Case{"NotReadyAndNotEnded_NodeMayBeLost_ReplacedAlone", InPlaceJob(Phase::kRunning),

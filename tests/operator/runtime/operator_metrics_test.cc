@@ -71,6 +71,38 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
   EXPECT_THAT(text, HasSubstr("cohort_operator_preemptions_total 1"));
 }
 
+// Recovery split by restart kind and stage: in place, the old processes are gone when the
+// operator orders the next attempt; recreating, when it creates the next attempt's pods.
+TEST_F(OperatorMetricsTest, RecoveryStagesByRestartKind) {
+  metrics_.SetJobPhase("ml/train", Phase::kRunning);
+  GangRestart in_place{"signal", kCreated + absl::Seconds(9), "Failure"};
+  in_place.in_place = true;
+  Pass(kCreated + absl::Seconds(10), in_place);
+  ReconcileReport ordered;
+  ordered.now = kCreated + absl::Seconds(11);
+  ordered.started_attempt = true;
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), ordered);
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), ordered);  // Ordered again.
+  Pass(kCreated + absl::Seconds(12.5), std::nullopt, /*running=*/true);
+
+  Pass(kCreated + absl::Seconds(100), GangRestart{"crash", kCreated + absl::Seconds(99), "Failure"});
+  ReconcileReport created;
+  created.now = kCreated + absl::Seconds(105);
+  created.event_reasons = {"Started"};
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), created);
+  Pass(kCreated + absl::Seconds(109), std::nullopt, /*running=*/true);
+
+  std::string text = Text();
+  const std::string series = "cohort_operator_job_recovery_stage_seconds";
+  const std::string job = R"(cohort_job="train",job_namespace="ml")";
+  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="in_place",stage="old_processes_gone"} 2)"));
+  EXPECT_THAT(text, HasSubstr(series + "_count{" + job + R"(,restart="in_place",stage="old_processes_gone"} 1)"));
+  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="in_place",stage="running"} 3.5)"));
+  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="recreate",stage="old_processes_gone"} 6)"));
+  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="recreate",stage="running"} 10)"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_recovery_seconds_count{" + job + "} 2"));
+}
+
 TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
   metrics_.SetJobPhase("ml/train", Phase::kRunning);
   Pass(kCreated + absl::Seconds(10), GangRestart{"crash", kCreated + absl::Seconds(9), "Failure"});
