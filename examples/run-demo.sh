@@ -241,13 +241,19 @@ last_steps=$(for r in $(seq 0 $((ranks - 1))); do
   ls "$work/scraped/rank-$r-attempt-"* 2>/dev/null | sort -t- -k4 -n | tail -n 1 | xargs -r cat | cut -d' ' -f1
 done | sort -n | sed -n '1p;$p' | paste -sd-)
 recovery=$(awk -v s="$recovery_sum" 'BEGIN { if (s == "") print "?"; else printf "%.1f", s }')
+stage() {  # stage NAME: seconds from the eviction to that stage of the in-place restart
+  awk -v s="$(metric "$operator_metrics" "cohort_operator_job_recovery_stage_seconds_sum{$job_labels,restart=\"in_place\",stage=\"$1\"}")" \
+    'BEGIN { if (s == "") print "?"; else printf "%.1f", s }'
+}
+old_gone=$(stage old_processes_gone)
 productive=$(cat "$work/scraped/"rank-*-attempt-* 2>/dev/null | awk '{ s += $2 } END { printf "%.1f", s }')
 goodput=$(awk -v p="$productive" -v n="$ranks" -v w="$wall_s" 'BEGIN { printf "%.2f", (w > 0 ? p / (n * w) : 0) }')
 echo "metrics: cohort-operator on $operator_url (per job: phase, restarts by cause,"
 echo "  detect/recovery times), each pod's sidecar on http://<pod IP>:9400/metrics (pod demo-0's was"
 echo "  http://$(cat "$work/scraped/address-demo-0" 2>/dev/null || echo '?'):9400/metrics: every rank's step, progress age, barriers)."
 echo "the Cohort job dashboard would show: ${preempted:-0} preemption (restarts by cause: preempted ${preempted:-0}),"
-echo "  the gang running again ${recovery} s after the eviction; steps at the last scrape (each second)"
+echo "  the gang running again ${recovery} s after the eviction (restarted in place: the old processes gone"
+echo "  after ${old_gone} s, then the next attempt ordered); steps at the last scrape (each second)"
 echo "  ${last_steps:-?} of $steps; goodput $goodput"
 echo "  (${productive} s of steps over $ranks ranks x ${wall_s} s); see docs/observability.md to install it."
 echo "demo OK: data-parallel training (gradients all-reduced every step, the loss falling); one"
