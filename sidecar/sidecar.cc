@@ -274,11 +274,21 @@ void Sidecar::ReportEnded(const launch::AttemptEnded& ended) {
 
 void Sidecar::TellCoordinator(const coordination::attemptspb::AttemptEnd& end) {
   const ExitKind kind = ClassifyExit(ProcessExit::FromContainer(end.exit_code(), end.reason()));
-  // A follower's exit (75) or a preemption's (76) is the job's own doing: nothing to tell.
-  if (kind == ExitKind::kSucceeded || kind == ExitKind::kFollowed || kind == ExitKind::kPreempted) return;
+  // A follower's exit (75) is the job's own doing: nothing to tell.
+  if (kind == ExitKind::kSucceeded || kind == ExitKind::kFollowed) return;
   absl::MutexLock lock(&parts_mu_);
   if (!coordinator_ || !coordinator_options_ || coordinator_options_->service.restart_attempt != end.attempt()) return;
   const coordination::TaskId first = end.pod_index() * config_.processes_per_pod;
+  // A preempted rank that had joined told the job itself, and the others may still be saving
+  // their checkpoint at the agreed step: only one preempted before it joined (the others wait
+  // for it in registration) is news.
+  if (kind == ExitKind::kPreempted) {
+    const coordination::CoordinationService::Snapshot snapshot = coordinator_->service().GetSnapshot();
+    for (int local = 0; local < config_.processes_per_pod; ++local) {
+      const size_t task = static_cast<size_t>(first + local);
+      if (task < snapshot.tasks.size() && snapshot.tasks[task].state != coordination::TaskState::kDisconnected) return;
+    }
+  }
   absl::string_view last_line = end.message();
   if (size_t nl = last_line.rfind('\n'); nl != absl::string_view::npos) last_line.remove_prefix(nl + 1);
   // Its sidecar tells the service when a process it serves dies; one that died before it joined
@@ -495,6 +505,23 @@ int Sidecar::WaitForTrainers() {
         next = *ordered_;
       }
       BeginAttempt(next);
+    }
+    // Preempted (the pod evicted or deleted) before its processes of the attempt started: nobody
+    // else can say so, and the other pods' processes would wait for its ranks to join.
+    bool never_started = false;
+    launch::AttemptEnded ended;
+    {
+      absl::MutexLock lock(&mu_);
+      never_started = preempting_ && !released_;
+      ended.attempt = attempt_;
+    }
+    if (never_started) {
+      ended.exit_code = kPreemptedExitCode;
+      ended.finished_unix_ms = absl::ToUnixMillis(absl::Now());
+      ended.reason = "Preempted";
+      ended.message = absl::StrCat("the pod was preempted before its processes of restart attempt ", ended.attempt,
+                                   " started");
+      ReportEnded(ended);
     }
   }
   std::vector<TrainerEnd> trainers;

@@ -124,7 +124,8 @@ class Sidecar {
   void OnOrder(int32_t attempt);
   void ReportEnded(const launch::AttemptEnded& ended);
   // Rank 0: a pod's processes of the running attempt ended by themselves (not following another
-  // rank): the attempt's coordination service hears it, and fails the job if it did not yet.
+  // rank; preempted only before they joined): the attempt's coordination service hears it, and
+  // fails the job if it did not yet.
   void TellCoordinator(const coordination::attemptspb::AttemptEnd& end);
   coordination::AgentOptions AgentOptionsFor(int local, std::optional<int32_t> attempt) const;
   // Serves `options.task`'s agent on `socket`. InvalidArgument naming the socket when it cannot
