@@ -77,10 +77,14 @@ TEST(CohortLaunchTest, CpuBinding_ProcessesShareThePodsCpusUnlessTurnedOff) {
       const std::string line = run.Find(prefix);
       int n = 0;
       ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.find(prefix) + prefix.size()), &n)) << line;
-      if (bind == "none") EXPECT_EQ(n, allowed);
+      if (bind == "none") {
+        EXPECT_EQ(n, allowed);
+      }
       total += n;
     }
-    if (bind.empty()) EXPECT_EQ(total, allowed >= 2 ? allowed : 2);
+    if (bind.empty()) {
+      EXPECT_EQ(total, allowed >= 2 ? allowed : 2);
+    }
   }
   std::map<std::string, std::string> env = PodOneOfTwoByTwo();
   env["COHORT_CPU_BIND"] = "numa";
@@ -137,7 +141,9 @@ TEST(CohortLaunchTest, SigtermBeforeTheProgramTakesIt_APreemptionNotAKill) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 76);
   EXPECT_TRUE(run.Has("the preemption notice ended it before its program could take it"));
-  EXPECT_TRUE(run.Has("cohort-launch: exiting with rank 2's status (exit code 76)"));
+  // Both got the notice at once: the first to end is the one named.
+  EXPECT_TRUE(run.Has("cohort-launch: exiting with rank 2's status (exit code 76)") ||
+              run.Has("cohort-launch: exiting with rank 3's status (exit code 76)"));
 }
 
 TEST(CohortLaunchTest, InconsistentEnvironment_ClearErrorAndNothingStarted) {
