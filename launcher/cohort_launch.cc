@@ -311,6 +311,10 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
       attempt, absl::StrCat(kName, ": restart attempt ", attempt,
                             " waits for its order from the sidecar (this pod replaces one alone: the others end the "
                             "last attempt first)"));
+  if (!go && !signalled) {
+    std::cerr << kName << ": the pod's sidecar closed the launch socket before it ordered restart attempt "
+              << attempt << ": its log says why\n";
+  }
   if (!go) return signalled ? 128 + SIGTERM : 1;
   attempt = *go;
   while (true) {

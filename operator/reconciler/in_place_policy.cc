@@ -47,10 +47,9 @@ struct GangCheck {
   // Pods that go (replaced alone), each with why; ranks without a pod (created alone).
   std::vector<std::pair<const ObservedPod*, std::string>> replace;
   std::vector<int32_t> missing;
-  // Pods whose sidecar did not follow the hub yet but may still (started within kHubPatience),
-  // and until when they may.
-  std::vector<std::string> not_following_yet;
-  absl::Time patience_ends = absl::InfinitePast();
+  // Until when a pod whose sidecar did not follow the hub yet may still (it started within
+  // kHubPatience); InfinitePast when every pod's sidecar follows.
+  absl::Time follow_by = absl::InfinitePast();
 };
 
 GangCheck Blocked(std::string why) {
@@ -102,10 +101,7 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
       check.replace.emplace_back(p, std::move(why));
       continue;
     }
-    if (wait_until != absl::InfinitePast()) {
-      check.not_following_yet.push_back(p->name);
-      check.patience_ends = std::max(check.patience_ends, wait_until);
-    }
+    check.follow_by = std::max(check.follow_by, wait_until);
     present.insert(p->rank);
   }
   for (const auto& [p, why] : check.replace) present.insert(p->rank);
@@ -190,10 +186,10 @@ Verdict StartInPlace(DecisionPass& pass) {
     pass.waiting.erase(std::find(pass.waiting.begin(), pass.waiting.end(), gone));
   }
   CreateReplacements(pass, pass.waiting);
-  if (!check.not_following_yet.empty()) {
+  if (check.follow_by != absl::InfinitePast()) {
     // The order would reach them when they follow; their processes of the last attempt must be
     // known to have ended first.
-    pass.Requeue(std::min(absl::Seconds(1), check.patience_ends - pass.now));
+    pass.Requeue(std::min(absl::Seconds(1), check.follow_by - pass.now));
     return Verdict::kDecided;
   }
   // Every pod that stays ends its processes of the last attempt before the next starts: a rank
@@ -213,15 +209,14 @@ Verdict StartInPlace(DecisionPass& pass) {
   return Verdict::kDecided;
 }
 
-bool ReplacesInPlace(const DecisionPass& pass) {
-  if (pass.status.last_restart_strategy != restart_strategy::kInPlace) return false;
-  for (const ObservedPod* p : pass.current) {
-    if (p->in_place) return true;
+bool CreateReplacementsInPlace(DecisionPass& pass) {
+  if (pass.status.last_restart_strategy != restart_strategy::kInPlace ||
+      std::none_of(pass.current.begin(), pass.current.end(), [](const ObservedPod* p) { return p->in_place; })) {
+    return false;
   }
-  return false;
+  CreateReplacements(pass, {});
+  return true;
 }
-
-void CreateMissingInPlace(DecisionPass& pass) { CreateReplacements(pass, {}); }
 
 Verdict AwaitHub(DecisionPass& pass) {
   const AttemptView* view = pass.view;

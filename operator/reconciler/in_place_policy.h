@@ -83,10 +83,9 @@ InPlacePlan PlanInPlace(const DecisionPass& pass);
 Verdict StartInPlace(DecisionPass& pass);
 
 // Pending after an in-place restart whose staying pods already run the attempt: a rank without a
-// pod gets a replacement (ReplacesInPlace says whether that is the case; CreateMissingInPlace
-// adds them to Decision::replace_ranks).
-bool ReplacesInPlace(const DecisionPass& pass);
-void CreateMissingInPlace(DecisionPass& pass);
+// pod gets a replacement (Decision::replace_ranks). False, doing nothing, when that is not the
+// job's case (the pods are created the usual way).
+bool CreateReplacementsInPlace(DecisionPass& pass);
 
 // Before anything judges pods by their restart-attempt label: while the hub of a job that
 // restarted in place was not heard from yet (the operator just started), its pods are not an

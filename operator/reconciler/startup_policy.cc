@@ -36,10 +36,7 @@ Verdict EndBackoff(DecisionPass& pass) {
 
 Verdict CreateMissingRanks(DecisionPass& pass) {
   if (pass.status.phase != Phase::kPending) return Verdict::kContinue;
-  if (ReplacesInPlace(pass)) {
-    CreateMissingInPlace(pass);
-    return Verdict::kContinue;
-  }
+  if (CreateReplacementsInPlace(pass)) return Verdict::kContinue;
   std::set<int32_t> present;
   for (const ObservedPod* p : pass.current) present.insert(p->rank);
   std::vector<int32_t>& create = pass.decision.create_ranks;

@@ -816,7 +816,7 @@ TEST_F(OperatorE2E, SixtyFourRanks_TrainerKilled_EveryOldPodGoesAndTheGangRestar
 // (the lost ones stay Terminating until the operator force-deletes them: grace period 2 s +
 // --force-delete-after 2 s); the pods on the node left stay, their processes restart. The next
 // attempt runs on the node left and succeeds.
-TEST_F(OperatorE2E, LostNode_ItsPodsForceDeleted_TheNextAttemptRunsOnTheNodeLeftAndSucceeds) {
+TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndTheJobSucceeds) {
   LocalControlPlane cluster({"--nodes", "2", "--node-monitor-grace-period", "2"});
   ASSERT_NE(cluster.kubeconfig(), "") << "the two-node control plane did not start";
   auto op = Operator("operator", {"--force-delete-after", "2"}, &cluster);
