@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -43,10 +45,15 @@ absl::StatusOr<std::unique_ptr<LocalOperator>> StartLocalOperator(const std::str
   if (setup->cluster->WaitForLine("cohort-local-cluster: ready", absl::Seconds(60)).empty()) {
     return absl::UnavailableError("cohort-local-cluster is not ready:\n" + setup->cluster->Output());
   }
-  absl::StatusOr<Subprocess> kubectl = Subprocess::Start(Subprocess::Options{
-      {"kubectl", "apply", "-f", absl::StrCat(COHORT_SOURCE_DIR, "/manifests/crd")}, {{"KUBECONFIG", kubeconfig}}, false});
+  // kubectl's words go to a file, not into a benchmark's JSON on stdout.
+  Subprocess::Options apply({"kubectl", "apply", "-f", absl::StrCat(COHORT_SOURCE_DIR, "/manifests/crd")},
+                            {{"KUBECONFIG", kubeconfig}}, /*capture_output=*/false);
+  apply.output_path = absl::StrCat(setup->dir, "/kubectl-apply.log");
+  absl::StatusOr<Subprocess> kubectl = Subprocess::Start(apply);
   if (!kubectl.ok() || Subprocess::ExitCodeOf(kubectl->Wait()) != 0) {
-    return absl::UnavailableError("kubectl apply of the CRD failed");
+    std::ifstream in(apply.output_path);
+    return absl::UnavailableError(absl::StrCat("kubectl apply of the CRD failed: ",
+                                               std::string(std::istreambuf_iterator<char>(in), {})));
   }
   std::vector<std::string> op_argv = {BinPath("cohort-operator"), "--kubeconfig", kubeconfig, "--metrics-port", "0",
                                       "--leader-elect=false"};

@@ -1,21 +1,28 @@
 // recovery-bench: how long a gang restart takes, in place beside recreating the pods, on the
-// local control plane with real pods (sidecars, cohort-launch, test-trainer processes).
+// local control plane with real pods (sidecars, cohort-launch, trainer processes).
 //
 //   recovery-bench [--pods 8] [--processes-per-pod 4] [--runs 5] [--runtime process|podman]
 //
 // It starts cohort-local-cluster (one node, the process runtime unless --runtime podman), applies
 // the CRD and starts a real cohort-operator. Then, --runs times, for restartStrategy InPlace and
 // Recreate in turn (interleaved, so both see the same machine), it creates a job of --pods pods of
-// --processes-per-pod test-trainer processes (restartBackoff 0s), waits until every rank trains,
+// --processes-per-pod trainer processes (restartBackoff 0s), waits until every rank trains,
 // SIGKILLs rank 1's process and measures from the kill:
 //   gone_s        every process of attempt 0 gone (reaped: its pid no longer exists)
-//   registered_s  every rank of attempt 1 registered (its "INITIALIZED rank=R attempt=1" line:
-//                 dist::Initialize returns once every rank registered)
-//   barrier_s     every rank of attempt 1 through its first rendezvous (its "RENDEZVOUS" line)
+//   registered_s  every rank of attempt 1 registered (dist::Initialize returned, which it does once
+//                 every rank registered)
+//   barrier_s     every rank of attempt 1 through its first barrier
 //   pods_replaced pods whose uid changed (API writes: each is a delete and a create)
-// Each run prints one JSON object; the last line is a summary: median and worst of each figure
-// per strategy, and the ratio of the Recreate median to the InPlace median.
+// The trainer is test-trainer (process runtime) or, in containers, demo-trainer from
+// localhost/cohort-demo:dev (`make images`). Each run prints one JSON object; the last line is a
+// summary: median and worst of each figure per strategy, the ratio of the Recreate median to the
+// InPlace median, and start_floor_s: how long starting as many processes of the trainer's binary
+// at once takes on this machine with nothing else running (each exits after main() began), the
+// least any restart that starts new processes can cost here.
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/types.h>
 
 #include <algorithm>
@@ -26,6 +33,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -50,36 +58,74 @@ using json = nlohmann::json;
 // How often the logs and processes are looked at: the figures' resolution.
 constexpr absl::Duration kPoll = absl::Milliseconds(10);
 
+// The trainer's image in containers (`make images` builds it).
+constexpr char kDemoImage[] = "localhost/cohort-demo:dev";
+
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-json JobObject(const std::string& name, int pods, int per_pod, const std::string& strategy) {
-  json container = {{"name", "trainer"},
-                    {"image", "cohort/test-trainer:dev"},
-                    {"command", json::array({"test-trainer", "k8s-hold"})}};
+// What a run's pods run, and the lines of its log that mark each stage.
+struct Workload {
+  std::string binary;     // The trainer's executable: its processes are found (and one killed) by name.
+  json container;         // The job's trainer container.
+  std::string trains;     // Every rank of attempt 0 printed it: the job trains.
+  std::string registered; // dist::Initialize returned.
+  std::string barrier;    // The first barrier passed.
+  std::vector<std::string> floor_argv;  // The binary, exiting right after main() began.
+  bool finishes = false;  // Attempt 1 ends by itself (Succeeded); else the job is deleted once measured.
+};
+
+Workload ProcessWorkload() {
+  // test-trainer's "k8s-hold": attempt 0 trains until killed, attempt 1 runs its rendezvous,
+  // whose first step is a barrier, and ends. The process runtime ignores the image.
+  return {"test-trainer",
+          {{"name", "trainer"}, {"image", "cohort/test-trainer:dev"}, {"command", json::array({"test-trainer", "k8s-hold"})}},
+          "TRAINING",
+          "INITIALIZED rank=",
+          "BARRIER rank=",
+          {absl::StrCat(COHORT_BIN_DIR, "/test-trainer"), "init-only"},  // No job in the environment: exits 3.
+          /*finishes=*/true};
+}
+
+Workload ContainerWorkload() {
+  // demo-trainer prints "joined as rank" once dist::Initialize returned and "collectives:" once
+  // its communicator is up, which every rank reaches together (a rendezvous of the ranks'
+  // addresses): the first barrier. Enough steps that attempt 0 trains until the kill.
+  return {"demo-trainer",
+          {{"name", "trainer"},
+           {"image", kDemoImage},
+           {"command", json::array({"demo-trainer", "--steps", "1000000", "--step-ms", "20"})}},
+          "collectives: ",
+          "joined as rank",
+          "collectives: ",
+          {absl::StrCat(COHORT_BIN_DIR, "/demo-trainer"), "--help"}};
+}
+
+json JobObject(const std::string& name, int pods, int per_pod, const std::string& strategy, const Workload& w) {
   json spec = {{"replicas", pods},
                {"processesPerPod", per_pod},
                {"restartStrategy", strategy},
                {"restartBackoff", "0s"},
                {"maxRestarts", 3},
-               {"template", {{"spec", {{"containers", json::array({container})}}}}}};
+               {"template", {{"spec", {{"containers", json::array({w.container})}}}}}};
   return {{"apiVersion", "cohort.dev/v1alpha1"},
           {"kind", "DistributedJob"},
           {"metadata", {{"name", name}, {"namespace", "default"}}},
           {"spec", spec}};
 }
 
-// The trainer processes of `job` in restart attempt `attempt` (not cohort-launch), by rank.
-std::map<int, pid_t> Trainers(const std::string& job, int attempt) {
+// The trainer processes (named `binary`, not cohort-launch) of `job` in restart attempt
+// `attempt`, by rank.
+std::map<int, pid_t> Trainers(const std::string& binary, const std::string& job, int attempt) {
   std::map<int, pid_t> out;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator("/proc", ec)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(e.path().filename().string(), &pid)) continue;
     const std::string cmdline = ReadFile(e.path() / "cmdline");
-    if (fs::path(cmdline.substr(0, cmdline.find('\0'))).filename() != "test-trainer") continue;
+    if (fs::path(cmdline.substr(0, cmdline.find('\0'))).filename() != binary) continue;
     std::vector<std::string> vars = absl::StrSplit(ReadFile(e.path() / "environ"), '\0');
     std::set<std::string> env(vars.begin(), vars.end());
     if (!env.count(absl::StrCat("COHORT_JOB_NAME=", job)) ||
@@ -94,12 +140,49 @@ std::map<int, pid_t> Trainers(const std::string& job, int attempt) {
   return out;
 }
 
-// How many lines of every pod's trainer log contain `text`.
-int CountInLogs(const std::string& dir, const std::string& job, int pods, const std::string& text) {
+std::string TrainerLog(const std::string& dir, const std::string& job, int pod) {
+  return absl::StrCat(dir, "/pods/default_", job, "-", pod, "/trainer.log");
+}
+
+// Where a pod's trainer log stood: its file, held open so that its inode cannot be handed to the
+// log of a pod recreated under the same name, and its length.
+struct LogMark {
+  LogMark() = default;
+  LogMark(LogMark&& o) noexcept : fd(std::exchange(o.fd, -1)), inode(o.inode), size(o.size) {}
+  LogMark& operator=(LogMark&&) = delete;
+  ~LogMark() {
+    if (fd >= 0) close(fd);
+  }
+  int fd = -1;
+  ino_t inode = 0;
+  size_t size = 0;
+};
+
+std::vector<LogMark> MarkLogs(const std::string& dir, const std::string& job, int pods) {
+  std::vector<LogMark> marks(pods);
+  for (int p = 0; p < pods; ++p) {
+    marks[p].fd = open(TrainerLog(dir, job, p).c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (marks[p].fd >= 0 && fstat(marks[p].fd, &st) == 0) {
+      marks[p].inode = st.st_ino;
+      marks[p].size = static_cast<size_t>(st.st_size);
+    }
+  }
+  return marks;
+}
+
+// How many lines of the pods' trainer logs contain `text`, counting only what was written after
+// `since` (all of a log that is not the file marked).
+int CountInLogs(const std::string& dir, const std::string& job, int pods, const std::string& text,
+                const std::vector<LogMark>& since = {}) {
   int n = 0;
   for (int p = 0; p < pods; ++p) {
-    const std::string log = ReadFile(absl::StrCat(dir, "/pods/default_", job, "-", p, "/trainer.log"));
-    for (size_t at = 0; (at = log.find(text, at)) != std::string::npos; at += text.size()) ++n;
+    const std::string path = TrainerLog(dir, job, p);
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) continue;
+    const std::string log = ReadFile(path);
+    size_t at = p < static_cast<int>(since.size()) && since[p].inode == st.st_ino ? since[p].size : 0;
+    for (; (at = log.find(text, at)) != std::string::npos; at += text.size()) ++n;
   }
   return n;
 }
@@ -131,23 +214,28 @@ struct Run1 {
   int replaced = 0;
 };
 
-// One job: created, trained, a rank killed, measured, finished and deleted.
+// One job: created, trained, a rank killed, measured, finished (or, one that would train on,
+// deleted once measured) and gone.
 absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir, const std::string& job, int pods,
-                             int per_pod, const std::string& strategy) {
+                             int per_pod, const std::string& strategy, const Workload& w) {
   const int ranks = pods * per_pod;
-  absl::StatusOr<json> created = client.Create(op::kDistributedJobs, "default", JobObject(job, pods, per_pod, strategy));
+  absl::StatusOr<json> created =
+      client.Create(op::kDistributedJobs, "default", JobObject(job, pods, per_pod, strategy, w));
   if (!created.ok()) return created.status();
   absl::Time deadline = absl::Now() + absl::Minutes(5);
-  while (CountInLogs(dir, job, pods, "TRAINING") < ranks) {
-    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains"));
+  while (CountInLogs(dir, job, pods, w.trains) < ranks) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains after 5 minutes; see ", dir, "/pods"));
+    }
     absl::SleepFor(absl::Milliseconds(50));
   }
   const std::map<std::string, std::string> before = PodUids(client, job);
-  const std::map<int, pid_t> old = Trainers(job, 0);
+  const std::map<int, pid_t> old = Trainers(w.binary, job, 0);
   if (static_cast<int>(old.size()) != ranks || !old.count(1)) {
-    return absl::InternalError(absl::StrCat(job, ": found ", old.size(), " trainer processes of ", ranks));
+    return absl::InternalError(absl::StrCat(job, ": found ", old.size(), " ", w.binary, " processes of ", ranks));
   }
   Run1 r;
+  const std::vector<LogMark> marks = MarkLogs(dir, job, pods);
   const absl::Time killed = absl::Now();
   kill(old.at(1), SIGKILL);
   deadline = killed + absl::Minutes(5);
@@ -157,22 +245,38 @@ absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir,
     if (r.gone < 0 && std::all_of(old.begin(), old.end(), [](const auto& e) { return kill(e.second, 0) != 0; })) {
       r.gone = t;
     }
-    if (r.registered < 0 && CountInLogs(dir, job, pods, " attempt=1") >= ranks) r.registered = t;
-    if (r.barrier < 0 && CountInLogs(dir, job, pods, "RENDEZVOUS rank=") >= ranks) r.barrier = t;
+    if (r.registered < 0 && CountInLogs(dir, job, pods, w.registered, marks) >= ranks) r.registered = t;
+    if (r.barrier < 0 && CountInLogs(dir, job, pods, w.barrier, marks) >= ranks) r.barrier = t;
     absl::SleepFor(kPoll);
-  }
-  while (Phase(client, job) != "Succeeded") {
-    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(job, ": did not succeed"));
-    absl::SleepFor(absl::Milliseconds(50));
   }
   const std::map<std::string, std::string> after = PodUids(client, job);
   for (const auto& [pod, uid] : before) r.replaced += after.count(pod) && after.at(pod) == uid ? 0 : 1;
+  if (w.finishes) {
+    while (Phase(client, job) != "Succeeded") {
+      if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(job, ": did not succeed"));
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
   client.Delete(op::kDistributedJobs, "default", job).IgnoreError();
-  while (!PodUids(client, job).empty() || !Trainers(job, 1).empty()) {
+  while (!PodUids(client, job).empty() || !Trainers(w.binary, job, 1).empty()) {
     if (absl::Now() > deadline) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
   return r;
+}
+
+// How long `n` processes of `argv` started at once take until the last has exited.
+double StartFloor(const std::vector<std::string>& argv, int n) {
+  std::vector<Subprocess> children;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < n; ++i) {
+    Subprocess::Options options(argv, {}, /*capture_output=*/false);
+    options.output_path = "/dev/null";
+    absl::StatusOr<Subprocess> child = Subprocess::Start(options);
+    if (child.ok()) children.push_back(*std::move(child));
+  }
+  for (Subprocess& c : children) c.Wait();
+  return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 json Stats(std::vector<double> v) {
@@ -195,18 +299,33 @@ int Run(int argc, char** argv) {
   InitLogging("recovery-bench");
   signal(SIGPIPE, SIG_IGN);
 
+  const Workload workload = runtime == "podman" ? ContainerWorkload() : ProcessWorkload();
+  if (runtime == "podman") {
+    // The settings podman needs on sandboxed machines (docs/images.md), unless the caller has its own.
+    setenv("CONTAINERS_CONF", COHORT_SOURCE_DIR "/images/containers.conf", /*overwrite=*/0);
+    absl::StatusOr<Subprocess> exists = Subprocess::Start(Subprocess::Options{{"podman", "image", "exists", kDemoImage}});
+    if (!exists.ok() || Subprocess::ExitCodeOf(exists->Wait()) != 0) {
+      return Fail(absl::StrCat(kDemoImage, " is not in podman's local store: build it with `make images`"));
+    }
+  }
+  std::vector<double> floors;
+  for (int i = 0; i < 5; ++i) floors.push_back(StartFloor(workload.floor_argv, pods * per_pod));
+
   absl::StatusOr<std::unique_ptr<LocalOperator>> local =
       StartLocalOperator("recovery-bench", {"--runtime", runtime, "--max-pods", "0"}, {});
   if (!local.ok()) return Fail(std::string(local.status().message()));
   op::HttpKubeClient& client = *(*local)->client;
-  const std::string& dir = (*local)->dir;
+  const std::string dir = (*local)->dir;
 
   std::map<std::string, std::map<std::string, std::vector<double>>> figures;  // strategy -> figure -> runs.
   for (int i = 0; i < runs; ++i) {
     for (const std::string strategy : {"InPlace", "Recreate"}) {
       const std::string job = absl::StrCat("rb-", strategy == "InPlace" ? "inplace" : "recreate", "-", i);
-      absl::StatusOr<Run1> r = Measure(client, dir, job, pods, per_pod, strategy);
-      if (!r.ok()) return Fail(std::string(r.status().message()));
+      absl::StatusOr<Run1> r = Measure(client, dir, job, pods, per_pod, strategy, workload);
+      if (!r.ok()) {
+        (*local)->dir.clear();  // Kept for its logs.
+        return Fail(absl::StrCat(r.status().message(), " (the cluster's directory is kept: ", dir, ")"));
+      }
       json one = {{"strategy", strategy},   {"run", i},          {"pods", pods},
                   {"processes_per_pod", per_pod}, {"ranks", pods * per_pod}, {"runtime", runtime},
                   {"gone_s", r->gone},      {"registered_s", r->registered}, {"barrier_s", r->barrier},
@@ -220,7 +339,7 @@ int Run(int argc, char** argv) {
     }
   }
   json summary = {{"summary", true}, {"pods", pods}, {"processes_per_pod", per_pod}, {"ranks", pods * per_pod},
-                  {"runs", runs}, {"runtime", runtime}};
+                  {"runs", runs}, {"runtime", runtime}, {"start_floor_s", Stats(floors)}};
   for (auto& [strategy, by_figure] : figures) {
     for (auto& [figure, values] : by_figure) summary[strategy][figure] = Stats(values);
   }

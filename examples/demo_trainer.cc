@@ -119,9 +119,11 @@ int main(int argc, char** argv) {
   absl::Duration init_time = absl::Now() - t0;
   std::printf("joined as rank %d of %d in %s\n", rank, n,
               absl::FormatDuration(absl::Trunc(init_time, absl::Milliseconds(1))).c_str());
+  std::fflush(stdout);
   absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create();
   if (!comm.ok()) return Fail("communicator", comm.status());
   std::printf("collectives: %s\n", (*comm)->Describe().c_str());
+  std::fflush(stdout);  // Seen now, not after the first step: these lines say the job formed.
 
   // A checkpoint from an earlier restart attempt: carry on after it with its parameters.
   std::vector<float> w(kFeatures, 0.0f);

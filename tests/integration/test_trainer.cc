@@ -47,9 +47,12 @@ int Check(const absl::Status& s, const char* what) {
   return absl::IsAborted(s) || absl::IsUnavailable(s) ? dist::kPeerFailureExitCode : 3;
 }
 
-// Initialize, exchange keys, pass a reusable barrier several times, count, list, shut down.
+// Initialize, pass a barrier, exchange keys, pass a reusable barrier several times, count, list, shut down.
 int Rendezvous() {
   const int rank = dist::ProcessIndex(), n = dist::ProcessCount();
+  // First a barrier alone: recovery-bench times a restart until every rank passed it.
+  if (int rc = Check(dist::Barrier("start", absl::Seconds(60)), "barrier")) return rc;
+  Say(absl::StrCat("BARRIER rank=", rank));
   if (int rc = Check(dist::KeyValueSet(absl::StrCat("rdv/", rank), absl::StrCat("v", rank)), "set")) return rc;
   for (int peer = 0; peer < n; ++peer) {
     absl::StatusOr<std::string> v = dist::KeyValueGet(absl::StrCat("rdv/", peer), absl::Seconds(30));
