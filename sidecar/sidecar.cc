@@ -329,7 +329,7 @@ void Sidecar::BeginAttempt(int32_t attempt) {
     const int per_pod = config_.processes_per_pod;
     for (int local = 0; local < per_pod; ++local) {
       RankAgent& old = agents_[local];
-      old.service->DetachTrainer(
+      old.service->Retire(
           absl::AbortedError(absl::StrCat("restart attempt ", attempt, " began: this process belongs to an older one")));
       // At once: the old attempt's processes are gone (cohort-launch reaped them) or about to be
       // killed; a grace per agent would delay every pod's next attempt by it.

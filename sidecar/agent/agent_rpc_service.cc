@@ -71,6 +71,14 @@ void AgentRpcService::DetachTrainer(const absl::Status& status) {
   if (sink != nullptr) sink->FinishWith(status);
 }
 
+void AgentRpcService::Retire(const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    retired_ = true;
+  }
+  DetachTrainer(status);
+}
+
 bool AgentRpcService::trainer_ever_attached() const {
   absl::MutexLock lock(&mu_);
   return attached_;
@@ -154,10 +162,16 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
       sink->Push(ToAgentEvent(e));
     });
     if (!s.ok()) {
-      LogError("rank ", options_.task, " could not join the job: ", s.message());
+      bool retired = false;
       {
         absl::MutexLock lock(&mu_);
         connect_failed_ = true;
+        retired = retired_;
+      }
+      if (retired) {
+        LogInfo("rank ", options_.task, " of an earlier restart attempt stopped joining: ", s.message());
+      } else {
+        LogError("rank ", options_.task, " could not join the job: ", s.message());
       }
       // The trainer hears why before the sidecar, seeing the outcome, exits.
       sink->FinishWith(s);
@@ -185,14 +199,21 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
   std::shared_ptr<Agent> agent;
   bool clean = false;
   bool connect_failed = false;
+  bool retired = false;
   {
     absl::MutexLock lock(&mu_);
     agent = agent_;
     clean = trainer_shut_down_;
     connect_failed = connect_failed_;
+    retired = retired_;
     attach_sink_.reset();
   }
   if (metrics_) metrics_->SetTrainerAttached(false);
+  if (retired) {
+    LogInfo("trainer pid ", pid, " of an earlier restart attempt detached");
+    SetOutcome(TrainerOutcome::kFailed);
+    return;
+  }
   if (clean || agent == nullptr) {
     LogInfo("trainer pid ", pid, " detached after shutdown");
     SetOutcome(TrainerOutcome::kShutDown);

@@ -89,6 +89,11 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   // Ends the trainer's attach stream with `status` (the sidecar is exiting), so that the trainer
   // is told why at once instead of when the server's shutdown cancels the stream.
   void DetachTrainer(const absl::Status& status);
+  // Restarting in place, a new attempt began: this service's rank belongs to an older one. The
+  // trainer's attach stream ends with `status`; its going is no failure of anyone's (the job
+  // already restarts), so it is not reported: the service at the same address is the new
+  // attempt's by then, where it would read as a death of the new attempt's rank.
+  void Retire(const absl::Status& status);
   bool trainer_attached() const;
   bool trainer_ever_attached() const;
   bool agent_connected() const;
@@ -119,6 +124,7 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   TrainerOutcome outcome_ ABSL_GUARDED_BY(mu_) = TrainerOutcome::kRunning;
   bool stop_waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool connect_failed_ ABSL_GUARDED_BY(mu_) = false;  // The agent could not join the job.
+  bool retired_ ABSL_GUARDED_BY(mu_) = false;         // Retire() was called.
   // The trainer's attach stream, while attached.
   std::shared_ptr<EventStream<agentpb::AgentEvent>::Sink> attach_sink_ ABSL_GUARDED_BY(mu_);
   std::thread connect_thread_;  // Runs Agent::Connect, which blocks until all ranks register.

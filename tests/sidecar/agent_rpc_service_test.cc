@@ -1,0 +1,180 @@
+// The sidecar's Agent service for one rank, between a trainer on its Unix socket and a real
+// coordination service on a loopback port: what it tells the job when its trainer goes.
+
+#include "sidecar/agent/agent_rpc_service.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "cohort/agent/v1/agent.grpc.pb.h"
+#include "coordination/server/coordination_server.h"
+#include "gtest/gtest.h"
+
+namespace cohort::sidecar {
+namespace {
+
+namespace agentpb = ::cohort::agent::v1;
+using coordination::CoordinationService;
+using coordination::TaskState;
+
+// A bound on every wait, so that a broken service fails the test instead of hanging it.
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+class AgentRpcServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/agent-rpc-service-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+  }
+  void TearDown() override {
+    if (agent_server_) agent_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    agent_server_.reset();
+    service_.reset();
+    coordinator_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // A coordination service of `num_tasks` ranks, restart attempt `attempt`, and the sidecar's
+  // Agent service of rank 1 in front of it.
+  void Start(int num_tasks, int attempt) {
+    StartService(num_tasks, attempt, "127.0.0.1:0");
+    ASSERT_NE(coordinator_, nullptr);
+    coordination::AgentOptions options;
+    options.coordinator_address = absl::StrCat("127.0.0.1:", coordinator_->port());
+    options.task = 1;
+    options.num_tasks = num_tasks;
+    options.initialization_timeout = absl::Minutes(1);
+    options.restart_attempt = attempt;
+    service_ = std::make_unique<AgentRpcService>(options, /*metrics=*/nullptr);
+    socket_ = dir_ + "/agent.sock";
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
+    builder.RegisterService(service_.get());
+    agent_server_ = builder.BuildAndStart();
+    ASSERT_NE(agent_server_, nullptr);
+  }
+
+  void StartService(int num_tasks, int attempt, const std::string& address) {
+    coordination::ServerOptions server;
+    server.listen_address = address;
+    server.service.num_tasks = num_tasks;
+    server.service.restart_attempt = attempt;
+    absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> started =
+        coordination::CoordinationServer::Start(server);
+    // As rank 0's sidecar restarting its service: the port is free a moment after the old one went.
+    for (int tries = 1; !started.ok() && tries < 40; ++tries) {
+      absl::SleepFor(absl::Milliseconds(50));
+      started = coordination::CoordinationServer::Start(server);
+    }
+    ASSERT_TRUE(started.ok()) << started.status();
+    coordinator_ = *std::move(started);
+  }
+
+  // What rank 0's sidecar does when the hub orders attempt `attempt`: the old service goes, a new
+  // one of that attempt serves the same port.
+  void ReplaceService(int attempt) {
+    const int num_tasks = coordinator_->service().config().num_tasks;
+    const std::string address = absl::StrCat("127.0.0.1:", coordinator_->port());
+    coordinator_.reset();
+    StartService(num_tasks, attempt, address);
+  }
+
+  CoordinationService& coordination() { return coordinator_->service(); }
+
+  // Waits (bounded) until rank `task`'s state in the service is `state`.
+  bool AwaitTaskState(int task, TaskState state) {
+    const absl::Time deadline = absl::Now() + kWait;
+    int64_t version = -1;
+    while (absl::Now() < deadline) {
+      absl::Notification changed;
+      absl::StatusOr<CoordinationService::TaskStates> states;
+      const coordination::OpId op =
+          coordination().WatchTaskStates(version, [&](absl::StatusOr<CoordinationService::TaskStates> s) {
+            states = std::move(s);
+            changed.Notify();
+          });
+      if (!changed.WaitForNotificationWithTimeout(deadline - absl::Now())) {
+        coordination().CancelOp(op);
+        changed.WaitForNotification();
+        return false;
+      }
+      if (!states.ok()) return false;
+      if (states->tasks.at(task).state == state) return true;
+      version = states->version;
+    }
+    return false;
+  }
+
+  std::string dir_;
+  std::string socket_;
+  std::unique_ptr<coordination::CoordinationServer> coordinator_;
+  std::unique_ptr<AgentRpcService> service_;
+  std::unique_ptr<grpc::Server> agent_server_;
+};
+
+// Restarting in place, a trainer of attempt 0 still waiting in registration when attempt 1 begins
+// is let go without a word to the job: by then the service at the same address is attempt 1's,
+// where its going would read as a death of attempt 1's rank 1 (one more, counted, restart). The
+// same trainer detached without Retire (the sidecar stopping) is reported.
+TEST_F(AgentRpcServiceTest, Retire_TrainerWaitingInRegistration_ItsGoingIsNotReported) {
+  for (const bool retire : {true, false}) {
+    SCOPED_TRACE(retire ? "retired" : "detached");
+    Start(/*num_tasks=*/2, /*attempt=*/0);
+    auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+    std::unique_ptr<agentpb::Agent::Stub> stub = agentpb::Agent::NewStub(channel);
+    grpc::ClientContext ctx;
+    agentpb::AttachRequest req;
+    req.set_process_id(1);
+    req.set_num_processes(2);
+    req.set_restart_attempt(0);
+    req.set_pid(getpid());
+    std::unique_ptr<grpc::ClientReader<agentpb::AgentEvent>> reader = stub->Attach(&ctx, req);
+    grpc::Status ended;
+    std::thread trainer([&] {
+      agentpb::AgentEvent event;
+      while (reader->Read(&event)) {
+      }
+      ended = reader->Finish();
+    });
+    // Rank 1 registered and waits for rank 0, which never comes.
+    ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
+
+    ReplaceService(/*attempt=*/1);
+    const absl::Status why = absl::AbortedError("restart attempt 1 began: this process belongs to an older one");
+    if (retire) {
+      service_->Retire(why);
+    } else {
+      service_->DetachTrainer(why);
+    }
+    trainer.join();
+    EXPECT_EQ(ended.error_code(), grpc::StatusCode::ABORTED) << ended.error_message();
+    // The trainer's going is settled: reported (and answered) or let go.
+    EXPECT_EQ(service_->WaitForTrainer(absl::Now() + kWait), TrainerOutcome::kFailed);
+    const CoordinationService::Snapshot snapshot = coordination().GetSnapshot();
+    if (retire) {
+      EXPECT_NE(snapshot.tasks.at(1).state, TaskState::kFailed);
+      EXPECT_TRUE(coordination().JobStatus().ok()) << coordination().JobStatus();
+    } else {
+      EXPECT_EQ(snapshot.tasks.at(1).state, TaskState::kFailed);
+      EXPECT_FALSE(coordination().JobStatus().ok());
+    }
+    TearDown();
+    SetUp();
+  }
+}
+
+}  // namespace
+}  // namespace cohort::sidecar
