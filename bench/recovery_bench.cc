@@ -204,6 +204,12 @@ std::string Phase(op::HttpKubeClient& client, const std::string& job) {
   return (*j)["status"].value("phase", "");
 }
 
+// Leaves the local cluster's directory behind, with the operator's log in it.
+void KeepDir(LocalOperator& local) {
+  std::ofstream(local.dir + "/operator.log") << local.op->Output();
+  local.dir.clear();
+}
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "recovery-bench: %s\n", message.c_str());
   return 1;
@@ -295,6 +301,8 @@ int Run(int argc, char** argv) {
   app.add_option("--runtime", runtime, "the local kubelet's runtime")
       ->check(CLI::IsMember({"process", "podman"}))
       ->capture_default_str();
+  bool keep = false;
+  app.add_flag("--keep", keep, "keep the local cluster's directory (pods' logs, and the operator's in operator.log)");
   CLI11_PARSE(app, argc, argv);
   InitLogging("recovery-bench");
   signal(SIGPIPE, SIG_IGN);
@@ -323,7 +331,7 @@ int Run(int argc, char** argv) {
       const std::string job = absl::StrCat("rb-", strategy == "InPlace" ? "inplace" : "recreate", "-", i);
       absl::StatusOr<Run1> r = Measure(client, dir, job, pods, per_pod, strategy, workload);
       if (!r.ok()) {
-        (*local)->dir.clear();  // Kept for its logs.
+        KeepDir(**local);
         return Fail(absl::StrCat(r.status().message(), " (the cluster's directory is kept: ", dir, ")"));
       }
       json one = {{"strategy", strategy},   {"run", i},          {"pods", pods},
@@ -349,6 +357,10 @@ int Run(int argc, char** argv) {
     summary["recreate_over_in_place"][figure] = in_place > 0 ? recreate / in_place : 0;
   }
   std::printf("%s\n", summary.dump().c_str());
+  if (keep) {
+    KeepDir(**local);
+    std::fprintf(stderr, "recovery-bench: the cluster's directory is kept: %s\n", dir.c_str());
+  }
   return 0;
 }
 
