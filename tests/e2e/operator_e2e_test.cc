@@ -301,6 +301,45 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_FailJobRuleAndMaxRestartsEndTheJobWi
   }
 }
 
+// Rank 0's sidecar hosts the coordination service and the attempt hub: killed, it takes the job's
+// attempts with it, and the documented fallback (docs/operator.md, "When every pod is recreated
+// instead") applies: a Warning RecreatingGang, every pod replaced, the job restarted once and
+// finishing.
+TEST_F(OperatorE2E, RestartStrategy_InPlace_RankZerosSidecarKilled_EveryPodRecreatedSayingWhy) {
+  auto op = Operator();
+  const std::string name = "e2e-ip-hub";
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 3, "k8s-hold")).exit_code, 0);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout))) << Events(*cluster_, name);
+  // Every rank trains: the hub has run attempt 0 and every sidecar follows it.
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_GT(LocalControlPlane::WaitForProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name),
+                                                                 absl::StrCat("COHORT_PROCESS_ID=", rank)}),
+              0)
+        << "rank " << rank << "'s trainer process";
+  }
+  const std::map<std::string, std::string> before = PodUids(*cluster_, name);
+  ASSERT_EQ(before.size(), 3u);
+  pid_t sidecar = LocalControlPlane::FindProcess(
+      "cohort-sidecar", {absl::StrCat("COHORT_JOB_NAME=", name), "COHORT_PROCESS_ID=0"});
+  ASSERT_GT(sidecar, 0) << "rank 0's sidecar";
+  ASSERT_EQ(kill(sidecar, SIGKILL), 0);
+
+  json job = cluster_->WaitForJob("default", name, Finished, kJobTimeout);
+  const std::string events = Events(*cluster_, name);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << events;
+  EXPECT_EQ(StatusInt(job, "restarts"), 1) << events;
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "Recreate") << events;
+  // Either way the docs name: the hub unreachable, or restarted without the job's attempts.
+  EXPECT_THAT(events, ::testing::ContainsRegex("RecreatingGang: .*the attempt hub on rank 0's sidecar")) << events;
+  const std::map<std::string, std::string> after = PodUids(*cluster_, name);
+  for (const auto& [pod, uid] : before) {
+    EXPECT_TRUE(after.count(pod) && after.at(pod) != uid) << pod << " was not recreated\n" << events;
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, name, rank), HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1")));
+  }
+}
+
 // The documented example (manifests/examples/stalled-rank.yaml): rank 1 stops calling the
 // all-reduce; the collective watchdog names it in every pod's log and the job fails.
 TEST_F(OperatorE2E, StalledRankExample_WatchdogNamesTheStalledRankAndTheJobFails) {
