@@ -61,9 +61,15 @@ constexpr absl::Duration kPoll = absl::Milliseconds(10);
 // The trainer's image in containers (`make images` builds it).
 constexpr char kDemoImage[] = "localhost/cohort-demo:dev";
 
+// The file's contents; "" when it cannot be read (a /proc file of a process that just exited fails
+// mid-read, which libstdc++'s stream buffer reports by throwing).
 std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 // What a run's pods run, and the lines of its log that mark each stage.
