@@ -30,6 +30,7 @@
 // copies cohort-launch itself there (the init container cohort-launch-install does this from the
 // sidecar image, so the trainer's image needs nothing from Cohort). It is linked statically.
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,6 +45,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -105,6 +107,7 @@ struct AttemptOutcome {
   std::string reason = "Error";
   std::string message;        // The root-cause process's last output lines.
   std::string cause;          // "rank 3's status (killed by signal 9 (Killed))"; empty on success.
+  std::optional<int32_t> superseded;  // A later attempt was ordered while this one ran: it was stopped.
 };
 
 // The OOM killer's count in this container's cgroup (cgroup v2); -1 when it cannot be read.
@@ -119,10 +122,13 @@ int64_t OomKills() {
 }
 
 // Starts the pod's processes as restart attempt `attempt` and watches them until every one is
-// gone: a failure gives the others `window` to exit by themselves, then kills them.
+// gone: a failure gives the others `window` to exit by themselves, then kills them. `ordered`
+// (restarting in place) says whether the sidecar ordered a later attempt meanwhile: the job went
+// on without these processes (the operator waited for them to end, and they did not), so they are
+// killed at once.
 AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& command,
                           const env::ProcessPlacement& pod, std::optional<int32_t> attempt, absl::Duration window,
-                          bool one_process) {
+                          bool one_process, const std::function<std::optional<int32_t>()>& ordered = nullptr) {
   const std::string socket_base = env::Get(env::kAgentSocket).value_or("");
   const bool gpus = env::Get(env::kJaxLocalDeviceIds).has_value();
   const CpuBind bind = CpuBindFromEnvironment(kDefaultCpuBind).value_or(CpuBind::kNone);
@@ -182,6 +188,16 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
       group.KillAllAt(absl::Now() + window);
     }
   };
+  if (ordered) {
+    hooks.on_tick = [&] {
+      if (out.superseded) return;
+      out.superseded = ordered();
+      if (!out.superseded) return;
+      ProcessGroup::Print(absl::StrCat(kName, ": restart attempt ", *out.superseded, " was ordered while attempt ",
+                                       attempt.value_or(0), " still runs here: stopping its processes"));
+      group.KillAllAt(absl::Now());
+    };
+  }
   hooks.on_signal = [&](int signo) {
     // Kubernetes sends SIGTERM to the container's first process only: every process must see
     // it (each reports the preemption notice), as under torchrun.
@@ -317,8 +333,29 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
   }
   if (!go) return signalled ? 128 + SIGTERM : 1;
   attempt = *go;
+  // While an attempt runs: a later attempt the sidecar ordered (read without waiting).
+  bool sidecar_gone = false;
+  auto ordered_meanwhile = [&]() -> std::optional<int32_t> {
+    pollfd p{launch_fd, POLLIN, 0};
+    if (sidecar_gone || poll(&p, 1, 0) != 1) return std::nullopt;
+    std::vector<std::string> lines;
+    sidecar_gone = !from_sidecar.Read(&lines);
+    std::optional<int32_t> next;
+    for (const std::string& l : lines) {
+      std::optional<int32_t> n = launch::ParseAttempt(l);
+      if (n && *n > attempt && (!next || *n > *next)) next = n;
+    }
+    return next;
+  };
   while (true) {
-    AttemptOutcome out = RunAttempt(group, command, *pod, attempt, window, one_process);
+    AttemptOutcome out = RunAttempt(group, command, *pod, attempt, window, one_process, ordered_meanwhile);
+    if (out.superseded) {
+      // Nobody waits for this attempt's end any more: the next one starts.
+      if (!shm_dir.empty()) CleanShm(shm_dir, shm_before);
+      attempt = *out.superseded;
+      ProcessGroup::Print(absl::StrCat(kName, ": starting restart attempt ", attempt, " in place"));
+      continue;
+    }
     if (out.exit_code == 0 || out.signalled) {
       if (!out.cause.empty()) ProcessGroup::Print(absl::StrCat(kName, ": exiting with ", out.cause));
       return out.exit_code;

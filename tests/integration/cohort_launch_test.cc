@@ -281,6 +281,44 @@ TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsW
   std::filesystem::remove_all(dir);
 }
 
+// A process that outlives its attempt (it ignored its peers' failure: the operator waited for the
+// pod's end and then ordered the next attempt anyway) is killed when the next is ordered, and the
+// next attempt starts without waiting for it.
+TEST(CohortLaunchTest, InPlace_LaterAttemptOrderedWhileOneRuns_ItsProcessesKilledAndTheOrderedOneStarts) {
+  char pattern[] = "/tmp/cohort-launch-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  FakeSidecar sidecar(dir + "/launch.sock");
+  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
+  env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
+  env["COHORT_RESTART_ATTEMPT"] = "0";
+  // Attempt 0 never ends by itself (SIGTERM ignored too); attempt 2 succeeds.
+  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c",
+                               "echo attempt $COHORT_RESTART_ATTEMPT pid $$; "
+                               "if [ $COHORT_RESTART_ATTEMPT = 0 ]; then trap '' TERM; exec sleep 600; fi"},
+                              env);
+  ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
+  sidecar.Order(0);
+  ASSERT_TRUE(run.ReadUntil("[rank 3] attempt 0 pid ", absl::Seconds(10)));
+  ASSERT_TRUE(run.ReadUntil("[rank 2] attempt 0 pid ", absl::Seconds(10)));
+  sidecar.Order(2);
+  ASSERT_TRUE(run.ReadUntil("starting restart attempt 2 in place", absl::Seconds(10)))
+      << "attempt 0's processes held the pod";
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(run.Has("restart attempt 2 was ordered while attempt 0 still runs here: stopping its processes"));
+  for (const char* rank : {"[rank 2] attempt 0 pid ", "[rank 3] attempt 0 pid "}) {
+    const std::string line = run.Find(rank);
+    int pid = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.rfind(' ') + 1), &pid)) << line;
+    EXPECT_NE(kill(pid, 0), 0) << rank << "'s process of attempt 0 is still there";
+  }
+  EXPECT_TRUE(run.Has("[rank 2] attempt 2 pid"));
+  EXPECT_TRUE(run.Has("[rank 3] attempt 2 pid"));
+  std::filesystem::remove_all(dir);
+}
+
 // A pod created to replace one alone runs the next attempt only once its sidecar orders it: the
 // others still end the last one, whose coordination service its processes would reach.
 TEST(CohortLaunchTest, InPlace_FirstAttemptStartsOnlyWhenOrdered) {
