@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -211,23 +212,48 @@ int64_t PeakRssBytes(pid_t pid) {
   return -1;
 }
 
-absl::StatusOr<int> PickFreePort() {
+namespace {
+
+// Whether `port` on 127.0.0.1 (0: any) can be bound now; the port bound, or 0.
+int TryBindLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (fd < 0) return 0;
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    close(fd);
-    return absl::InternalError(absl::StrCat("cannot pick a free port: ", std::strerror(err)));
+  int bound = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    bound = ntohs(addr.sin_port);
   }
-  int port = ntohs(addr.sin_port);
   close(fd);
-  return port;
+  return bound;
+}
+
+}  // namespace
+
+absl::StatusOr<int> PickFreePort() {
+  // Below the kernel's ephemeral range: a port released there can be taken at any moment as the
+  // local port of some process's outgoing connection before the caller binds it (an EADDRINUSE
+  // seen when a second program, e.g. PyTorch's TCPStore on MASTER_PORT, binds a second later).
+  int ephemeral_low = 32768;
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0, high = 0;
+    if (range >> low >> high && low > 0) ephemeral_low = low;
+  }
+  constexpr int kLowest = 10000;
+  if (ephemeral_low - kLowest >= 1000) {
+    thread_local std::mt19937 random(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLowest, ephemeral_low - 1);
+    for (int tries = 0; tries < 64; ++tries) {
+      if (int port = TryBindLoopback(pick(random)); port > 0) return port;
+    }
+  }
+  if (int port = TryBindLoopback(0); port > 0) return port;
+  return absl::InternalError(absl::StrCat("cannot pick a free port on 127.0.0.1: ", std::strerror(errno)));
 }
 
 }  // namespace cohort

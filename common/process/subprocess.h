@@ -94,7 +94,9 @@ class LineReader {
 // The peak resident set (VmHWM) of running process `pid`, in bytes; -1 if it cannot be read.
 int64_t PeakRssBytes(pid_t pid);
 
-// A free TCP port on 127.0.0.1 (bound and released; the caller binds it promptly).
+// A free TCP port on 127.0.0.1 (bound and released; the caller binds it promptly), from below the
+// kernel's ephemeral range when there is room (10000 up to it): a released ephemeral port can be
+// taken by any outgoing connection before the caller binds it.
 absl::StatusOr<int> PickFreePort();
 
 }  // namespace cohort
