@@ -227,21 +227,36 @@ class FakeSidecar {
   std::vector<std::string> pending_;
 };
 
+// A pod that restarts in place, with its sidecar's launch socket played by the test: a temporary
+// directory, removed at the end, and the pod's environment starting at restart attempt `attempt`.
+struct InPlacePod {
+  static std::string MakeDir() {
+    char pattern[] = "/tmp/cohort-launch-XXXXXX";
+    EXPECT_NE(mkdtemp(pattern), nullptr);
+    return pattern;
+  }
+  explicit InPlacePod(int attempt) : dir(MakeDir()), sidecar(dir + "/launch.sock"), env(PodOneOfTwoByTwo()) {
+    env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
+    env["COHORT_RESTART_ATTEMPT"] = absl::StrCat(attempt);
+  }
+  ~InPlacePod() { std::filesystem::remove_all(dir); }
+
+  const std::string dir;
+  FakeSidecar sidecar;
+  std::map<std::string, std::string> env;
+};
+
 // Restarting in place without Kubernetes: after a failed attempt every process of it is gone,
 // the shared-memory directory holds nothing of it, the sidecar hears how it ended, and the next
 // attempt's processes run with its number.
 TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsWhenOrdered) {
-  char pattern[] = "/tmp/cohort-launch-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
-  const std::string shm = dir + "/shm";
+  InPlacePod pod(/*attempt=*/0);
+  FakeSidecar& sidecar = pod.sidecar;
+  std::map<std::string, std::string> env = pod.env;
+  const std::string shm = pod.dir + "/shm";
   std::filesystem::create_directories(shm);
   { std::ofstream(shm + "/before-the-pod") << "kept"; }
-  FakeSidecar sidecar(dir + "/launch.sock");
-  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
-  env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
   env["COHORT_SHM_DIR"] = shm;
-  env["COHORT_RESTART_ATTEMPT"] = "0";
   env["SHM"] = shm;
   // Attempt 0: rank 3 fails, rank 2 would sleep (and is killed after the window); attempt 1:
   // both succeed. Each leaves a file in the shared-memory directory.
@@ -278,25 +293,19 @@ TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsW
   EXPECT_TRUE(run.Has("cohort-launch: starting restart attempt 1 in place"));
   EXPECT_TRUE(run.Has("[rank 2] attempt 1 pid"));
   EXPECT_TRUE(run.Has("[rank 3] attempt 1 pid"));
-  std::filesystem::remove_all(dir);
 }
 
 // A process that outlives its attempt (it ignored its peers' failure: the operator waited for the
 // pod's end and then ordered the next attempt anyway) is killed when the next is ordered, and the
 // next attempt starts without waiting for it.
 TEST(CohortLaunchTest, InPlace_LaterAttemptOrderedWhileOneRuns_ItsProcessesKilledAndTheOrderedOneStarts) {
-  char pattern[] = "/tmp/cohort-launch-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
-  FakeSidecar sidecar(dir + "/launch.sock");
-  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
-  env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
-  env["COHORT_RESTART_ATTEMPT"] = "0";
+  InPlacePod pod(/*attempt=*/0);
+  FakeSidecar& sidecar = pod.sidecar;
   // Attempt 0 never ends by itself (SIGTERM ignored too); attempt 2 succeeds.
   LauncherRun run = LaunchPod({"--", "/bin/sh", "-c",
                                "echo attempt $COHORT_RESTART_ATTEMPT pid $$; "
                                "if [ $COHORT_RESTART_ATTEMPT = 0 ]; then trap '' TERM; exec sleep 600; fi"},
-                              env);
+                              pod.env);
   ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
   sidecar.Order(0);
   ASSERT_TRUE(run.ReadUntil("[rank 3] attempt 0 pid ", absl::Seconds(10)));
@@ -316,20 +325,14 @@ TEST(CohortLaunchTest, InPlace_LaterAttemptOrderedWhileOneRuns_ItsProcessesKille
   }
   EXPECT_TRUE(run.Has("[rank 2] attempt 2 pid"));
   EXPECT_TRUE(run.Has("[rank 3] attempt 2 pid"));
-  std::filesystem::remove_all(dir);
 }
 
 // A pod created to replace one alone runs the next attempt only once its sidecar orders it: the
 // others still end the last one, whose coordination service its processes would reach.
 TEST(CohortLaunchTest, InPlace_FirstAttemptStartsOnlyWhenOrdered) {
-  char pattern[] = "/tmp/cohort-launch-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
-  FakeSidecar sidecar(dir + "/launch.sock");
-  std::map<std::string, std::string> env = PodOneOfTwoByTwo();
-  env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
-  env["COHORT_RESTART_ATTEMPT"] = "1";
-  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c", "echo attempt $COHORT_RESTART_ATTEMPT"}, env);
+  InPlacePod pod(/*attempt=*/1);
+  FakeSidecar& sidecar = pod.sidecar;
+  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c", "echo attempt $COHORT_RESTART_ATTEMPT"}, pod.env);
   ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
   ASSERT_TRUE(run.ReadUntil("restart attempt 1 waits for its order from the sidecar", absl::Seconds(10)));
   EXPECT_FALSE(run.Has("[rank 2]")) << "a process started before its order";
@@ -341,7 +344,6 @@ TEST(CohortLaunchTest, InPlace_FirstAttemptStartsOnlyWhenOrdered) {
   EXPECT_TRUE(run.Has("[rank 2] attempt 1"));
   EXPECT_TRUE(run.Has("[rank 3] attempt 1"));
   EXPECT_FALSE(run.Has("attempt 0"));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace cohort::testing
