@@ -2,6 +2,7 @@
 // local control plane with real pods (sidecars, cohort-launch, trainer processes).
 //
 //   recovery-bench [--pods 8] [--processes-per-pod 4] [--runs 5] [--runtime process|podman]
+//                  [--step-ms 5] [--keep]
 //
 // It starts cohort-local-cluster (one node, the process runtime unless --runtime podman), applies
 // the CRD and starts a real cohort-operator. Then, --runs times, for restartStrategy InPlace and
@@ -83,11 +84,14 @@ struct Workload {
   bool finishes = false;  // Attempt 1 ends by itself (Succeeded); else the job is deleted once measured.
 };
 
-Workload ProcessWorkload() {
-  // test-trainer's "k8s-hold": attempt 0 trains until killed, attempt 1 runs its rendezvous,
-  // whose first step is a barrier, and ends. The process runtime ignores the image.
+Workload ProcessWorkload(int step_ms) {
+  // test-trainer's "k8s-hold": attempt 0 trains (steps of `step_ms`) until killed, attempt 1 runs
+  // its rendezvous, whose first step is a barrier, and ends. The process runtime ignores the image.
   return {"test-trainer",
-          {{"name", "trainer"}, {"image", "cohort/test-trainer:dev"}, {"command", json::array({"test-trainer", "k8s-hold"})}},
+          {{"name", "trainer"},
+           {"image", "cohort/test-trainer:dev"},
+           {"command", json::array({"test-trainer", "k8s-hold"})},
+           {"env", json::array({{{"name", "TEST_TRAINER_STEP_MS"}, {"value", absl::StrCat(step_ms)}}})}},
           "TRAINING",
           "INITIALIZED rank=",
           "BARRIER rank=",
@@ -307,13 +311,17 @@ int Run(int argc, char** argv) {
   app.add_option("--runtime", runtime, "the local kubelet's runtime")
       ->check(CLI::IsMember({"process", "podman"}))
       ->capture_default_str();
+  int step_ms = 5;
+  app.add_option("--step-ms", step_ms, "test-trainer's step time while attempt 0 trains (process runtime)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   bool keep = false;
   app.add_flag("--keep", keep, "keep the local cluster's directory (pods' logs, and the operator's in operator.log)");
   CLI11_PARSE(app, argc, argv);
   InitLogging("recovery-bench");
   signal(SIGPIPE, SIG_IGN);
 
-  const Workload workload = runtime == "podman" ? ContainerWorkload() : ProcessWorkload();
+  const Workload workload = runtime == "podman" ? ContainerWorkload() : ProcessWorkload(step_ms);
   if (runtime == "podman") {
     // The settings podman needs on sandboxed machines (docs/images.md), unless the caller has its own.
     setenv("CONTAINERS_CONF", COHORT_SOURCE_DIR "/images/containers.conf", /*overwrite=*/0);

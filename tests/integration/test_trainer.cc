@@ -91,11 +91,17 @@ int Wait() {
   return 4;
 }
 
-// Train until a preemption notice; report the agreed step.
+// Train until a preemption notice; report the agreed step. A step takes TEST_TRAINER_STEP_MS
+// (default 5 ms): hundreds of ranks on one small machine need longer steps, or their wake-ups
+// alone keep its CPUs busy.
 int Preempt() {
   Say("TRAINING");
+  int step_ms = 5;
+  if (const char* v = std::getenv("TEST_TRAINER_STEP_MS"); v != nullptr && !absl::SimpleAtoi(v, &step_ms)) {
+    step_ms = 5;
+  }
   for (int64_t step = 0; step < 100000; ++step) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
     absl::StatusOr<bool> reached = dist::ReachedPreemptionSyncPoint(step);
     if (int rc = Check(reached.status(), "sync point")) return rc;
     if (*reached) {
