@@ -217,6 +217,7 @@ std::string Phase(op::HttpKubeClient& client, const std::string& job) {
 // Leaves the local cluster's directory behind, with the operator's log in it.
 void KeepDir(LocalOperator& local) {
   std::ofstream(local.dir + "/operator.log") << local.op->Output();
+  std::ofstream(local.dir + "/cluster.log") << local.cluster->Output();
   local.dir.clear();
 }
 
@@ -316,7 +317,7 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   bool keep = false;
-  app.add_flag("--keep", keep, "keep the local cluster's directory (pods' logs, and the operator's in operator.log)");
+  app.add_flag("--keep", keep, "keep the local cluster's directory (pods' logs; the operator's, at debug level, in operator.log; the cluster's in cluster.log)");
   CLI11_PARSE(app, argc, argv);
   InitLogging("recovery-bench");
   signal(SIGPIPE, SIG_IGN);
@@ -334,7 +335,8 @@ int Run(int argc, char** argv) {
   for (int i = 0; i < 5; ++i) floors.push_back(StartFloor(workload.floor_argv, pods * per_pod));
 
   absl::StatusOr<std::unique_ptr<LocalOperator>> local =
-      StartLocalOperator("recovery-bench", {"--runtime", runtime, "--max-pods", "0"}, {});
+      StartLocalOperator("recovery-bench", {"--runtime", runtime, "--max-pods", "0"},
+                         keep ? std::vector<std::string>{"--log-level", "debug"} : std::vector<std::string>{});
   if (!local.ok()) return Fail(std::string(local.status().message()));
   op::HttpKubeClient& client = *(*local)->client;
   const std::string dir = (*local)->dir;

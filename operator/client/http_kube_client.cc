@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/backoff.h"
+#include "common/log.h"
 #include "operator/client/api_response.h"
 
 namespace cohort::op {
@@ -157,7 +158,8 @@ absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> HttpKubeClient::Connect(abs
   return c;
 }
 
-std::unique_ptr<httplib::ClientImpl> HttpKubeClient::TakeConnection() {
+std::unique_ptr<httplib::ClientImpl> HttpKubeClient::TakeConnection(bool* pooled) {
+  *pooled = false;
   {
     absl::MutexLock lock(&mu_);
     // At most max_connections requests at once: each TLS connection costs memory, and more
@@ -170,6 +172,7 @@ std::unique_ptr<httplib::ClientImpl> HttpKubeClient::TakeConnection() {
     if (!idle_.empty()) {
       std::unique_ptr<httplib::ClientImpl> c = std::move(idle_.back());
       idle_.pop_back();
+      *pooled = true;
       return c;
     }
   }
@@ -179,6 +182,12 @@ std::unique_ptr<httplib::ClientImpl> HttpKubeClient::TakeConnection() {
     return nullptr;  // Create() proved the settings work.
   }
   return *std::move(c);
+}
+
+void HttpKubeClient::DropIdleConnections() {
+  std::vector<std::unique_ptr<httplib::ClientImpl>> dropped;
+  absl::MutexLock lock(&mu_);
+  dropped.swap(idle_);  // Closed outside the lock.
 }
 
 void HttpKubeClient::ReturnConnection(std::unique_ptr<httplib::ClientImpl> connection) {
@@ -198,14 +207,16 @@ absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::
   std::string payload = body != nullptr ? body->dump() : "";
   Backoff backoff(options_.initial_backoff, options_.max_backoff);
   absl::Status last;
+  bool stale_retried = false;  // A request that failed on a pooled connection was sent again.
+  bool resend_now = false;
   for (int attempt = 0; attempt <= options_.max_retries; ++attempt) {
-    if (attempt > 0) {
-      absl::Duration wait = backoff.Next();
-      absl::SleepFor(wait);
-    }
+    if (attempt > 0 && !resend_now) absl::SleepFor(backoff.Next());
+    resend_now = false;
     limiter_.Wait();
-    std::unique_ptr<httplib::ClientImpl> c = TakeConnection();
+    bool pooled = false;
+    std::unique_ptr<httplib::ClientImpl> c = TakeConnection(&pooled);
     if (c == nullptr) return absl::InvalidArgumentError("cannot connect to the API server");
+    const absl::Time sent = absl::Now();
     httplib::Result res = [&] {
       if (method == "GET") return c->Get(path);
       if (method == "POST") return c->Post(path, payload, content_type);
@@ -213,10 +224,25 @@ absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::
       if (method == "PATCH") return c->Patch(path, payload, content_type);
       return c->Delete(path, payload, content_type);
     }();
+    if (LogEnabled(LogLevel::kDebug)) {
+      LogDebug(method, " ", path, " -> ", res ? absl::StrCat(res->status) : httplib::to_string(res.error()), " in ",
+               absl::FormatDuration(absl::Now() - sent));
+    }
     if (!res) {
       last = absl::UnavailableError(absl::StrCat(method, " ", path, ": cannot reach the API server at ",
                                                  config_.server, ": ", httplib::to_string(res.error())));
       ReturnConnection(nullptr);  // The connection is dropped, not reused.
+      if (pooled && !stale_retried) {
+        // A kept-alive connection fails like this when the server closed it while it sat idle
+        // (servers close idle connections after seconds; cpp-httplib's after 5). The other idle
+        // ones waited as long: drop them all and send the request again at once on a new
+        // connection, not counted as a retry, as Go's net/http does. Without this, after a quiet
+        // spell every retry took another dead connection and a call failed after seconds of
+        // backoff (an in-place restart of 256 ranks waited 5.6 s for it).
+        stale_retried = resend_now = true;
+        DropIdleConnections();
+        --attempt;
+      }
       continue;
     }
     ReturnConnection(std::move(c));

@@ -81,8 +81,10 @@ class HttpKubeClient final : public KubeClient {
                                       const std::string& content_type, const nlohmann::json::parser_callback_t& filter);
 
   absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> Connect(absl::Duration read_timeout);
-  std::unique_ptr<httplib::ClientImpl> TakeConnection();
+  // A connection for one request: an idle one of the pool (`*pooled` true) or a new one.
+  std::unique_ptr<httplib::ClientImpl> TakeConnection(bool* pooled);
   void ReturnConnection(std::unique_ptr<httplib::ClientImpl> connection);
+  void DropIdleConnections();
 
   const KubeConfig config_;
   const HttpKubeClientOptions options_;

@@ -1,6 +1,7 @@
 #include "operator/runtime/controller.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/backoff.h"
 #include "common/log.h"
 #include "operator/api/json_fields.h"
@@ -83,6 +84,15 @@ void Controller::Process(const std::string& key) {
   ReconcileReport report;
   absl::StatusOr<std::optional<absl::Duration>> result = reconciler_->Reconcile(ns, name, &report);
   metrics_->ObserveReconcile(key, absl::Now() - start, result.status(), report);
+  if (LogEnabled(LogLevel::kDebug)) {  // --log-level debug: one line per pass, to follow a job's timeline.
+    LogDebug("reconcile ", key, " took ", absl::FormatDuration(absl::Now() - start), ": ",
+             result.ok() ? "ok" : result.status().ToString(),
+             report.phase ? absl::StrCat(", phase ", PhaseName(*report.phase)) : "", ", pods created ",
+             report.pods_created, ", deleted ", report.pods_deleted,
+             report.started_attempt ? ", next attempt ordered" : "",
+             report.event_reasons.empty() ? "" : absl::StrCat(", events ", absl::StrJoin(report.event_reasons, " ")),
+             result.ok() && result->has_value() ? absl::StrCat(", again in ", absl::FormatDuration(**result)) : "");
+  }
   if (report.phase) metrics_->SetJobPhase(key, report.phase);
   int failures = 0;
   {
