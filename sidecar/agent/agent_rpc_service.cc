@@ -86,7 +86,7 @@ bool AgentRpcService::trainer_ever_attached() const {
 
 bool AgentRpcService::trainer_attached() const {
   absl::MutexLock lock(&mu_);
-  return attached_ && outcome_ == TrainerOutcome::kRunning;
+  return attached_ && !trainer_gone_ && outcome_ == TrainerOutcome::kRunning;
 }
 
 absl::StatusOr<std::shared_ptr<Agent>> AgentRpcService::ConnectedAgent() {
@@ -207,6 +207,7 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
     connect_failed = connect_failed_;
     retired = retired_;
     attach_sink_.reset();
+    trainer_gone_ = true;  // Whatever is still reported about it, there is no process to wait for.
   }
   if (metrics_) metrics_->SetTrainerAttached(false);
   if (retired) {

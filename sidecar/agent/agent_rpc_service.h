@@ -94,6 +94,8 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   // already restarts), so it is not reported: the service at the same address is the new
   // attempt's by then, where it would read as a death of the new attempt's rank.
   void Retire(const absl::Status& status);
+  // A trainer process is attached now (its Attach stream is open and it has not ended). False as
+  // soon as the process is gone, even while its going is still being reported to the job.
   bool trainer_attached() const;
   bool trainer_ever_attached() const;
   bool agent_connected() const;
@@ -119,6 +121,7 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   mutable absl::Mutex mu_;
   std::shared_ptr<Agent> agent_ ABSL_GUARDED_BY(mu_);
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool trainer_gone_ ABSL_GUARDED_BY(mu_) = false;  // Its Attach stream ended: the process is gone.
   bool trainer_shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool preemption_signalled_ ABSL_GUARDED_BY(mu_) = false;
   TrainerOutcome outcome_ ABSL_GUARDED_BY(mu_) = TrainerOutcome::kRunning;

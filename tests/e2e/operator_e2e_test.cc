@@ -323,10 +323,14 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_RankZerosSidecarKilled_EveryPodRecre
       "cohort-sidecar", {absl::StrCat("COHORT_JOB_NAME=", name), "COHORT_PROCESS_ID=0"});
   ASSERT_GT(sidecar, 0) << "rank 0's sidecar";
   ASSERT_EQ(kill(sidecar, SIGKILL), 0);
+  const absl::Time killed = absl::Now();
 
   json job = cluster_->WaitForJob("default", name, Finished, kJobTimeout);
   const std::string events = Events(*cluster_, name);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << events;
+  // The old pods went as soon as their processes had: no sidecar held its pod until the 30 s grace
+  // period, waiting to report its trainer's end to the coordination service that was gone.
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(20)) << events;
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << events;
   EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "Recreate") << events;
   // Either way the docs name: the hub unreachable, or restarted without the job's attempts.

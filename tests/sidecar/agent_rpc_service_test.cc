@@ -176,5 +176,41 @@ TEST_F(AgentRpcServiceTest, Retire_TrainerWaitingInRegistration_ItsGoingIsNotRep
   }
 }
 
+// A trainer that dies while its rank waits in registration, after the coordination service went
+// (rank 0's sidecar killed): its going is reported with the patience of a call that waits for the
+// service, but no process is attached any more, so the sidecar's SIGTERM (the pod deleted) does not
+// wait for one until the grace period ends (a pod deleted thus held on for 30 s).
+TEST_F(AgentRpcServiceTest, TrainerGoneWhileTheServiceIsUnreachable_NotAttachedAtOnce_ItsReportStillPending) {
+  Start(/*num_tasks=*/2, /*attempt=*/0);
+  auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+  std::unique_ptr<agentpb::Agent::Stub> stub = agentpb::Agent::NewStub(channel);
+  grpc::ClientContext ctx;
+  agentpb::AttachRequest req;
+  req.set_process_id(1);
+  req.set_num_processes(2);
+  req.set_restart_attempt(0);
+  req.set_pid(getpid());
+  std::unique_ptr<grpc::ClientReader<agentpb::AgentEvent>> reader = stub->Attach(&ctx, req);
+  std::thread trainer([&] {
+    agentpb::AgentEvent event;
+    while (reader->Read(&event)) {
+    }
+    reader->Finish();
+  });
+  ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
+  EXPECT_TRUE(service_->trainer_attached());
+
+  coordinator_.reset();  // The service is gone; nothing listens on its port.
+  ctx.TryCancel();       // The trainer dies.
+  trainer.join();
+  const absl::Time deadline = absl::Now() + kWait;
+  while (service_->trainer_attached() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_FALSE(service_->trainer_attached());
+  EXPECT_TRUE(service_->trainer_ever_attached());
+  // Its end is not settled yet: the report waits for a service that is not there.
+  EXPECT_EQ(service_->WaitForTrainer(absl::Now()), TrainerOutcome::kRunning);
+  service_->StopWaiting();
+}
+
 }  // namespace
 }  // namespace cohort::sidecar
