@@ -12,7 +12,9 @@ namespace cohort {
 absl::StatusOr<std::unique_ptr<WatchedProcess>> WatchedProcess::Start(std::vector<std::string> argv,
                                                                       std::map<std::string, std::string> env,
                                                                       std::string echo_label) {
-  absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{std::move(argv), std::move(env)});
+  Subprocess::Options options{std::move(argv), std::move(env)};
+  options.die_with_parent = true;
+  absl::StatusOr<Subprocess> p = Subprocess::Start(options);
   if (!p.ok()) return p.status();
   std::unique_ptr<WatchedProcess> w(new WatchedProcess());
   w->echo_label_ = std::move(echo_label);

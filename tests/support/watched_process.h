@@ -19,7 +19,9 @@ namespace cohort {
 // A child process whose output a thread collects line by line, so a caller can wait for a line
 // without polling. With an `echo_label`, each line is also written to stderr as "[label] line".
 // For tests and benchmarks that drive real daemons. Lifecycle: Start() -> WaitForLine()... ->
-// Signal()/WaitForExit() -> destruction (SIGKILL to the process group if it still runs).
+// Signal()/WaitForExit() -> destruction (SIGKILL to the process group if it still runs). The
+// child is killed too when the thread that started it ends (a test or benchmark that crashed or
+// was killed), so no local cluster or operator outlives its driver.
 // Thread-safe, except that one thread signals and waits.
 class WatchedProcess {
  public:
