@@ -118,6 +118,34 @@ class AgentRpcServiceTest : public ::testing::Test {
     return false;
   }
 
+  // A trainer process of rank 1 attached to the Agent service: its attach stream is read to the
+  // end on a thread of its own, whose join gives the stream's final status.
+  struct Trainer {
+    std::unique_ptr<agentpb::Agent::Stub> stub;
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<agentpb::AgentEvent>> reader;
+    grpc::Status ended;
+    std::thread thread;
+  };
+  std::unique_ptr<Trainer> Attach(int attempt) {
+    auto t = std::make_unique<Trainer>();
+    t->stub = agentpb::Agent::NewStub(grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
+    agentpb::AttachRequest req;
+    req.set_process_id(1);
+    req.set_num_processes(coordinator_->service().config().num_tasks);
+    req.set_restart_attempt(attempt);
+    req.set_pid(getpid());
+    t->reader = t->stub->Attach(&t->ctx, req);
+    Trainer* raw = t.get();
+    t->thread = std::thread([raw] {
+      agentpb::AgentEvent event;
+      while (raw->reader->Read(&event)) {
+      }
+      raw->ended = raw->reader->Finish();
+    });
+    return t;
+  }
+
   std::string dir_;
   std::string socket_;
   std::unique_ptr<coordination::CoordinationServer> coordinator_;
@@ -133,22 +161,7 @@ TEST_F(AgentRpcServiceTest, Retire_TrainerWaitingInRegistration_ItsGoingIsNotRep
   for (const bool retire : {true, false}) {
     SCOPED_TRACE(retire ? "retired" : "detached");
     Start(/*num_tasks=*/2, /*attempt=*/0);
-    auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
-    std::unique_ptr<agentpb::Agent::Stub> stub = agentpb::Agent::NewStub(channel);
-    grpc::ClientContext ctx;
-    agentpb::AttachRequest req;
-    req.set_process_id(1);
-    req.set_num_processes(2);
-    req.set_restart_attempt(0);
-    req.set_pid(getpid());
-    std::unique_ptr<grpc::ClientReader<agentpb::AgentEvent>> reader = stub->Attach(&ctx, req);
-    grpc::Status ended;
-    std::thread trainer([&] {
-      agentpb::AgentEvent event;
-      while (reader->Read(&event)) {
-      }
-      ended = reader->Finish();
-    });
+    std::unique_ptr<Trainer> trainer = Attach(/*attempt=*/0);
     // Rank 1 registered and waits for rank 0, which never comes.
     ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
 
@@ -159,8 +172,8 @@ TEST_F(AgentRpcServiceTest, Retire_TrainerWaitingInRegistration_ItsGoingIsNotRep
     } else {
       service_->DetachTrainer(why);
     }
-    trainer.join();
-    EXPECT_EQ(ended.error_code(), grpc::StatusCode::ABORTED) << ended.error_message();
+    trainer->thread.join();
+    EXPECT_EQ(trainer->ended.error_code(), grpc::StatusCode::ABORTED) << trainer->ended.error_message();
     // The trainer's going is settled: reported (and answered) or let go.
     EXPECT_EQ(service_->WaitForTrainer(absl::Now() + kWait), TrainerOutcome::kFailed);
     const CoordinationService::Snapshot snapshot = coordination().GetSnapshot();
@@ -182,27 +195,13 @@ TEST_F(AgentRpcServiceTest, Retire_TrainerWaitingInRegistration_ItsGoingIsNotRep
 // wait for one until the grace period ends (a pod deleted thus held on for 30 s).
 TEST_F(AgentRpcServiceTest, TrainerGoneWhileTheServiceIsUnreachable_NotAttachedAtOnce_ItsReportStillPending) {
   Start(/*num_tasks=*/2, /*attempt=*/0);
-  auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
-  std::unique_ptr<agentpb::Agent::Stub> stub = agentpb::Agent::NewStub(channel);
-  grpc::ClientContext ctx;
-  agentpb::AttachRequest req;
-  req.set_process_id(1);
-  req.set_num_processes(2);
-  req.set_restart_attempt(0);
-  req.set_pid(getpid());
-  std::unique_ptr<grpc::ClientReader<agentpb::AgentEvent>> reader = stub->Attach(&ctx, req);
-  std::thread trainer([&] {
-    agentpb::AgentEvent event;
-    while (reader->Read(&event)) {
-    }
-    reader->Finish();
-  });
+  std::unique_ptr<Trainer> trainer = Attach(/*attempt=*/0);
   ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
   EXPECT_TRUE(service_->trainer_attached());
 
-  coordinator_.reset();  // The service is gone; nothing listens on its port.
-  ctx.TryCancel();       // The trainer dies.
-  trainer.join();
+  coordinator_.reset();      // The service is gone; nothing listens on its port.
+  trainer->ctx.TryCancel();  // The trainer dies.
+  trainer->thread.join();
   const absl::Time deadline = absl::Now() + kWait;
   while (service_->trainer_attached() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_FALSE(service_->trainer_attached());
