@@ -16,11 +16,20 @@ namespace dist::internal {
 namespace {
 
 int g_dump_pipe[2] = {-1, -1};
+struct sigaction g_previous_sigusr2 {};  // The program's own handler, if it had one: still called.
 
-void OnSigusr2(int) {
+void OnSigusr2(int signo, siginfo_t* info, void* context) {
   const char byte = 1;
   ssize_t ignored = write(g_dump_pipe[1], &byte, 1);
   (void)ignored;
+  // A handler installed before libdist's (Python's faulthandler.register, a program's own) runs
+  // too: both dumps, not one.
+  const struct sigaction& previous = g_previous_sigusr2;
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction != nullptr) previous.sa_sigaction(signo, info, context);
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN && previous.sa_handler != nullptr) {
+    previous.sa_handler(signo);
+  }
 }
 
 // SIGUSR2 only wakes a thread (nothing else is async-signal-safe); the thread writes the dump.
@@ -36,10 +45,10 @@ void InstallDumpOnSigusr2(FlightRecorder* recorder) {
     }
   }).detach();
   struct sigaction sa {};
-  sa.sa_handler = OnSigusr2;
-  sa.sa_flags = SA_RESTART;
+  sa.sa_sigaction = OnSigusr2;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR2, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, &g_previous_sigusr2);
 }
 
 }  // namespace

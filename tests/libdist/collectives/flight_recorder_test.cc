@@ -1,9 +1,11 @@
 // The flight recorder: a ring of the process's last collectives, and its text dump. Each test
 // builds its own FlightRecorder(capacity); the process-wide Get() (COHORT_FLIGHT_RECORDER_ENTRIES,
-// the SIGUSR2 dump) is read once per process and is not exercised here.
+// the SIGUSR2 dump) is read once per process, so its test runs in a process of its own.
 
 #include "libdist/src/collectives/flight_recorder.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <string>
@@ -250,6 +252,36 @@ TEST(FlightRecorderTest, StartEnd_FromManyThreadsPastCapacity_KeepTheNewest) {
     EXPECT_EQ(last[i].id, total - kCapacity + 1 + i);
     EXPECT_EQ(last[i].result, "ok");
   }
+}
+
+volatile sig_atomic_t g_program_handler_ran = 0;
+void ProgramsSigusr2Handler(int) { g_program_handler_ran = 1; }
+
+// The program of the test below, in its own process: exits 0 when both handlers ran, 3 when the
+// program's did not, 4 when libdist's dump did not come.
+void ProgramWithItsOwnSigusr2Handler() {
+  signal(SIGUSR2, ProgramsSigusr2Handler);
+  int err[2];
+  if (pipe(err) != 0 || dup2(err[1], STDERR_FILENO) < 0) std::exit(5);  // The dump, read back.
+  FlightRecorder& recorder = FlightRecorder::Get();
+  recorder.End(recorder.Start("world", AllReduce(7), absl::Now()));
+  raise(SIGUSR2);
+  std::string dump;
+  char buf[4096];
+  pollfd p{err[0], POLLIN, 0};
+  while (dump.find("all_reduce") == std::string::npos && poll(&p, 1, 20000) == 1) {
+    ssize_t n = read(err[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    dump.append(buf, static_cast<size_t>(n));
+  }
+  std::exit(!g_program_handler_ran ? 3 : dump.find("all_reduce") == std::string::npos ? 4 : 0);
+}
+
+// A program that handles SIGUSR2 itself before its first collective (Python's
+// faulthandler.register does) keeps its handler: libdist's dump and the program's both run.
+TEST(FlightRecorderDeathTest, Sigusr2_AHandlerInstalledBeforeLibdistsStillRuns_BesideTheDump) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // A fresh process: Get() not yet called in it.
+  EXPECT_EXIT(ProgramWithItsOwnSigusr2Handler(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
