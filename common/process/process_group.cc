@@ -9,12 +9,30 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace cohort {
+namespace {
+
+// Whether `pid` is in a stopped state (T: by a signal; t: by a tracer), from /proc/<pid>/stat.
+bool IsStopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return false;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // The command may hold spaces and parentheses.
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+}  // namespace
 
 ProcessGroup::ProcessGroup(std::string name) : ProcessGroup(std::move(name), Options()) {}
 
@@ -120,6 +138,16 @@ bool ProcessGroup::Step(const Hooks& hooks, absl::Duration wait) {
       if (c.process.running() && !c.killed) {
         c.killed = true;
         Print(absl::StrCat(name_, ": stopping ", c.label, " (SIGKILL)"));
+        c.process.Signal(SIGKILL);
+      }
+    }
+  } else if (kill_at_ && absl::Now() - stops_checked_ >= absl::Milliseconds(100)) {
+    stops_checked_ = absl::Now();
+    for (Child& c : children_) {
+      if (c.process.running() && !c.killed && IsStopped(c.process.pid())) {
+        c.killed = true;
+        Print(absl::StrCat(name_, ": ", c.label,
+                           " is stopped (SIGSTOP or a debugger) and cannot exit by itself: stopping it now (SIGKILL)"));
         c.process.Signal(SIGKILL);
       }
     }

@@ -88,7 +88,9 @@ class ProcessGroup {
   // drained.
   bool Step(const Hooks& hooks, absl::Duration wait);
 
-  // SIGKILL every child still running at `at` (the earliest deadline given wins).
+  // SIGKILL every child still running at `at` (the earliest deadline given wins). Until then a
+  // child that is stopped (SIGSTOP, a debugger's stop) is SIGKILLed at once: it cannot exit by
+  // itself in the time it is given, and waiting for the deadline only delays the job's end.
   void KillAllAt(absl::Time at);
   // Forgets the kill deadline (before a new set of children starts).
   void ClearKillDeadline() { kill_at_.reset(); }
@@ -111,6 +113,7 @@ class ProcessGroup {
   std::deque<Child> children_;
   int signal_fd_ = -1;
   std::optional<absl::Time> kill_at_;
+  absl::Time stops_checked_ = absl::InfinitePast();  // Last look for stopped children.
 };
 
 // The child whose exit caused a failure, out of `exited` (RootCause of their exits): one killed
