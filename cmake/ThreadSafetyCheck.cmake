@@ -31,7 +31,7 @@ function(cohort_linked_targets target out_var)
 endfunction()
 
 # Compiled for real: the fuzz targets and what they link. Generated before the check: every
-# protobuf header (the check's translation units include them).
+# protobuf header and cohort-launch's embedded files (the check's translation units include them).
 set(_compiled)
 set(_fuzzers)
 if(COHORT_BUILD_FUZZERS)
@@ -57,4 +57,4 @@ add_custom_target(clang-checks
   COMMENT "Thread-safety analysis (clang -fsyntax-only) of every translation unit"
   USES_TERMINAL)
 add_dependencies(clang-checks cohort_proto_headers cohort_xla_compat_proto_headers cohort_attempts_proto_headers
-                 ${_fuzzers})
+                 cohort_launch_embedded_files ${_fuzzers})

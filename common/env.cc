@@ -129,6 +129,19 @@ std::string AgentSocketPath(absl::string_view base, int local_index, int served)
   return absl::StrCat(stem, "-", local_index, ".sock");
 }
 
+namespace {
+absl::string_view DirOf(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? absl::string_view(".") : path.substr(0, slash);
+}
+}  // namespace
+
+std::string ProbeDir(absl::string_view agent_socket, int rank) {
+  return absl::StrCat(DirOf(agent_socket), "/probe/rank-", rank);
+}
+
+std::string DumpsDir(absl::string_view agent_socket) { return absl::StrCat(DirOf(agent_socket), "/dumps"); }
+
 absl::StatusOr<ProcessPlacement> PodPlacementFromEnvironment() {
   auto required = [](const char* name) -> absl::StatusOr<int64_t> {
     absl::StatusOr<std::optional<int64_t>> v = GetInt(name);

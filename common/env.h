@@ -31,6 +31,16 @@ inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
 // before the next (the pod's /dev/shm).
 inline constexpr char kLaunchSocket[] = "COHORT_LAUNCH_SOCKET";
 inline constexpr char kShmDir[] = "COHORT_SHM_DIR";
+// Hang detection (docs/faults.md, "Hung ranks"): cohort-launch gives each Python process the
+// start-up hook's directory of its own (its status, and the sidecar's requests for its stacks)
+// and its own pid, which the hook checks to stay silent in the process's children;
+// COHORT_PYTHON_PROBE=0 leaves the hook out.
+inline constexpr char kProbeDir[] = "COHORT_PROBE_DIR";
+inline constexpr char kProbeParentPid[] = "COHORT_PROBE_PPID";
+inline constexpr char kPythonProbe[] = "COHORT_PYTHON_PROBE";
+// spec.hangDetection.timeoutSeconds: "auto", a number of seconds, 0 for off (the operator sets
+// it on every container; rank 0's sidecar runs the detector).
+inline constexpr char kHangTimeout[] = "COHORT_HANG_TIMEOUT";
 inline constexpr char kJobName[] = "COHORT_JOB_NAME";
 inline constexpr char kNamespace[] = "COHORT_NAMESPACE";
 inline constexpr char kPodIp[] = "COHORT_POD_IP";
@@ -155,6 +165,12 @@ std::vector<std::pair<std::string, std::string>> JobVariables(const JobInputs& i
 // The agent socket of local process `local_index` of a sidecar serving `served` processes:
 // `base` itself when it serves one, else "<base without .sock>-<local_index>.sock".
 std::string AgentSocketPath(absl::string_view base, int local_index, int served);
+
+// Beside the pod's agent socket (the cohort-agent directory that trainer and sidecar share): the
+// directory of rank `rank`'s start-up hook ("<dir>/probe/rank-<rank>"), and where the evidence of
+// a hang is kept ("<dir>/dumps"; per attempt and rank: "<dir>/dumps/attempt-<n>/rank-<rank>").
+std::string ProbeDir(absl::string_view agent_socket, int rank);
+std::string DumpsDir(absl::string_view agent_socket);
 
 // The placement of local process 0 of this pod, from COHORT_PROCESS_ID (its rank),
 // COHORT_PROCESSES_PER_POD (default 1) and COHORT_NUM_PROCESSES. InvalidArgument naming the

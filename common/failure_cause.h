@@ -29,6 +29,7 @@ enum class FailureCause : int32_t {
   kCollectiveTimeout,    // A collective timed out or its ranks called different operations.
   kOutOfMemory,          // The kernel's OOM killer ended it (Kubernetes: OOMKilled).
   kKilledBySignal,       // A signal nobody in Cohort sent ended it (exit status 128 + N).
+  kHung,                 // It made no progress for longer than its hang timeout (docs/faults.md).
 };
 
 struct FailureCauseInfo {
@@ -55,6 +56,7 @@ inline constexpr FailureCauseInfo kFailureCauses[] = {
     {FailureCause::kCollectiveTimeout, 9, "collective_timeout", "collective timeout", "a collective timed out"},
     {FailureCause::kOutOfMemory, 10, "oom", "out of memory", "it ran out of memory"},
     {FailureCause::kKilledBySignal, 11, "signal", "killed by a signal", "it was killed by a signal"},
+    {FailureCause::kHung, 12, "hung", "hang", "it hung (no progress for longer than its timeout)"},
 };
 
 constexpr bool FailureCausesInOrder() {

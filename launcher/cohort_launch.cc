@@ -28,7 +28,11 @@
 //   cohort-launch --install /run/cohort/bin/cohort-launch
 //
 // copies cohort-launch itself there (the init container cohort-launch-install does this from the
-// sidecar image, so the trainer's image needs nothing from Cohort). It is linked statically.
+// sidecar image, so the trainer's image needs nothing from Cohort), and beside it, in python/,
+// the Python start-up hook of hang detection (launcher/python_probe; docs/faults.md, "Hung
+// ranks"): each process then gets that directory first on its PYTHONPATH and a probe directory
+// of its own (COHORT_PROBE_DIR), unless COHORT_PYTHON_PROBE=0 or COHORT_HANG_TIMEOUT=0. It is
+// linked statically.
 
 #include <poll.h>
 #include <signal.h>
@@ -62,6 +66,7 @@
 #include "common/process/process_group.h"
 #include "launcher/launch_protocol.h"
 #include "launcher/cpu_binding.h"
+#include "launcher/python_probe_files.h"
 
 namespace cohort {
 namespace {
@@ -80,7 +85,11 @@ int Usage(const std::string& problem) {
   return kExitUsage;
 }
 
-// Copies this executable to `destination` (atomically, mode 0755).
+// The directory of the Python start-up hook beside cohort-launch (Install writes it).
+std::filesystem::path ProbeSourceDir(const std::filesystem::path& launcher) { return launcher.parent_path() / "python"; }
+
+// Copies this executable to `destination` (atomically, mode 0755), and the Python start-up hook
+// into python/ beside it.
 int Install(const std::string& destination) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -91,6 +100,20 @@ int Install(const std::string& destination) {
   fs::copy_file("/proc/self/exe", tmp, fs::copy_options::overwrite_existing, ec);
   if (!ec) fs::permissions(tmp, fs::perms(0755), ec);
   if (!ec) fs::rename(tmp, dest, ec);
+  const fs::path probe = ProbeSourceDir(fs::absolute(dest));
+  if (!ec) fs::create_directories(probe, ec);
+  // Writable by the trainer's uid too, whatever it is: the first rank keeps the hook's compiled
+  // .pyc there for the others (docs/python-probe.md, "What it costs").
+  if (!ec) fs::permissions(probe, fs::perms::all, ec);
+  for (const EmbeddedFile& file : kEmbeddedFiles) {
+    if (ec) break;
+    const fs::path path = probe / file.name;
+    fs::path part = path;
+    part += ".tmp";
+    std::ofstream(part, std::ios::trunc) << file.contents;
+    fs::permissions(part, fs::perms(0644), ec);
+    if (!ec) fs::rename(part, path, ec);
+  }
   if (ec) {
     std::cerr << kName << ": cannot install into " << destination << ": " << ec.message()
               << "; the directory must be writable (the operator mounts an emptyDir there)\n";
@@ -119,6 +142,33 @@ int64_t OomKills() {
     if (key == "oom_kill") return value;
   }
   return -1;
+}
+
+// Hang detection's start-up hook for the process of rank `rank`: the variables that put it on
+// the process's path and give it a probe directory of its own (emptied of what an earlier process
+// of the rank left); none when it is turned off, the pod has no agent socket (no sidecar to read
+// it) or the hook was not installed beside cohort-launch.
+std::map<std::string, std::string> ProbeVariables(const std::string& agent_socket, int rank) {
+  namespace fs = std::filesystem;
+  if (agent_socket.empty() || env::Get(env::kPythonProbe).value_or("1") == "0" ||
+      env::Get(env::kHangTimeout).value_or("auto") == "0") {
+    return {};
+  }
+  std::error_code ec;
+  const fs::path hook = ProbeSourceDir(fs::read_symlink("/proc/self/exe", ec));
+  if (ec || !fs::exists(hook / "sitecustomize.py", ec)) return {};
+  const std::string dir = env::ProbeDir(agent_socket, rank);
+  fs::create_directories(dir, ec);
+  for (fs::path p = dir; !ec && p.filename() != "probe" && p.has_relative_path(); p = p.parent_path()) {
+    chmod(p.c_str(), 0777);  // The trainer's uid may differ from the sidecar's, which reads it.
+  }
+  chmod(fs::path(dir).parent_path().c_str(), 0777);
+  for (const char* leftover : {"status.json", "dump-request", "dumped", "faulthandler.txt"}) {
+    fs::remove(fs::path(dir) / leftover, ec);
+  }
+  std::string path = hook.string();
+  if (std::optional<std::string> inherited = env::Get("PYTHONPATH")) absl::StrAppend(&path, ":", *inherited);
+  return {{"PYTHONPATH", path}, {env::kProbeDir, dir}, {env::kProbeParentPid, absl::StrCat(getpid())}};
 }
 
 // Starts the pod's processes as restart attempt `attempt` and watches them until every one is
@@ -150,6 +200,7 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
       if (!socket_base.empty()) {
         vars[env::kAgentSocket] = env::AgentSocketPath(socket_base, local, p.processes_per_pod);
       }
+      for (auto& [name, value] : ProbeVariables(socket_base, p.rank())) vars[name] = value;
     }
     if (attempt) vars[env::kRestartAttempt] = absl::StrCat(*attempt);
     ProcessGroup::Child child;

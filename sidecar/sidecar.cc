@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarConfig config) {
 }
 
 Sidecar::~Sidecar() {
+  if (health_) health_->Stop();  // Its thread sends through the hub or the follower, which go first.
   // The signal thread waits in sigwait: a SIGINT of its own stops it.
   if (signal_thread_.joinable()) {
     pthread_kill(signal_thread_.native_handle(), SIGINT);
@@ -223,6 +224,20 @@ absl::Status Sidecar::StartInPlace() {
   if (!launch.ok()) return launch.status();
   launch_ = *std::move(launch);
   const std::string& coordinator = config_.settings.coordinator_address;
+  absl::StatusOr<coordination::HangTimeout> hang_timeout =
+      coordination::ParseHangTimeout(env::Get(env::kHangTimeout).value_or("auto"));
+  if (!hang_timeout.ok()) return hang_timeout.status();
+  if (!hang_timeout->off()) {
+    // Before the hub and the follower, whose dump orders it takes.
+    HealthWatch::Options options;
+    options.agent_socket = config_.agent_socket;
+    options.first_rank = config_.settings.process_id;
+    options.processes_per_pod = config_.processes_per_pod;
+    options.pod_index = config_.settings.process_id / config_.processes_per_pod;
+    for (auto& m : metrics_) options.metrics.push_back(m.get());
+    health_ = std::make_unique<HealthWatch>(std::move(options));
+    health_->SetAttempt(first);
+  }
   if (hub_here) {
     absl::StatusOr<int> port = env::CoordinatorPort(coordinator);
     if (!port.ok()) return port.status();
@@ -233,15 +248,39 @@ absl::Status Sidecar::StartInPlace() {
     hub_ = *std::move(hub);
     hub_->hub().set_before_start([this](int32_t attempt) { RestartCoordinator(attempt); });
     hub_->hub().set_on_end([this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); });
+    hub_->hub().set_hang_detection(*hang_timeout, env::DumpsDir(config_.agent_socket),
+                                   [this](uint64_t dump_id, int32_t attempt) {
+                                     if (health_) health_->Dump(dump_id, attempt);
+                                   });
     hub_->hub().FollowLocally([this](int32_t attempt) { OnOrder(attempt); });
   } else {
     absl::StatusOr<std::string> address = coordination::AttemptControlAddress(coordinator);
     if (!address.ok()) return address.status();
     follower_ = std::make_unique<coordination::AttemptFollower>(
         *address, config_.settings.token, config_.settings.process_id / config_.processes_per_pod,
-        [this](const coordination::attemptspb::AttemptOrder& order) { OnOrder(order.attempt()); });
+        [this](const coordination::attemptspb::AttemptOrder& order) {
+          OnOrder(order.attempt());
+          if (order.dump_id() != 0 && health_) health_->Dump(order.dump_id(), order.attempt());
+        });
   }
+  if (health_) StartHealthWatch();
   return absl::OkStatus();
+}
+
+void Sidecar::StartHealthWatch() {
+  if (hub_) {
+    health_->Start([this](const coordination::attemptspb::ReportHealthRequest& report) {
+      hub_->hub().ReportHealth(report, absl::Now());
+      hub_->hub().CheckHang(absl::Now());  // Rank 0 drives the detector, once a second.
+    });
+  } else {
+    health_->Start([this](const coordination::attemptspb::ReportHealthRequest& report) {
+      // The next report follows in a second: a lost one is not worth a retry.
+      if (absl::Status s = follower_->ReportHealth(report); !s.ok()) {
+        LogDebug("could not tell the attempt hub how this pod's ranks progress: ", s.ToString());
+      }
+    });
+  }
 }
 
 void Sidecar::OnOrder(int32_t attempt) {
@@ -348,6 +387,7 @@ void Sidecar::BeginAttempt(int32_t attempt) {
     attempt_ = attempt;
     released_ = true;
   }
+  if (health_) health_->SetAttempt(attempt);
   launch_->Order(attempt);
   LogInfo("restart attempt ", attempt, ": agents ready, cohort-launch told");
 }

@@ -19,6 +19,7 @@
 #include "coordination/attempts/attempt_client.h"
 #include "coordination/attempts/attempt_hub.h"
 #include "coordination/server/coordination_server.h"
+#include "sidecar/health_watch.h"
 #include "sidecar/launch_channel.h"
 #include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/metrics/sidecar_metrics.h"
@@ -117,6 +118,8 @@ class Sidecar {
   absl::Status ServeAgents();
   // Restarting in place: the attempt hub (rank 0) or a follower of it, and the launch socket.
   absl::Status StartInPlace();
+  // Hang detection: this pod's ranks' progress to the hub, and their stacks when it asks.
+  void StartHealthWatch();
   // Rank 0, from the hub before the pods hear of `attempt`: the attempt's coordination service.
   void RestartCoordinator(int32_t attempt);
   // Every rank of the pod gets a fresh agent of `attempt`; cohort-launch is told to run it.
@@ -163,6 +166,9 @@ class Sidecar {
   std::unique_ptr<coordination::CoordinationServer> coordinator_;  // Rank 0 only.
   std::vector<RankAgent> agents_;
   std::unique_ptr<MetricsHttpServer> http_;
+  // In place, unless hang detection is off; destroyed after the hub and the follower, whose
+  // threads call it (its own thread is stopped first, in ~Sidecar).
+  std::unique_ptr<HealthWatch> health_;
   std::unique_ptr<coordination::AttemptHubServer> hub_;       // Rank 0, in place only.
   std::unique_ptr<coordination::AttemptFollower> follower_;   // Other ranks, in place only.
   std::unique_ptr<LaunchChannel> launch_;

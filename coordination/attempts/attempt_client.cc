@@ -101,6 +101,14 @@ absl::Status AttemptFollower::ReportEnd(const attemptspb::AttemptEnd& end, absl:
   }
 }
 
+absl::Status AttemptFollower::ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  AddToken(&ctx, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  attemptspb::ReportHealthResponse resp;
+  return FromGrpcStatus(stub_->ReportHealth(&ctx, report, &resp));
+}
+
 AttemptObserver::AttemptObserver(std::string hub_address, std::string token,
                                  std::function<void(const attemptspb::AttemptState&)> on_state,
                                  std::function<void(const absl::Status&)> on_broken)

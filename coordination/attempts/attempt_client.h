@@ -40,6 +40,9 @@ class AttemptFollower {
   // Reports how this pod's processes ended (retried for up to `patience` while the hub is
   // unreachable).
   absl::Status ReportEnd(const attemptspb::AttemptEnd& end, absl::Duration patience = absl::Seconds(30));
+  // Tells the hub how this pod's ranks progress: once, within `timeout` (the next report follows
+  // a second later).
+  absl::Status ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Duration timeout = absl::Seconds(2));
 
  private:
   void Loop();

@@ -47,7 +47,86 @@ attemptspb::AttemptOrder AttemptHub::OrderLocked() const {
   attemptspb::AttemptOrder o;
   o.set_attempt(attempt_);
   o.set_hub_incarnation(incarnation_);
+  if (hang_ && !hang_->dumps_complete()) o.set_dump_id(hang_->id());
   return o;
+}
+
+void AttemptHub::set_hang_detection(HangTimeout timeout, std::string dumps_base,
+                                    std::function<void(uint64_t, int32_t)> dump_locally) {
+  absl::MutexLock lock(&mu_);
+  detector_ = HangDetector(timeout);
+  dumps_base_ = std::move(dumps_base);
+  dump_locally_ = std::move(dump_locally);
+}
+
+void AttemptHub::ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (report.attempt() != attempt_) return;
+  detector_.Update(report.pod_index(), report, now);
+  if (hang_ && report.dumped_id() == hang_->id() && dumped_.insert(report.pod_index()).second) {
+    hang_->set_pods_dumped(static_cast<int32_t>(dumped_.size()));
+    if (!hang_->dumps_complete() && hang_->pods_dumped() >= hang_->pods_total()) {
+      hang_->set_dumps_complete(true);
+      LogInfo("attempt hub: every pod collected the evidence of hang ", hang_->id());
+    }
+    PublishLocked();
+  }
+}
+
+void AttemptHub::CheckHang(absl::Time now) {
+  uint64_t dump_id = 0;
+  int32_t attempt = 0;
+  std::function<void(uint64_t, int32_t)> dump_locally;
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<HangFinding> finding = detector_.Check(now);
+    if (!finding) {
+      if (hang_) {
+        LogInfo("attempt hub: the ranks of hang ", hang_->id(), " make progress again");
+        hang_.reset();
+        PublishLocked();
+      }
+      return;
+    }
+    if (hang_) {
+      if (!hang_->dumps_complete() && now - hang_found_ >= kDumpPatience) {
+        hang_->set_dumps_complete(true);
+        LogWarning("attempt hub: ", hang_->pods_total() - hang_->pods_dumped(), " pod(s) did not collect the evidence of hang ",
+                   hang_->id(), " within ", absl::FormatDuration(kDumpPatience), ": going on without it");
+        PublishLocked();
+      }
+      return;
+    }
+    hang_.emplace();
+    hang_found_ = now;
+    dumped_.clear();
+    // Unique and increasing across hubs of the job (a restarted rank 0 pod starts a new hub).
+    hang_->set_id(static_cast<uint64_t>(absl::ToUnixMillis(now)));
+    hang_->set_attempt(attempt_);
+    hang_->set_detected_unix_ms(absl::ToUnixMillis(now));
+    *hang_->mutable_outliers() = std::move(finding->outliers);
+    *hang_->mutable_groups() = std::move(finding->groups);
+    std::set<int32_t> following;
+    for (const auto& [pod, sink] : followers_) following.insert(pod);
+    if (!local_followers_.empty()) following.insert(0);
+    hang_->set_pods_total(static_cast<int32_t>(following.size()));
+    hang_->set_dumps_dir(absl::StrCat(dumps_base_, "/attempt-", attempt_));
+    std::string named;
+    for (const attemptspb::HungRank& r : hang_->outliers()) {
+      absl::StrAppend(&named, named.empty() ? "" : "; ", "rank ", r.rank(), ": ", r.where());
+    }
+    LogWarning("attempt hub: hang ", hang_->id(), " in restart attempt ", attempt_, ": ", named,
+               "; asking every pod for its processes' stacks");
+    attemptspb::AttemptOrder order = OrderLocked();
+    for (auto it = followers_.begin(); it != followers_.end();) {
+      it = it->second->Push(order) ? std::next(it) : followers_.erase(it);
+    }
+    PublishLocked();
+    dump_id = hang_->id();
+    attempt = attempt_;
+    dump_locally = dump_locally_;
+  }
+  if (dump_locally) dump_locally(dump_id, attempt);
 }
 
 attemptspb::AttemptState AttemptHub::StateLocked() const {
@@ -61,6 +140,7 @@ attemptspb::AttemptState AttemptHub::StateLocked() const {
   for (const auto& [pod, sink] : followers_) following.insert(pod);
   for (int32_t pod : following) s.add_following(pod);
   s.set_pods_following(static_cast<int32_t>(following.size()));
+  if (hang_) *s.mutable_hang() = *hang_;
   return s;
 }
 
@@ -96,6 +176,8 @@ absl::Status AttemptHub::Start(int32_t attempt) {
     attempt_ = attempt;
     started_unix_ms_ = absl::ToUnixMillis(absl::Now());
     ends_.clear();
+    detector_.Reset();  // The new processes start from nothing.
+    hang_.reset();
     attemptspb::AttemptOrder order = OrderLocked();
     for (auto it = followers_.begin(); it != followers_.end();) {
       it = it->second->Push(order) ? std::next(it) : followers_.erase(it);
@@ -170,6 +252,14 @@ grpc::ServerUnaryReactor* AttemptHub::StartAttempt(grpc::CallbackServerContext* 
                                                    attemptspb::StartAttemptResponse*) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
   return FinishUnary(ctx, Start(req->attempt()));
+}
+
+grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* ctx,
+                                                   const attemptspb::ReportHealthRequest* req,
+                                                   attemptspb::ReportHealthResponse*) {
+  if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
+  ReportHealth(*req, absl::Now());
+  return FinishUnary(ctx, absl::OkStatus());
 }
 
 absl::StatusOr<std::unique_ptr<AttemptHubServer>> AttemptHubServer::Start(const std::string& listen_address,

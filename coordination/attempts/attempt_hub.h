@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cohort/coordination/v1/attempts.grpc.pb.h"
 #include "common/grpc_event_stream.h"
+#include "coordination/attempts/hang_detector.h"
 
 // Restarting a job's processes in place (spec.restartStrategy: InPlace, docs/operator.md
 // "Restarting in place"): rank 0's sidecar hosts the hub, which knows the attempt the job's
@@ -22,6 +25,8 @@
 //
 //   operator --StartAttempt(n+1)--> hub --AttemptOrder(n+1)--> every pod's sidecar -> cohort-launch
 //   cohort-launch -> its sidecar --ReportAttemptEnd--> hub --AttemptState--> operator
+//   every sidecar --ReportHealth--> hub (HangDetector) --AttemptState.hang--> operator
+//                                   hub --AttemptOrder.dump_id--> every sidecar: evidence
 //
 // The hub lives as long as rank 0's pod; the coordination service beside it is started anew for
 // every attempt (its state is the attempt's, its port the same).
@@ -48,12 +53,24 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   void set_on_end(std::function<void(const attemptspb::AttemptEnd& end)> hook) { on_end_ = std::move(hook); }
   // Rank 0's own sidecar follows the hub in process: `order` gets every attempt from now on.
   void FollowLocally(std::function<void(int32_t attempt)> order);
+  // Hang detection (docs/faults.md, "Hung ranks"): the timeout, where each pod keeps the evidence
+  // (`dumps_base`/attempt-<n>), and how rank 0's own sidecar is asked for it (outside the lock).
+  void set_hang_detection(HangTimeout timeout, std::string dumps_base,
+                          std::function<void(uint64_t dump_id, int32_t attempt)> dump_locally);
 
   // Starts attempt `attempt`: OK when it is the current attempt + 1 (or already the current
   // one: a repeated order); FailedPrecondition otherwise.
   absl::Status Start(int32_t attempt);
   // Records how a pod's processes ended; one of an earlier attempt is dropped.
   void ReportEnd(const attemptspb::AttemptEnd& end);
+  // Records what a pod's sidecar says of its ranks' progress (one of an earlier attempt is
+  // dropped), and that the pod collected a hang's evidence.
+  void ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Time now);
+  // Runs the hang detector at `now` (rank 0's sidecar, every second): a new hang is published
+  // and every pod asked for evidence; the evidence is complete when every pod that follows has
+  // collected it, or kDumpPatience after the hang was found; a hang whose ranks moved again
+  // clears.
+  void CheckHang(absl::Time now);
   attemptspb::AttemptState State() const;
   uint64_t incarnation() const { return incarnation_; }
   // Ends every stream (followers and observers see the hub go).
@@ -69,6 +86,12 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   grpc::ServerUnaryReactor* StartAttempt(grpc::CallbackServerContext* ctx,
                                          const attemptspb::StartAttemptRequest* req,
                                          attemptspb::StartAttemptResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportHealth(grpc::CallbackServerContext* ctx,
+                                         const attemptspb::ReportHealthRequest* req,
+                                         attemptspb::ReportHealthResponse* resp) override;
+
+  // How long the hub waits for every pod's evidence of a hang.
+  static constexpr absl::Duration kDumpPatience = absl::Seconds(30);
 
  private:
   using OrderSink = EventStream<attemptspb::AttemptOrder>::Sink;
@@ -83,7 +106,13 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   const uint64_t incarnation_;
   std::function<void(int32_t)> before_start_;
   std::function<void(const attemptspb::AttemptEnd&)> on_end_;
+  std::function<void(uint64_t, int32_t)> dump_locally_;
   mutable absl::Mutex mu_;
+  HangDetector detector_ ABSL_GUARDED_BY(mu_){HangTimeout{}};
+  std::string dumps_base_ ABSL_GUARDED_BY(mu_);
+  std::optional<attemptspb::HangReport> hang_ ABSL_GUARDED_BY(mu_);
+  absl::Time hang_found_ ABSL_GUARDED_BY(mu_);
+  std::set<int32_t> dumped_ ABSL_GUARDED_BY(mu_);  // Pods that collected hang_'s evidence.
   int32_t attempt_ ABSL_GUARDED_BY(mu_);
   int64_t started_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int32_t, attemptspb::AttemptEnd> ends_ ABSL_GUARDED_BY(mu_);

@@ -15,7 +15,8 @@ static_assert(InfoOf(FailureCause::kServiceUnreachable).wire == pb::FAILURE_CAUS
 static_assert(InfoOf(FailureCause::kCollectiveTimeout).wire == pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT);
 static_assert(InfoOf(FailureCause::kOutOfMemory).wire == pb::FAILURE_CAUSE_OUT_OF_MEMORY);
 static_assert(InfoOf(FailureCause::kKilledBySignal).wire == pb::FAILURE_CAUSE_KILLED_BY_SIGNAL);
-static_assert(std::size(kFailureCauses) == 12, "a new cause needs its proto number checked here");
+static_assert(InfoOf(FailureCause::kHung).wire == pb::FAILURE_CAUSE_HUNG);
+static_assert(std::size(kFailureCauses) == 13, "a new cause needs its proto number checked here");
 
 pb::FailureCause ToProto(FailureCause cause) { return static_cast<pb::FailureCause>(InfoOf(cause).wire); }
 

@@ -28,7 +28,8 @@ static_assert(Same(dist::FailureCause::kServiceLost, cohort::FailureCause::kServ
 static_assert(Same(dist::FailureCause::kCollectiveTimeout, cohort::FailureCause::kCollectiveTimeout));
 static_assert(Same(dist::FailureCause::kOutOfMemory, cohort::FailureCause::kOutOfMemory));
 static_assert(Same(dist::FailureCause::kKilledBySignal, cohort::FailureCause::kKilledBySignal));
-static_assert(std::size(cohort::kFailureCauses) == 12, "a new cause needs its public enumerator checked here");
+static_assert(Same(dist::FailureCause::kHung, cohort::FailureCause::kHung));
+static_assert(std::size(cohort::kFailureCauses) == 13, "a new cause needs its public enumerator checked here");
 
 static_assert(dist::kPeerFailureExitCode == cohort::kPeerFailureExitCode);
 static_assert(dist::kPreemptedExitCode == cohort::kPreemptedExitCode);

@@ -393,6 +393,20 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
                 "a restart strategy",
                 "InPlace (restart every pod's processes, keep the pods) or Recreate (delete and create every pod)",
                 &s.restart_strategy));
+  note(ReadEnum(spec, "hangPolicy", p,
+                {{"Restart", HangPolicy::kRestart}, {"Fail", HangPolicy::kFail}, {"Alert", HangPolicy::kAlert}},
+                "a hang policy",
+                "Restart (restart the gang, counted against maxRestarts), Fail (the job fails) or Alert (say so "
+                "and keep running)",
+                &s.hang_policy));
+  if (const json* hang = object_field(spec, "hangDetection", p, " with timeoutSeconds")) {
+    if (hang->contains("timeoutSeconds") && !(*hang)["timeoutSeconds"].is_null()) {
+      int64_t seconds = 0;
+      absl::Status st = ReadField(*hang, "timeoutSeconds", "spec.hangDetection.", &seconds);
+      note(st);
+      if (st.ok()) s.hang_detection.timeout_seconds = seconds;
+    }
+  }
   if (const json* tmpl = object_field(spec, "template", p, " (a pod template)")) s.pod_template = *tmpl;
   if (const json* scheduling = object_field(spec, "scheduling", p, "")) {
     const std::string sp = "spec.scheduling.";
@@ -446,6 +460,7 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
       ReadField(status, key, "status.", out).IgnoreError();
     }
     ReadField(status, "observedGeneration", "status.", &st.observed_generation).IgnoreError();
+    ReadField(status, "lastHangId", "status.", &st.last_hang_id).IgnoreError();
     ReadField(status, "coordinatorAddress", "status.", &st.coordinator_address).IgnoreError();
     ReadField(status, "lastRestartKind", "status.", &st.last_restart_kind).IgnoreError();
     ReadField(status, "lastRestartStrategy", "status.", &st.last_restart_strategy).IgnoreError();
@@ -545,6 +560,11 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   }
   if (s.active_deadline_seconds && *s.active_deadline_seconds < 1) {
     errors.push_back(absl::StrCat("spec.activeDeadlineSeconds: must be at least 1 (got ", *s.active_deadline_seconds, ")"));
+  }
+  if (s.hang_detection.timeout_seconds && *s.hang_detection.timeout_seconds < 0) {
+    errors.push_back(absl::StrCat("spec.hangDetection.timeoutSeconds: must be 0 or more (got ",
+                                  *s.hang_detection.timeout_seconds,
+                                  "); leave it out for the automatic timeout, or write 0 to turn hang detection off"));
   }
   if (s.sidecar.image.empty()) errors.push_back("spec.sidecar.image: must not be empty");
   if (s.sidecar.heartbeat_timeout < absl::Milliseconds(100)) {
@@ -697,7 +717,17 @@ json StatusToJson(const DistributedJob& job) {
   if (!st.completion_time.empty()) out["completionTime"] = st.completion_time;
   if (!st.last_restart_kind.empty()) out["lastRestartKind"] = st.last_restart_kind;
   if (!st.last_restart_strategy.empty()) out["lastRestartStrategy"] = st.last_restart_strategy;
+  if (st.last_hang_id != 0) out["lastHangId"] = st.last_hang_id;
   return out;
+}
+
+const char* HangPolicyName(HangPolicy policy) {
+  switch (policy) {
+    case HangPolicy::kRestart: return "Restart";
+    case HangPolicy::kFail: return "Fail";
+    case HangPolicy::kAlert: return "Alert";
+  }
+  return "Restart";
 }
 
 const char* RestartStrategyName(RestartStrategy strategy) {

@@ -50,6 +50,25 @@ enum class RestartStrategy {
 };
 const char* RestartStrategyName(RestartStrategy strategy);
 
+// What the operator does when the job's hang detector names ranks that made no progress for
+// longer than their timeout (spec.hangPolicy; docs/faults.md, "Hung ranks"). Every policy sets the
+// job's Hung condition and emits a HangDetected Event.
+enum class HangPolicy {
+  // Once every pod dumped its stacks (or 30 s passed), the gang restarts, in place where it can,
+  // counted against maxRestarts; spec.failurePolicy.rules see the termination reason Hung.
+  kRestart,
+  kFail,   // Once every pod dumped its stacks (or 30 s passed), the job fails (reason Hung).
+  kAlert,  // Nothing else: the job keeps running.
+};
+const char* HangPolicyName(HangPolicy policy);
+
+// spec.hangDetection: when rank 0's sidecar takes a rank that makes no progress for hung.
+struct HangDetectionSpec {
+  // timeoutSeconds. Unset: automatic (10 minutes until a rank has shown progress twice, then
+  // max(60 s, 5 x the job's median step time)); 0: no hang detection.
+  std::optional<int64_t> timeout_seconds;
+};
+
 // The most processes one pod may run (spec.processesPerPod).
 inline constexpr int32_t kMaxProcessesPerPod = 256;
 
@@ -143,6 +162,8 @@ struct DistributedJobSpec {
   // spec.failurePolicy.rules, in order: the first that matches the failure decides.
   std::vector<FailureRule> failure_rules;
   SchedulingSpec scheduling;
+  HangDetectionSpec hang_detection;
+  HangPolicy hang_policy = HangPolicy::kRestart;
 };
 
 // A metav1.Condition.
@@ -178,6 +199,9 @@ struct DistributedJobStatus {
   // How the last restart was carried out: "InPlace" or "Recreate" (empty before the first).
   std::string last_restart_strategy;
   int32_t restart_attempt = 0;
+  // The id of the last hang the job's attempt hub reported that the operator acted on (its
+  // HangDetected Event was emitted); 0 before the first.
+  int64_t last_hang_id = 0;
   std::string coordinator_address;
   int64_t observed_generation = 0;
   std::string start_time;       // RFC 3339, empty until the first pod runs.

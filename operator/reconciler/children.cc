@@ -1,6 +1,7 @@
 #include "operator/reconciler/children.h"
 
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
@@ -75,7 +76,30 @@ json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_a
   for (const auto& [name, value] : env::ProcessVariables(placement, TrainerGpuLimit(job) > 0)) {
     add(name, value);
   }
+  const std::optional<int64_t>& hang_timeout = job.spec.hang_detection.timeout_seconds;
+  add(env::kHangTimeout, hang_timeout ? absl::StrCat(*hang_timeout) : "auto");
   return env;
+}
+
+// A variable the trainer gets only when its container sets neither it nor `alias` (the name a
+// newer PyTorch reads the same setting under: PyTorch reads the TORCH_FR_ name first, so setting
+// ours beside the user's alias would override theirs).
+struct DefaultVariable {
+  const char* name;
+  const char* alias;  // nullptr: none.
+  std::string value;
+};
+
+// The evidence of a hang (docs/faults.md, "Hung ranks"): PyTorch's NCCL flight recorder on, with
+// its dumps in the directory trainer and sidecar share, where the sidecar collects them. A
+// template's own value wins.
+std::vector<DefaultVariable> TrainerDefaults() {
+  const std::string dumps = env::DumpsDir(kAgentSocket);
+  return {
+      {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "2000"},
+      {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE", absl::StrCat(dumps, "/nccl_trace_rank_")},
+      {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", absl::StrCat(dumps, "/fr_trace_rank_")},
+  };
 }
 
 void MergeEnv(json& container, const json& contract) {
@@ -89,6 +113,26 @@ void MergeEnv(json& container, const json& contract) {
   }
   for (const json& c : contract) merged.push_back(c);
   container["env"] = merged;
+}
+
+// Adds each of `defaults` the container does not set itself (by its name or its alias), after
+// what it has: unlike the contract's, a template's value stays.
+void MergeDefaultEnv(json& container, const std::vector<DefaultVariable>& defaults) {
+  json& env = container["env"];
+  if (!env.is_array()) env = json::array();
+  auto sets = [&](const char* name) {
+    if (name == nullptr) return false;
+    for (const json& e : env) {
+      if (StringMember(e, "name") == name) return true;
+    }
+    return false;
+  };
+  // Judged against the template's variables, not against the defaults added before.
+  std::vector<json> added;
+  for (const DefaultVariable& d : defaults) {
+    if (!sets(d.name) && !sets(d.alias)) added.push_back({{"name", d.name}, {"value", d.value}});
+  }
+  for (json& e : added) env.push_back(std::move(e));
 }
 
 // The trainer container's memory limit, when it has one (the size of its /dev/shm).
@@ -243,6 +287,7 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, 
                           spec["containers"][0].is_object()
                       ? &spec["containers"][0]
                       : nullptr;
+  if (trainer != nullptr) MergeDefaultEnv(*trainer, TrainerDefaults());
   if (trainer != nullptr && cohort_launches && (*trainer)["command"].is_array()) {
     // cohort-launch (copied into the shared directory by the init container below) starts the
     // pod's processes from the container's own command and arguments.

@@ -15,6 +15,9 @@ inline constexpr char kSucceeded[] = "Succeeded";
 inline constexpr char kFailed[] = "Failed";
 inline constexpr char kSuspended[] = "Suspended";
 inline constexpr char kScheduled[] = "Scheduled";
+// Ranks of the running attempt made no progress for longer than the hang timeout (the attempt
+// hub's detector; docs/faults.md, "Hung ranks").
+inline constexpr char kHung[] = "Hung";
 }  // namespace condition
 
 // status.conditions[].reason and Event reasons.
@@ -50,6 +53,12 @@ inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Sc
 inline constexpr char kWaitingForScheduler[] = "WaitingForScheduler";  // Condition Scheduled.
 inline constexpr char kAllPodsScheduled[] = "AllPodsScheduled";  // Condition Scheduled.
 inline constexpr char kPodGroupUnavailable[] = "PodGroupUnavailable";  // Event: no PodGroup made.
+// Condition Hung, and its Warning Event (once per hang): which ranks hang, and where each waits.
+inline constexpr char kHangDetected[] = "HangDetected";
+inline constexpr char kRecovered[] = "Recovered";  // Condition Hung: no rank of the attempt hangs.
+// A hang ended the attempt: condition Failed (spec.hangPolicy Fail) or Restarting (Restart), and
+// the termination reason spec.failurePolicy.rules see (onTerminationReasons: [Hung]).
+inline constexpr char kHung[] = "Hung";
 }  // namespace reason
 
 // Event types.

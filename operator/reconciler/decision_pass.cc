@@ -18,16 +18,14 @@ using PodPhase = ObservedPod::Phase;
 // Longest termination message quoted in a condition or Event.
 constexpr size_t kMaxMessage = 512;
 
-// At most `max` bytes of `text`, cut at a character boundary: a status or Event with half a UTF-8
-// character is not valid JSON text, and the API client cannot serialize it.
+}  // namespace
+
 absl::string_view TruncateUtf8(absl::string_view text, size_t max) {
   if (text.size() <= max) return text;
   size_t cut = max;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
   return text.substr(0, cut);
 }
-
-}  // namespace
 
 DecisionPass::DecisionPass(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
                            const DecideOptions& options, const AttemptView* view)

@@ -1,14 +1,16 @@
 #pragma once
 
 // One Decide() in progress, shared by the policies it runs in turn (lifecycle_policy.h,
-// lost_node_policy.h, startup_policy.h, preemption_policy.h, failure_policy.h): what each reads
+// lost_node_policy.h, startup_policy.h, preemption_policy.h, failure_policy.h, hang_policy.h): what each reads
 // (the job, its pods split by restart attempt, the time, the operator's options), what each
 // writes (the Decision), and the steps several of them take (finish the job, restart the gang).
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "operator/api/distributed_job.h"
 #include "operator/reconciler/in_place_policy.h"
@@ -59,6 +61,9 @@ class DecisionPass {
   void Count();
 };
 
+// At most `max` bytes of `text`, cut at a character boundary: a status or Event with half a UTF-8
+// character is not valid JSON text, and the API client cannot serialize it.
+absl::string_view TruncateUtf8(absl::string_view text, size_t max);
 // "rank 3 (pod demo-3)", or with several processes per pod "pod demo-1 (ranks 2-3)".
 std::string Who(int32_t pod_index, const std::string& pod_name, int32_t per_pod);
 // Who, and how its trainer ended: exit code, signal, the last line of its termination message.

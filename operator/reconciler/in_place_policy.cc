@@ -194,11 +194,13 @@ Verdict StartInPlace(DecisionPass& pass) {
   }
   // Every pod that stays ends its processes of the last attempt before the next starts: a rank
   // that checkpoints after a preemption notice finishes it. Waited for up to kHubPatience after the
-  // backoff (cohort-launch stops what is left when the order comes).
+  // backoff (cohort-launch stops what is left when the order comes), unless the gang restarts
+  // because it hung: its processes will not end by themselves.
   const Condition* restarted = FindCondition(pass.status.conditions, condition::kRestarting);
   const absl::Time since = restarted ? ParseRfc3339(restarted->last_transition_time).value_or(pass.now) : pass.now;
   bool all_ended = true;
   for (const ObservedPod* p : pass.waiting) all_ended &= pass.view->ends.count(p->rank) > 0;
+  if (restarted != nullptr && restarted->reason == reason::kHung) all_ended = true;
   if (!all_ended && pass.now < since + kHubPatience) {
     pass.Requeue(std::min(absl::Seconds(1), since + kHubPatience - pass.now));
     return Verdict::kDecided;

@@ -47,6 +47,33 @@ struct AttemptView {
   std::set<int32_t> following;
   std::set<int32_t> followed;
   bool connected = false;  // The stream is up now (else: what it said before it broke).
+
+  // A hang the hub's detector found in `attempt` (docs/faults.md, "Hung ranks"): ranks that made
+  // no progress for longer than their timeout. Absent: none (or it cleared).
+  struct Hang {
+    uint64_t id = 0;  // New per hang the hub found (a later one has a larger id).
+    int32_t attempt = 0;
+    absl::Time detected_at = absl::InfinitePast();
+    struct Rank {
+      int32_t rank = 0;
+      int32_t pod_index = 0;
+      int32_t local = 0;   // Its index among its pod's processes.
+      std::string where;   // "train.py:88 in step: time.sleep(3600)" ("" when unknown).
+    };
+    std::vector<Rank> outliers;  // The ranks named as hung, the likeliest cause first.
+    // Every other rank, grouped by where it waits ("all_reduce at train.py:91").
+    struct Group {
+      std::vector<int32_t> ranks;
+      std::string where;
+    };
+    std::vector<Group> groups;
+    // Evidence: every pod's processes dumped their stacks (or the hub stopped waiting for them).
+    bool dumps_complete = false;
+    int32_t pods_dumped = 0;
+    int32_t pods_total = 0;
+    std::string dumps_dir;  // Where each pod keeps them ("/run/cohort/dumps/attempt-0").
+  };
+  std::optional<Hang> hang;
 };
 
 // Puts what the hub said onto the pods: a pod of the gang (not being deleted, created for

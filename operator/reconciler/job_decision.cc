@@ -15,6 +15,7 @@
 #include "operator/reconciler/decision_pass.h"
 #include "operator/reconciler/in_place_policy.h"
 #include "operator/reconciler/failure_policy.h"
+#include "operator/reconciler/hang_policy.h"
 #include "operator/reconciler/lifecycle_policy.h"
 #include "operator/reconciler/lost_node_policy.h"
 #include "operator/reconciler/preemption_policy.h"
@@ -160,6 +161,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       ReportScheduling,    // startup: waiting for admission or room
       HandlePreemption,    // preemption, or a rule about the pod taken
       HandleFailure,       // the root cause, failure rules, maxRestarts
+      HandleHang,          // in place: the hub's hang detector, spec.hangPolicy (a real exit wins)
       CompleteOrMarkRunning,
   };
   for (Policy policy : kPolicies) {

@@ -4,7 +4,7 @@
 // function, so that every rule (phases, failure policy, preemption vs failure, suspend, deadline,
 // TTL) is tested in a table without a cluster. Decide() runs the policies in turn
 // (lifecycle_policy.h, lost_node_policy.h, startup_policy.h, preemption_policy.h,
-// failure_policy.h), each with its own table test, until one decides.
+// failure_policy.h, hang_policy.h), each with its own table test, until one decides.
 //
 //            create pods                  every rank Succeeded
 //  Pending -------------> Running ------------------------------> Succeeded
@@ -101,7 +101,7 @@ struct Event {
 // unknown, e.g. for an eviction).
 struct GangRestart {
   std::string cause;  // crash, oom, signal, heartbeat_timeout, reported_error, collective_timeout,
-                      // registration_timeout, shutdown_timeout, service_lost, preempted, unknown
+                      // registration_timeout, shutdown_timeout, service_lost, hung, preempted, unknown
   absl::Time failed_at = absl::InfinitePast();
   // What kind of restart (status.lastRestartKind): one of conditions.h's restart_kind.
   std::string kind;

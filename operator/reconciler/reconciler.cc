@@ -281,6 +281,9 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     for (const Event& e : d.events) report->event_reasons.push_back(e.reason);
     report->restart = d.restart;
     report->started_attempt = d.start_attempt.has_value();
+    const Condition* hung = FindCondition(d.status.conditions, condition::kHung);
+    report->hung = hung != nullptr && hung->status == "True" && d.status.phase != Phase::kSucceeded &&
+                   d.status.phase != Phase::kFailed;
     report->now = now;
     report->job_created = job->created_at;
   }

@@ -27,6 +27,9 @@ struct ReconcileReport {
   // Restarting in place, this pass ordered the next attempt from the job's attempt hub (every pod
   // that stays had ended its processes of the last one).
   bool started_attempt = false;
+  // Its Hung condition is True after the pass and it has not finished (docs/faults.md, "Hung
+  // ranks"); a pass that named a new hang also has "HangDetected" among event_reasons.
+  bool hung = false;
   absl::Time now = absl::InfinitePast();   // The time the pass judged the job at.
   absl::Time job_created = absl::InfinitePast();
 };

@@ -93,6 +93,20 @@ void HubAttemptWatcher::OnState(const std::string& key, const std::string& addre
       end.finished_at = absl::FromUnixMillis(e.finished_unix_ms());
       view.ends[e.pod_index()] = std::move(end);
     }
+    if (state.has_hang()) {
+      const auto& h = state.hang();
+      AttemptView::Hang hang;
+      hang.id = h.id();
+      hang.attempt = h.attempt();
+      hang.detected_at = absl::FromUnixMillis(h.detected_unix_ms());
+      for (const auto& r : h.outliers()) hang.outliers.push_back({r.rank(), r.pod_index(), r.local(), r.where()});
+      for (const auto& g : h.groups()) hang.groups.push_back({{g.ranks().begin(), g.ranks().end()}, g.where()});
+      hang.dumps_complete = h.dumps_complete();
+      hang.pods_dumped = h.pods_dumped();
+      hang.pods_total = h.pods_total();
+      hang.dumps_dir = h.dumps_dir();
+      view.hang = std::move(hang);
+    }
     it->second->view = std::move(view);
   }
   on_change_(key);

@@ -69,6 +69,15 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                         .Name("cohort_operator_job_restarts_total")
                         .Help("Gang restarts of a DistributedJob by cause (cause=\"preempted\": preemptions)")
                         .Register(registry)),
+      job_hung_(prometheus::BuildGauge()
+                    .Name("cohort_operator_job_hung")
+                    .Help("1 while a DistributedJob's Hung condition is True (ranks made no progress for longer "
+                          "than the hang timeout) and it has not finished")
+                    .Register(registry)),
+      job_hangs_(prometheus::BuildCounter()
+                     .Name("cohort_operator_job_hangs_total")
+                     .Help("Hangs the job's hang detector found (HangDetected Events)")
+                     .Register(registry)),
       job_detect_(prometheus::BuildHistogram()
                       .Name("cohort_operator_job_failure_detect_seconds")
                       .Help("From a rank's container finishing to the operator deciding the gang restart")
@@ -101,6 +110,8 @@ OperatorMetrics::JobSeries& OperatorMetrics::SeriesLocked(const std::string& key
       with_phase["phase"] = PhaseName(phase);
       job.phase_gauges[phase] = &job_phase_.Add(with_phase);
     }
+    job.hung = &job_hung_.Add(labels);
+    job.hangs = &job_hangs_.Add(labels);
     job.detect = &job_detect_.Add(labels, LatencyBuckets());
     job.recovery = &job_recovery_.Add(labels, LatencyBuckets());
     job.time_to_running = &job_time_to_running_.Add(labels, LatencyBuckets());
@@ -114,6 +125,8 @@ void OperatorMetrics::RemoveLocked(const std::string& key) {
   JobSeries& job = it->second;
   for (auto& [phase, gauge] : job.phase_gauges) job_phase_.Remove(gauge);
   for (auto& [cause, counter] : job.restarts) job_restarts_.Remove(counter);
+  job_hung_.Remove(job.hung);
+  job_hangs_.Remove(job.hangs);
   job_detect_.Remove(job.detect);
   job_recovery_.Remove(job.recovery);
   for (auto& [kind_and_stage, histogram] : job.stages) job_recovery_stage_.Remove(histogram);
@@ -146,10 +159,15 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   const bool old_gone = report.started_attempt ||
                         std::find(report.event_reasons.begin(), report.event_reasons.end(), reason::kStarted) !=
                             report.event_reasons.end();
-  if (!report.restart && !running && !old_gone) return;
+  const bool hang_detected = std::find(report.event_reasons.begin(), report.event_reasons.end(),
+                                       reason::kHangDetected) != report.event_reasons.end();
+  // A pass that ended without a phase (an error, the job gone) says nothing of the job's state.
+  if (!report.phase && !report.restart && !running && !old_gone) return;
 
   absl::MutexLock lock(&mu_);
   JobSeries& job = SeriesLocked(key);
+  if (report.phase) job.hung->Set(report.hung ? 1 : 0);
+  if (hang_detected) job.hangs->Increment();
   if (report.restart) {
     prometheus::Counter*& counter = job.restarts[report.restart->cause];
     if (counter == nullptr) {

@@ -21,9 +21,10 @@ namespace cohort::op {
 // cohort-operator's metric families (docs/metrics.md). Thread-safe.
 //
 // Besides the cluster-wide series, every live DistributedJob has its own (labels job_namespace,
-// cohort_job): its phase, its gang restarts by cause, and how long failures took to detect and
-// to recover from. They go when the job is deleted, so their number is bounded by the live jobs
-// (at most 6 + 11 + 3 + 4 histograms per job). The recovery clock lives in this replica's memory: a
+// cohort_job): its phase, whether it is hung and how many hangs it had, its gang restarts by
+// cause, and how long failures took to detect and to recover from. They go when the job is
+// deleted, so their number is bounded by the live jobs (at most 6 + 2 + 12 + 3 + 4 histograms per
+// job). The recovery clock lives in this replica's memory: a
 // failure that straddles a change of leader is counted but not timed.
 class OperatorMetrics {
  public:
@@ -31,7 +32,7 @@ class OperatorMetrics {
 
   // One reconcile pass of job `key` ("namespace/name"): counted by result (success, conflict,
   // error), its duration, and what it did (pods created, gang restarts and their causes,
-  // the job reaching Running).
+  // the job reaching Running, a hang named and whether the job is hung after it).
   void ObserveReconcile(const std::string& key, absl::Duration duration, const absl::Status& status,
                         const ReconcileReport& report);
   // The phase of job `key` (nullopt when it is gone: its per-job series are removed).
@@ -43,6 +44,8 @@ class OperatorMetrics {
     std::optional<Phase> phase;
     std::map<Phase, prometheus::Gauge*> phase_gauges;
     std::map<std::string, prometheus::Counter*> restarts;     // By cause.
+    prometheus::Gauge* hung = nullptr;      // 1 while its Hung condition is True.
+    prometheus::Counter* hangs = nullptr;   // HangDetected Events (one per hang).
     prometheus::Histogram* detect = nullptr;
     prometheus::Histogram* recovery = nullptr;
     prometheus::Histogram* time_to_running = nullptr;
@@ -69,6 +72,8 @@ class OperatorMetrics {
   prometheus::Gauge& leader_;
   prometheus::Family<prometheus::Gauge>& job_phase_;
   prometheus::Family<prometheus::Counter>& job_restarts_;
+  prometheus::Family<prometheus::Gauge>& job_hung_;
+  prometheus::Family<prometheus::Counter>& job_hangs_;
   prometheus::Family<prometheus::Histogram>& job_detect_;
   prometheus::Family<prometheus::Histogram>& job_recovery_;
   prometheus::Family<prometheus::Histogram>& job_recovery_stage_;

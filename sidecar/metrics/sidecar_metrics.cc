@@ -3,6 +3,7 @@
 #include <prometheus/metric_family.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -130,12 +131,28 @@ void SidecarMetrics::ObserveStep(int64_t step, absl::Time now) {
     double seconds = absl::ToDoubleSeconds(now - last_step_at_);
     productive_seconds_.Increment(seconds);
     step_seconds_.Observe(seconds / static_cast<double>(step - *last_step_));
+    recent_step_times_.push_back((now - last_step_at_) / static_cast<double>(step - *last_step_));
+    if (recent_step_times_.size() > 32) recent_step_times_.pop_front();
   }
+  if (!last_step_ || step != *last_step_) ++step_advances_;
   if (last_step_ && step == *last_step_) return;  // A repeat: the step's time stays its first report's.
   last_step_ = step;
   last_step_at_ = now;
   step_.Add({{"rank", rank_}}).Set(static_cast<double>(step));
   step_timestamp_.Add({{"rank", rank_}}).Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+}
+
+SidecarMetrics::StepSummary SidecarMetrics::Steps() {
+  absl::MutexLock lock(&step_mu_);
+  StepSummary s;
+  s.advances = step_advances_;
+  if (last_step_) s.last_at = last_step_at_;
+  if (recent_step_times_.size() >= 2) {
+    std::vector<absl::Duration> sorted(recent_step_times_.begin(), recent_step_times_.end());
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    s.median = sorted[sorted.size() / 2];
+  }
+  return s;
 }
 
 void SidecarMetrics::CountPreemptionNotice() { preemption_notices_.Increment(); }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +41,15 @@ class SidecarMetrics {
   // its timestamp and, when the step advanced since the last report, the time per step and the
   // productive time (the goodput numerator). A step that goes back (a restore) starts afresh.
   void ObserveStep(int64_t step, absl::Time now);
+  // The steps ObserveStep saw advance, for the hang detector (sidecar/health_watch.h): how many
+  // since the sidecar started, when the last one was, and the median time per step of the last
+  // ones (zero with fewer than two).
+  struct StepSummary {
+    int64_t advances = 0;
+    absl::Time last_at = absl::InfinitePast();
+    absl::Duration median = absl::ZeroDuration();
+  };
+  StepSummary Steps();
 
  private:
   prometheus::Histogram& ObserveBarrierBuckets(std::map<std::string, std::string> labels);
@@ -61,6 +71,8 @@ class SidecarMetrics {
   absl::Mutex step_mu_;
   std::optional<int64_t> last_step_ ABSL_GUARDED_BY(step_mu_);
   absl::Time last_step_at_ ABSL_GUARDED_BY(step_mu_);
+  int64_t step_advances_ ABSL_GUARDED_BY(step_mu_) = 0;
+  std::deque<absl::Duration> recent_step_times_ ABSL_GUARDED_BY(step_mu_);  // The last 32.
 };
 
 // Calls answered on rank 0's JAX port (cohort_jax_rpcs_total), by protocol generation, method

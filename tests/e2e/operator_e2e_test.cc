@@ -36,6 +36,7 @@ namespace {
 using json = nlohmann::json;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kJobTimeout = absl::Seconds(90);
 
@@ -1396,6 +1397,127 @@ TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheG
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-torch", rank),
                 HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
   }
+}
+
+// The line of `program` (under the source tree) holding `text`, as "<file name>:<line>".
+std::string SourceLine(const std::string& program, const std::string& text) {
+  std::ifstream in(absl::StrCat(COHORT_SOURCE_DIR, "/", program));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (absl::StrContains(line, text)) return absl::StrCat(program.substr(program.rfind('/') + 1), ":", n);
+  }
+  return "";
+}
+
+std::string ReadPodFile(LocalControlPlane& cluster, const std::string& pod, const std::string& path) {
+  std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", pod, "/", path));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Hang detection (docs/faults.md, "Hung ranks") of an unmodified PyTorch program: rank 1 sleeps
+// forever at step 20 of 1 s steps while rank 0 waits for it in DDP's all-reduce. Found after the
+// automatic timeout (60 s: five 1 s steps are less), named with its line, every rank's stacks
+// kept in the pods' cohort-agent directory and in the sidecars' logs, then restarted in place.
+TEST_F(OperatorE2E, TorchDdpProgram_RankSleepsForever_HungNamesItsLine_StacksKept_RestartedInPlaceAndSucceeds) {
+  std::string venv = TorchEnvironment();
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  const std::string program = "tests/frameworks/torch_ddp_program.py";
+  const std::string sleep_line = SourceLine(program, "time.sleep(1e9)");
+  ASSERT_NE(sleep_line, "");
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-hang", venv, program, "",
+                                                      "            - name: COHORT_TEST_HANG_AT\n"
+                                                      "              value: \"20\"\n"))
+                .exit_code,
+            0);
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-hang", 1, "torch rank 1 of 2 ready (attempt 0)", absl::Minutes(2)), "");
+  const absl::Time ready = absl::Now();
+  json hung = cluster_->WaitForJob("default", "e2e-hang", [](const json& j) {
+    return JobCondition(j, "Hung").value("status", "") == "True";
+  }, absl::Minutes(3));
+  const json condition = JobCondition(hung, "Hung");
+  ASSERT_EQ(condition.value("status", ""), "True") << hung.dump(2) << Events(*cluster_, "e2e-hang");
+  // The sleep begins ~20 s after the ranks are ready: named within 90 s of it.
+  EXPECT_LT(absl::Now() - ready, absl::Seconds(20 + 90));
+  const std::string message = condition.value("message", "");
+  EXPECT_THAT(message, HasSubstr(absl::StrCat("rank 1 (pod e2e-hang-1, local 0): ", sleep_line)));
+  EXPECT_THAT(message, HasSubstr("time.sleep(1e9)"));
+  EXPECT_THAT(message, HasSubstr("rank 0: "));
+  EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-hang", "HangDetected"), HasSubstr(sleep_line));
+
+  json job = cluster_->WaitForJob("default", "e2e-hang", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-hang");
+  EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-hang");
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << Events(*cluster_, "e2e-hang");
+  EXPECT_EQ(JobCondition(job, "Hung").value("status", ""), "False") << job.dump(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(TrainerLog(*cluster_, "e2e-hang", rank),
+                HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
+  }
+  // The evidence outlives the restart: every thread's stacks, the sleeper's at its line, rank
+  // 0's inside the backward pass that waits for the all-reduce; and the sidecars' logs.
+  const std::string stacks1 =
+      ReadPodFile(*cluster_, "e2e-hang-1", "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt");
+  EXPECT_THAT(stacks1, HasSubstr("time.sleep(1e9)"));
+  const std::string stacks0 =
+      ReadPodFile(*cluster_, "e2e-hang-0", "volumes/cohort-agent/dumps/attempt-0/rank-0/stacks.txt");
+  EXPECT_THAT(stacks0, HasSubstr("loss.backward()"));
+  EXPECT_THAT(ReadPodFile(*cluster_, "e2e-hang-1", "cohort-sidecar.log"), HasSubstr("time.sleep(1e9)"));
+}
+
+// No false alarm: a healthy job whose steps take 30 s (each rank asleep in its own code between
+// them, the others waiting in the all-reduce) runs 3 minutes without a hang, while the hook did
+// report its steps.
+TEST_F(OperatorE2E, TorchDdpProgram_HealthyWith30SecondSteps_NoHangRaised) {
+  std::string venv = TorchEnvironment();
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-slow", venv, "tests/frameworks/torch_ddp_program.py", "",
+                                                      "            - name: COHORT_TEST_STEP_S\n"
+                                                      "              value: \"30\"\n"
+                                                      "            - name: COHORT_TEST_STEPS\n"
+                                                      "              value: \"6\"\n"))
+                .exit_code,
+            0);
+  json job = cluster_->WaitForJob("default", "e2e-slow", Finished, absl::Minutes(6));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-slow");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0) << Events(*cluster_, "e2e-slow");
+  EXPECT_EQ(StatusInt(job, "lastHangId"), 0) << job.dump(2);
+  EXPECT_NE(JobCondition(job, "Hung").value("status", ""), "True") << job.dump(2);
+  EXPECT_THAT(Events(*cluster_, "e2e-slow"), Not(HasSubstr("HangDetected")));
+  EXPECT_THAT(ReadPodFile(*cluster_, "e2e-slow-0", "cohort-sidecar.log"), Not(HasSubstr("attempt hub: hang")));
+  // The detector was told: the hook counted every step.
+  EXPECT_THAT(ReadPodFile(*cluster_, "e2e-slow-1", "volumes/cohort-agent/probe/rank-1/status.json"),
+              HasSubstr("\"steps\": 6"));
+}
+
+// jax#38503 on CPU JAX: one process blocks while the other waits for it in a cross-process
+// collective, which JAX never gives up on. Hang detection names the blocked process and its line
+// and the job restarts in place.
+TEST_F(OperatorE2E, JaxProgram_OneProcessBlocks_TheOtherWaitsInACollective_HungNamesIt_RestartedAndSucceeds) {
+  std::string venv = JaxEnvironment("0.10.2");
+  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
+  const std::string program = "tests/frameworks/jax_hang_program.py";
+  const std::string sleep_line = SourceLine(program, "time.sleep(1e9)");
+  ASSERT_NE(sleep_line, "");
+  auto op = Operator();
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jaxhang", venv, program, "", "")).exit_code, 0);
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-jaxhang", 1, "JAX process 1 ready (attempt 0)", absl::Minutes(2)), "");
+  const absl::Time ready = absl::Now();
+  json hung = cluster_->WaitForJob("default", "e2e-jaxhang", [](const json& j) {
+    return JobCondition(j, "Hung").value("status", "") == "True";
+  }, absl::Minutes(3));
+  const json condition = JobCondition(hung, "Hung");
+  ASSERT_EQ(condition.value("status", ""), "True") << hung.dump(2) << Events(*cluster_, "e2e-jaxhang");
+  // The block begins ~5 s after the processes are ready: named within 90 s of it.
+  EXPECT_LT(absl::Now() - ready, absl::Seconds(5 + 90));
+  EXPECT_THAT(condition.value("message", ""),
+              HasSubstr(absl::StrCat("rank 1 (pod e2e-jaxhang-1, local 0): ", sleep_line)));
+  json job = cluster_->WaitForJob("default", "e2e-jaxhang", Finished, absl::Minutes(3));
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jaxhang");
+  EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-jaxhang");
+  EXPECT_THAT(ReadPodFile(*cluster_, "e2e-jaxhang-1", "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt"),
+              HasSubstr("time.sleep(1e9)"));
 }
 
 // The GPU node's shape: 2 pods x 2 processes, cohort-launch starting the processes of each pod,

@@ -488,6 +488,11 @@ spec:
   ASSERT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  // The healthy demo raised no hang (docs/faults.md, "Hung ranks"), through the eviction too.
+  EXPECT_EQ(StatusInt(job, "lastHangId"), 0) << job.dump(2);
+  for (const json& c : op::Member(op::Member(job, "status"), "conditions")) {
+    EXPECT_FALSE(op::StringMember(c, "type") == "Hung" && op::StringMember(c, "status") == "True") << c.dump();
+  }
   // In place: demo-0's containers restarted their processes, demo-1 was replaced alone.
   EXPECT_EQ(op::StringMember(op::Member(job, "status"), "lastRestartStrategy"), "InPlace") << job.dump(2);
   // Every rank resumed from the same checkpoint step and ended with the same parameters: each

@@ -179,7 +179,7 @@ TEST(CollectivesTest, RankStalledOutsideTheCollective_TimeoutNamesItAndEveryRank
 }
 
 // SIGSTOP freezes the whole program, libdist's threads included; its sidecar keeps heartbeating.
-TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCollective) {
+TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCollective_WithinTheTimeoutPlusOneSecond) {
   for (const bool inside : {false, true}) {
     SCOPED_TRACE(inside ? "stopped inside the all-reduce" : "stopped outside it");
     JobHarness job({.num_processes = 3, .heartbeat_timeout = "2s"});
@@ -187,9 +187,20 @@ TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCo
              {{"COHORT_COLLECTIVE_TIMEOUT", "3s"}});
     ASSERT_TRUE(job.WaitForLine("rank 2", inside ? "IN_COLLECTIVE" : "STALLING", absl::Seconds(60)));
     job.Process("rank 2").Signal(SIGSTOP);
+    // The peers wait in all-reduce #2 since the stop (outside: they entered before it) or since
+    // they enter it a second later (inside): the rank is named within the collective timeout +
+    // 1 s of that, and they have left within the timeout + 2 s (docs/faults.md).
+    absl::Time entered = absl::Now();
+    if (inside) {
+      ASSERT_TRUE(job.WaitForLine("rank 0", "IN_COLLECTIVE", absl::Seconds(30)));
+      entered = absl::Now();
+    }
+    ASSERT_TRUE(job.WaitForLine("rank 0", "the job failed", absl::Seconds(30)));
+    EXPECT_LE(absl::Now() - entered, absl::Seconds(3 + 1));
     for (int r : {0, 1}) {
       const std::string label = absl::StrCat("rank ", r);
       EXPECT_EQ(ExitCode(job.WaitForExit(label, absl::Seconds(30))), kPeerFailureExit) << label;
+      EXPECT_LE(absl::Now() - entered, absl::Seconds(3 + 2)) << label;
       const std::string line = job.FindLine(label, "the job failed");
       EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << label;
       EXPECT_THAT(line, HasSubstr("process 2 is alive (heartbeat")) << label;

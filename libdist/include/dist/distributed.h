@@ -53,6 +53,8 @@ enum class FailureCause {
                          // (dist/collectives.h); the message names the stuck rank(s).
   kOutOfMemory,          // The OOM killer ended it.
   kKilledBySignal,       // A signal nobody in Cohort sent ended it.
+  kHung,                 // It made no progress for longer than its hang timeout (the job's hang
+                         // detector named it; docs/faults.md, "Hung ranks").
 };
 const char* FailureCauseName(FailureCause cause);
 

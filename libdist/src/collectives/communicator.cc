@@ -721,11 +721,20 @@ void CommunicatorImpl::HandleNcclFailure(absl::Status failure) {
 
 std::optional<std::string> CommunicatorImpl::Diagnose(const OpSignature& sig,
                                                       absl::Duration waited) {
-  // Let every rank's latest progress reach the service: this rank's now, the others' within a
-  // report interval plus a heartbeat interval.
+  // Every rank's entry into this call reaches the service within `settle` (a report interval
+  // plus a heartbeat interval). After a short wait, let the latest reports arrive. After a wait of
+  // at least twice that, a rank that entered within the last `settle` is itself behind by more
+  // than `settle`: naming it as the one that held the call up is right, and not waiting for its
+  // report names a stopped rank within the timeout + 1 s (docs/faults.md). A process that stopped
+  // when the call began reads as stopped once its last report is `stale_after` old: a timeout
+  // shorter than that waits until then.
   ProgressReporter::Get().PushNow();
   const absl::Duration heartbeat = cohort::coordination::HeartbeatInterval(job_.heartbeat_timeout);
-  absl::SleepFor(ProgressReporter::kInterval + heartbeat + absl::Milliseconds(200));
+  const absl::Duration settle = ProgressReporter::kInterval + heartbeat + absl::Milliseconds(200);
+  const absl::Duration stale_after = 2 * (ProgressReporter::kInterval + heartbeat) + absl::Seconds(1);
+  absl::Duration wait = std::clamp(stale_after + absl::Milliseconds(200) - waited, absl::ZeroDuration(), settle);
+  if (waited < 2 * settle) wait = settle;
+  absl::SleepFor(wait);
   absl::StatusOr<std::vector<cohort::coordination::TaskProgress>> table = store_.JobProgress();
   if (!table.ok()) {
     cohort::LogWarning("the collective watchdog could not read the job's progress: ",
@@ -738,7 +747,7 @@ std::optional<std::string> CommunicatorImpl::Diagnose(const OpSignature& sig,
   context.rank = rank_;
   context.names = names_;
   context.waited = waited;
-  context.stale_after = 2 * (ProgressReporter::kInterval + heartbeat) + absl::Seconds(1);
+  context.stale_after = stale_after;
   return DiagnoseTimeout(context, *table);
 }
 

@@ -117,6 +117,99 @@ TEST_F(AttemptHubTest, AWrongTokenIsRefused) {
   EXPECT_EQ(server_->hub().State().attempt(), 2);
 }
 
+// A hang: the hub names it to the observer, asks every pod for evidence (the follower over the
+// wire, rank 0's sidecar in process), waits for both, and forgets it when the next attempt starts.
+TEST_F(AttemptHubTest, AHangIsPublished_EveryPodAskedForEvidence_ClearedByTheNextAttempt) {
+  AttemptHub& hub = server_->hub();
+  std::vector<std::pair<uint64_t, int32_t>> asked_locally;
+  hub.set_hang_detection(*ParseHangTimeout("60"), "/run/cohort/dumps",
+                         [&](uint64_t id, int32_t attempt) { asked_locally.push_back({id, attempt}); });
+  hub.FollowLocally([](int32_t) {});
+  Received<attemptspb::AttemptOrder> pod1;
+  AttemptFollower follower(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  Received<attemptspb::AttemptState> op;
+  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.pods_following() == 2; }));
+
+  auto report = [](int32_t pod, int64_t since_ms, bool waiting, uint64_t dumped) {
+    attemptspb::ReportHealthRequest r;
+    r.set_pod_index(pod);
+    r.set_attempt(2);
+    r.set_dumped_id(dumped);
+    attemptspb::RankHealth& h = *r.add_ranks();
+    h.set_rank(pod);
+    h.set_steps(20);
+    h.set_median_step_ms(1000);
+    h.set_progress_age_ms(since_ms);
+    h.set_waiting(waiting);
+    h.set_op(waiting ? "all_reduce" : "");
+    h.set_where(waiting ? "t.py:35 in <module>: loss.backward()" : "t.py:40 in <module>: time.sleep(1e9)");
+    return r;
+  };
+  const absl::Time now = absl::Now();
+  hub.ReportHealth(report(0, 30'000, true, 0), now);
+  ASSERT_TRUE(follower.ReportHealth(report(1, 30'000, false, 0)).ok());
+  hub.CheckHang(now);
+  EXPECT_FALSE(hub.State().has_hang()) << "30 s of a 60 s timeout";
+  hub.ReportHealth(report(0, 61'000, true, 0), now);
+  ASSERT_TRUE(follower.ReportHealth(report(1, 61'000, false, 0)).ok());
+  hub.CheckHang(now);
+
+  std::optional<attemptspb::AttemptState> hung = op.WaitFor([](const auto& s) { return s.has_hang(); });
+  ASSERT_TRUE(hung.has_value());
+  const uint64_t id = hung->hang().id();
+  ASSERT_EQ(hung->hang().outliers_size(), 1);
+  EXPECT_EQ(hung->hang().outliers(0).rank(), 1);
+  EXPECT_EQ(hung->hang().groups(0).where(), "all_reduce at t.py:35");
+  EXPECT_EQ(hung->hang().dumps_dir(), "/run/cohort/dumps/attempt-2");
+  EXPECT_EQ(hung->hang().pods_total(), 2);
+  EXPECT_FALSE(hung->hang().dumps_complete());
+  EXPECT_TRUE(pod1.WaitFor([&](const auto& o) { return o.dump_id() == id && o.attempt() == 2; }));
+  EXPECT_EQ(asked_locally, (std::vector<std::pair<uint64_t, int32_t>>{{id, 2}}));
+
+  // The evidence: complete once both pods collected it.
+  hub.ReportHealth(report(0, 62'000, true, id), now);
+  EXPECT_FALSE(hub.State().hang().dumps_complete());
+  ASSERT_TRUE(follower.ReportHealth(report(1, 62'000, false, id)).ok());
+  EXPECT_TRUE(op.WaitFor([](const auto& s) { return s.has_hang() && s.hang().dumps_complete(); }));
+  hub.CheckHang(now);
+  EXPECT_EQ(hub.State().hang().id(), id) << "the same hang, not a new one";
+
+  ASSERT_TRUE(hub.Start(3).ok());
+  EXPECT_FALSE(hub.State().has_hang());
+  hub.CheckHang(now);
+  EXPECT_FALSE(hub.State().has_hang()) << "what was heard of attempt 2 is not attempt 3's";
+}
+
+TEST_F(AttemptHubTest, APodThatNeverCollects_TheEvidenceIsCompleteAfterThePatience) {
+  AttemptHub& hub = server_->hub();
+  hub.set_hang_detection(*ParseHangTimeout("60"), "/d", nullptr);
+  Received<attemptspb::AttemptOrder> pod1;
+  AttemptFollower follower(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  Received<attemptspb::AttemptState> op;
+  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.pods_following() == 1; }));
+  attemptspb::ReportHealthRequest r;
+  r.set_pod_index(1);
+  r.set_attempt(2);
+  attemptspb::RankHealth& h = *r.add_ranks();
+  h.set_rank(1);
+  h.set_progress_age_ms(120'000);
+  const absl::Time now = absl::Now();
+  hub.ReportHealth(r, now);
+  hub.CheckHang(now);
+  ASSERT_TRUE(hub.State().has_hang());
+  hub.CheckHang(now + AttemptHub::kDumpPatience - absl::Seconds(1));
+  EXPECT_FALSE(hub.State().hang().dumps_complete());
+  hub.CheckHang(now + AttemptHub::kDumpPatience);
+  EXPECT_TRUE(hub.State().hang().dumps_complete());
+  // Its rank moves again: the hang clears.
+  h.set_progress_age_ms(0);
+  hub.ReportHealth(r, now + AttemptHub::kDumpPatience);
+  hub.CheckHang(now + AttemptHub::kDumpPatience);
+  EXPECT_FALSE(hub.State().has_hang());
+}
+
 TEST(AttemptControlAddress, TheCoordinatorPortPlusThree) {
   EXPECT_EQ(*AttemptControlAddress("demo-0.demo.ns.svc:8476"), "demo-0.demo.ns.svc:8479");
   EXPECT_FALSE(AttemptControlAddress("no-port").ok());

@@ -88,6 +88,29 @@ TEST_F(CrdTest, BoundsMatchValidation) {
   EXPECT_FALSE(ValidateWith("maxRestarts", spec_["maxRestarts"]["minimum"].as<int64_t>() - 1).empty());
 }
 
+TEST_F(CrdTest, HangFieldsMatch) {
+  const YAML::Node policies = spec_["hangPolicy"]["enum"];
+  ASSERT_TRUE(policies.IsSequence());
+  EXPECT_EQ(policies.size(), 3u);
+  for (const auto& p : policies) {
+    auto job = ParseDistributedJob(testing::JobBuilder().Spec("hangPolicy", p.as<std::string>()).Build());
+    ASSERT_TRUE(job.ok());
+    EXPECT_TRUE(Validate(*job).empty()) << p.as<std::string>();
+  }
+  EXPECT_EQ(spec_["hangPolicy"]["default"].as<std::string>(), HangPolicyName(DistributedJobSpec{}.hang_policy));
+  const YAML::Node timeout = spec_["hangDetection"]["properties"]["timeoutSeconds"];
+  EXPECT_FALSE(timeout["default"].IsDefined()) << "absent means automatic";
+  const int64_t min = timeout["minimum"].as<int64_t>();
+  auto validate = [](int64_t seconds) {
+    auto job = ParseDistributedJob(testing::JobBuilder().Spec("hangDetection", {{"timeoutSeconds", seconds}}).Build());
+    EXPECT_TRUE(job.ok());
+    return Validate(*job);
+  };
+  EXPECT_TRUE(validate(min).empty());
+  EXPECT_FALSE(validate(min - 1).empty());
+  EXPECT_TRUE(version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["lastHangId"].IsMap());
+}
+
 TEST_F(CrdTest, PhaseEnumMatches) {
   const YAML::Node phases =
       version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["phase"]["enum"];

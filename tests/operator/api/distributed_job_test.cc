@@ -53,6 +53,31 @@ TEST(ParseDistributedJob, EveryField) {
   EXPECT_EQ(job->spec.sidecar.resources["limits"]["cpu"], "1");
 }
 
+TEST(ParseDistributedJob, HangDetectionAndPolicy) {
+  absl::StatusOr<DistributedJob> defaults = ParseDistributedJob(JobBuilder().Build());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->spec.hang_detection.timeout_seconds.has_value());  // Automatic.
+  EXPECT_EQ(defaults->spec.hang_policy, HangPolicy::kRestart);
+  for (auto [name, policy] : {std::pair{"Restart", HangPolicy::kRestart}, std::pair{"Fail", HangPolicy::kFail},
+                              std::pair{"Alert", HangPolicy::kAlert}}) {
+    absl::StatusOr<DistributedJob> job = ParseDistributedJob(
+        JobBuilder().Spec("hangPolicy", name).Spec("hangDetection", {{"timeoutSeconds", 900}}).Build());
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->spec.hang_policy, policy);
+    EXPECT_EQ(HangPolicyName(policy), std::string(name));
+    EXPECT_EQ(job->spec.hang_detection.timeout_seconds, 900);
+    EXPECT_THAT(Validate(*job), IsEmpty());
+  }
+  absl::StatusOr<DistributedJob> off =
+      ParseDistributedJob(JobBuilder().Spec("hangDetection", {{"timeoutSeconds", 0}}).Build());
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->spec.hang_detection.timeout_seconds, 0);
+  EXPECT_THAT(Validate(*off), IsEmpty());
+  absl::StatusOr<DistributedJob> empty = ParseDistributedJob(JobBuilder().Spec("hangDetection", json::object()).Build());
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->spec.hang_detection.timeout_seconds.has_value());
+}
+
 struct ParseErrorCase {
   std::string name;
   json object;
@@ -123,6 +148,12 @@ INSTANTIATE_TEST_SUITE_P(
                      "spec: expected an object, got \"x\""},
         SpecTypeCase{"SidecarImageNumber", JobBuilder().Spec("sidecar", {{"image", 5}}).Build(),
                      "spec.sidecar.image: expected a string, got 5; put the value in quotes"},
+        SpecTypeCase{"HangTimeoutString",
+                     JobBuilder().Spec("hangDetection", {{"timeoutSeconds", "10m"}}).Build(),
+                     "spec.hangDetection.timeoutSeconds: expected an integer, got \"10m\"; write a whole number "
+                     "without quotes, e.g. timeoutSeconds: 4"},
+        SpecTypeCase{"HangDetectionNotObject", JobBuilder().Spec("hangDetection", 600).Build(),
+                     "spec.hangDetection: expected an object with timeoutSeconds, got 600"},
         SpecTypeCase{"SidecarHeartbeat", JobBuilder().Spec("sidecar", {{"heartbeatTimeout", "often"}}).Build(),
                      "spec.sidecar.heartbeatTimeout: 'often' is not a duration"}),
     [](const ::testing::TestParamInfo<SpecTypeCase>& info) { return info.param.name; });
@@ -276,6 +307,13 @@ INSTANTIATE_TEST_SUITE_P(
                        JobBuilder().Set("/spec/template/spec/containers/0/env"_json_pointer,
                                         {{{"value", "1"}}}).Build(),
                        "spec.template.spec.containers[0].env[0]: needs a name"},
+        ValidationCase{"NegativeHangTimeout",
+                       JobBuilder().Spec("hangDetection", {{"timeoutSeconds", -1}}).Build(),
+                       "spec.hangDetection.timeoutSeconds: must be 0 or more (got -1); leave it out for the automatic "
+                       "timeout, or write 0 to turn hang detection off"},
+        ValidationCase{"UnknownHangPolicy", JobBuilder().Spec("hangPolicy", "Kill").Build(),
+                       "spec.hangPolicy: 'Kill' is not a hang policy; write Restart (restart the gang, counted "
+                       "against maxRestarts), Fail (the job fails) or Alert (say so and keep running)"},
         ValidationCase{"SeveralProcessesWithoutCommand",
                        JobBuilder().Spec("processesPerPod", 2).Build(),
                        "containers[0].command: required when Cohort starts 2 processes per pod"}),
@@ -325,6 +363,7 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   st.ready = 3;
   st.coordinator_address = "train-0.train.ml.svc:8476";
   st.observed_generation = 4;
+  st.last_hang_id = 12;
   st.conditions.push_back(Condition{"Running", "False", "GangRestarting", "rank 2 exited with code 1",
                                     "2026-11-22T13:00:00Z", 4});
   json obj = JobBuilder().Build();
@@ -336,6 +375,7 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   EXPECT_EQ(job->status.restarts, 2);
   EXPECT_EQ(job->status.preemptions, 1);
   EXPECT_EQ(job->status.coordinator_address, "train-0.train.ml.svc:8476");
+  EXPECT_EQ(job->status.last_hang_id, 12);
   EXPECT_THAT(job->status.conditions, ElementsAre(st.conditions[0]));
 }
 

@@ -1,5 +1,6 @@
 #include "operator/reconciler/children.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -159,6 +160,62 @@ TEST(BuildPod, TemplateEnvKeptButContractWins) {
   std::map<std::string, json> env = EnvOf(BuildPod(Job(obj), 1, 0)["spec"]["containers"][0]);
   EXPECT_EQ(env["LR"], "0.1");
   EXPECT_EQ(env["COHORT_PROCESS_ID"], "1");
+}
+
+TEST(BuildPod, HangTimeout_AutoUnlessSet_InTrainerAndSidecar) {
+  auto timeout_in = [](json spec_hang) {
+    JobBuilder b;
+    b.Set("/spec/template/spec/containers/0/env"_json_pointer,
+          {{{"name", "COHORT_HANG_TIMEOUT"}, {"value", "stale"}}});
+    if (!spec_hang.is_null()) b.Spec("hangDetection", spec_hang);
+    json pod = BuildPod(Job(b.Build()), 1, 0);
+    std::string trainer = EnvOf(pod["spec"]["containers"][0])["COHORT_HANG_TIMEOUT"];
+    EXPECT_EQ(EnvOf(pod["spec"]["initContainers"][0])["COHORT_HANG_TIMEOUT"], trainer) << "the sidecar's";
+    return trainer;
+  };
+  EXPECT_EQ(timeout_in(json()), "auto");
+  EXPECT_EQ(timeout_in(json::object()), "auto");
+  EXPECT_EQ(timeout_in({{"timeoutSeconds", 300}}), "300");
+  EXPECT_EQ(timeout_in({{"timeoutSeconds", 0}}), "0");  // Off.
+}
+
+TEST(BuildPod, FlightRecorderDefaults_InTheSharedDumpsDir_TrainerOnly) {
+  json pod = BuildPod(Job(), 0, 0);
+  std::map<std::string, json> env = EnvOf(pod["spec"]["containers"][0]);
+  EXPECT_EQ(env["TORCH_NCCL_TRACE_BUFFER_SIZE"], "2000");
+  EXPECT_EQ(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], absl::StrCat(kAgentDir, "/dumps/nccl_trace_rank_"));
+  EXPECT_EQ(env["TORCH_FR_DUMP_TEMP_FILE"], absl::StrCat(kAgentDir, "/dumps/fr_trace_rank_"));
+  std::map<std::string, json> sidecar = EnvOf(pod["spec"]["initContainers"][0]);
+  EXPECT_EQ(sidecar.count("TORCH_NCCL_TRACE_BUFFER_SIZE"), 0u);
+  EXPECT_EQ(sidecar.count("TORCH_FR_DUMP_TEMP_FILE"), 0u);
+}
+
+TEST(BuildPod, FlightRecorderDefaults_TheTemplatesValueOrItsAliasWins) {
+  auto trainer_env = [](json env) {
+    JobBuilder b;
+    b.Set("/spec/template/spec/containers/0/env"_json_pointer, std::move(env));
+    return EnvOf(BuildPod(Job(b.Build()), 0, 0)["spec"]["containers"][0]);
+  };
+  std::map<std::string, json> own = trainer_env({{{"name", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, {"value", "0"}},
+                                                 {{"name", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, {"value", "/tmp/t_"}}});
+  EXPECT_EQ(own["TORCH_NCCL_TRACE_BUFFER_SIZE"], "0");
+  EXPECT_EQ(own["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], "/tmp/t_");
+  // PyTorch reads the TORCH_FR_ name first: set beside the template's, it would override it.
+  EXPECT_EQ(own.count("TORCH_FR_DUMP_TEMP_FILE"), 0u);
+  std::map<std::string, json> alias = trainer_env({{{"name", "TORCH_FR_BUFFER_SIZE"}, {"value", "100"}},
+                                                   {{"name", "TORCH_FR_DUMP_TEMP_FILE"}, {"value", "/data/fr_"}}});
+  EXPECT_EQ(alias.count("TORCH_NCCL_TRACE_BUFFER_SIZE"), 0u);
+  EXPECT_EQ(alias.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), 0u);
+  EXPECT_EQ(alias["TORCH_FR_BUFFER_SIZE"], "100");
+  EXPECT_EQ(alias["TORCH_FR_DUMP_TEMP_FILE"], "/data/fr_");
+  // Each name once: the template's entry is not repeated.
+  JobBuilder b;
+  b.Set("/spec/template/spec/containers/0/env"_json_pointer, {{{"name", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, {"value", "5"}}});
+  const json pod = BuildPod(Job(b.Build()), 0, 0);
+  const json& env = pod["spec"]["containers"][0]["env"];
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const json& e) { return e["name"] == "TORCH_NCCL_TRACE_BUFFER_SIZE"; }),
+            1);
 }
 
 TEST(BuildPod, SidecarIsANativeSidecarSharingTheSocketAndToken) {

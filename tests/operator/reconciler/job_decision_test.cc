@@ -380,5 +380,32 @@ TEST(SetCondition, TransitionTimeChangesOnlyOnFlip) {
   EXPECT_EQ(cs[0].last_transition_time, "t3");
 }
 
+// A rank whose processes ended (the hub's AttemptEnd) and a hang the hub named in the same pass:
+// the real exit is the cause (HandleFailure runs before HandleHang), not the hang.
+TEST(Decide, AFailureInTheSamePassWinsOverAHang) {
+  JobBuilder b;
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer, nlohmann::json::array({"python", "train.py"}));
+  b.Spec("hangPolicy", "Fail");
+  DistributedJob job = Job(InPhase(Phase::kRunning), b.Build());
+  AttemptView view;
+  view.connected = true;
+  view.following = view.followed = {0, 1, 2, 3};
+  view.ends[2] = AttemptView::End{1, "Error", "RuntimeError: bad batch", kNow};
+  AttemptView::Hang hang;
+  hang.id = 3;
+  hang.detected_at = kNow - absl::Minutes(1);
+  hang.dumps_complete = true;
+  hang.outliers = {{1, 1, 0, "train.py:40 in step"}};
+  view.hang = hang;
+  Decision d = Decide(job, Gang(0, AllRunning), kNow, DecideOptions{}, &view);
+  EXPECT_EQ(d.status.phase, Phase::kRestarting);
+  ASSERT_TRUE(d.restart.has_value());
+  EXPECT_EQ(d.restart->cause, "crash");
+  ASSERT_FALSE(d.events.empty());
+  EXPECT_THAT(d.events[0].message, HasSubstr("rank 2 (pod train-2) exited with code 1"));
+  EXPECT_EQ(FindCondition(d.status.conditions, "Hung"), nullptr);
+  EXPECT_EQ(d.status.last_hang_id, 0);
+}
+
 }  // namespace
 }  // namespace cohort::op

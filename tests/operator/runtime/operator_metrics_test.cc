@@ -115,6 +115,37 @@ TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_time_to_running_seconds_count{cohort_job="train",job_namespace="ml"} 0)"));
 }
 
+// 1 while the job's Hung condition is True; one count per hang named (its HangDetected Event);
+// a restart after it counted with cause "hung".
+TEST_F(OperatorMetricsTest, HungGaugeAndHangsCounterPerJob) {
+  metrics_.SetJobPhase("ml/train", Phase::kRunning);
+  const std::string job = R"(cohort_job="train",job_namespace="ml")";
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hung{" + job + "} 0"));
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hangs_total{" + job + "} 0"));
+  auto pass = [&](bool hung, bool detected, std::optional<GangRestart> restart = std::nullopt) {
+    ReconcileReport report;
+    report.now = kCreated + absl::Seconds(50);
+    report.phase = restart ? Phase::kRestarting : Phase::kRunning;
+    report.hung = hung;
+    if (detected) report.event_reasons.push_back("HangDetected");
+    report.restart = restart;
+    metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), report);
+  };
+  pass(true, true);
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hung{" + job + "} 1"));
+  pass(true, false);  // The same hang: not counted again.
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::AbortedError("conflict"), ReconcileReport{});
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hung{" + job + "} 1")) << "a failed pass changes nothing";
+  pass(true, false, GangRestart{"hung", kCreated + absl::Seconds(20), "Failure"});
+  pass(false, false);  // The next attempt runs.
+  std::string text = Text();
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_hung{" + job + "} 0"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_hangs_total{" + job + "} 1"));
+  EXPECT_THAT(text, HasSubstr("cohort_operator_job_restarts_total{cause=\"hung\"," + job + "} 1"));
+  metrics_.SetJobPhase("ml/train", std::nullopt);
+  EXPECT_THAT(Text(), Not(HasSubstr("cohort_operator_job_hung{")));
+}
+
 TEST_F(OperatorMetricsTest, DeletedJobLeavesNoSeries) {
   metrics_.SetJobPhase("ml/train", Phase::kRunning);
   Pass(kCreated + absl::Seconds(10), GangRestart{"oom", kCreated + absl::Seconds(9), "Failure"});

@@ -1,0 +1,48 @@
+#pragma once
+
+// Hung ranks (docs/faults.md, "Hung ranks"): the job's attempt hub on rank 0's sidecar runs a
+// hang detector and says which ranks of the running attempt made no progress for longer than
+// their timeout (AttemptView::hang), and where every rank waits. The operator says so and acts
+// as spec.hangPolicy asks:
+//
+//   hub names a hang --> condition Hung=True (HangDetected), one Warning Event per hang id
+//     Alert:         nothing more; the job keeps running
+//     Fail/Restart:  wait for every pod's stacks (dumps_complete) or 30 s after detection, then
+//                    Fail: the job fails (reason Hung)
+//                    Restart: spec.failurePolicy.rules see the hung rank's pod as if its trainer
+//                             had ended with reason Hung; without a match a counted restart
+//                             (cause "hung"), in place where the gang can stay
+//   no hang of the running attempt any more (it cleared, or a later attempt runs) --> Hung=False
+//   (Recovered)
+//
+// The operator hears of hangs only from the hub, which it watches for InPlace jobs
+// (spec.restartStrategy, Reconciler::ObserveAttempts): without a view nothing here happens.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "operator/reconciler/decision_pass.h"
+#include "operator/reconciler/in_place_policy.h"
+
+namespace cohort::op {
+
+// How long after the hub detected a hang a Fail or Restart policy waits for every pod's stacks
+// (the evidence) before it acts without them.
+inline constexpr absl::Duration kHangDumpWait = absl::Seconds(30);
+
+// "0-4, 6-7": the ranks, sorted, runs of consecutive ones as ranges.
+std::string RankRanges(std::vector<int32_t> ranks);
+
+// What the condition and the Event say: the hung ranks first, each with its pod (`pass`'s, or the
+// name the pod of that index has), then each group of waiting ranks, e.g. "rank 1 (pod demo-1,
+// local 0): train.py:40 in step: time.sleep(1e9); ranks 0, 2-3: all_reduce at train.py:35". Cut
+// to a length an Event keeps.
+std::string HangMessage(const DecisionPass& pass, const AttemptView::Hang& hang);
+
+// The Hung condition, its Event and spec.hangPolicy for the running attempt (see above). Decides
+// while it waits for the evidence and when it fails or restarts the job; with Alert, or when
+// nothing hangs, the pass goes on.
+Verdict HandleHang(DecisionPass& pass);
+
+}  // namespace cohort::op

@@ -1,0 +1,249 @@
+#include "sidecar/health_watch.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/env.h"
+#include "common/log.h"
+
+namespace cohort::sidecar {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A status file older than this is a leftover of a process gone (the hook rewrites it each
+// second): the rank is not reported from it.
+constexpr absl::Duration kLeftover = absl::Minutes(2);
+// How much of a rank's stacks the log shows (the whole file stays in the dumps directory).
+constexpr size_t kLoggedStacks = 16 * 1024;
+
+std::optional<std::string> ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Writes `text` to `path` at once for readers (a temporary file, renamed).
+bool WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return false;
+    out << text;
+    if (!out) return false;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  return !ec;
+}
+
+// A directory every process of the pod may write (the trainer's uid may differ from ours).
+void MakeSharedDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  for (fs::path p = dir; !p.empty() && p.has_relative_path(); p = p.parent_path()) {
+    if (chmod(p.c_str(), 0777) != 0) break;
+    if (p.filename() == "dumps") break;
+  }
+}
+
+// The hook's status file of one process, as RankHealth; nullopt when there is none or it is a
+// leftover (of a process started before `not_before`, the attempt's start, or gone long ago).
+std::optional<attemptspb::RankHealth> ReadStatus(const std::string& path, absl::Time now,
+                                                 absl::Time not_before = absl::InfinitePast()) {
+  std::optional<std::string> text = ReadAll(path);
+  if (!text) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto num = [&](const char* key) -> int64_t {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<int64_t>() : 0;
+  };
+  auto str = [&](const char* key) -> std::string {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  auto flag = [&](const char* key) -> bool {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() && it->get<bool>();
+  };
+  const absl::Time written = absl::FromUnixMillis(num("unix_ms"));
+  if (now - written > kLeftover || absl::FromUnixMillis(num("started_unix_ms")) < not_before) return std::nullopt;
+  attemptspb::RankHealth h;
+  h.set_source("python");
+  h.set_steps(num("steps"));
+  const int64_t last_step = num("last_step_unix_ms");
+  const absl::Time progress_at = absl::FromUnixMillis(last_step > 0 ? last_step : num("started_unix_ms"));
+  h.set_progress_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - progress_at)));
+  h.set_median_step_ms(num("median_step_ms"));
+  h.set_report_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - written)));
+  h.set_phase(str("phase"));
+  h.set_busy(flag("busy"));
+  h.set_waiting(flag("waiting"));
+  h.set_op(str("op"));
+  h.set_where(str("where"));
+  return h;
+}
+
+// The id the hook answered in <probe dir>/dumped ("<id> <summary>"), and its summary.
+std::optional<std::pair<uint64_t, std::string>> ReadDumped(const std::string& path) {
+  std::optional<std::string> text = ReadAll(path);
+  if (!text) return std::nullopt;
+  absl::string_view line = absl::StripTrailingAsciiWhitespace(*text);
+  std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+  uint64_t id = 0;
+  if (!absl::SimpleAtoi(parts.first, &id)) return std::nullopt;
+  return std::make_pair(id, std::string(parts.second));
+}
+
+}  // namespace
+
+HealthWatch::HealthWatch(Options options) : options_(std::move(options)) {
+  advances_at_attempt_.assign(options_.metrics.size(), 0);
+}
+
+HealthWatch::~HealthWatch() { Stop(); }
+
+void HealthWatch::Start(std::function<void(const attemptspb::ReportHealthRequest&)> send) {
+  thread_ = std::thread([this, send = std::move(send)] { Loop(send); });
+}
+
+void HealthWatch::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string HealthWatch::ProbeDirOf(int local) const {
+  return env::ProbeDir(options_.agent_socket, options_.first_rank + local);
+}
+
+void HealthWatch::SetAttempt(int32_t attempt) {
+  absl::MutexLock lock(&mu_);
+  if (attempt == attempt_) return;
+  attempt_ = attempt;
+  attempt_started_at_ = absl::Now();
+  for (size_t i = 0; i < options_.metrics.size(); ++i) {
+    advances_at_attempt_[i] = options_.metrics[i] ? options_.metrics[i]->Steps().advances : 0;
+  }
+}
+
+void HealthWatch::Dump(uint64_t dump_id, int32_t attempt) {
+  absl::MutexLock lock(&mu_);
+  if (dump_id == 0 || dump_id == dumped_id_ || (dump_ && dump_->id == dump_id)) return;
+  dump_ = PendingDump{dump_id, attempt, absl::Now(), {}};
+  Ask(*dump_);
+}
+
+void HealthWatch::Ask(PendingDump& d) {
+  const std::string base = absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
+  for (int local = 0; local < options_.processes_per_pod; ++local) {
+    const int32_t rank = options_.first_rank + local;
+    const std::string dir = absl::StrCat(base, "/rank-", rank);
+    MakeSharedDir(dir);
+    const std::string probe = ProbeDirOf(local);
+    // Only a live hook answers: one that wrote its status lately.
+    if (!ReadStatus(probe + "/status.json", absl::Now(), attempt_started_at_)) continue;
+    if (WriteAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n"))) {
+      d.waiting.push_back(local);
+    } else {
+      LogWarning("hang ", d.id, ": cannot ask rank ", rank, " for its stacks in ", probe, ": ", strerror(errno));
+    }
+  }
+  LogWarning("hang ", d.id, ": the job's hang detector asked for evidence; ", d.waiting.size(), " of ",
+             options_.processes_per_pod, " process(es) of this pod have the start-up hook and write their stacks into ",
+             base);
+}
+
+bool HealthWatch::Collected(PendingDump& d, absl::Time now) {
+  const std::string base = absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
+  std::vector<int32_t> still;
+  for (int32_t local : d.waiting) {
+    std::optional<std::pair<uint64_t, std::string>> answer = ReadDumped(ProbeDirOf(local) + "/dumped");
+    if (!answer || answer->first != d.id) still.push_back(local);
+  }
+  if (!still.empty() && now - d.asked_at < options_.dump_patience) return false;
+  for (int32_t local : d.waiting) {
+    const int32_t rank = options_.first_rank + local;
+    const std::string dir = absl::StrCat(base, "/rank-", rank);
+    if (std::find(still.begin(), still.end(), local) != still.end()) {
+      LogWarning("hang ", d.id, ": rank ", rank, " wrote no stacks within ", absl::FormatDuration(options_.dump_patience),
+                 " (its hook could not run: a C call holding Python's lock, or the process is stopped); see ", dir,
+                 " for what it may still write");
+      continue;
+    }
+    std::optional<std::pair<uint64_t, std::string>> answer = ReadDumped(ProbeDirOf(local) + "/dumped");
+    std::string stacks = ReadAll(dir + "/stacks.txt").value_or("");
+    if (stacks.size() > kLoggedStacks) {
+      stacks.resize(kLoggedStacks);
+      absl::StrAppend(&stacks, "\n... (the rest in ", dir, "/stacks.txt)");
+    }
+    LogWarning("hang ", d.id, ": rank ", rank, ": ", answer ? answer->second : "", " (evidence in ", dir, "):\n",
+               stacks);
+  }
+  return true;
+}
+
+attemptspb::ReportHealthRequest HealthWatch::Collect(absl::Time now) {
+  attemptspb::ReportHealthRequest report;
+  report.set_pod_index(options_.pod_index);
+  absl::MutexLock lock(&mu_);
+  report.set_attempt(attempt_);
+  report.set_dumped_id(dumped_id_);
+  for (int local = 0; local < options_.processes_per_pod; ++local) {
+    const int32_t rank = options_.first_rank + local;
+    std::optional<attemptspb::RankHealth> h =
+        ReadStatus(ProbeDirOf(local) + "/status.json", now, attempt_started_at_);
+    if (!h && static_cast<size_t>(local) < options_.metrics.size() && options_.metrics[local] != nullptr) {
+      // libdist's step reports (dist::ReportProgress, cohort.report_progress).
+      const SidecarMetrics::StepSummary steps = options_.metrics[local]->Steps();
+      const int64_t advances = steps.advances - advances_at_attempt_[local];
+      if (advances > 0) {
+        h.emplace();
+        h->set_source("libdist");
+        h->set_steps(advances);
+        h->set_progress_age_ms(absl::ToInt64Milliseconds(now - steps.last_at));
+        h->set_median_step_ms(absl::ToInt64Milliseconds(steps.median));
+        h->set_phase("run");
+      }
+    }
+    if (!h) continue;  // Nothing known of it: it is not judged.
+    h->set_rank(rank);
+    h->set_local(local);
+    *report.add_ranks() = *std::move(h);
+  }
+  return report;
+}
+
+void HealthWatch::Loop(const std::function<void(const attemptspb::ReportHealthRequest&)>& send) {
+  pthread_setname_np(pthread_self(), "health-watch");
+  while (!stop_.WaitForNotificationWithTimeout(options_.period)) {
+    const absl::Time now = absl::Now();
+    {
+      absl::MutexLock lock(&mu_);
+      if (dump_ && Collected(*dump_, now)) {
+        dumped_id_ = dump_->id;
+        dump_.reset();
+      }
+    }
+    attemptspb::ReportHealthRequest report = Collect(now);
+    send(report);
+  }
+}
+
+}  // namespace cohort::sidecar

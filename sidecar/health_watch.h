@@ -1,0 +1,85 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "cohort/coordination/v1/attempts.pb.h"
+#include "sidecar/metrics/sidecar_metrics.h"
+
+// What a pod's sidecar tells the job's hang detector (docs/faults.md, "Hung ranks"): every
+// second, how far each of its ranks got, from the Python start-up hook's status file
+// (launcher/python_probe) or from libdist's step reports; and, when the hub asks for evidence of a
+// hang, the ranks' stacks, collected into the cohort-agent directory and printed in the log.
+//
+//   hook --<probe dir>/status.json--> HealthWatch --ReportHealth--> the attempt hub
+//   hub --AttemptOrder.dump_id--> HealthWatch --<probe dir>/dump-request--> hook
+//   hook --<dumps>/attempt-N/rank-R/stacks.txt, <probe dir>/dumped--> HealthWatch --dumped_id--> hub
+namespace cohort::sidecar {
+
+namespace attemptspb = ::cohort::coordination::v1;
+
+class HealthWatch {
+ public:
+  struct Options {
+    std::string agent_socket;  // The pod's (env::ProbeDir and env::DumpsDir are beside it).
+    int32_t first_rank = 0;
+    int32_t processes_per_pod = 1;
+    int32_t pod_index = 0;
+    // Each local rank's libdist step reports (index = local rank; null: none).
+    std::vector<SidecarMetrics*> metrics;
+    absl::Duration period = absl::Seconds(1);
+    // How long the ranks get to write their stacks after a dump order.
+    absl::Duration dump_patience = absl::Seconds(20);
+  };
+
+  explicit HealthWatch(Options options);
+  ~HealthWatch();  // Stop()s.
+  // Starts the thread that sends a report each period through `send` (rank 0: to the hub in
+  // process; the others: ReportHealth) and collects the evidence asked for.
+  void Start(std::function<void(const attemptspb::ReportHealthRequest&)> send);
+  // Ends that thread (before what `send` uses goes).
+  void Stop();
+  HealthWatch(const HealthWatch&) = delete;
+  HealthWatch& operator=(const HealthWatch&) = delete;
+
+  // The pod's processes run `attempt` from now on (their steps count from here).
+  void SetAttempt(int32_t attempt);
+  // The hub asks for the evidence of hang `dump_id` in `attempt` (a repeated id is ignored).
+  void Dump(uint64_t dump_id, int32_t attempt);
+
+  // One report as of `now` (what the thread sends each period); public for tests.
+  attemptspb::ReportHealthRequest Collect(absl::Time now);
+
+ private:
+  struct PendingDump {
+    uint64_t id;
+    int32_t attempt;
+    absl::Time asked_at;
+    std::vector<int32_t> waiting;  // Local ranks whose hook has yet to answer.
+  };
+  void Loop(const std::function<void(const attemptspb::ReportHealthRequest&)>& send);
+  // Writes the dump requests of `d` and notes which ranks will answer.
+  void Ask(PendingDump& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True once every asked rank answered or the patience ran out; then logs what was collected.
+  bool Collected(PendingDump& d, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ProbeDirOf(int local) const;
+
+  const Options options_;
+  absl::Mutex mu_;
+  int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time attempt_started_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::vector<int64_t> advances_at_attempt_ ABSL_GUARDED_BY(mu_);  // libdist steps before it.
+  std::optional<PendingDump> dump_ ABSL_GUARDED_BY(mu_);
+  uint64_t dumped_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace cohort::sidecar
