@@ -220,6 +220,15 @@ attemptspb::ReportHealthRequest HealthWatch::Collect(absl::Time now) {
         h->set_progress_age_ms(absl::ToInt64Milliseconds(now - steps.last_at));
         h->set_median_step_ms(absl::ToInt64Milliseconds(steps.median));
         h->set_phase("run");
+        // libdist reports its collectives every 500 ms: a process that stopped (SIGSTOP, a
+        // debugger) stops reporting; one with a call in flight waits in it.
+        if (steps.reported_at != absl::InfinitePast()) {
+          h->set_report_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - steps.reported_at)));
+        }
+        if (!steps.pending.empty()) {
+          h->set_waiting(true);
+          h->set_op(steps.pending);
+        }
       }
     }
     if (!h) continue;  // Nothing known of it: it is not judged.

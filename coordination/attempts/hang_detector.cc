@@ -109,7 +109,7 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
   // behind (the fewest steps).
   std::vector<const Seen*> outliers;
   for (const Seen* s : stalled) {
-    if (!s->h->health.waiting()) outliers.push_back(s);
+    if (!s->h->health.waiting() || s->frozen) outliers.push_back(s);
   }
   if (outliers.empty()) {
     int64_t fewest = stalled.front()->h->health.steps();
@@ -128,7 +128,13 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
     r.set_rank(s->rank);
     r.set_pod_index(s->h->pod_index);
     r.set_local(s->h->health.local());
-    r.set_where(s->frozen && s->h->health.where().empty() ? "frozen (it stopped reporting)" : s->h->health.where());
+    std::string where = s->h->health.where();
+    if (where.empty() && !s->h->health.op().empty()) where = absl::StrCat("in ", s->h->health.op());
+    if (s->frozen) {
+      where = absl::StrCat("stopped reporting ", absl::ToInt64Seconds(absl::Milliseconds(s->h->health.report_age_ms())),
+                           " s ago (stopped, or holding Python's lock in C code)", where.empty() ? "" : "; last: ", where);
+    }
+    r.set_where(where);
     named.push_back(s->rank);
   }
   // The others, grouped by where they are (in rank order, so groups come out in the order of
@@ -139,7 +145,7 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
     const attemptspb::RankHealth& h = s.h->health;
     std::string where;
     if (h.waiting() && !h.op().empty()) {
-      where = absl::StrCat(h.op(), " at ", WhereLine(h.where()));
+      where = h.where().empty() ? h.op() : absl::StrCat(h.op(), " at ", WhereLine(h.where()));
     } else if (!s.stalled) {
       where = h.where().empty() ? "making progress" : absl::StrCat("making progress at ", WhereLine(h.where()));
     } else {

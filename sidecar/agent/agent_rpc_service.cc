@@ -430,8 +430,10 @@ grpc::ServerUnaryReactor* AgentRpcService::ReportStep(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* AgentRpcService::ReportProgress(grpc::CallbackServerContext* ctx,
                                                           const agentpb::ReportProgressRequest* req,
                                                           agentpb::ReportProgressResponse*) {
-  return Forward(ctx, nullptr, [req](Agent& agent, Finish finish) {
-    agent.ReportProgress(coordination::FromProto(req->progress()), std::move(finish));
+  return Forward(ctx, nullptr, [this, req](Agent& agent, Finish finish) {
+    std::vector<coordination::CollectiveProgress> progress = coordination::FromProto(req->progress());
+    if (metrics_ != nullptr) metrics_->ObserveCollectives(progress, absl::Now());  // The hang detector's.
+    agent.ReportProgress(std::move(progress), std::move(finish));
   });
 }
 

@@ -147,12 +147,27 @@ SidecarMetrics::StepSummary SidecarMetrics::Steps() {
   StepSummary s;
   s.advances = step_advances_;
   if (last_step_) s.last_at = last_step_at_;
+  s.reported_at = reported_at_;
+  s.pending = pending_;
   if (recent_step_times_.size() >= 2) {
     std::vector<absl::Duration> sorted(recent_step_times_.begin(), recent_step_times_.end());
     std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
     s.median = sorted[sorted.size() / 2];
   }
   return s;
+}
+
+void SidecarMetrics::ObserveCollectives(const std::vector<coordination::CollectiveProgress>& progress,
+                                        absl::Time now) {
+  absl::MutexLock lock(&step_mu_);
+  reported_at_ = now;
+  pending_.clear();
+  for (const coordination::CollectiveProgress& c : progress) {
+    if (!c.pending.empty()) {
+      pending_ = c.pending;
+      break;
+    }
+  }
 }
 
 void SidecarMetrics::CountPreemptionNotice() { preemption_notices_.Increment(); }

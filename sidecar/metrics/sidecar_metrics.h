@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
@@ -44,12 +45,18 @@ class SidecarMetrics {
   // The steps ObserveStep saw advance, for the hang detector (sidecar/health_watch.h): how many
   // since the sidecar started, when the last one was, and the median time per step of the last
   // ones (zero with fewer than two).
+  // With the trainer's last collective report (ObserveCollectives): when it came and the call it
+  // had in flight then ("" for none).
   struct StepSummary {
     int64_t advances = 0;
     absl::Time last_at = absl::InfinitePast();
     absl::Duration median = absl::ZeroDuration();
+    absl::Time reported_at = absl::InfinitePast();
+    std::string pending;
   };
   StepSummary Steps();
+  // The trainer's collectives, as libdist reports them every 500 ms (dist's ProgressReporter).
+  void ObserveCollectives(const std::vector<coordination::CollectiveProgress>& progress, absl::Time now);
 
  private:
   prometheus::Histogram& ObserveBarrierBuckets(std::map<std::string, std::string> labels);
@@ -73,6 +80,8 @@ class SidecarMetrics {
   absl::Time last_step_at_ ABSL_GUARDED_BY(step_mu_);
   int64_t step_advances_ ABSL_GUARDED_BY(step_mu_) = 0;
   std::deque<absl::Duration> recent_step_times_ ABSL_GUARDED_BY(step_mu_);  // The last 32.
+  absl::Time reported_at_ ABSL_GUARDED_BY(step_mu_) = absl::InfinitePast();
+  std::string pending_ ABSL_GUARDED_BY(step_mu_);
 };
 
 // Calls answered on rank 0's JAX port (cohort_jax_rpcs_total), by protocol generation, method

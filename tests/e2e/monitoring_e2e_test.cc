@@ -281,6 +281,7 @@ spec:
   replicas: RANKS
   maxRestarts: 3
   restartBackoff: 100ms
+  hangPolicy: Alert
   template:
     spec:
       containers:
@@ -431,6 +432,25 @@ spec:
   }
   EXPECT_TRUE(ValueIs(R"(max(cohort_task_up{cohort_job="mon"}))", [](double v) { return v == 1; }))
       << "the stopped rank still heartbeats: only progress shows it";
+  // Hang detection (hangPolicy: Alert, so the job keeps its stopped rank): the job's Hung
+  // condition, its gauge (the dashboard's hung panel) and CohortJobHung, naming the stopped rank.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return ValueIs(R"(cohort_operator_job_hung{cohort_job="mon"})", [](double v) { return v == 1; }) &&
+               !prometheus_->Firing("CohortJobHung").empty();
+      },
+      absl::Minutes(2)))
+      << Alerts();
+  for (const json& a : prometheus_->Firing("CohortJobHung")) {
+    EXPECT_EQ(a["labels"].value("cohort_job", ""), kJob) << a.dump(1);
+  }
+  const json hung = Job();
+  std::string hung_message;
+  for (const json& c : hung["status"].value("conditions", json::array())) {
+    if (c.value("type", "") == "Hung") hung_message = c.value("message", "");
+  }
+  EXPECT_THAT(hung_message, ::testing::StartsWith(absl::StrCat("rank 1 (pod ", kJob, "-1, local 0): stopped reporting")))
+      << hung.dump(2);
 
   // 5. The job dashboard as a picture of this run (docs/observability.md shows one), drawn by
   // scripts/render_dashboard.py from this Prometheus: every panel query must succeed.

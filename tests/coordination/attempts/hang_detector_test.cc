@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -132,7 +133,26 @@ TEST(HangDetector, AFrozenRankIsNotBusyAndIsNamedFirst) {
            kT0);
   std::optional<HangFinding> f = d.Check(kT0);
   EXPECT_THAT(Named(f), ElementsAre(1, 0));
-  EXPECT_EQ(f->outliers[0].where(), "frozen (it stopped reporting)");
+  EXPECT_EQ(f->outliers[0].where(), "stopped reporting 120 s ago (stopped, or holding Python's lock in C code)");
+}
+
+// libdist ranks: what they wait in is their collective in flight (no source line); the one
+// stopped inside the all-reduce stopped reporting and is named, not those that wait for it.
+TEST(HangDetector, LibdistRankStoppedInsideTheAllReduce_ItIsNamed_TheOthersGroupedByTheCall) {
+  HangDetector d{*ParseHangTimeout("60")};
+  const std::string call = "all_reduce #2 (float32 sum, 65536 elements)";
+  d.Update(0, Report(0, {{.rank = 0, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = call},
+                         {.rank = 1, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = call,
+                          .report_age = absl::Seconds(90)},
+                         {.rank = 2, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = call}}),
+           kT0);
+  std::optional<HangFinding> f = d.Check(kT0);
+  EXPECT_THAT(Named(f), ElementsAre(1));
+  EXPECT_EQ(f->outliers[0].where(), absl::StrCat("stopped reporting 90 s ago (stopped, or holding Python's lock in C "
+                                                 "code); last: in ", call));
+  ASSERT_EQ(f->groups.size(), 1);
+  EXPECT_EQ(f->groups[0].where(), call);
+  EXPECT_THAT(f->groups[0].ranks(), ElementsAre(0, 2));
 }
 
 TEST(HangDetector, EveryRankWaitsInTheFramework_TheFewestStepsAreNamed) {
