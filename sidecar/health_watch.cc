@@ -138,9 +138,15 @@ void HealthWatch::SetAttempt(int32_t attempt) {
   if (attempt == attempt_) return;
   attempt_ = attempt;
   attempt_started_at_ = absl::Now();
+  attempt_ended_ = false;
   for (size_t i = 0; i < options_.metrics.size(); ++i) {
     advances_at_attempt_[i] = options_.metrics[i] ? options_.metrics[i]->Steps().advances : 0;
   }
+}
+
+void HealthWatch::AttemptEnded(int32_t attempt) {
+  absl::MutexLock lock(&mu_);
+  if (attempt == attempt_) attempt_ended_ = true;
 }
 
 void HealthWatch::Dump(uint64_t dump_id, int32_t attempt) {
@@ -205,7 +211,7 @@ attemptspb::ReportHealthRequest HealthWatch::Collect(absl::Time now) {
   absl::MutexLock lock(&mu_);
   report.set_attempt(attempt_);
   report.set_dumped_id(dumped_id_);
-  for (int local = 0; local < options_.processes_per_pod; ++local) {
+  for (int local = 0; local < options_.processes_per_pod && !attempt_ended_; ++local) {
     const int32_t rank = options_.first_rank + local;
     std::optional<attemptspb::RankHealth> h =
         ReadStatus(ProbeDirOf(local) + "/status.json", now, attempt_started_at_);

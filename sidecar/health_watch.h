@@ -51,6 +51,9 @@ class HealthWatch {
 
   // The pod's processes run `attempt` from now on (their steps count from here).
   void SetAttempt(int32_t attempt);
+  // Every process of the pod's `attempt` ended (cohort-launch said so): none is reported until
+  // the next attempt, so that what they last said does not age into a hang.
+  void AttemptEnded(int32_t attempt);
   // The hub asks for the evidence of hang `dump_id` in `attempt` (a repeated id is ignored).
   void Dump(uint64_t dump_id, int32_t attempt);
 
@@ -75,6 +78,7 @@ class HealthWatch {
   absl::Mutex mu_;
   int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time attempt_started_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool attempt_ended_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> advances_at_attempt_ ABSL_GUARDED_BY(mu_);  // libdist steps before it.
   std::optional<PendingDump> dump_ ABSL_GUARDED_BY(mu_);
   uint64_t dumped_id_ ABSL_GUARDED_BY(mu_) = 0;

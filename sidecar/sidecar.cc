@@ -304,6 +304,7 @@ void Sidecar::ReportEnded(const launch::AttemptEnded& ended) {
   end.set_finished_unix_ms(ended.finished_unix_ms);
   LogInfo("restart attempt ", ended.attempt, " of this pod ended: exit code ", ended.exit_code, " (",
           ended.reason, ")");
+  if (health_) health_->AttemptEnded(ended.attempt);
   if (hub_) {
     hub_->hub().ReportEnd(end);
   } else if (absl::Status s = follower_->ReportEnd(end); !s.ok()) {

@@ -36,6 +36,12 @@ absl::StatusOr<HangTimeout> ParseHangTimeout(absl::string_view value) {
 }
 
 void HangDetector::Update(int32_t pod_index, const attemptspb::ReportHealthRequest& report, absl::Time now) {
+  // The pod's report is whole: a rank it no longer names (its processes ended) is not judged.
+  for (auto it = ranks_.begin(); it != ranks_.end();) {
+    const bool named = std::any_of(report.ranks().begin(), report.ranks().end(),
+                                   [&](const attemptspb::RankHealth& r) { return r.rank() == it->first; });
+    it = it->second.pod_index == pod_index && !named ? ranks_.erase(it) : std::next(it);
+  }
   for (const attemptspb::RankHealth& r : report.ranks()) {
     Heard& h = ranks_[r.rank()];
     h.pod_index = pod_index;

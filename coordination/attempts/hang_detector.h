@@ -48,7 +48,8 @@ class HangDetector {
  public:
   explicit HangDetector(HangTimeout timeout) : timeout_(timeout) {}
 
-  // What pod `pod_index`'s sidecar said of its ranks at `now`.
+  // What pod `pod_index`'s sidecar said of its ranks at `now` (all it knows of: a rank of the pod
+  // it does not name any more is forgotten).
   void Update(int32_t pod_index, const attemptspb::ReportHealthRequest& report, absl::Time now);
   // A new attempt: everything heard before was of the old processes.
   void Reset() { ranks_.clear(); }

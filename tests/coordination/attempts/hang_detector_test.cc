@@ -185,5 +185,15 @@ TEST(HangDetector, OffOrNothingHeardOrAQuietSidecar_NoHang) {
   EXPECT_FALSE(d.Check(kT0).has_value());
 }
 
+// A pod whose processes ended reports none of them: what they last said is forgotten.
+TEST(HangDetector, APodThatNoLongerNamesARank_ItIsForgotten) {
+  HangDetector d{*ParseHangTimeout("60")};
+  d.Update(0, Report(0, {{.rank = 0, .steps = 9, .since_progress = absl::Seconds(50)}}), kT0);
+  d.Update(1, Report(1, {{.rank = 1, .steps = 9, .since_progress = absl::Seconds(50)}}), kT0);
+  d.Update(0, Report(0, {}), kT0 + absl::Seconds(20));
+  std::optional<HangFinding> f = d.Check(kT0 + absl::Seconds(20));
+  EXPECT_THAT(Named(f), ElementsAre(1)) << "rank 0's process ended; rank 1's is still there";
+}
+
 }  // namespace
 }  // namespace cohort::coordination
