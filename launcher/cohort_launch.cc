@@ -64,6 +64,7 @@
 #include "common/env.h"
 #include "common/exit_codes.h"
 #include "common/process/process_group.h"
+#include "common/shared_dir.h"
 #include "launcher/launch_protocol.h"
 #include "launcher/cpu_binding.h"
 #include "launcher/python_probe_files.h"
@@ -158,11 +159,8 @@ std::map<std::string, std::string> ProbeVariables(const std::string& agent_socke
   const fs::path hook = ProbeSourceDir(fs::read_symlink("/proc/self/exe", ec));
   if (ec || !fs::exists(hook / "sitecustomize.py", ec)) return {};
   const std::string dir = env::ProbeDir(agent_socket, rank);
-  fs::create_directories(dir, ec);
-  for (fs::path p = dir; !ec && p.filename() != "probe" && p.has_relative_path(); p = p.parent_path()) {
-    chmod(p.c_str(), 0777);  // The trainer's uid may differ from the sidecar's, which reads it.
-  }
-  chmod(fs::path(dir).parent_path().c_str(), 0777);
+  // The trainer's uid may differ from the sidecar's, which reads it.
+  MakeSharedDirectories(dir, fs::path(dir).parent_path().string());
   for (const char* leftover : {"status.json", "dump-request", "dumped", "faulthandler.txt"}) {
     fs::remove(fs::path(dir) / leftover, ec);
   }

@@ -1,7 +1,6 @@
 #include "sidecar/health_watch.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "common/shared_dir.h"
 
 namespace cohort::sidecar {
 namespace {
@@ -51,16 +51,6 @@ bool WriteAtomically(const std::string& path, const std::string& text) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   return !ec;
-}
-
-// A directory every process of the pod may write (the trainer's uid may differ from ours).
-void MakeSharedDir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  for (fs::path p = dir; !p.empty() && p.has_relative_path(); p = p.parent_path()) {
-    if (chmod(p.c_str(), 0777) != 0) break;
-    if (p.filename() == "dumps") break;
-  }
 }
 
 // The hook's status file of one process, as RankHealth; nullopt when there is none or it is a
@@ -161,7 +151,7 @@ void HealthWatch::Ask(PendingDump& d) {
   for (int local = 0; local < options_.processes_per_pod; ++local) {
     const int32_t rank = options_.first_rank + local;
     const std::string dir = absl::StrCat(base, "/rank-", rank);
-    MakeSharedDir(dir);
+    MakeSharedDirectories(dir, env::DumpsDir(options_.agent_socket));  // The trainer's uid may differ.
     const std::string probe = ProbeDirOf(local);
     // Only a live hook answers: one that wrote its status lately.
     if (!ReadStatus(probe + "/status.json", absl::Now(), attempt_started_at_)) continue;

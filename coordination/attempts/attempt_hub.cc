@@ -106,10 +106,7 @@ void AttemptHub::CheckHang(absl::Time now) {
     hang_->set_detected_unix_ms(absl::ToUnixMillis(now));
     *hang_->mutable_outliers() = std::move(finding->outliers);
     *hang_->mutable_groups() = std::move(finding->groups);
-    std::set<int32_t> following;
-    for (const auto& [pod, sink] : followers_) following.insert(pod);
-    if (!local_followers_.empty()) following.insert(0);
-    hang_->set_pods_total(static_cast<int32_t>(following.size()));
+    hang_->set_pods_total(static_cast<int32_t>(FollowingLocked().size()));
     hang_->set_dumps_dir(absl::StrCat(dumps_base_, "/attempt-", attempt_));
     std::string named;
     for (const attemptspb::HungRank& r : hang_->outliers()) {
@@ -129,15 +126,20 @@ void AttemptHub::CheckHang(absl::Time now) {
   if (dump_locally) dump_locally(dump_id, attempt);
 }
 
+std::set<int32_t> AttemptHub::FollowingLocked() const {
+  std::set<int32_t> following;
+  if (!local_followers_.empty()) following.insert(0);  // Rank 0's own sidecar.
+  for (const auto& [pod, sink] : followers_) following.insert(pod);
+  return following;
+}
+
 attemptspb::AttemptState AttemptHub::StateLocked() const {
   attemptspb::AttemptState s;
   s.set_hub_incarnation(incarnation_);
   s.set_attempt(attempt_);
   s.set_started_unix_ms(started_unix_ms_);
   for (const auto& [pod, end] : ends_) *s.add_ends() = end;
-  std::set<int32_t> following;
-  if (!local_followers_.empty()) following.insert(0);  // Rank 0's own sidecar.
-  for (const auto& [pod, sink] : followers_) following.insert(pod);
+  const std::set<int32_t> following = FollowingLocked();
   for (int32_t pod : following) s.add_following(pod);
   s.set_pods_following(static_cast<int32_t>(following.size()));
   if (hang_) *s.mutable_hang() = *hang_;

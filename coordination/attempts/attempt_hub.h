@@ -97,6 +97,8 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   using OrderSink = EventStream<attemptspb::AttemptOrder>::Sink;
   using StateSink = EventStream<attemptspb::AttemptState>::Sink;
 
+  // The pods whose sidecar follows the hub now (rank 0's in process, the others' streams).
+  std::set<int32_t> FollowingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   attemptspb::AttemptState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   attemptspb::AttemptOrder OrderLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes the state to every observer (and drops those gone).
