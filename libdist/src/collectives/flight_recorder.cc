@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -38,7 +39,10 @@ void InstallDumpOnSigusr2(FlightRecorder* recorder) {
   std::thread([recorder] {
     pthread_setname_np(pthread_self(), "dist-flightrec");
     char byte;
-    while (read(g_dump_pipe[0], &byte, 1) > 0 || errno == EINTR) {
+    for (;;) {
+      const ssize_t n = read(g_dump_pipe[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;  // Another signal (a handler without SA_RESTART).
+      if (n <= 0) break;
       const std::string dump = recorder->Dump();
       ssize_t ignored = write(STDERR_FILENO, dump.data(), dump.size());
       (void)ignored;
