@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -154,43 +155,47 @@ void HealthWatch::Ask(PendingDump& d) {
     MakeSharedDirectories(dir, env::DumpsDir(options_.agent_socket));  // The trainer's uid may differ.
     const std::string probe = ProbeDirOf(local);
     // Only a live hook answers: one that wrote its status lately.
-    if (!ReadStatus(probe + "/status.json", absl::Now(), attempt_started_at_)) continue;
-    if (WriteAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n"))) {
-      d.waiting.push_back(local);
-    } else {
-      LogWarning("hang ", d.id, ": cannot ask rank ", rank, " for its stacks in ", probe, ": ", strerror(errno));
+    if (ReadStatus(probe + "/status.json", absl::Now(), attempt_started_at_)) {
+      if (WriteAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n"))) {
+        d.asked.push_back({local, probe + "/dumped", /*hook=*/true});
+      } else {
+        LogWarning("hang ", d.id, ": cannot ask rank ", rank, " for its stacks in ", probe, ": ", strerror(errno));
+      }
+    } else if (options_.ask_process && options_.ask_process(local, d.id, dir)) {
+      d.asked.push_back({local, dir + "/dumped", /*hook=*/false});
     }
   }
-  LogWarning("hang ", d.id, ": the job's hang detector asked for evidence; ", d.waiting.size(), " of ",
-             options_.processes_per_pod, " process(es) of this pod have the start-up hook and write their stacks into ",
-             base);
+  LogWarning("hang ", d.id, ": the job's hang detector asked for evidence; ", d.asked.size(), " of ",
+             options_.processes_per_pod,
+             " process(es) of this pod (with the start-up hook or libdist) write their stacks into ", base);
 }
 
 bool HealthWatch::Collected(PendingDump& d, absl::Time now) {
   const std::string base = absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
-  std::vector<int32_t> still;
-  for (int32_t local : d.waiting) {
-    std::optional<std::pair<uint64_t, std::string>> answer = ReadDumped(ProbeDirOf(local) + "/dumped");
-    if (!answer || answer->first != d.id) still.push_back(local);
-  }
-  if (!still.empty() && now - d.asked_at < options_.dump_patience) return false;
-  for (int32_t local : d.waiting) {
-    const int32_t rank = options_.first_rank + local;
+  auto answer_of = [&](const PendingDump::Asked& a) -> std::optional<std::string> {
+    std::optional<std::pair<uint64_t, std::string>> answer = ReadDumped(a.answer);
+    if (!answer || answer->first != d.id) return std::nullopt;
+    return answer->second;
+  };
+  const bool all = std::all_of(d.asked.begin(), d.asked.end(), [&](const auto& a) { return answer_of(a).has_value(); });
+  if (!all && now - d.asked_at < options_.dump_patience) return false;
+  for (const PendingDump::Asked& a : d.asked) {
+    const int32_t rank = options_.first_rank + a.local;
     const std::string dir = absl::StrCat(base, "/rank-", rank);
-    if (std::find(still.begin(), still.end(), local) != still.end()) {
+    std::optional<std::string> answer = answer_of(a);
+    if (!answer) {
       LogWarning("hang ", d.id, ": rank ", rank, " wrote no stacks within ", absl::FormatDuration(options_.dump_patience),
-                 " (its hook could not run: a C call holding Python's lock, or the process is stopped); see ", dir,
-                 " for what it may still write");
+                 a.hook ? " (its hook could not run: a C call holding Python's lock, or the process is stopped)"
+                        : " (the process is stopped, or its threads cannot run)",
+                 "; see ", dir, " for what it may still write");
       continue;
     }
-    std::optional<std::pair<uint64_t, std::string>> answer = ReadDumped(ProbeDirOf(local) + "/dumped");
     std::string stacks = ReadAll(dir + "/stacks.txt").value_or("");
     if (stacks.size() > kLoggedStacks) {
       stacks.resize(kLoggedStacks);
       absl::StrAppend(&stacks, "\n... (the rest in ", dir, "/stacks.txt)");
     }
-    LogWarning("hang ", d.id, ": rank ", rank, ": ", answer ? answer->second : "", " (evidence in ", dir, "):\n",
-               stacks);
+    LogWarning("hang ", d.id, ": rank ", rank, ": ", *answer, " (evidence in ", dir, "):\n", stacks);
   }
   return true;
 }

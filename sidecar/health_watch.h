@@ -21,6 +21,9 @@
 //   hook --<probe dir>/status.json--> HealthWatch --ReportHealth--> the attempt hub
 //   hub --AttemptOrder.dump_id--> HealthWatch --<probe dir>/dump-request--> hook
 //   hook --<dumps>/attempt-N/rank-R/stacks.txt, <probe dir>/dumped--> HealthWatch --dumped_id--> hub
+//
+// A process without the hook but with libdist attached is asked through `ask_process` (its
+// Attach stream) and answers in <dumps>/attempt-N/rank-R/dumped.
 namespace cohort::sidecar {
 
 namespace attemptspb = ::cohort::coordination::v1;
@@ -35,6 +38,9 @@ class HealthWatch {
     // Each local rank's libdist step reports (index = local rank; null: none).
     std::vector<SidecarMetrics*> metrics;
     absl::Duration period = absl::Seconds(1);
+    // Asks local rank `local`'s libdist for the evidence of hang `id` in `directory`; false when
+    // no libdist process is attached there. Null: only hooks are asked.
+    std::function<bool(int local, uint64_t id, const std::string& directory)> ask_process;
     // How long the ranks get to write their stacks after a dump order.
     absl::Duration dump_patience = absl::Seconds(20);
   };
@@ -65,7 +71,12 @@ class HealthWatch {
     uint64_t id;
     int32_t attempt;
     absl::Time asked_at;
-    std::vector<int32_t> waiting;  // Local ranks whose hook has yet to answer.
+    struct Asked {
+      int32_t local;
+      std::string answer;  // The file its answer ("<id> <summary>") appears in.
+      bool hook;           // The start-up hook writes it (else libdist).
+    };
+    std::vector<Asked> asked;
   };
   void Loop(const std::function<void(const attemptspb::ReportHealthRequest&)>& send);
   // Writes the dump requests of `d` and notes which ranks will answer.

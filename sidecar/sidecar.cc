@@ -235,6 +235,10 @@ absl::Status Sidecar::StartInPlace() {
     options.processes_per_pod = config_.processes_per_pod;
     options.pod_index = config_.settings.process_id / config_.processes_per_pod;
     for (auto& m : metrics_) options.metrics.push_back(m.get());
+    options.ask_process = [this](int local, uint64_t id, const std::string& directory) {
+      absl::MutexLock lock(&parts_mu_);
+      return agents_[local].service->RequestDump(id, directory);
+    };
     health_ = std::make_unique<HealthWatch>(std::move(options));
     health_->SetAttempt(first);
   }

@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
+#include "common/log.h"
 #include "coordination/wire/proto_convert.h"
+#include "libdist/src/hang_dump.h"
 
 namespace dist::internal {
 
@@ -81,6 +83,9 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
     });
     agentpb::AgentEvent event;
     bool got_first = false;
+    // Writes the evidence the job's hang detector asked for, off this thread (job events keep
+    // arriving meanwhile); one at a time.
+    std::thread dumper;
     while (reader->Read(&event)) {
       if (!got_first) {
         got_first = true;
@@ -93,7 +98,17 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
         continue;
       }
       if (event.has_job_event()) on_event(cohort::coordination::FromProto(event.job_event()));
+      if (event.has_dump()) {
+        if (dumper.joinable()) dumper.join();
+        dumper = std::thread([dump = event.dump()] {
+          pthread_setname_np(pthread_self(), "dist-hang-dump");
+          if (absl::Status s = WriteHangDump(dump.id(), dump.directory()); !s.ok()) {
+            cohort::LogWarning(s.message());
+          }
+        });
+      }
     }
+    if (dumper.joinable()) dumper.join();
     if (!got_first) connected.set_value();
     watchdog.join();
     grpc::Status status = reader->Finish();

@@ -84,6 +84,19 @@ bool AgentRpcService::trainer_ever_attached() const {
   return attached_;
 }
 
+bool AgentRpcService::RequestDump(uint64_t id, const std::string& directory) {
+  std::shared_ptr<EventStream<agentpb::AgentEvent>::Sink> sink;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!connected_sent_ || trainer_gone_ || attach_sink_ == nullptr) return false;
+    sink = attach_sink_;
+  }
+  agentpb::AgentEvent event;
+  event.mutable_dump()->set_id(id);
+  event.mutable_dump()->set_directory(directory);
+  return sink->Push(std::move(event));
+}
+
 bool AgentRpcService::trainer_attached() const {
   absl::MutexLock lock(&mu_);
   return attached_ && !trainer_gone_ && outcome_ == TrainerOutcome::kRunning;
@@ -190,6 +203,10 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
     connected.mutable_connected()->set_num_processes(options_.num_tasks);
     connected.mutable_connected()->set_incarnation(agent->incarnation());
     sink->Push(std::move(connected));
+    {
+      absl::MutexLock lock(&mu_);
+      connected_sent_ = true;  // Other events may follow it now.
+    }
     if (report_preemption) OnPreemptionSignal();
   });
   return stream;

@@ -94,6 +94,10 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   // already restarts), so it is not reported: the service at the same address is the new
   // attempt's by then, where it would read as a death of the new attempt's rank.
   void Retire(const absl::Status& status);
+  // The job's hang detector asks the attached trainer for its evidence (libdist writes its
+  // threads' stacks and flight recorder into `directory`, then `dumped`). False when no trainer is
+  // attached and connected to take it.
+  bool RequestDump(uint64_t id, const std::string& directory);
   // A trainer process is attached now (its Attach stream is open and it has not ended). False as
   // soon as the process is gone, even while its going is still being reported to the job.
   bool trainer_attached() const;
@@ -123,6 +127,7 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   bool trainer_gone_ ABSL_GUARDED_BY(mu_) = false;  // Its Attach stream ended: the process is gone.
   bool trainer_shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool connected_sent_ ABSL_GUARDED_BY(mu_) = false;  // The trainer was told it is connected.
   bool preemption_signalled_ ABSL_GUARDED_BY(mu_) = false;
   TrainerOutcome outcome_ ABSL_GUARDED_BY(mu_) = TrainerOutcome::kRunning;
   bool stop_waiting_ ABSL_GUARDED_BY(mu_) = false;

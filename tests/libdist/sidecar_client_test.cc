@@ -12,6 +12,8 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,6 +90,16 @@ class FakeSidecar final : public agentpb::Agent::CallbackService {
     if (attach_stream_ == nullptr) return false;
     agentpb::AgentEvent event;
     *event.mutable_job_event() = std::move(job_event);
+    return attach_stream_->Push(std::move(event));
+  }
+
+  // The job's hang detector asks for evidence, as the real sidecar does (AgentRpcService::RequestDump).
+  bool PushDump(uint64_t id, const std::string& directory) {
+    absl::MutexLock lock(&mu_);
+    if (attach_stream_ == nullptr) return false;
+    agentpb::AgentEvent event;
+    event.mutable_dump()->set_id(id);
+    event.mutable_dump()->set_directory(directory);
     return attach_stream_->Push(std::move(event));
   }
 
@@ -557,6 +569,30 @@ TEST_F(SidecarClientTest, Attach_JobEventPushed_ReachesOnEvent) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->task, 0);
   EXPECT_EQ(p->time, absl::FromUnixMillis(1'700'000'000'123));
+}
+
+// The sidecar has no way into the trainer's container: the process writes its own evidence.
+TEST_F(SidecarClientTest, DumpRequested_StacksAndFlightRecorderWrittenThenDumped) {
+  Attach();
+  const std::string dump_dir = dir_ + "/dumps/attempt-0/rank-1";
+  std::filesystem::create_directories(dump_dir);
+  ASSERT_TRUE(fake_.PushDump(42, dump_dir));
+
+  const std::string dumped = dump_dir + "/dumped";
+  const absl::Time deadline = absl::Now() + kWait;
+  while (!std::filesystem::exists(dumped) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(dumped)) << "no answer within " << kWait;
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_THAT(read(dumped), ::testing::StartsWith("42 native stacks of every thread"));
+  // Written before the answer, never after it.
+  const std::string stacks = read(dump_dir + "/stacks.txt");
+  EXPECT_THAT(stacks, HasSubstr(absl::StrCat("native stacks of process ", getpid())));
+  EXPECT_THAT(stacks, HasSubstr("(dist-events)")) << "the attach stream's reader thread, by name";
+  EXPECT_THAT(read(dump_dir + "/flight_recorder.txt"), HasSubstr("cohort flight recorder"));
+  EXPECT_TRUE(events_.Get().empty()) << "a dump is no job event";
 }
 
 TEST_F(SidecarClientTest, Attach_SidecarRefuses_ReturnsItsError) {

@@ -10,11 +10,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cohort/agent/v1/agent.grpc.pb.h"
@@ -126,6 +128,8 @@ class AgentRpcServiceTest : public ::testing::Test {
     std::unique_ptr<grpc::ClientReader<agentpb::AgentEvent>> reader;
     grpc::Status ended;
     std::thread thread;
+    absl::Mutex mu;
+    std::vector<agentpb::AgentEvent> events ABSL_GUARDED_BY(mu);  // Read so far.
   };
   std::unique_ptr<Trainer> Attach(int attempt) {
     auto t = std::make_unique<Trainer>();
@@ -140,6 +144,8 @@ class AgentRpcServiceTest : public ::testing::Test {
     t->thread = std::thread([raw] {
       agentpb::AgentEvent event;
       while (raw->reader->Read(&event)) {
+        absl::MutexLock lock(&raw->mu);
+        raw->events.push_back(event);
       }
       raw->ended = raw->reader->Finish();
     });
@@ -209,6 +215,52 @@ TEST_F(AgentRpcServiceTest, TrainerGoneWhileTheServiceIsUnreachable_NotAttachedA
   // Its end is not settled yet: the report waits for a service that is not there.
   EXPECT_EQ(service_->WaitForTrainer(absl::Now()), TrainerOutcome::kRunning);
   service_->StopWaiting();
+}
+
+// The hang detector's order for evidence goes down the trainer's attach stream, but never before
+// the "connected" event the trainer waits for first.
+TEST_F(AgentRpcServiceTest, RequestDump_OnlyAfterConnected_ThenDownTheAttachStream) {
+  Start(/*num_tasks=*/2, /*attempt=*/0);
+  EXPECT_FALSE(service_->RequestDump(7, dir_ + "/dumps")) << "no trainer attached";
+  std::unique_ptr<Trainer> trainer = Attach(/*attempt=*/0);
+  ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
+  EXPECT_FALSE(service_->RequestDump(7, dir_ + "/dumps")) << "the trainer still waits for 'connected'";
+
+  // Rank 0 joins: every rank registered.
+  coordination::AgentOptions rank0;
+  rank0.coordinator_address = absl::StrCat("127.0.0.1:", coordinator_->port());
+  rank0.task = 0;
+  rank0.num_tasks = 2;
+  rank0.restart_attempt = 0;
+  coordination::Agent agent0(rank0);
+  ASSERT_TRUE(agent0.Connect([](const coordination::JobEvent&) {}).ok());
+  auto connected_heard = [&] {
+    absl::MutexLock lock(&trainer->mu);
+    return !trainer->events.empty();
+  };
+  const absl::Time deadline = absl::Now() + kWait;
+  while (!connected_heard() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(connected_heard());
+  // The flag is set just after the push: the first tries may still be refused.
+  while (!service_->RequestDump(7, dir_ + "/dumps") && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+
+  auto events = [&] {
+    absl::MutexLock lock(&trainer->mu);
+    return trainer->events;
+  };
+  while (events().size() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  std::vector<agentpb::AgentEvent> got = events();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].has_connected());
+  ASSERT_TRUE(got[1].has_dump());
+  EXPECT_EQ(got[1].dump().id(), 7u);
+  EXPECT_EQ(got[1].dump().directory(), dir_ + "/dumps");
+
+  service_->DetachTrainer(absl::CancelledError("the test ends"));
+  trainer->thread.join();
+  const absl::Time gone_by = absl::Now() + kWait;
+  while (service_->RequestDump(8, dir_ + "/dumps") && absl::Now() < gone_by) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_FALSE(service_->RequestDump(8, dir_ + "/dumps")) << "the trainer is gone";
 }
 
 }  // namespace
