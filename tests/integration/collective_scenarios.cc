@@ -335,6 +335,33 @@ int Mismatch() {
   return 5;
 }
 
+// NCCL, as StopInside on device memory: the last rank enters an all-reduce at once (its kernel
+// waits on the GPU for the others, its host thread for the kernel), the others a second later;
+// a test stops the last one while it waits inside. Each rank says its pid, for the test's signal.
+int StopInsideNccl() {
+  Checker c;
+  dist::CommunicatorOptions options;
+  options.backend = dist::Backend::kNccl;
+  absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create(options);
+  if (!c.Ok(comm.status(), "create communicator")) return 3;
+  Say(absl::StrCat("COMMUNICATOR ", (*comm)->Describe()));
+  Say(absl::StrCat("PID ", getpid()));
+  const int r = (*comm)->rank(), p = (*comm)->size();
+  const size_t count = 1 << 18;
+  auto* buf = static_cast<float*>(DeviceBuffer(count * sizeof(float)));
+  if (buf == nullptr) return 3;
+  if (!c.Ok((*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up")) {
+    return 3;
+  }
+  if (r != p - 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+  Say("IN_COLLECTIVE");
+  const absl::Time start = absl::Now();
+  absl::Status s = (*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
+  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start), " ms: ",
+                   s.ToString()));
+  return s.ok() ? 0 : 5;
+}
+
 }  // namespace
 
 bool IsCollectiveScenario(const std::string& scenario, dist::Options* options) {
@@ -348,7 +375,8 @@ bool IsCollectiveScenario(const std::string& scenario, dist::Options* options) {
   }
   return scenario == "collectives" || scenario == "collective-stall" ||
          scenario == "collective-stall-async" ||
-         scenario == "collective-mismatch" || scenario == "collective-stop-inside";
+         scenario == "collective-mismatch" || scenario == "collective-stop-inside" ||
+         scenario == "collective-stop-inside-nccl";
 }
 
 int RunCollectiveScenario(const std::string& scenario) {
@@ -359,6 +387,7 @@ int RunCollectiveScenario(const std::string& scenario) {
   if (scenario == "collective-stall-async") return Stall(/*async=*/true, /*wait=*/false);
   if (scenario == "collective-mismatch") return Mismatch();
   if (scenario == "collective-stop-inside") return StopInside();
+  if (scenario == "collective-stop-inside-nccl") return StopInsideNccl();
   return 2;
 }
 

@@ -63,5 +63,32 @@ TEST(CollectivesGpuTest, TwoRanksOnOneGpu_KillOneWithWorkInFlight_EveryWorkAbort
   run.Finish();
 }
 
+// SIGSTOP of rank 1 while it waits inside an NCCL all-reduce (its kernel on the GPU, its host
+// thread waiting for it): the watchdog names it within the collective timeout + 1 s of rank 0
+// entering, and the job has ended within the timeout + 2 s (docs/faults.md, "Hung ranks").
+TEST(CollectivesGpuTest, TwoRanksOnOneGpu_OneStoppedInsideAnAllReduce_NamedWithinTheTimeoutPlusOneSecond) {
+  if (std::string why = NoGpu(); !why.empty()) GTEST_SKIP() << why;
+  LauncherRun run = StartLauncher(
+      {BinPath("cohort-run"), "-n", "2", "--", "sh", "-c",
+       absl::StrCat("NCCL_HOSTID=host$COHORT_PROCESS_ID exec ", BinPath("test-trainer"),
+                    " collective-stop-inside-nccl")},
+      {{"COHORT_COLLECTIVE_TIMEOUT", "3s"}});
+  ASSERT_TRUE(run.ReadUntil("[rank 1] IN_COLLECTIVE", absl::Seconds(120)));
+  const std::string pid_line = run.Find("[rank 1] PID ");
+  int pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(pid_line.substr(pid_line.rfind(' ') + 1), &pid)) << pid_line;
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  ASSERT_TRUE(run.ReadUntil("[rank 0] IN_COLLECTIVE", absl::Seconds(30)));
+  const absl::Time entered = absl::Now();
+  ASSERT_TRUE(run.ReadUntil("the job failed", absl::Seconds(30)));
+  EXPECT_LE(absl::Now() - entered, absl::Seconds(3 + 1));
+  const std::string line = run.Find("the job failed");
+  EXPECT_THAT(line, HasSubstr("cause: collective timeout"));
+  EXPECT_THAT(line, HasSubstr("it is stopped (SIGSTOP, a debugger)"));
+  const int status = run.Finish();
+  EXPECT_LE(absl::Now() - entered, absl::Seconds(3 + 2)) << "cohort-run exited " << status;
+  kill(pid, SIGKILL);
+}
+
 }  // namespace
 }  // namespace cohort::testing
