@@ -159,7 +159,7 @@ std::string FormatFrames(void* const* frames, int depth, bool from_handler) {
       module = info.dli_fname;
       if (size_t slash = module.rfind('/'); slash != std::string::npos) module = module.substr(slash + 1);
     }
-    absl::StrAppend(&out, "  #", i - first, " ", absl::Hex(reinterpret_cast<uintptr_t>(frames[i]), absl::kZeroPad12),
+    absl::StrAppend(&out, "  #", i - first, " 0x", absl::Hex(reinterpret_cast<uintptr_t>(frames[i]), absl::kZeroPad12),
                     " ", symbol, " (", module, ")\n");
   }
   return out;

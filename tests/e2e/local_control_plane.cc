@@ -293,4 +293,9 @@ std::string ReadFile(const std::filesystem::path& path) {
   return s.str();
 }
 
+std::string LocalControlPlane::ReadPodFile(const std::string& pod, const std::string& path) const {
+  std::ifstream in(absl::StrCat(dir_, "/pods/default_", pod, "/", path));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 }  // namespace cohort::testing

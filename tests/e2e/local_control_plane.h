@@ -28,6 +28,9 @@ class LocalControlPlane {
   ~LocalControlPlane();
 
   const std::string& dir() const { return dir_; }
+  // A file the process runtime keeps of pod `pod` in namespace default ("trainer.log",
+  // "volumes/cohort-agent/..."); empty when there is none.
+  std::string ReadPodFile(const std::string& pod, const std::string& path) const;
   const std::string& kubeconfig() const { return kubeconfig_; }
   op::HttpKubeClient& client() { return *client_; }
 

@@ -451,6 +451,26 @@ spec:
   }
   EXPECT_THAT(hung_message, ::testing::StartsWith(absl::StrCat("rank 1 (pod ", kJob, "-1, local 0): stopped reporting")))
       << hung.dump(2);
+  // The evidence (docs/faults.md, "Hung ranks"): each waiting rank's own native stacks, inside
+  // libdist, and its flight recorder; the stopped rank can write none, and its sidecar says so.
+  const std::string evidence0 = "volumes/cohort-agent/dumps/attempt-2/rank-0/";
+  std::string stacks0;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        stacks0 = cluster_.ReadPodFile(absl::StrCat(kJob, "-0"), evidence0 + "stacks.txt");
+        return !cluster_.ReadPodFile(absl::StrCat(kJob, "-0"), evidence0 + "dumped").empty();
+      },
+      absl::Seconds(30)));
+  EXPECT_THAT(stacks0, ::testing::HasSubstr(", the main thread")) << stacks0;
+  EXPECT_THAT(stacks0, ::testing::HasSubstr("dist::")) << stacks0;
+  EXPECT_THAT(cluster_.ReadPodFile(absl::StrCat(kJob, "-0"), evidence0 + "flight_recorder.txt"),
+              ::testing::HasSubstr("cohort flight recorder"));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return absl::StrContains(cluster_.ReadPodFile(absl::StrCat(kJob, "-1"), "cohort-sidecar.log"),
+                                 "rank 1 wrote no stacks");
+      },
+      absl::Seconds(40)));
 
   // 5. The job dashboard as a picture of this run (docs/observability.md shows one), drawn by
   // scripts/render_dashboard.py from this Prometheus: every panel query must succeed.

@@ -1409,11 +1409,6 @@ std::string SourceLine(const std::string& program, const std::string& text) {
   return "";
 }
 
-std::string ReadPodFile(LocalControlPlane& cluster, const std::string& pod, const std::string& path) {
-  std::ifstream in(absl::StrCat(cluster.dir(), "/pods/default_", pod, "/", path));
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // The job's Hung condition once it is True (within 3 minutes; else as it is then).
 json WaitForHung(LocalControlPlane& cluster, const std::string& job) {
   json seen = cluster.WaitForJob("default", job, [](const json& j) {
@@ -1472,12 +1467,12 @@ TEST_F(OperatorE2E, TorchDdpPrograms_RankSleepsForever_HungNamesItsLine_StacksKe
   // The evidence outlives the restart: every thread's stacks, the sleeper's at its line, rank
   // 0's inside the backward pass that waits for the all-reduce; and the sidecars' logs.
   const std::string stacks1 =
-      ReadPodFile(*cluster_, "e2e-hang-1", "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt");
+      cluster_->ReadPodFile("e2e-hang-1", "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt");
   EXPECT_THAT(stacks1, HasSubstr("time.sleep(1e9)"));
   const std::string stacks0 =
-      ReadPodFile(*cluster_, "e2e-hang-0", "volumes/cohort-agent/dumps/attempt-0/rank-0/stacks.txt");
+      cluster_->ReadPodFile("e2e-hang-0", "volumes/cohort-agent/dumps/attempt-0/rank-0/stacks.txt");
   EXPECT_THAT(stacks0, HasSubstr("loss.backward()"));
-  EXPECT_THAT(ReadPodFile(*cluster_, "e2e-hang-1", "cohort-sidecar.log"), HasSubstr("time.sleep(1e9)"));
+  EXPECT_THAT(cluster_->ReadPodFile("e2e-hang-1", "cohort-sidecar.log"), HasSubstr("time.sleep(1e9)"));
 
   json slow = cluster_->WaitForJob("default", "e2e-slow", Finished, absl::Minutes(4));
   ASSERT_EQ(Phase(slow), "Succeeded") << slow.dump(2) << Events(*cluster_, "e2e-slow");
@@ -1485,9 +1480,9 @@ TEST_F(OperatorE2E, TorchDdpPrograms_RankSleepsForever_HungNamesItsLine_StacksKe
   EXPECT_EQ(StatusInt(slow, "lastHangId"), 0) << slow.dump(2);
   EXPECT_NE(JobCondition(slow, "Hung").value("status", ""), "True") << slow.dump(2);
   EXPECT_THAT(Events(*cluster_, "e2e-slow"), Not(HasSubstr("HangDetected")));
-  EXPECT_THAT(ReadPodFile(*cluster_, "e2e-slow-0", "cohort-sidecar.log"), Not(HasSubstr("attempt hub: hang")));
+  EXPECT_THAT(cluster_->ReadPodFile("e2e-slow-0", "cohort-sidecar.log"), Not(HasSubstr("attempt hub: hang")));
   // The detector was told: the hook counted every step.
-  const json status = json::parse(ReadPodFile(*cluster_, "e2e-slow-1", "volumes/cohort-agent/probe/rank-1/status.json"),
+  const json status = json::parse(cluster_->ReadPodFile("e2e-slow-1", "volumes/cohort-agent/probe/rank-1/status.json"),
                                   nullptr, /*allow_exceptions=*/false);
   EXPECT_EQ(status.is_object() ? status.value("steps", -1) : -1, 6) << status.dump();
 }
@@ -1514,7 +1509,7 @@ TEST_F(OperatorE2E, JaxProgram_OneProcessBlocks_TheOtherWaitsInACollective_HungN
   json job = cluster_->WaitForJob("default", "e2e-jaxhang", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jaxhang");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-jaxhang");
-  EXPECT_THAT(ReadPodFile(*cluster_, "e2e-jaxhang-1", "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt"),
+  EXPECT_THAT(cluster_->ReadPodFile("e2e-jaxhang-1", "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt"),
               HasSubstr("time.sleep(1e9)"));
 }
 
