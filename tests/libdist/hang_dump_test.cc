@@ -10,12 +10,16 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -66,6 +70,24 @@ TEST(HangDumpTest, ThreadStacks_EveryThreadByNameWithItsFrames) {
   EXPECT_THAT(stacks, HasSubstr("ParkedInsideAKnownFunction")) << "the parked thread's own frame, symbolized";
   EXPECT_THAT(stacks, HasSubstr(", the main thread")) << stacks;
   EXPECT_THAT(stacks, Not(HasSubstr("no answer within"))) << stacks;
+}
+
+// A trainer's worth of threads (gRPC's, the backends', the program's): every one answers. Prints
+// how long the dump took (docs/benchmarks.md, "Hang detection"; not asserted).
+TEST(HangDumpTest, ThreadStacks_TwentyFourThreads_EveryOneWithItsFrames) {
+  std::vector<std::unique_ptr<ParkedThread>> threads;
+  for (int i = 0; i < 23; ++i) threads.push_back(std::make_unique<ParkedThread>("parked-here"));
+  for (int run = 0; run < 7; ++run) {
+    const absl::Time start = absl::Now();
+    const std::string stacks = ThreadStacks();
+    std::cout << "dump " << run << " of 24 threads: " << absl::FormatDuration(absl::Now() - start) << "\n";
+    size_t frames = 0;
+    for (size_t at = stacks.find("ParkedInsideAKnownFunction"); at != std::string::npos;
+         at = stacks.find("ParkedInsideAKnownFunction", at + 1)) {
+      ++frames;
+    }
+    EXPECT_EQ(frames, 23u) << stacks;
+  }
 }
 
 TEST(HangDumpTest, ThreadStacks_AThreadThatBlocksSignals_ListedWithoutFramesAtOnce) {
