@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -249,25 +251,36 @@ void* DeviceBuffer(size_t bytes) {
   return p;
 }
 
-// NCCL: one all-reduce that every rank completes, then the last rank stalls while the others
-// enqueue three asynchronous all-reduces of device memory and wait for them (a test kills the
-// last rank meanwhile). Each rank says its pid, for the test's kill.
-int KillNcclAsync() {
-  Checker c;
+// An NCCL communicator of every rank with `count` floats of device memory, after one all-reduce
+// that every rank completed. Says the communicator and its pid (for a test's signal); nullopt
+// (after saying why) when any of it fails.
+struct NcclRank {
+  std::unique_ptr<dist::Communicator> comm;
+  float* buf = nullptr;
+  size_t count = 0;
+};
+std::optional<NcclRank> NcclWarmedUp(Checker& c, size_t count) {
   dist::CommunicatorOptions options;
   options.backend = dist::Backend::kNccl;
   absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create(options);
-  if (!c.Ok(comm.status(), "create communicator")) return 3;
+  if (!c.Ok(comm.status(), "create communicator")) return std::nullopt;
   Say(absl::StrCat("COMMUNICATOR ", (*comm)->Describe()));
   Say(absl::StrCat("PID ", getpid()));
-  const int r = (*comm)->rank(), p = (*comm)->size();
-  const size_t count = 1 << 18;
   auto* buf = static_cast<float*>(DeviceBuffer(count * sizeof(float)));
-  if (buf == nullptr) return 3;
-  if (!c.Ok((*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum),
-            "warm-up")) {
-    return 3;
+  if (buf == nullptr) return std::nullopt;
+  if (!c.Ok((*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up")) {
+    return std::nullopt;
   }
+  return NcclRank{*std::move(comm), buf, count};
+}
+
+// NCCL: after the warm-up, the last rank stalls while the others enqueue three asynchronous
+// all-reduces of device memory and wait for them (a test kills the last rank meanwhile).
+int KillNcclAsync() {
+  Checker c;
+  std::optional<NcclRank> nccl = NcclWarmedUp(c, 1 << 18);
+  if (!nccl) return 3;
+  const int r = nccl->comm->rank(), p = nccl->comm->size();
   if (r == p - 1) {
     Say("STALLING");
     std::this_thread::sleep_for(std::chrono::minutes(10));
@@ -275,9 +288,8 @@ int KillNcclAsync() {
   }
   std::vector<dist::Work> works;
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<dist::Work> w = (*comm)->AllReduceAsync(buf, buf, count,
-                                                           dist::DataType::kFloat32,
-                                                           dist::ReduceOp::kSum);
+    absl::StatusOr<dist::Work> w =
+        nccl->comm->AllReduceAsync(nccl->buf, nccl->buf, nccl->count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
     if (!c.Ok(w.status(), "enqueue")) return 5;
     works.push_back(*w);
   }
@@ -337,26 +349,16 @@ int Mismatch() {
 
 // NCCL, as StopInside on device memory: the last rank enters an all-reduce at once (its kernel
 // waits on the GPU for the others, its host thread for the kernel), the others a second later;
-// a test stops the last one while it waits inside. Each rank says its pid, for the test's signal.
+// a test stops the last one while it waits inside.
 int StopInsideNccl() {
   Checker c;
-  dist::CommunicatorOptions options;
-  options.backend = dist::Backend::kNccl;
-  absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create(options);
-  if (!c.Ok(comm.status(), "create communicator")) return 3;
-  Say(absl::StrCat("COMMUNICATOR ", (*comm)->Describe()));
-  Say(absl::StrCat("PID ", getpid()));
-  const int r = (*comm)->rank(), p = (*comm)->size();
-  const size_t count = 1 << 18;
-  auto* buf = static_cast<float*>(DeviceBuffer(count * sizeof(float)));
-  if (buf == nullptr) return 3;
-  if (!c.Ok((*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up")) {
-    return 3;
-  }
-  if (r != p - 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::optional<NcclRank> nccl = NcclWarmedUp(c, 1 << 18);
+  if (!nccl) return 3;
+  if (nccl->comm->rank() != nccl->comm->size() - 1) std::this_thread::sleep_for(std::chrono::seconds(1));
   Say("IN_COLLECTIVE");
   const absl::Time start = absl::Now();
-  absl::Status s = (*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
+  absl::Status s =
+      nccl->comm->AllReduce(nccl->buf, nccl->buf, nccl->count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
   Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start), " ms: ",
                    s.ToString()));
   return s.ok() ? 0 : 5;
