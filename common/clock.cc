@@ -26,7 +26,7 @@ bool FakeClock::WaitFor(const absl::Notification& stop, absl::Duration timeout) 
   absl::MutexLock lock(&mu_);
   if (stop.HasBeenNotified()) return true;
   absl::Time deadline = now_ + timeout;
-  if (auto_advance_ || deadline <= now_) {
+  if ((auto_advance_ && std::this_thread::get_id() == auto_advance_thread_) || deadline <= now_) {
     now_ = std::max(now_, deadline);
     return false;
   }

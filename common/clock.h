@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -26,8 +27,10 @@ class Clock {
 // A clock that moves only when told to; for unit tests. A WaitFor() returns once Advance() has
 // moved the clock to its deadline (or its `stop` is notified), so a test drives a thread's
 // timed waits by advancing: AwaitWaiters(n) first makes sure the thread is parked in one.
-// With auto-advance on, WaitFor() instead moves the clock to its deadline at once, for code
-// that waits on the calling thread of a single-threaded test.
+// With auto-advance on, a WaitFor() on the thread that turned it on instead moves the clock to
+// its deadline at once, for code that waits on the test's own thread; other threads' waits
+// (an object's background loop) still park until advanced, so that they cannot move the clock
+// while the test measures what its own thread waited.
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000)) : now_(start) {}
@@ -38,9 +41,11 @@ class FakeClock final : public Clock {
   bool WaitFor(const absl::Notification& stop, absl::Duration timeout) override;
 
   void Advance(absl::Duration d);
+  // For waits on the calling thread only.
   void set_auto_advance(bool on) {
     absl::MutexLock lock(&mu_);
     auto_advance_ = on;
+    auto_advance_thread_ = std::this_thread::get_id();
   }
   // Blocks (real time) until at least `n` threads are parked in WaitFor.
   void AwaitWaiters(int n) const;
@@ -53,6 +58,7 @@ class FakeClock final : public Clock {
   mutable absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   bool auto_advance_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id auto_advance_thread_ ABSL_GUARDED_BY(mu_);
   // Parked waits by id, with their deadlines. Advance() removes the ones it wakes, so a test that
   // advances and then awaits a waiter sees the thread's next wait, not the one just ended.
   std::map<int64_t, absl::Time> waiters_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "common/clock.h"
 
 #include <future>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -40,6 +41,23 @@ TEST(FakeClock, AutoAdvance_WaitMovesTheClockAtOnce) {
   absl::Notification stop;
   EXPECT_FALSE(clock.WaitFor(stop, absl::Seconds(3)));
   EXPECT_EQ(clock.Now() - start, absl::Seconds(3));
+}
+
+// Another thread's loop (a heartbeat) must not move the clock while the test measures its own
+// thread's waits: it parks as without auto-advance.
+TEST(FakeClock, AutoAdvance_OnlyForTheThreadThatTurnedItOn) {
+  FakeClock clock;
+  clock.set_auto_advance(true);
+  const absl::Time start = clock.Now();
+  absl::Notification stop;
+  std::thread other([&] { clock.WaitFor(stop, absl::Seconds(5)); });
+  clock.AwaitWaiters(1);
+  EXPECT_EQ(clock.Now(), start);
+  EXPECT_FALSE(clock.WaitFor(stop, absl::Seconds(1)));
+  EXPECT_EQ(clock.Now() - start, absl::Seconds(1));
+  clock.Advance(absl::Seconds(4));
+  other.join();
+  EXPECT_EQ(clock.Now() - start, absl::Seconds(5));
 }
 
 }  // namespace
