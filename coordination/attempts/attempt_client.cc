@@ -54,6 +54,11 @@ void KeepReading(StreamControl& control, const std::string& token,
   }
 }
 
+attemptspb::FollowAttemptsRequest AsPod(int32_t pod_index) {
+  attemptspb::FollowAttemptsRequest req;
+  req.set_pod_index(pod_index);
+  return req;
+}
 
 }  // namespace
 
@@ -65,9 +70,23 @@ void StreamControl::Stop() {
 
 AttemptFollower::AttemptFollower(std::string hub_address, std::string token, int32_t pod_index,
                                  std::function<void(const attemptspb::AttemptOrder&)> on_order)
-    : token_(std::move(token)), pod_index_(pod_index), on_order_(std::move(on_order)),
+    : AttemptFollower(std::move(hub_address), std::move(token), AsPod(pod_index), std::move(on_order)) {}
+
+AttemptFollower::AttemptFollower(std::string hub_address, std::string token,
+                                 attemptspb::FollowAttemptsRequest identity,
+                                 std::function<void(const attemptspb::AttemptOrder&)> on_order)
+    : token_(std::move(token)), identity_(std::move(identity)), on_order_(std::move(on_order)),
       channel_(HubChannel(hub_address)), stub_(attemptspb::AttemptControl::NewStub(channel_)) {
   thread_ = std::thread([this] { Loop(); });
+}
+
+std::unique_ptr<AttemptFollower> AttemptFollower::Spare(std::string hub_address, std::string token,
+                                                        std::string spare_name,
+                                                        std::function<void(const attemptspb::AttemptOrder&)> on_order) {
+  attemptspb::FollowAttemptsRequest identity;
+  identity.set_spare(std::move(spare_name));
+  return std::unique_ptr<AttemptFollower>(
+      new AttemptFollower(std::move(hub_address), std::move(token), std::move(identity), std::move(on_order)));
 }
 
 AttemptFollower::~AttemptFollower() {
@@ -77,11 +96,12 @@ AttemptFollower::~AttemptFollower() {
 
 void AttemptFollower::Loop() {
   pthread_setname_np(pthread_self(), "attempt-follow");
-  attemptspb::FollowAttemptsRequest req;
-  req.set_pod_index(pod_index_);
   KeepReading<attemptspb::AttemptOrder>(
-      control_, token_,
-      [&](grpc::ClientContext* ctx) { return stub_->FollowAttempts(ctx, req); }, on_order_,
+      control_, token_, [&](grpc::ClientContext* ctx) { return stub_->FollowAttempts(ctx, identity_); },
+      [&](const attemptspb::AttemptOrder& order) {
+        if (order.has_pod_index()) identity_.set_pod_index(order.pod_index());  // The spare took a slot.
+        if (on_order_) on_order_(order);
+      },
       [](const absl::Status& s) { LogWarning("lost the attempt hub (", s.ToString(), "); reconnecting"); });
 }
 
@@ -131,12 +151,16 @@ void AttemptObserver::Loop() {
       on_state_, on_broken_);
 }
 
-absl::Status AttemptObserver::Start(int32_t attempt, absl::Duration timeout) {
+absl::Status AttemptObserver::Start(int32_t attempt, absl::Duration timeout) { return Start(attempt, {}, timeout); }
+
+absl::Status AttemptObserver::Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments,
+                                    absl::Duration timeout) {
   grpc::ClientContext ctx;
   AddToken(&ctx, token_);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   attemptspb::StartAttemptRequest req;
   req.set_attempt(attempt);
+  for (const attemptspb::SpareAssignment& a : assignments) *req.add_assignments() = a;
   attemptspb::StartAttemptResponse resp;
   absl::Status s = FromGrpcStatus(stub_->StartAttempt(&ctx, req, &resp));
   if (!s.ok()) {

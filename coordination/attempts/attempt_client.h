@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -36,6 +37,11 @@ class AttemptFollower {
  public:
   AttemptFollower(std::string hub_address, std::string token, int32_t pod_index,
                   std::function<void(const attemptspb::AttemptOrder&)> on_order);
+  // A spare pod's sidecar (FollowAttemptsRequest.spare): follows as spare `spare_name` until an
+  // order gives it a pod index, and as the spare holding that index from then on (also when it
+  // reconnects).
+  static std::unique_ptr<AttemptFollower> Spare(std::string hub_address, std::string token, std::string spare_name,
+                                                std::function<void(const attemptspb::AttemptOrder&)> on_order);
   ~AttemptFollower();
   // Reports how this pod's processes ended (retried for up to `patience` while the hub is
   // unreachable).
@@ -45,9 +51,11 @@ class AttemptFollower {
   absl::Status ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Duration timeout = absl::Seconds(2));
 
  private:
+  AttemptFollower(std::string hub_address, std::string token, attemptspb::FollowAttemptsRequest identity,
+                  std::function<void(const attemptspb::AttemptOrder&)> on_order);
   void Loop();
   const std::string token_;
-  const int32_t pod_index_;
+  attemptspb::FollowAttemptsRequest identity_;  // Only the stream's thread changes it.
   std::function<void(const attemptspb::AttemptOrder&)> on_order_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<attemptspb::AttemptControl::Stub> stub_;
@@ -62,8 +70,11 @@ class AttemptObserver {
                   std::function<void(const absl::Status&)> on_broken);
   ~AttemptObserver();
   const std::string& address() const { return address_; }
-  // Orders attempt `attempt` (the hub's StartAttempt), within `timeout`.
+  // Orders attempt `attempt` (the hub's StartAttempt), within `timeout`; `assignments` give
+  // spares the slots of pods that are gone (AttemptHub::Start).
   absl::Status Start(int32_t attempt, absl::Duration timeout = absl::Seconds(5));
+  absl::Status Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments,
+                     absl::Duration timeout = absl::Seconds(5));
 
  private:
   void Loop();

@@ -28,8 +28,10 @@ AttemptHub::~AttemptHub() { Close(); }
 void AttemptHub::Close() {
   absl::MutexLock lock(&mu_);
   for (auto& [pod, sink] : followers_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
+  for (auto& [name, sink] : spares_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
   for (auto& sink : observers_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
   followers_.clear();
+  spares_.clear();
   observers_.clear();
 }
 
@@ -143,6 +145,7 @@ attemptspb::AttemptState AttemptHub::StateLocked() const {
   for (int32_t pod : following) s.add_following(pod);
   s.set_pods_following(static_cast<int32_t>(following.size()));
   if (hang_) *s.mutable_hang() = *hang_;
+  for (const auto& [name, sink] : spares_) s.add_spares(name);
   return s;
 }
 
@@ -160,7 +163,25 @@ void AttemptHub::PublishLocked() {
   observers_ = std::move(alive);
 }
 
-absl::Status AttemptHub::Start(int32_t attempt) {
+std::string AttemptHub::CheckAssignmentsLocked(const std::vector<attemptspb::SpareAssignment>& assignments) const {
+  std::set<int32_t> pods;
+  std::set<std::string> spares;
+  for (const attemptspb::SpareAssignment& a : assignments) {
+    if (a.pod_index() <= 0) {
+      return absl::StrCat("pod index ", a.pod_index(), " cannot go to a spare: ",
+                          a.pod_index() == 0 ? "rank 0's pod hosts the coordination service and this hub"
+                                             : "there is no such pod");
+    }
+    if (!spares_.contains(a.spare())) {
+      return absl::StrCat("spare '", a.spare(), "' does not follow the attempt hub (it is not ready, or gone)");
+    }
+    if (!pods.insert(a.pod_index()).second) return absl::StrCat("pod index ", a.pod_index(), " is given twice");
+    if (!spares.insert(a.spare()).second) return absl::StrCat("spare '", a.spare(), "' is given two slots");
+  }
+  return "";
+}
+
+absl::Status AttemptHub::Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments) {
   std::vector<std::function<void(int32_t)>> locals;
   {
     absl::MutexLock lock(&mu_);
@@ -168,6 +189,9 @@ absl::Status AttemptHub::Start(int32_t attempt) {
     if (attempt != attempt_ + 1) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the job's processes run attempt ", attempt_, ": the next one is ", attempt_ + 1, ", not ", attempt));
+    }
+    if (std::string why = CheckAssignmentsLocked(assignments); !why.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("restart attempt ", attempt, ": ", why));
     }
   }
   // The attempt's coordination service first, outside the lock (it takes a while to bind).
@@ -181,8 +205,34 @@ absl::Status AttemptHub::Start(int32_t attempt) {
     detector_.Reset();  // The new processes start from nothing.
     hang_.reset();
     attemptspb::AttemptOrder order = OrderLocked();
+    std::set<int32_t> taken;  // Pod indices a spare took: it heard the attempt with its index.
+    for (const attemptspb::SpareAssignment& a : assignments) {
+      auto spare = spares_.find(a.spare());
+      if (spare == spares_.end()) {
+        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt, " gave it pod index ",
+                   a.pod_index());
+        continue;
+      }
+      if (auto old = followers_.find(a.pod_index()); old != followers_.end()) {
+        old->second->FinishWith(absl::FailedPreconditionError(
+            absl::StrCat("pod index ", a.pod_index(), " was given to spare ", a.spare(), " in restart attempt ", attempt)));
+      }
+      attemptspb::AttemptOrder with_index = order;
+      with_index.set_pod_index(a.pod_index());
+      if (spare->second->Push(with_index)) {
+        followers_[a.pod_index()] = spare->second;
+        held_by_spare_[a.pod_index()] = a.spare();
+        taken.insert(a.pod_index());
+        LogInfo("attempt hub: spare ", a.spare(), " takes pod index ", a.pod_index(), " in restart attempt ", attempt);
+      }
+      spares_.erase(spare);
+    }
     for (auto it = followers_.begin(); it != followers_.end();) {
-      it = it->second->Push(order) ? std::next(it) : followers_.erase(it);
+      const bool alive = taken.contains(it->first) || it->second->Push(order);
+      it = alive ? std::next(it) : followers_.erase(it);
+    }
+    for (auto it = spares_.begin(); it != spares_.end();) {
+      it = it->second->Push(order) ? std::next(it) : spares_.erase(it);
     }
     locals = local_followers_;
     PublishLocked();
@@ -209,21 +259,51 @@ grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(
     stream->sink()->FinishWith(auth);
     return stream;
   }
-  const int32_t pod = req->pod_index();
   std::weak_ptr<OrderSink> mine = stream->sink();
   {
     absl::MutexLock lock(&mu_);
+    const int32_t pod = req->pod_index();
+    const std::string& spare = req->spare();
+    auto holder = held_by_spare_.find(pod);
+    const bool held = holder != held_by_spare_.end() && followers_.contains(pod);
+    if (held && holder->second != spare) {
+      stream->sink()->FinishWith(absl::FailedPreconditionError(
+          absl::StrCat("pod index ", pod, " is held by spare ", holder->second, ", which took it in a restart")));
+      return stream;
+    }
+    if (!spare.empty() && pod > 0 && holder != held_by_spare_.end() && holder->second != spare) {
+      stream->sink()->FinishWith(absl::FailedPreconditionError(
+          absl::StrCat("spare ", spare, " does not hold pod index ", pod, " (spare ", holder->second, " took it)")));
+      return stream;
+    }
     stream->sink()->Push(OrderLocked());
-    followers_[pod] = stream->sink();
+    if (!spare.empty() && pod == 0) {
+      spares_[spare] = stream->sink();
+    } else {
+      followers_[pod] = stream->sink();
+      if (spare.empty()) {
+        held_by_spare_.erase(pod);  // A pod of its own follows it (the spare is gone).
+      } else {
+        held_by_spare_[pod] = spare;  // The spare that took it, back after a broken stream.
+      }
+    }
     PublishLocked();  // Who follows changed.
   }
-  // Its sidecar went (or its connection broke): it follows no more.
-  stream->set_on_end([this, pod, mine] {
+  // Its sidecar went (or its connection broke): it follows no more, as a pod or as a spare (it
+  // may have taken a slot since).
+  stream->set_on_end([this, mine] {
+    const std::shared_ptr<OrderSink> gone = mine.lock();
     absl::MutexLock lock(&mu_);
-    auto it = followers_.find(pod);
-    if (it == followers_.end() || it->second != mine.lock()) return;
-    followers_.erase(it);
-    PublishLocked();
+    bool changed = false;
+    for (auto it = followers_.begin(); it != followers_.end();) {
+      changed |= it->second == gone;
+      it = it->second == gone ? followers_.erase(it) : std::next(it);
+    }
+    for (auto it = spares_.begin(); it != spares_.end();) {
+      changed |= it->second == gone;
+      it = it->second == gone ? spares_.erase(it) : std::next(it);
+    }
+    if (changed) PublishLocked();
   });
   return stream;
 }
@@ -253,7 +333,7 @@ grpc::ServerUnaryReactor* AttemptHub::StartAttempt(grpc::CallbackServerContext* 
                                                    const attemptspb::StartAttemptRequest* req,
                                                    attemptspb::StartAttemptResponse*) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
-  return FinishUnary(ctx, Start(req->attempt()));
+  return FinishUnary(ctx, Start(req->attempt(), {req->assignments().begin(), req->assignments().end()}));
 }
 
 grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* ctx,

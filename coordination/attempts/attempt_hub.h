@@ -59,8 +59,13 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
                           std::function<void(uint64_t dump_id, int32_t attempt)> dump_locally);
 
   // Starts attempt `attempt`: OK when it is the current attempt + 1 (or already the current
-  // one: a repeated order); FailedPrecondition otherwise.
-  absl::Status Start(int32_t attempt);
+  // one: a repeated order, whose assignments are ignored); FailedPrecondition otherwise.
+  // `assignments` give spares the slots of pods that are gone (FollowAttemptsRequest.spare): each
+  // spare hears the attempt with its pod index and follows as that pod from then on; a pod that
+  // still follows that index is let go. FailedPrecondition, starting nothing, for pod index 0, a
+  // spare that does not follow, or a spare or index named twice; a spare that goes while the
+  // attempt starts is left out (the slot is then not followed).
+  absl::Status Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments = {});
   // Records how a pod's processes ended; one of an earlier attempt is dropped.
   void ReportEnd(const attemptspb::AttemptEnd& end);
   // Records what a pod's sidecar says of its ranks' progress (one of an earlier attempt is
@@ -103,6 +108,9 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   attemptspb::AttemptOrder OrderLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes the state to every observer (and drops those gone).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why `assignments` cannot be carried out now ("" when they can).
+  std::string CheckAssignmentsLocked(const std::vector<attemptspb::SpareAssignment>& assignments) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string token_;
   const uint64_t incarnation_;
@@ -120,6 +128,11 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   std::map<int32_t, attemptspb::AttemptEnd> ends_ ABSL_GUARDED_BY(mu_);
   // Followers by pod index (a pod that follows again replaces its stream).
   std::map<int32_t, std::shared_ptr<OrderSink>> followers_ ABSL_GUARDED_BY(mu_);
+  // Spares that follow holding no slot, by pod name (one that takes a slot moves to followers_).
+  std::map<std::string, std::shared_ptr<OrderSink>> spares_ ABSL_GUARDED_BY(mu_);
+  // The pod indices spares took, and which spare holds each: while it follows, the pod that held
+  // the index before (an evicted pod's sidecar still up) cannot follow with it again.
+  std::map<int32_t, std::string> held_by_spare_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(int32_t)>> local_followers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<StateSink>> observers_ ABSL_GUARDED_BY(mu_);
 };

@@ -9,9 +9,12 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/grpc_util.h"
 #include "coordination/attempts/attempt_client.h"
 #include "gtest/gtest.h"
 
@@ -108,6 +111,100 @@ TEST_F(AttemptHubTest, OnlyTheNextAttemptStarts_ARepeatedOrderIsKept) {
   EXPECT_EQ(server_->hub().Start(2).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(before, std::vector<int32_t>({3}));  // The attempt's service before anyone hears.
   EXPECT_EQ(local, std::vector<int32_t>({2, 3}));
+}
+
+// Spares (FollowAttemptsRequest.spare): a spare follows holding no slot; an attempt gives it the
+// slot of a pod that is gone, it hears that attempt with its pod index and is that pod from then
+// on, while the pod that held the index is let go.
+TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPodFromThenOn) {
+  Received<attemptspb::AttemptOrder> pod1, spare;
+  auto old_pod1 = std::make_unique<AttemptFollower>(address_, kToken, 1,
+                                                    [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  std::unique_ptr<AttemptFollower> follower =
+      AttemptFollower::Spare(address_, kToken, "job-spare-0", [&](const attemptspb::AttemptOrder& o) { spare.Add(o); });
+  Received<attemptspb::AttemptState> op;
+  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  ASSERT_TRUE(op.WaitFor([](const auto& s) {
+    return s.spares_size() == 1 && s.spares(0) == "job-spare-0" && s.pods_following() == 1;
+  })) << "the spare is listed apart, not as a pod that follows";
+  std::optional<attemptspb::AttemptOrder> waiting = spare.WaitFor([](const auto& o) { return o.attempt() == 2; });
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_FALSE(waiting->has_pod_index()) << "a spare runs nothing until it holds a slot";
+
+  attemptspb::SpareAssignment take;
+  take.set_pod_index(1);
+  take.set_spare("job-spare-0");
+  ASSERT_TRUE(observer.Start(3, {take}).ok());
+  std::optional<attemptspb::AttemptOrder> taken = spare.WaitFor([](const auto& o) { return o.attempt() == 3; });
+  ASSERT_TRUE(taken.has_value());
+  ASSERT_TRUE(taken->has_pod_index());
+  EXPECT_EQ(taken->pod_index(), 1);
+  std::optional<attemptspb::AttemptState> after =
+      op.WaitFor([](const auto& s) { return s.attempt() == 3 && s.spares_size() == 0 && s.pods_following() == 1; });
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->following(0), 1);
+  // The pod that held index 1 is let go, and cannot follow with it while the spare holds it.
+  auto follow_as_pod1 = [&] {
+    auto stub = attemptspb::AttemptControl::NewStub(
+        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    AddToken(&ctx, kToken);
+    attemptspb::FollowAttemptsRequest req;
+    req.set_pod_index(1);
+    auto reader = stub->FollowAttempts(&ctx, req);
+    attemptspb::AttemptOrder order;
+    EXPECT_FALSE(reader->Read(&order)) << "ordered: " << order.ShortDebugString();
+    return reader->Finish();
+  };
+  const grpc::Status refused = follow_as_pod1();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(refused.error_message().find("pod index 1 is held by spare job-spare-0"), std::string::npos)
+      << refused.error_message();
+
+  // The spare follows as pod 1 from now on: the next attempt reaches it as pod 1's, with no
+  // index (it holds it already), and its going leaves index 1 unfollowed.
+  old_pod1.reset();
+  ASSERT_TRUE(observer.Start(4).ok());
+  std::optional<attemptspb::AttemptOrder> next = spare.WaitFor([](const auto& o) { return o.attempt() == 4; });
+  ASSERT_TRUE(next.has_value());
+  EXPECT_FALSE(next->has_pod_index());
+  follower.reset();
+  EXPECT_TRUE(op.WaitFor([](const auto& s) { return s.attempt() == 4 && s.pods_following() == 0; }));
+  // The spare gone, a pod of its own (a replacement) may follow with index 1 again.
+  Received<attemptspb::AttemptOrder> replacement;
+  AttemptFollower pod1_again(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { replacement.Add(o); });
+  EXPECT_TRUE(replacement.WaitFor([](const auto& o) { return o.attempt() == 4; }));
+}
+
+TEST_F(AttemptHubTest, AnAssignmentThatCannotBeCarriedOut_StartsNothingAndSaysWhy) {
+  Received<attemptspb::AttemptState> op;
+  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  std::unique_ptr<AttemptFollower> a = AttemptFollower::Spare(address_, kToken, "spare-a", nullptr);
+  std::unique_ptr<AttemptFollower> b = AttemptFollower::Spare(address_, kToken, "spare-b", nullptr);
+  ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.spares_size() == 2; }));
+  auto assign = [](int32_t pod, const std::string& spare) {
+    attemptspb::SpareAssignment x;
+    x.set_pod_index(pod);
+    x.set_spare(spare);
+    return x;
+  };
+  const struct {
+    std::vector<attemptspb::SpareAssignment> assignments;
+    std::string why;
+  } cases[] = {
+      {{assign(0, "spare-a")}, "rank 0's pod hosts the coordination service"},
+      {{assign(-1, "spare-a")}, "there is no such pod"},
+      {{assign(1, "spare-c")}, "spare 'spare-c' does not follow"},
+      {{assign(1, "spare-a"), assign(1, "spare-b")}, "pod index 1 is given twice"},
+      {{assign(1, "spare-a"), assign(2, "spare-a")}, "spare 'spare-a' is given two slots"},
+  };
+  for (const auto& c : cases) {
+    absl::Status s = observer.Start(3, c.assignments);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find(c.why), std::string::npos) << s;
+  }
+  EXPECT_EQ(server_->hub().State().attempt(), 2) << "nothing started";
+  EXPECT_EQ(server_->hub().State().spares_size(), 2) << "no spare took a slot";
 }
 
 TEST_F(AttemptHubTest, AWrongTokenIsRefused) {
