@@ -349,6 +349,31 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
   bool signalled = false;
   ProcessGroup::Hooks idle;
   idle.on_signal = [&](int) { signalled = true; };
+  // The latest order among `lines` for an attempt of at least `least`. One that gives this pod
+  // another pod index (a spare that took a slot) moves the pod's ranks there, for that attempt
+  // and the ones after it; an index outside the job is refused, saying so.
+  auto latest_order = [&](const std::vector<std::string>& lines, int32_t least) -> std::optional<int32_t> {
+    std::optional<launch::AttemptOrder> next;
+    for (const std::string& l : lines) {
+      std::optional<launch::AttemptOrder> o = launch::ParseOrder(l);
+      if (!o || o->attempt < least || (next && o->attempt <= next->attempt)) continue;
+      if (o->pod_index && *o->pod_index >= pod->num_pods) {
+        ProcessGroup::Print(absl::StrCat(kName, ": the sidecar ordered restart attempt ", o->attempt, " as pod ",
+                                         *o->pod_index, ", but the job has ", pod->num_pods, " pods: ignored"));
+        continue;
+      }
+      next = o;
+    }
+    if (!next) return std::nullopt;
+    if (next->pod_index && *next->pod_index != pod->pod_index) {
+      ProcessGroup::Print(absl::StrCat(kName, ": this pod holds pod index ", *next->pod_index, " (ranks ",
+                                       *next->pod_index * pod->processes_per_pod, "-",
+                                       (*next->pod_index + 1) * pod->processes_per_pod - 1, ") from restart attempt ",
+                                       next->attempt, " on"));
+      pod->pod_index = *next->pod_index;
+    }
+    return next->attempt;
+  };
   // The next attempt the sidecar orders, at least `least`; nullopt after a signal or when the
   // sidecar is gone. The first attempt too waits for its order: a pod's sidecar gives it at once,
   // unless the pod replaces one alone while the others still end the last attempt (its processes
@@ -363,11 +388,7 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
       }
       std::vector<std::string> lines;
       const bool open = from_sidecar.Read(&lines);
-      std::optional<int32_t> next;
-      for (const std::string& l : lines) {
-        std::optional<int32_t> n = launch::ParseAttempt(l);
-        if (n && *n >= least && (!next || *n > *next)) next = n;
-      }
+      std::optional<int32_t> next = latest_order(lines, least);
       if (next || !open) return next;
     }
     return std::nullopt;
@@ -389,12 +410,7 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
     if (sidecar_gone || poll(&p, 1, 0) != 1) return std::nullopt;
     std::vector<std::string> lines;
     sidecar_gone = !from_sidecar.Read(&lines);
-    std::optional<int32_t> next;
-    for (const std::string& l : lines) {
-      std::optional<int32_t> n = launch::ParseAttempt(l);
-      if (n && *n > attempt && (!next || *n > *next)) next = n;
-    }
-    return next;
+    return latest_order(lines, attempt + 1);
   };
   while (true) {
     AttemptOutcome out = RunAttempt(group, command, *pod, attempt, window, one_process, ordered_meanwhile);

@@ -10,7 +10,10 @@
 
 namespace cohort::launch {
 
-std::string FormatAttempt(int32_t attempt) { return absl::StrCat("attempt ", attempt, "\n"); }
+std::string FormatOrder(const AttemptOrder& order) {
+  if (!order.pod_index) return absl::StrCat("attempt ", order.attempt, "\n");
+  return absl::StrCat("attempt ", order.attempt, " pod ", *order.pod_index, "\n");
+}
 
 std::string FormatEnded(const AttemptEnded& e) {
   std::string reason = e.reason.empty() || e.reason.find_first_of(" \n") != std::string::npos ? "Error" : e.reason;
@@ -18,11 +21,17 @@ std::string FormatEnded(const AttemptEnded& e) {
                       absl::CEscape(e.message), "\n");
 }
 
-std::optional<int32_t> ParseAttempt(absl::string_view line) {
+std::optional<AttemptOrder> ParseOrder(absl::string_view line) {
   absl::ConsumeSuffix(&line, "\n");
-  int32_t n = 0;
-  if (!absl::ConsumePrefix(&line, "attempt ") || !absl::SimpleAtoi(line, &n) || n < 0) return std::nullopt;
-  return n;
+  if (!absl::ConsumePrefix(&line, "attempt ")) return std::nullopt;
+  std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+  AttemptOrder order;
+  if (!absl::SimpleAtoi(f[0], &order.attempt) || order.attempt < 0) return std::nullopt;
+  if (f.size() == 1) return order;
+  int32_t pod = 0;
+  if (f.size() != 3 || f[1] != "pod" || !absl::SimpleAtoi(f[2], &pod) || pod < 0) return std::nullopt;
+  order.pod_index = pod;
+  return order;
 }
 
 std::optional<AttemptEnded> ParseEnded(absl::string_view line) {

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<LaunchChannel>> LaunchChannel::Serve(
   c->on_ended_ = std::move(on_ended);
   {
     absl::MutexLock lock(&c->mu_);
-    c->attempt_ = attempt;
+    if (attempt) c->order_ = launch::AttemptOrder{*attempt, std::nullopt};
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -75,10 +75,11 @@ LaunchChannel::~LaunchChannel() {
   std::filesystem::remove(path_, ec);
 }
 
-void LaunchChannel::Order(int32_t attempt) {
+void LaunchChannel::Order(int32_t attempt, std::optional<int32_t> pod_index) {
   absl::MutexLock lock(&mu_);
-  attempt_ = attempt;
-  if (conn_fd_ >= 0) WriteAll(conn_fd_, launch::FormatAttempt(attempt));
+  if (!pod_index && order_) pod_index = order_->pod_index;  // A slot taken stays taken.
+  order_ = launch::AttemptOrder{attempt, pod_index};
+  if (conn_fd_ >= 0) WriteAll(conn_fd_, launch::FormatOrder(*order_));
 }
 
 void LaunchChannel::AcceptLoop() {
@@ -100,7 +101,7 @@ void LaunchChannel::AcceptLoop() {
     {
       absl::MutexLock lock(&mu_);
       conn_fd_ = fd;
-      if (attempt_) WriteAll(fd, launch::FormatAttempt(*attempt_));
+      if (order_) WriteAll(fd, launch::FormatOrder(*order_));
     }
     read_thread_ = std::thread([this, fd] { ReadLoop(fd); });
   }

@@ -24,8 +24,9 @@ class LaunchChannel {
                                                               std::optional<int32_t> attempt,
                                                               std::function<void(const launch::AttemptEnded&)> on_ended);
   ~LaunchChannel();
-  // Tells cohort-launch to run `attempt` (now, or when it connects).
-  void Order(int32_t attempt);
+  // Tells cohort-launch to run `attempt` (now, or when it connects); with `pod_index`, as that
+  // pod from then on (a spare that took a slot), which later orders repeat.
+  void Order(int32_t attempt, std::optional<int32_t> pod_index = std::nullopt);
 
  private:
   LaunchChannel() = default;
@@ -37,7 +38,7 @@ class LaunchChannel {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // Written to stop the accept loop.
   absl::Mutex mu_;
-  std::optional<int32_t> attempt_ ABSL_GUARDED_BY(mu_);
+  std::optional<launch::AttemptOrder> order_ ABSL_GUARDED_BY(mu_);  // The last one.
   int conn_fd_ ABSL_GUARDED_BY(mu_) = -1;
   std::thread accept_thread_;
   std::thread read_thread_;

@@ -199,8 +199,8 @@ class FakeSidecar {
     reader_ = LineReader(conn_fd_);
     return conn_fd_ >= 0;
   }
-  void Order(int attempt) {
-    const std::string line = launch::FormatAttempt(attempt);
+  void Order(int attempt, std::optional<int32_t> pod_index = std::nullopt) {
+    const std::string line = launch::FormatOrder({attempt, pod_index});
     EXPECT_EQ(write(conn_fd_, line.data(), line.size()), static_cast<ssize_t>(line.size()));
   }
   // The next line cohort-launch writes, within `timeout`.
@@ -325,6 +325,35 @@ TEST(CohortLaunchTest, InPlace_LaterAttemptOrderedWhileOneRuns_ItsProcessesKille
   }
   EXPECT_TRUE(run.Has("[rank 2] attempt 2 pid"));
   EXPECT_TRUE(run.Has("[rank 3] attempt 2 pid"));
+}
+
+// A spare pod that took the slot of a pod that is gone: ordered to run an attempt as pod 2 of 3,
+// its processes are ranks 4 and 5 (with every variable that follows from that), in that attempt
+// and the next; an order naming a pod the job does not have is refused, saying so.
+TEST(CohortLaunchTest, InPlace_OrderedAsAnotherPod_ItsProcessesTakeThatPodsRanksFromThenOn) {
+  InPlacePod pod(/*attempt=*/1);
+  pod.env["COHORT_NUM_PROCESSES"] = "6";
+  FakeSidecar& sidecar = pod.sidecar;
+  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c",
+                               "echo attempt $COHORT_RESTART_ATTEMPT id $COHORT_PROCESS_ID rank $RANK node $NODE_RANK; "
+                               "[ $COHORT_RESTART_ATTEMPT = 2 ] || exit 1"},
+                              pod.env);
+  ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
+  sidecar.Order(1, 7);
+  ASSERT_TRUE(run.ReadUntil("ordered restart attempt 1 as pod 7, but the job has 3 pods: ignored", absl::Seconds(10)));
+  sidecar.Order(1, 2);
+  ASSERT_TRUE(run.ReadUntil("this pod holds pod index 2 (ranks 4-5) from restart attempt 1 on", absl::Seconds(10)));
+  std::optional<std::string> line = sidecar.Next(absl::Seconds(20));
+  ASSERT_TRUE(line.has_value()) << "no end of attempt 1 reported";
+  sidecar.Order(2);  // A later order without an index: the pod keeps the one it holds.
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (int attempt : {1, 2}) {
+    EXPECT_TRUE(run.Has(absl::StrCat("[rank 4] attempt ", attempt, " id 4 rank 4 node 2"))) << attempt;
+    EXPECT_TRUE(run.Has(absl::StrCat("[rank 5] attempt ", attempt, " id 5 rank 5 node 2"))) << attempt;
+  }
+  EXPECT_FALSE(run.Has("[rank 2]")) << "a process ran as the pod it was before";
 }
 
 // A pod created to replace one alone runs the next attempt only once its sidecar orders it: the

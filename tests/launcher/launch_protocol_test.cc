@@ -29,11 +29,20 @@ TEST(LaunchProtocol, AReasonThatIsNotOneWordIsSentAsError) {
 }
 
 TEST(LaunchProtocol, AttemptLines) {
-  EXPECT_EQ(FormatAttempt(12), "attempt 12\n");
-  EXPECT_EQ(ParseAttempt("attempt 12"), 12);
-  EXPECT_EQ(ParseAttempt("attempt -1"), std::nullopt);
-  EXPECT_EQ(ParseAttempt("attempt x"), std::nullopt);
-  EXPECT_EQ(ParseAttempt("ended 1 2 3 Error m"), std::nullopt);
+  EXPECT_EQ(FormatOrder({12, std::nullopt}), "attempt 12\n");
+  EXPECT_EQ(FormatOrder({12, 3}), "attempt 12 pod 3\n");
+  std::optional<AttemptOrder> plain = ParseOrder("attempt 12");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->attempt, 12);
+  EXPECT_EQ(plain->pod_index, std::nullopt);
+  std::optional<AttemptOrder> as_pod = ParseOrder(FormatOrder({12, 3}));
+  ASSERT_TRUE(as_pod.has_value());
+  EXPECT_EQ(as_pod->attempt, 12);
+  EXPECT_EQ(as_pod->pod_index, 3);
+  for (const char* bad : {"attempt -1", "attempt x", "attempt 1 pod", "attempt 1 pod -2", "attempt 1 pad 2",
+                          "attempt 1 pod 2 extra", "ended 1 2 3 Error m"}) {
+    EXPECT_EQ(ParseOrder(bad).has_value(), false) << bad;
+  }
   EXPECT_EQ(ParseEnded("ended 1 two 3 Error m"), std::nullopt);
   EXPECT_EQ(ParseEnded("ended 1 2 3"), std::nullopt);
   EXPECT_EQ(ParseEnded("attempt 1"), std::nullopt);
