@@ -21,6 +21,7 @@
 #include "common/env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/temporary_directory.h"
 
 namespace cohort::sidecar {
 namespace {
@@ -43,20 +44,13 @@ void Write(const std::string& path, const std::string& text) {
 class HealthWatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/health-watch-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
     options_.agent_socket = dir_ + "/agent.sock";
     options_.first_rank = 4;  // Pod 2 of a job with 2 processes per pod.
     options_.processes_per_pod = 2;
     options_.pod_index = 2;
     options_.period = absl::Milliseconds(10);
   }
-  void TearDown() override {
-    watch_.reset();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  void TearDown() override { watch_.reset(); }
 
   // The hook's status file of rank `rank`, written `age` ago by a process started `started` ago.
   void WriteStatus(int rank, absl::Duration age, nlohmann::json fields,
@@ -84,7 +78,8 @@ class HealthWatchTest : public ::testing::Test {
     return mu_.AwaitWithTimeout(absl::Condition(&done), kWait);
   }
 
-  std::string dir_;
+  testing::TemporaryDirectory tmp_{"health-watch-test"};
+  const std::string dir_ = tmp_.path();
   HealthWatch::Options options_;
   std::unique_ptr<HealthWatch> watch_;
   absl::Mutex mu_;

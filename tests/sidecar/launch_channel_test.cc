@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -17,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "launcher/launch_protocol.h"
+#include "tests/common/temporary_directory.h"
 
 namespace cohort::sidecar {
 namespace {
@@ -62,16 +62,8 @@ class Launcher {
 
 class LaunchChannelTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir[] = "/tmp/launch-channel-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string dir_;
+  testing::TemporaryDirectory tmp_{"launch-channel-test"};
+  const std::string dir_ = tmp_.path();
 };
 
 // A spare that took a slot: the order carries its pod index, and every later order (also the one
