@@ -4,8 +4,6 @@
 
 #include "sidecar/health_watch.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <filesystem>
 #include <fstream>
