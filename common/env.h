@@ -31,6 +31,10 @@ inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
 // before the next (the pod's /dev/shm).
 inline constexpr char kLaunchSocket[] = "COHORT_LAUNCH_SOCKET";
 inline constexpr char kShmDir[] = "COHORT_SHM_DIR";
+// A spare pod (a pod beyond the gang's, restarting in place): its name. Its sidecar and
+// cohort-launch hold no rank (COHORT_PROCESS_ID unset) until an attempt gives the pod the slot of
+// a pod that is gone; the sidecar then runs as that pod's, and tells cohort-launch which it is.
+inline constexpr char kSpare[] = "COHORT_SPARE";
 // Hang detection (docs/faults.md, "Hung ranks"): cohort-launch gives each Python process the
 // start-up hook's directory of its own (its status, and the sidecar's requests for its stacks)
 // and its own pid, which the hook checks to stay silent in the process's children;

@@ -318,8 +318,32 @@ std::set<std::string> ListDir(const std::string& dir) {
   return names;
 }
 
+// This pod's place in the job. A spare pod (COHORT_SPARE, no COHORT_PROCESS_ID) has none yet:
+// pod index -1 until its sidecar orders an attempt as some pod.
+absl::StatusOr<env::ProcessPlacement> PodPlacement(bool spare) {
+  if (!spare) return env::PodPlacementFromEnvironment();
+  env::ProcessPlacement p;
+  p.pod_index = -1;
+  absl::StatusOr<std::optional<int64_t>> world = env::GetInt(env::kNumProcesses);
+  absl::StatusOr<std::optional<int64_t>> per_pod = env::GetInt(env::kProcessesPerPod);
+  if (!world.ok()) return world.status();
+  if (!per_pod.ok()) return per_pod.status();
+  p.processes_per_pod = static_cast<int>(per_pod->value_or(1));
+  if (!world->has_value() || p.processes_per_pod < 1 || **world % p.processes_per_pod != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a spare pod needs COHORT_NUM_PROCESSES, a multiple of COHORT_PROCESSES_PER_POD; the operator sets both"));
+  }
+  p.num_pods = static_cast<int>(**world / p.processes_per_pod);
+  if (!env::Get(env::kLaunchSocket)) {
+    return absl::InvalidArgumentError(
+        "a spare pod runs only what its sidecar orders, on the launch socket: COHORT_LAUNCH_SOCKET is not set");
+  }
+  return p;
+}
+
 int Launch(const std::vector<std::string>& command, absl::Duration window, bool one_process) {
-  absl::StatusOr<env::ProcessPlacement> pod = env::PodPlacementFromEnvironment();
+  const bool spare = env::Get(env::kSpare).has_value() && !env::Get(env::kProcessId).has_value();
+  absl::StatusOr<env::ProcessPlacement> pod = PodPlacement(spare);
   if (!pod.ok()) {
     std::cerr << kName << ": " << pod.status().message() << "\n";
     return kExitUsage;
@@ -334,7 +358,8 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
     return kExitUsage;
   }
   ProcessGroup group(kName);
-  const int launch_fd = ConnectLaunchSocket(absl::Seconds(10));
+  int launch_fd = ConnectLaunchSocket(absl::Seconds(10));
+  if (launch_fd < 0 && spare) return 1;  // It said why.
   if (launch_fd < 0) {
     AttemptOutcome out = RunAttempt(group, command, *pod, std::nullopt, window, one_process);
     if (!out.cause.empty()) ProcessGroup::Print(absl::StrCat(kName, ": exiting with ", out.cause));
@@ -362,6 +387,7 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
                                          *o->pod_index, ", but the job has ", pod->num_pods, " pods: ignored"));
         continue;
       }
+      if (!o->pod_index && pod->pod_index < 0) continue;  // A spare runs nothing until it holds a slot.
       next = o;
     }
     if (!next) return std::nullopt;
@@ -389,14 +415,25 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
       std::vector<std::string> lines;
       const bool open = from_sidecar.Read(&lines);
       std::optional<int32_t> next = latest_order(lines, least);
-      if (next || !open) return next;
+      if (next) return next;
+      if (!open) {
+        // The sidecar went: a spare's re-executes itself as the pod it now is; any other may have
+        // been restarted. Its socket is back within moments, or the pod is gone.
+        close(launch_fd);
+        launch_fd = ConnectLaunchSocket(absl::Seconds(10));
+        if (launch_fd < 0) return std::nullopt;
+        from_sidecar = LineReader(launch_fd);
+        ProcessGroup::Print(absl::StrCat(kName, ": the sidecar's launch socket closed; reconnected"));
+      }
     }
     return std::nullopt;
   };
   std::optional<int32_t> go = await_order(
-      attempt, absl::StrCat(kName, ": restart attempt ", attempt,
-                            " waits for its order from the sidecar (this pod replaces one alone: the others end the "
-                            "last attempt first)"));
+      attempt, spare ? absl::StrCat(kName, ": a spare pod: waiting for the sidecar to give it the slot of a pod "
+                                           "that is gone")
+                     : absl::StrCat(kName, ": restart attempt ", attempt,
+                                    " waits for its order from the sidecar (this pod replaces one alone: the "
+                                    "others end the last attempt first)"));
   if (!go && !signalled) {
     std::cerr << kName << ": the pod's sidecar closed the launch socket before it ordered restart attempt "
               << attempt << ": its log says why\n";

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<LaunchChannel>> LaunchChannel::Serve(
   c->on_ended_ = std::move(on_ended);
   {
     absl::MutexLock lock(&c->mu_);
-    if (attempt) c->order_ = launch::AttemptOrder{*attempt, std::nullopt};
+    c->attempt_ = attempt;
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -77,9 +77,14 @@ LaunchChannel::~LaunchChannel() {
 
 void LaunchChannel::Order(int32_t attempt, std::optional<int32_t> pod_index) {
   absl::MutexLock lock(&mu_);
-  if (!pod_index && order_) pod_index = order_->pod_index;  // A slot taken stays taken.
-  order_ = launch::AttemptOrder{attempt, pod_index};
-  if (conn_fd_ >= 0) WriteAll(conn_fd_, launch::FormatOrder(*order_));
+  attempt_ = attempt;
+  if (pod_index) pod_index_ = pod_index;  // A slot taken stays taken.
+  if (conn_fd_ >= 0) WriteAll(conn_fd_, launch::FormatOrder({attempt, pod_index_}));
+}
+
+void LaunchChannel::HoldPodIndex(int32_t pod_index) {
+  absl::MutexLock lock(&mu_);
+  pod_index_ = pod_index;
 }
 
 void LaunchChannel::AcceptLoop() {
@@ -101,7 +106,7 @@ void LaunchChannel::AcceptLoop() {
     {
       absl::MutexLock lock(&mu_);
       conn_fd_ = fd;
-      if (order_) WriteAll(fd, launch::FormatOrder(*order_));
+      if (attempt_) WriteAll(fd, launch::FormatOrder({*attempt_, pod_index_}));
     }
     read_thread_ = std::thread([this, fd] { ReadLoop(fd); });
   }

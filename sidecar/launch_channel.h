@@ -27,6 +27,9 @@ class LaunchChannel {
   // Tells cohort-launch to run `attempt` (now, or when it connects); with `pod_index`, as that
   // pod from then on (a spare that took a slot), which later orders repeat.
   void Order(int32_t attempt, std::optional<int32_t> pod_index = std::nullopt);
+  // This pod holds pod index `pod_index` (a spare's sidecar, restarted as the pod whose slot it
+  // took): every order says so, from the first.
+  void HoldPodIndex(int32_t pod_index);
 
  private:
   LaunchChannel() = default;
@@ -38,7 +41,8 @@ class LaunchChannel {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // Written to stop the accept loop.
   absl::Mutex mu_;
-  std::optional<launch::AttemptOrder> order_ ABSL_GUARDED_BY(mu_);  // The last one.
+  std::optional<int32_t> attempt_ ABSL_GUARDED_BY(mu_);    // The attempt ordered last.
+  std::optional<int32_t> pod_index_ ABSL_GUARDED_BY(mu_);  // Once given, in every order.
   int conn_fd_ ABSL_GUARDED_BY(mu_) = -1;
   std::thread accept_thread_;
   std::thread read_thread_;

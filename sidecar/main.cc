@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,6 +24,7 @@
 #include "coordination/server/jax_compat_service.h"
 #include "sidecar/sidecar.h"
 #include "sidecar/sidecar_policy.h"
+#include "sidecar/spare.h"
 
 namespace cohort::sidecar {
 namespace {
@@ -89,6 +91,10 @@ int Run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (IsSpare(flags)) {
+    sigset_t signals = BlockTerminationSignals();
+    return RunSpare(flags, std::vector<std::string>(argv, argv + argc), signals);
   }
   absl::StatusOr<SidecarConfig> config = ResolveConfig(std::move(flags));
   if (!config.ok()) return Fail(std::string(config.status().message()));

@@ -223,6 +223,9 @@ absl::Status Sidecar::StartInPlace() {
                            [this](const launch::AttemptEnded& ended) { ReportEnded(ended); });
   if (!launch.ok()) return launch.status();
   launch_ = *std::move(launch);
+  // A spare that took this pod's slot: cohort-launch hears which pod it now is with every order.
+  const std::optional<std::string> spare = env::Get(env::kSpare);
+  if (spare) launch_->HoldPodIndex(config_.settings.process_id / config_.processes_per_pod);
   const std::string& coordinator = config_.settings.coordinator_address;
   absl::StatusOr<coordination::HangTimeout> hang_timeout =
       coordination::ParseHangTimeout(env::Get(env::kHangTimeout).value_or("auto"));
@@ -260,12 +263,15 @@ absl::Status Sidecar::StartInPlace() {
   } else {
     absl::StatusOr<std::string> address = coordination::AttemptControlAddress(coordinator);
     if (!address.ok()) return address.status();
-    follower_ = std::make_unique<coordination::AttemptFollower>(
-        *address, config_.settings.token, config_.settings.process_id / config_.processes_per_pod,
-        [this](const coordination::attemptspb::AttemptOrder& order) {
-          OnOrder(order.attempt());
-          if (order.dump_id() != 0 && health_) health_->Dump(order.dump_id(), order.attempt());
-        });
+    const int32_t pod_index = config_.settings.process_id / config_.processes_per_pod;
+    auto on_order = [this](const coordination::attemptspb::AttemptOrder& order) {
+      OnOrder(order.attempt());
+      if (order.dump_id() != 0 && health_) health_->Dump(order.dump_id(), order.attempt());
+    };
+    // A spare that took this slot follows as the spare holding it (the hub lets no one else).
+    follower_ = spare ? coordination::AttemptFollower::Spare(*address, config_.settings.token, *spare, on_order, pod_index)
+                      : std::make_unique<coordination::AttemptFollower>(*address, config_.settings.token, pod_index,
+                                                                        on_order);
   }
   if (health_) StartHealthWatch();
   return absl::OkStatus();

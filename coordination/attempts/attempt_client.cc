@@ -82,9 +82,11 @@ AttemptFollower::AttemptFollower(std::string hub_address, std::string token,
 
 std::unique_ptr<AttemptFollower> AttemptFollower::Spare(std::string hub_address, std::string token,
                                                         std::string spare_name,
-                                                        std::function<void(const attemptspb::AttemptOrder&)> on_order) {
+                                                        std::function<void(const attemptspb::AttemptOrder&)> on_order,
+                                                        int32_t pod_index) {
   attemptspb::FollowAttemptsRequest identity;
   identity.set_spare(std::move(spare_name));
+  identity.set_pod_index(pod_index);
   return std::unique_ptr<AttemptFollower>(
       new AttemptFollower(std::move(hub_address), std::move(token), std::move(identity), std::move(on_order)));
 }

@@ -40,8 +40,10 @@ class AttemptFollower {
   // A spare pod's sidecar (FollowAttemptsRequest.spare): follows as spare `spare_name` until an
   // order gives it a pod index, and as the spare holding that index from then on (also when it
   // reconnects).
+  // `pod_index`: the slot it holds already (its sidecar restarted as that pod's).
   static std::unique_ptr<AttemptFollower> Spare(std::string hub_address, std::string token, std::string spare_name,
-                                                std::function<void(const attemptspb::AttemptOrder&)> on_order);
+                                                std::function<void(const attemptspb::AttemptOrder&)> on_order,
+                                                int32_t pod_index = 0);
   ~AttemptFollower();
   // Reports how this pod's processes ended (retried for up to `patience` while the hub is
   // unreachable).
