@@ -465,12 +465,14 @@ def test_jax(h, python):
 
 # ---- cost (not part of the test: --bench) --------------------------------------------------
 
-def bench(h, python, runs=5, steps=3000, probe_root=None):
+def bench(h, python, runs=5, steps=3000, probe_root=None, launcher=None):
     """Same-run A/B of a small 2-rank gloo DDP loop on the CPU with and without the hook (default
     periods), alternating which goes first: rank 0's wall and main-thread CPU time per step over
     `steps` steps after 100 warm-up steps, the probe thread's CPU time, each rank's VmRSS; then
     the cost of the optimizer hooks per step, and the VmRSS of a plain `python -c` with and
-    without the hook."""
+    without the hook. With `launcher` (a cohort-launch installed with --install, the hook beside
+    it), both ranks run as one pod of two processes under it, as the operator runs them, the hook
+    turned off by COHORT_PYTHON_PROBE=0 for the runs without."""
     program = h.write("bench_program.py", """\
         import json, os, sys, threading, time
         import torch
@@ -533,6 +535,10 @@ def bench(h, python, runs=5, steps=3000, probe_root=None):
     for run in range(runs):
         for config in (("hook", "none") if run % 2 == 0 else ("none", "hook")):
             port = str(free_port())
+            if launcher:
+                results[config].append(bench_pod(h, launcher, python, program, config, run, port, steps, probe_root))
+                print("run %d %-4s: %s" % (run, config, json.dumps(results[config][-1])), flush=True)
+                continue
             processes = []
             for rank in (0, 1):
                 probe_dir = os.path.join(probe_root or h.work, "bench-%s-%d-%d" % (config, run, rank))
@@ -575,6 +581,28 @@ def bench(h, python, runs=5, steps=3000, probe_root=None):
             rss[config].append(int(process.communicate(timeout=30)[0]))
     print("plain python -c VmRSS KiB: hook %s; none %s" % (stats(rss["hook"]), stats(rss["none"])))
 
+def bench_pod(h, launcher, python, program, config, run, port, steps, probe_root):
+    """One run of the benchmark as a pod of two processes under cohort-launch; each rank's result."""
+    pod_dir = os.path.join(probe_root or h.work, "pod-%s-%d" % (config, run))
+    os.makedirs(pod_dir, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k not in ("PYTHONPATH",)}
+    env.update(COHORT_PROCESS_ID="0", COHORT_NUM_PROCESSES="2", COHORT_PROCESSES_PER_POD="2",
+               COHORT_AGENT_SOCKET=os.path.join(pod_dir, "agent.sock"),
+               COHORT_PYTHON_PROBE="1" if config == "hook" else "0",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=port, OMP_NUM_THREADS="1", BENCH_STEPS=str(steps))
+    text = h.start([launcher, python, program], env).communicate(timeout=600)[0].decode()
+    outputs = []
+    for rank in (0, 1):
+        prefix = "[rank %d] " % rank
+        lines = [l[len(prefix):] for l in text.splitlines() if l.startswith(prefix + "{")]
+        if not lines:
+            raise AssertionError("the benchmark failed: %s" % text)
+        outputs.append(json.loads(lines[-1]))
+    if config == "hook" and "hooks_us_per_step" not in outputs[0]:
+        raise AssertionError("cohort-launch gave the processes no hook: was it installed with --install? %s" % text)
+    return outputs
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--source-dir", required=True)
@@ -584,6 +612,10 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the programs, probe directories and dumps")
     parser.add_argument("--bench", action="store_true", help="measure the hook's cost with --torch-python instead")
     parser.add_argument("--bench-probe-root", default="", help="where --bench puts the probe directories (a tmpfs)")
+    parser.add_argument("--bench-runs", type=int, default=5, help="--bench: runs of each configuration")
+    parser.add_argument("--bench-launcher", default="",
+                        help="--bench: run each configuration as a pod of two processes under this cohort-launch "
+                             "(installed with --install, so that the hook is beside it)")
     args = parser.parse_args()
     hook_dir = os.path.join(os.path.abspath(args.source_dir), "launcher", "python_probe")
     only = set(filter(None, args.only.split(",")))
@@ -593,7 +625,8 @@ def main():
     started = time.monotonic()
     if args.bench:
         try:
-            bench(h, os.path.abspath(args.torch_python), probe_root=args.bench_probe_root)
+            bench(h, os.path.abspath(args.torch_python), runs=args.bench_runs, probe_root=args.bench_probe_root,
+                  launcher=os.path.abspath(args.bench_launcher) if args.bench_launcher else None)
         finally:
             h.stop_all()
             shutil.rmtree(work, ignore_errors=True)
