@@ -1,9 +1,12 @@
 #include "operator/reconciler/children.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/env.h"
 #include "operator/api/json_fields.h"
 
@@ -166,6 +169,25 @@ std::string PodName(const DistributedJob& job, int32_t rank) {
 }
 std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
   return absl::StrCat(job.name, "-", rank, "-r", restart_attempt);
+}
+
+std::string JobOfPodName(absl::string_view name) {
+  // Drops "-<digits>" at the end, after "-r<digits>" when there is one.
+  auto drop_number = [](absl::string_view s, absl::string_view prefix) -> std::optional<absl::string_view> {
+    const size_t dash = s.rfind('-');
+    if (dash == absl::string_view::npos) return std::nullopt;
+    absl::string_view number = s.substr(dash + 1);
+    if (!absl::ConsumePrefix(&number, prefix) || number.empty() ||
+        !std::all_of(number.begin(), number.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+      return std::nullopt;
+    }
+    return s.substr(0, dash);
+  };
+  if (std::optional<absl::string_view> rest = drop_number(name, "r")) {
+    if (std::optional<absl::string_view> job = drop_number(*rest, "")) return std::string(*job);
+  }
+  std::optional<absl::string_view> job = drop_number(name, "");
+  return job ? std::string(*job) : "";
 }
 
 json BuildService(const DistributedJob& job) {

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/string_view.h"
 #include "operator/api/distributed_job.h"
 
 namespace cohort::op {
@@ -38,6 +39,9 @@ std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>"
 // Restarting in place, the pod that replaces rank's alone in `restart_attempt`:
 // "<job>-<rank>-r<restart_attempt>" (its hostname stays "<job>-<rank>").
 std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
+// The job a pod of these names belongs to ("train" of "train-2" and "train-2-r3"), for a pod known
+// only by its name (a DELETED event from a relist); "" for a name neither makes.
+std::string JobOfPodName(absl::string_view pod_name);
 
 // Headless (clusterIP None), publishNotReadyAddresses, selecting the job's pods.
 nlohmann::json BuildService(const DistributedJob& job);

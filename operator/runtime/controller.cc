@@ -39,10 +39,8 @@ Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler,
       [this](const std::string&, const json& pod) {
         const json& meta = Member(pod, "metadata");
         std::string job = StringMember(Member(meta, "labels"), kJobNameLabel);
-        if (job.empty()) {  // A DELETED from a relist carries only the name: "<job>-<rank>".
-          std::string name = StringMember(meta, "name");
-          job = name.substr(0, name.rfind('-'));
-        }
+        if (job.empty()) job = JobOfPodName(StringMember(meta, "name"));  // A DELETED from a relist: the name only.
+        if (job.empty()) return;
         queue_.Add(absl::StrCat(StringMember(meta, "namespace"), "/", job));
       },
       options_.watch_timeout);

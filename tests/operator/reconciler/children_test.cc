@@ -428,6 +428,11 @@ TEST(BuildPod, Replacement_NameOfItsOwn_SameHostnameAndRank) {
   b.Spec("replicas", 4);
   DistributedJob job = Job(b.Build());
   EXPECT_EQ(ReplacementPodName(job, 2, 3), "train-2-r3");
+  // Known by its name only (a DELETED from a relist), either pod leads back to its job.
+  EXPECT_EQ(JobOfPodName(PodName(job, 2)), "train");
+  EXPECT_EQ(JobOfPodName(ReplacementPodName(job, 2, 3)), "train");
+  EXPECT_EQ(JobOfPodName("my-job-r2-7"), "my-job-r2");
+  EXPECT_EQ(JobOfPodName("no-number"), "");
   json pod = BuildPod(job, 2, 3, ReplacementPodName(job, 2, 3));
   EXPECT_EQ(pod["metadata"]["name"], "train-2-r3");
   EXPECT_EQ(pod["spec"]["hostname"], "train-2");
