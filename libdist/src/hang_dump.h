@@ -20,7 +20,7 @@ namespace dist::internal {
 // blocks it, or does not answer within `per_thread`, is listed without frames, saying why. A
 // thread in a system call that cannot restart (poll, nanosleep) sees EINTR, as under a sampling
 // profiler. One dump at a time (callers wait for each other).
-std::string ThreadStacks(absl::Duration per_thread = absl::Milliseconds(200));
+std::string ThreadStacks(absl::Duration per_thread = absl::Seconds(1));
 
 // Writes <directory>/stacks.txt (ThreadStacks) and <directory>/flight_recorder.txt, then
 // <directory>/dumped ("<id> <summary>"), which tells the sidecar the evidence is complete.

@@ -29,6 +29,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// How long each thread gets to answer: generous, so that a loaded machine (ctest -j) does not make
+// a thread that answers late look like one that cannot (the default is 1 s).
+constexpr absl::Duration kPerThread = absl::Seconds(10);
+
 // A thread parked in a function of its own, until `release`.
 class ParkedThread {
  public:
@@ -64,7 +68,7 @@ class ParkedThread {
 
 TEST(HangDumpTest, ThreadStacks_EveryThreadByNameWithItsFrames) {
   ParkedThread parked("parked-here");
-  const std::string stacks = ThreadStacks();
+  const std::string stacks = ThreadStacks(kPerThread);
   EXPECT_THAT(stacks, HasSubstr(absl::StrCat("native stacks of process ", getpid())));
   EXPECT_THAT(stacks, HasSubstr("(parked-here)"));
   EXPECT_THAT(stacks, HasSubstr("ParkedInsideAKnownFunction")) << "the parked thread's own frame, symbolized";
@@ -79,7 +83,7 @@ TEST(HangDumpTest, ThreadStacks_TwentyFourThreads_EveryOneWithItsFrames) {
   for (int i = 0; i < 23; ++i) threads.push_back(std::make_unique<ParkedThread>("parked-here"));
   for (int run = 0; run < 7; ++run) {
     const absl::Time start = absl::Now();
-    const std::string stacks = ThreadStacks();
+    const std::string stacks = ThreadStacks(kPerThread);
     std::cout << "dump " << run << " of 24 threads: " << absl::FormatDuration(absl::Now() - start) << "\n";
     size_t frames = 0;
     for (size_t at = stacks.find("ParkedInsideAKnownFunction"); at != std::string::npos;
@@ -103,7 +107,7 @@ void ProgramsOwnHandler(int) { ++g_program_signals; }
 
 // Also when the program takes the signal the last dump used: the next dump picks another.
 TEST(HangDumpTest, ThreadStacks_ARealTimeSignalTheProgramHandles_IsLeftToIt) {
-  ThreadStacks();
+  ThreadStacks(kPerThread);
   // Every real-time signal the dump might pick belongs to the program now, but one.
   struct sigaction own {};
   own.sa_handler = ProgramsOwnHandler;
@@ -111,7 +115,7 @@ TEST(HangDumpTest, ThreadStacks_ARealTimeSignalTheProgramHandles_IsLeftToIt) {
   for (int s = SIGRTMIN + 3; s <= SIGRTMAX - 2; ++s) ASSERT_EQ(sigaction(s, &own, nullptr), 0);
   ParkedThread parked("parked-here");
 
-  const std::string stacks = ThreadStacks();
+  const std::string stacks = ThreadStacks(kPerThread);
   EXPECT_THAT(stacks, HasSubstr("ParkedInsideAKnownFunction")) << "the one signal left (SIGRTMIN+2)";
   EXPECT_EQ(g_program_signals, 0);
   for (int s = SIGRTMIN + 3; s <= SIGRTMAX - 2; ++s) {
