@@ -192,7 +192,11 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
     env::ProcessPlacement p = pod;
     p.local_index = local;
     std::map<std::string, std::string> vars;
-    // --one-process: the command (torchrun) starts the pod's processes and gives them their ranks.
+    // --one-process: the command (torchrun) starts the pod's processes and gives them their ranks;
+    // a pod that holds another pod's slot (a spare) tells it which node it now is.
+    if (one_process && env::Get(env::kProcessId) != absl::StrCat(pod.pod_index * pod.processes_per_pod)) {
+      vars[env::kTorchrunNodeRank] = absl::StrCat(pod.pod_index);
+    }
     if (!one_process) {
       for (auto& [name, value] : env::ProcessVariables(p, gpus)) vars[name] = value;
       if (!socket_base.empty()) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -354,6 +355,28 @@ TEST(CohortLaunchTest, InPlace_OrderedAsAnotherPod_ItsProcessesTakeThatPodsRanks
     EXPECT_TRUE(run.Has(absl::StrCat("[rank 5] attempt ", attempt, " id 5 rank 5 node 2"))) << attempt;
   }
   EXPECT_FALSE(run.Has("[rank 2]")) << "a process ran as the pod it was before";
+}
+
+// torchrun (--one-process) gives the pod's processes their ranks itself: a spare that took pod 2's
+// slot tells it which node it now is.
+TEST(CohortLaunchTest, InPlace_OneProcessOrderedAsAnotherPod_TorchrunHearsItsNodeRank) {
+  InPlacePod pod(/*attempt=*/1);
+  pod.env.erase("COHORT_PROCESS_ID");
+  pod.env["COHORT_SPARE"] = "job-spare-0";
+  pod.env["COHORT_NUM_PROCESSES"] = "6";
+  FakeSidecar& sidecar = pod.sidecar;
+  LauncherRun run = LaunchPod({"--one-process", "--", "/bin/sh", "-c", "echo torchrun node $PET_NODE_RANK"}, pod.env);
+  ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
+  sidecar.Order(1);  // No slot yet: a spare runs nothing.
+  sidecar.Order(1, 2);
+  int status = run.Finish();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(run.Has("torchrun node 2"));
+  EXPECT_EQ(std::count_if(run.lines.begin(), run.lines.end(),
+                          [](const std::string& l) { return l.find("torchrun node") != std::string::npos; }),
+            1)
+      << "it ran once, as pod 2";
 }
 
 // A pod created to replace one alone runs the next attempt only once its sidecar orders it: the
