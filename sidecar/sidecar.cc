@@ -271,7 +271,7 @@ absl::Status Sidecar::StartInPlace() {
     // A spare that took this slot follows as the spare holding it (the hub lets no one else).
     follower_ = spare ? coordination::AttemptFollower::Spare(*address, config_.settings.token, *spare, on_order, pod_index)
                       : std::make_unique<coordination::AttemptFollower>(*address, config_.settings.token, pod_index,
-                                                                        on_order);
+                                                                        on_order, PodName());
   }
   if (health_) StartHealthWatch();
   return absl::OkStatus();

@@ -54,9 +54,10 @@ void KeepReading(StreamControl& control, const std::string& token,
   }
 }
 
-attemptspb::FollowAttemptsRequest AsPod(int32_t pod_index) {
+attemptspb::FollowAttemptsRequest AsPod(int32_t pod_index, std::string pod_name) {
   attemptspb::FollowAttemptsRequest req;
   req.set_pod_index(pod_index);
+  req.set_pod_name(std::move(pod_name));
   return req;
 }
 
@@ -69,8 +70,9 @@ void StreamControl::Stop() {
 }
 
 AttemptFollower::AttemptFollower(std::string hub_address, std::string token, int32_t pod_index,
-                                 std::function<void(const attemptspb::AttemptOrder&)> on_order)
-    : AttemptFollower(std::move(hub_address), std::move(token), AsPod(pod_index), std::move(on_order)) {}
+                                 std::function<void(const attemptspb::AttemptOrder&)> on_order, std::string pod_name)
+    : AttemptFollower(std::move(hub_address), std::move(token), AsPod(pod_index, std::move(pod_name)),
+                      std::move(on_order)) {}
 
 AttemptFollower::AttemptFollower(std::string hub_address, std::string token,
                                  attemptspb::FollowAttemptsRequest identity,
@@ -85,6 +87,7 @@ std::unique_ptr<AttemptFollower> AttemptFollower::Spare(std::string hub_address,
                                                         std::function<void(const attemptspb::AttemptOrder&)> on_order,
                                                         int32_t pod_index) {
   attemptspb::FollowAttemptsRequest identity;
+  identity.set_pod_name(spare_name);
   identity.set_spare(std::move(spare_name));
   identity.set_pod_index(pod_index);
   return std::unique_ptr<AttemptFollower>(

@@ -35,8 +35,9 @@ struct StreamControl {
 // stream's own thread, `on_broken` there too each time a stream that had delivered ends.
 class AttemptFollower {
  public:
+  // `pod_name`: this pod's (a pod whose slot a spare took is then not let back).
   AttemptFollower(std::string hub_address, std::string token, int32_t pod_index,
-                  std::function<void(const attemptspb::AttemptOrder&)> on_order);
+                  std::function<void(const attemptspb::AttemptOrder&)> on_order, std::string pod_name = "");
   // A spare pod's sidecar (FollowAttemptsRequest.spare): follows as spare `spare_name` until an
   // order gives it a pod index, and as the spare holding that index from then on (also when it
   // reconnects).

@@ -213,17 +213,23 @@ absl::Status AttemptHub::Start(int32_t attempt, const std::vector<attemptspb::Sp
                    a.pod_index());
         continue;
       }
-      if (auto old = followers_.find(a.pod_index()); old != followers_.end()) {
-        old->second->FinishWith(absl::FailedPreconditionError(
-            absl::StrCat("pod index ", a.pod_index(), " was given to spare ", a.spare(), " in restart attempt ", attempt)));
-      }
       attemptspb::AttemptOrder with_index = order;
       with_index.set_pod_index(a.pod_index());
-      if (spare->second->Push(with_index)) {
+      const bool told = spare->second->Push(with_index);
+      if (told) {
+        // Only now is the pod that held the index let go: the spare heard it is the pod.
+        if (auto old = followers_.find(a.pod_index()); old != followers_.end()) {
+          old->second->FinishWith(absl::FailedPreconditionError(absl::StrCat(
+              "pod index ", a.pod_index(), " was given to spare ", a.spare(), " in restart attempt ", attempt)));
+        }
         followers_[a.pod_index()] = spare->second;
         held_by_spare_[a.pod_index()] = a.spare();
+        displaced_[a.pod_index()].merge(seen_names_[a.pod_index()]);
         taken.insert(a.pod_index());
         LogInfo("attempt hub: spare ", a.spare(), " takes pod index ", a.pod_index(), " in restart attempt ", attempt);
+      } else {
+        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt, " gave it pod index ",
+                   a.pod_index());
       }
       spares_.erase(spare);
     }
@@ -264,28 +270,42 @@ grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(
     absl::MutexLock lock(&mu_);
     const int32_t pod = req->pod_index();
     const std::string& spare = req->spare();
+    const std::string& name = req->pod_name();
+    auto refuse = [&](const std::string& why) { stream->sink()->FinishWith(absl::FailedPreconditionError(why)); };
     auto holder = held_by_spare_.find(pod);
-    const bool held = holder != held_by_spare_.end() && followers_.contains(pod);
-    if (held && holder->second != spare) {
-      stream->sink()->FinishWith(absl::FailedPreconditionError(
-          absl::StrCat("pod index ", pod, " is held by spare ", holder->second, ", which took it in a restart")));
-      return stream;
-    }
-    if (!spare.empty() && pod > 0 && holder != held_by_spare_.end() && holder->second != spare) {
-      stream->sink()->FinishWith(absl::FailedPreconditionError(
-          absl::StrCat("spare ", spare, " does not hold pod index ", pod, " (spare ", holder->second, " took it)")));
-      return stream;
+    if (!spare.empty() && pod > 0) {
+      // A spare that took the slot, back after a broken stream or restarted as the slot's sidecar.
+      if (holder == held_by_spare_.end() || holder->second != spare) {
+        refuse(absl::StrCat("spare ", spare, " does not hold pod index ", pod,
+                            holder == held_by_spare_.end() ? std::string() : absl::StrCat(" (spare ", holder->second, " does)")));
+        return stream;
+      }
+      if (auto other = followers_.find(pod); other != followers_.end()) {
+        other->second->FinishWith(absl::FailedPreconditionError(
+            absl::StrCat("pod index ", pod, " is held by spare ", spare)));
+      }
+    } else if (spare.empty()) {
+      if (auto d = displaced_.find(pod); d != displaced_.end() && !name.empty() && d->second.contains(name)) {
+        refuse(absl::StrCat("pod ", name, " no longer holds pod index ", pod, ": a spare took its slot"));
+        return stream;
+      }
+      if (holder != held_by_spare_.end()) {
+        if (followers_.contains(pod)) {
+          refuse(absl::StrCat("pod index ", pod, " is held by spare ", holder->second, ", which took it in a restart"));
+          return stream;
+        }
+        held_by_spare_.erase(holder);  // The spare is gone: a pod of its own (a replacement) takes the slot.
+      }
+      if (!name.empty()) seen_names_[pod].insert(name);
     }
     stream->sink()->Push(OrderLocked());
     if (!spare.empty() && pod == 0) {
+      if (auto old = spares_.find(spare); old != spares_.end()) {
+        old->second->FinishWith(absl::AlreadyExistsError(absl::StrCat("spare ", spare, " follows anew")));
+      }
       spares_[spare] = stream->sink();
     } else {
       followers_[pod] = stream->sink();
-      if (spare.empty()) {
-        held_by_spare_.erase(pod);  // A pod of its own follows it (the spare is gone).
-      } else {
-        held_by_spare_[pod] = spare;  // The spare that took it, back after a broken stream.
-      }
     }
     PublishLocked();  // Who follows changed.
   }

@@ -130,9 +130,14 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   std::map<int32_t, std::shared_ptr<OrderSink>> followers_ ABSL_GUARDED_BY(mu_);
   // Spares that follow holding no slot, by pod name (one that takes a slot moves to followers_).
   std::map<std::string, std::shared_ptr<OrderSink>> spares_ ABSL_GUARDED_BY(mu_);
-  // The pod indices spares took, and which spare holds each: while it follows, the pod that held
-  // the index before (an evicted pod's sidecar still up) cannot follow with it again.
+  // The pod indices spares took, and which spare holds each (also while its stream is broken, or
+  // it restarts as the slot's sidecar): no other pod may follow with that index while the spare
+  // follows; once it is gone, a pod of a name not displaced (a replacement) takes the slot back.
   std::map<int32_t, std::string> held_by_spare_ ABSL_GUARDED_BY(mu_);
+  // The names of the pods that followed each index, and those a spare displaced from it (never let
+  // back: an evicted pod's sidecar still up, a lost node that returns).
+  std::map<int32_t, std::set<std::string>> seen_names_ ABSL_GUARDED_BY(mu_);
+  std::map<int32_t, std::set<std::string>> displaced_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(int32_t)>> local_followers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<StateSink>> observers_ ABSL_GUARDED_BY(mu_);
 };

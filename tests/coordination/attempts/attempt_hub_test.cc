@@ -118,8 +118,8 @@ TEST_F(AttemptHubTest, OnlyTheNextAttemptStarts_ARepeatedOrderIsKept) {
 // on, while the pod that held the index is let go.
 TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPodFromThenOn) {
   Received<attemptspb::AttemptOrder> pod1, spare;
-  auto old_pod1 = std::make_unique<AttemptFollower>(address_, kToken, 1,
-                                                    [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  auto old_pod1 = std::make_unique<AttemptFollower>(
+      address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); }, "job-1");
   std::unique_ptr<AttemptFollower> follower =
       AttemptFollower::Spare(address_, kToken, "job-spare-0", [&](const attemptspb::AttemptOrder& o) { spare.Add(o); });
   Received<attemptspb::AttemptState> op;
@@ -144,22 +144,27 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->following(0), 1);
   // The pod that held index 1 is let go, and cannot follow with it while the spare holds it.
-  auto follow_as_pod1 = [&] {
+  auto follow_as_pod1 = [&](const std::string& name) {
     auto stub = attemptspb::AttemptControl::NewStub(
         grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     AddToken(&ctx, kToken);
     attemptspb::FollowAttemptsRequest req;
     req.set_pod_index(1);
+    req.set_pod_name(name);
     auto reader = stub->FollowAttempts(&ctx, req);
     attemptspb::AttemptOrder order;
     EXPECT_FALSE(reader->Read(&order)) << "ordered: " << order.ShortDebugString();
     return reader->Finish();
   };
-  const grpc::Status refused = follow_as_pod1();
-  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(refused.error_message().find("pod index 1 is held by spare job-spare-0"), std::string::npos)
-      << refused.error_message();
+  for (const std::string name : {"job-1", "job-1-r3"}) {
+    const grpc::Status refused = follow_as_pod1(name);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << name;
+    EXPECT_NE(refused.error_message().find(name == "job-1" ? "pod job-1 no longer holds pod index 1"
+                                                           : "pod index 1 is held by spare job-spare-0"),
+              std::string::npos)
+        << refused.error_message();
+  }
 
   // The spare follows as pod 1 from now on: the next attempt reaches it as pod 1's, with no
   // index (it holds it already), and its going leaves index 1 unfollowed.
@@ -170,9 +175,14 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
   EXPECT_FALSE(next->has_pod_index());
   follower.reset();
   EXPECT_TRUE(op.WaitFor([](const auto& s) { return s.attempt() == 4 && s.pods_following() == 0; }));
-  // The spare gone, a pod of its own (a replacement) may follow with index 1 again.
+  // The spare gone, the pod it displaced still may not follow with index 1 (its node may come
+  // back), but a pod of its own (a replacement) may; and the spare then no longer holds it.
+  const grpc::Status displaced = follow_as_pod1("job-1");
+  EXPECT_NE(displaced.error_message().find("pod job-1 no longer holds pod index 1"), std::string::npos)
+      << displaced.error_message();
   Received<attemptspb::AttemptOrder> replacement;
-  AttemptFollower pod1_again(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { replacement.Add(o); });
+  AttemptFollower pod1_again(
+      address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { replacement.Add(o); }, "job-1-r4");
   EXPECT_TRUE(replacement.WaitFor([](const auto& o) { return o.attempt() == 4; }));
 }
 
