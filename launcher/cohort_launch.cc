@@ -420,9 +420,10 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
       const bool open = from_sidecar.Read(&lines);
       std::optional<int32_t> next = latest_order(lines, least);
       if (next) return next;
+      if (!open && !spare) return std::nullopt;
       if (!open) {
-        // The sidecar went: a spare's re-executes itself as the pod it now is; any other may have
-        // been restarted. Its socket is back within moments, or the pod is gone.
+        // A spare's sidecar re-executes itself as the pod whose slot it took: its socket is back
+        // within moments (or the pod is gone).
         close(launch_fd);
         launch_fd = ConnectLaunchSocket(absl::Seconds(10));
         if (launch_fd < 0) return std::nullopt;

@@ -62,7 +62,13 @@ int RunSpare(const SidecarFlags& flags, const std::vector<std::string>& argv, si
     LogError("spare ", name, ": ", error);
     return 2;
   }
-  const int processes_per_pod = static_cast<int>(per_pod->value_or(1));
+  // As the sidecar it becomes reads it (ResolveProcessesPerPod): the flag first.
+  const int processes_per_pod =
+      flags.processes_per_pod != kUnset ? flags.processes_per_pod : static_cast<int>(per_pod->value_or(1));
+  if (processes_per_pod < 1) {
+    LogError("spare ", name, ": the processes per pod must be at least 1, not ", processes_per_pod);
+    return 2;
+  }
 
   // cohort-launch waits on its socket: no attempt is ordered until the pod holds a slot.
   absl::StatusOr<std::unique_ptr<LaunchChannel>> launch =

@@ -31,8 +31,11 @@ namespace {
 
 constexpr int kMaxFrames = 64;
 
-// The one request in flight: the thread asked, and the frames it recorded. Written by the
-// handler of that thread only (it checks its id), read by the dumping thread after `depth` is set.
+// The one request in flight: the thread asked, and the frames it recorded. The handler of that
+// thread claims it (target: tid -> -tid) before it writes, so that a handler that runs late, after
+// the dumping thread gave up on it, writes nothing; the dumping thread reads the frames once
+// `depth` is set, and after a timeout takes the request back (tid -> 0) or, if the handler claimed
+// it meanwhile, waits for its frames.
 struct Capture {
   std::atomic<pid_t> target{0};
   void* frames[kMaxFrames];
@@ -47,8 +50,10 @@ void OnStackSignal(int, siginfo_t* info, void*) {
   // that timed out is dropped).
   if (info->si_code != SI_TKILL || info->si_pid != getpid()) return;
   const int saved_errno = errno;
-  if (Gettid() == g_capture.target.load(std::memory_order_acquire)) {
-    // backtrace() is safe here once it ran outside a handler (it loads libgcc_s on first use).
+  const pid_t self = Gettid();
+  pid_t expected = self;
+  if (g_capture.target.compare_exchange_strong(expected, -self, std::memory_order_acq_rel)) {
+    // backtrace() loads libgcc_s on first use: it ran once outside any handler (StackSignal).
     const int n = backtrace(g_capture.frames, kMaxFrames);
     g_capture.depth.store(n, std::memory_order_release);
   }
@@ -216,6 +221,11 @@ std::string ThreadStacks(absl::Duration per_thread) {
     int depth = -1;
     while ((depth = g_capture.depth.load(std::memory_order_acquire)) < 0 && absl::Now() < deadline) {
       absl::SleepFor(absl::Microseconds(200));
+    }
+    pid_t unclaimed = tid;
+    if (depth < 0 && !g_capture.target.compare_exchange_strong(unclaimed, 0, std::memory_order_acq_rel)) {
+      // Its handler claimed the request just now: its frames follow at once.
+      while ((depth = g_capture.depth.load(std::memory_order_acquire)) < 0) absl::SleepFor(absl::Microseconds(50));
     }
     g_capture.target.store(0, std::memory_order_release);
     if (depth < 0) {

@@ -3,7 +3,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <future>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
@@ -84,8 +86,10 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
     agentpb::AgentEvent event;
     bool got_first = false;
     // Writes the evidence the job's hang detector asked for, off this thread (job events keep
-    // arriving meanwhile); one at a time.
+    // arriving meanwhile); one at a time: an order that comes while a dump runs is dropped (the
+    // sidecar then says this process wrote none for it).
     std::thread dumper;
+    auto dumping = std::make_shared<std::atomic<bool>>(false);
     while (reader->Read(&event)) {
       if (!got_first) {
         got_first = true;
@@ -98,13 +102,17 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
         continue;
       }
       if (event.has_job_event()) on_event(cohort::coordination::FromProto(event.job_event()));
-      if (event.has_dump()) {
-        if (dumper.joinable()) dumper.join();
-        dumper = std::thread([dump = event.dump()] {
+      if (event.has_dump() && dumping->load()) {
+        cohort::LogWarning("hang ", event.dump().id(), ": the last order's dump still runs; this one is dropped");
+      } else if (event.has_dump()) {
+        if (dumper.joinable()) dumper.join();  // Done already.
+        dumping->store(true);
+        dumper = std::thread([dump = event.dump(), dumping] {
           pthread_setname_np(pthread_self(), "dist-hang-dump");
           if (absl::Status s = WriteHangDump(dump.id(), dump.directory()); !s.ok()) {
             cohort::LogWarning(s.message());
           }
+          dumping->store(false);
         });
       }
     }
