@@ -54,6 +54,9 @@ void OnStackSignal(int, siginfo_t* info, void*) {
   pid_t expected = self;
   if (g_capture.target.compare_exchange_strong(expected, -self, std::memory_order_acq_rel)) {
     // backtrace() loads libgcc_s on first use: it ran once outside any handler (StackSignal).
+    // It is not on POSIX's async-signal-safe list (libgcc's unwinder takes a lock for frames
+    // registered at run time, e.g. by a JIT); the same trade as glog's and folly's signal-time
+    // stack traces, for a dump asked for only when the job already hangs.
     const int n = backtrace(g_capture.frames, kMaxFrames);
     g_capture.depth.store(n, std::memory_order_release);
   }
