@@ -76,6 +76,11 @@ int Rendezvous() {
   return Check(dist::Shutdown(), "shutdown");
 }
 
+// The program handles peer failures itself (wait-with-handler): a wait that a peer's failure
+// ended leaves the handler time to run, since the call's error and the failure event come down
+// two streams in no fixed order.
+bool g_handles_failures = false;
+
 // Every rank reports training step 7; then every rank but the last waits in a barrier that
 // cannot pass, because the last rank waits for a key nobody sets. Only a failure (injected by the test) ends the wait.
 int Wait() {
@@ -88,6 +93,7 @@ int Wait() {
     s = dist::Barrier("hang", absl::Minutes(10));
   }
   Say(absl::StrCat("WAIT_RETURNED ", s.ToString()));
+  if (g_handles_failures) std::this_thread::sleep_for(std::chrono::seconds(10));  // The handler exits.
   return 4;
 }
 
@@ -188,6 +194,7 @@ int main(int argc, char** argv) {
       Say(absl::StrCat("HANDLED failed=", f.process_id, " cause=", dist::FailureCauseName(f.cause)));
       std::_Exit(9);
     };
+    g_handles_failures = true;
     scenario = "wait";
   }
   // A pod of a DistributedJob: "k8s" checks the environment, then rendezvous; "k8s-hold" keeps
