@@ -4,9 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
@@ -18,13 +15,12 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/env.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/shared_dir.h"
 
 namespace cohort::sidecar {
 namespace {
-
-namespace fs = std::filesystem;
 
 // A status file older than this is a leftover of a process gone (the hook rewrites it each
 // second): the rank is not reported from it.
@@ -32,33 +28,11 @@ constexpr absl::Duration kLeftover = absl::Minutes(2);
 // How much of a rank's stacks the log shows (the whole file stays in the dumps directory).
 constexpr size_t kLoggedStacks = 16 * 1024;
 
-std::optional<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Writes `text` to `path` at once for readers (a temporary file, renamed).
-bool WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return false;
-    out << text;
-    if (!out) return false;
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  return !ec;
-}
-
 // The hook's status file of one process, as RankHealth; nullopt when there is none or it is a
 // leftover (of a process started before `not_before`, the attempt's start, or gone long ago).
 std::optional<attemptspb::RankHealth> ReadStatus(const std::string& path, absl::Time now,
                                                  absl::Time not_before = absl::InfinitePast()) {
-  std::optional<std::string> text = ReadAll(path);
+  std::optional<std::string> text = ReadFile(path);
   if (!text) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return std::nullopt;
@@ -94,7 +68,7 @@ std::optional<attemptspb::RankHealth> ReadStatus(const std::string& path, absl::
 
 // The id the hook answered in <probe dir>/dumped ("<id> <summary>"), and its summary.
 std::optional<std::pair<uint64_t, std::string>> ReadDumped(const std::string& path) {
-  std::optional<std::string> text = ReadAll(path);
+  std::optional<std::string> text = ReadFile(path);
   if (!text) return std::nullopt;
   absl::string_view line = absl::StripTrailingAsciiWhitespace(*text);
   std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
@@ -156,10 +130,10 @@ void HealthWatch::Ask(PendingDump& d) {
     const std::string probe = ProbeDirOf(local);
     // Only a live hook answers: one that wrote its status lately.
     if (ReadStatus(probe + "/status.json", absl::Now(), attempt_started_at_)) {
-      if (WriteAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n"))) {
+      if (absl::Status s = WriteFileAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n")); s.ok()) {
         d.asked.push_back({local, probe + "/dumped", /*hook=*/true});
       } else {
-        LogWarning("hang ", d.id, ": cannot ask rank ", rank, " for its stacks in ", probe, ": ", strerror(errno));
+        LogWarning("hang ", d.id, ": cannot ask rank ", rank, " for its stacks: ", s.message());
       }
     } else if (options_.ask_process && options_.ask_process(local, d.id, dir)) {
       d.asked.push_back({local, dir + "/dumped", /*hook=*/false});
@@ -190,7 +164,7 @@ bool HealthWatch::Collected(PendingDump& d, absl::Time now) {
                  "; see ", dir, " for what it may still write");
       continue;
     }
-    std::string stacks = ReadAll(dir + "/stacks.txt").value_or("");
+    std::string stacks = ReadFile(dir + "/stacks.txt").value_or("");
     if (stacks.size() > kLoggedStacks) {
       stacks.resize(kLoggedStacks);
       absl::StrAppend(&stacks, "\n... (the rest in ", dir, "/stacks.txt)");

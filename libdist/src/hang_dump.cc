@@ -13,8 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/debugging/symbolize.h"
@@ -24,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/files.h"
 #include "libdist/src/collectives/flight_recorder.h"
 
 namespace dist::internal {
@@ -97,11 +96,9 @@ int StackSignal() {
   return sig;
 }
 
+// A /proc file's text without its trailing newline; "" when unreadable.
 std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return std::string(absl::StripTrailingAsciiWhitespace(s.str()));
+  return std::string(absl::StripTrailingAsciiWhitespace(cohort::ReadFile(path).value_or("")));
 }
 
 std::vector<pid_t> Threads() {
@@ -173,19 +170,6 @@ std::string FormatFrames(void* const* frames, int depth, bool from_handler) {
   return out;
 }
 
-std::string WriteFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) return absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno));
-  }
-  return "";
-}
-
 }  // namespace
 
 std::string ThreadStacks(absl::Duration per_thread) {
@@ -254,9 +238,13 @@ absl::Status WriteHangDump(uint64_t id, const std::string& directory) {
     break;
   }
   std::string errors;
-  absl::StrAppend(&errors, WriteFile(directory + "/stacks.txt", stacks));
-  absl::StrAppend(&errors, WriteFile(directory + "/flight_recorder.txt", recorder.Dump()));
-  absl::StrAppend(&errors, WriteFile(directory + "/dumped", absl::StrCat(id, " ", summary, "\n")));
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"stacks.txt", stacks},
+                                   {"flight_recorder.txt", recorder.Dump()},
+                                   {"dumped", absl::StrCat(id, " ", summary, "\n")}}) {
+    if (absl::Status s = cohort::WriteFileAtomically(directory + "/" + name, text); !s.ok()) {
+      absl::StrAppend(&errors, errors.empty() ? "" : "; ", s.message());
+    }
+  }
   if (!errors.empty()) return absl::InternalError(absl::StrCat("hang evidence ", id, ": ", errors));
   return absl::OkStatus();
 }
