@@ -5,13 +5,13 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/exit_codes.h"
+#include "common/files.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "coordination/client/agent.h"
@@ -451,11 +451,10 @@ absl::Status Sidecar::ServeHttp() {
   if (!http.ok()) return http.status();
   http_ = *std::move(http);
   if (const std::string& file = config_.flags.http_port_file; !file.empty()) {
-    // Written aside and renamed, so that a reader never sees half a port.
-    std::string tmp = file + ".tmp";
-    std::ofstream(tmp) << http_->port() << "\n";
-    std::error_code ec;
-    std::filesystem::rename(tmp, file, ec);
+    // At once, so that a reader never sees half a port.
+    if (absl::Status s = WriteFileAtomically(file, absl::StrCat(http_->port(), "\n")); !s.ok()) {
+      LogWarning("--http-port-file: ", s.message());
+    }
   }
   return absl::OkStatus();
 }
