@@ -94,7 +94,10 @@ int Run(int argc, char** argv) {
   }
   if (IsSpare(flags)) {
     sigset_t signals = BlockTerminationSignals();
-    return RunSpare(flags, std::vector<std::string>(argv, argv + argc), signals);
+    const int exit_code = RunSpare(flags, std::vector<std::string>(argv, argv + argc), signals);
+    // _exit: its signal thread may still be parked in sigwait, over RunSpare's locals.
+    std::fflush(nullptr);
+    _exit(exit_code);
   }
   absl::StatusOr<SidecarConfig> config = ResolveConfig(std::move(flags));
   if (!config.ok()) return Fail(std::string(config.status().message()));

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -100,16 +101,25 @@ int RunSpare(const SidecarFlags& flags, const std::vector<std::string>& argv, si
   LogInfo("spare ", name, ": holding no rank; following the attempt hub at ", *hub, ", metrics on port ",
           (*http)->port());
 
-  // Waits for a slot or a signal (sigtimedwait: the signals are blocked in every thread).
+  // Waits for a slot or a signal. The signals are blocked in every thread: one of its own takes
+  // them (detached: the process exits or re-executes itself, either way it goes).
+  int stop_signal = 0;
+  std::thread([&mu, &stop_signal, signals] {
+    pthread_setname_np(pthread_self(), "signals");
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) return;
+    absl::MutexLock lock(&mu);
+    stop_signal = sig;
+  }).detach();
   std::optional<std::pair<int32_t, int32_t>> given;
-  while (!given) {
-    timespec tick{0, 100'000'000};
-    const int sig = sigtimedwait(&signals, nullptr, &tick);
-    if (sig == SIGTERM || sig == SIGINT) {
-      LogInfo("spare ", name, ": ", strsignal(sig), ": exiting, no rank held");
+  {
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return slot.has_value() || stop_signal != 0; };
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&done));
+    if (stop_signal != 0) {
+      LogInfo("spare ", name, ": ", strsignal(stop_signal), ": exiting, no rank held");
       return 0;
     }
-    absl::MutexLock lock(&mu);
     given = slot;
   }
   const auto [pod_index, attempt] = *given;
