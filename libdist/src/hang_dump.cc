@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,14 +37,35 @@ constexpr int kMaxFrames = 64;
 // the dumping thread gave up on it, writes nothing; the dumping thread reads the frames once
 // `depth` is set, and after a timeout takes the request back (tid -> 0) or, if the handler claimed
 // it meanwhile, waits for its frames.
+// A claimed request's handler posts `answered` once its frames are in (sem_post is
+// async-signal-safe), so every post is taken by the one wait for that request.
 struct Capture {
   std::atomic<pid_t> target{0};
   void* frames[kMaxFrames];
   std::atomic<int> depth{-1};
+  sem_t answered;
 };
 Capture g_capture;
 
+// Waits (restarting after EINTR) for the handler's post, until `deadline` on CLOCK_MONOTONIC
+// (none: for good). False when the deadline passed.
+bool AwaitAnswer(const timespec* deadline) {
+  while (true) {
+    const int rc = deadline != nullptr ? sem_clockwait(&g_capture.answered, CLOCK_MONOTONIC, deadline)
+                                       : sem_wait(&g_capture.answered);
+    if (rc == 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
 pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// CLOCK_MONOTONIC's reading, the clock sem_clockwait's deadlines are on.
+absl::Duration MonotonicNow() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return absl::DurationFromTimespec(now);
+}
 
 void OnStackSignal(int, siginfo_t* info, void*) {
   // Only this process's own requests, and only in the thread asked (a late answer of a thread
@@ -58,6 +81,7 @@ void OnStackSignal(int, siginfo_t* info, void*) {
     // stack traces, for a dump asked for only when the job already hangs.
     const int n = backtrace(g_capture.frames, kMaxFrames);
     g_capture.depth.store(n, std::memory_order_release);
+    sem_post(&g_capture.answered);
   }
   errno = saved_errno;
 }
@@ -73,6 +97,8 @@ bool IsOurs(int sig) {
 // takes it for itself: then another is chosen. Called under the dump's lock.
 int StackSignal() {
   static int sig = 0;
+  static const bool semaphore = sem_init(&g_capture.answered, 0, 0) == 0;
+  if (!semaphore) return 0;
   if (IsOurs(sig)) return sig;
   static const bool warmed = [] {
     void* warm[1];
@@ -204,16 +230,13 @@ std::string ThreadStacks(absl::Duration per_thread) {
       absl::StrAppend(&out, "  (gone)\n");
       continue;
     }
-    const absl::Time deadline = absl::Now() + per_thread;
-    int depth = -1;
-    while ((depth = g_capture.depth.load(std::memory_order_acquire)) < 0 && absl::Now() < deadline) {
-      absl::SleepFor(absl::Microseconds(200));
-    }
+    const timespec deadline = absl::ToTimespec(MonotonicNow() + per_thread);
+    bool answered = AwaitAnswer(&deadline);
     pid_t unclaimed = tid;
-    if (depth < 0 && !g_capture.target.compare_exchange_strong(unclaimed, 0, std::memory_order_acq_rel)) {
-      // Its handler claimed the request just now: its frames follow at once.
-      while ((depth = g_capture.depth.load(std::memory_order_acquire)) < 0) absl::SleepFor(absl::Microseconds(50));
+    if (!answered && !g_capture.target.compare_exchange_strong(unclaimed, 0, std::memory_order_acq_rel)) {
+      answered = AwaitAnswer(nullptr);  // Its handler claimed the request just now: its frames follow.
     }
+    const int depth = answered ? g_capture.depth.load(std::memory_order_acquire) : -1;
     g_capture.target.store(0, std::memory_order_release);
     if (depth < 0) {
       absl::StrAppend(&out, "  (no answer within ", absl::FormatDuration(per_thread),
