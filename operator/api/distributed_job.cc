@@ -20,6 +20,9 @@ using json = nlohmann::json;
 
 constexpr int32_t kMaxReplicas = 100'000;
 constexpr size_t kMaxLabelLength = 63;
+constexpr int32_t kMaxSpares = 1'000;
+// The highest spare number a name must leave room for (a job that loses a million spares).
+constexpr int32_t kMaxSpareSequence = 999'999;
 
 // Reads an optional field of one JSON type into `out`. When the type is wrong, `out` keeps its
 // default and the error (InvalidArgument) names the field, the value and how to write it.
@@ -239,6 +242,10 @@ absl::Status ReadEnum(const json& obj, const char* name, const std::string& path
 
 }  // namespace
 
+std::string SparePodName(const DistributedJob& job, int32_t sequence) {
+  return absl::StrCat(job.name, "-spare-", sequence);
+}
+
 std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
   const std::string suffix = absl::StrCat("-", restart_attempt);
   if (job.name.size() + suffix.size() <= kMaxLabelLength) return absl::StrCat(job.name, suffix);
@@ -350,6 +357,7 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
   const std::string p = "spec.";
   for (absl::Status st :
        {ReadField(spec, "replicas", p, &s.replicas),
+        ReadField(spec, "spares", p, &s.spares),
         ReadField(spec, "coordinatorPort", p, &s.coordinator_port),
         ReadField(spec, "maxRestarts", p, &s.max_restarts),
         ReadDuration(spec, "restartBackoff", p, &s.restart_backoff),
@@ -456,11 +464,22 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
           std::pair{"succeeded", &st.succeeded}, std::pair{"failed", &st.failed},
           std::pair{"restarts", &st.restarts}, std::pair{"preemptions", &st.preemptions},
           std::pair{"uncountedRestarts", &st.uncounted_restarts},
-          std::pair{"restartAttempt", &st.restart_attempt}}) {
+          std::pair{"restartAttempt", &st.restart_attempt}, std::pair{"spares", &st.spares},
+          std::pair{"readySpares", &st.ready_spares}, std::pair{"sparesCreated", &st.spares_created}}) {
       ReadField(status, key, "status.", out).IgnoreError();
     }
     ReadField(status, "observedGeneration", "status.", &st.observed_generation).IgnoreError();
     ReadField(status, "lastHangId", "status.", &st.last_hang_id).IgnoreError();
+    if (status.contains("slots") && status["slots"].is_array()) {
+      for (const json& slot : status["slots"]) {
+        int32_t index = 0;
+        std::string pod;
+        if (slot.is_object() && ReadField(slot, "podIndex", "status.slots.", &index).ok() &&
+            ReadField(slot, "pod", "status.slots.", &pod).ok()) {
+          st.slots[index] = pod;
+        }
+      }
+    }
     ReadField(status, "coordinatorAddress", "status.", &st.coordinator_address).IgnoreError();
     ReadField(status, "lastRestartKind", "status.", &st.last_restart_kind).IgnoreError();
     ReadField(status, "lastRestartStrategy", "status.", &st.last_restart_strategy).IgnoreError();
@@ -502,9 +521,10 @@ std::vector<std::string> Validate(const DistributedJob& job) {
                                   "characters; e.g. volcano, scheduler-plugins-scheduler)"));
   }
   if (const PodGroupSpec& g = s.scheduling.pod_group; g.provider != PodGroupProvider::kNone) {
-    if (g.min_member && (*g.min_member < 1 || *g.min_member > s.replicas)) {
-      errors.push_back(absl::StrCat("spec.scheduling.podGroup.minMember: must be between 1 and replicas (",
-                                    s.replicas, "), got ", *g.min_member, "; unset, it is every pod"));
+    if (g.min_member && (*g.min_member < 1 || *g.min_member > s.replicas + s.spares)) {
+      errors.push_back(absl::StrCat("spec.scheduling.podGroup.minMember: must be between 1 and replicas",
+                                    s.spares > 0 ? " + spares (" : " (", s.replicas + s.spares, "), got ",
+                                    *g.min_member, "; unset, it is every pod"));
     }
     if (g.schedule_timeout_seconds < 1) {
       errors.push_back(absl::StrCat("spec.scheduling.podGroup.scheduleTimeoutSeconds: must be at least 1 (got ",
@@ -531,6 +551,28 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   }
   if (s.replicas < 1 || s.replicas > kMaxReplicas) {
     errors.push_back(absl::StrCat("spec.replicas: must be between 1 and ", kMaxReplicas, " (got ", s.replicas, ")"));
+  }
+  if (s.spares < 0 || s.spares > kMaxSpares) {
+    errors.push_back(absl::StrCat("spec.spares: must be between 0 and ", kMaxSpares, " (got ", s.spares, ")"));
+  } else if (s.spares > 0) {
+    // A spare takes a slot when the gang restarts in place: the pods that stay restart their
+    // processes, the spare's cohort-launch runs the slot's.
+    const json& first = Member(Member(s.pod_template, "spec"), "containers");
+    const bool has_command = first.is_array() && !first.empty() && first[0].is_object() &&
+                             first[0].contains("command") && first[0]["command"].is_array() &&
+                             !first[0]["command"].empty();
+    if (s.restart_strategy != RestartStrategy::kInPlace || !has_command) {
+      errors.push_back(absl::StrCat(
+          "spec.spares: ", s.spares, " spares need the gang to restart in place (a spare takes a lost pod's slot in "
+          "the next attempt while the other pods stay): set spec.restartStrategy: InPlace and a command for the "
+          "trainer (spec.template.spec.containers[0].command), or remove spec.spares"));
+    }
+    if (IsDns1035Label(job.name) && SparePodName(job, kMaxSpareSequence).size() > kMaxLabelLength) {
+      errors.push_back(absl::StrCat("metadata.name: spare pods are named '", SparePodName(job, 0),
+                                    "' onwards, and such names must stay within 63 characters: use a name of at most ",
+                                    kMaxLabelLength - SparePodName(job, kMaxSpareSequence).size() + job.name.size(),
+                                    " characters"));
+    }
   }
   // Whether the processes per pod can be used; the command check below needs a usable count.
   bool processes_per_pod_ok = true;
@@ -704,6 +746,9 @@ json StatusToJson(const DistributedJob& job) {
               {"conditions", conditions},
               {"ready", st.ready},
               {"readyText", absl::StrCat(st.ready, "/", job.spec.replicas)},
+              {"spares", st.spares},
+              {"readySpares", st.ready_spares},
+              {"sparesText", absl::StrCat(st.ready_spares, "/", job.spec.spares)},
               {"active", st.active},
               {"succeeded", st.succeeded},
               {"failed", st.failed},
@@ -718,6 +763,12 @@ json StatusToJson(const DistributedJob& job) {
   if (!st.last_restart_kind.empty()) out["lastRestartKind"] = st.last_restart_kind;
   if (!st.last_restart_strategy.empty()) out["lastRestartStrategy"] = st.last_restart_strategy;
   if (st.last_hang_id != 0) out["lastHangId"] = st.last_hang_id;
+  if (st.spares_created != 0) out["sparesCreated"] = st.spares_created;
+  if (!st.slots.empty()) {
+    json slots = json::array();
+    for (const auto& [index, pod] : st.slots) slots.push_back({{"podIndex", index}, {"pod", pod}});
+    out["slots"] = slots;
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 // the API server; these checks also guard against a cluster that skipped it.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -145,6 +146,9 @@ inline constexpr char kKueueRetriableInGroupAnnotation[] = "kueue.x-k8s.io/retri
 
 struct DistributedJobSpec {
   int32_t replicas = 1;  // Pods.
+  // Hot spares (docs/operator.md, "Hot spares"): pods beyond `replicas`, started like the others but
+  // holding no rank, that take the slot of a pod that is lost in the next attempt.
+  int32_t spares = 0;
   // spec.processesPerPod: a number, or "auto" (the trainer container's nvidia.com/gpu limit when
   // it has one, else 1). ResolvedProcessesPerPod() gives the number.
   int32_t processes_per_pod = 1;
@@ -202,6 +206,15 @@ struct DistributedJobStatus {
   // The id of the last hang the job's attempt hub reported that the operator acted on (its
   // HangDetected Event was emitted); 0 before the first.
   int64_t last_hang_id = 0;
+  // Hot spares: how many the job has (spare pods not being deleted that hold no slot), how many
+  // of them are ready to take one (Ready, following the attempt hub), and how many were created
+  // so far (the next is named SparePodName(job, spares_created): a name is never used twice).
+  int32_t spares = 0;
+  int32_t ready_spares = 0;
+  int32_t spares_created = 0;
+  // The slots held by a pod not named "<job>-<index>" (a spare that took the slot, or a pod that
+  // replaced one alone): pod index -> pod name.
+  std::map<int32_t, std::string> slots;
   std::string coordinator_address;
   int64_t observed_generation = 0;
   std::string start_time;       // RFC 3339, empty until the first pod runs.
@@ -248,6 +261,9 @@ std::string TrainerName(const DistributedJob& job);
 // The Kueue pod group of a restart attempt's pods: "<job>-<attempt>" (the job's name cut so that
 // it is a label value), one per attempt, since Kueue admits a group once.
 std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt);
+// The `sequence`th spare pod the job created: "<job>-spare-<sequence>" (status.sparesCreated
+// counts them, so no name is used twice: the attempt hub never lets a pod it displaced back).
+std::string SparePodName(const DistributedJob& job, int32_t sequence);
 // The trainer container's nvidia.com/gpu limit (0 when it has none or it is unreadable).
 int64_t TrainerGpuLimit(const DistributedJob& job);
 // Every process of the job: replicas x processes per pod.

@@ -2,6 +2,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "operator/reconciler/in_place_policy.h"
@@ -26,8 +28,11 @@ class AttemptWatcher {
   // What the job's hub said last; `heard` false while watched but silent so far; nullopt when the
   // job is not watched (or after Forget).
   virtual std::optional<AttemptView> View(const std::string& key) = 0;
-  // Orders `attempt` from the job's hub. FailedPrecondition when the job is not watched.
-  virtual absl::Status Start(const std::string& key, int32_t attempt) = 0;
+  // Orders `attempt` from the job's hub, `assignments` giving spares (by pod name) the slots
+  // (pod indexes) of pods that are gone. FailedPrecondition when the job is not watched, or the
+  // hub cannot carry the assignments out (a spare stopped following).
+  virtual absl::Status Start(const std::string& key, int32_t attempt,
+                             const std::vector<std::pair<int32_t, std::string>>& assignments) = 0;
 };
 
 }  // namespace cohort::op

@@ -37,9 +37,13 @@ json Metadata(const DistributedJob& job, const std::string& name, json labels) {
 // the pod's first process: cohort-launch gives each of the pod's processes its own rank's values.
 // A template variable of the same name is replaced, so a stale value can never override the
 // operator's.
-json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_attempt) {
+// A spare (`pod_index` nullopt) holds no rank: it gets the job's size but no rank, pod index or
+// torchrun node rank, and COHORT_SPARE with its name (cohort-launch and the sidecar wait for a
+// slot); cohort-launch gives its processes their ranks when it takes one.
+json ContractEnv(const DistributedJob& job, std::optional<int32_t> pod_index, int32_t restart_attempt,
+                 const std::string& spare_name = "") {
   const int32_t per_pod = ResolvedProcessesPerPod(job);
-  const env::ProcessPlacement placement{.pod_index = pod_index, .local_index = 0,
+  const env::ProcessPlacement placement{.pod_index = pod_index.value_or(0), .local_index = 0,
                                         .processes_per_pod = per_pod,
                                         .num_pods = job.spec.replicas};
   env::JobInputs in;
@@ -69,7 +73,10 @@ json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_a
   auto add = [&](const std::string& name, const std::string& value) {
     env.push_back({{"name", name}, {"value", value}});
   };
-  for (const auto& [name, value] : env::JobVariables(in)) add(name, value);
+  for (const auto& [name, value] : env::JobVariables(in)) {
+    if (!pod_index && name == env::kTorchrunNodeRank) continue;
+    add(name, value);
+  }
   // The pod's IP and name come from the pod itself.
   env.push_back({{"name", env::kPodIp},
                  {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
@@ -77,8 +84,11 @@ json ContractEnv(const DistributedJob& job, int32_t pod_index, int32_t restart_a
                  {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
   // Rank, job size, local index: Cohort's, JAX's and torchrun's names.
   for (const auto& [name, value] : env::ProcessVariables(placement, TrainerGpuLimit(job) > 0)) {
-    add(name, value);
+    const bool job_wide = name == env::kNumProcesses || name == env::kProcessesPerPod ||
+                          name == env::kJaxNumProcesses || name == env::kWorldSize || name == env::kLocalWorldSize;
+    if (pod_index || job_wide) add(name, value);
   }
+  if (!pod_index) add(env::kSpare, spare_name);
   const std::optional<int64_t>& hang_timeout = job.spec.hang_detection.timeout_seconds;
   add(env::kHangTimeout, hang_timeout ? absl::StrCat(*hang_timeout) : "auto");
   return env;
@@ -190,6 +200,17 @@ std::string JobOfPodName(absl::string_view name) {
   return job ? std::string(*job) : "";
 }
 
+std::string JobOfSparePodName(absl::string_view name) {
+  const size_t dash = name.rfind('-');
+  if (dash == absl::string_view::npos || dash + 1 == name.size() ||
+      !std::all_of(name.begin() + dash + 1, name.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+    return "";
+  }
+  absl::string_view rest = name.substr(0, dash);
+  if (!absl::ConsumeSuffix(&rest, "-spare") || rest.empty()) return "";
+  return std::string(rest);
+}
+
 json BuildService(const DistributedJob& job) {
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
@@ -232,7 +253,7 @@ const char* PodGroupApiVersion(PodGroupProvider provider) {
 
 json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt) {
   const PodGroupSpec& group = job.spec.scheduling.pod_group;
-  const int32_t min_member = group.min_member.value_or(job.spec.replicas);
+  const int32_t min_member = group.min_member.value_or(job.spec.replicas + job.spec.spares);
   // Kubernetes' group: a standalone PodGroup (no Workload template) with all-or-nothing placement
   // of minCount pods.
   json spec = group.provider == PodGroupProvider::kWorkload
@@ -246,17 +267,38 @@ json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt) {
           {"spec", spec}};
 }
 
+namespace {
+// A rank's pod, or (`rank` nullopt) a spare's.
+json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t restart_attempt,
+                const std::string& name);
+}  // namespace
+
 json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
   return BuildPod(job, rank, restart_attempt, PodName(job, rank));
 }
 
 json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, const std::string& name) {
+  return BuildPodOf(job, rank, restart_attempt, name);
+}
+
+json BuildSparePod(const DistributedJob& job, int32_t sequence, int32_t restart_attempt) {
+  return BuildPodOf(job, std::nullopt, restart_attempt, SparePodName(job, sequence));
+}
+
+namespace {
+
+json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t restart_attempt,
+                const std::string& name) {
   // The template's shape is the user's (a CRD without a schema checks nothing): what is not an
   // object here is left out rather than trusted.
   const json& tmpl = job.spec.pod_template;
   const json& template_labels = Member(tmpl, "metadata", "labels");
   json labels = template_labels.is_object() ? template_labels : json::object();
-  labels[kRankLabel] = absl::StrCat(rank);
+  if (rank) {
+    labels[kRankLabel] = absl::StrCat(*rank);
+  } else {
+    labels[kSpareLabel] = name;
+  }
   labels[kRestartAttemptLabel] = absl::StrCat(restart_attempt);
   const SchedulingSpec& scheduling = job.spec.scheduling;
   if (!scheduling.queue_name.empty()) {
@@ -272,8 +314,9 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, 
     metadata["annotations"] = annotations;
   }
   if (!scheduling.queue_name.empty()) {
-    metadata["annotations"][kKueuePodGroupTotalCountAnnotation] = absl::StrCat(job.spec.replicas);
-    metadata["annotations"][kKueuePodGroupIndexLabelAnnotation] = kRankLabel;
+    // Spares are pods of the group: Kueue admits the gang with them.
+    metadata["annotations"][kKueuePodGroupTotalCountAnnotation] = absl::StrCat(job.spec.replicas + job.spec.spares);
+    if (rank) metadata["annotations"][kKueuePodGroupIndexLabelAnnotation] = kRankLabel;
     metadata["annotations"][kKueueRetriableInGroupAnnotation] = "false";
   }
   if (provider == PodGroupProvider::kVolcano) {
@@ -291,11 +334,11 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, 
     spec["schedulingGroup"] = {{"podGroupName", PodGroupName(job, restart_attempt)}};
   }
   if (!scheduling.scheduler_name.empty()) spec["schedulerName"] = scheduling.scheduler_name;
-  spec["hostname"] = PodName(job, rank);
+  spec["hostname"] = rank ? PodName(job, *rank) : name;
   spec["subdomain"] = ServiceName(job);
   spec["restartPolicy"] = "Never";
 
-  json contract = ContractEnv(job, rank, restart_attempt);
+  json contract = ContractEnv(job, rank, restart_attempt, rank ? "" : name);
   for (json& c : spec["containers"]) {
     if (!c.is_object()) continue;  // Validate() reports it; the API server refuses the pod.
     MergeEnv(c, contract);
@@ -380,5 +423,7 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, 
 
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec}};
 }
+
+}  // namespace
 
 }  // namespace cohort::op

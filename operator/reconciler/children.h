@@ -19,6 +19,9 @@ namespace cohort::op {
 inline constexpr char kJobNameLabel[] = "cohort.dev/job-name";
 inline constexpr char kRankLabel[] = "cohort.dev/rank";
 inline constexpr char kRestartAttemptLabel[] = "cohort.dev/restart-attempt";
+// On a spare pod (SparePodName), its name; it stays when the spare takes a slot (then the pod also
+// has the slot's kRankLabel), so the pod is known as one that began as a spare.
+inline constexpr char kSpareLabel[] = "cohort.dev/spare";
 
 // Where the sidecar and the trainer meet (a shared emptyDir) and where the token is mounted.
 inline constexpr char kAgentDir[] = "/run/cohort";
@@ -42,6 +45,9 @@ std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t 
 // The job a pod of these names belongs to ("train" of "train-2" and "train-2-r3"), for a pod known
 // only by its name (a DELETED event from a relist); "" for a name neither makes.
 std::string JobOfPodName(absl::string_view pod_name);
+// The same for a spare's name ("train" of "train-spare-4"); "" for another. A name may be read
+// both ways ("a-spare-2": rank 2 of job a-spare, or spare 2 of job a): the caller looks at both.
+std::string JobOfSparePodName(absl::string_view pod_name);
 
 // Headless (clusterIP None), publishNotReadyAddresses, selecting the job's pods.
 nlohmann::json BuildService(const DistributedJob& job);
@@ -69,5 +75,9 @@ inline constexpr char kVolcanoGroupNameAnnotation[] = "scheduling.k8s.io/group-n
 nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
 // The same, named `name` (ReplacementPodName).
 nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, const std::string& name);
+// Hot spares: spare pod number `sequence` (SparePodName), built like a rank's pod but holding no
+// rank: the kSpareLabel label instead of kRankLabel, its own name as hostname, COHORT_SPARE in
+// every container and no rank variables (cohort-launch sets them when the spare takes a slot).
+nlohmann::json BuildSparePod(const DistributedJob& job, int32_t sequence, int32_t restart_attempt);
 
 }  // namespace cohort::op

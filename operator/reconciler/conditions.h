@@ -48,6 +48,10 @@ inline constexpr char kRecreatingGang[] = "RecreatingGang";
 // attempt is replaced alone.
 inline constexpr char kReplacingPod[] = "ReplacingPod";
 inline constexpr char kForceDeleted[] = "ForceDeleted";
+// Hot spares (spare_policy.h), Events: a spare takes a lost pod's slot; a spare that failed or is
+// no longer wanted is deleted (and replaced, when wanted).
+inline constexpr char kSpareTakesSlot[] = "SpareTakesSlot";
+inline constexpr char kReplacingSpare[] = "ReplacingSpare";
 inline constexpr char kSchedulingGated[] = "SchedulingGated";    // Condition Scheduled: admission.
 inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Scheduled: no room.
 inline constexpr char kWaitingForScheduler[] = "WaitingForScheduler";  // Condition Scheduled.

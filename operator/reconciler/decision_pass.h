@@ -39,6 +39,9 @@ class DecisionPass {
   std::vector<const ObservedPod*> current;
   std::vector<const ObservedPod*> old;
   std::vector<const ObservedPod*> waiting;
+  // Hot spares: the spare pods that hold no slot (spare_policy.h). One given a slot in this pass
+  // leaves the list.
+  std::vector<const ObservedPod*> spares;
 
   void SetCondition(const char* type, bool is_true, const std::string& reason, const std::string& message);
   void Emit(const char* type, const char* reason, const std::string& message);
@@ -57,7 +60,8 @@ class DecisionPass {
                    GangRestart cause, absl::Duration backoff);
   // A restart counted against maxRestarts, or Failed when none is left.
   void CountedRestart(const std::string& why, const char* condition_reason, GangRestart cause);
-  // status.ready/active/succeeded/failed from the current pods.
+  // status.ready/active/succeeded/failed from the current pods; status.spares, readySpares and
+  // slots from the spares and the pods of the gang.
   void Count();
 };
 

@@ -8,6 +8,8 @@
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
 #include "operator/reconciler/decision_pass.h"
+#include "operator/reconciler/spare_policy.h"
+#include "operator/reconciler/spare_slots.h"
 
 namespace cohort::op {
 
@@ -113,7 +115,14 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
   // A gang scheduler (spec.scheduling) admits whole gangs: a pod alone would wait for ever.
   const SchedulingSpec& scheduling = pass.spec.scheduling;
   const bool gang_scheduled = !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
-  if (gang_scheduled && (!check.replace.empty() || !check.missing.empty())) {
+  // Unless ready spares take every slot that needs a pod: no pod is scheduled then.
+  std::vector<LostSlot> lost;
+  for (const auto& [p, why] : check.replace) lost.push_back({p->rank, ""});
+  for (int32_t rank : check.missing) lost.push_back({rank, ""});
+  std::vector<ReadySpare> spares;
+  for (const ObservedPod* p : ReadySpares(pass)) spares.push_back({p->name, ""});
+  const bool spares_take_all = PlanSpareSlots(lost, spares, false).unassigned.empty();
+  if (gang_scheduled && !lost.empty() && !spares_take_all) {
     const std::string what = check.replace.empty()
                                  ? absl::StrCat("pod ", PodName(pass.job, check.missing[0]), " is gone")
                                  : absl::StrCat("pod ", check.replace[0].first->name, " ", check.replace[0].second);
@@ -124,8 +133,9 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
 
 // Restarting in place: the ranks of the gang without a pod get one of their own (a replacement,
 // ReplacementPodName), at once, whatever of theirs is still terminating.
-void CreateReplacements(DecisionPass& pass, const std::vector<const ObservedPod*>& staying) {
-  std::set<int32_t> present;
+void CreateReplacements(DecisionPass& pass, const std::vector<const ObservedPod*>& staying,
+                        const std::set<int32_t>& taken_by_spares = {}) {
+  std::set<int32_t> present = taken_by_spares;
   for (const ObservedPod* p : pass.current) present.insert(p->rank);
   for (const ObservedPod* p : staying) present.insert(p->rank);
   for (int32_t rank = 0; rank < pass.spec.replicas; ++rank) {
@@ -148,9 +158,21 @@ InPlacePlan PlanInPlace(const DecisionPass& pass) {
   } else {
     GangCheck check = CheckGang(pass, pass.current);
     plan.blocker = std::move(check.blocker);
-    for (auto& [p, why] : check.replace) plan.replaced.push_back({p, absl::StrCat("pod ", p->name, " ", why)});
+    // Which ready spare would take each slot (StartInPlace gives them after the backoff).
+    std::vector<LostSlot> lost;
+    for (const auto& [p, why] : check.replace) lost.push_back({p->rank, ""});
+    for (int32_t rank : check.missing) lost.push_back({rank, ""});
+    std::vector<ReadySpare> spares;
+    for (const ObservedPod* p : ReadySpares(pass)) spares.push_back({p->name, ""});
+    std::map<int32_t, std::string> spare_for;
+    for (const SlotPlan::Assignment& a : PlanSpareSlots(lost, spares, false).assignments) {
+      spare_for[a.pod_index] = absl::StrCat(" (spare ", a.spare, " takes its slot)");
+    }
+    for (auto& [p, why] : check.replace) {
+      plan.replaced.push_back({p, absl::StrCat("pod ", p->name, " ", why, spare_for[p->rank])});
+    }
     for (int32_t rank : check.missing) {
-      plan.replaced.push_back({nullptr, absl::StrCat("pod ", PodName(pass.job, rank), " is gone")});
+      plan.replaced.push_back({nullptr, absl::StrCat("pod ", PodName(pass.job, rank), " is gone", spare_for[rank])});
     }
   }
   if (!plan.blocker.empty()) plan.replaced.clear();
@@ -185,7 +207,16 @@ Verdict StartInPlace(DecisionPass& pass) {
     pass.old.push_back(gone);
     pass.waiting.erase(std::find(pass.waiting.begin(), pass.waiting.end(), gone));
   }
-  CreateReplacements(pass, pass.waiting);
+  // The slots without a pod go to ready spares first (no pod is scheduled for them), then to
+  // replacements.
+  std::set<int32_t> present;
+  for (const ObservedPod* p : pass.current) present.insert(p->rank);
+  for (const ObservedPod* p : pass.waiting) present.insert(p->rank);
+  std::vector<int32_t> lost;
+  for (int32_t rank = 1; rank < pass.spec.replicas; ++rank) {
+    if (!present.count(rank)) lost.push_back(rank);
+  }
+  CreateReplacements(pass, pass.waiting, TakeSlotsWithSpares(pass, lost));
   if (check.follow_by != absl::InfinitePast()) {
     // The order would reach them when they follow; their processes of the last attempt must be
     // known to have ended first.
@@ -207,6 +238,7 @@ Verdict StartInPlace(DecisionPass& pass) {
   }
   // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
   pass.decision.start_attempt = pass.status.restart_attempt;
+  AssignLabelledSpares(pass);
   pass.Requeue(absl::Seconds(1));
   return Verdict::kDecided;
 }

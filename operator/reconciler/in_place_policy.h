@@ -46,6 +46,8 @@ struct AttemptView {
   // (one that did and follows no more is gone; one that never did may still be starting).
   std::set<int32_t> following;
   std::set<int32_t> followed;
+  // Hot spares whose sidecar follows the hub now, holding no slot, by pod name.
+  std::set<std::string> spares;
   bool connected = false;  // The stream is up now (else: what it said before it broke).
 
   // A hang the hub's detector found in `attempt` (docs/faults.md, "Hung ranks"): ranks that made

@@ -19,6 +19,7 @@
 #include "operator/reconciler/lifecycle_policy.h"
 #include "operator/reconciler/lost_node_policy.h"
 #include "operator/reconciler/preemption_policy.h"
+#include "operator/reconciler/spare_policy.h"
 #include "operator/reconciler/startup_policy.h"
 
 namespace cohort::op {
@@ -41,12 +42,14 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
   const nlohmann::json& labels = Member(meta, "labels");
   std::optional<int32_t> rank = IntLabel(labels, kRankLabel);
   std::optional<int32_t> restart_attempt = IntLabel(labels, kRestartAttemptLabel);
+  std::string spare = StringMember(labels, kSpareLabel);
   std::string name = StringMember(meta, "name");
   // A pod without a name cannot be acted on (deleting "" would address the whole collection).
-  if (!rank || !restart_attempt || name.empty()) return std::nullopt;
+  if ((!rank && spare.empty()) || (rank && *rank < 0) || !restart_attempt || name.empty()) return std::nullopt;
   ObservedPod p;
   p.name = std::move(name);
-  p.rank = *rank;
+  p.rank = rank.value_or(-1);
+  p.spare = std::move(spare);
   p.restart_attempt = *restart_attempt;
   p.terminating = !Member(meta, "deletionTimestamp").is_null();
   if (std::optional<absl::Time> at = ParseRfc3339(StringMember(meta, "deletionTimestamp"))) {
@@ -142,9 +145,12 @@ void SetCondition(std::vector<Condition>& conditions, Condition condition) {
 
 Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
                 const DecideOptions& options, const AttemptView* view) {
-  std::vector<ObservedPod> seen = pods;
+  // Spares that hold no slot are judged apart (spare_policy.h): no policy of the gang sees them.
+  std::vector<ObservedPod> seen, spares;
+  for (const ObservedPod& p : pods) (p.rank < 0 ? spares : seen).push_back(p);
   if (view != nullptr && job.spec.restart_strategy == RestartStrategy::kInPlace) ApplyAttemptView(*view, seen);
   DecisionPass pass(job, seen, now, options, view);
+  for (const ObservedPod& p : spares) pass.spares.push_back(&p);
   if (job.being_deleted) return std::move(pass.decision);  // Garbage collection removes the children.
   // In order; the first that decides ends the pass.
   using Policy = Verdict (*)(DecisionPass&);
@@ -167,6 +173,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   for (Policy policy : kPolicies) {
     if (policy(pass) == Verdict::kDecided) break;
   }
+  KeepSpares(pass);  // Whatever the gang's policies decided.
   pass.Count();
   return std::move(pass.decision);
 }

@@ -45,7 +45,11 @@ using ::cohort::kPreemptedExitCode;
 struct ObservedPod {
   enum class Phase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
   std::string name;
+  // Its pod index (the slot it holds); -1 for a spare that holds none.
   int32_t rank = 0;
+  // Hot spares: its cohort.dev/spare label, the name it was created under as a spare ("" for a
+  // rank's pod). A spare that took a slot keeps it beside the slot's rank.
+  std::string spare;
   int32_t restart_attempt = 0;
   Phase phase = Phase::kPending;
   bool ready = false;
@@ -84,7 +88,8 @@ struct ObservedPod {
 };
 
 // Reads a pod as the API server returns it, whatever its shape (never throws). nullopt when it lacks
-// a name or the job's rank or restart attempt label (not one of ours). The trainer is the
+// a name, the job's restart attempt label, or both the rank and the spare label (not one of ours);
+// a spare without a rank has rank -1. The trainer is the
 // container named `trainer_name` (TrainerName(job)); without one, the first container status that
 // is not the cohort-sidecar's.
 std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::string& trainer_name = "");
@@ -123,6 +128,14 @@ struct Decision {
   std::vector<int32_t> replace_ranks;
   // Restarting in place: order this attempt from the job's attempt hub (the pods stay).
   std::optional<int32_t> start_attempt;
+  // With start_attempt: spares that take the slots of pods that are gone, from that attempt on
+  // (pod index, spare pod name).
+  std::vector<std::pair<int32_t, std::string>> spare_assignments;
+  // Hot spares: spare pods to label as holding a slot (pod name -> pod index; their restart attempt
+  // label becomes status.restart_attempt), before start_attempt is ordered; spare pods to create
+  // (SparePodName(job, n) for each n).
+  std::vector<std::pair<std::string, int32_t>> relabel_spares;
+  std::vector<int32_t> create_spares;
   std::vector<std::string> delete_pods;  // Pods to delete.
   // Pods to delete with grace period 0: of an earlier restart attempt, still terminating long
   // after their grace period (their node is lost: nothing will confirm their deletion).

@@ -225,11 +225,25 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   absl::Time now = clock_->Now();
   const std::optional<AttemptView> view = ObserveAttempts(*job, pods);
   Decision d = Decide(*job, pods, now, decide_options_, view ? &*view : nullptr);
-  if (d.start_attempt) {
-    // The pods stay: the hub tells every pod's sidecar, which tells cohort-launch.
-    if (absl::Status s = attempts_->Start(absl::StrCat(ns, "/", name), *d.start_attempt); !s.ok()) return s;
+  for (const auto& [spare, pod_index] : d.relabel_spares) {
+    // Before the order that gives it the slot: from then on, the pod's labels say which slot it
+    // holds (its name stays; the next pass sees it as that slot's pod of the attempt).
+    const json patch = {{"metadata",
+                         {{"labels",
+                           {{kRankLabel, absl::StrCat(pod_index)},
+                            {kRestartAttemptLabel, absl::StrCat(d.status.restart_attempt)}}}}}};
+    absl::StatusOr<json> patched = client_->MergePatch(kPods, ns, spare, patch);
+    if (!patched.ok()) return patched.status();
   }
-  if (!d.create_ranks.empty()) {
+  if (d.start_attempt) {
+    // The pods stay: the hub tells every pod's sidecar, which tells cohort-launch; a spare that
+    // takes a slot hears the slot's pod index.
+    if (absl::Status s = attempts_->Start(absl::StrCat(ns, "/", name), *d.start_attempt, d.spare_assignments);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!d.create_ranks.empty() || !d.create_spares.empty()) {
     // Pods need the Service (their DNS names) and the token Secret (a mounted volume). Only
     // then are they ensured, so a steady job costs no API calls for them.
     if (absl::Status s = Ensure(client_, kServices, ns, BuildService(*job), job->uid); !s.ok()) return s;
@@ -251,6 +265,11 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   }
   if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, false, report); !s.ok()) return s;
   if (absl::Status s = CreatePods(*job, d.replace_ranks, d.status.restart_attempt, true, report); !s.ok()) return s;
+  for (int32_t sequence : d.create_spares) {
+    absl::StatusOr<json> r = client_->Create(kPods, ns, BuildSparePod(*job, sequence, d.status.restart_attempt));
+    if (!r.ok() && !absl::IsAlreadyExists(r.status())) return r.status();
+    if (r.ok() && report != nullptr) ++report->pods_created;
+  }
   for (const std::string& pod : d.delete_pods) {
     absl::Status s = client_->Delete(kPods, ns, pod);
     if (!s.ok() && !absl::IsNotFound(s)) return s;

@@ -39,8 +39,14 @@ Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler,
       [this](const std::string&, const json& pod) {
         const json& meta = Member(pod, "metadata");
         std::string job = StringMember(Member(meta, "labels"), kJobNameLabel);
-        if (job.empty()) job = JobOfPodName(StringMember(meta, "name"));  // A DELETED from a relist: the name only.
-        if (job.empty()) return;
+        if (job.empty()) {
+          // A DELETED from a relist: the name only, a rank's or a spare's.
+          const std::string name = StringMember(meta, "name");
+          for (const std::string& owner : {JobOfPodName(name), JobOfSparePodName(name)}) {
+            if (!owner.empty()) queue_.Add(absl::StrCat(StringMember(meta, "namespace"), "/", owner));
+          }
+          return;
+        }
         queue_.Add(absl::StrCat(StringMember(meta, "namespace"), "/", job));
       },
       options_.watch_timeout);

@@ -80,6 +80,7 @@ void HubAttemptWatcher::OnState(const std::string& key, const std::string& addre
     view.connected = true;
     view.following.insert(state.following().begin(), state.following().end());
     view.followed = view.following;
+    view.spares.insert(state.spares().begin(), state.spares().end());
     // Who followed this hub before still did (a hub started anew knows none of them).
     const std::optional<AttemptView>& before = it->second->view;
     if (before && before->hub_incarnation == view.hub_incarnation) {
@@ -133,7 +134,8 @@ std::optional<AttemptView> HubAttemptWatcher::View(const std::string& key) {
   return waiting;
 }
 
-absl::Status HubAttemptWatcher::Start(const std::string& key, int32_t attempt) {
+absl::Status HubAttemptWatcher::Start(const std::string& key, int32_t attempt,
+                                      const std::vector<std::pair<int32_t, std::string>>& assignments) {
   std::shared_ptr<Job> job;  // Keeps the stream alive through the call.
   coordination::AttemptObserver* stream = nullptr;
   {
@@ -147,7 +149,13 @@ absl::Status HubAttemptWatcher::Start(const std::string& key, int32_t attempt) {
   if (stream == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("no stream to job ", key, "'s attempt hub yet"));
   }
-  return stream->Start(attempt);
+  std::vector<coordination::attemptspb::SpareAssignment> to_spares;
+  for (const auto& [pod_index, spare] : assignments) {
+    coordination::attemptspb::SpareAssignment& a = to_spares.emplace_back();
+    a.set_pod_index(pod_index);
+    a.set_spare(spare);
+  }
+  return stream->Start(attempt, to_spares);
 }
 
 }  // namespace cohort::op

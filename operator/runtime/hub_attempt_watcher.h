@@ -24,7 +24,8 @@ class HubAttemptWatcher final : public AttemptWatcher {
   void Close(const std::string& key) override;
   void Forget(const std::string& key) override;
   std::optional<AttemptView> View(const std::string& key) override;
-  absl::Status Start(const std::string& key, int32_t attempt) override;
+  absl::Status Start(const std::string& key, int32_t attempt,
+                     const std::vector<std::pair<int32_t, std::string>>& assignments) override;
 
  private:
   struct Job {

@@ -78,6 +78,13 @@ class PodBuilder {
     pod_.node = std::move(node);
     return *this;
   }
+  // A spare pod named `name` (SparePodName): holding no slot when the builder's rank is -1, else
+  // a spare that took that slot (labelled with its rank and attempt).
+  PodBuilder& Spare(std::string name) {
+    pod_.name = name;
+    pod_.spare = std::move(name);
+    return *this;
+  }
   operator ObservedPod() const { return pod_; }
 
  private:

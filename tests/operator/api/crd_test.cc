@@ -88,6 +88,28 @@ TEST_F(CrdTest, BoundsMatchValidation) {
   EXPECT_FALSE(ValidateWith("maxRestarts", spec_["maxRestarts"]["minimum"].as<int64_t>() - 1).empty());
 }
 
+TEST_F(CrdTest, SparesMatchValidation) {
+  EXPECT_EQ(spec_["spares"]["default"].as<int>(), DistributedJobSpec{}.spares);
+  // Spares need a trainer command (cohort-launch runs it in the slot a spare takes).
+  auto validate = [](int64_t spares) {
+    auto job = ParseDistributedJob(
+        testing::JobBuilder()
+            .Spec("spares", spares)
+            .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "train.py"})
+            .Build());
+    EXPECT_TRUE(job.ok());
+    return Validate(*job);
+  };
+  EXPECT_TRUE(validate(spec_["spares"]["minimum"].as<int64_t>()).empty());
+  EXPECT_TRUE(validate(spec_["spares"]["maximum"].as<int64_t>()).empty());
+  EXPECT_FALSE(validate(spec_["spares"]["minimum"].as<int64_t>() - 1).empty());
+  EXPECT_FALSE(validate(spec_["spares"]["maximum"].as<int64_t>() + 1).empty());
+  const YAML::Node status = version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+  for (const char* field : {"spares", "readySpares", "sparesText", "sparesCreated", "slots"}) {
+    EXPECT_TRUE(status[field].IsMap()) << field;
+  }
+}
+
 TEST_F(CrdTest, HangFieldsMatch) {
   const YAML::Node policies = spec_["hangPolicy"]["enum"];
   ASSERT_TRUE(policies.IsSequence());

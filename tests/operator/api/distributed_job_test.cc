@@ -314,6 +314,23 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"UnknownHangPolicy", JobBuilder().Spec("hangPolicy", "Kill").Build(),
                        "spec.hangPolicy: 'Kill' is not a hang policy; write Restart (restart the gang, counted "
                        "against maxRestarts), Fail (the job fails) or Alert (say so and keep running)"},
+        ValidationCase{"SparesWithoutCommand", JobBuilder().Spec("spares", 1).Build(),
+                       "spec.spares: 1 spares need the gang to restart in place"},
+        ValidationCase{"SparesWithRecreate",
+                       JobBuilder()
+                           .Spec("spares", 2)
+                           .Spec("restartStrategy", "Recreate")
+                           .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                           .Build(),
+                       "set spec.restartStrategy: InPlace"},
+        ValidationCase{"NegativeSpares", JobBuilder().Spec("spares", -1).Build(),
+                       "spec.spares: must be between 0 and 1000 (got -1)"},
+        ValidationCase{"SpareNameTooLong",
+                       JobBuilder(std::string(51, 'a'))
+                           .Spec("spares", 1)
+                           .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                           .Build(),
+                       "spare pods are named '" + std::string(51, 'a') + "-spare-0' onwards"},
         ValidationCase{"SeveralProcessesWithoutCommand",
                        JobBuilder().Spec("processesPerPod", 2).Build(),
                        "containers[0].command: required when Cohort starts 2 processes per pod"}),
@@ -364,6 +381,10 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   st.coordinator_address = "train-0.train.ml.svc:8476";
   st.observed_generation = 4;
   st.last_hang_id = 12;
+  st.spares = 1;
+  st.ready_spares = 1;
+  st.spares_created = 3;
+  st.slots = {{1, "train-spare-2"}};
   st.conditions.push_back(Condition{"Running", "False", "GangRestarting", "rank 2 exited with code 1",
                                     "2026-11-22T13:00:00Z", 4});
   json obj = JobBuilder().Build();
@@ -376,6 +397,11 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   EXPECT_EQ(job->status.preemptions, 1);
   EXPECT_EQ(job->status.coordinator_address, "train-0.train.ml.svc:8476");
   EXPECT_EQ(job->status.last_hang_id, 12);
+  EXPECT_EQ(obj["status"]["sparesText"], "1/0");
+  EXPECT_EQ(job->status.spares, 1);
+  EXPECT_EQ(job->status.ready_spares, 1);
+  EXPECT_EQ(job->status.spares_created, 3);
+  EXPECT_EQ(job->status.slots, (std::map<int32_t, std::string>{{1, "train-spare-2"}}));
   EXPECT_THAT(job->status.conditions, ElementsAre(st.conditions[0]));
 }
 

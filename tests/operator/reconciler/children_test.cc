@@ -421,6 +421,58 @@ TEST(BuildPod, InPlace_CohortLaunchSupervisesEveryTrainer_LaunchSocketAndShm) {
   }
 }
 
+// A spare holds no rank: its own name and hostname, the spare label, the job's size but no rank
+// in any container, COHORT_SPARE naming it; cohort-launch waits on the launch socket for a slot.
+TEST(BuildSparePod, NoRank_SpareLabelAndVariable_LaunchesThroughCohortLaunch) {
+  for (const std::string launcher : {"Cohort", "Torchrun"}) {
+    SCOPED_TRACE(launcher);
+    JobBuilder b;
+    b.Spec("replicas", 2).Spec("spares", 1).Spec("processesPerPod", 2).Spec("launcher", launcher);
+    b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+    json pod = BuildSparePod(Job(b.Build()), 3, 1);
+    EXPECT_EQ(pod["metadata"]["name"], "train-spare-3");
+    EXPECT_EQ(pod["metadata"]["labels"][kSpareLabel], "train-spare-3");
+    EXPECT_FALSE(pod["metadata"]["labels"].contains(kRankLabel));
+    EXPECT_EQ(pod["metadata"]["labels"][kRestartAttemptLabel], "1");
+    EXPECT_EQ(pod["spec"]["hostname"], "train-spare-3");
+    EXPECT_EQ(pod["spec"]["containers"][0]["command"][0], "/run/cohort/bin/cohort-launch");
+    const json* trainer = &pod["spec"]["containers"][0];
+    for (const json* c : {trainer, ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar")}) {
+      ASSERT_NE(c, nullptr);
+      std::map<std::string, json> env = EnvOf(*c);
+      EXPECT_EQ(env["COHORT_SPARE"], "train-spare-3");
+      EXPECT_EQ(env["COHORT_NUM_PROCESSES"], "4");
+      EXPECT_EQ(env["COHORT_PROCESSES_PER_POD"], "2");
+      EXPECT_EQ(env["COHORT_LAUNCH_SOCKET"], "/run/cohort/launch.sock");
+      for (const char* rank : {"COHORT_PROCESS_ID", "JAX_PROCESS_ID", "RANK", "NODE_RANK", "GROUP_RANK",
+                               "LOCAL_RANK", "PET_NODE_RANK"}) {
+        EXPECT_EQ(env.count(rank), 0u) << rank;
+      }
+    }
+  }
+  // A rank's pod has no COHORT_SPARE.
+  JobBuilder b;
+  b.Spec("spares", 1).Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
+  EXPECT_EQ(EnvOf(BuildPod(Job(b.Build()), 1, 0)["spec"]["containers"][0]).count("COHORT_SPARE"), 0u);
+}
+
+// Spares are pods of the gang's group: Kueue's total count and a PodGroup's default minMember
+// count them; a spare has no index label for Kueue to order by.
+TEST(BuildSparePod, CountedInGangAdmission) {
+  JobBuilder queued;
+  queued.Spec("replicas", 4).Spec("spares", 2).Spec("scheduling", {{"queueName", "team-a"}});
+  queued.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
+  for (const json& pod : {BuildPod(Job(queued.Build()), 1, 0), BuildSparePod(Job(queued.Build()), 0, 0)}) {
+    EXPECT_EQ(pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"], "6");
+    EXPECT_EQ(pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"], "train-0");
+  }
+  EXPECT_FALSE(BuildSparePod(Job(queued.Build()), 0, 0)["metadata"]["annotations"].contains(
+      "kueue.x-k8s.io/pod-group-pod-index-label"));
+  JobBuilder grouped;
+  grouped.Spec("replicas", 4).Spec("spares", 2).Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}});
+  EXPECT_EQ(BuildPodGroup(Job(grouped.Build()), 0)["spec"]["minMember"], 6);
+}
+
 // A pod replaced alone (restarting in place) has a name of its own, so that the one it replaces
 // may still be terminating; its rank, hostname and attempt are the slot's.
 TEST(BuildPod, Replacement_NameOfItsOwn_SameHostnameAndRank) {
@@ -433,6 +485,10 @@ TEST(BuildPod, Replacement_NameOfItsOwn_SameHostnameAndRank) {
   EXPECT_EQ(JobOfPodName(ReplacementPodName(job, 2, 3)), "train");
   EXPECT_EQ(JobOfPodName("my-job-r2-7"), "my-job-r2");
   EXPECT_EQ(JobOfPodName("no-number"), "");
+  EXPECT_EQ(JobOfSparePodName(SparePodName(job, 4)), "train");
+  EXPECT_EQ(JobOfSparePodName(PodName(job, 2)), "");
+  EXPECT_EQ(JobOfSparePodName("-spare-2"), "");
+  EXPECT_EQ(JobOfSparePodName("a-spare-"), "");
   json pod = BuildPod(job, 2, 3, ReplacementPodName(job, 2, 3));
   EXPECT_EQ(pod["metadata"]["name"], "train-2-r3");
   EXPECT_EQ(pod["spec"]["hostname"], "train-2");

@@ -1,0 +1,138 @@
+#include "operator/reconciler/spare_policy.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "operator/reconciler/children.h"
+#include "operator/reconciler/conditions.h"
+#include "operator/reconciler/lost_node_policy.h"
+#include "operator/reconciler/spare_slots.h"
+
+namespace cohort::op {
+namespace {
+
+using PodPhase = ObservedPod::Phase;
+
+// Why a spare must go and be replaced ("" when it may stay).
+std::string WhyTheSpareGoes(const DecisionPass& pass, const ObservedPod& p) {
+  if (p.trainer_exit_code) return absl::StrCat("has its trainer container (cohort-launch) ended with code ", *p.trainer_exit_code);
+  if (p.phase == PodPhase::kFailed || p.phase == PodPhase::kSucceeded) return "has ended";
+  if (p.disruption_target) return "was evicted or preempted";
+  // A gang recreated under a gang scheduler is admitted anew, spares with it: one of an earlier
+  // attempt's group would hold its group (and quota) alive.
+  const SchedulingSpec& scheduling = pass.spec.scheduling;
+  const bool gang_scheduled = !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
+  if (gang_scheduled && pass.status.last_restart_strategy == restart_strategy::kRecreate &&
+      p.restart_attempt < pass.status.restart_attempt) {
+    return absl::StrCat("belongs to restart attempt ", p.restart_attempt, "'s pod group, and the gang was recreated");
+  }
+  return "";
+}
+
+bool Ready(const DecisionPass& pass, const ObservedPod& p) {
+  if (p.terminating || p.phase != PodPhase::kRunning || !p.ready || p.trainer_exit_code) return false;
+  if (pass.view == nullptr) return true;
+  return pass.view->heard && pass.view->connected && pass.view->spares.count(p.name) > 0;
+}
+
+}  // namespace
+
+std::vector<const ObservedPod*> ReadySpares(const DecisionPass& pass) {
+  std::vector<const ObservedPod*> ready;
+  for (const ObservedPod* p : pass.spares) {
+    if (Ready(pass, *p) && WhyTheSpareGoes(pass, *p).empty()) ready.push_back(p);
+  }
+  std::stable_sort(ready.begin(), ready.end(), [](const ObservedPod* a, const ObservedPod* b) {
+    return a->started_at != b->started_at ? a->started_at < b->started_at : a->name < b->name;
+  });
+  return ready;
+}
+
+std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int32_t>& lost) {
+  std::set<int32_t> taken;
+  std::vector<const ObservedPod*> ready = ReadySpares(pass);
+  if (lost.empty() || ready.empty()) return taken;
+  std::vector<LostSlot> slots;
+  for (int32_t index : lost) slots.push_back({index, ""});
+  std::vector<ReadySpare> spares;
+  for (const ObservedPod* p : ready) spares.push_back({p->name, ""});
+  const SlotPlan plan = PlanSpareSlots(slots, spares, /*same_domain_required=*/false);
+  const int32_t per_pod = ResolvedProcessesPerPod(pass.job);
+  for (const SlotPlan::Assignment& a : plan.assignments) {
+    taken.insert(a.pod_index);
+    pass.decision.relabel_spares.emplace_back(a.spare, a.pod_index);
+    pass.decision.spare_assignments.emplace_back(a.pod_index, a.spare);
+    pass.spares.erase(std::find_if(pass.spares.begin(), pass.spares.end(),
+                                   [&](const ObservedPod* p) { return p->name == a.spare; }));
+    pass.Emit(event_type::kNormal, reason::kSpareTakesSlot,
+              absl::StrCat("spare pod ", a.spare, " takes the slot of ", Who(a.pod_index, PodName(pass.job, a.pod_index), per_pod),
+                           " in restart attempt ", pass.status.restart_attempt,
+                           ": no pod is scheduled for it; a new spare is created"));
+  }
+  return taken;
+}
+
+void AssignLabelledSpares(DecisionPass& pass) {
+  if (pass.view == nullptr) return;
+  for (const ObservedPod* p : pass.current) {
+    if (p->spare.empty() || p->terminating || !pass.view->spares.count(p->name)) continue;
+    const bool already = std::any_of(pass.decision.spare_assignments.begin(), pass.decision.spare_assignments.end(),
+                                     [&](const auto& a) { return a.second == p->name; });
+    if (!already) pass.decision.spare_assignments.emplace_back(p->rank, p->name);
+  }
+}
+
+void KeepSpares(DecisionPass& pass) {
+  DistributedJobStatus& st = pass.status;
+  st.slots.clear();
+  for (const std::vector<const ObservedPod*>* pods : {&pass.current, &pass.waiting}) {
+    for (const ObservedPod* p : *pods) {
+      if (!p->terminating && p->name != PodName(pass.job, p->rank)) st.slots[p->rank] = p->name;
+    }
+  }
+  // A spare stuck terminating on a lost node is force-deleted like a pod of the gang.
+  ForceDeleteStuckPods(pass, pass.spares);
+  const bool finished = st.phase == Phase::kSucceeded || st.phase == Phase::kFailed || st.phase == Phase::kSuspended;
+  std::vector<const ObservedPod*> kept;
+  for (const ObservedPod* p : pass.spares) {
+    if (p->terminating) continue;
+    if (finished) {
+      pass.DeleteAll({p});  // Nothing left for it to take.
+      continue;
+    }
+    if (std::string why = WhyTheSpareGoes(pass, *p); !why.empty()) {
+      pass.DeleteAll({p});
+      pass.Emit(event_type::kWarning, reason::kReplacingSpare,
+                absl::StrCat("spare pod ", p->name, " ", why, ": deleting it", pass.spec.spares > 0 ? " and creating another" : "",
+                             "; the gang is not touched"));
+      continue;
+    }
+    kept.push_back(p);
+  }
+  st.spares = 0;
+  st.ready_spares = 0;
+  if (finished) return;
+  // spec.spares lowered: the ones not ready go first, then the newest.
+  std::stable_sort(kept.begin(), kept.end(), [&](const ObservedPod* a, const ObservedPod* b) {
+    const bool ra = Ready(pass, *a), rb = Ready(pass, *b);
+    if (ra != rb) return ra;
+    return a->started_at != b->started_at ? a->started_at < b->started_at : a->name < b->name;
+  });
+  while (static_cast<int32_t>(kept.size()) > std::max(pass.spec.spares, 0)) {
+    pass.DeleteAll({kept.back()});
+    kept.pop_back();
+  }
+  for (const ObservedPod* p : kept) {
+    ++st.spares;
+    if (Ready(pass, *p)) ++st.ready_spares;
+  }
+  // None are created for a spec that is not valid (or no longer allows spares).
+  const Condition* valid = FindCondition(st.conditions, condition::kSpecValid);
+  if ((valid != nullptr && valid->status != "True") || !RestartsInPlace(pass.job)) return;
+  for (int32_t n = static_cast<int32_t>(kept.size()); n < pass.spec.spares; ++n) {
+    pass.decision.create_spares.push_back(st.spares_created++);
+  }
+}
+
+}  // namespace cohort::op

@@ -1,0 +1,46 @@
+#pragma once
+
+// Hot spares (spec.spares; docs/operator.md, "Hot spares"): pods beyond the gang, started like its
+// pods (their sidecar follows the job's attempt hub, cohort-launch waits) but holding no rank.
+// Restarting in place, a ready spare takes the slot of a pod that is gone:
+//
+//   a pod of the gang is lost --RestartGang (in place)--> after the backoff, StartInPlace finds the
+//   slot without a pod --TakeSlotsWithSpares--> the spare is labelled with the slot's rank and the
+//   attempt (Decision::relabel_spares) and the attempt is ordered with the assignment
+//   (Decision::spare_assignments) --> the hub tells the spare's sidecar, which runs the slot's
+//   ranks from that attempt on; KeepSpares creates a new spare in the same pass.
+//
+// Where no spare is ready (or the slot is pod 0's, which hosts the coordination service and the
+// hub), the slot is handled as without spares: a replacement pod, or the gang recreated.
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "operator/reconciler/decision_pass.h"
+
+namespace cohort::op {
+
+// The spares that can take a slot now: Running, Ready, not being deleted, their trainer container
+// (cohort-launch) not ended, and (restarting in place) following the job's attempt hub as a spare;
+// the longest-running first.
+std::vector<const ObservedPod*> ReadySpares(const DecisionPass& pass);
+
+// Restarting in place: the slots `lost` (pod indexes without a pod that stays) go to ready spares
+// as PlanSpareSlots (spare_slots.h) gives them. Each spare taken is labelled with its slot
+// (Decision::relabel_spares), leaves pass.spares, and goes into the next start order's
+// assignments; a SpareTakesSlot Event says which. Returns the slots taken.
+std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int32_t>& lost);
+
+// With the start order of status.restart_attempt: the assignments of spares labelled with a slot of
+// that attempt in an earlier pass that the hub still lists as spares (the order that gave them the
+// slot was not carried out yet). A repeated order's assignments are ignored by the hub.
+void AssignLabelledSpares(DecisionPass& pass);
+
+// Every pass, after the gang's policies: keeps spec.spares spares. A spare that failed, ended or
+// was evicted is deleted and replaced without touching the gang; spares beyond spec.spares go
+// (the newest first); new ones are named on from status.sparesCreated. A finished or suspended
+// job's spares are deleted. Sets status.spares, readySpares and slots.
+void KeepSpares(DecisionPass& pass);
+
+}  // namespace cohort::op
