@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <iterator>
 #include <map>
@@ -483,6 +484,39 @@ int AdmitGroup(LocalControlPlane& cluster, const std::string& job, int attempt) 
   return admitted;
 }
 
+// Hot spares in a Kueue pod group: the spare is a pod of the group (the total count is replicas +
+// spares, as docs/operator.md says), gated and admitted with the ranks' pods.
+TEST_F(OperatorE2E, KueueQueue_JobWithASpare_TheSpareCountsInTheGroupsTotal_AdmittedWithIt) {
+  auto op = Operator();
+  const std::string name = "e2e-queue-spare";
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 2, "k8s", "  spares: 1\n  scheduling: {queueName: team-a}\n",
+                                                 "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
+                .exit_code,
+            0);
+  std::vector<json> pods;
+  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=" + name, [&](const std::vector<json>& seen) {
+    pods = seen;
+    return seen.size() == 3;
+  }, kJobTimeout)) << pods.size() << " pods";
+  int spares = 0;
+  for (const json& pod : pods) {
+    const json& meta = pod["metadata"];
+    EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/pod-group-name", ""), name + "-0") << meta.dump();
+    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-total-count", ""), "3") << meta.dump();
+    spares += meta["labels"].contains("cohort.dev/spare");
+  }
+  EXPECT_EQ(spares, 1);
+  EXPECT_EQ(AdmitGroup(*cluster_, name, 0), 3);
+  json job = cluster_->WaitForJob("default", name, Finished, kJobTimeout);
+  ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, name);
+  // A finished job's spare goes; its pods stay.
+  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/spare", [](const std::vector<json>& seen) {
+    return std::none_of(seen.begin(), seen.end(), [](const json& p) {
+      return p["metadata"]["labels"].value("cohort.dev/job-name", "") == "e2e-queue-spare";
+    });
+  }, kJobTimeout));
+}
+
 // A queued job evicted (as Kueue preempts a group: its pods go) restarts as a preemption, its
 // next attempt a pod group of its own, held again until admitted.
 TEST_F(OperatorE2E, KueueQueue_GroupEvicted_CountedAsPreemption_TheNextAttemptIsANewGroupHeldUntilAdmitted) {
@@ -926,6 +960,101 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
     if (absl::StartsWith(line, lost)) marked = absl::StrContains(line, "NotReady");
   }
   EXPECT_TRUE(marked) << shown.output;
+}
+
+// Hot spares: three nodes with room for one pod each, a job of two pods and one spare. Whatever
+// takes pod 1 away (`lose`: its node lost, or the pod evicted), the spare runs pod 1's rank in the
+// next attempt without any pod being scheduled for it, a new spare is created, and the job
+// succeeds. Returns the finished job.
+json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& name,
+                                const std::function<void(const std::string& node)>& lose) {
+  json none;
+  EXPECT_EQ(cluster.Kubectl({"apply"}, JobYaml(name, 2, "k8s-hold", "  spares: 1\n",
+                                               "      terminationGracePeriodSeconds: 2\n"))
+                .exit_code,
+            0);
+  // Every rank trains and the spare is ready to take a slot.
+  json ready = cluster.WaitForJob("default", name, [](const json& j) {
+    return AllReady(j) && StatusInt(j, "readySpares") == 1;
+  }, kJobTimeout);
+  if (!AllReady(ready)) {
+    ADD_FAILURE() << ready.dump(2) << Events(cluster, name);
+    return none;
+  }
+  const std::string spare = name + "-spare-0";
+  absl::StatusOr<json> spare_pod = cluster.client().Get(op::kPods, "default", spare);
+  EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
+  if (!spare_pod.ok()) return none;
+  EXPECT_FALSE((*spare_pod)["metadata"]["labels"].contains("cohort.dev/rank")) << spare_pod->dump(2);
+  const json spare_uid = (*spare_pod)["metadata"]["uid"];
+  LocalControlPlane::Result table = cluster.Kubectl({"get", "djob", name});
+  EXPECT_THAT(table.output, HasSubstr("SPARES")) << table.output;
+  absl::StatusOr<json> pod1 = cluster.client().Get(op::kPods, "default", name + "-1");
+  EXPECT_TRUE(pod1.ok()) << pod1.status();
+  if (!pod1.ok()) return none;
+  lose((*pod1)["spec"].value("nodeName", ""));
+
+  json job = cluster.WaitForJob("default", name, Finished, kJobTimeout);
+  const std::string events = Events(cluster, name);
+  EXPECT_EQ(Phase(job), "Succeeded") << job.dump(2) << events;
+  EXPECT_EQ(StatusInt(job, "restartAttempt"), 1) << events;
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << events;
+  EXPECT_THAT(events, HasSubstr(absl::StrCat("SpareTakesSlot: spare pod ", spare, " takes the slot of rank 1 (pod ",
+                                             name, "-1) in restart attempt 1")))
+      << events;
+  // The spare holds slot 1: its labels and the job's status say so; it ran rank 1 in attempt 1.
+  EXPECT_EQ(job["status"]["slots"], json::array({{{"podIndex", 1}, {"pod", spare}}})) << job.dump(2);
+  spare_pod = cluster.client().Get(op::kPods, "default", spare);
+  EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
+  if (spare_pod.ok()) {
+    EXPECT_EQ((*spare_pod)["metadata"]["labels"].value("cohort.dev/rank", ""), "1") << spare_pod->dump(2);
+    EXPECT_EQ((*spare_pod)["metadata"]["uid"], spare_uid) << "the spare pod was replaced";
+  }
+  EXPECT_THAT(PodTrainerLog(cluster, spare), HasSubstr("INITIALIZED rank=1 attempt=1")) << events;
+  EXPECT_THAT(TrainerLog(cluster, name, 0), HasSubstr("INITIALIZED rank=0 attempt=1")) << events;
+  // No pod was created for the slot; a new spare was.
+  absl::StatusOr<json> pods = cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name);
+  EXPECT_TRUE(pods.ok()) << pods.status();
+  std::set<std::string> names;
+  for (const json& p : pods.ok() ? (*pods)["items"] : json::array()) names.insert(p["metadata"].value("name", ""));
+  EXPECT_FALSE(names.count(name + "-1-r1")) << "a replacement pod was created\n" << events;
+  EXPECT_GE(StatusInt(job, "sparesCreated"), 2) << "no new spare was created\n" << job.dump(2) << events;
+  return job;
+}
+
+TEST_F(OperatorE2E, HotSpare_NodeOfPodOneLost_TheSpareRunsItsRankInTheNextAttempt_ANewSpareIsCreated) {
+  LocalControlPlane cluster({"--nodes", "3", "--max-pods", "1", "--node-monitor-grace-period", "2"});
+  ASSERT_NE(cluster.kubeconfig(), "") << "the three-node control plane did not start";
+  auto op = Operator("operator", {"--force-delete-after", "2"}, &cluster);
+  json job = RunWithASpareAndLosePodOne(cluster, "e2e-spare-node", [&](const std::string& node) {
+    ASSERT_TRUE(cluster.LoseNode(node).ok()) << node;
+  });
+  ASSERT_FALSE(job.is_null());
+}
+
+TEST_F(OperatorE2E, HotSpare_PodOneEvicted_BothSyncAtOneStep_TheSpareRunsItsRankInTheNextAttempt) {
+  LocalControlPlane cluster({"--nodes", "3", "--max-pods", "1"});
+  ASSERT_NE(cluster.kubeconfig(), "") << "the three-node control plane did not start";
+  auto op = Operator("operator", {}, &cluster);
+  const std::string name = "e2e-spare-evict";
+  json job = RunWithASpareAndLosePodOne(cluster, name, [&](const std::string&) {
+    LocalControlPlane::Result evicted = cluster.Evict("default", name + "-1");
+    ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
+  });
+  ASSERT_FALSE(job.is_null());
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
+  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  // The preemption notice reached both ranks: they stopped at one step (the checkpoint the next
+  // attempt resumes from), pod 1's on its way out.
+  std::string step;
+  for (int rank : {0, 1}) {
+    const std::string log = TrainerLog(cluster, name, rank);
+    const size_t at = log.find(absl::StrCat("SYNC rank=", rank, " step="));
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string seen = log.substr(log.find("step=", at), log.find('\n', at) - log.find("step=", at));
+    if (step.empty()) step = seen;
+    EXPECT_EQ(seen, step) << "rank " << rank;
+  }
 }
 
 TEST_F(OperatorE2E, SuspendResumeDeadlineAndTtl) {
