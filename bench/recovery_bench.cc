@@ -2,7 +2,7 @@
 // local control plane with real pods (sidecars, cohort-launch, trainer processes).
 //
 //   recovery-bench [--pods 8] [--processes-per-pod 4] [--runs 5] [--runtime process|podman]
-//                  [--step-ms 5] [--keep]
+//                  [--step-ms 5] [--lose process|node] [--keep]
 //
 // It starts cohort-local-cluster (one node, the process runtime unless --runtime podman), applies
 // the CRD and starts a real cohort-operator. Then, --runs times, for restartStrategy InPlace and
@@ -14,6 +14,16 @@
 //                 every rank registered)
 //   barrier_s     every rank of attempt 1 through its first barrier
 //   pods_replaced pods whose uid changed (API writes: each is a delete and a create)
+// With --lose node it measures a lost node instead, for a job with one hot spare ("Spare") beside
+// one without ("NoSpare", the replacement pod created and scheduled), both restarting in place:
+// the cluster has a node per pod (--max-pods 1) and enough spare nodes for every run, and each
+// run kills the kubelet of pod 1's node (which kills its processes, as a machine lost) and
+// measures from there:
+//   detected_s    the operator marked the job Restarting (it knows of the loss)
+//   registered_s, barrier_s  as above
+//   pods_created  pods created for the job after the loss before every rank registered
+//                 (replacements, not new spares, which are created after the slot is taken)
+// The target: with a spare, registered_s within detected_s + 2 s.
 // The trainer is test-trainer (process runtime) or, in containers, demo-trainer from
 // localhost/cohort-demo:dev (`make images`). Each run prints one JSON object; the last line is a
 // summary: median and worst of each figure per strategy, the ratio of the Recreate median to the
@@ -40,6 +50,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -49,6 +60,7 @@
 #include "common/process/subprocess.h"
 #include "bench/local_operator.h"
 #include "operator/client/http_kube_client.h"
+#include "tests/support/local_cluster_node.h"
 
 namespace cohort::bench {
 namespace {
@@ -113,8 +125,10 @@ Workload ContainerWorkload() {
           {absl::StrCat(COHORT_BIN_DIR, "/demo-trainer"), "--help"}};
 }
 
-json JobObject(const std::string& name, int pods, int per_pod, const std::string& strategy, const Workload& w) {
+json JobObject(const std::string& name, int pods, int per_pod, const std::string& strategy, const Workload& w,
+               int spares = 0) {
   json spec = {{"replicas", pods},
+               {"spares", spares},
                {"processesPerPod", per_pod},
                {"restartStrategy", strategy},
                {"restartBackoff", "0s"},
@@ -150,8 +164,15 @@ std::map<int, pid_t> Trainers(const std::string& binary, const std::string& job,
   return out;
 }
 
-std::string TrainerLog(const std::string& dir, const std::string& job, int pod) {
-  return absl::StrCat(dir, "/pods/default_", job, "-", pod, "/trainer.log");
+// The trainer logs of every pod of `job` there is or was: its ranks' pods, replacements and spares.
+std::vector<std::string> TrainerLogs(const std::string& dir, const std::string& job) {
+  std::vector<std::string> logs;
+  const std::string prefix = absl::StrCat("default_", job, "-");
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "pods", ec)) {
+    if (absl::StartsWith(e.path().filename().string(), prefix)) logs.push_back((e.path() / "trainer.log").string());
+  }
+  return logs;
 }
 
 // Where a pod's trainer log stood: its file, held open so that its inode cannot be handed to the
@@ -168,30 +189,31 @@ struct LogMark {
   size_t size = 0;
 };
 
-std::vector<LogMark> MarkLogs(const std::string& dir, const std::string& job, int pods) {
-  std::vector<LogMark> marks(pods);
-  for (int p = 0; p < pods; ++p) {
-    marks[p].fd = open(TrainerLog(dir, job, p).c_str(), O_RDONLY | O_CLOEXEC);
+std::map<std::string, LogMark> MarkLogs(const std::string& dir, const std::string& job) {
+  std::map<std::string, LogMark> marks;
+  for (const std::string& path : TrainerLogs(dir, job)) {
+    LogMark& mark = marks[path];
+    mark.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st {};
-    if (marks[p].fd >= 0 && fstat(marks[p].fd, &st) == 0) {
-      marks[p].inode = st.st_ino;
-      marks[p].size = static_cast<size_t>(st.st_size);
+    if (mark.fd >= 0 && fstat(mark.fd, &st) == 0) {
+      mark.inode = st.st_ino;
+      mark.size = static_cast<size_t>(st.st_size);
     }
   }
   return marks;
 }
 
-// How many lines of the pods' trainer logs contain `text`, counting only what was written after
+// How many lines of the job's trainer logs contain `text`, counting only what was written after
 // `since` (all of a log that is not the file marked).
-int CountInLogs(const std::string& dir, const std::string& job, int pods, const std::string& text,
-                const std::vector<LogMark>& since = {}) {
+int CountInLogs(const std::string& dir, const std::string& job, const std::string& text,
+                const std::map<std::string, LogMark>& since = {}) {
   int n = 0;
-  for (int p = 0; p < pods; ++p) {
-    const std::string path = TrainerLog(dir, job, p);
+  for (const std::string& path : TrainerLogs(dir, job)) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) continue;
     const std::string log = ReadFile(path);
-    size_t at = p < static_cast<int>(since.size()) && since[p].inode == st.st_ino ? since[p].size : 0;
+    auto mark = since.find(path);
+    size_t at = mark != since.end() && mark->second.inode == st.st_ino ? mark->second.size : 0;
     for (; (at = log.find(text, at)) != std::string::npos; at += text.size()) ++n;
   }
   return n;
@@ -228,21 +250,32 @@ int Fail(const std::string& message) {
 
 struct Run1 {
   double gone = -1, registered = -1, barrier = -1;
+  double detected = -1;  // --lose node only.
   int replaced = 0;
+  int created = 0;  // --lose node only: pods created after the loss before every rank registered.
 };
+
+// What a run takes away: rank 1's process (SIGKILL), or pod 1's node (its kubelet SIGKILLed).
+enum class Loss { kProcess, kNode };
 
 // One job: created, trained, a rank killed, measured, finished (or, one that would train on,
 // deleted once measured) and gone.
 absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir, const std::string& job, int pods,
-                             int per_pod, const std::string& strategy, const Workload& w) {
+                             int per_pod, const std::string& strategy, const Workload& w, Loss loss = Loss::kProcess,
+                             int spares = 0) {
   const int ranks = pods * per_pod;
   absl::StatusOr<json> created =
-      client.Create(op::kDistributedJobs, "default", JobObject(job, pods, per_pod, strategy, w));
+      client.Create(op::kDistributedJobs, "default", JobObject(job, pods, per_pod, strategy, w, spares));
   if (!created.ok()) return created.status();
   absl::Time deadline = absl::Now() + absl::Minutes(5);
-  while (CountInLogs(dir, job, pods, w.trains) < ranks) {
+  auto ready_spares = [&] {
+    absl::StatusOr<json> j = client.Get(op::kDistributedJobs, "default", job);
+    return j.ok() ? (*j)["status"].value("readySpares", 0) : 0;
+  };
+  while (CountInLogs(dir, job, w.trains) < ranks || ready_spares() < spares) {
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains after 5 minutes; see ", dir, "/pods"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(job, ": not every rank trains (or the spares are not ready) after 5 minutes; see ", dir, "/pods"));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -252,9 +285,19 @@ absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir,
     return absl::InternalError(absl::StrCat(job, ": found ", old.size(), " ", w.binary, " processes of ", ranks));
   }
   Run1 r;
-  const std::vector<LogMark> marks = MarkLogs(dir, job, pods);
+  const std::map<std::string, LogMark> marks = MarkLogs(dir, job);
+  std::string node;  // Pod 1's, for --lose node.
+  if (loss == Loss::kNode) {
+    absl::StatusOr<json> pod1 = client.Get(op::kPods, "default", absl::StrCat(job, "-1"));
+    if (!pod1.ok()) return pod1.status();
+    node = (*pod1)["spec"].value("nodeName", "");
+  }
   const absl::Time killed = absl::Now();
-  kill(old.at(1), SIGKILL);
+  if (loss == Loss::kNode) {
+    if (absl::Status s = testing::LoseLocalNode(dir, node); !s.ok()) return s;
+  } else {
+    kill(old.at(1), SIGKILL);
+  }
   deadline = killed + absl::Minutes(5);
   while (r.gone < 0 || r.registered < 0 || r.barrier < 0) {
     if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(job, ": attempt 1 never ran"));
@@ -262,12 +305,23 @@ absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir,
     if (r.gone < 0 && std::all_of(old.begin(), old.end(), [](const auto& e) { return kill(e.second, 0) != 0; })) {
       r.gone = t;
     }
-    if (r.registered < 0 && CountInLogs(dir, job, pods, w.registered, marks) >= ranks) r.registered = t;
-    if (r.barrier < 0 && CountInLogs(dir, job, pods, w.barrier, marks) >= ranks) r.barrier = t;
+    if (loss == Loss::kNode && r.detected < 0 && Phase(client, job) != "Running") r.detected = t;
+    if (r.registered < 0 && CountInLogs(dir, job, w.registered, marks) >= ranks) {
+      r.registered = t;
+      if (loss == Loss::kNode) {
+        for (const auto& [pod, uid] : PodUids(client, job)) {
+          r.created += !before.count(pod) && !absl::StrContains(pod, "-spare-");
+        }
+      }
+    }
+    if (r.barrier < 0 && CountInLogs(dir, job, w.barrier, marks) >= ranks) r.barrier = t;
     absl::SleepFor(kPoll);
   }
   const std::map<std::string, std::string> after = PodUids(client, job);
-  for (const auto& [pod, uid] : before) r.replaced += after.count(pod) && after.at(pod) == uid ? 0 : 1;
+  for (const auto& [pod, uid] : before) {
+    if (absl::StrContains(pod, "-spare-")) continue;  // A spare that took a slot replaced nothing.
+    r.replaced += after.count(pod) && after.at(pod) == uid ? 0 : 1;
+  }
   if (w.finishes) {
     while (Phase(client, job) != "Succeeded") {
       if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(job, ": did not succeed"));
@@ -305,7 +359,8 @@ json Stats(std::vector<double> v) {
 int Run(int argc, char** argv) {
   int pods = 8, per_pod = 4, runs = 5;
   std::string runtime = "process";
-  CLI::App app{"recovery-bench: a gang restart in place beside recreating the pods"};
+  CLI::App app{"recovery-bench: a gang restart in place beside recreating the pods, or a lost node with a hot "
+               "spare beside one without"};
   app.add_option("--pods", pods, "pods of the job")->check(CLI::Range(2, 1024))->capture_default_str();
   app.add_option("--processes-per-pod", per_pod, "processes per pod")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--runs", runs, "runs of each strategy")->check(CLI::Range(1, 100))->capture_default_str();
@@ -315,6 +370,12 @@ int Run(int argc, char** argv) {
   int step_ms = 5;
   app.add_option("--step-ms", step_ms, "test-trainer's step time while attempt 0 trains (process runtime)")
       ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  std::string lose = "process";
+  app.add_option("--lose", lose,
+                 "what a run takes away: rank 1's process (InPlace beside Recreate), or pod 1's node (a job with "
+                 "a hot spare beside one without)")
+      ->check(CLI::IsMember({"process", "node"}))
       ->capture_default_str();
   bool keep = false;
   app.add_flag("--keep", keep, "keep the local cluster's directory (pods' logs; the operator's, at debug level, in operator.log; the cluster's in cluster.log)");
@@ -334,18 +395,34 @@ int Run(int argc, char** argv) {
   std::vector<double> floors;
   for (int i = 0; i < 5; ++i) floors.push_back(StartFloor(workload.floor_argv, pods * per_pod));
 
+  const Loss loss = lose == "node" ? Loss::kNode : Loss::kProcess;
+  // Losing nodes: a node per pod (the job's pods, its spare, the new spare or the replacement), and
+  // one more for each node a run loses; pods stuck terminating on a lost node are force-deleted 2 s
+  // after their grace period.
+  std::vector<std::string> cluster_flags = {"--runtime", runtime, "--max-pods", "0"};
+  std::vector<std::string> operator_flags;
+  if (loss == Loss::kNode) {
+    cluster_flags = {"--runtime", runtime, "--max-pods", "1", "--nodes", absl::StrCat(pods + 2 + 2 * runs),
+                     "--node-monitor-grace-period", "2"};
+    operator_flags = {"--force-delete-after", "2"};
+  }
+  if (keep) operator_flags.insert(operator_flags.end(), {"--log-level", "debug"});
   absl::StatusOr<std::unique_ptr<LocalOperator>> local =
-      StartLocalOperator("recovery-bench", {"--runtime", runtime, "--max-pods", "0"},
-                         keep ? std::vector<std::string>{"--log-level", "debug"} : std::vector<std::string>{});
+      StartLocalOperator("recovery-bench", cluster_flags, operator_flags);
   if (!local.ok()) return Fail(std::string(local.status().message()));
   op::HttpKubeClient& client = *(*local)->client;
   const std::string dir = (*local)->dir;
 
   std::map<std::string, std::map<std::string, std::vector<double>>> figures;  // strategy -> figure -> runs.
+  const std::vector<std::string> variants =
+      loss == Loss::kNode ? std::vector<std::string>{"Spare", "NoSpare"} : std::vector<std::string>{"InPlace", "Recreate"};
   for (int i = 0; i < runs; ++i) {
-    for (const std::string strategy : {"InPlace", "Recreate"}) {
-      const std::string job = absl::StrCat("rb-", strategy == "InPlace" ? "inplace" : "recreate", "-", i);
-      absl::StatusOr<Run1> r = Measure(client, dir, job, pods, per_pod, strategy, workload);
+    for (const std::string& strategy : variants) {
+      const std::string job = absl::StrCat("rb-", absl::AsciiStrToLower(strategy), "-", i);
+      absl::StatusOr<Run1> r =
+          loss == Loss::kNode
+              ? Measure(client, dir, job, pods, per_pod, "InPlace", workload, loss, strategy == "Spare" ? 1 : 0)
+              : Measure(client, dir, job, pods, per_pod, strategy, workload);
       if (!r.ok()) {
         KeepDir(**local);
         return Fail(absl::StrCat(r.status().message(), " (the cluster's directory is kept: ", dir, ")"));
@@ -354,6 +431,14 @@ int Run(int argc, char** argv) {
                   {"processes_per_pod", per_pod}, {"ranks", pods * per_pod}, {"runtime", runtime},
                   {"gone_s", r->gone},      {"registered_s", r->registered}, {"barrier_s", r->barrier},
                   {"pods_replaced", r->replaced}};
+      if (loss == Loss::kNode) {
+        one["lost"] = "node";
+        one["detected_s"] = r->detected;
+        one["pods_created"] = r->created;
+        figures[strategy]["detected_s"].push_back(r->detected);
+        figures[strategy]["pods_created"].push_back(r->created);
+        figures[strategy]["registered_after_detected_s"].push_back(r->registered - r->detected);
+      }
       std::printf("%s\n", one.dump().c_str());
       std::fflush(stdout);
       figures[strategy]["gone_s"].push_back(r->gone);
@@ -368,9 +453,20 @@ int Run(int argc, char** argv) {
     for (auto& [figure, values] : by_figure) summary[strategy][figure] = Stats(values);
   }
   for (const char* figure : {"gone_s", "registered_s", "barrier_s"}) {
+    if (loss == Loss::kNode) {
+      const double spare = summary["Spare"][figure]["median"];
+      const double none = summary["NoSpare"][figure]["median"];
+      summary["no_spare_over_spare"][figure] = spare > 0 ? none / spare : 0;
+      continue;
+    }
     const double in_place = summary["InPlace"][figure]["median"];
     const double recreate = summary["Recreate"][figure]["median"];
     summary["recreate_over_in_place"][figure] = in_place > 0 ? recreate / in_place : 0;
+  }
+  if (loss == Loss::kNode) {
+    summary["lost"] = "node";
+    // The target: with a spare, every rank registered within the detection time + 2 s (worst run).
+    summary["spare_within_detected_plus_2s"] = summary["Spare"]["registered_after_detected_s"]["worst"] <= 2.0;
   }
   std::printf("%s\n", summary.dump().c_str());
   if (keep) {

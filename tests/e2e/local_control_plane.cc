@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "operator/client/kube_config.h"
+#include "tests/support/local_cluster_node.h"
 
 namespace cohort::testing {
 namespace {
@@ -89,25 +90,7 @@ LocalControlPlane::~LocalControlPlane() {
   }
 }
 
-absl::Status LocalControlPlane::LoseNode(const std::string& node) {
-  const std::string pid_file = absl::StrCat(dir_, "/nodes/", node, "/kubelet.pid");
-  pid_t pid = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pid_file)), &pid) || pid <= 0) {
-    return absl::NotFoundError(absl::StrCat("no kubelet pid in ", pid_file));
-  }
-  // A pidfd tells when the process is gone (it is the cluster's child, not ours to wait for).
-  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("kubelet of ", node, " (pid ", pid, ") is not running"));
-  if (kill(pid, SIGKILL) != 0) {
-    close(fd);
-    return absl::InternalError(absl::StrCat("kill -9 ", pid, ": ", strerror(errno)));
-  }
-  pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
-  int ready = poll(&p, 1, 10000);
-  close(fd);
-  if (ready != 1) return absl::DeadlineExceededError(absl::StrCat("kubelet ", pid, " still running 10 s after SIGKILL"));
-  return absl::OkStatus();
-}
+absl::Status LocalControlPlane::LoseNode(const std::string& node) { return LoseLocalNode(dir_, node); }
 
 LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> args, const std::string& stdin_text) {
   static int files = 0;
