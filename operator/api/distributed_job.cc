@@ -242,6 +242,15 @@ absl::Status ReadEnum(const json& obj, const char* name, const std::string& path
 
 }  // namespace
 
+std::optional<TopologyRequest> SpareTopology(const DistributedJob& job) {
+  const json& annotations = Member(job.spec.pod_template, "metadata", "annotations");
+  for (const auto& [key, required] : {std::pair{kKueueRequiredTopologyAnnotation, true},
+                                      std::pair{kKueuePreferredTopologyAnnotation, false}}) {
+    if (std::string label = StringMember(annotations, key); !label.empty()) return TopologyRequest{label, required};
+  }
+  return std::nullopt;
+}
+
 std::string SparePodName(const DistributedJob& job, int32_t sequence) {
   return absl::StrCat(job.name, "-spare-", sequence);
 }

@@ -143,6 +143,11 @@ inline constexpr char kKueuePodGroupIndexLabelAnnotation[] = "kueue.x-k8s.io/pod
 // "false": a terminated pod finishes its group instead of Kueue waiting for a replacement pod of
 // the same group (a restart is a new group), so Kueue releases the group's quota and finalizers.
 inline constexpr char kKueueRetriableInGroupAnnotation[] = "kueue.x-k8s.io/retriable-in-group";
+// Kueue's topology-aware scheduling: the template's annotations name the Node label whose value is
+// the domain (a rack, a block) the job's pods must (required) or should (preferred) share. Hot
+// spares take a slot in the gang's domain the same way (SpareTopology()).
+inline constexpr char kKueueRequiredTopologyAnnotation[] = "kueue.x-k8s.io/podset-required-topology";
+inline constexpr char kKueuePreferredTopologyAnnotation[] = "kueue.x-k8s.io/podset-preferred-topology";
 
 struct DistributedJobSpec {
   int32_t replicas = 1;  // Pods.
@@ -261,6 +266,13 @@ std::string TrainerName(const DistributedJob& job);
 // The Kueue pod group of a restart attempt's pods: "<job>-<attempt>" (the job's name cut so that
 // it is a label value), one per attempt, since Kueue admits a group once.
 std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt);
+// The topology domain hot spares keep to: the Node label the template's Kueue topology annotation
+// names (the required one first), and whether it is required; nullopt when it has neither.
+struct TopologyRequest {
+  std::string node_label;
+  bool required = false;
+};
+std::optional<TopologyRequest> SpareTopology(const DistributedJob& job);
 // The `sequence`th spare pod the job created: "<job>-spare-<sequence>" (status.sparesCreated
 // counts them, so no name is used twice: the attempt hub never lets a pod it displaced back).
 std::string SparePodName(const DistributedJob& job, int32_t sequence);

@@ -52,6 +52,7 @@ inline constexpr char kForceDeleted[] = "ForceDeleted";
 // no longer wanted is deleted (and replaced, when wanted).
 inline constexpr char kSpareTakesSlot[] = "SpareTakesSlot";
 inline constexpr char kReplacingSpare[] = "ReplacingSpare";
+inline constexpr char kNoSpareForSlot[] = "NoSpareForSlot";
 inline constexpr char kSchedulingGated[] = "SchedulingGated";    // Condition Scheduled: admission.
 inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Scheduled: no room.
 inline constexpr char kWaitingForScheduler[] = "WaitingForScheduler";  // Condition Scheduled.

@@ -9,7 +9,6 @@
 #include "operator/reconciler/conditions.h"
 #include "operator/reconciler/decision_pass.h"
 #include "operator/reconciler/spare_policy.h"
-#include "operator/reconciler/spare_slots.h"
 
 namespace cohort::op {
 
@@ -116,12 +115,9 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
   const SchedulingSpec& scheduling = pass.spec.scheduling;
   const bool gang_scheduled = !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
   // Unless ready spares take every slot that needs a pod: no pod is scheduled then.
-  std::vector<LostSlot> lost;
-  for (const auto& [p, why] : check.replace) lost.push_back({p->rank, ""});
-  for (int32_t rank : check.missing) lost.push_back({rank, ""});
-  std::vector<ReadySpare> spares;
-  for (const ObservedPod* p : ReadySpares(pass)) spares.push_back({p->name, ""});
-  const bool spares_take_all = PlanSpareSlots(lost, spares, false).unassigned.empty();
+  std::vector<int32_t> lost = check.missing;
+  for (const auto& [p, why] : check.replace) lost.push_back(p->rank);
+  const bool spares_take_all = PlanSlotsForSpares(pass, lost).unassigned.empty();
   if (gang_scheduled && !lost.empty() && !spares_take_all) {
     const std::string what = check.replace.empty()
                                  ? absl::StrCat("pod ", PodName(pass.job, check.missing[0]), " is gone")
@@ -159,13 +155,10 @@ InPlacePlan PlanInPlace(const DecisionPass& pass) {
     GangCheck check = CheckGang(pass, pass.current);
     plan.blocker = std::move(check.blocker);
     // Which ready spare would take each slot (StartInPlace gives them after the backoff).
-    std::vector<LostSlot> lost;
-    for (const auto& [p, why] : check.replace) lost.push_back({p->rank, ""});
-    for (int32_t rank : check.missing) lost.push_back({rank, ""});
-    std::vector<ReadySpare> spares;
-    for (const ObservedPod* p : ReadySpares(pass)) spares.push_back({p->name, ""});
+    std::vector<int32_t> lost = check.missing;
+    for (const auto& [p, why] : check.replace) lost.push_back(p->rank);
     std::map<int32_t, std::string> spare_for;
-    for (const SlotPlan::Assignment& a : PlanSpareSlots(lost, spares, false).assignments) {
+    for (const SlotPlan::Assignment& a : PlanSlotsForSpares(pass, lost).assignments) {
       spare_for[a.pod_index] = absl::StrCat(" (spare ", a.spare, " takes its slot)");
     }
     for (auto& [p, why] : check.replace) {

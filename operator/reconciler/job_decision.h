@@ -58,6 +58,9 @@ struct ObservedPod {
   // unreadable).
   absl::Time deletion_deadline = absl::InfiniteFuture();
   std::string node;  // spec.nodeName.
+  // Hot spares: the topology domain of its node (the value of the Node label SpareTopology()
+  // names), filled by the reconciler only while a spare may take a slot; "" when not known.
+  std::string domain;
   std::string ip;    // status.podIP.
   // status.startTime: when its node took it (InfinitePast while not known).
   absl::Time started_at = absl::InfinitePast();

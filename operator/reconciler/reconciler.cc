@@ -137,6 +137,34 @@ absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector
   return first_error;
 }
 
+void Reconciler::FillTopologyDomains(const DistributedJob& job, std::vector<ObservedPod>& pods) {
+  const std::optional<TopologyRequest> topology = SpareTopology(job);
+  if (!topology || job.spec.spares <= 0) return;
+  for (ObservedPod& p : pods) {
+    if ((p.rank != 0 && p.rank >= 0) || p.node.empty()) continue;  // Rank 0's pod and the spares.
+    const std::string key = absl::StrCat(p.node, "\n", topology->node_label);
+    {
+      absl::MutexLock lock(&domains_mu_);
+      if (auto it = domains_.find(key); it != domains_.end()) {
+        p.domain = it->second;
+        continue;
+      }
+    }
+    absl::StatusOr<json> node = client_->Get(kNodes, "", p.node);
+    if (!node.ok()) {
+      // Unknown: a required topology then gives the pod's slot no spare (it gets a replacement).
+      // Said once per node when it will not change (no such node, no RBAC to read it).
+      LogWarning("job ", job.namespace_, "/", job.name, ": cannot read node ", p.node, "'s topology label ",
+                 topology->node_label, ": ", node.status().ToString());
+      if (!absl::IsNotFound(node.status()) && !absl::IsPermissionDenied(node.status())) continue;
+    } else {
+      p.domain = StringMember(Member(Member(*node, "metadata"), "labels"), topology->node_label.c_str());
+    }
+    absl::MutexLock lock(&domains_mu_);
+    domains_[key] = p.domain;
+  }
+}
+
 absl::StatusOr<std::string> Reconciler::JobToken(const DistributedJob& job) {
   {
     absl::MutexLock lock(&tokens_mu_);
@@ -223,6 +251,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   }
 
   absl::Time now = clock_->Now();
+  FillTopologyDomains(*job, pods);
   const std::optional<AttemptView> view = ObserveAttempts(*job, pods);
   Decision d = Decide(*job, pods, now, decide_options_, view ? &*view : nullptr);
   for (const auto& [spare, pod_index] : d.relabel_spares) {

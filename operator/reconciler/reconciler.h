@@ -69,6 +69,9 @@ class Reconciler {
   // Restarting in place: keeps the stream to the hub on the running pod 0 and returns what it
   // said last.
   std::optional<AttemptView> ObserveAttempts(const DistributedJob& job, const std::vector<ObservedPod>& pods);
+  // Hot spares with a topology (SpareTopology()): the domains of the nodes of rank 0's pod and of the
+  // spares (ObservedPod::domain), from the nodes' labels (cached: a node's rack does not move).
+  void FillTopologyDomains(const DistributedJob& job, std::vector<ObservedPod>& pods);
   // The job's token, from its Secret (cached by job uid).
   absl::StatusOr<std::string> JobToken(const DistributedJob& job);
 
@@ -80,6 +83,8 @@ class Reconciler {
   AttemptWatcher* attempts_ = nullptr;
   absl::Mutex tokens_mu_;
   std::map<std::string, std::string> tokens_ ABSL_GUARDED_BY(tokens_mu_);  // By job uid.
+  absl::Mutex domains_mu_;
+  std::map<std::string, std::string> domains_ ABSL_GUARDED_BY(domains_mu_);  // By "<node>\n<label>".
 };
 
 }  // namespace cohort::op

@@ -49,16 +49,37 @@ std::vector<const ObservedPod*> ReadySpares(const DecisionPass& pass) {
   return ready;
 }
 
+SlotPlan PlanSlotsForSpares(const DecisionPass& pass, const std::vector<int32_t>& lost) {
+  const std::optional<TopologyRequest> topology = SpareTopology(pass.job);
+  // The gang's domain: where the pods that stay run, rank 0's first.
+  std::string domain;
+  if (topology) {
+    for (const std::vector<const ObservedPod*>* pods : {&pass.waiting, &pass.current}) {
+      for (const ObservedPod* p : *pods) {
+        if (!p->terminating && !p->domain.empty() && (domain.empty() || p->rank == 0)) domain = p->domain;
+      }
+    }
+  }
+  std::vector<LostSlot> slots;
+  for (int32_t index : lost) slots.push_back({index, domain});
+  std::vector<ReadySpare> spares;
+  for (const ObservedPod* p : ReadySpares(pass)) spares.push_back({p->name, topology ? p->domain : ""});
+  return PlanSpareSlots(slots, spares, topology && topology->required);
+}
+
 std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int32_t>& lost) {
   std::set<int32_t> taken;
-  std::vector<const ObservedPod*> ready = ReadySpares(pass);
-  if (lost.empty() || ready.empty()) return taken;
-  std::vector<LostSlot> slots;
-  for (int32_t index : lost) slots.push_back({index, ""});
-  std::vector<ReadySpare> spares;
-  for (const ObservedPod* p : ready) spares.push_back({p->name, ""});
-  const SlotPlan plan = PlanSpareSlots(slots, spares, /*same_domain_required=*/false);
+  if (lost.empty() || ReadySpares(pass).empty()) return taken;
+  const SlotPlan plan = PlanSlotsForSpares(pass, lost);
   const int32_t per_pod = ResolvedProcessesPerPod(pass.job);
+  for (const SlotPlan::Unassigned& u : plan.unassigned) {
+    if (u.pod_index == 0 || u.why == "no spare is ready") continue;  // Said elsewhere, or nothing to say.
+    const std::optional<TopologyRequest> topology = SpareTopology(pass.job);
+    pass.Emit(event_type::kNormal, reason::kNoSpareForSlot,
+              absl::StrCat("no ready spare can take the slot of ", Who(u.pod_index, PodName(pass.job, u.pod_index), per_pod),
+                           ": ", u.why, topology ? absl::StrCat(" (node label ", topology->node_label, ")") : "",
+                           "; a replacement pod is created for it"));
+  }
   for (const SlotPlan::Assignment& a : plan.assignments) {
     taken.insert(a.pod_index);
     pass.decision.relabel_spares.emplace_back(a.spare, a.pod_index);

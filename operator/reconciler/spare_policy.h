@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "operator/reconciler/decision_pass.h"
+#include "operator/reconciler/spare_slots.h"
 
 namespace cohort::op {
 
@@ -26,10 +27,16 @@ namespace cohort::op {
 // the longest-running first.
 std::vector<const ObservedPod*> ReadySpares(const DecisionPass& pass);
 
-// Restarting in place: the slots `lost` (pod indexes without a pod that stays) go to ready spares
-// as PlanSpareSlots (spare_slots.h) gives them. Each spare taken is labelled with its slot
+// Which ready spare would take each of the slots `lost` (pod indexes without a pod that stays), by
+// PlanSpareSlots (spare_slots.h). With a topology (SpareTopology()), a slot's domain is the gang's:
+// that of the pods that stay (rank 0's first), each spare's that of its node; required, a spare
+// elsewhere (or whose domain is not known) takes no slot.
+SlotPlan PlanSlotsForSpares(const DecisionPass& pass, const std::vector<int32_t>& lost);
+
+// Restarting in place: the slots `lost` go to ready spares as PlanSlotsForSpares gives them. Each spare taken is labelled with its slot
 // (Decision::relabel_spares), leaves pass.spares, and goes into the next start order's
-// assignments; a SpareTakesSlot Event says which. Returns the slots taken.
+// assignments; a SpareTakesSlot Event says which (a NoSpareForSlot Event, a slot that ready spares
+// could not take: outside its topology domain). Returns the slots taken.
 std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int32_t>& lost);
 
 // With the start order of status.restart_attempt: the assignments of spares labelled with a slot of

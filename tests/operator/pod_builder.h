@@ -85,6 +85,10 @@ class PodBuilder {
     pod_.spare = std::move(name);
     return *this;
   }
+  PodBuilder& Domain(std::string domain) {  // Its node's topology domain.
+    pod_.domain = std::move(domain);
+    return *this;
+  }
   operator ObservedPod() const { return pod_; }
 
  private:

@@ -46,10 +46,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: ["cohort.dev"]
   resources: ["distributedjobs/status"]
   verbs: ["update"]
-# The gang: created per restart attempt, listed and watched, deleted on restart, suspend or failure.
+# The gang: created per restart attempt, listed and watched, deleted on restart, suspend or failure;
+# a hot spare that takes a slot is labelled with it (patch).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+# Hot spares of a job with a Kueue topology annotation: the nodes' topology labels.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get"]
 # The headless Service and the job's token Secret (read back for the attempt hub of a job
 # that restarts in place).
 - apiGroups: [""]

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/operator/reconciler/decision_fixtures.h"
@@ -30,9 +31,10 @@ using Labels = std::vector<std::pair<std::string, int32_t>>;    // (spare, pod i
 // A job of 4 pods and `spares` spares that restarts in place, in `phase` of `attempt` (after an
 // in-place restart when attempt > 0), having created `created` spares so far.
 DistributedJob SpareJob(Phase phase, int32_t attempt, int32_t spares, int32_t created,
-                        std::function<void(DistributedJob&)> change = nullptr) {
+                        std::function<void(DistributedJob&)> change = nullptr, nlohmann::json annotations = nullptr) {
   JobBuilder b;
   b.Spec("spares", spares);
+  if (!annotations.is_null()) b.Set("/spec/template/metadata/annotations"_json_pointer, annotations);
   b.Set("/spec/template/spec/containers/0/command"_json_pointer, nlohmann::json::array({"python", "train.py"}));
   return Job(
       [&](DistributedJob& j) {
@@ -67,6 +69,37 @@ std::vector<ObservedPod> GangWithout(int32_t gone, std::vector<ObservedPod> more
   std::vector<ObservedPod> pods = Gang(0, AllRunning);
   pods.erase(pods.begin() + gone);
   pods.insert(pods.end(), more.begin(), more.end());
+  return pods;
+}
+
+// A job restarting in place after pod 3 was lost, whose pods keep to topology domain "rack-a"
+// (`kind`: "required" or "preferred"), with ready spares in `domains` (train-spare-<i> in the i-th).
+DistributedJob TopologyJob(const std::string& kind) {
+  return SpareJob(Phase::kRestarting, 1, 2, 2, nullptr,
+                  {{absl::StrCat("kueue.x-k8s.io/podset-", kind, "-topology"), "example.com/rack"}});
+}
+std::vector<ObservedPod> RackAGangWithout3(std::vector<std::string> domains) {
+  std::vector<ObservedPod> pods = Gang(0, [](int, PodBuilder& p) { p.Domain("rack-a"); });
+  pods.erase(pods.begin() + 3);
+  for (size_t i = 0; i < domains.size(); ++i) {
+    pods.push_back(PodBuilder(-1)
+                       .Spare(absl::StrCat("train-spare-", i))
+                       .Running()
+                       .StartedAt(kNow - absl::Minutes(5))
+                       .Domain(domains[i]));
+  }
+  return pods;
+}
+AttemptView SparesFollowing() {
+  return View(0, {0, 1, 2}, {"train-spare-0", "train-spare-1"}, {{0, 75}, {1, 75}, {2, 75}});
+}
+
+// The gang of attempt 0 with pod 1 evicted, beside `spare`.
+std::vector<ObservedPod> PodOneEvictedBeside(ObservedPod spare) {
+  std::vector<ObservedPod> pods = Gang(0, [](int r, PodBuilder& p) {
+    if (r == 1) p.Evicted();
+  });
+  pods.push_back(std::move(spare));
   return pods;
 }
 
@@ -135,6 +168,24 @@ INSTANTIATE_TEST_SUITE_P(
              }(),
              View(0, {0, 2}, {"train-spare-0"}, {{0, 75}, {2, 75}}), Phase::kPending, 1, Labels{{"train-spare-0", 1}},
              Slots{{1, "train-spare-0"}}, {3}, {1}, {}, "SpareTakesSlot", "takes the slot of rank 1"},
+        // A required topology: the spare in the gang's domain takes the slot, though older ones
+        // elsewhere are ready.
+        Case{"RequiredTopology_TheSpareInTheGangsDomainTakesTheSlot", TopologyJob("required"),
+             RackAGangWithout3({"rack-b", "rack-a"}), SparesFollowing(), Phase::kPending, 1,
+             Labels{{"train-spare-1", 3}}, Slots{{3, "train-spare-1"}}, {}, {2}, {}, "SpareTakesSlot",
+             "spare pod train-spare-1 takes the slot of rank 3", 1},
+        // None in the gang's domain: a replacement pod, saying why the spares could not.
+        Case{"RequiredTopology_NoSpareInTheGangsDomain_AReplacementSayingWhy", TopologyJob("required"),
+             RackAGangWithout3({"rack-b", "rack-c"}), SparesFollowing(), Phase::kPending, 1, {}, {}, {3}, {}, {},
+             "NoSpareForSlot",
+             "no ready spare can take the slot of rank 3 (pod train-3): no ready spare is in its topology domain, "
+             "rack-a (node label example.com/rack); a replacement pod is created for it",
+             2},
+        // Preferred: a spare elsewhere takes it when none is in the domain.
+        Case{"PreferredTopology_NoSpareInTheGangsDomain_AnotherTakesIt", TopologyJob("preferred"),
+             RackAGangWithout3({"rack-b", "rack-c"}), SparesFollowing(), Phase::kPending, 1,
+             Labels{{"train-spare-0", 3}}, Slots{{3, "train-spare-0"}}, {}, {2}, {}, "SpareTakesSlot",
+             "spare pod train-spare-0 takes the slot of rank 3", 1},
         // A spare whose sidecar does not follow the hub is not ready: the slot is replaced as
         // without spares.
         Case{"SpareNotFollowingTheHub_AReplacementAsWithoutSpares", SpareJob(Phase::kRestarting, 1, 1, 1),
@@ -178,33 +229,21 @@ INSTANTIATE_TEST_SUITE_P(
              Phase::kSucceeded, std::nullopt, {}, {}, {}, {}, {"train-spare-0"}, "", ""},
         // An eviction restarts in place saying which spare will take the slot.
         Case{"PodEvicted_TheRestartSaysWhichSpareTakesTheSlot", SpareJob(Phase::kRunning, 0, 1, 1),
-             [] {
-               std::vector<ObservedPod> pods = Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Evicted(); });
-               pods.push_back(ReadySpare("train-spare-0"));
-               return pods;
-             }(),
+             PodOneEvictedBeside(ReadySpare("train-spare-0")),
              View(0, {0, 1, 2, 3}, {"train-spare-0"}), Phase::kRestarting, std::nullopt, {}, {}, {}, {}, {},
              "RestartedInPlace", "pod train-1 is being deleted (spare train-spare-0 takes its slot)", 1},
         // A gang-scheduled job cannot have a pod replaced alone, but a spare takes the slot without
         // any pod being scheduled: it restarts in place.
         Case{"GangScheduled_ASpareTakesTheSlot_InPlace",
              SpareJob(Phase::kRunning, 0, 1, 1, [](DistributedJob& j) { j.spec.scheduling.queue_name = "team-a"; }),
-             [] {
-               std::vector<ObservedPod> pods = Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Evicted(); });
-               pods.push_back(ReadySpare("train-spare-0"));
-               return pods;
-             }(),
+             PodOneEvictedBeside(ReadySpare("train-spare-0")),
              View(0, {0, 1, 2, 3}, {"train-spare-0"}), Phase::kRestarting, std::nullopt, {}, {}, {}, {}, {},
              "RestartedInPlace", "(spare train-spare-0 takes its slot)", 1},
         // Without a ready spare, the gang-scheduled job is recreated, as without spares; its spare
         // goes with it (it is of the old attempt's pod group) and a new one joins the new group.
         Case{"GangScheduled_NoSpareReady_Recreated",
              SpareJob(Phase::kRunning, 0, 1, 1, [](DistributedJob& j) { j.spec.scheduling.queue_name = "team-a"; }),
-             [] {
-               std::vector<ObservedPod> pods = Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Evicted(); });
-               pods.push_back(PodBuilder(-1).Spare("train-spare-0").Pending());
-               return pods;
-             }(),
+             PodOneEvictedBeside(PodBuilder(-1).Spare("train-spare-0").Pending()),
              View(0, {0, 1, 2, 3}, {}), Phase::kRestarting, std::nullopt, {}, {}, {}, {1},
              {"train-0", "train-2", "train-3", "train-spare-0"},
              "Preempted", "rank 1 (pod train-1) was preempted or evicted"}),

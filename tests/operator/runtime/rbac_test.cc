@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "operator/client/informer.h"
+#include "operator/reconciler/attempt_watcher.h"
 #include "operator/reconciler/reconciler.h"
 #include "operator/runtime/leader_election.h"
 #include "tests/operator/fake_kube_client.h"
@@ -99,6 +100,24 @@ class RbacTest : public ::testing::Test {
   std::set<std::string> used_;
 };
 
+// The job's attempt hub as the operator sees it: the view the test sets; the orders it was given.
+class FakeAttemptWatcher : public AttemptWatcher {
+ public:
+  void Watch(const std::string&, const std::string&, const std::string&) override {}
+  void Close(const std::string&) override {}
+  void Forget(const std::string&) override {}
+  std::optional<AttemptView> View(const std::string&) override { return view; }
+  absl::Status Start(const std::string&, int32_t attempt,
+                     const std::vector<std::pair<int32_t, std::string>>& given) override {
+    started = attempt;
+    assignments = given;
+    return absl::OkStatus();
+  }
+  std::optional<AttemptView> view;
+  std::optional<int32_t> started;
+  std::vector<std::pair<int32_t, std::string>> assignments;
+};
+
 TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   // Informers: list and watch jobs and pods.
   for (const Resource* r : {&kDistributedJobs, &kPods}) {
@@ -157,6 +176,55 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   // earlier job replaced.
   ASSERT_NO_FATAL_FAILURE(RunWithPodGroups("volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "vol", "u-3"));
   ASSERT_NO_FATAL_FAILURE(RunWithPodGroups("workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "wl", "u-4"));
+
+  // A job with a hot spare that restarts in place, its pods in one rack (Kueue's topology
+  // annotation): pod 1's node is lost, the spare (in the rack: its node is read) takes its slot
+  // (labelled: a patch) and the next attempt is ordered with the assignment.
+  FakeAttemptWatcher hub;
+  reconciler_.set_attempt_watcher(&hub);
+  json spared = JobBuilder("sp").Spec("spares", 1).Build();
+  spared["metadata"]["uid"] = "u-5";
+  spared["spec"]["template"]["spec"]["containers"][0]["command"] = {"python", "train.py"};
+  spared["spec"]["template"]["metadata"]["annotations"] = {{kKueueRequiredTopologyAnnotation, "example.com/rack"}};
+  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", spared).ok());
+  for (const char* node : {"node-a", "node-b"}) {
+    ASSERT_TRUE(kube_.Create(kNodes, "", {{"metadata", {{"name", node}, {"labels", {{"example.com/rack", "r1"}}}}}}).ok());
+  }
+  Discard();
+  Collect();
+  ASSERT_TRUE(reconciler_.Reconcile("ml", "sp").ok());
+  Collect();
+  absl::StatusOr<json> pods = kube_.List(kPods, "ml", "cohort.dev/job-name=sp");
+  ASSERT_TRUE(pods.ok());
+  ASSERT_EQ((*pods)["items"].size(), 5u) << "four pods and the spare";
+  for (const std::string pod : {"sp-0", "sp-1", "sp-2", "sp-3", "sp-spare-0"}) {
+    kube_.Modify(kPods, "ml", pod, [&](json& p) {
+      p["spec"]["nodeName"] = pod == "sp-spare-0" ? "node-b" : "node-a";
+      p["status"] = {{"phase", "Running"}, {"podIP", "10.0.0.1"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
+    });
+  }
+  AttemptView view;
+  view.connected = true;
+  view.following = view.followed = {0, 1, 2, 3};
+  view.spares = {"sp-spare-0"};
+  hub.view = view;
+  Discard();
+  Collect();
+  ASSERT_TRUE(reconciler_.Reconcile("ml", "sp").ok());  // Running.
+  Collect();
+  view.following = {0, 2, 3};
+  for (int32_t pod : {0, 2, 3}) view.ends[pod] = AttemptView::End{75, "Error", "peer failed", clock_.Now()};
+  hub.view = view;
+  kube_.Modify(kPods, "ml", "sp-1", [](json& p) { p["status"]["conditions"][0]["status"] = "False"; });
+  Discard();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Minutes(1));
+    Collect();
+    ASSERT_TRUE(reconciler_.Reconcile("ml", "sp").ok());  // Restarting in place, then attempt 1 ordered.
+    Collect();
+  }
+  EXPECT_EQ(hub.started, std::optional<int32_t>(1));
+  EXPECT_EQ(hub.assignments, (std::vector<std::pair<int32_t, std::string>>{{1, "sp-spare-0"}}));
 
   std::set<std::string> granted = Granted();
   for (const std::string& call : used_) {
