@@ -292,6 +292,8 @@ absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir,
     if (!pod1.ok()) return pod1.status();
     node = (*pod1)["spec"].value("nodeName", "");
   }
+  // A spare's name (<job>-spare<n>): the new spare is not a pod created for the slot.
+  auto is_spare = [&](const std::string& pod) { return absl::StartsWith(pod, absl::StrCat(job, "-spare")); };
   const absl::Time killed = absl::Now();
   if (loss == Loss::kNode) {
     if (absl::Status s = testing::LoseLocalNode(dir, node); !s.ok()) return s;
@@ -310,7 +312,7 @@ absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir,
       r.registered = t;
       if (loss == Loss::kNode) {
         for (const auto& [pod, uid] : PodUids(client, job)) {
-          r.created += !before.count(pod) && !absl::StrContains(pod, "-spare-");
+          r.created += !before.count(pod) && !is_spare(pod);
         }
       }
     }
@@ -319,7 +321,7 @@ absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir,
   }
   const std::map<std::string, std::string> after = PodUids(client, job);
   for (const auto& [pod, uid] : before) {
-    if (absl::StrContains(pod, "-spare-")) continue;  // A spare that took a slot replaced nothing.
+    if (is_spare(pod)) continue;  // A spare that took a slot replaced nothing.
     r.replaced += after.count(pod) && after.at(pod) == uid ? 0 : 1;
   }
   if (w.finishes) {

@@ -252,7 +252,7 @@ std::optional<TopologyRequest> SpareTopology(const DistributedJob& job) {
 }
 
 std::string SparePodName(const DistributedJob& job, int32_t sequence) {
-  return absl::StrCat(job.name, "-spare-", sequence);
+  return absl::StrCat(job.name, "-spare", sequence);
 }
 
 std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {

@@ -273,7 +273,7 @@ struct TopologyRequest {
   bool required = false;
 };
 std::optional<TopologyRequest> SpareTopology(const DistributedJob& job);
-// The `sequence`th spare pod the job created: "<job>-spare-<sequence>" (status.sparesCreated
+// The `sequence`th spare pod the job created: "<job>-spare<sequence>" (status.sparesCreated
 // counts them, so no name is used twice: the attempt hub never lets a pod it displaced back).
 std::string SparePodName(const DistributedJob& job, int32_t sequence);
 // The trainer container's nvidia.com/gpu limit (0 when it has none or it is unreadable).

@@ -201,12 +201,10 @@ std::string JobOfPodName(absl::string_view name) {
 }
 
 std::string JobOfSparePodName(absl::string_view name) {
-  const size_t dash = name.rfind('-');
-  if (dash == absl::string_view::npos || dash + 1 == name.size() ||
-      !std::all_of(name.begin() + dash + 1, name.end(), [](char c) { return absl::ascii_isdigit(c); })) {
-    return "";
-  }
-  absl::string_view rest = name.substr(0, dash);
+  size_t digits = name.size();
+  while (digits > 0 && absl::ascii_isdigit(name[digits - 1])) --digits;
+  if (digits == name.size()) return "";
+  absl::string_view rest = name.substr(0, digits);
   if (!absl::ConsumeSuffix(&rest, "-spare") || rest.empty()) return "";
   return std::string(rest);
 }

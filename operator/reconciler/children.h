@@ -45,8 +45,8 @@ std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t 
 // The job a pod of these names belongs to ("train" of "train-2" and "train-2-r3"), for a pod known
 // only by its name (a DELETED event from a relist); "" for a name neither makes.
 std::string JobOfPodName(absl::string_view pod_name);
-// The same for a spare's name ("train" of "train-spare-4"); "" for another. A name may be read
-// both ways ("a-spare-2": rank 2 of job a-spare, or spare 2 of job a): the caller looks at both.
+// The same for a spare's name ("train" of "train-spare4"); "" for another. No name is both (a
+// rank's pod name ends in "-<digits>", a spare's in "-spare<digits>").
 std::string JobOfSparePodName(absl::string_view pod_name);
 
 // Headless (clusterIP None), publishNotReadyAddresses, selecting the job's pods.

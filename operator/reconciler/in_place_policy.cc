@@ -114,11 +114,9 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
   // A gang scheduler (spec.scheduling) admits whole gangs: a pod alone would wait for ever.
   const SchedulingSpec& scheduling = pass.spec.scheduling;
   const bool gang_scheduled = !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
-  // Unless ready spares take every slot that needs a pod: no pod is scheduled then.
-  std::vector<int32_t> lost = check.missing;
-  for (const auto& [p, why] : check.replace) lost.push_back(p->rank);
-  const bool spares_take_all = PlanSlotsForSpares(pass, lost).unassigned.empty();
-  if (gang_scheduled && !lost.empty() && !spares_take_all) {
+  // Spares too: the pod that goes would finish the admitted group (Kueue), and a new spare could
+  // not join it.
+  if (gang_scheduled && (!check.replace.empty() || !check.missing.empty())) {
     const std::string what = check.replace.empty()
                                  ? absl::StrCat("pod ", PodName(pass.job, check.missing[0]), " is gone")
                                  : absl::StrCat("pod ", check.replace[0].first->name, " ", check.replace[0].second);
@@ -189,8 +187,10 @@ Verdict StartInPlace(DecisionPass& pass) {
     pass.DeleteAll(pass.waiting);
     pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
     pass.waiting.clear();
+    DropSparesHoldingSlots(pass);
     return Verdict::kContinue;
   }
+  CheckLabelledSpares(pass);
   // A pod that went while it waited is replaced alone, like one that went before.
   for (const auto& [gone, why] : check.replace) {
     pass.Emit(event_type::kWarning, reason::kReplacingPod,
@@ -264,6 +264,7 @@ Verdict AwaitHub(DecisionPass& pass) {
       // They are an earlier attempt's now: DeleteOldPods, next, deletes them.
       pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
       pass.waiting.clear();
+      DropSparesHoldingSlots(pass);
     }
     return Verdict::kContinue;
   }
@@ -276,6 +277,7 @@ Verdict AwaitHub(DecisionPass& pass) {
     return Verdict::kDecided;
   }
   pass.status.last_restart_strategy = restart_strategy::kRecreate;
+  DropSparesHoldingSlots(pass);
   pass.Emit(event_type::kWarning, reason::kRecreatingGang,
             absl::StrCat("the attempt hub on rank 0's sidecar did not answer for ", absl::FormatDuration(kHubPatience),
                          ": the pods that restarted in place cannot be told to go on; deleting and creating every pod"));

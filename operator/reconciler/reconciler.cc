@@ -153,10 +153,10 @@ void Reconciler::FillTopologyDomains(const DistributedJob& job, std::vector<Obse
     absl::StatusOr<json> node = client_->Get(kNodes, "", p.node);
     if (!node.ok()) {
       // Unknown: a required topology then gives the pod's slot no spare (it gets a replacement).
-      // Said once per node when it will not change (no such node, no RBAC to read it).
+      // Said once per node when it will not change (no RBAC to read it).
       LogWarning("job ", job.namespace_, "/", job.name, ": cannot read node ", p.node, "'s topology label ",
                  topology->node_label, ": ", node.status().ToString());
-      if (!absl::IsNotFound(node.status()) && !absl::IsPermissionDenied(node.status())) continue;
+      if (!absl::IsPermissionDenied(node.status())) continue;  // A node may come (back) under its name.
     } else {
       p.domain = StringMember(Member(Member(*node, "metadata"), "labels"), topology->node_label.c_str());
     }
@@ -280,7 +280,10 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid); !s.ok()) {
       return s;
     }
-    if (absl::Status s = EnsurePodGroup(*job, d.status.restart_attempt); !s.ok()) {
+    // Spares alone join the group the gang's pods were created with (they are created alone only
+    // without a gang scheduler).
+    absl::Status s = d.create_ranks.empty() ? absl::OkStatus() : EnsurePodGroup(*job, d.status.restart_attempt);
+    if (!s.ok()) {
       // Said where the user looks (kubectl describe), not only in the operator's log; the pass is
       // retried with backoff.
       client_->Create(kEvents, ns,

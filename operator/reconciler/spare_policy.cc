@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
 #include "operator/reconciler/lost_node_policy.h"
@@ -14,6 +17,22 @@ namespace {
 
 using PodPhase = ObservedPod::Phase;
 
+bool GangScheduled(const DecisionPass& pass) {
+  const SchedulingSpec& scheduling = pass.spec.scheduling;
+  return !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
+}
+
+// The number in a spare's name (SparePodName), or -1.
+int32_t SpareNumber(const DistributedJob& job, const std::string& name) {
+  absl::string_view number = name;
+  int32_t n = -1;
+  if (!absl::ConsumePrefix(&number, SparePodName(job, 0).substr(0, job.name.size() + 6)) ||
+      !absl::SimpleAtoi(number, &n) || n < 0) {
+    return -1;
+  }
+  return n;
+}
+
 // Why a spare must go and be replaced ("" when it may stay).
 std::string WhyTheSpareGoes(const DecisionPass& pass, const ObservedPod& p) {
   if (p.trainer_exit_code) return absl::StrCat("has its trainer container (cohort-launch) ended with code ", *p.trainer_exit_code);
@@ -21,9 +40,7 @@ std::string WhyTheSpareGoes(const DecisionPass& pass, const ObservedPod& p) {
   if (p.disruption_target) return "was evicted or preempted";
   // A gang recreated under a gang scheduler is admitted anew, spares with it: one of an earlier
   // attempt's group would hold its group (and quota) alive.
-  const SchedulingSpec& scheduling = pass.spec.scheduling;
-  const bool gang_scheduled = !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
-  if (gang_scheduled && pass.status.last_restart_strategy == restart_strategy::kRecreate &&
+  if (GangScheduled(pass) && pass.status.last_restart_strategy == restart_strategy::kRecreate &&
       p.restart_attempt < pass.status.restart_attempt) {
     return absl::StrCat("belongs to restart attempt ", p.restart_attempt, "'s pod group, and the gang was recreated");
   }
@@ -104,6 +121,45 @@ void AssignLabelledSpares(DecisionPass& pass) {
   }
 }
 
+void DropSparesHoldingSlots(DecisionPass& pass) {
+  auto began_as_spare = [](const ObservedPod* p) { return !p->spare.empty(); };
+  for (const ObservedPod* p : pass.current) {
+    if (began_as_spare(p)) {
+      pass.DeleteAll({p});
+      pass.old.push_back(p);
+    }
+  }
+  pass.current.erase(std::remove_if(pass.current.begin(), pass.current.end(), began_as_spare), pass.current.end());
+}
+
+void CheckLabelledSpares(DecisionPass& pass) {
+  if (pass.view == nullptr) return;
+  std::vector<const ObservedPod*> gone;
+  for (const ObservedPod* p : pass.current) {
+    if (p->spare.empty() || p->in_place || p->restart_attempt != pass.status.restart_attempt) continue;
+    std::string why;
+    if (p->terminating) {
+      why = "is being deleted";
+    } else if (p->disruption_target) {
+      why = "was evicted or preempted";
+    } else if (!pass.view->spares.count(p->name)) {
+      why = "no longer follows the attempt hub";
+    }
+    if (why.empty()) continue;
+    gone.push_back(p);
+    pass.DeleteAll({p});
+    pass.Emit(event_type::kWarning, reason::kReplacingSpare,
+              absl::StrCat("spare pod ", p->name, ", given the slot of ",
+                           Who(p->rank, PodName(pass.job, p->rank), ResolvedProcessesPerPod(pass.job)), ", ", why,
+                           " before restart attempt ", pass.status.restart_attempt,
+                           " started: deleting it; the slot goes to another spare or a replacement pod"));
+  }
+  for (const ObservedPod* p : gone) {
+    pass.current.erase(std::find(pass.current.begin(), pass.current.end(), p));
+    pass.old.push_back(p);
+  }
+}
+
 void KeepSpares(DecisionPass& pass) {
   DistributedJobStatus& st = pass.status;
   st.slots.clear();
@@ -148,9 +204,19 @@ void KeepSpares(DecisionPass& pass) {
     ++st.spares;
     if (Ready(pass, *p)) ++st.ready_spares;
   }
-  // None are created for a spec that is not valid (or no longer allows spares).
+  // None are created for a spec that is not valid (or no longer allows spares). Under a gang
+  // scheduler spares are pods of the gang's group: created with it (the pass that creates the
+  // gang's pods), not alone into a group already admitted.
   const Condition* valid = FindCondition(st.conditions, condition::kSpecValid);
   if ((valid != nullptr && valid->status != "True") || !RestartsInPlace(pass.job)) return;
+  if (GangScheduled(pass) && pass.decision.create_ranks.empty()) return;
+  // The next number: past every spare seen too (a status write that was lost keeps no name from
+  // being used twice).
+  for (const std::vector<const ObservedPod*>* pods : {&pass.spares, &pass.current, &pass.waiting, &pass.old}) {
+    for (const ObservedPod* p : *pods) {
+      if (!p->spare.empty()) st.spares_created = std::max(st.spares_created, SpareNumber(pass.job, p->spare) + 1);
+    }
+  }
   for (int32_t n = static_cast<int32_t>(kept.size()); n < pass.spec.spares; ++n) {
     pass.decision.create_spares.push_back(st.spares_created++);
   }

@@ -44,10 +44,23 @@ std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int3
 // slot was not carried out yet). A repeated order's assignments are ignored by the hub.
 void AssignLabelledSpares(DecisionPass& pass);
 
+// When the gang is recreated while pods of the next attempt are already there: a pod that began as
+// a spare and was given a slot cannot be a fresh pod of the new gang (it is a spare's sidecar, or
+// follows as the slot's holder a hub that is going): deleted, and left to DeleteOldPods' list.
+void DropSparesHoldingSlots(DecisionPass& pass);
+
+// Before the next attempt is ordered: a spare labelled with a slot of it in an earlier pass that
+// can no longer take it (being deleted, evicted, no longer following the hub as a spare: not
+// readiness, which flaps while the spare's sidecar restarts as the slot's) is deleted (ReplacingSpare), so that its slot is lost again and goes to another spare or
+// a replacement pod.
+void CheckLabelledSpares(DecisionPass& pass);
+
 // Every pass, after the gang's policies: keeps spec.spares spares. A spare that failed, ended or
 // was evicted is deleted and replaced without touching the gang; spares beyond spec.spares go
-// (the newest first); new ones are named on from status.sparesCreated. A finished or suspended
-// job's spares are deleted. Sets status.spares, readySpares and slots.
+// (the newest first); new ones are named on from status.sparesCreated (past any spare seen).
+// Under a gang scheduler spares are created only with the gang's pods (into its group), so one
+// that failed is replaced when the gang is next created. A finished or suspended job's spares are
+// deleted. Sets status.spares, readySpares and slots.
 void KeepSpares(DecisionPass& pass);
 
 }  // namespace cohort::op

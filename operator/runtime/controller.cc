@@ -40,7 +40,7 @@ Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler,
         const json& meta = Member(pod, "metadata");
         std::string job = StringMember(Member(meta, "labels"), kJobNameLabel);
         if (job.empty()) {
-          // A DELETED from a relist: the name only, a rank's or a spare's.
+          // A DELETED from a relist: the name only, a rank's (or replacement's) or a spare's.
           const std::string name = StringMember(meta, "name");
           for (const std::string& owner : {JobOfPodName(name), JobOfSparePodName(name)}) {
             if (!owner.empty()) queue_.Add(absl::StrCat(StringMember(meta, "namespace"), "/", owner));

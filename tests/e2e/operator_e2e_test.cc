@@ -981,7 +981,7 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
     ADD_FAILURE() << ready.dump(2) << Events(cluster, name);
     return none;
   }
-  const std::string spare = name + "-spare-0";
+  const std::string spare = name + "-spare0";
   absl::StatusOr<json> spare_pod = cluster.client().Get(op::kPods, "default", spare);
   EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
   if (!spare_pod.ok()) return none;

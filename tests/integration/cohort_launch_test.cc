@@ -362,7 +362,7 @@ TEST(CohortLaunchTest, InPlace_OrderedAsAnotherPod_ItsProcessesTakeThatPodsRanks
 TEST(CohortLaunchTest, InPlace_OneProcessOrderedAsAnotherPod_TorchrunHearsItsNodeRank) {
   InPlacePod pod(/*attempt=*/1);
   pod.env.erase("COHORT_PROCESS_ID");
-  pod.env["COHORT_SPARE"] = "job-spare-0";
+  pod.env["COHORT_SPARE"] = "job-spare0";
   pod.env["COHORT_NUM_PROCESSES"] = "6";
   FakeSidecar& sidecar = pod.sidecar;
   LauncherRun run = LaunchPod({"--one-process", "--", "/bin/sh", "-c", "echo torchrun node $PET_NODE_RANK"}, pod.env);

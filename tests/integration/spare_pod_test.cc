@@ -56,7 +56,7 @@ TEST(SparePodTest, GivenTheSlotOfAPodThatIsGone_RunsThatPodsRanksFromTheNextAtte
   ASSERT_TRUE(hub.ok()) << hub.status();
   // The hub listens on the coordinator's port + 3; nothing listens on the coordinator's own.
   const std::map<std::string, std::string> env = {
-      {"COHORT_SPARE", "job-spare-0"},
+      {"COHORT_SPARE", "job-spare0"},
       {"COHORT_NUM_PROCESSES", "4"},
       {"COHORT_PROCESSES_PER_POD", "2"},
       {"COHORT_COORDINATOR_ADDRESS", absl::StrCat("127.0.0.1:", (*hub)->port() - 3)},
@@ -76,14 +76,14 @@ TEST(SparePodTest, GivenTheSlotOfAPodThatIsGone_RunsThatPodsRanksFromTheNextAtte
   HubState state;
   coordination::AttemptObserver observer(absl::StrCat("127.0.0.1:", (*hub)->port()), kToken,
                                          [&](const attemptspb::AttemptState& s) { state.Set(s); }, nullptr);
-  ASSERT_TRUE(state.WaitFor([](const auto& s) { return s.spares_size() == 1 && s.spares(0) == "job-spare-0"; }))
+  ASSERT_TRUE(state.WaitFor([](const auto& s) { return s.spares_size() == 1 && s.spares(0) == "job-spare0"; }))
       << (*sidecar)->Output();
   ASSERT_TRUE(launch.ReadUntil("a spare pod: waiting for the sidecar to give it the slot", kWait));
   EXPECT_FALSE(launch.Has("[rank")) << "a spare ran a process before it held a slot";
 
   attemptspb::SpareAssignment take;
   take.set_pod_index(1);
-  take.set_spare("job-spare-0");
+  take.set_spare("job-spare0");
   ASSERT_TRUE(observer.Start(1, {take}).ok());
 
   ASSERT_TRUE(launch.ReadUntil("[rank 3] attempt 1", kWait)) << (*sidecar)->Output();

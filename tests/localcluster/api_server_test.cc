@@ -551,7 +551,7 @@ TEST_F(CustomResourceTest, WatchAsTable_EventsAreTablesWithThePrinterColumns) {
   EXPECT_EQ(first["kind"], "Table");
   std::vector<std::string> columns;
   for (const json& c : first["columnDefinitions"]) columns.push_back(c["name"]);
-  EXPECT_THAT(columns, ElementsAre("Name", "Phase", "Ready", "Restarts", "Preemptions", "Processes/Pod",
+  EXPECT_THAT(columns, ElementsAre("Name", "Phase", "Ready", "Spares", "Restarts", "Preemptions", "Processes/Pod",
                                    "Coordinator", "Age"));
   EXPECT_EQ(first["rows"][0]["cells"][0], "w1");
   EXPECT_EQ(first["rows"][0]["object"]["kind"], "PartialObjectMetadata");

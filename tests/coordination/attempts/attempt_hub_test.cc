@@ -121,11 +121,11 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
   auto old_pod1 = std::make_unique<AttemptFollower>(
       address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); }, "job-1");
   std::unique_ptr<AttemptFollower> follower =
-      AttemptFollower::Spare(address_, kToken, "job-spare-0", [&](const attemptspb::AttemptOrder& o) { spare.Add(o); });
+      AttemptFollower::Spare(address_, kToken, "job-spare0", [&](const attemptspb::AttemptOrder& o) { spare.Add(o); });
   Received<attemptspb::AttemptState> op;
   AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
   ASSERT_TRUE(op.WaitFor([](const auto& s) {
-    return s.spares_size() == 1 && s.spares(0) == "job-spare-0" && s.pods_following() == 1;
+    return s.spares_size() == 1 && s.spares(0) == "job-spare0" && s.pods_following() == 1;
   })) << "the spare is listed apart, not as a pod that follows";
   std::optional<attemptspb::AttemptOrder> waiting = spare.WaitFor([](const auto& o) { return o.attempt() == 2; });
   ASSERT_TRUE(waiting.has_value());
@@ -133,7 +133,7 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
 
   attemptspb::SpareAssignment take;
   take.set_pod_index(1);
-  take.set_spare("job-spare-0");
+  take.set_spare("job-spare0");
   ASSERT_TRUE(observer.Start(3, {take}).ok());
   std::optional<attemptspb::AttemptOrder> taken = spare.WaitFor([](const auto& o) { return o.attempt() == 3; });
   ASSERT_TRUE(taken.has_value());
@@ -161,7 +161,7 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
     const grpc::Status refused = follow_as_pod1(name);
     EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << name;
     EXPECT_NE(refused.error_message().find(name == "job-1" ? "pod job-1 no longer holds pod index 1"
-                                                           : "pod index 1 is held by spare job-spare-0"),
+                                                           : "pod index 1 is held by spare job-spare0"),
               std::string::npos)
         << refused.error_message();
   }

@@ -326,11 +326,11 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"NegativeSpares", JobBuilder().Spec("spares", -1).Build(),
                        "spec.spares: must be between 0 and 1000 (got -1)"},
         ValidationCase{"SpareNameTooLong",
-                       JobBuilder(std::string(51, 'a'))
+                       JobBuilder(std::string(52, 'a'))
                            .Spec("spares", 1)
                            .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
                            .Build(),
-                       "spare pods are named '" + std::string(51, 'a') + "-spare-0' onwards"},
+                       "spare pods are named '" + std::string(52, 'a') + "-spare0' onwards"},
         ValidationCase{"SeveralProcessesWithoutCommand",
                        JobBuilder().Spec("processesPerPod", 2).Build(),
                        "containers[0].command: required when Cohort starts 2 processes per pod"}),
@@ -384,7 +384,7 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   st.spares = 1;
   st.ready_spares = 1;
   st.spares_created = 3;
-  st.slots = {{1, "train-spare-2"}};
+  st.slots = {{1, "train-spare2"}};
   st.conditions.push_back(Condition{"Running", "False", "GangRestarting", "rank 2 exited with code 1",
                                     "2026-11-22T13:00:00Z", 4});
   json obj = JobBuilder().Build();
@@ -401,7 +401,7 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   EXPECT_EQ(job->status.spares, 1);
   EXPECT_EQ(job->status.ready_spares, 1);
   EXPECT_EQ(job->status.spares_created, 3);
-  EXPECT_EQ(job->status.slots, (std::map<int32_t, std::string>{{1, "train-spare-2"}}));
+  EXPECT_EQ(job->status.slots, (std::map<int32_t, std::string>{{1, "train-spare2"}}));
   EXPECT_THAT(job->status.conditions, ElementsAre(st.conditions[0]));
 }
 

@@ -430,17 +430,17 @@ TEST(BuildSparePod, NoRank_SpareLabelAndVariable_LaunchesThroughCohortLaunch) {
     b.Spec("replicas", 2).Spec("spares", 1).Spec("processesPerPod", 2).Spec("launcher", launcher);
     b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
     json pod = BuildSparePod(Job(b.Build()), 3, 1);
-    EXPECT_EQ(pod["metadata"]["name"], "train-spare-3");
-    EXPECT_EQ(pod["metadata"]["labels"][kSpareLabel], "train-spare-3");
+    EXPECT_EQ(pod["metadata"]["name"], "train-spare3");
+    EXPECT_EQ(pod["metadata"]["labels"][kSpareLabel], "train-spare3");
     EXPECT_FALSE(pod["metadata"]["labels"].contains(kRankLabel));
     EXPECT_EQ(pod["metadata"]["labels"][kRestartAttemptLabel], "1");
-    EXPECT_EQ(pod["spec"]["hostname"], "train-spare-3");
+    EXPECT_EQ(pod["spec"]["hostname"], "train-spare3");
     EXPECT_EQ(pod["spec"]["containers"][0]["command"][0], "/run/cohort/bin/cohort-launch");
     const json* trainer = &pod["spec"]["containers"][0];
     for (const json* c : {trainer, ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar")}) {
       ASSERT_NE(c, nullptr);
       std::map<std::string, json> env = EnvOf(*c);
-      EXPECT_EQ(env["COHORT_SPARE"], "train-spare-3");
+      EXPECT_EQ(env["COHORT_SPARE"], "train-spare3");
       EXPECT_EQ(env["COHORT_NUM_PROCESSES"], "4");
       EXPECT_EQ(env["COHORT_PROCESSES_PER_POD"], "2");
       EXPECT_EQ(env["COHORT_LAUNCH_SOCKET"], "/run/cohort/launch.sock");
@@ -487,8 +487,8 @@ TEST(BuildPod, Replacement_NameOfItsOwn_SameHostnameAndRank) {
   EXPECT_EQ(JobOfPodName("no-number"), "");
   EXPECT_EQ(JobOfSparePodName(SparePodName(job, 4)), "train");
   EXPECT_EQ(JobOfSparePodName(PodName(job, 2)), "");
-  EXPECT_EQ(JobOfSparePodName("-spare-2"), "");
-  EXPECT_EQ(JobOfSparePodName("a-spare-"), "");
+  EXPECT_EQ(JobOfSparePodName("-spare2"), "");
+  EXPECT_EQ(JobOfSparePodName("a-spare"), "");
   json pod = BuildPod(job, 2, 3, ReplacementPodName(job, 2, 3));
   EXPECT_EQ(pod["metadata"]["name"], "train-2-r3");
   EXPECT_EQ(pod["spec"]["hostname"], "train-2");

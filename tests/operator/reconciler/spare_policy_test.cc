@@ -73,7 +73,7 @@ std::vector<ObservedPod> GangWithout(int32_t gone, std::vector<ObservedPod> more
 }
 
 // A job restarting in place after pod 3 was lost, whose pods keep to topology domain "rack-a"
-// (`kind`: "required" or "preferred"), with ready spares in `domains` (train-spare-<i> in the i-th).
+// (`kind`: "required" or "preferred"), with ready spares in `domains` (train-spare<i> in the i-th).
 DistributedJob TopologyJob(const std::string& kind) {
   return SpareJob(Phase::kRestarting, 1, 2, 2, nullptr,
                   {{absl::StrCat("kueue.x-k8s.io/podset-", kind, "-topology"), "example.com/rack"}});
@@ -83,7 +83,7 @@ std::vector<ObservedPod> RackAGangWithout3(std::vector<std::string> domains) {
   pods.erase(pods.begin() + 3);
   for (size_t i = 0; i < domains.size(); ++i) {
     pods.push_back(PodBuilder(-1)
-                       .Spare(absl::StrCat("train-spare-", i))
+                       .Spare(absl::StrCat("train-spare", i))
                        .Running()
                        .StartedAt(kNow - absl::Minutes(5))
                        .Domain(domains[i]));
@@ -91,7 +91,7 @@ std::vector<ObservedPod> RackAGangWithout3(std::vector<std::string> domains) {
   return pods;
 }
 AttemptView SparesFollowing() {
-  return View(0, {0, 1, 2}, {"train-spare-0", "train-spare-1"}, {{0, 75}, {1, 75}, {2, 75}});
+  return View(0, {0, 1, 2}, {"train-spare0", "train-spare1"}, {{0, 75}, {1, 75}, {2, 75}});
 }
 
 // The gang of attempt 0 with pod 1 evicted, beside `spare`.
@@ -154,26 +154,26 @@ INSTANTIATE_TEST_SUITE_P(
         // Pod 3's node was lost (the pod is gone): after the backoff, the ready spare is labelled as
         // pod 3 and the attempt is ordered with it; no pod is created for the slot; a new spare is.
         Case{"BackoffOver_ALostSlotGoesToTheReadySpare", SpareJob(Phase::kRestarting, 1, 1, 1),
-             GangWithout(3, {ReadySpare("train-spare-0")}),
-             View(0, {0, 1, 2}, {"train-spare-0"}, {{0, 75}, {1, 75}, {2, 75}}), Phase::kPending, 1,
-             Labels{{"train-spare-0", 3}}, Slots{{3, "train-spare-0"}}, {}, {1}, {}, "SpareTakesSlot",
-             "spare pod train-spare-0 takes the slot of rank 3 (pod train-3) in restart attempt 1: no pod is "
+             GangWithout(3, {ReadySpare("train-spare0")}),
+             View(0, {0, 1, 2}, {"train-spare0"}, {{0, 75}, {1, 75}, {2, 75}}), Phase::kPending, 1,
+             Labels{{"train-spare0", 3}}, Slots{{3, "train-spare0"}}, {}, {1}, {}, "SpareTakesSlot",
+             "spare pod train-spare0 takes the slot of rank 3 (pod train-3) in restart attempt 1: no pod is "
              "scheduled for it"},
         // Two slots lost, one spare: the lower pod index gets it, the other a replacement pod.
         Case{"TwoSlotsLostOneSpare_TheLowerIndexGetsIt_TheOtherAReplacement", SpareJob(Phase::kRestarting, 1, 1, 1),
              [] {
-               std::vector<ObservedPod> pods = GangWithout(3, {ReadySpare("train-spare-0")});
+               std::vector<ObservedPod> pods = GangWithout(3, {ReadySpare("train-spare0")});
                pods.erase(pods.begin() + 1);
                return pods;
              }(),
-             View(0, {0, 2}, {"train-spare-0"}, {{0, 75}, {2, 75}}), Phase::kPending, 1, Labels{{"train-spare-0", 1}},
-             Slots{{1, "train-spare-0"}}, {3}, {1}, {}, "SpareTakesSlot", "takes the slot of rank 1"},
+             View(0, {0, 2}, {"train-spare0"}, {{0, 75}, {2, 75}}), Phase::kPending, 1, Labels{{"train-spare0", 1}},
+             Slots{{1, "train-spare0"}}, {3}, {1}, {}, "SpareTakesSlot", "takes the slot of rank 1"},
         // A required topology: the spare in the gang's domain takes the slot, though older ones
         // elsewhere are ready.
         Case{"RequiredTopology_TheSpareInTheGangsDomainTakesTheSlot", TopologyJob("required"),
              RackAGangWithout3({"rack-b", "rack-a"}), SparesFollowing(), Phase::kPending, 1,
-             Labels{{"train-spare-1", 3}}, Slots{{3, "train-spare-1"}}, {}, {2}, {}, "SpareTakesSlot",
-             "spare pod train-spare-1 takes the slot of rank 3", 1},
+             Labels{{"train-spare1", 3}}, Slots{{3, "train-spare1"}}, {}, {2}, {}, "SpareTakesSlot",
+             "spare pod train-spare1 takes the slot of rank 3", 1},
         // None in the gang's domain: a replacement pod, saying why the spares could not.
         Case{"RequiredTopology_NoSpareInTheGangsDomain_AReplacementSayingWhy", TopologyJob("required"),
              RackAGangWithout3({"rack-b", "rack-c"}), SparesFollowing(), Phase::kPending, 1, {}, {}, {3}, {}, {},
@@ -184,69 +184,89 @@ INSTANTIATE_TEST_SUITE_P(
         // Preferred: a spare elsewhere takes it when none is in the domain.
         Case{"PreferredTopology_NoSpareInTheGangsDomain_AnotherTakesIt", TopologyJob("preferred"),
              RackAGangWithout3({"rack-b", "rack-c"}), SparesFollowing(), Phase::kPending, 1,
-             Labels{{"train-spare-0", 3}}, Slots{{3, "train-spare-0"}}, {}, {2}, {}, "SpareTakesSlot",
-             "spare pod train-spare-0 takes the slot of rank 3", 1},
+             Labels{{"train-spare0", 3}}, Slots{{3, "train-spare0"}}, {}, {2}, {}, "SpareTakesSlot",
+             "spare pod train-spare0 takes the slot of rank 3", 1},
         // A spare whose sidecar does not follow the hub is not ready: the slot is replaced as
         // without spares.
         Case{"SpareNotFollowingTheHub_AReplacementAsWithoutSpares", SpareJob(Phase::kRestarting, 1, 1, 1),
-             GangWithout(3, {ReadySpare("train-spare-0")}), View(0, {0, 1, 2}, {}, {{0, 75}, {1, 75}, {2, 75}}),
+             GangWithout(3, {ReadySpare("train-spare0")}), View(0, {0, 1, 2}, {}, {{0, 75}, {1, 75}, {2, 75}}),
              Phase::kPending, 1, {}, {}, {3}, {}, {}, "", ""},
         // Rank 0's pod hosts the coordination service and the hub: never a spare's; recreated.
         Case{"SlotZeroLost_RecreatedNotGivenToTheSpare", SpareJob(Phase::kRestarting, 1, 1, 1),
-             GangWithout(0, {ReadySpare("train-spare-0")}),
-             View(0, {1, 2, 3}, {"train-spare-0"}, {{1, 75}, {2, 75}, {3, 75}}), Phase::kPending, std::nullopt, {}, {},
+             GangWithout(0, {ReadySpare("train-spare0")}),
+             View(0, {1, 2, 3}, {"train-spare0"}, {{1, 75}, {2, 75}, {3, 75}}), Phase::kPending, std::nullopt, {}, {},
              {}, {}, {"train-1", "train-2", "train-3"}, "RecreatingGang", "pod train-0 is gone", 1},
         // Labelled in an earlier pass, but the hub still lists it as a spare (the order that gave it
         // the slot was not carried out): the assignment goes with the order again.
         Case{"LabelledSpareNotGivenTheSlotYet_AssignedAgain", SpareJob(Phase::kRestarting, 1, 1, 2),
-             GangWithout(3, {PodBuilder(3, 1).Spare("train-spare-0").Running(), PodBuilder(-1).Spare("train-spare-1")}),
-             View(0, {0, 1, 2}, {"train-spare-0"}, {{0, 75}, {1, 75}, {2, 75}}), Phase::kPending, 1, {},
-             Slots{{3, "train-spare-0"}}, {}, {}, {}, "", "", 0, {{3, "train-spare-0"}}},
+             GangWithout(3, {PodBuilder(3, 1).Spare("train-spare0").Running(), PodBuilder(-1).Spare("train-spare1")}),
+             View(0, {0, 1, 2}, {"train-spare0"}, {{0, 75}, {1, 75}, {2, 75}}), Phase::kPending, 1, {},
+             Slots{{3, "train-spare0"}}, {}, {}, {}, "", "", 0, {{3, "train-spare0"}}},
         // Running the attempt, the spare holds slot 3: the status says so; a new spare is ready.
         Case{"SpareHoldsTheSlot_StatusSaysWhich", SpareJob(Phase::kRunning, 1, 1, 2),
-             GangWithout(3, {PodBuilder(3, 1).Spare("train-spare-0").Running(), ReadySpare("train-spare-1")}),
-             View(1, {0, 1, 2, 3}, {"train-spare-1"}), Phase::kRunning, std::nullopt, {}, {}, {}, {}, {}, "", "", 1,
-             {{3, "train-spare-0"}}},
+             GangWithout(3, {PodBuilder(3, 1).Spare("train-spare0").Running(), ReadySpare("train-spare1")}),
+             View(1, {0, 1, 2, 3}, {"train-spare1"}), Phase::kRunning, std::nullopt, {}, {}, {}, {}, {}, "", "", 1,
+             {{3, "train-spare0"}}},
         // The first pass: the spares are created with the gang.
         Case{"NewJob_SparesCreatedWithTheGang", SpareJob(Phase::kPending, 0, 2, 0), {}, View(0, {}, {}), Phase::kPending,
              std::nullopt, {}, {}, {}, {0, 1}, {}, "Started", ""},
         // A spare whose cohort-launch ended is deleted and another created; the gang runs on.
         Case{"SpareFailed_ReplacedWithoutTouchingTheGang", SpareJob(Phase::kRunning, 0, 1, 1),
-             GangWithout(3, {PodBuilder(3).Running(), PodBuilder(-1).Spare("train-spare-0").Exited(2)}),
-             View(0, {0, 1, 2, 3}, {}), Phase::kRunning, std::nullopt, {}, {}, {}, {1}, {"train-spare-0"},
+             GangWithout(3, {PodBuilder(3).Running(), PodBuilder(-1).Spare("train-spare0").Exited(2)}),
+             View(0, {0, 1, 2, 3}, {}), Phase::kRunning, std::nullopt, {}, {}, {}, {1}, {"train-spare0"},
              "ReplacingSpare",
-             "spare pod train-spare-0 has its trainer container (cohort-launch) ended with code 2: deleting it and "
+             "spare pod train-spare0 has its trainer container (cohort-launch) ended with code 2: deleting it and "
              "creating another; the gang is not touched"},
         // spec.spares lowered: the newest goes.
         Case{"SparesLowered_TheNewestGoes", SpareJob(Phase::kRunning, 0, 1, 2),
-             GangWithout(3, {PodBuilder(3).Running(), ReadySpare("train-spare-0"),
-                             PodBuilder(-1).Spare("train-spare-1").Running().StartedAt(kNow - absl::Minutes(1))}),
-             View(0, {0, 1, 2, 3}, {"train-spare-0", "train-spare-1"}), Phase::kRunning, std::nullopt, {}, {}, {}, {},
-             {"train-spare-1"}, "", "", 1},
+             GangWithout(3, {PodBuilder(3).Running(), ReadySpare("train-spare0"),
+                             PodBuilder(-1).Spare("train-spare1").Running().StartedAt(kNow - absl::Minutes(1))}),
+             View(0, {0, 1, 2, 3}, {"train-spare0", "train-spare1"}), Phase::kRunning, std::nullopt, {}, {}, {}, {},
+             {"train-spare1"}, "", "", 1},
         // A finished job's spares go (its pods stay for their logs).
         Case{"JobSucceeded_SparesDeleted", SpareJob(Phase::kSucceeded, 0, 1, 1),
-             GangWithout(3, {PodBuilder(3).Exited(0), ReadySpare("train-spare-0")}), View(0, {}, {"train-spare-0"}),
-             Phase::kSucceeded, std::nullopt, {}, {}, {}, {}, {"train-spare-0"}, "", ""},
+             GangWithout(3, {PodBuilder(3).Exited(0), ReadySpare("train-spare0")}), View(0, {}, {"train-spare0"}),
+             Phase::kSucceeded, std::nullopt, {}, {}, {}, {}, {"train-spare0"}, "", ""},
         // An eviction restarts in place saying which spare will take the slot.
         Case{"PodEvicted_TheRestartSaysWhichSpareTakesTheSlot", SpareJob(Phase::kRunning, 0, 1, 1),
-             PodOneEvictedBeside(ReadySpare("train-spare-0")),
-             View(0, {0, 1, 2, 3}, {"train-spare-0"}), Phase::kRestarting, std::nullopt, {}, {}, {}, {}, {},
-             "RestartedInPlace", "pod train-1 is being deleted (spare train-spare-0 takes its slot)", 1},
-        // A gang-scheduled job cannot have a pod replaced alone, but a spare takes the slot without
-        // any pod being scheduled: it restarts in place.
-        Case{"GangScheduled_ASpareTakesTheSlot_InPlace",
+             PodOneEvictedBeside(ReadySpare("train-spare0")),
+             View(0, {0, 1, 2, 3}, {"train-spare0"}), Phase::kRestarting, std::nullopt, {}, {}, {}, {}, {},
+             "RestartedInPlace", "pod train-1 is being deleted (spare train-spare0 takes its slot)", 1},
+        // A gang-scheduled job is recreated whole, spares or not (the pod that goes would finish
+        // the admitted group, and a new spare could not join it): its spare goes with the old
+        // group, and new spares come with the new gang's pods, not before.
+        Case{"GangScheduled_ReadySpare_RecreatedAsWithoutSpares",
              SpareJob(Phase::kRunning, 0, 1, 1, [](DistributedJob& j) { j.spec.scheduling.queue_name = "team-a"; }),
-             PodOneEvictedBeside(ReadySpare("train-spare-0")),
-             View(0, {0, 1, 2, 3}, {"train-spare-0"}), Phase::kRestarting, std::nullopt, {}, {}, {}, {}, {},
-             "RestartedInPlace", "(spare train-spare-0 takes its slot)", 1},
-        // Without a ready spare, the gang-scheduled job is recreated, as without spares; its spare
-        // goes with it (it is of the old attempt's pod group) and a new one joins the new group.
+             PodOneEvictedBeside(ReadySpare("train-spare0")), View(0, {0, 1, 2, 3}, {"train-spare0"}),
+             Phase::kRestarting, std::nullopt, {}, {}, {}, {}, {"train-0", "train-2", "train-3", "train-spare0"},
+             "Preempted", "rank 1 (pod train-1) was preempted or evicted"},
         Case{"GangScheduled_NoSpareReady_Recreated",
              SpareJob(Phase::kRunning, 0, 1, 1, [](DistributedJob& j) { j.spec.scheduling.queue_name = "team-a"; }),
-             PodOneEvictedBeside(PodBuilder(-1).Spare("train-spare-0").Pending()),
-             View(0, {0, 1, 2, 3}, {}), Phase::kRestarting, std::nullopt, {}, {}, {}, {1},
-             {"train-0", "train-2", "train-3", "train-spare-0"},
-             "Preempted", "rank 1 (pod train-1) was preempted or evicted"}),
+             PodOneEvictedBeside(PodBuilder(-1).Spare("train-spare0").Pending()), View(0, {0, 1, 2, 3}, {}),
+             Phase::kRestarting, std::nullopt, {}, {}, {}, {}, {"train-0", "train-2", "train-3", "train-spare0"},
+             "ReplacingSpare", "belongs to restart attempt 0's pod group, and the gang was recreated"},
+        // Labelled with slot 3 in an earlier pass, the spare stopped following before the order:
+        // it is deleted and the slot goes to the other ready spare.
+        Case{"LabelledSpareStoppedFollowing_DeletedTheSlotGoesToAnother", SpareJob(Phase::kRestarting, 1, 1, 2),
+             GangWithout(3, {PodBuilder(3, 1).Spare("train-spare0").Running(), ReadySpare("train-spare1")}),
+             View(0, {0, 1, 2}, {"train-spare1"}, {{0, 75}, {1, 75}, {2, 75}}), Phase::kPending, 1,
+             Labels{{"train-spare1", 3}}, Slots{{3, "train-spare1"}}, {}, {2}, {"train-spare0"}, "ReplacingSpare",
+             "spare pod train-spare0, given the slot of rank 3 (pod train-3), no longer follows the attempt hub before "
+             "restart attempt 1 started: deleting it"},
+        // Rank 0's pod went after a spare was labelled with slot 3: the gang is recreated, and the
+        // labelled spare goes too (it cannot be a fresh pod of the new gang); a new spare is made.
+        Case{"RankZeroGoneAfterASpareWasLabelled_RecreatedTheSpareDeleted", SpareJob(Phase::kRestarting, 1, 1, 1),
+             [] {
+               std::vector<ObservedPod> pods = GangWithout(3, {PodBuilder(3, 1).Spare("train-spare0").Running()});
+               pods.erase(pods.begin());
+               return pods;
+             }(),
+             View(0, {1, 2}, {"train-spare0"}, {{1, 75}, {2, 75}}), Phase::kPending, std::nullopt, {}, {}, {}, {1},
+             {"train-1", "train-2", "train-spare0"}, "RecreatingGang", "pod train-0 is gone"},
+        // A status write that was lost: the spares seen name the next number.
+        Case{"SparesCreatedBehind_TheNextNumberIsPastTheSpareSeen", SpareJob(Phase::kRunning, 0, 2, 0),
+             GangWithout(3, {PodBuilder(3).Running(), ReadySpare("train-spare4")}),
+             View(0, {0, 1, 2, 3}, {"train-spare4"}), Phase::kRunning, std::nullopt, {}, {}, {}, {5}, {}, "", "", 1}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

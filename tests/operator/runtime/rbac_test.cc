@@ -197,16 +197,16 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   absl::StatusOr<json> pods = kube_.List(kPods, "ml", "cohort.dev/job-name=sp");
   ASSERT_TRUE(pods.ok());
   ASSERT_EQ((*pods)["items"].size(), 5u) << "four pods and the spare";
-  for (const std::string pod : {"sp-0", "sp-1", "sp-2", "sp-3", "sp-spare-0"}) {
+  for (const std::string pod : {"sp-0", "sp-1", "sp-2", "sp-3", "sp-spare0"}) {
     kube_.Modify(kPods, "ml", pod, [&](json& p) {
-      p["spec"]["nodeName"] = pod == "sp-spare-0" ? "node-b" : "node-a";
+      p["spec"]["nodeName"] = pod == "sp-spare0" ? "node-b" : "node-a";
       p["status"] = {{"phase", "Running"}, {"podIP", "10.0.0.1"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
     });
   }
   AttemptView view;
   view.connected = true;
   view.following = view.followed = {0, 1, 2, 3};
-  view.spares = {"sp-spare-0"};
+  view.spares = {"sp-spare0"};
   hub.view = view;
   Discard();
   Collect();
@@ -224,7 +224,7 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
     Collect();
   }
   EXPECT_EQ(hub.started, std::optional<int32_t>(1));
-  EXPECT_EQ(hub.assignments, (std::vector<std::pair<int32_t, std::string>>{{1, "sp-spare-0"}}));
+  EXPECT_EQ(hub.assignments, (std::vector<std::pair<int32_t, std::string>>{{1, "sp-spare0"}}));
 
   std::set<std::string> granted = Granted();
   for (const std::string& call : used_) {
