@@ -108,6 +108,17 @@ std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int r
   return PodTrainerLog(cluster, absl::StrCat(job, "-", rank));
 }
 
+// Whether rank `rank`'s trainer of `job` writes `text` within kJobTimeout (its log is a file the
+// kubelet appends to: looked at every 50 ms).
+bool TrainerLogOnceItHas(LocalControlPlane& cluster, const std::string& job, int rank, const std::string& text) {
+  const absl::Time deadline = absl::Now() + kJobTimeout;
+  while (!absl::StrContains(TrainerLog(cluster, job, rank), text)) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return true;
+}
+
 // One control plane for the suite: starting it costs a second; jobs have distinct names.
 class OperatorE2E : public ::testing::Test {
  protected:
@@ -313,12 +324,15 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_RankZerosSidecarKilled_EveryPodRecre
   const std::string name = "e2e-ip-hub";
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 3, "k8s-hold")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout))) << Events(*cluster_, name);
-  // Every rank trains: the hub has run attempt 0 and every sidecar follows it.
+  // Every rank trains: the hub has run attempt 0, every sidecar follows it, and every rank
+  // registered with rank 0's coordination service (killed before that, the sidecar comes back,
+  // restarted by the kubelet, and the ranks register with the new one as if nothing happened).
   for (int rank = 0; rank < 3; ++rank) {
     ASSERT_GT(LocalControlPlane::WaitForProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name),
                                                                  absl::StrCat("COHORT_PROCESS_ID=", rank)}),
               0)
         << "rank " << rank << "'s trainer process";
+    ASSERT_TRUE(TrainerLogOnceItHas(*cluster_, name, rank, "TRAINING")) << "rank " << rank << " does not train";
   }
   const std::map<std::string, std::string> before = PodUids(*cluster_, name);
   ASSERT_EQ(before.size(), 3u);
