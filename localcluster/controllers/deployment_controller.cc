@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/backoff.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
 #include "operator/api/json_fields.h"
@@ -169,8 +170,8 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
   }
   int64_t missing = want - static_cast<int64_t>(active.size());
   if (failed > 0 && missing > 0) {
-    const absl::Duration back_off =
-        std::min(absl::Seconds(10) * (int64_t{1} << std::min(failed - 1, 5)), absl::Minutes(5));
+    // As the ReplicaSet controller's: 10 s doubling to 5 min per failed pod.
+    const absl::Duration back_off = DoublingDelay(absl::Seconds(10), absl::Minutes(5), failed);
     const std::optional<absl::Time> failed_at = ParseRfc3339(newest_failure);
     missing = failed_at && absl::Now() < *failed_at + back_off ? 0 : 1;
   }

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/backoff.h"
 #include "common/log.h"
 #include "common/process/subprocess.h"
 #include "common/rfc3339.h"
@@ -856,10 +857,10 @@ class Kubelet::PodWorker {
               (restart_policy == "Always" || (restart_policy == "OnFailure" && c.exit_code != 0))) {
             // As Kubernetes does, a container that ran 10 minutes starts its back-off over.
             if (c.started && c.finished && *c.finished - *c.started > absl::Minutes(10)) c.crash_streak = 0;
-            const absl::Duration back_off =
-                c.crash_streak == 0
-                    ? absl::ZeroDuration()
-                    : std::min(absl::Seconds(10) * (int64_t{1} << std::min(c.crash_streak - 1, 5)), absl::Minutes(5));
+            // The kubelet's crash-loop back-off: 10 s doubling to 5 min.
+            const absl::Duration back_off = c.crash_streak == 0
+                                                ? absl::ZeroDuration()
+                                                : DoublingDelay(absl::Seconds(10), absl::Minutes(5), c.crash_streak);
             ++c.crash_streak;
             c.restart_at = absl::Now() + back_off;
           }
@@ -1041,8 +1042,8 @@ class Kubelet::PodWorker {
   void DeleteOurPodRetrying() {
     static constexpr absl::Duration kFinalDeleteFor = absl::Minutes(5);
     const absl::Time give_up = absl::Now() + kFinalDeleteFor;
-    absl::Duration wait = absl::Milliseconds(100);
     for (int attempt = 1;; ++attempt) {
+      const absl::Duration wait = DoublingDelay(absl::Milliseconds(100), absl::Seconds(5), attempt);
       absl::Status s = DeleteOurPod();
       if (s.ok()) return;
       if (absl::Now() + wait > give_up) {
@@ -1056,7 +1057,6 @@ class Kubelet::PodWorker {
         absl::MutexLock lock(&mu_);
         if (mu_.AwaitWithTimeout(absl::Condition(&stop_retrying_), wait)) return;
       }
-      wait = std::min(wait * 2, absl::Seconds(5));
     }
   }
 
