@@ -190,6 +190,10 @@ const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods) {
   return root ? pods[*root] : nullptr;
 }
 
+bool GangScheduled(const DistributedJobSpec& spec) {
+  return !spec.scheduling.queue_name.empty() || spec.scheduling.pod_group.provider != PodGroupProvider::kNone;
+}
+
 bool Follower(const ObservedPod& p) { return ExitKindOf(p) == ExitKind::kFollowed; }
 
 bool Failed(const ObservedPod& p) { return ExitKindOf(p) != ExitKind::kSucceeded; }

@@ -77,6 +77,9 @@ std::string Describe(const ObservedPod& pod, int32_t per_pod);
 ExitKind ExitKindOf(const ObservedPod& pod);
 // The pod among `pods` whose trainer's exit caused the failure (RootCause), or null.
 const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods);
+// A gang scheduler admits the job's pods (spec.scheduling: a Kueue queue or a PodGroup provider):
+// whole groups only, so no pod joins an admitted gang alone.
+bool GangScheduled(const DistributedJobSpec& spec);
 // Its trainer exited kPeerFailureExitCode (75): it only followed another rank's failure.
 bool Follower(const ObservedPod& pod);
 // Its trainer exited non-zero, or the pod failed without saying how.

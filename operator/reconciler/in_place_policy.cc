@@ -112,8 +112,7 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
     check.missing.push_back(rank);
   }
   // A gang scheduler (spec.scheduling) admits whole gangs: a pod alone would wait for ever.
-  const SchedulingSpec& scheduling = pass.spec.scheduling;
-  const bool gang_scheduled = !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
+  const bool gang_scheduled = GangScheduled(pass.spec);
   // Spares too: the pod that goes would finish the admitted group (Kueue), and a new spare could
   // not join it.
   if (gang_scheduled && (!check.replace.empty() || !check.missing.empty())) {

@@ -17,16 +17,11 @@ namespace {
 
 using PodPhase = ObservedPod::Phase;
 
-bool GangScheduled(const DecisionPass& pass) {
-  const SchedulingSpec& scheduling = pass.spec.scheduling;
-  return !scheduling.queue_name.empty() || scheduling.pod_group.provider != PodGroupProvider::kNone;
-}
-
 // The number in a spare's name (SparePodName), or -1.
 int32_t SpareNumber(const DistributedJob& job, const std::string& name) {
   absl::string_view number = name;
   int32_t n = -1;
-  if (!absl::ConsumePrefix(&number, SparePodName(job, 0).substr(0, job.name.size() + 6)) ||
+  if (!absl::ConsumePrefix(&number, absl::StrCat(job.name, "-spare")) ||
       !absl::SimpleAtoi(number, &n) || n < 0) {
     return -1;
   }
@@ -40,7 +35,7 @@ std::string WhyTheSpareGoes(const DecisionPass& pass, const ObservedPod& p) {
   if (p.disruption_target) return "was evicted or preempted";
   // A gang recreated under a gang scheduler is admitted anew, spares with it: one of an earlier
   // attempt's group would hold its group (and quota) alive.
-  if (GangScheduled(pass) && pass.status.last_restart_strategy == restart_strategy::kRecreate &&
+  if (GangScheduled(pass.spec) && pass.status.last_restart_strategy == restart_strategy::kRecreate &&
       p.restart_attempt < pass.status.restart_attempt) {
     return absl::StrCat("belongs to restart attempt ", p.restart_attempt, "'s pod group, and the gang was recreated");
   }
@@ -209,7 +204,7 @@ void KeepSpares(DecisionPass& pass) {
   // gang's pods), not alone into a group already admitted.
   const Condition* valid = FindCondition(st.conditions, condition::kSpecValid);
   if ((valid != nullptr && valid->status != "True") || !RestartsInPlace(pass.job)) return;
-  if (GangScheduled(pass) && pass.decision.create_ranks.empty()) return;
+  if (GangScheduled(pass.spec) && pass.decision.create_ranks.empty()) return;
   // The next number: past every spare seen too (a status write that was lost keeps no name from
   // being used twice).
   for (const std::vector<const ObservedPod*>* pods : {&pass.spares, &pass.current, &pass.waiting, &pass.old}) {
