@@ -995,6 +995,14 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
     ADD_FAILURE() << ready.dump(2) << Events(cluster, name);
     return none;
   }
+  // Every rank registered and trains (pods are Ready before that: lost while rank 0 still waits
+  // for rank 1 to register, attempt 0 ends in INIT_FAILED, never at a step both ranks SYNC at).
+  for (int rank : {0, 1}) {
+    if (!TrainerLogOnceItHas(cluster, name, rank, "TRAINING")) {
+      ADD_FAILURE() << "rank " << rank << " does not train\n" << TrainerLog(cluster, name, rank) << Events(cluster, name);
+      return none;
+    }
+  }
   const std::string spare = name + "-spare0";
   absl::StatusOr<json> spare_pod = cluster.client().Get(op::kPods, "default", spare);
   EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
