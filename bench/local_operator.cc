@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/process/subprocess.h"
-#include "operator/client/kube_config.h"
+#include "kube/kube_config.h"
 
 namespace cohort::bench {
 namespace {
@@ -64,10 +64,10 @@ absl::StatusOr<std::unique_ptr<LocalOperator>> StartLocalOperator(const std::str
   if (setup->op->WaitForLine("informers synced", absl::Seconds(30)).empty()) {
     return absl::UnavailableError("cohort-operator did not start:\n" + setup->op->Output());
   }
-  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig);
+  absl::StatusOr<kube::KubeConfig> config = kube::LoadKubeConfig(kubeconfig);
   if (!config.ok()) return config.status();
-  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client = op::HttpKubeClient::Create(
-      *config, op::HttpKubeClientOptions{.qps = 0, .user_agent = tool}, Clock::Real());
+  absl::StatusOr<std::unique_ptr<kube::HttpKubeClient>> client = kube::HttpKubeClient::Create(
+      *config, kube::HttpKubeClientOptions{.qps = 0, .user_agent = tool}, Clock::Real());
   if (!client.ok()) return client.status();
   setup->client = *std::move(client);
   return setup;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "operator/client/http_kube_client.h"
+#include "kube/http_kube_client.h"
 #include "tests/support/watched_process.h"
 
 // What the operator benchmarks stand on: cohort-local-cluster in a fresh directory with the CRD
@@ -16,7 +16,7 @@ struct LocalOperator {
   std::string dir;  // The cluster's directory (pods' logs under pods/); removed with the object.
   std::unique_ptr<WatchedProcess> cluster;
   std::unique_ptr<WatchedProcess> op;
-  std::unique_ptr<op::HttpKubeClient> client;
+  std::unique_ptr<kube::HttpKubeClient> client;
   ~LocalOperator();
 };
 

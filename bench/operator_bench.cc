@@ -32,10 +32,11 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/local_operator.h"
 #include "common/log.h"
 #include "common/process/subprocess.h"
-#include "bench/local_operator.h"
-#include "operator/client/http_kube_client.h"
+#include "kube/http_kube_client.h"
+#include "operator/api/distributed_job.h"
 
 namespace cohort::bench {
 namespace {
@@ -95,7 +96,7 @@ int Run(int argc, char** argv) {
   // No kubelet: pods stay Pending, so only the operator and the API server are measured.
   absl::StatusOr<std::unique_ptr<LocalOperator>> local = StartLocalOperator("operator-bench", {"--no-kubelet"}, op_flags);
   if (!local.ok()) return Fail(std::string(local.status().message()));
-  op::HttpKubeClient* client = (*local)->client.get();
+  kube::HttpKubeClient* client = (*local)->client.get();
 
   // Watch pods and jobs from now on; count what the operator made.
   const size_t want_pods = static_cast<size_t>(jobs) * (ranks / per_pod);
@@ -103,11 +104,11 @@ int Run(int argc, char** argv) {
   absl::flat_hash_set<std::string> pods, written;
   absl::Time last_pod, last_status;
   absl::BlockingCounter listed(2);
-  auto watch = [&](const op::Resource& r, const std::string& selector, bool status) {
+  auto watch = [&](const kube::Resource& r, const std::string& selector, bool status) {
     absl::StatusOr<json> list = client->List(r, "default", selector);
     listed.DecrementCount();  // The watch starts from this list's version: nothing is missed.
     if (!list.ok()) return;
-    op::WatchOptions options;
+    kube::WatchOptions options;
     options.label_selector = selector;
     options.resource_version = (*list)["metadata"].value("resourceVersion", "");
     options.timeout = absl::Minutes(10);
@@ -123,7 +124,7 @@ int Run(int argc, char** argv) {
       return true;
     }).IgnoreError();
   };
-  std::thread pod_watch([&] { watch(op::kPods, "cohort.dev/job-name", false); });
+  std::thread pod_watch([&] { watch(kube::kPods, "cohort.dev/job-name", false); });
   std::thread job_watch([&] { watch(op::kDistributedJobs, "", true); });
   listed.Wait();
 

@@ -51,15 +51,16 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "bench/local_operator.h"
 #include "common/log.h"
 #include "common/process/subprocess.h"
-#include "bench/local_operator.h"
-#include "operator/client/http_kube_client.h"
+#include "kube/http_kube_client.h"
+#include "operator/api/distributed_job.h"
 #include "tests/support/local_cluster_node.h"
 
 namespace cohort::bench {
@@ -219,9 +220,9 @@ int CountInLogs(const std::string& dir, const std::string& job, const std::strin
   return n;
 }
 
-std::map<std::string, std::string> PodUids(op::HttpKubeClient& client, const std::string& job) {
+std::map<std::string, std::string> PodUids(kube::HttpKubeClient& client, const std::string& job) {
   std::map<std::string, std::string> uids;
-  absl::StatusOr<json> pods = client.List(op::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
+  absl::StatusOr<json> pods = client.List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
   if (!pods.ok()) return uids;
   for (const json& p : (*pods)["items"]) {
     if (p["metadata"].contains("deletionTimestamp")) continue;
@@ -230,7 +231,7 @@ std::map<std::string, std::string> PodUids(op::HttpKubeClient& client, const std
   return uids;
 }
 
-std::string Phase(op::HttpKubeClient& client, const std::string& job) {
+std::string Phase(kube::HttpKubeClient& client, const std::string& job) {
   absl::StatusOr<json> j = client.Get(op::kDistributedJobs, "default", job);
   if (!j.ok() || !j->contains("status")) return "";
   return (*j)["status"].value("phase", "");
@@ -260,7 +261,7 @@ enum class Loss { kProcess, kNode };
 
 // One job: created, trained, a rank killed, measured, finished (or, one that would train on,
 // deleted once measured) and gone.
-absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir, const std::string& job, int pods,
+absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& dir, const std::string& job, int pods,
                              int per_pod, const std::string& strategy, const Workload& w, Loss loss = Loss::kProcess,
                              int spares = 0) {
   const int ranks = pods * per_pod;
@@ -288,7 +289,7 @@ absl::StatusOr<Run1> Measure(op::HttpKubeClient& client, const std::string& dir,
   const std::map<std::string, LogMark> marks = MarkLogs(dir, job);
   std::string node;  // Pod 1's, for --lose node.
   if (loss == Loss::kNode) {
-    absl::StatusOr<json> pod1 = client.Get(op::kPods, "default", absl::StrCat(job, "-1"));
+    absl::StatusOr<json> pod1 = client.Get(kube::kPods, "default", absl::StrCat(job, "-1"));
     if (!pod1.ok()) return pod1.status();
     node = (*pod1)["spec"].value("nodeName", "");
   }
@@ -412,7 +413,7 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<LocalOperator>> local =
       StartLocalOperator("recovery-bench", cluster_flags, operator_flags);
   if (!local.ok()) return Fail(std::string(local.status().message()));
-  op::HttpKubeClient& client = *(*local)->client;
+  kube::HttpKubeClient& client = *(*local)->client;
   const std::string dir = (*local)->dir;
 
   std::map<std::string, std::map<std::string, std::vector<double>>> figures;  // strategy -> figure -> runs.

@@ -23,13 +23,13 @@
 #include "common/process/subprocess.h"
 #include "common/signals.h"
 #include "common/token.h"
+#include "kube/http_kube_client.h"
 #include "localcluster/apiserver/api_server.h"
 #include "localcluster/controllers/deployment_controller.h"
 #include "localcluster/controllers/node_lifecycle.h"
 #include "localcluster/controllers/scheduler.h"
 #include "localcluster/kubelet/kubelet.h"
 #include "localcluster/kubelet/podman.h"
-#include "operator/client/http_kube_client.h"
 
 namespace cohort::local {
 namespace {
@@ -160,7 +160,7 @@ std::string WriteKubeconfig(const std::string& dir, const ApiServer& server) {
 // The nodes' side of the cluster: the controllers and a kubelet process per node. Declared in
 // the order they start, so that they stop the other way round.
 struct Nodes {
-  std::unique_ptr<op::HttpKubeClient> client;
+  std::unique_ptr<kube::HttpKubeClient> client;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<NodeLifecycleController> node_lifecycle;
   std::unique_ptr<DeploymentController> deployments;
@@ -180,15 +180,15 @@ struct NodeSetup {
 // (the reason printed) when the client cannot be made.
 bool StartControllers(const Flags& f, const ApiServer& server, const std::string& token,
                       const NodeSetup& setup, Nodes* out) {
-  op::KubeConfig config;
+  kube::KubeConfig config;
   config.server = server.url();
   config.ca_pem = server.ca_pem();
   config.token = token;
-  op::HttpKubeClientOptions client_options;
+  kube::HttpKubeClientOptions client_options;
   client_options.qps = 0;  // The control plane is not rate limited.
   client_options.user_agent = "cohort-local-controllers";
-  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> c =
-      op::HttpKubeClient::Create(config, client_options, Clock::Real());
+  absl::StatusOr<std::unique_ptr<kube::HttpKubeClient>> c =
+      kube::HttpKubeClient::Create(config, client_options, Clock::Real());
   if (!c.ok()) {
     std::cerr << "cohort-local-cluster: controllers' client: " << c.status().message() << "\n";
     return false;

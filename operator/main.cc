@@ -26,8 +26,8 @@
 #include "common/log.h"
 #include "common/metrics_http_server.h"
 #include "common/signals.h"
-#include "operator/client/http_kube_client.h"
-#include "operator/client/kube_config.h"
+#include "kube/http_kube_client.h"
+#include "kube/kube_config.h"
 #include "operator/reconciler/reconciler.h"
 #include "operator/runtime/controller.h"
 #include "operator/runtime/hub_attempt_watcher.h"
@@ -63,11 +63,11 @@ struct Flags {
   std::string log_level = "info";
 };
 
-absl::StatusOr<KubeConfig> LoadConfig(const Flags& f) {
+absl::StatusOr<kube::KubeConfig> LoadConfig(const Flags& f) {
   if (f.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) {
-    return LoadInClusterConfig();
+    return kube::LoadInClusterConfig();
   }
-  return LoadKubeConfig(f.kubeconfig, f.context);
+  return kube::LoadKubeConfig(f.kubeconfig, f.context);
 }
 
 std::string DefaultIdentity() {
@@ -163,20 +163,20 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags* f) {
 
 // The API server's client, once the DistributedJob API answers; null (the reason logged) when
 // the client cannot be configured or the API is unreachable.
-std::unique_ptr<HttpKubeClient> ConnectToApiServer(const Flags& f, KubeConfig* config) {
-  absl::StatusOr<KubeConfig> loaded = LoadConfig(f);
+std::unique_ptr<kube::HttpKubeClient> ConnectToApiServer(const Flags& f, kube::KubeConfig* config) {
+  absl::StatusOr<kube::KubeConfig> loaded = LoadConfig(f);
   if (!loaded.ok()) {
     LogError("cannot configure the Kubernetes client: ", loaded.status().message(),
              "; pass --kubeconfig or run in a pod with a service account");
     return nullptr;
   }
   *config = *std::move(loaded);
-  HttpKubeClientOptions client_options;
+  kube::HttpKubeClientOptions client_options;
   client_options.qps = f.qps;
   client_options.burst = f.burst;
   client_options.max_connections = f.max_connections;
-  absl::StatusOr<std::unique_ptr<HttpKubeClient>> client =
-      HttpKubeClient::Create(*config, client_options, Clock::Real());
+  absl::StatusOr<std::unique_ptr<kube::HttpKubeClient>> client =
+      kube::HttpKubeClient::Create(*config, client_options, Clock::Real());
   if (!client.ok()) {
     LogError("cannot create the Kubernetes client: ", client.status().message());
     return nullptr;
@@ -239,8 +239,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> ServeMetrics(
 }
 
 // Waits to lead (--leader-elect): the elector holding the Lease, or null once `stop` came first.
-std::unique_ptr<LeaderElector> Lead(const Flags& f, const KubeConfig& config,
-                                    HttpKubeClient* client, StopRequest* stop) {
+std::unique_ptr<LeaderElector> Lead(const Flags& f, const kube::KubeConfig& config,
+                                    kube::HttpKubeClient* client, StopRequest* stop) {
   LeaderElectionOptions le;
   le.ns = f.lease_namespace.empty() ? config.namespace_ : f.lease_namespace;
   le.name = f.lease_name;
@@ -257,7 +257,7 @@ std::unique_ptr<LeaderElector> Lead(const Flags& f, const KubeConfig& config,
 
 // Runs the controller until `stop` (or, with an elector, until the Lease is lost), then stops
 // it and cancels the watches. The exit code: kExitFailed when the Lease was lost.
-int Reconcile(const Flags& f, HttpKubeClient* client, LeaderElector* elector,
+int Reconcile(const Flags& f, kube::HttpKubeClient* client, LeaderElector* elector,
               OperatorMetrics* metrics, StopRequest* stop, Readiness* readiness) {
   DecideOptions decide_options;
   decide_options.force_delete_after = f.force_delete_after_s < 0
@@ -307,8 +307,8 @@ int Run(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 2);
   Flags f;
   if (std::optional<int> exit_code = ParseFlags(argc, argv, &f)) return *exit_code;
-  KubeConfig config;
-  std::unique_ptr<HttpKubeClient> client = ConnectToApiServer(f, &config);
+  kube::KubeConfig config;
+  std::unique_ptr<kube::HttpKubeClient> client = ConnectToApiServer(f, &config);
   if (client == nullptr) return kExitFailed;
 
   // Signals go to one thread; block them before any other thread starts.

@@ -23,12 +23,12 @@
 #include "common/log.h"
 #include "common/rfc3339.h"
 #include "common/token.h"
+#include "kube/json_fields.h"
 #include "localcluster/apiserver/kube_protobuf.h"
 #include "localcluster/apiserver/openapi.h"
 #include "localcluster/apiserver/pod_validation.h"
 #include "localcluster/apiserver/schema_validation.h"
 #include "localcluster/apiserver/server_side_apply.h"
-#include "operator/api/json_fields.h"
 
 namespace cohort::local {
 namespace {
@@ -707,10 +707,10 @@ void ApiServer::Route() {
         }
         UserInfo subject = *caller;
         if (type.kind == "SubjectAccessReview") {
-          const json& spec = op::Member(*body, "spec");
-          subject.name = op::StringMember(spec, "user");
+          const json& spec = kube::Member(*body, "spec");
+          subject.name = kube::StringMember(spec, "user");
           subject.groups.clear();
-          for (const json& g : op::ArrayMember(spec, "groups")) {
+          for (const json& g : kube::ArrayMember(spec, "groups")) {
             if (g.is_string()) subject.groups.push_back(g.get<std::string>());
           }
         }
@@ -928,20 +928,20 @@ absl::Status ApiServer::Authorize(const UserInfo& user, const httplib::Request& 
 }
 
 absl::StatusOr<json> ApiServer::AccessReview(const UserInfo& user, const json& review) {
-  const json& spec = op::Member(review, "spec");
+  const json& spec = kube::Member(review, "spec");
   RequestAttributes r;
-  if (const json& attributes = op::Member(spec, "resourceAttributes"); attributes.is_object()) {
-    r.verb = op::StringMember(attributes, "verb");
-    r.api_group = op::StringMember(attributes, "group");
-    r.resource = op::StringMember(attributes, "resource");
-    r.subresource = op::StringMember(attributes, "subresource");
-    r.ns = op::StringMember(attributes, "namespace");
-    r.name = op::StringMember(attributes, "name");
+  if (const json& attributes = kube::Member(spec, "resourceAttributes"); attributes.is_object()) {
+    r.verb = kube::StringMember(attributes, "verb");
+    r.api_group = kube::StringMember(attributes, "group");
+    r.resource = kube::StringMember(attributes, "resource");
+    r.subresource = kube::StringMember(attributes, "subresource");
+    r.ns = kube::StringMember(attributes, "namespace");
+    r.name = kube::StringMember(attributes, "name");
   } else {
-    const json& non_resource = op::Member(spec, "nonResourceAttributes");
+    const json& non_resource = kube::Member(spec, "nonResourceAttributes");
     r.resource_request = false;
-    r.verb = op::StringMember(non_resource, "verb");
-    r.path = op::StringMember(non_resource, "path");
+    r.verb = kube::StringMember(non_resource, "verb");
+    r.path = kube::StringMember(non_resource, "path");
   }
   const bool masters = user.IsMaster();
   const bool allowed = masters || RbacAllows(user, r, RbacSnapshot());

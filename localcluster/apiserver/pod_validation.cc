@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 
 namespace cohort::local {
 namespace {
@@ -13,7 +13,7 @@ using json = nlohmann::json;
 
 std::set<std::string> Gates(const json& pod) {
   std::set<std::string> names;
-  for (const json& gate : op::Member(pod, "spec").value("schedulingGates", json::array())) {
+  for (const json& gate : kube::Member(pod, "spec").value("schedulingGates", json::array())) {
     names.insert(gate.is_object() ? gate.value("name", "") : "");
   }
   return names;
@@ -26,10 +26,10 @@ absl::Status ValidatePodWrite(const json& pod, const json* current) {
   for (const std::string& name : gates) {
     if (name.empty()) return absl::InvalidArgumentError("spec.schedulingGates[].name: Required value");
   }
-  const std::string node = op::StringMember(op::Member(pod, "spec"), "nodeName");
+  const std::string node = kube::StringMember(kube::Member(pod, "spec"), "nodeName");
   if (!gates.empty() && !node.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Pod \"", op::StringMember(op::Member(pod, "metadata"), "name"),
+        "Pod \"", kube::StringMember(kube::Member(pod, "metadata"), "name"),
         "\" is invalid: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"));
   }
   if (current == nullptr) return absl::OkStatus();
@@ -37,7 +37,7 @@ absl::Status ValidatePodWrite(const json& pod, const json* current) {
   for (const std::string& name : gates) {
     if (!before.contains(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Pod \"", op::StringMember(op::Member(pod, "metadata"), "name"),
+          "Pod \"", kube::StringMember(kube::Member(pod, "metadata"), "name"),
           "\" is invalid: spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate '",
           name, "'"));
     }

@@ -12,22 +12,22 @@
 #include "common/backoff.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 
 namespace cohort::local {
 namespace {
 
 using json = nlohmann::json;
 
-const json& Meta(const json& object) { return op::Member(object, "metadata"); }
-std::string NameOf(const json& object) { return op::StringMember(Meta(object), "name"); }
-std::string NamespaceOf(const json& object) { return op::StringMember(Meta(object), "namespace"); }
-std::string UidOf(const json& object) { return op::StringMember(Meta(object), "uid"); }
+const json& Meta(const json& object) { return kube::Member(object, "metadata"); }
+std::string NameOf(const json& object) { return kube::StringMember(Meta(object), "name"); }
+std::string NamespaceOf(const json& object) { return kube::StringMember(Meta(object), "namespace"); }
+std::string UidOf(const json& object) { return kube::StringMember(Meta(object), "uid"); }
 
 bool Owns(const json& owner, const json& object) {
   const std::string uid = UidOf(owner);
-  for (const json& ref : op::ArrayMember(Meta(object), "ownerReferences")) {
-    if (op::StringMember(ref, "uid") == uid) return true;
+  for (const json& ref : kube::ArrayMember(Meta(object), "ownerReferences")) {
+    if (kube::StringMember(ref, "uid") == uid) return true;
   }
   return false;
 }
@@ -42,8 +42,8 @@ json ControllerRef(const json& owner, const std::string& kind) {
 }
 
 bool PodReady(const json& pod) {
-  for (const json& c : op::ArrayMember(op::Member(pod, "status"), "conditions")) {
-    if (op::StringMember(c, "type") == "Ready") return op::StringMember(c, "status") == "True";
+  for (const json& c : kube::ArrayMember(kube::Member(pod, "status"), "conditions")) {
+    if (kube::StringMember(c, "type") == "Ready") return kube::StringMember(c, "status") == "True";
   }
   return false;
 }
@@ -51,20 +51,20 @@ bool PodReady(const json& pod) {
 // A pod that counts toward its ReplicaSet: not being deleted, not finished.
 bool Active(const json& pod) {
   if (Meta(pod).contains("deletionTimestamp")) return false;
-  const std::string phase = op::StringMember(op::Member(pod, "status"), "phase");
+  const std::string phase = kube::StringMember(kube::Member(pod, "status"), "phase");
   return phase != "Succeeded" && phase != "Failed";
 }
 
 int64_t Replicas(const json& object) {
-  return op::IntMember(op::Member(object, "spec"), "replicas").value_or(1);
+  return kube::IntMember(kube::Member(object, "spec"), "replicas").value_or(1);
 }
 int64_t StatusCount(const json& object, const char* field) {
-  return op::IntMember(op::Member(object, "status"), field).value_or(0);
+  return kube::IntMember(kube::Member(object, "status"), field).value_or(0);
 }
 
 // The fields of `wanted` that differ from `object`'s status: what a status patch must send.
 bool StatusDiffers(const json& object, const json& wanted) {
-  const json& status = op::Member(object, "status");
+  const json& status = kube::Member(object, "status");
   for (const auto& [key, value] : wanted.items()) {
     if (key == "conditions") continue;  // Compared by type and status below.
     if (!status.is_object() || !status.contains(key) || status[key] != value) return true;
@@ -72,10 +72,10 @@ bool StatusDiffers(const json& object, const json& wanted) {
   if (!wanted.contains("conditions")) return false;
   for (const json& c : wanted["conditions"]) {
     bool same = false;
-    for (const json& have : op::ArrayMember(status, "conditions")) {
-      same = same || (op::StringMember(have, "type") == op::StringMember(c, "type") &&
-                      op::StringMember(have, "status") == op::StringMember(c, "status") &&
-                      op::StringMember(have, "reason") == op::StringMember(c, "reason"));
+    for (const json& have : kube::ArrayMember(status, "conditions")) {
+      same = same || (kube::StringMember(have, "type") == kube::StringMember(c, "type") &&
+                      kube::StringMember(have, "status") == kube::StringMember(c, "status") &&
+                      kube::StringMember(have, "reason") == kube::StringMember(c, "reason"));
     }
     if (!same) return true;
   }
@@ -88,7 +88,7 @@ int64_t LastRevision(const std::vector<const json*>& replica_sets) {
   for (const json* rs : replica_sets) {
     int64_t revision = 0;
     const std::string text =
-        op::StringMember(op::Member(Meta(*rs), "annotations"), "deployment.kubernetes.io/revision");
+        kube::StringMember(kube::Member(Meta(*rs), "annotations"), "deployment.kubernetes.io/revision");
     if (absl::SimpleAtoi(text, &revision)) last = std::max(last, revision);
   }
   return last;
@@ -112,7 +112,7 @@ std::string PodTemplateHash(const json& pod_template) {
   return absl::StrFormat("%010x", h & 0xffffffffffull);
 }
 
-DeploymentController::DeploymentController(op::KubeClient* client, absl::Duration period)
+DeploymentController::DeploymentController(kube::KubeClient* client, absl::Duration period)
     : client_(client), period_(period) {}
 
 DeploymentController::~DeploymentController() {
@@ -138,35 +138,35 @@ void DeploymentController::Sync() {
     }
   }
   // Every pass reads every pod only when there is something to keep (a job's pods alone are not).
-  if (op::ArrayMember(*deployments, "items").empty() && op::ArrayMember(*replica_sets, "items").empty()) return;
-  absl::StatusOr<json> pods = client_->List(op::kPods, "", "");
+  if (kube::ArrayMember(*deployments, "items").empty() && kube::ArrayMember(*replica_sets, "items").empty()) return;
+  absl::StatusOr<json> pods = client_->List(kube::kPods, "", "");
   if (!pods.ok()) {
     LogWarning("deployment controller: cannot list: ", pods.status().ToString());
     return;
   }
-  for (const json& rs : op::ArrayMember(*replica_sets, "items")) SyncReplicaSet(rs, *pods);
-  for (const json& d : op::ArrayMember(*deployments, "items")) SyncDeployment(d, *replica_sets, *pods);
+  for (const json& rs : kube::ArrayMember(*replica_sets, "items")) SyncReplicaSet(rs, *pods);
+  for (const json& d : kube::ArrayMember(*deployments, "items")) SyncDeployment(d, *replica_sets, *pods);
 }
 
 void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
   if (Meta(rs).contains("deletionTimestamp")) return;
   const std::string ns = NamespaceOf(rs), name = NameOf(rs);
   std::vector<json> active;
-  for (const json& pod : op::ArrayMember(pods, "items")) {
+  for (const json& pod : kube::ArrayMember(pods, "items")) {
     if (NamespaceOf(pod) == ns && Owns(rs, pod) && Active(pod)) active.push_back(pod);
   }
   const int64_t want = Replicas(rs);
-  const json& pod_template = op::Member(op::Member(rs, "spec"), "template");
+  const json& pod_template = kube::Member(kube::Member(rs, "spec"), "template");
   // Pods of this ReplicaSet that failed (their kubelet could not run them at all: a missing
   // service account, an init container that failed): replacements come one at a time, backing
   // off 10 s, 20 s ... 5 minutes after the newest failure, never as a storm.
   int failed = 0;
   std::string newest_failure;
-  for (const json& pod : op::ArrayMember(pods, "items")) {
+  for (const json& pod : kube::ArrayMember(pods, "items")) {
     if (NamespaceOf(pod) != ns || !Owns(rs, pod) || Meta(pod).contains("deletionTimestamp")) continue;
-    if (op::StringMember(op::Member(pod, "status"), "phase") != "Failed") continue;
+    if (kube::StringMember(kube::Member(pod, "status"), "phase") != "Failed") continue;
     ++failed;
-    newest_failure = std::max(newest_failure, op::StringMember(Meta(pod), "creationTimestamp"));
+    newest_failure = std::max(newest_failure, kube::StringMember(Meta(pod), "creationTimestamp"));
   }
   int64_t missing = want - static_cast<int64_t>(active.size());
   if (failed > 0 && missing > 0) {
@@ -181,13 +181,13 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
                 {"metadata",
                  {{"generateName", name + "-"},
                   {"namespace", ns},
-                  {"labels", op::Member(op::Member(pod_template, "metadata"), "labels")},
+                  {"labels", kube::Member(kube::Member(pod_template, "metadata"), "labels")},
                   {"ownerReferences", ControllerRef(rs, "ReplicaSet")}}},
-                {"spec", op::Member(pod_template, "spec")}};
-    if (json annotations = op::Member(op::Member(pod_template, "metadata"), "annotations"); annotations.is_object()) {
+                {"spec", kube::Member(pod_template, "spec")}};
+    if (json annotations = kube::Member(kube::Member(pod_template, "metadata"), "annotations"); annotations.is_object()) {
       pod["metadata"]["annotations"] = annotations;
     }
-    if (absl::StatusOr<json> created = client_->Create(op::kPods, ns, pod); !created.ok()) {
+    if (absl::StatusOr<json> created = client_->Create(kube::kPods, ns, pod); !created.ok()) {
       LogWarning("replicaset ", ns, "/", name, ": cannot create a pod: ", created.status().ToString());
       break;
     }
@@ -196,10 +196,10 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
     // Not ready first, then the newest.
     std::sort(active.begin(), active.end(), [](const json& a, const json& b) {
       if (PodReady(a) != PodReady(b)) return !PodReady(a);
-      return op::StringMember(Meta(a), "creationTimestamp") > op::StringMember(Meta(b), "creationTimestamp");
+      return kube::StringMember(Meta(a), "creationTimestamp") > kube::StringMember(Meta(b), "creationTimestamp");
     });
     for (size_t i = 0; i < active.size() - static_cast<size_t>(want); ++i) {
-      if (absl::Status s = client_->Delete(op::kPods, ns, NameOf(active[i])); !s.ok() && !absl::IsNotFound(s)) {
+      if (absl::Status s = client_->Delete(kube::kPods, ns, NameOf(active[i])); !s.ok() && !absl::IsNotFound(s)) {
         LogWarning("replicaset ", ns, "/", name, ": cannot delete pod ", NameOf(active[i]), ": ", s.ToString());
       }
     }
@@ -210,7 +210,7 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
                  {"fullyLabeledReplicas", static_cast<int64_t>(active.size())},
                  {"readyReplicas", ready},
                  {"availableReplicas", ready},
-                 {"observedGeneration", op::IntMember(Meta(rs), "generation").value_or(1)}};
+                 {"observedGeneration", kube::IntMember(Meta(rs), "generation").value_or(1)}};
   if (StatusDiffers(rs, status)) {
     if (absl::StatusOr<json> r = client_->MergePatch(kReplicaSets, ns, name, {{"status", status}}, /*status=*/true);
         !r.ok() && !absl::IsNotFound(r.status())) {
@@ -222,16 +222,16 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
 void DeploymentController::SyncDeployment(const json& d, const json& replica_sets, const json& pods) {
   if (Meta(d).contains("deletionTimestamp")) return;
   const std::string ns = NamespaceOf(d), name = NameOf(d);
-  const json& spec = op::Member(d, "spec");
-  json pod_template = op::Member(spec, "template");
+  const json& spec = kube::Member(d, "spec");
+  json pod_template = kube::Member(spec, "template");
   const std::string hash = PodTemplateHash(pod_template);
   const std::string new_name = absl::StrCat(name, "-", hash);
   const int64_t want = Replicas(d);
-  const bool recreate = op::StringMember(op::Member(spec, "strategy"), "type") == "Recreate";
+  const bool recreate = kube::StringMember(kube::Member(spec, "strategy"), "type") == "Recreate";
 
   const json* current = nullptr;
   std::vector<const json*> old;
-  for (const json& rs : op::ArrayMember(replica_sets, "items")) {
+  for (const json& rs : kube::ArrayMember(replica_sets, "items")) {
     if (NamespaceOf(rs) != ns || !Owns(d, rs)) continue;
     if (NameOf(rs) == new_name) {
       current = &rs;
@@ -248,14 +248,14 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
   };
   int64_t old_pods = 0;
   for (const json* rs : old) {
-    for (const json& pod : op::ArrayMember(pods, "items")) old_pods += NamespaceOf(pod) == ns && Owns(*rs, pod) ? 1 : 0;
+    for (const json& pod : kube::ArrayMember(pods, "items")) old_pods += NamespaceOf(pod) == ns && Owns(*rs, pod) ? 1 : 0;
   }
   if (current == nullptr) {
     if (recreate && old_pods > 0) {
       for (const json* rs : old) scale(*rs, 0);
     } else {
       pod_template["metadata"]["labels"][kPodTemplateHashLabel] = hash;
-      json selector = op::Member(spec, "selector");
+      json selector = kube::Member(spec, "selector");
       selector["matchLabels"][kPodTemplateHashLabel] = hash;
       json rs = {{"apiVersion", "apps/v1"},
                  {"kind", "ReplicaSet"},
@@ -291,7 +291,7 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
   replicas += updated;
   ready += updated_ready;
   const bool complete = current != nullptr && updated == want && updated_ready == want && replicas == want;
-  json status = {{"observedGeneration", op::IntMember(Meta(d), "generation").value_or(1)},
+  json status = {{"observedGeneration", kube::IntMember(Meta(d), "generation").value_or(1)},
                  {"replicas", replicas},
                  {"updatedReplicas", updated},
                  {"readyReplicas", ready},

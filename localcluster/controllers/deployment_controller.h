@@ -7,12 +7,12 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "operator/client/kube_client.h"
+#include "kube/kube_client.h"
 
 namespace cohort::local {
 
-inline const op::Resource kDeployments{"apps", "v1", "deployments"};
-inline const op::Resource kReplicaSets{"apps", "v1", "replicasets"};
+inline const kube::Resource kDeployments{"apps", "v1", "deployments"};
+inline const kube::Resource kReplicaSets{"apps", "v1", "replicasets"};
 
 // The label a ReplicaSet's pods carry: which version of the Deployment's template made them.
 inline constexpr char kPodTemplateHashLabel[] = "pod-template-hash";
@@ -38,7 +38,7 @@ std::string PodTemplateHash(const nlohmann::json& pod_template);
 // Deleting either deletes what it owns (the API server's garbage collection).
 class DeploymentController {
  public:
-  explicit DeploymentController(op::KubeClient* client, absl::Duration period = absl::Milliseconds(200));
+  explicit DeploymentController(kube::KubeClient* client, absl::Duration period = absl::Milliseconds(200));
   ~DeploymentController();  // Stops.
 
   void Start();
@@ -50,7 +50,7 @@ class DeploymentController {
                       const nlohmann::json& pods);
   void SyncReplicaSet(const nlohmann::json& replica_set, const nlohmann::json& pods);
 
-  op::KubeClient* const client_;
+  kube::KubeClient* const client_;
   const absl::Duration period_;
   absl::Notification stop_;
   std::thread thread_;

@@ -6,25 +6,25 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 
 namespace cohort::local {
 namespace {
 
 using json = nlohmann::json;
 
-std::string NameOf(const json& object) { return op::StringMember(op::Member(object, "metadata"), "name"); }
+std::string NameOf(const json& object) { return kube::StringMember(kube::Member(object, "metadata"), "name"); }
 
 bool HasUnreachableTaint(const json& node) {
-  for (const json& t : op::ArrayMember(op::Member(node, "spec"), "taints")) {
-    if (op::StringMember(t, "key") == kUnreachableTaint) return true;
+  for (const json& t : kube::ArrayMember(kube::Member(node, "spec"), "taints")) {
+    if (kube::StringMember(t, "key") == kUnreachableTaint) return true;
   }
   return false;
 }
 
 // Reads `object`, lets `change` edit it (false: nothing to write), and writes its status with
 // the version read, again on a conflict.
-absl::Status UpdateStatusWith(op::KubeClient* client, const op::Resource& r, const std::string& ns,
+absl::Status UpdateStatusWith(kube::KubeClient* client, const kube::Resource& r, const std::string& ns,
                               const std::string& name, const std::function<bool(json&)>& change) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     absl::StatusOr<json> object = client->Get(r, ns, name);
@@ -44,8 +44,8 @@ bool SetCondition(json& object, const std::string& type, const std::string& stat
   json condition = {{"type", type}, {"status", status}, {"reason", reason}, {"message", message},
                     {"lastTransitionTime", FormatRfc3339(absl::Now())}};
   for (json& c : conditions) {
-    if (op::StringMember(c, "type") != type) continue;
-    if (op::StringMember(c, "status") == status) return false;
+    if (kube::StringMember(c, "type") != type) continue;
+    if (kube::StringMember(c, "status") == status) return false;
     c = condition;
     return true;
   }
@@ -56,8 +56,8 @@ bool SetCondition(json& object, const std::string& type, const std::string& stat
 }  // namespace
 
 std::string NodeReadyStatus(const json& node) {
-  for (const json& c : op::ArrayMember(op::Member(node, "status"), "conditions")) {
-    if (op::StringMember(c, "type") == "Ready") return op::StringMember(c, "status");
+  for (const json& c : kube::ArrayMember(kube::Member(node, "status"), "conditions")) {
+    if (kube::StringMember(c, "type") == "Ready") return kube::StringMember(c, "status");
   }
   return "";
 }
@@ -72,7 +72,7 @@ bool NodeLeaseMonitor::Silent(const std::string& node, absl::Time now) const {
   return it != seen_.end() && now - it->second.at > grace_;
 }
 
-NodeLifecycleController::NodeLifecycleController(op::KubeClient* client, absl::Duration grace)
+NodeLifecycleController::NodeLifecycleController(kube::KubeClient* client, absl::Duration grace)
     : client_(client), grace_(grace), monitor_(grace) {}
 
 NodeLifecycleController::~NodeLifecycleController() {
@@ -94,19 +94,19 @@ void NodeLifecycleController::Loop() {
 }
 
 void NodeLifecycleController::Check() {
-  absl::StatusOr<json> leases = client_->List(op::kLeases, kNodeLeaseNamespace, "");
-  absl::StatusOr<json> nodes = client_->List(op::kNodes, "", "");
+  absl::StatusOr<json> leases = client_->List(kube::kLeases, kNodeLeaseNamespace, "");
+  absl::StatusOr<json> nodes = client_->List(kube::kNodes, "", "");
   if (!leases.ok() || !nodes.ok()) {
     LogWarning("node lifecycle: cannot list ", leases.ok() ? "nodes: " : "node leases: ",
                (leases.ok() ? nodes.status() : leases.status()).ToString());
     return;
   }
   std::map<std::string, std::string> renewed;
-  for (const json& lease : op::ArrayMember(*leases, "items")) {
-    renewed[NameOf(lease)] = op::StringMember(op::Member(lease, "spec"), "renewTime");
+  for (const json& lease : kube::ArrayMember(*leases, "items")) {
+    renewed[NameOf(lease)] = kube::StringMember(kube::Member(lease, "spec"), "renewTime");
   }
   const absl::Time now = absl::Now();
-  for (const json& node : op::ArrayMember(*nodes, "items")) {
+  for (const json& node : kube::ArrayMember(*nodes, "items")) {
     const std::string name = NameOf(node);
     monitor_.Observe(name, renewed[name], now);
     const std::string ready = NodeReadyStatus(node);
@@ -121,27 +121,27 @@ void NodeLifecycleController::Check() {
 void NodeLifecycleController::MarkLost(const std::string& node) {
   LogWarning("node ", node, ": no lease renewal for ", absl::FormatDuration(grace_),
              ": Ready=Unknown, tainted unreachable, its pods not ready");
-  absl::Status s = UpdateStatusWith(client_, op::kNodes, "", node, [](json& n) {
+  absl::Status s = UpdateStatusWith(client_, kube::kNodes, "", node, [](json& n) {
     return SetCondition(n, "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.");
   });
   if (!s.ok()) LogWarning("node ", node, ": cannot mark it lost: ", s.ToString());
-  absl::StatusOr<json> current = client_->Get(op::kNodes, "", node);
+  absl::StatusOr<json> current = client_->Get(kube::kNodes, "", node);
   if (current.ok() && !HasUnreachableTaint(*current)) {
-    json taints = op::ArrayMember(op::Member(*current, "spec"), "taints");
+    json taints = kube::ArrayMember(kube::Member(*current, "spec"), "taints");
     for (const char* effect : {"NoSchedule", "NoExecute"}) {
       taints.push_back({{"key", kUnreachableTaint}, {"effect", effect}, {"timeAdded", FormatRfc3339(absl::Now())}});
     }
-    absl::StatusOr<json> patched = client_->MergePatch(op::kNodes, "", node, {{"spec", {{"taints", taints}}}});
+    absl::StatusOr<json> patched = client_->MergePatch(kube::kNodes, "", node, {{"spec", {{"taints", taints}}}});
     if (!patched.ok()) LogWarning("node ", node, ": cannot taint it: ", patched.status().ToString());
   }
-  absl::StatusOr<json> pods = client_->List(op::kPods, "", "", op::KubeClient::ListFields::kWithoutSpec);
+  absl::StatusOr<json> pods = client_->List(kube::kPods, "", "", kube::KubeClient::ListFields::kWithoutSpec);
   if (!pods.ok()) return;
-  for (const json& pod : op::ArrayMember(*pods, "items")) {
-    if (op::StringMember(op::Member(pod, "spec"), "nodeName") != node) continue;
-    const json& meta = op::Member(pod, "metadata");
+  for (const json& pod : kube::ArrayMember(*pods, "items")) {
+    if (kube::StringMember(kube::Member(pod, "spec"), "nodeName") != node) continue;
+    const json& meta = kube::Member(pod, "metadata");
     absl::Status marked = UpdateStatusWith(
-        client_, op::kPods, op::StringMember(meta, "namespace"), op::StringMember(meta, "name"), [&](json& p) {
-          std::string phase = op::StringMember(op::Member(p, "status"), "phase");
+        client_, kube::kPods, kube::StringMember(meta, "namespace"), kube::StringMember(meta, "name"), [&](json& p) {
+          std::string phase = kube::StringMember(kube::Member(p, "status"), "phase");
           if (phase == "Succeeded" || phase == "Failed") return false;
           return SetCondition(p, "Ready", "False", "NodeNotReady", absl::StrCat("node ", node, " is not ready"));
         });
@@ -151,11 +151,11 @@ void NodeLifecycleController::MarkLost(const std::string& node) {
 
 void NodeLifecycleController::RemoveTaints(const json& node) {
   json taints = json::array();
-  for (const json& t : op::ArrayMember(op::Member(node, "spec"), "taints")) {
-    if (op::StringMember(t, "key") != kUnreachableTaint) taints.push_back(t);
+  for (const json& t : kube::ArrayMember(kube::Member(node, "spec"), "taints")) {
+    if (kube::StringMember(t, "key") != kUnreachableTaint) taints.push_back(t);
   }
   LogInfo("node ", NameOf(node), " renews its lease again: unreachable taints removed");
-  absl::StatusOr<json> patched = client_->MergePatch(op::kNodes, "", NameOf(node), {{"spec", {{"taints", taints}}}});
+  absl::StatusOr<json> patched = client_->MergePatch(kube::kNodes, "", NameOf(node), {{"spec", {{"taints", taints}}}});
   if (!patched.ok()) LogWarning("node ", NameOf(node), ": cannot remove its taints: ", patched.status().ToString());
 }
 

@@ -8,7 +8,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "operator/client/kube_client.h"
+#include "kube/kube_client.h"
 
 namespace cohort::local {
 
@@ -49,7 +49,7 @@ class NodeLeaseMonitor {
 // reported Ready, the taints go. The scheduler places no pod on a node that is not Ready.
 class NodeLifecycleController {
  public:
-  NodeLifecycleController(op::KubeClient* client, absl::Duration grace);
+  NodeLifecycleController(kube::KubeClient* client, absl::Duration grace);
   ~NodeLifecycleController();  // Stops.
 
   void Start();
@@ -60,7 +60,7 @@ class NodeLifecycleController {
   void MarkLost(const std::string& node);
   void RemoveTaints(const nlohmann::json& node);
 
-  op::KubeClient* const client_;
+  kube::KubeClient* const client_;
   const absl::Duration grace_;
   NodeLeaseMonitor monitor_;
   absl::Notification stop_;

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
+#include "kube/json_fields.h"
 #include "localcluster/controllers/node_lifecycle.h"
-#include "operator/api/json_fields.h"
 
 namespace cohort::local {
 namespace {
@@ -19,28 +19,28 @@ namespace {
 using json = nlohmann::json;
 
 std::string PodKey(const json& pod) {
-  const json& meta = op::Member(pod, "metadata");
-  return absl::StrCat(op::StringMember(meta, "namespace"), "/", op::StringMember(meta, "name"));
+  const json& meta = kube::Member(pod, "metadata");
+  return absl::StrCat(kube::StringMember(meta, "namespace"), "/", kube::StringMember(meta, "name"));
 }
 
-std::string Uid(const json& object) { return op::StringMember(op::Member(object, "metadata"), "uid"); }
+std::string Uid(const json& object) { return kube::StringMember(kube::Member(object, "metadata"), "uid"); }
 
 bool Finished(const json& pod) {
-  std::string phase = op::StringMember(op::Member(pod, "status"), "phase");
+  std::string phase = kube::StringMember(kube::Member(pod, "status"), "phase");
   return phase == "Succeeded" || phase == "Failed";
 }
 
 // Neither finished nor being deleted: it counts toward its node's load.
 bool Running(const json& pod) {
-  return !Finished(pod) && !op::Member(pod, "metadata").contains("deletionTimestamp");
+  return !Finished(pod) && !kube::Member(pod, "metadata").contains("deletionTimestamp");
 }
 
-bool Gated(const json& pod) { return !op::Member(pod, "spec").value("schedulingGates", json::array()).empty(); }
+bool Gated(const json& pod) { return !kube::Member(pod, "spec").value("schedulingGates", json::array()).empty(); }
 
 // A Node's status.allocatable.pods (else capacity.pods), as a number; nullopt: none given.
 std::optional<int64_t> MaxPods(const json& node) {
   for (const char* field : {"allocatable", "capacity"}) {
-    const json& pods = op::Member(op::Member(op::Member(node, "status"), field), "pods");
+    const json& pods = kube::Member(kube::Member(kube::Member(node, "status"), field), "pods");
     int64_t n = 0;
     if (pods.is_number_integer()) return pods.get<int64_t>();
     if (pods.is_string() && absl::SimpleAtoi(pods.get<std::string>(), &n)) return n;
@@ -50,11 +50,11 @@ std::optional<int64_t> MaxPods(const json& node) {
 
 // The cluster DNS names a pod answers to.
 std::vector<std::string> DnsNames(const json& pod) {
-  const json& spec = op::Member(pod, "spec");
-  std::string hostname = op::StringMember(spec, "hostname");
-  std::string subdomain = op::StringMember(spec, "subdomain");
-  std::string ns = op::StringMember(op::Member(pod, "metadata"), "namespace");
-  if (hostname.empty() || subdomain.empty()) return {op::StringMember(op::Member(pod, "metadata"), "name")};
+  const json& spec = kube::Member(pod, "spec");
+  std::string hostname = kube::StringMember(spec, "hostname");
+  std::string subdomain = kube::StringMember(spec, "subdomain");
+  std::string ns = kube::StringMember(kube::Member(pod, "metadata"), "namespace");
+  if (hostname.empty() || subdomain.empty()) return {kube::StringMember(kube::Member(pod, "metadata"), "name")};
   std::string base = absl::StrCat(hostname, ".", subdomain, ".", ns, ".svc");
   return {base, base + ".cluster.local", absl::StrCat(hostname, ".", subdomain, ".", ns),
           absl::StrCat(hostname, ".", subdomain)};
@@ -62,7 +62,7 @@ std::vector<std::string> DnsNames(const json& pod) {
 
 }  // namespace
 
-Scheduler::Scheduler(op::KubeClient* client, SchedulerOptions options)
+Scheduler::Scheduler(kube::KubeClient* client, SchedulerOptions options)
     : client_(client), options_(std::move(options)) {}
 
 Scheduler::~Scheduler() {
@@ -75,9 +75,9 @@ void Scheduler::Start() {
     absl::MutexLock lock(&mu_);
     WriteHostsFile();
   }
-  nodes_ = std::make_unique<op::Informer>(client_, op::kNodes, "", "",
+  nodes_ = std::make_unique<kube::Informer>(client_, kube::kNodes, "", "",
                                           [this](const std::string& type, const json& n) { OnNode(type, n); });
-  pods_ = std::make_unique<op::Informer>(client_, op::kPods, "", "",
+  pods_ = std::make_unique<kube::Informer>(client_, kube::kPods, "", "",
                                          [this](const std::string& type, const json& p) { OnPod(type, p); });
   nodes_->Start();
   pods_->Start();
@@ -92,7 +92,7 @@ bool Scheduler::WaitForReadyNodes(int count, absl::Duration timeout) {
 }
 
 void Scheduler::OnNode(const std::string& type, const json& node) {
-  std::string name = op::StringMember(op::Member(node, "metadata"), "name");
+  std::string name = kube::StringMember(kube::Member(node, "metadata"), "name");
   absl::MutexLock lock(&mu_);
   const std::optional<int64_t> max_pods = type == "DELETED" ? std::nullopt : MaxPods(node);
   const bool room_changed = max_pods != (max_pods_.contains(name) ? std::optional(max_pods_[name]) : std::nullopt);
@@ -136,12 +136,12 @@ void Scheduler::OnPod(const std::string& type, const json& pod) {
     if (occupied && !placed->second.occupies) ScheduleWaiting();  // Its node has room again.
     return;
   }
-  const json& meta = op::Member(pod, "metadata");
-  std::string node = op::StringMember(op::Member(pod, "spec"), "nodeName");
+  const json& meta = kube::Member(pod, "metadata");
+  std::string node = kube::StringMember(kube::Member(pod, "spec"), "nodeName");
   if (!node.empty()) {
     // Bound before this scheduler saw it: by us, before a relist (keep its address out of
     // others' hands), or by the pod's author (give it an address on its node).
-    std::string address = op::StringMember(op::Member(meta, "annotations"), kPodAddressAnnotation);
+    std::string address = kube::StringMember(kube::Member(meta, "annotations"), kPodAddressAnnotation);
     if (address.empty() && options_.subnets.contains(node) && Running(pod)) {
       Place(key, pod, node).IgnoreError();  // Logged; its next event tries again.
       return;
@@ -243,14 +243,14 @@ absl::Status Scheduler::Place(const std::string& key, const json& pod, const std
     LogWarning("node ", node, " has no pod address left for ", key);
     return absl::ResourceExhaustedError(absl::StrCat("node ", node, " has no pod address left"));
   }
-  const json& meta = op::Member(pod, "metadata");
+  const json& meta = kube::Member(pod, "metadata");
   // Named before it is bound: its kubelet may start it at once, and its peers resolve it.
   names_[address] = DnsNames(pod);
   WriteHostsFile();
   json place = {{"metadata", {{"annotations", {{kPodAddressAnnotation, address}}}}},
                 {"spec", {{"nodeName", node}}}};
-  absl::StatusOr<json> placed = client_->MergePatch(op::kPods, op::StringMember(meta, "namespace"),
-                                                    op::StringMember(meta, "name"), place);
+  absl::StatusOr<json> placed = client_->MergePatch(kube::kPods, kube::StringMember(meta, "namespace"),
+                                                    kube::StringMember(meta, "name"), place);
   if (!placed.ok()) {
     used_addresses_.erase(address);
     names_.erase(address);
@@ -271,15 +271,15 @@ void Scheduler::MarkUnscheduled(const std::string& key, const json& pod, const s
   const std::string now_marked = absl::StrCat(reason, ": ", message);
   if (marked == now_marked) return;
   marked = now_marked;
-  const json& meta = op::Member(pod, "metadata");
+  const json& meta = kube::Member(pod, "metadata");
   json condition = {{"type", "PodScheduled"},
                     {"status", "False"},
                     {"reason", reason},
                     {"message", message},
                     {"lastTransitionTime", FormatRfc3339(absl::Now())}};
   json patch = {{"status", {{"conditions", json::array({condition})}}}};
-  absl::StatusOr<json> written = client_->MergePatch(op::kPods, op::StringMember(meta, "namespace"),
-                                                     op::StringMember(meta, "name"), patch, /*status=*/true);
+  absl::StatusOr<json> written = client_->MergePatch(kube::kPods, kube::StringMember(meta, "namespace"),
+                                                     kube::StringMember(meta, "name"), patch, /*status=*/true);
   if (!written.ok() && !absl::IsNotFound(written.status())) {
     LogWarning("marking pod ", key, " ", reason, ": ", written.status().ToString());
     marked_unscheduled_.erase(key);  // Written again on the pod's next event.

@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "operator/client/informer.h"
-#include "operator/client/kube_client.h"
+#include "kube/informer.h"
+#include "kube/kube_client.h"
 
 namespace cohort::local {
 
@@ -52,7 +52,7 @@ class Scheduler {
  public:
   static constexpr char kPodAddressAnnotation[] = "local.cohort.dev/pod-ip";
 
-  Scheduler(op::KubeClient* client, SchedulerOptions options);
+  Scheduler(kube::KubeClient* client, SchedulerOptions options);
   ~Scheduler();
 
   void Start();
@@ -89,10 +89,10 @@ class Scheduler {
   void Forget(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteHostsFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  op::KubeClient* const client_;
+  kube::KubeClient* const client_;
   const SchedulerOptions options_;
-  std::unique_ptr<op::Informer> pods_;
-  std::unique_ptr<op::Informer> nodes_;
+  std::unique_ptr<kube::Informer> pods_;
+  std::unique_ptr<kube::Informer> nodes_;
   absl::Mutex mu_;
   std::set<std::string> ready_nodes_ ABSL_GUARDED_BY(mu_);
   // By "namespace/name".

@@ -29,10 +29,10 @@
 #include "common/log.h"
 #include "common/process/subprocess.h"
 #include "common/rfc3339.h"
+#include "kube/json_fields.h"
+#include "kube/quantity.h"
 #include "localcluster/controllers/node_lifecycle.h"
 #include "localcluster/controllers/scheduler.h"
-#include "operator/api/json_fields.h"
-#include "operator/api/quantity.h"
 
 namespace cohort::local {
 namespace {
@@ -272,7 +272,7 @@ class Kubelet::PodWorker {
       if (v.contains("secret") || v.contains("configMap") || v.contains("downwardAPI")) {
         sources.push_back(v);
       } else if (v.contains("projected")) {
-        for (const json& source : op::Member(v, "projected").value("sources", json::array())) sources.push_back(source);
+        for (const json& source : kube::Member(v, "projected").value("sources", json::array())) sources.push_back(source);
       } else {
         continue;
       }
@@ -361,12 +361,12 @@ class Kubelet::PodWorker {
     if (source.contains("serviceAccountToken")) {
       absl::StatusOr<std::string> token = IssueToken(ServiceAccount());
       if (!token.ok()) return token.status();
-      return write(op::Member(source, "serviceAccountToken").value("path", "token"), *token);
+      return write(kube::Member(source, "serviceAccountToken").value("path", "token"), *token);
     }
     if (source.contains("downwardAPI")) {
-      for (const json& item : op::Member(source, "downwardAPI").value("items", json::array())) {
-        const std::string field = op::StringMember(op::Member(item, "fieldRef"), "fieldPath");
-        const json& meta = op::Member(pod_, "metadata");
+      for (const json& item : kube::Member(source, "downwardAPI").value("items", json::array())) {
+        const std::string field = kube::StringMember(kube::Member(item, "fieldRef"), "fieldPath");
+        const json& meta = kube::Member(pod_, "metadata");
         std::string value;
         if (field == "metadata.name") value = name_;
         else if (field == "metadata.namespace") value = ns_;
@@ -389,12 +389,12 @@ class Kubelet::PodWorker {
       return absl::InvalidArgumentError(
           "only secret, configMap, downwardAPI and serviceAccountToken sources are supported here");
     }
-    const json& ref = op::Member(source, secret ? "secret" : "configMap");
+    const json& ref = kube::Member(source, secret ? "secret" : "configMap");
     // A secret volume names it secretName; a projected source, name.
     const std::string object_name = ref.value("secretName", ref.value("name", ""));
-    absl::StatusOr<json> object = ref.value("optional", false) ? client_->Get(secret ? op::kSecrets : op::kConfigMaps,
+    absl::StatusOr<json> object = ref.value("optional", false) ? client_->Get(secret ? kube::kSecrets : kube::kConfigMaps,
                                                                              ns_, object_name)
-                                                               : WaitFor(secret ? op::kSecrets : op::kConfigMaps,
+                                                               : WaitFor(secret ? kube::kSecrets : kube::kConfigMaps,
                                                                          object_name);
     if (!object.ok()) return absl::IsNotFound(object.status()) && ref.value("optional", false) ? absl::OkStatus()
                                                                                               : object.status();
@@ -422,21 +422,21 @@ class Kubelet::PodWorker {
   }
 
   std::string ServiceAccount() const {
-    const json& spec = op::Member(pod_, "spec");
+    const json& spec = kube::Member(pod_, "spec");
     std::string account = spec.value("serviceAccountName", spec.value("serviceAccount", ""));
     return account.empty() ? "default" : account;
   }
 
   // A token for the pod's service account, from the API server (TokenRequest).
   absl::StatusOr<std::string> IssueToken(const std::string& account) {
-    const op::Resource token_request{"", "v1", absl::StrCat("serviceaccounts/", account, "/token")};
+    const kube::Resource token_request{"", "v1", absl::StrCat("serviceaccounts/", account, "/token")};
     absl::StatusOr<json> issued = client_->Create(
         token_request, ns_, {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", json::object()}});
     if (!issued.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("no token for service account ", ns_, "/", account, ": ",
                                                         issued.status().message()));
     }
-    return op::StringMember(op::Member(*issued, "status"), "token");
+    return kube::StringMember(kube::Member(*issued, "status"), "token");
   }
 
   // The pod's service account, as the kubelet projects it (kubelet.h).
@@ -453,7 +453,7 @@ class Kubelet::PodWorker {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<json> WaitFor(const op::Resource& kind, const std::string& name) {
+  absl::StatusOr<json> WaitFor(const kube::Resource& kind, const std::string& name) {
     absl::Time deadline = absl::Now() + absl::Minutes(2);
     while (true) {
       absl::StatusOr<json> object = client_->Get(kind, ns_, name);
@@ -493,7 +493,7 @@ class Kubelet::PodWorker {
         } else if (from.contains("secretKeyRef") || from.contains("configMapKeyRef")) {
           bool secret = from.contains("secretKeyRef");
           const json& ref = secret ? from["secretKeyRef"] : from["configMapKeyRef"];
-          absl::StatusOr<json> source = client_->Get(secret ? op::kSecrets : op::kConfigMaps, ns_, ref.value("name", ""));
+          absl::StatusOr<json> source = client_->Get(secret ? kube::kSecrets : kube::kConfigMaps, ns_, ref.value("name", ""));
           if (source.ok()) {
             std::string value = (*source)["data"].value(ref.value("key", ""), "");
             if (secret) absl::Base64Unescape(std::string(value), &value);
@@ -800,11 +800,11 @@ class Kubelet::PodWorker {
     }
     for (Container& c : containers_) {
       c.log_path = LogPath(kubelet_->options_.root_dir, ns_, name_, c.spec.value("name", ""));
-      const json& memory = op::Member(c.spec, "resources", "limits", "memory");
+      const json& memory = kube::Member(c.spec, "resources", "limits", "memory");
       if (memory.is_number_integer()) c.memory_limit = memory.get<int64_t>();
       if (!memory.is_string()) continue;
       const std::string limit = memory.get<std::string>();
-      if (std::optional<int64_t> bytes = op::ParseQuantity(limit)) {
+      if (std::optional<int64_t> bytes = kube::ParseQuantity(limit)) {
         c.memory_limit = *bytes;
       } else {
         std::ofstream(c.log_path, std::ios::app)
@@ -980,7 +980,7 @@ class Kubelet::PodWorker {
                              condition("Ready", running && all_ready)});
     // Re-read, keep the conditions others own (DisruptionTarget), write with the version read.
     for (int attempt = 0; attempt < 10; ++attempt) {
-      absl::StatusOr<json> current = client_->Get(op::kPods, ns_, name_);
+      absl::StatusOr<json> current = client_->Get(kube::kPods, ns_, name_);
       if (!current.ok()) return;
       // A gang restart reuses pod names: once this worker's pod is gone, the name may already
       // belong to its successor, whose status is not this worker's to write.
@@ -1016,7 +1016,7 @@ class Kubelet::PodWorker {
       if (current->contains("status") && (*current)["status"] == status) return;
       json write = *current;
       write["status"] = status;
-      absl::StatusOr<json> written = client_->UpdateStatus(op::kPods, ns_, write);
+      absl::StatusOr<json> written = client_->UpdateStatus(kube::kPods, ns_, write);
       if (written.ok() || !absl::IsAborted(written.status())) return;
       // Someone else wrote the pod meanwhile (an eviction): read it again.
     }
@@ -1028,11 +1028,11 @@ class Kubelet::PodWorker {
   // Removes this worker's pod object, and never a successor that took its name. OK when it is
   // gone (or is a successor); the API's error otherwise.
   absl::Status DeleteOurPod() {
-    absl::StatusOr<json> current = client_->Get(op::kPods, ns_, name_);
+    absl::StatusOr<json> current = client_->Get(kube::kPods, ns_, name_);
     if (absl::IsNotFound(current.status())) return absl::OkStatus();
     if (!current.ok()) return current.status();
     if (!IsOurs(*current)) return absl::OkStatus();
-    absl::Status deleted = client_->Delete(op::kPods, ns_, name_, 0);
+    absl::Status deleted = client_->Delete(kube::kPods, ns_, name_, 0);
     return absl::IsNotFound(deleted) ? absl::OkStatus() : deleted;
   }
   // The final delete of a pod whose containers all stopped: only this kubelet confirms it, and no
@@ -1061,7 +1061,7 @@ class Kubelet::PodWorker {
   }
 
   Kubelet* const kubelet_;
-  op::KubeClient* const client_;
+  kube::KubeClient* const client_;
   const json pod_;
   const std::string address_;
   const std::string ns_;
@@ -1093,7 +1093,7 @@ class Kubelet::PodWorker {
   std::thread deleter_;  // Confirms the final delete when Update() found the worker done.
 };
 
-Kubelet::Kubelet(op::KubeClient* client, KubeletOptions options)
+Kubelet::Kubelet(kube::KubeClient* client, KubeletOptions options)
     : client_(client), options_(std::move(options)) {}
 
 Kubelet::~Kubelet() {
@@ -1145,7 +1145,7 @@ absl::Status Kubelet::Start() {
     node["status"]["capacity"] = {{"pods", absl::StrCat(options_.max_pods)}};
     node["status"]["allocatable"] = {{"pods", absl::StrCat(options_.max_pods)}};
   }
-  absl::StatusOr<json> created = client_->Create(op::kNodes, "", node);
+  absl::StatusOr<json> created = client_->Create(kube::kNodes, "", node);
   if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
   Heartbeat();  // The Lease exists before the node counts as Ready anywhere.
   if (absl::IsAlreadyExists(created.status())) {
@@ -1154,8 +1154,8 @@ absl::Status Kubelet::Start() {
   heartbeat_ = std::thread([this] {
     while (!stop_heartbeat_.WaitForNotificationWithTimeout(options_.lease_duration / 4)) Heartbeat();
   });
-  informer_ = std::make_unique<op::Informer>(
-      client_, op::kPods, "", "", [this](const std::string& type, const json& pod) { OnPod(type, pod); });
+  informer_ = std::make_unique<kube::Informer>(
+      client_, kube::kPods, "", "", [this](const std::string& type, const json& pod) { OnPod(type, pod); });
   informer_->Start();
   return absl::OkStatus();
 }
@@ -1163,7 +1163,7 @@ absl::Status Kubelet::Start() {
 void Kubelet::Heartbeat() {
   const std::string& node = options_.node_name;
   json renew = {{"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}};
-  absl::StatusOr<json> lease = client_->MergePatch(op::kLeases, kNodeLeaseNamespace, node, renew);
+  absl::StatusOr<json> lease = client_->MergePatch(kube::kLeases, kNodeLeaseNamespace, node, renew);
   if (absl::IsNotFound(lease.status())) {
     json create = {{"apiVersion", "coordination.k8s.io/v1"},
                    {"kind", "Lease"},
@@ -1172,11 +1172,11 @@ void Kubelet::Heartbeat() {
                     {{"holderIdentity", node},
                      {"leaseDurationSeconds", std::max<int64_t>(1, absl::ToInt64Seconds(options_.lease_duration))},
                      {"renewTime", renew["spec"]["renewTime"]}}}};
-    lease = client_->Create(op::kLeases, kNodeLeaseNamespace, create);
+    lease = client_->Create(kube::kLeases, kNodeLeaseNamespace, create);
   }
   if (!lease.ok()) LogWarning("node ", node, ": cannot renew its lease: ", lease.status().ToString());
   // Marked lost while this kubelet was stopped or starved: report Ready again.
-  absl::StatusOr<json> current = client_->Get(op::kNodes, "", node);
+  absl::StatusOr<json> current = client_->Get(kube::kNodes, "", node);
   if (!current.ok() || NodeReadyStatus(*current) == "True") return;
   json write = *current;
   json conditions = json::array();
@@ -1187,7 +1187,7 @@ void Kubelet::Heartbeat() {
                         {"message", "cohort local kubelet is ready"},
                         {"lastTransitionTime", FormatRfc3339(absl::Now())}});
   write["status"]["conditions"] = conditions;
-  absl::StatusOr<json> written = client_->UpdateStatus(op::kNodes, "", write);
+  absl::StatusOr<json> written = client_->UpdateStatus(kube::kNodes, "", write);
   if (written.ok()) LogInfo("node ", node, ": Ready again");
 }
 

@@ -13,9 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "kube/informer.h"
+#include "kube/kube_client.h"
 #include "localcluster/kubelet/podman.h"
-#include "operator/client/informer.h"
-#include "operator/client/kube_client.h"
 
 namespace cohort::local {
 
@@ -96,7 +96,7 @@ struct KubeletOptions {
 // (PodReaper), as a lost machine's containers die with it.
 class Kubelet {
  public:
-  Kubelet(op::KubeClient* client, KubeletOptions options);
+  Kubelet(kube::KubeClient* client, KubeletOptions options);
   ~Kubelet();  // Stops every pod's processes.
 
   // Registers the Node, starts renewing its Lease and watching pods.
@@ -114,9 +114,9 @@ class Kubelet {
   // Renews the Lease and reports Ready again if the control plane marked the node lost.
   void Heartbeat();
 
-  op::KubeClient* const client_;
+  kube::KubeClient* const client_;
   const KubeletOptions options_;
-  std::unique_ptr<op::Informer> informer_;
+  std::unique_ptr<kube::Informer> informer_;
   PodReaper reaper_;  // kPodman only.
   absl::Notification stop_heartbeat_;
   std::thread heartbeat_;

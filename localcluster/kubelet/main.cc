@@ -16,9 +16,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "kube/http_kube_client.h"
+#include "kube/kube_config.h"
 #include "localcluster/kubelet/kubelet.h"
-#include "operator/client/http_kube_client.h"
-#include "operator/client/kube_config.h"
 
 namespace cohort::local {
 namespace {
@@ -84,7 +84,7 @@ int Run(int argc, char** argv) {
   InitLogging(absl::StrCat("cohort-local-kubelet ", options.node_name));
   sigset_t signals = BlockTerminationSignals();
 
-  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(f.kubeconfig);
+  absl::StatusOr<kube::KubeConfig> config = kube::LoadKubeConfig(f.kubeconfig);
   if (!config.ok()) {
     std::cerr << "cohort-local-kubelet: " << config.status().message() << "\n";
     return 2;
@@ -92,11 +92,11 @@ int Run(int argc, char** argv) {
   options.api_server = f.pod_api_server.empty() ? config->server : f.pod_api_server;
   options.runtime = f.runtime == "podman" ? ContainerRuntime::kPodman : ContainerRuntime::kProcess;
   options.api_ca_pem = config->ca_pem;
-  op::HttpKubeClientOptions client_options;
+  kube::HttpKubeClientOptions client_options;
   client_options.qps = 0;  // The kubelet is not rate limited.
   client_options.user_agent = absl::StrCat("cohort-local-kubelet/", options.node_name);
-  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client =
-      op::HttpKubeClient::Create(*config, client_options, Clock::Real());
+  absl::StatusOr<std::unique_ptr<kube::HttpKubeClient>> client =
+      kube::HttpKubeClient::Create(*config, client_options, Clock::Real());
   if (!client.ok()) {
     std::cerr << "cohort-local-kubelet: " << client.status().message() << "\n";
     return 1;

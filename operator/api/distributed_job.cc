@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/rfc3339.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 
 namespace cohort::op {
 namespace {
@@ -243,10 +243,10 @@ absl::Status ReadEnum(const json& obj, const char* name, const std::string& path
 }  // namespace
 
 std::optional<TopologyRequest> SpareTopology(const DistributedJob& job) {
-  const json& annotations = Member(job.spec.pod_template, "metadata", "annotations");
+  const json& annotations = kube::Member(job.spec.pod_template, "metadata", "annotations");
   for (const auto& [key, required] : {std::pair{kKueueRequiredTopologyAnnotation, true},
                                       std::pair{kKueuePreferredTopologyAnnotation, false}}) {
-    if (std::string label = StringMember(annotations, key); !label.empty()) return TopologyRequest{label, required};
+    if (std::string label = kube::StringMember(annotations, key); !label.empty()) return TopologyRequest{label, required};
   }
   return std::nullopt;
 }
@@ -265,15 +265,15 @@ std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
 }
 
 std::string TrainerName(const DistributedJob& job) {
-  const json& containers = Member(job.spec.pod_template, "spec", "containers");
+  const json& containers = kube::Member(job.spec.pod_template, "spec", "containers");
   if (!containers.is_array() || containers.empty()) return "";
-  return StringMember(containers[0], "name");
+  return kube::StringMember(containers[0], "name");
 }
 
 int64_t TrainerGpuLimit(const DistributedJob& job) {
-  const json& containers = Member(job.spec.pod_template, "spec", "containers");
+  const json& containers = kube::Member(job.spec.pod_template, "spec", "containers");
   if (!containers.is_array() || containers.empty()) return 0;
-  const json& gpus = Member(containers[0], "resources", "limits", "nvidia.com/gpu");
+  const json& gpus = kube::Member(containers[0], "resources", "limits", "nvidia.com/gpu");
   int64_t n = 0;
   if (gpus.is_number_integer()) n = gpus.get<int64_t>();
   if (gpus.is_string() && !absl::SimpleAtoi(gpus.get<std::string>(), &n)) n = 0;
@@ -566,7 +566,7 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   } else if (s.spares > 0) {
     // A spare takes a slot when the gang restarts in place: the pods that stay restart their
     // processes, the spare's cohort-launch runs the slot's.
-    const json& first = Member(Member(s.pod_template, "spec"), "containers");
+    const json& first = kube::Member(kube::Member(s.pod_template, "spec"), "containers");
     const bool has_command = first.is_array() && !first.empty() && first[0].is_object() &&
                              first[0].contains("command") && first[0]["command"].is_array() &&
                              !first[0]["command"].empty();
@@ -659,7 +659,7 @@ std::vector<std::string> Validate(const DistributedJob& job) {
     // Labels and annotations the pods get: maps of strings (the API server refuses anything else
     // when the pod is created, long after the job was accepted).
     for (const char* key : {"labels", "annotations"}) {
-      const json& map = Member(tmpl, "metadata", key);
+      const json& map = kube::Member(tmpl, "metadata", key);
       if (map.is_null()) continue;
       if (!map.is_object()) {
         errors.push_back(absl::StrCat("spec.template.metadata.", key, ": expected a map of strings, got ",
@@ -690,16 +690,16 @@ std::vector<std::string> Validate(const DistributedJob& job) {
             c["image"].get<std::string>().empty()) {
           errors.push_back(absl::StrCat("spec.template.spec.containers[", i, "].image: required"));
         }
-        if (const json& env = Member(c, "env"); !env.is_null()) {
+        if (const json& env = kube::Member(c, "env"); !env.is_null()) {
           const std::string ep = absl::StrCat("spec.template.spec.containers[", i, "].env");
           if (!env.is_array()) {
             errors.push_back(absl::StrCat(ep, ": expected a list of {name, value}, got ", env.dump()));
           } else {
             for (size_t e = 0; e < env.size(); ++e) {
-              if (!env[e].is_object() || !Member(env[e], "name").is_string() ||
-                  StringMember(env[e], "name").empty()) {
+              if (!env[e].is_object() || !kube::Member(env[e], "name").is_string() ||
+                  kube::StringMember(env[e], "name").empty()) {
                 errors.push_back(absl::StrCat(ep, "[", e, "]: needs a name (a string), got ", env[e].dump()));
-              } else if (const json& v = Member(env[e], "value"); !v.is_null() && !v.is_string()) {
+              } else if (const json& v = kube::Member(env[e], "value"); !v.is_null() && !v.is_string()) {
                 errors.push_back(absl::StrCat(ep, "[", e, "].value: ", v.dump(),
                                               " is not a string; put the value in quotes"));
               }
@@ -723,7 +723,7 @@ std::vector<std::string> Validate(const DistributedJob& job) {
       const std::optional<ExitCodesMatcher>& m = s.failure_rules[i].on_exit_codes;
       if (!m || m->container_name.empty()) continue;
       bool found = false;
-      for (const json& c : *containers) found |= StringMember(c, "name") == m->container_name;
+      for (const json& c : *containers) found |= kube::StringMember(c, "name") == m->container_name;
       if (!found) {
         errors.push_back(absl::StrCat("spec.failurePolicy.rules[", i, "].onExitCodes.containerName: '",
                                       m->container_name,

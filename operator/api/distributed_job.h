@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/job_settings.h"
+#include "kube/resource.h"
 
 namespace cohort::op {
 
@@ -23,6 +24,8 @@ inline constexpr char kGroup[] = "cohort.dev";
 inline constexpr char kVersion[] = "v1alpha1";
 inline constexpr char kKind[] = "DistributedJob";
 inline constexpr char kPlural[] = "distributedjobs";
+// Where the API server serves DistributedJobs.
+inline const kube::Resource kDistributedJobs{kGroup, kVersion, kPlural};
 
 struct SidecarSpec {
   std::string image = "ghcr.io/cohort-dev/cohort-sidecar:0.1.0";

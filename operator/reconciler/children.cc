@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/env.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 
 namespace cohort::op {
 namespace {
@@ -120,7 +120,7 @@ void MergeEnv(json& container, const json& contract) {
   if (container.contains("env") && container["env"].is_array()) {
     for (const json& e : container["env"]) {
       bool overridden = false;
-      for (const json& c : contract) overridden |= StringMember(e, "name") == c["name"];
+      for (const json& c : contract) overridden |= kube::StringMember(e, "name") == c["name"];
       if (!overridden) merged.push_back(e);
     }
   }
@@ -136,7 +136,7 @@ void MergeDefaultEnv(json& container, const std::vector<DefaultVariable>& defaul
   auto sets = [&](const char* name) {
     if (name == nullptr) return false;
     for (const json& e : env) {
-      if (StringMember(e, "name") == name) return true;
+      if (kube::StringMember(e, "name") == name) return true;
     }
     return false;
   };
@@ -150,15 +150,15 @@ void MergeDefaultEnv(json& container, const std::vector<DefaultVariable>& defaul
 
 // The trainer container's memory limit, when it has one (the size of its /dev/shm).
 json MemoryLimit(const json& container) {
-  const json& limit = Member(container, "resources", "limits", "memory");
+  const json& limit = kube::Member(container, "resources", "limits", "memory");
   return limit.is_string() || limit.is_number() ? limit : json();
 }
 
 bool MountsPath(const json& container, const char* path) {
-  const json& mounts = Member(container, "volumeMounts");
+  const json& mounts = kube::Member(container, "volumeMounts");
   if (!mounts.is_array()) return false;
   for (const json& m : mounts) {
-    if (StringMember(m, "mountPath") == path) return true;
+    if (kube::StringMember(m, "mountPath") == path) return true;
   }
   return false;
 }
@@ -224,7 +224,7 @@ json BuildService(const DistributedJob& job) {
 
 bool RestartsInPlace(const DistributedJob& job) {
   if (job.spec.restart_strategy != RestartStrategy::kInPlace) return false;
-  const json& containers = Member(Member(job.spec.pod_template, "spec"), "containers");
+  const json& containers = kube::Member(kube::Member(job.spec.pod_template, "spec"), "containers");
   return containers.is_array() && !containers.empty() && containers[0].is_object() &&
          containers[0].contains("command") && containers[0]["command"].is_array() &&
          !containers[0]["command"].empty();
@@ -290,7 +290,7 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
   // The template's shape is the user's (a CRD without a schema checks nothing): what is not an
   // object here is left out rather than trusted.
   const json& tmpl = job.spec.pod_template;
-  const json& template_labels = Member(tmpl, "metadata", "labels");
+  const json& template_labels = kube::Member(tmpl, "metadata", "labels");
   json labels = template_labels.is_object() ? template_labels : json::object();
   if (rank) {
     labels[kRankLabel] = absl::StrCat(*rank);
@@ -308,7 +308,7 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
   const PodGroupProvider provider = scheduling.pod_group.provider;
   if (provider == PodGroupProvider::kCoscheduling) labels[kCoschedulingPodGroupLabel] = PodGroupName(job, restart_attempt);
   json metadata = Metadata(job, name, labels);
-  if (const json& annotations = Member(tmpl, "metadata", "annotations"); annotations.is_object()) {
+  if (const json& annotations = kube::Member(tmpl, "metadata", "annotations"); annotations.is_object()) {
     metadata["annotations"] = annotations;
   }
   if (!scheduling.queue_name.empty()) {
@@ -320,7 +320,7 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
   if (provider == PodGroupProvider::kVolcano) {
     metadata["annotations"][kVolcanoGroupNameAnnotation] = PodGroupName(job, restart_attempt);
   }
-  json spec = Member(tmpl, "spec").is_object() ? Member(tmpl, "spec") : json::object();
+  json spec = kube::Member(tmpl, "spec").is_object() ? kube::Member(tmpl, "spec") : json::object();
   // The provider's scheduler (their charts' defaults) unless one is named.
   const bool template_scheduler = spec.contains("schedulerName") && spec["schedulerName"].is_string();
   if (provider == PodGroupProvider::kCoscheduling && !template_scheduler) {

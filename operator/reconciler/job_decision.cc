@@ -10,12 +10,12 @@
 #include "common/backoff.h"
 #include "common/failure_cause.h"
 #include "common/termination_message.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/decision_pass.h"
-#include "operator/reconciler/in_place_policy.h"
 #include "operator/reconciler/failure_policy.h"
 #include "operator/reconciler/hang_policy.h"
+#include "operator/reconciler/in_place_policy.h"
 #include "operator/reconciler/lifecycle_policy.h"
 #include "operator/reconciler/lost_node_policy.h"
 #include "operator/reconciler/preemption_policy.h"
@@ -31,19 +31,19 @@ using PodPhase = ObservedPod::Phase;
 
 std::optional<int32_t> IntLabel(const nlohmann::json& labels, const char* key) {
   int32_t v;
-  if (!absl::SimpleAtoi(StringMember(labels, key), &v)) return std::nullopt;
+  if (!absl::SimpleAtoi(kube::StringMember(labels, key), &v)) return std::nullopt;
   return v;
 }
 
 }  // namespace
 
 std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::string& trainer_name) {
-  const nlohmann::json& meta = Member(pod, "metadata");
-  const nlohmann::json& labels = Member(meta, "labels");
+  const nlohmann::json& meta = kube::Member(pod, "metadata");
+  const nlohmann::json& labels = kube::Member(meta, "labels");
   std::optional<int32_t> rank = IntLabel(labels, kRankLabel);
   std::optional<int32_t> restart_attempt = IntLabel(labels, kRestartAttemptLabel);
-  std::string spare = StringMember(labels, kSpareLabel);
-  std::string name = StringMember(meta, "name");
+  std::string spare = kube::StringMember(labels, kSpareLabel);
+  std::string name = kube::StringMember(meta, "name");
   // A pod without a name cannot be acted on (deleting "" would address the whole collection).
   if ((!rank && spare.empty()) || (rank && *rank < 0) || !restart_attempt || name.empty()) return std::nullopt;
   ObservedPod p;
@@ -51,55 +51,55 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
   p.rank = rank.value_or(-1);
   p.spare = std::move(spare);
   p.restart_attempt = *restart_attempt;
-  p.terminating = !Member(meta, "deletionTimestamp").is_null();
-  if (std::optional<absl::Time> at = ParseRfc3339(StringMember(meta, "deletionTimestamp"))) {
+  p.terminating = !kube::Member(meta, "deletionTimestamp").is_null();
+  if (std::optional<absl::Time> at = ParseRfc3339(kube::StringMember(meta, "deletionTimestamp"))) {
     p.deletion_deadline = *at;
   }
-  p.node = StringMember(Member(pod, "spec"), "nodeName");
-  p.ip = StringMember(Member(pod, "status"), "podIP");
-  p.gated = !ArrayMember(Member(pod, "spec"), "schedulingGates").empty();
-  p.force_deleted = IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
-  const nlohmann::json& status = Member(pod, "status");
-  if (std::optional<absl::Time> at = ParseRfc3339(StringMember(status, "startTime"))) p.started_at = *at;
-  std::string phase = StringMember(status, "phase", "Pending");
+  p.node = kube::StringMember(kube::Member(pod, "spec"), "nodeName");
+  p.ip = kube::StringMember(kube::Member(pod, "status"), "podIP");
+  p.gated = !kube::ArrayMember(kube::Member(pod, "spec"), "schedulingGates").empty();
+  p.force_deleted = kube::IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
+  const nlohmann::json& status = kube::Member(pod, "status");
+  if (std::optional<absl::Time> at = ParseRfc3339(kube::StringMember(status, "startTime"))) p.started_at = *at;
+  std::string phase = kube::StringMember(status, "phase", "Pending");
   p.phase = phase == "Running"     ? PodPhase::kRunning
             : phase == "Succeeded" ? PodPhase::kSucceeded
             : phase == "Failed"    ? PodPhase::kFailed
             : phase == "Pending"   ? PodPhase::kPending
                                    : PodPhase::kUnknown;
-  for (const nlohmann::json& c : ArrayMember(status, "conditions")) {
-    bool is_true = StringMember(c, "status") == "True";
-    std::string type = StringMember(c, "type");
+  for (const nlohmann::json& c : kube::ArrayMember(status, "conditions")) {
+    bool is_true = kube::StringMember(c, "status") == "True";
+    std::string type = kube::StringMember(c, "type");
     if (type == "Ready") p.ready = is_true;
     if (type == "DisruptionTarget") p.disruption_target = is_true;
-    if (type == "PodScheduled" && StringMember(c, "status") == "False") p.unscheduled_reason = StringMember(c, "reason");
-    if (!type.empty()) p.conditions.emplace_back(type, StringMember(c, "status"));
+    if (type == "PodScheduled" && kube::StringMember(c, "status") == "False") p.unscheduled_reason = kube::StringMember(c, "reason");
+    if (!type.empty()) p.conditions.emplace_back(type, kube::StringMember(c, "status"));
   }
-  for (const nlohmann::json& cs : ArrayMember(status, "containerStatuses")) {
-    if (StringMember(cs, "name") == "cohort-sidecar") continue;
-    const nlohmann::json& t = Member(cs, "state", "terminated");
-    ObservedPod::ContainerExit exit{StringMember(cs, "name"), std::nullopt, ""};
+  for (const nlohmann::json& cs : kube::ArrayMember(status, "containerStatuses")) {
+    if (kube::StringMember(cs, "name") == "cohort-sidecar") continue;
+    const nlohmann::json& t = kube::Member(cs, "state", "terminated");
+    ObservedPod::ContainerExit exit{kube::StringMember(cs, "name"), std::nullopt, ""};
     if (t.is_object()) {
-      std::optional<int64_t> code = IntMember(t, "exitCode");
+      std::optional<int64_t> code = kube::IntMember(t, "exitCode");
       if (code && *code >= INT_MIN && *code <= INT_MAX) exit.exit_code = static_cast<int>(*code);
-      exit.reason = StringMember(t, "reason");
+      exit.reason = kube::StringMember(t, "reason");
     }
     p.containers.push_back(std::move(exit));
   }
-  for (const nlohmann::json& cs : ArrayMember(status, "containerStatuses")) {
-    if (StringMember(cs, "name") == "cohort-sidecar") continue;
+  for (const nlohmann::json& cs : kube::ArrayMember(status, "containerStatuses")) {
+    if (kube::StringMember(cs, "name") == "cohort-sidecar") continue;
     // Kubelets list container statuses by name, not in the template's order.
-    if (!trainer_name.empty() && StringMember(cs, "name") != trainer_name) continue;
-    p.trainer_name = StringMember(cs, "name");
-    const nlohmann::json& t = Member(cs, "state", "terminated");
+    if (!trainer_name.empty() && kube::StringMember(cs, "name") != trainer_name) continue;
+    p.trainer_name = kube::StringMember(cs, "name");
+    const nlohmann::json& t = kube::Member(cs, "state", "terminated");
     if (t.is_object()) {
-      std::optional<int64_t> code = IntMember(t, "exitCode");
+      std::optional<int64_t> code = kube::IntMember(t, "exitCode");
       if (code && *code >= INT_MIN && *code <= INT_MAX) p.trainer_exit_code = static_cast<int>(*code);
-      if (std::optional<absl::Time> at = ParseRfc3339(StringMember(t, "finishedAt"))) {
+      if (std::optional<absl::Time> at = ParseRfc3339(kube::StringMember(t, "finishedAt"))) {
         p.finished_at = *at;
       }
-      p.trainer_reason = StringMember(t, "reason");
-      p.trainer_message = StringMember(t, "message");
+      p.trainer_reason = kube::StringMember(t, "reason");
+      p.trainer_message = kube::StringMember(t, "message");
       if (p.trainer_message.empty()) p.trainer_message = p.trainer_reason;
       while (!p.trainer_message.empty() && p.trainer_message.back() == '\n') {
         p.trainer_message.pop_back();

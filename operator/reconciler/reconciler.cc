@@ -3,14 +3,14 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/strings/escaping.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/token.h"
+#include "kube/json_fields.h"
 #include "operator/api/distributed_job.h"
-#include "operator/api/json_fields.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
 #include "operator/reconciler/job_decision.h"
@@ -24,15 +24,15 @@ using json = nlohmann::json;
 // reference that carries the job-name label is treated as the job's (made by hand).
 bool OwnedBy(const json& object, const std::string& job_uid) {
   if (job_uid.empty()) return true;
-  for (const json& ref : ArrayMember(Member(object, "metadata"), "ownerReferences")) {
-    if (BoolMember(ref, "controller")) return StringMember(ref, "uid") == job_uid;
+  for (const json& ref : kube::ArrayMember(kube::Member(object, "metadata"), "ownerReferences")) {
+    if (kube::BoolMember(ref, "controller")) return kube::StringMember(ref, "uid") == job_uid;
   }
   return true;
 }
 
 // Creates an object of job `job_uid` unless it exists already. One left by an earlier job of the
 // same name (still being garbage-collected) is deleted, and the pass retried (Unavailable).
-absl::Status Ensure(KubeClient* client, const Resource& r, const std::string& ns, const json& obj,
+absl::Status Ensure(kube::KubeClient* client, const kube::Resource& r, const std::string& ns, const json& obj,
                     const std::string& job_uid) {
   absl::StatusOr<json> created = client->Create(r, ns, obj);
   if (created.ok()) return absl::OkStatus();
@@ -74,7 +74,7 @@ json EventObject(const DistributedJob& job, const Event& e, absl::Time now, int 
 
 }  // namespace
 
-Reconciler::Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token,
+Reconciler::Reconciler(kube::KubeClient* client, Clock* clock, std::function<std::string()> new_token,
                        int pod_create_parallelism, DecideOptions decide_options)
     : client_(client), clock_(clock), new_token_(new_token ? std::move(new_token) : GenerateToken),
       pod_create_parallelism_(std::max(1, pod_create_parallelism)),
@@ -84,7 +84,7 @@ absl::Status Reconciler::EnsurePodGroup(const DistributedJob& job, int32_t resta
   const PodGroupProvider provider = job.spec.scheduling.pod_group.provider;
   if (provider == PodGroupProvider::kNone) return absl::OkStatus();
   const std::string api_version = PodGroupApiVersion(provider);
-  const Resource r{api_version.substr(0, api_version.find('/')), api_version.substr(api_version.find('/') + 1),
+  const kube::Resource r{api_version.substr(0, api_version.find('/')), api_version.substr(api_version.find('/') + 1),
                    "podgroups"};
   absl::StatusOr<json> groups = client_->List(r, job.namespace_, absl::StrCat(kJobNameLabel, "=", job.name));
   if (!groups.ok()) {
@@ -97,8 +97,8 @@ absl::Status Reconciler::EnsurePodGroup(const DistributedJob& job, int32_t resta
                         absl::StrCat("listing ", r.plural, ".", r.group, hint, ": ", groups.status().message()));
   }
   const std::string current = PodGroupName(job, restart_attempt);
-  for (const json& group : ArrayMember(*groups, "items")) {
-    const std::string name = StringMember(Member(group, "metadata"), "name");
+  for (const json& group : kube::ArrayMember(*groups, "items")) {
+    const std::string name = kube::StringMember(kube::Member(group, "metadata"), "name");
     if (name == current || !OwnedBy(group, job.uid)) continue;
     absl::Status s = client_->Delete(r, job.namespace_, name);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
@@ -118,7 +118,7 @@ absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector
       // Built here, not up front: a 1,000-rank job's pod objects never all exist at once.
       const std::string name =
           replacements ? ReplacementPodName(job, ranks[i], restart_attempt) : PodName(job, ranks[i]);
-      absl::StatusOr<json> r = client_->Create(kPods, ns, BuildPod(job, ranks[i], restart_attempt, name));
+      absl::StatusOr<json> r = client_->Create(kube::kPods, ns, BuildPod(job, ranks[i], restart_attempt, name));
       if (r.ok()) {
         ++created;
       } else if (!absl::IsAlreadyExists(r.status())) {
@@ -150,7 +150,7 @@ void Reconciler::FillTopologyDomains(const DistributedJob& job, std::vector<Obse
         continue;
       }
     }
-    absl::StatusOr<json> node = client_->Get(kNodes, "", p.node);
+    absl::StatusOr<json> node = client_->Get(kube::kNodes, "", p.node);
     if (!node.ok()) {
       // Unknown: a required topology then gives the pod's slot no spare (it gets a replacement).
       // Said once per node when it will not change (no RBAC to read it).
@@ -158,7 +158,7 @@ void Reconciler::FillTopologyDomains(const DistributedJob& job, std::vector<Obse
                  topology->node_label, ": ", node.status().ToString());
       if (!absl::IsPermissionDenied(node.status())) continue;  // A node may come (back) under its name.
     } else {
-      p.domain = StringMember(Member(Member(*node, "metadata"), "labels"), topology->node_label.c_str());
+      p.domain = kube::StringMember(kube::Member(kube::Member(*node, "metadata"), "labels"), topology->node_label.c_str());
     }
     absl::MutexLock lock(&domains_mu_);
     domains_[key] = p.domain;
@@ -170,10 +170,10 @@ absl::StatusOr<std::string> Reconciler::JobToken(const DistributedJob& job) {
     absl::MutexLock lock(&tokens_mu_);
     if (auto it = tokens_.find(job.uid); it != tokens_.end()) return it->second;
   }
-  absl::StatusOr<json> secret = client_->Get(kSecrets, job.namespace_, SecretName(job));
+  absl::StatusOr<json> secret = client_->Get(kube::kSecrets, job.namespace_, SecretName(job));
   if (!secret.ok()) return secret.status();
-  std::string token = StringMember(Member(*secret, "stringData"), kTokenKey);
-  if (token.empty() && !absl::Base64Unescape(StringMember(Member(*secret, "data"), kTokenKey), &token)) {
+  std::string token = kube::StringMember(kube::Member(*secret, "stringData"), kTokenKey);
+  if (token.empty() && !absl::Base64Unescape(kube::StringMember(kube::Member(*secret, "data"), kTokenKey), &token)) {
     return absl::InvalidArgumentError(absl::StrCat("secret ", SecretName(job), ": ", kTokenKey, " is not base64"));
   }
   absl::MutexLock lock(&tokens_mu_);
@@ -227,14 +227,14 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (job->being_deleted) return std::optional<absl::Duration>();
 
   absl::StatusOr<json> pod_list =
-      client_->List(kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name), KubeClient::ListFields::kWithoutSpec);
+      client_->List(kube::kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name), kube::KubeClient::ListFields::kWithoutSpec);
   if (!pod_list.ok()) return pod_list.status();
   std::vector<ObservedPod> pods;
   std::vector<std::string> stale;  // Pods of an earlier job of the same name.
-  for (const json& p : ArrayMember(*pod_list, "items")) {
+  for (const json& p : kube::ArrayMember(*pod_list, "items")) {
     if (!OwnedBy(p, job->uid)) {
       // Without a name there is nothing to delete (and an empty name would address the collection).
-      if (std::string pod = StringMember(Member(p, "metadata"), "name"); !pod.empty()) stale.push_back(pod);
+      if (std::string pod = kube::StringMember(kube::Member(p, "metadata"), "name"); !pod.empty()) stale.push_back(pod);
     } else if (std::optional<ObservedPod> observed = ObservePod(p, TrainerName(*job))) {
       pods.push_back(*observed);
     }
@@ -244,7 +244,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     // garbage-collected. Judging or replacing them would be wrong (their names collide with the
     // new pods'), so make sure they go and look again when they are gone.
     for (const std::string& pod : stale) {
-      absl::Status s = client_->Delete(kPods, ns, pod);
+      absl::Status s = client_->Delete(kube::kPods, ns, pod);
       if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
     return std::optional<absl::Duration>(absl::Seconds(1));
@@ -261,7 +261,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
                          {{"labels",
                            {{kRankLabel, absl::StrCat(pod_index)},
                             {kRestartAttemptLabel, absl::StrCat(d.status.restart_attempt)}}}}}};
-    absl::StatusOr<json> patched = client_->MergePatch(kPods, ns, spare, patch);
+    absl::StatusOr<json> patched = client_->MergePatch(kube::kPods, ns, spare, patch);
     if (!patched.ok()) return patched.status();
   }
   if (d.start_attempt) {
@@ -275,9 +275,9 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (!d.create_ranks.empty() || !d.create_spares.empty()) {
     // Pods need the Service (their DNS names) and the token Secret (a mounted volume). Only
     // then are they ensured, so a steady job costs no API calls for them.
-    if (absl::Status s = Ensure(client_, kServices, ns, BuildService(*job), job->uid); !s.ok()) return s;
+    if (absl::Status s = Ensure(client_, kube::kServices, ns, BuildService(*job), job->uid); !s.ok()) return s;
     // The token is random per job; an existing Secret keeps its token.
-    if (absl::Status s = Ensure(client_, kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid); !s.ok()) {
+    if (absl::Status s = Ensure(client_, kube::kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid); !s.ok()) {
       return s;
     }
     // Spares alone join the group the gang's pods were created with (they are created alone only
@@ -286,7 +286,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     if (!s.ok()) {
       // Said where the user looks (kubectl describe), not only in the operator's log; the pass is
       // retried with backoff.
-      client_->Create(kEvents, ns,
+      client_->Create(kube::kEvents, ns,
                       EventObject(*job, Event{event_type::kWarning, reason::kPodGroupUnavailable,
                                               absl::StrCat("cannot create the pod group of restart attempt ",
                                                            d.status.restart_attempt, ": ", s.message())},
@@ -298,17 +298,17 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, false, report); !s.ok()) return s;
   if (absl::Status s = CreatePods(*job, d.replace_ranks, d.status.restart_attempt, true, report); !s.ok()) return s;
   for (int32_t sequence : d.create_spares) {
-    absl::StatusOr<json> r = client_->Create(kPods, ns, BuildSparePod(*job, sequence, d.status.restart_attempt));
+    absl::StatusOr<json> r = client_->Create(kube::kPods, ns, BuildSparePod(*job, sequence, d.status.restart_attempt));
     if (!r.ok() && !absl::IsAlreadyExists(r.status())) return r.status();
     if (r.ok() && report != nullptr) ++report->pods_created;
   }
   for (const std::string& pod : d.delete_pods) {
-    absl::Status s = client_->Delete(kPods, ns, pod);
+    absl::Status s = client_->Delete(kube::kPods, ns, pod);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
     if (report != nullptr) ++report->pods_deleted;
   }
   for (const std::string& pod : d.force_delete_pods) {
-    absl::Status s = client_->Delete(kPods, ns, pod, /*grace_period_seconds=*/0);
+    absl::Status s = client_->Delete(kube::kPods, ns, pod, /*grace_period_seconds=*/0);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
     if (report != nullptr) ++report->pods_deleted;
   }
@@ -340,7 +340,7 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   }
   // Events only after the status they describe is recorded.
   for (size_t i = 0; i < d.events.size(); ++i) {
-    client_->Create(kEvents, ns, EventObject(*job, d.events[i], now, static_cast<int>(i))).IgnoreError();
+    client_->Create(kube::kEvents, ns, EventObject(*job, d.events[i], now, static_cast<int>(i))).IgnoreError();
   }
   return d.requeue_after;
 }

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "kube/kube_client.h"
 #include "operator/api/distributed_job.h"
-#include "operator/client/kube_client.h"
-#include "absl/synchronization/mutex.h"
 #include "operator/reconciler/attempt_watcher.h"
 #include "operator/reconciler/job_decision.h"
 
@@ -46,7 +46,7 @@ class Reconciler {
   // Pods of one pass are created by up to `pod_create_parallelism` threads at once, so a
   // 1,000-rank job is created at the API server's pace (the client's rate limit), not one
   // round trip at a time.
-  Reconciler(KubeClient* client, Clock* clock, std::function<std::string()> new_token = nullptr,
+  Reconciler(kube::KubeClient* client, Clock* clock, std::function<std::string()> new_token = nullptr,
              int pod_create_parallelism = 16, DecideOptions decide_options = {});
 
   // When to look at the job again (nullopt: on the next change only). Errors: Aborted (the
@@ -75,7 +75,7 @@ class Reconciler {
   // The job's token, from its Secret (cached by job uid).
   absl::StatusOr<std::string> JobToken(const DistributedJob& job);
 
-  KubeClient* const client_;
+  kube::KubeClient* const client_;
   Clock* const clock_;
   std::function<std::string()> new_token_;
   const int pod_create_parallelism_;

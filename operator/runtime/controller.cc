@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "common/backoff.h"
 #include "common/log.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 #include "operator/reconciler/children.h"
 
 namespace cohort::op {
@@ -18,36 +18,36 @@ absl::Duration FailureBackoff(int failures) {
 
 }  // namespace
 
-Controller::Controller(KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
+Controller::Controller(kube::KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
                        ControllerOptions options)
     : client_(client), reconciler_(reconciler), metrics_(metrics), options_(std::move(options)),
       queue_(clock) {
-  jobs_ = std::make_unique<Informer>(
+  jobs_ = std::make_unique<kube::Informer>(
       client_, kDistributedJobs, options_.ns, "",
       [this](const std::string& type, const json& job) {
-        std::string key = ObjectKey(job);
+        std::string key = kube::ObjectKey(job);
         if (type == "DELETED") {
           metrics_->SetJobPhase(key, std::nullopt);
-        } else if (std::optional<Phase> phase = ParsePhase(StringMember(Member(job, "status"), "phase"))) {
+        } else if (std::optional<Phase> phase = ParsePhase(kube::StringMember(kube::Member(job, "status"), "phase"))) {
           metrics_->SetJobPhase(key, phase);
         }
         queue_.Add(key);
       },
       options_.watch_timeout);
-  pods_ = std::make_unique<Informer>(
-      client_, kPods, options_.ns, kJobNameLabel,
+  pods_ = std::make_unique<kube::Informer>(
+      client_, kube::kPods, options_.ns, kJobNameLabel,
       [this](const std::string&, const json& pod) {
-        const json& meta = Member(pod, "metadata");
-        std::string job = StringMember(Member(meta, "labels"), kJobNameLabel);
+        const json& meta = kube::Member(pod, "metadata");
+        std::string job = kube::StringMember(kube::Member(meta, "labels"), kJobNameLabel);
         if (job.empty()) {
           // A DELETED from a relist: the name only, a rank's (or replacement's) or a spare's.
-          const std::string name = StringMember(meta, "name");
+          const std::string name = kube::StringMember(meta, "name");
           for (const std::string& owner : {JobOfPodName(name), JobOfSparePodName(name)}) {
-            if (!owner.empty()) queue_.Add(absl::StrCat(StringMember(meta, "namespace"), "/", owner));
+            if (!owner.empty()) queue_.Add(absl::StrCat(kube::StringMember(meta, "namespace"), "/", owner));
           }
           return;
         }
-        queue_.Add(absl::StrCat(StringMember(meta, "namespace"), "/", job));
+        queue_.Add(absl::StrCat(kube::StringMember(meta, "namespace"), "/", job));
       },
       options_.watch_timeout);
 }

@@ -9,8 +9,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "operator/client/informer.h"
-#include "operator/client/kube_client.h"
+#include "kube/informer.h"
+#include "kube/kube_client.h"
 #include "operator/reconciler/reconciler.h"
 #include "operator/reconciler/work_queue.h"
 #include "operator/runtime/operator_metrics.h"
@@ -30,7 +30,7 @@ struct ControllerOptions {
 // deadlines, TTL).
 class Controller {
  public:
-  Controller(KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
+  Controller(kube::KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
              ControllerOptions options);
   ~Controller();  // Stop().
 
@@ -45,13 +45,13 @@ class Controller {
   void Work();
   void Process(const std::string& key);
 
-  KubeClient* const client_;
+  kube::KubeClient* const client_;
   Reconciler* const reconciler_;
   OperatorMetrics* const metrics_;
   const ControllerOptions options_;
   WorkQueue queue_;
-  std::unique_ptr<Informer> jobs_;
-  std::unique_ptr<Informer> pods_;
+  std::unique_ptr<kube::Informer> jobs_;
+  std::unique_ptr<kube::Informer> pods_;
   std::vector<std::thread> workers_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, int> failures_ ABSL_GUARDED_BY(mu_);

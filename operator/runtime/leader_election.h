@@ -8,7 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "operator/client/kube_client.h"
+#include "kube/kube_client.h"
 
 namespace cohort::op {
 
@@ -29,7 +29,7 @@ struct LeaderElectionOptions {
 // Not thread-safe: one loop calls it.
 class LeaderElector {
  public:
-  LeaderElector(KubeClient* client, Clock* clock, LeaderElectionOptions options);
+  LeaderElector(kube::KubeClient* client, Clock* clock, LeaderElectionOptions options);
 
   // One attempt: true while this replica holds the Lease. Errors are API failures (the caller
   // retries after retry_period).
@@ -50,7 +50,7 @@ class LeaderElector {
  private:
   nlohmann::json Record(absl::Time now, const nlohmann::json& previous) const;
 
-  KubeClient* const client_;
+  kube::KubeClient* const client_;
   Clock* const clock_;
   const LeaderElectionOptions options_;
   nlohmann::json observed_spec_;  // The Lease spec last seen, and when it changed.

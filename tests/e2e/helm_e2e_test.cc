@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 #include "tests/e2e/local_control_plane.h"
 
 namespace cohort::testing {
@@ -61,7 +61,7 @@ class HelmE2E : public ::testing::Test {
   }
   std::vector<json> OperatorPods() {
     std::vector<json> pods;
-    json list = *cluster_->client().List(op::kPods, kNamespace, "app.kubernetes.io/name=cohort-operator");
+    json list = *cluster_->client().List(kube::kPods, kNamespace, "app.kubernetes.io/name=cohort-operator");
     for (const json& pod : list["items"]) {
       if (!pod["metadata"].contains("deletionTimestamp")) pods.push_back(pod);
     }
@@ -74,9 +74,9 @@ class HelmE2E : public ::testing::Test {
   }
   // The name of the pod holding the operator's Lease, or "".
   std::string Leader() {
-    absl::StatusOr<json> lease = cluster_->client().Get(op::kLeases, kNamespace, "cohort-operator");
+    absl::StatusOr<json> lease = cluster_->client().Get(kube::kLeases, kNamespace, "cohort-operator");
     if (!lease.ok()) return "";
-    const std::string holder = op::StringMember(op::Member(*lease, "spec"), "holderIdentity");
+    const std::string holder = kube::StringMember(kube::Member(*lease, "spec"), "holderIdentity");
     for (const json& pod : OperatorPods()) {
       const std::string name = pod["metadata"]["name"];
       if (absl::StartsWith(holder, name + "_")) return name;
@@ -129,10 +129,10 @@ TEST_F(HelmE2E, Install_TheOperatorRunsInPodsWithItsServiceAccount_OneLeads_AJob
 
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("through-the-chart")).exit_code, 0);
   json job = cluster_->WaitForJob("default", "through-the-chart", [](const json& j) {
-    const std::string phase = op::StringMember(op::Member(j, "status"), "phase");
+    const std::string phase = kube::StringMember(kube::Member(j, "status"), "phase");
     return phase == "Succeeded" || phase == "Failed";
   }, absl::Minutes(2));
-  EXPECT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded")
+  EXPECT_EQ(kube::StringMember(kube::Member(job, "status"), "phase"), "Succeeded")
       << job.dump(2) << cluster_->Kubectl({"get", "pods", "-A", "-o", "wide"}).output << Logs(leader);
 
   LocalControlPlane::Result uninstalled =
@@ -171,7 +171,7 @@ TEST_F(HelmE2E, Upgrade_AChangedValueRollsTheDeployment_TheOldPodsGoOnceTheNewAr
                                     },
                                     absl::Seconds(60)));
   const std::string pod = OperatorPods()[0]["metadata"]["name"];
-  json spec = *cluster_->client().Get(op::kPods, kNamespace, pod);
+  json spec = *cluster_->client().Get(kube::kPods, kNamespace, pod);
   EXPECT_THAT(spec["spec"]["containers"][0]["args"].dump(), HasSubstr("--log-level=debug"));
 }
 
@@ -201,7 +201,7 @@ TEST_F(HelmE2E, AVerbMissingFromTheChartsRbac_TheOperatorsRequestsAreForbidden) 
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (!absl::StrContains(logs = Logs(pod), refusal) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(200));
   EXPECT_THAT(logs, HasSubstr(refusal));
-  EXPECT_TRUE(cluster_->client().List(op::kPods, "default", "")->at("items").empty());
+  EXPECT_TRUE(cluster_->client().List(kube::kPods, "default", "")->at("items").empty());
 }
 
 }  // namespace

@@ -22,7 +22,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "operator/client/kube_config.h"
+#include "kube/kube_config.h"
+#include "operator/api/distributed_job.h"
 #include "tests/support/local_cluster_node.h"
 
 namespace cohort::testing {
@@ -63,11 +64,11 @@ LocalControlPlane::LocalControlPlane(std::vector<std::string> flags) {
   if (line.empty()) return;
   kubeconfig_ = line.substr(line.rfind(' ') + 1);
   EXPECT_FALSE(cluster_->WaitForLine("cohort-local-cluster: ready", absl::Seconds(30)).empty());
-  absl::StatusOr<op::KubeConfig> config = op::LoadKubeConfig(kubeconfig_);
+  absl::StatusOr<kube::KubeConfig> config = kube::LoadKubeConfig(kubeconfig_);
   EXPECT_TRUE(config.ok()) << config.status();
   if (!config.ok()) return;
-  absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> client =
-      op::HttpKubeClient::Create(*config, op::HttpKubeClientOptions{.qps = 0}, Clock::Real());
+  absl::StatusOr<std::unique_ptr<kube::HttpKubeClient>> client =
+      kube::HttpKubeClient::Create(*config, kube::HttpKubeClientOptions{.qps = 0}, Clock::Real());
   EXPECT_TRUE(client.ok()) << client.status();
   if (!client.ok()) return;
   client_ = std::move(*client);
@@ -146,7 +147,7 @@ json LocalControlPlane::WaitForJob(const std::string& ns, const std::string& nam
       last = *job;
       if (done(last)) return last;
     }
-    op::WatchOptions options;
+    kube::WatchOptions options;
     options.resource_version = job.ok() ? (*job)["metadata"].value("resourceVersion", "") : "";
     options.timeout = absl::Seconds(SecondsLeft(deadline));
     bool matched = false;
@@ -168,7 +169,7 @@ bool LocalControlPlane::WaitForPods(const std::string& ns, const std::string& se
                                     absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    absl::StatusOr<json> list = client_->List(op::kPods, ns, selector);
+    absl::StatusOr<json> list = client_->List(kube::kPods, ns, selector);
     if (!list.ok()) continue;
     std::map<std::string, json> pods;
     for (const json& p : (*list)["items"]) pods[p["metadata"].value("name", "")] = p;
@@ -178,12 +179,12 @@ bool LocalControlPlane::WaitForPods(const std::string& ns, const std::string& se
       return done(current);
     };
     if (holds()) return true;
-    op::WatchOptions options;
+    kube::WatchOptions options;
     options.label_selector = selector;
     options.resource_version = (*list)["metadata"].value("resourceVersion", "");
     options.timeout = absl::Seconds(SecondsLeft(deadline));
     bool matched = false;
-    client_->Watch(op::kPods, ns, options, [&](const json& event) {
+    client_->Watch(kube::kPods, ns, options, [&](const json& event) {
       std::string type = event.value("type", "");
       if (type == "BOOKMARK") return true;
       std::string name = event["object"]["metadata"].value("name", "");

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/process/subprocess.h"
-#include "operator/client/http_kube_client.h"
+#include "kube/http_kube_client.h"
 #include "tests/support/watched_process.h"
 
 namespace cohort::testing {
@@ -32,7 +32,7 @@ class LocalControlPlane {
   // "volumes/cohort-agent/..."); empty when there is none.
   std::string ReadPodFile(const std::string& pod, const std::string& path) const;
   const std::string& kubeconfig() const { return kubeconfig_; }
-  op::HttpKubeClient& client() { return *client_; }
+  kube::HttpKubeClient& client() { return *client_; }
 
   struct Result {
     int exit_code = -1;
@@ -81,7 +81,7 @@ class LocalControlPlane {
   std::string dir_;
   std::string kubeconfig_;
   std::unique_ptr<WatchedProcess> cluster_;
-  std::unique_ptr<op::HttpKubeClient> client_;
+  std::unique_ptr<kube::HttpKubeClient> client_;
 };
 
 // The port named "metrics" of a pod's containers or init containers (the sidecar's), 0 if none.

@@ -37,7 +37,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
-#include "operator/client/kube_client.h"
+#include "kube/kube_client.h"
+#include "operator/api/distributed_job.h"
 #include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
 #include "tests/support/watched_process.h"
@@ -209,7 +210,7 @@ class MonitoringE2E : public ::testing::Test {
 
   // The job's pods as the API server has them, fed to Prometheus as targets.
   void RefreshTargets() {
-    absl::StatusOr<json> pods = cluster_.client().List(op::kPods, "default", "app.kubernetes.io/managed-by=cohort-operator");
+    absl::StatusOr<json> pods = cluster_.client().List(kube::kPods, "default", "app.kubernetes.io/managed-by=cohort-operator");
     if (!pods.ok()) return;
     std::vector<json> items((*pods)["items"].begin(), (*pods)["items"].end());
     prometheus_->Targets(items);

@@ -28,6 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "operator/api/distributed_job.h"
 #include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
 
@@ -78,7 +79,7 @@ bool AllReady(const json& job) {
 }
 
 std::string Events(LocalControlPlane& cluster, const std::string& job) {
-  absl::StatusOr<json> events = cluster.client().List(op::kEvents, "default", "");
+  absl::StatusOr<json> events = cluster.client().List(kube::kEvents, "default", "");
   std::string out;
   if (!events.ok()) return out;
   for (const json& e : (*events)["items"]) {
@@ -192,7 +193,7 @@ TEST_F(OperatorE2E, FourRankJob_RendezvousThroughSidecarsAndSucceeds) {
   ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
   EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-ok",
                                     [](const std::vector<json>& pods) { return pods.empty(); }, kJobTimeout));
-  for (const op::Resource* r : {&op::kServices, &op::kSecrets}) {
+  for (const kube::Resource* r : {&kube::kServices, &kube::kSecrets}) {
     absl::StatusOr<json> left = cluster_->client().List(*r, "default", "cohort.dev/job-name=e2e-ok");
     ASSERT_TRUE(left.ok());
     EXPECT_TRUE((*left)["items"].empty()) << r->plural << " left: " << (*left)["items"].dump();
@@ -226,7 +227,7 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
 // Every pod's uid, by name.
 std::map<std::string, std::string> PodUids(LocalControlPlane& cluster, const std::string& job) {
   std::map<std::string, std::string> uids;
-  absl::StatusOr<json> pods = cluster.client().List(op::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
+  absl::StatusOr<json> pods = cluster.client().List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
   if (!pods.ok()) return uids;
   for (const json& p : (*pods)["items"]) uids[p["metadata"].value("name", "")] = p["metadata"].value("uid", "");
   return uids;
@@ -486,7 +487,7 @@ TEST_F(OperatorE2E, KueueQueue_OnePodGroupPerAttempt_GatedPodsWaitWithoutARestar
 int AdmitGroup(LocalControlPlane& cluster, const std::string& job, int attempt) {
   int admitted = 0;
   absl::StatusOr<json> pods =
-      cluster.client().List(op::kPods, "default", absl::StrCat("cohort.dev/job-name=", job,
+      cluster.client().List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job,
                                                                ",cohort.dev/restart-attempt=", attempt));
   if (!pods.ok()) return 0;
   for (const json& pod : (*pods)["items"]) {
@@ -583,7 +584,7 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
   // The node's room: 6 less its pods that have not finished.
   auto room = [&small] {
     int used = 0;
-    absl::StatusOr<json> pods = small.client().List(op::kPods, "default", "");
+    absl::StatusOr<json> pods = small.client().List(kube::kPods, "default", "");
     for (const json& pod : pods.ok() ? (*pods)["items"] : json::array()) {
       const std::string phase = pod["status"].value("phase", "");
       used += !pod["spec"].value("nodeName", "").empty() && phase != "Succeeded" && phase != "Failed";
@@ -674,7 +675,7 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
   auto op = Operator();
   struct Case {
     const char* provider;
-    op::Resource groups;
+    kube::Resource groups;
     const char* job;
   };
   for (const Case& c : {Case{"coscheduling", {"scheduling.x-k8s.io", "v1alpha1", "podgroups"}, "e2e-pg-cosched"},
@@ -703,15 +704,15 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     // Every pod of the job, as it appears, finds its group already there.
     std::vector<std::string> missing;
     int seen = 0;
-    op::WatchOptions watch;
+    kube::WatchOptions watch;
     watch.label_selector = absl::StrCat("cohort.dev/job-name=", c.job);
     watch.timeout = kJobTimeout;
-    absl::StatusOr<json> list = cluster_->client().List(op::kPods, "default", watch.label_selector);
+    absl::StatusOr<json> list = cluster_->client().List(kube::kPods, "default", watch.label_selector);
     ASSERT_TRUE(list.ok());
     watch.resource_version = (*list)["metadata"].value("resourceVersion", "");
     std::thread watcher([&] {
       cluster_->client()
-          .Watch(op::kPods, "default", watch,
+          .Watch(kube::kPods, "default", watch,
                  [&](const json& event) {
                    if (event.value("type", "") != "ADDED") return true;
                    const json& meta = event["object"]["metadata"];
@@ -739,7 +740,7 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     EXPECT_TRUE(absl::IsNotFound(cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-0")).status()));
     absl::StatusOr<json> group = cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1"));
     ASSERT_TRUE(group.ok()) << group.status();
-    absl::StatusOr<json> pod = cluster_->client().Get(op::kPods, "default", absl::StrCat(c.job, "-0"));
+    absl::StatusOr<json> pod = cluster_->client().Get(kube::kPods, "default", absl::StrCat(c.job, "-0"));
     ASSERT_TRUE(pod.ok());
     if (std::string(c.provider) == "workload") {
       EXPECT_EQ((*group)["spec"], json({{"schedulingPolicy", {{"gang", {{"minCount", 2}}}}}}));
@@ -919,7 +920,7 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
             0);
   json ready = cluster.WaitForJob("default", name, AllReady, kJobTimeout);
   ASSERT_TRUE(AllReady(ready)) << ready.dump(2) << Events(cluster, name);
-  absl::StatusOr<json> pods = cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name);
+  absl::StatusOr<json> pods = cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
   ASSERT_TRUE(pods.ok()) << pods.status();
   std::map<std::string, std::string> node_of;  // Pod -> node.
   std::set<std::string> nodes;
@@ -944,7 +945,7 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
 
   // Every rank ran attempt 1 on the node left: the pods there stayed (same UIDs), the lost node's
   // were replaced by pods named <job>-<rank>-r1.
-  absl::StatusOr<json> now = cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name);
+  absl::StatusOr<json> now = cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
   ASSERT_TRUE(now.ok()) << now.status();
   int replaced = 0;
   for (const auto& [pod, node] : node_of) {
@@ -1004,14 +1005,14 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
     }
   }
   const std::string spare = name + "-spare0";
-  absl::StatusOr<json> spare_pod = cluster.client().Get(op::kPods, "default", spare);
+  absl::StatusOr<json> spare_pod = cluster.client().Get(kube::kPods, "default", spare);
   EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
   if (!spare_pod.ok()) return none;
   EXPECT_FALSE((*spare_pod)["metadata"]["labels"].contains("cohort.dev/rank")) << spare_pod->dump(2);
   const json spare_uid = (*spare_pod)["metadata"]["uid"];
   LocalControlPlane::Result table = cluster.Kubectl({"get", "djob", name});
   EXPECT_THAT(table.output, HasSubstr("SPARES")) << table.output;
-  absl::StatusOr<json> pod1 = cluster.client().Get(op::kPods, "default", name + "-1");
+  absl::StatusOr<json> pod1 = cluster.client().Get(kube::kPods, "default", name + "-1");
   EXPECT_TRUE(pod1.ok()) << pod1.status();
   if (!pod1.ok()) return none;
   lose((*pod1)["spec"].value("nodeName", ""));
@@ -1026,7 +1027,7 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
       << events;
   // The spare holds slot 1: its labels and the job's status say so; it ran rank 1 in attempt 1.
   EXPECT_EQ(job["status"]["slots"], json::array({{{"podIndex", 1}, {"pod", spare}}})) << job.dump(2);
-  spare_pod = cluster.client().Get(op::kPods, "default", spare);
+  spare_pod = cluster.client().Get(kube::kPods, "default", spare);
   EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
   if (spare_pod.ok()) {
     EXPECT_EQ((*spare_pod)["metadata"]["labels"].value("cohort.dev/rank", ""), "1") << spare_pod->dump(2);
@@ -1035,7 +1036,7 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
   EXPECT_THAT(PodTrainerLog(cluster, spare), HasSubstr("INITIALIZED rank=1 attempt=1")) << events;
   EXPECT_THAT(TrainerLog(cluster, name, 0), HasSubstr("INITIALIZED rank=0 attempt=1")) << events;
   // No pod was created for the slot; a new spare was.
-  absl::StatusOr<json> pods = cluster.client().List(op::kPods, "default", "cohort.dev/job-name=" + name);
+  absl::StatusOr<json> pods = cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
   EXPECT_TRUE(pods.ok()) << pods.status();
   std::set<std::string> names;
   for (const json& p : pods.ok() ? (*pods)["items"] : json::array()) names.insert(p["metadata"].value("name", ""));
@@ -1127,7 +1128,7 @@ TEST_F(OperatorE2E, InvalidSpec_ConditionAndEventAndNothingCreated) {
   ASSERT_TRUE(invalid(job)) << job.dump(2);
   EXPECT_THAT(job.dump(), HasSubstr("restartPolicy"));
   EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-invalid", "InvalidSpec"), HasSubstr("InvalidSpec"));
-  absl::StatusOr<json> pods = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=e2e-invalid");
+  absl::StatusOr<json> pods = cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-invalid");
   ASSERT_TRUE(pods.ok());
   EXPECT_TRUE((*pods)["items"].empty());
   EXPECT_EQ(cluster_->Kubectl({"delete", "djob", "e2e-invalid"}).exit_code, 0);
@@ -1137,14 +1138,14 @@ TEST_F(OperatorE2E, OperatorKilledAndRestartedMidJob_NoDuplicatePodsAndStatusCon
   auto first = Operator("operator 1");
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-resume", 2, "k8s-hold")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-resume", AllReady, kJobTimeout)));
-  absl::StatusOr<json> before = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=e2e-resume");
+  absl::StatusOr<json> before = cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-resume");
   ASSERT_TRUE(before.ok());
 
   first->Signal(SIGKILL);
   ASSERT_TRUE(first->WaitForExit(absl::Seconds(10)).has_value());
   // Without a graceful release the new replica waits out the killed one's Lease (short here).
   auto second = Operator("operator 2");
-  absl::StatusOr<json> after = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=e2e-resume");
+  absl::StatusOr<json> after = cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-resume");
   ASSERT_TRUE(after.ok());
   ASSERT_EQ((*after)["items"].size(), 2u) << "no duplicate pods";
   for (size_t i = 0; i < 2; ++i) {
@@ -1169,7 +1170,7 @@ TEST_F(OperatorE2E, TwoReplicas_OneLeadsAndTheOtherTakesOverOnShutdown) {
   json job = cluster_->WaitForJob("default", "e2e-leader", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2);
   EXPECT_FALSE(b->HasLine("leading as")) << "the standby must not act while the leader renews";
-  absl::StatusOr<json> lease = cluster_->client().Get(op::kLeases, "default", Lease());
+  absl::StatusOr<json> lease = cluster_->client().Get(kube::kLeases, "default", Lease());
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ((*lease)["spec"].value("holderIdentity", ""), "replica-a");
 

@@ -20,7 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 #include "tests/e2e/local_control_plane.h"
 
 namespace cohort::testing {
@@ -37,12 +37,12 @@ constexpr char kDemoImage[] = "localhost/cohort-demo:dev";
 constexpr char kSidecarImage[] = "localhost/cohort-sidecar:dev";
 constexpr char kRootImage[] = "localhost/cohort-libdist:dev";  // No USER: runs as root.
 
-std::string Phase(const json& pod) { return op::StringMember(op::Member(pod, "status"), "phase"); }
+std::string Phase(const json& pod) { return kube::StringMember(kube::Member(pod, "status"), "phase"); }
 
 // The first state of the named container (init or main), e.g. {"terminated": {...}}.
 json ContainerState(const json& pod, const std::string& container) {
   for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    for (const json& s : op::Member(pod, "status").value(list, json::array())) {
+    for (const json& s : kube::Member(pod, "status").value(list, json::array())) {
       if (s.value("name", "") == container) return s.value("state", json::object());
     }
   }
@@ -199,8 +199,8 @@ spec:
 )y");
   const json client = WaitForPod("client", [](const json& p) { return Phase(p) == "Succeeded" || Phase(p) == "Failed"; });
   ASSERT_EQ(Phase(client), "Succeeded") << client.dump(2);
-  const std::string ip = op::StringMember(op::Member(client, "status"), "podIP");
-  const std::string host_ip = op::StringMember(op::Member(client, "status"), "hostIP");
+  const std::string ip = kube::StringMember(kube::Member(client, "status"), "podIP");
+  const std::string host_ip = kube::StringMember(kube::Member(client, "status"), "hostIP");
   EXPECT_TRUE(absl::StartsWith(ip, "10.")) << ip;  // On the cluster's podman network.
   const std::string out = Logs("client", "main");
   EXPECT_THAT(out, HasSubstr("file=written-by-init secret=hunter2 config=hello"));
@@ -211,18 +211,18 @@ spec:
   EXPECT_THAT(out, HasSubstr("projected: hello test=\"client\" sa-token-bytes="));
   EXPECT_THAT(out, ContainsRegex("sa-token-bytes=[1-9]"));
   EXPECT_THAT(out, HasSubstr("peer says: HTTP/1.1 200 OK"));  // Another pod, by its DNS name.
-  EXPECT_THAT(op::StringMember(op::Member(ContainerState(client, "main"), "terminated"), "reason"), "Completed");
+  EXPECT_THAT(kube::StringMember(kube::Member(ContainerState(client, "main"), "terminated"), "reason"), "Completed");
   // Its podman pod is gone once its containers ended.
   EXPECT_EQ(PodmanPod("client"), "");
 
   // The server's address answers from the host (the kubelet's probe made it Ready).
   const json server = WaitForPod("server", [](const json& p) {
-    for (const json& c : op::Member(p, "status").value("conditions", json::array())) {
+    for (const json& c : kube::Member(p, "status").value("conditions", json::array())) {
       if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
     }
     return false;
   });
-  const std::string server_ip = op::StringMember(op::Member(server, "status"), "podIP");
+  const std::string server_ip = kube::StringMember(kube::Member(server, "status"), "podIP");
   httplib::Client http(server_ip, 9400);
   httplib::Result health = http.Get("/healthz");
   ASSERT_TRUE(health) << "no answer from " << server_ip << ":9400";
@@ -278,24 +278,24 @@ spec:
 )y"));
   auto finished = [](const json& p) { return Phase(p) == "Succeeded" || Phase(p) == "Failed"; };
   json fails = WaitForPod("fails", finished);
-  json terminated = op::Member(ContainerState(fails, "c"), "terminated");
+  json terminated = kube::Member(ContainerState(fails, "c"), "terminated");
   EXPECT_EQ(terminated.value("exitCode", 0), 3) << fails.dump(2);
   EXPECT_EQ(terminated.value("reason", ""), "Error");
   EXPECT_THAT(terminated.value("message", ""), HasSubstr("the last words"));
 
   json oom = WaitForPod("oom", finished);
-  terminated = op::Member(ContainerState(oom, "c"), "terminated");
+  terminated = kube::Member(ContainerState(oom, "c"), "terminated");
   EXPECT_EQ(terminated.value("reason", ""), "OOMKilled") << oom.dump(2);
   EXPECT_EQ(terminated.value("exitCode", 0), 137);
   EXPECT_THAT(Logs("oom", "c"), Not(HasSubstr("survived")));
 
   json missing = WaitForPod("missing", finished);
-  terminated = op::Member(ContainerState(missing, "c"), "terminated");
+  terminated = kube::Member(ContainerState(missing, "c"), "terminated");
   EXPECT_EQ(terminated.value("reason", ""), "ErrImageNeverPull") << missing.dump(2);
   EXPECT_THAT(terminated.value("message", ""), HasSubstr("registry.example/not-built:1\" is not in the local store"));
 
   json root = WaitForPod("root", finished);
-  terminated = op::Member(ContainerState(root, "c"), "terminated");
+  terminated = kube::Member(ContainerState(root, "c"), "terminated");
   EXPECT_EQ(terminated.value("reason", ""), "CreateContainerConfigError") << root.dump(2);
   EXPECT_THAT(terminated.value("message", ""), HasSubstr("runAsNonRoot and image will run as root"));
 }
@@ -386,7 +386,7 @@ spec:
   };
   auto uids = [&] {
     std::set<std::string> out;
-    absl::StatusOr<json> pods = cluster_->client().List(op::kPods, "default", "cohort.dev/job-name=demo-ip");
+    absl::StatusOr<json> pods = cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=demo-ip");
     if (pods.ok()) {
       for (const json& p : (*pods)["items"]) out.insert(p["metadata"].value("uid", ""));
     }
@@ -402,20 +402,20 @@ spec:
 
   // Attempt 1 running: the same containers run it.
   json running = cluster_->WaitForJob("default", "demo-ip", [](const json& j) {
-    const json& st = op::Member(j, "status");
-    return (op::StringMember(st, "phase") == "Running" && st.value("restartAttempt", 0) == 1) ||
-           op::StringMember(st, "phase") == "Succeeded" || op::StringMember(st, "phase") == "Failed";
+    const json& st = kube::Member(j, "status");
+    return (kube::StringMember(st, "phase") == "Running" && st.value("restartAttempt", 0) == 1) ||
+           kube::StringMember(st, "phase") == "Succeeded" || kube::StringMember(st, "phase") == "Failed";
   }, absl::Seconds(90));
-  EXPECT_EQ(op::StringMember(op::Member(running, "status"), "lastRestartStrategy"), "InPlace") << running.dump(2);
-  if (op::StringMember(op::Member(running, "status"), "phase") == "Running") {
+  EXPECT_EQ(kube::StringMember(kube::Member(running, "status"), "lastRestartStrategy"), "InPlace") << running.dump(2);
+  if (kube::StringMember(kube::Member(running, "status"), "phase") == "Running") {
     EXPECT_EQ(containers(), containers_before) << "a container was replaced";
   }
   EXPECT_EQ(uids(), uids_before) << "a pod was replaced";
   json job = cluster_->WaitForJob("default", "demo-ip", [](const json& j) {
-    const std::string phase = op::StringMember(op::Member(j, "status"), "phase");
+    const std::string phase = kube::StringMember(kube::Member(j, "status"), "phase");
     return phase == "Succeeded" || phase == "Failed";
   }, absl::Seconds(120));
-  ASSERT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
+  ASSERT_EQ(kube::StringMember(kube::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
   EXPECT_EQ(StatusInt(job, "restarts"), 1);
   EXPECT_THAT(ReadFile(rank0_log), HasSubstr("cohort-launch: starting restart attempt 1 in place"));
 }
@@ -441,8 +441,8 @@ TEST_F(PodmanRuntime, HelmInstalledOperatorRunsTheDemoJobInContainers_ThroughAnE
   const absl::Time lead_by = absl::Now() + absl::Seconds(60);
   std::string holder;
   while (absl::Now() < lead_by) {
-    absl::StatusOr<json> lease = cluster_->client().Get(op::kLeases, "cohort-system", "cohort-operator");
-    if (lease.ok() && !(holder = op::StringMember(op::Member(*lease, "spec"), "holderIdentity")).empty()) break;
+    absl::StatusOr<json> lease = cluster_->client().Get(kube::kLeases, "cohort-system", "cohort-operator");
+    if (lease.ok() && !(holder = kube::StringMember(kube::Member(*lease, "spec"), "holderIdentity")).empty()) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_FALSE(holder.empty()) << "no operator pod took the lead";
@@ -482,19 +482,19 @@ spec:
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
 
   json job = cluster_->WaitForJob("default", "demo", [](const json& j) {
-    const std::string phase = op::StringMember(op::Member(j, "status"), "phase");
+    const std::string phase = kube::StringMember(kube::Member(j, "status"), "phase");
     return phase == "Succeeded" || phase == "Failed";
   }, absl::Seconds(180));
-  ASSERT_EQ(op::StringMember(op::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
+  ASSERT_EQ(kube::StringMember(kube::Member(job, "status"), "phase"), "Succeeded") << job.dump(2);
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
   // The healthy demo raised no hang (docs/faults.md, "Hung ranks"), through the eviction too.
   EXPECT_EQ(StatusInt(job, "lastHangId"), 0) << job.dump(2);
-  for (const json& c : op::Member(op::Member(job, "status"), "conditions")) {
-    EXPECT_FALSE(op::StringMember(c, "type") == "Hung" && op::StringMember(c, "status") == "True") << c.dump();
+  for (const json& c : kube::Member(kube::Member(job, "status"), "conditions")) {
+    EXPECT_FALSE(kube::StringMember(c, "type") == "Hung" && kube::StringMember(c, "status") == "True") << c.dump();
   }
   // In place: demo-0's containers restarted their processes, demo-1 was replaced alone.
-  EXPECT_EQ(op::StringMember(op::Member(job, "status"), "lastRestartStrategy"), "InPlace") << job.dump(2);
+  EXPECT_EQ(kube::StringMember(kube::Member(job, "status"), "lastRestartStrategy"), "InPlace") << job.dump(2);
   // Every rank resumed from the same checkpoint step and ended with the same parameters: each
   // rank's last RESULT (demo-0's log holds both attempts: its container ran them one after the
   // other).

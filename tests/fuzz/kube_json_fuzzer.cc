@@ -1,6 +1,6 @@
 // Fuzz target: the Kubernetes JSON the operator reads from the API server: error bodies (Status
 // objects), watch streams, lists, pods, and the DistributedJob, through the same code the operator
-// runs (operator/client/api_response.h, Informer, ObservePod, Reconciler) over an in-memory client.
+// runs (kube/api_response.h, Informer, ObservePod, Reconciler) over an in-memory client.
 //
 // The input has sections, each starting with a header line (corpus/kube_json/ has examples):
 //   === status CODE METHOD    an HTTP error response's body
@@ -39,11 +39,11 @@
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "kube/api_response.h"
+#include "kube/informer.h"
+#include "kube/json_fields.h"
+#include "kube/kube_client.h"
 #include "operator/api/distributed_job.h"
-#include "operator/api/json_fields.h"
-#include "operator/client/api_response.h"
-#include "operator/client/informer.h"
-#include "operator/client/kube_client.h"
 #include "operator/reconciler/job_decision.h"
 #include "operator/reconciler/reconciler.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -103,7 +103,7 @@ void FuzzStatus(const Section& s) {
   int code = 500;
   if (s.header.size() > 1 && !absl::SimpleAtoi(s.header[1], &code)) code = 500;
   std::string method = s.header.size() > 2 ? s.header[2] : "GET";
-  absl::Status st = NoThrow("StatusFromResponse", [&] { return StatusFromResponse(method, "/api/v1/x", code, s.body); });
+  absl::Status st = NoThrow("StatusFromResponse", [&] { return kube::StatusFromResponse(method, "/api/v1/x", code, s.body); });
   FUZZ_CHECK(!st.ok(), "HTTP ", code, " read as OK");
   FUZZ_CHECK(st.code() == ExpectedCode(method, code), "HTTP ", code, " ", method, " read as ", st.ToString());
   FUZZ_CHECK(absl::StrContains(st.message(), absl::StrCat("(HTTP ", code, ")")), "the error does not name HTTP ",
@@ -127,7 +127,7 @@ struct Decoded {
 // returns false (0: never).
 Decoded Decode(const std::string& body, const std::vector<size_t>& cuts, size_t stop_after) {
   Decoded out;
-  WatchStreamDecoder decoder("/api/v1/pods?watch=1");
+  kube::WatchStreamDecoder decoder("/api/v1/pods?watch=1");
   auto on_event = [&](const json& e) {
     FUZZ_CHECK(e.is_object(), "a watch event that is not an object: ", e.dump());
     out.events.push_back(e);
@@ -195,9 +195,9 @@ void CheckGone(const std::string& body, const absl::Status& status) {
   lines.pop_back();  // After the last newline: not a complete line.
   for (absl::string_view line : lines) {
     json e = json::parse(line, nullptr, false);
-    if (!e.is_object() || StringMember(e, "type") != "ERROR") continue;
-    if (IntMember(Member(e, "object"), "code") == 410) {
-      FUZZ_CHECK(IsGone(status), "a 410 ERROR event does not read as Gone: ", status.ToString());
+    if (!e.is_object() || kube::StringMember(e, "type") != "ERROR") continue;
+    if (kube::IntMember(kube::Member(e, "object"), "code") == 410) {
+      FUZZ_CHECK(kube::IsGone(status), "a 410 ERROR event does not read as Gone: ", status.ToString());
     }
     break;
   }
@@ -206,7 +206,7 @@ void CheckGone(const std::string& body, const absl::Status& status) {
 // --- An API server in memory ------------------------------------------------------------------
 
 // Serves the fuzzed job, pod list and watch events, and checks what the operator writes.
-class FuzzKubeClient final : public KubeClient {
+class FuzzKubeClient final : public kube::KubeClient {
  public:
   std::optional<json> job;
   json pods = json{{"items", json::array()}};
@@ -214,35 +214,35 @@ class FuzzKubeClient final : public KubeClient {
   absl::Status watch_end;
   int status_writes = 0;
 
-  absl::StatusOr<json> Get(const Resource& r, const std::string& ns, const std::string& name) override {
+  absl::StatusOr<json> Get(const kube::Resource& r, const std::string& ns, const std::string& name) override {
     if (r.plural == kDistributedJobs.plural && job.has_value()) return *job;
     return absl::NotFoundError(absl::StrCat(r.plural, "/", name, " not found"));
   }
-  absl::StatusOr<json> List(const Resource& r, const std::string& ns, const std::string& selector,
+  absl::StatusOr<json> List(const kube::Resource& r, const std::string& ns, const std::string& selector,
                             ListFields fields) override {
     return pods;
   }
-  absl::StatusOr<json> Create(const Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> Create(const kube::Resource& r, const std::string& ns, const json& object) override {
     return Write("create", r, object);
   }
-  absl::StatusOr<json> Update(const Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> Update(const kube::Resource& r, const std::string& ns, const json& object) override {
     return Write("update", r, object);
   }
-  absl::StatusOr<json> UpdateStatus(const Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> UpdateStatus(const kube::Resource& r, const std::string& ns, const json& object) override {
     ++status_writes;
     return Write("update status of", r, object);
   }
-  absl::StatusOr<json> MergePatch(const Resource& r, const std::string& ns, const std::string& name,
+  absl::StatusOr<json> MergePatch(const kube::Resource& r, const std::string& ns, const std::string& name,
                                   const json& patch, bool status) override {
     FUZZ_CHECK(!name.empty(), "a patch of ", r.plural, " without a name");
     return Write("patch", r, patch);
   }
-  absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name,
+  absl::Status Delete(const kube::Resource& r, const std::string& ns, const std::string& name,
                       std::optional<int64_t> grace_period_seconds) override {
     FUZZ_CHECK(!name.empty(), "a delete of ", r.plural, " without a name (that addresses the collection)");
     return absl::OkStatus();
   }
-  absl::Status Watch(const Resource& r, const std::string& ns, const WatchOptions& options,
+  absl::Status Watch(const kube::Resource& r, const std::string& ns, const kube::WatchOptions& options,
                      const std::function<bool(const json&)>& on_event) override {
     for (const json& e : events) {
       if (!on_event(e)) return absl::CancelledError("watch cancelled");
@@ -251,11 +251,11 @@ class FuzzKubeClient final : public KubeClient {
   }
 
  private:
-  absl::StatusOr<json> Write(const char* verb, const Resource& r, const json& object) {
+  absl::StatusOr<json> Write(const char* verb, const kube::Resource& r, const json& object) {
     // What the HTTP client sends: dump() throws on a string that is not UTF-8.
     std::string text = NoThrow("serializing a written object", [&] { return object.dump(); });
-    if (r.plural != kEvents.plural) {
-      FUZZ_CHECK(!StringMember(Member(object, "metadata"), "name").empty(), verb, " ", r.plural,
+    if (r.plural != kube::kEvents.plural) {
+      FUZZ_CHECK(!kube::StringMember(kube::Member(object, "metadata"), "name").empty(), verb, " ", r.plural,
                  " without a name: ", text.substr(0, 200));
     }
     return object;
@@ -263,9 +263,9 @@ class FuzzKubeClient final : public KubeClient {
 };
 
 void FuzzInformer(FuzzKubeClient& client) {
-  Informer informer(&client, kPods, "ml", "", [&](const std::string& type, const json& object) {
+  kube::Informer informer(&client, kube::kPods, "ml", "", [&](const std::string& type, const json& object) {
     (void)NoThrow("ObservePod", [&] { return ObservePod(object); });
-    (void)ObjectKey(object);
+    (void)kube::ObjectKey(object);
   });
   for (int i = 0; i < 2; ++i) {
     absl::Status s = NoThrow("Informer::RunOnce", [&] { return informer.RunOnce(); });
@@ -311,6 +311,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cohort::op;
+  namespace kube = cohort::kube;
   std::vector<Section> sections = ParseSections(absl::string_view(reinterpret_cast<const char*>(data), size));
   FuzzKubeClient client;
   for (const Section& s : sections) {
@@ -320,14 +321,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FuzzStatus(s);
     } else if (kind == "watch") {
       client.events = FuzzWatch(s.body);
-      WatchStreamDecoder decoder("/w");
+      kube::WatchStreamDecoder decoder("/w");
       decoder.Feed(s.body, [](const nlohmann::json&) { return true; });
       client.watch_end = decoder.status();
       CheckGone(s.body, client.watch_end);
     } else if (kind == "pods") {
       nlohmann::json pods = nlohmann::json::parse(s.body, nullptr, false);
       if (!pods.is_discarded()) client.pods = pods;
-      for (const nlohmann::json& p : ArrayMember(pods, "items")) {
+      for (const nlohmann::json& p : kube::ArrayMember(pods, "items")) {
         (void)NoThrow("ObservePod", [&] { return ObservePod(p); });
       }
     } else if (kind == "job") {

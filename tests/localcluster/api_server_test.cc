@@ -10,14 +10,15 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
-#include "operator/client/http_kube_client.h"
+#include "kube/http_kube_client.h"
+#include "operator/api/distributed_job.h"
 #include "tests/localcluster/crd_fixture.h"
 
 namespace cohort::local {
 namespace {
 
 using json = nlohmann::json;
-using op::kPods;
+using kube::kPods;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -34,15 +35,15 @@ class ApiServerTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<ApiServer>> s = ApiServer::Start(options, Clock::Real());
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
-    op::KubeConfig config;
+    kube::KubeConfig config;
     config.server = server_->url();
     config.ca_pem = server_->ca_pem();
     config.token = options.token;
-    op::HttpKubeClientOptions client_options;
+    kube::HttpKubeClientOptions client_options;
     client_options.max_retries = 1;
     client_options.initial_backoff = absl::Milliseconds(10);
-    absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> c =
-        op::HttpKubeClient::Create(config, client_options, Clock::Real());
+    absl::StatusOr<std::unique_ptr<kube::HttpKubeClient>> c =
+        kube::HttpKubeClient::Create(config, client_options, Clock::Real());
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
   }
@@ -55,7 +56,7 @@ class ApiServerTest : public ::testing::Test {
   }
 
   std::unique_ptr<ApiServer> server_;
-  std::unique_ptr<op::HttpKubeClient> client_;
+  std::unique_ptr<kube::HttpKubeClient> client_;
 };
 
 TEST_F(ApiServerTest, CreateGetListDeleteOverHttps) {
@@ -86,7 +87,7 @@ TEST_F(ApiServerTest, ListWithoutSpec_KeepsOnlyTheNodeName) {
   bound["spec"]["nodeName"] = "node-b";
   ASSERT_TRUE(client_->Create(kPods, "default", bound).ok());
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("unbound", {{"app", "z"}})).ok());
-  absl::StatusOr<json> list = client_->List(kPods, "default", "app=z", op::KubeClient::ListFields::kWithoutSpec);
+  absl::StatusOr<json> list = client_->List(kPods, "default", "app=z", kube::KubeClient::ListFields::kWithoutSpec);
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ((*list)["items"].size(), 2u);
   for (const json& item : (*list)["items"]) {
@@ -118,21 +119,21 @@ TEST_F(ApiServerTest, ErrorsMapToOneMeaningEach) {
 }
 
 TEST_F(ApiServerTest, WrongTokenIsUnauthenticatedAndChangesNothing) {
-  op::KubeConfig config;
+  kube::KubeConfig config;
   config.server = server_->url();
   config.ca_pem = server_->ca_pem();
   config.token = "wrong";
-  auto intruder = op::HttpKubeClient::Create(config, {}, Clock::Real());
+  auto intruder = kube::HttpKubeClient::Create(config, {}, Clock::Real());
   ASSERT_TRUE(intruder.ok());
   EXPECT_TRUE(absl::IsUnauthenticated((*intruder)->Create(kPods, "default", Pod("a")).status()));
   EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "a").status()));
 }
 
 TEST_F(ApiServerTest, UntrustedCertificateIsRefused) {
-  op::KubeConfig config;
+  kube::KubeConfig config;
   config.server = server_->url();
   config.token = "secret-token";  // No CA: the self-signed certificate cannot be verified.
-  auto client = op::HttpKubeClient::Create(config, {.max_retries = 0}, Clock::Real());
+  auto client = kube::HttpKubeClient::Create(config, {.max_retries = 0}, Clock::Real());
   ASSERT_TRUE(client.ok());
   absl::StatusOr<json> r = (*client)->Get(kPods, "default", "a");
   EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
@@ -164,7 +165,7 @@ TEST_F(ApiServerTest, WatchDeliversChangesAfterAVersionInOrder) {
   ASSERT_TRUE(client_->MergePatch(kPods, "default", "a", {{"metadata", {{"labels", {{"k", "v"}}}}}}).ok());
   ASSERT_TRUE(client_->Delete(kPods, "default", "a").ok());
   std::vector<std::string> types;
-  op::WatchOptions options;
+  kube::WatchOptions options;
   options.resource_version = from;
   options.timeout = absl::Seconds(1);
   absl::Status s = client_->Watch(kPods, "default", options, [&](const json& e) {
@@ -179,7 +180,7 @@ TEST_F(ApiServerTest, WatchSeesAChangeMadeWhileItWaits) {
   std::string from = (*client_->List(kPods, "default", ""))["metadata"]["resourceVersion"];
   absl::Notification seen;
   std::thread watcher([&] {
-    op::WatchOptions options;
+    kube::WatchOptions options;
     options.resource_version = from;
     options.timeout = absl::Seconds(20);
     client_->Watch(kPods, "default", options, [&](const json& e) {
@@ -197,11 +198,11 @@ TEST_F(ApiServerTest, WatchFromAForgottenVersionIsGone) {
   server_options.watch_history = 2;
   Start(server_options);
   for (const char* name : {"a", "b", "c", "d"}) ASSERT_TRUE(client_->Create(kPods, "default", Pod(name)).ok());
-  op::WatchOptions options;
+  kube::WatchOptions options;
   options.resource_version = "1";
   options.timeout = absl::Seconds(1);
   absl::Status s = client_->Watch(kPods, "default", options, [](const json&) { return true; });
-  EXPECT_TRUE(op::IsGone(s)) << s;
+  EXPECT_TRUE(kube::IsGone(s)) << s;
 }
 
 TEST_F(ApiServerTest, BoundPodDeletionIsGracefulUntilDeletedWithZeroGrace) {
@@ -231,14 +232,14 @@ TEST_F(ApiServerTest, EvictionMarksDisruptionTargetThenDeletes) {
 }
 
 TEST_F(ApiServerTest, DeletingAnOwnerCollectsItsDependents) {
-  absl::StatusOr<json> owner = client_->Create(op::kSecrets, "default", {{"metadata", {{"name", "owner"}}}});
+  absl::StatusOr<json> owner = client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "owner"}}}});
   ASSERT_TRUE(owner.ok());
   json child = Pod("child");
   child["metadata"]["ownerReferences"] = {{{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", "owner"},
                                            {"uid", (*owner)["metadata"]["uid"]}}};
   ASSERT_TRUE(client_->Create(kPods, "default", child).ok());
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("unrelated")).ok());
-  ASSERT_TRUE(client_->Delete(op::kSecrets, "default", "owner").ok());
+  ASSERT_TRUE(client_->Delete(kube::kSecrets, "default", "owner").ok());
   EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "child").status()));
   EXPECT_TRUE(client_->Get(kPods, "default", "unrelated").ok());
 }
@@ -247,10 +248,10 @@ TEST_F(ApiServerTest, DeletingAnOwnerCollectsItsDependents) {
 // acting on a stale view): it is deleted. The create succeeds, then the object is gone; one with
 // a live owner among its owners stays.
 TEST_F(ApiServerTest, CreatedAfterEveryOwnerIsGone_CollectedAtOnce) {
-  absl::StatusOr<json> gone = client_->Create(op::kSecrets, "default", {{"metadata", {{"name", "gone"}}}});
-  absl::StatusOr<json> live = client_->Create(op::kSecrets, "default", {{"metadata", {{"name", "live"}}}});
+  absl::StatusOr<json> gone = client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "gone"}}}});
+  absl::StatusOr<json> live = client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "live"}}}});
   ASSERT_TRUE(gone.ok() && live.ok());
-  ASSERT_TRUE(client_->Delete(op::kSecrets, "default", "gone").ok());
+  ASSERT_TRUE(client_->Delete(kube::kSecrets, "default", "gone").ok());
   auto owner = [](const json& o) {
     return json{{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", o["metadata"]["name"]}, {"uid", o["metadata"]["uid"]}};
   };
@@ -280,8 +281,8 @@ TEST_F(ApiServerTest, CustomResourceDefinitionRegistersItsKind) {
                  {{{"name", "v1"}, {"served", true}, {"storage", true},
                    {"subresources", {{"status", json::object()}}},
                    {"additionalPrinterColumns", {{{"name", "Size"}, {"type", "integer"}, {"jsonPath", ".spec.size"}}}}}}}}}};
-  const op::Resource crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
-  const op::Resource widgets{"example.com", "v1", "widgets"};
+  const kube::Resource crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
+  const kube::Resource widgets{"example.com", "v1", "widgets"};
   EXPECT_TRUE(absl::IsNotFound(client_->Create(widgets, "default", {{"metadata", {{"name", "w"}}}}).status()));
   absl::StatusOr<json> created = client_->Create(crds, "", crd);
   ASSERT_TRUE(created.ok()) << created.status();
@@ -371,7 +372,7 @@ class CustomResourceTest : public ApiServerTest {
   }
 
   static constexpr char kJobs[] = "/apis/cohort.dev/v1alpha1/namespaces/default/distributedjobs";
-  const op::Resource kCrds{"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
+  const kube::Resource kCrds{"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
   std::unique_ptr<httplib::Client> http_;
 };
 

@@ -19,10 +19,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "common/rfc3339.h"
+#include "kube/http_kube_client.h"
 #include "localcluster/apiserver/api_server.h"
 #include "localcluster/controllers/deployment_controller.h"
 #include "localcluster/controllers/node_lifecycle.h"
-#include "operator/client/http_kube_client.h"
 
 namespace cohort::local {
 namespace {
@@ -41,11 +41,11 @@ class LocalControllersTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<ApiServer>> s = ApiServer::Start(options, Clock::Real());
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
-    op::KubeConfig config;
+    kube::KubeConfig config;
     config.server = server_->url();
     config.token = "t";
-    absl::StatusOr<std::unique_ptr<op::HttpKubeClient>> c =
-        op::HttpKubeClient::Create(config, op::HttpKubeClientOptions{.qps = 0}, Clock::Real());
+    absl::StatusOr<std::unique_ptr<kube::HttpKubeClient>> c =
+        kube::HttpKubeClient::Create(config, kube::HttpKubeClientOptions{.qps = 0}, Clock::Real());
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
     dir_ = std::filesystem::path(::testing::TempDir()) /
@@ -78,11 +78,11 @@ class LocalControllersTest : public ::testing::Test {
                  {"kind", "Node"},
                  {"metadata", {{"name", name}}},
                  {"status", {{"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}};
-    ASSERT_TRUE(client_->Create(op::kNodes, "", node).ok());
+    ASSERT_TRUE(client_->Create(kube::kNodes, "", node).ok());
   }
   void SetNodeReady(const std::string& name, const std::string& ready) {
     json patch = {{"status", {{"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}};
-    ASSERT_TRUE(client_->MergePatch(op::kNodes, "", name, patch, /*status=*/true).ok());
+    ASSERT_TRUE(client_->MergePatch(kube::kNodes, "", name, patch, /*status=*/true).ok());
   }
   // A pod of one container with `spec` (its fields over the container's).
   static json PodObject(const std::string& name, json spec) {
@@ -90,16 +90,16 @@ class LocalControllersTest : public ::testing::Test {
     return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
   }
   void CreatePod(const std::string& name) {
-    ASSERT_TRUE(client_->Create(op::kPods, "default", PodObject(name, {{"hostname", name}, {"subdomain", "s"}})).ok());
+    ASSERT_TRUE(client_->Create(kube::kPods, "default", PodObject(name, {{"hostname", name}, {"subdomain", "s"}})).ok());
   }
 
   // The object once `done` holds for it (null after kWait): read, then watched from there.
-  json Await(const op::Resource& r, const std::string& ns, const std::string& name,
+  json Await(const kube::Resource& r, const std::string& ns, const std::string& name,
              const std::function<bool(const json&)>& done) {
     absl::StatusOr<json> now = client_->Get(r, ns, name);
     if (now.ok() && done(*now)) return *now;
     json found;
-    op::WatchOptions options;
+    kube::WatchOptions options;
     options.resource_version = now.ok() ? (*now)["metadata"].value("resourceVersion", "") : "";
     options.timeout = kWait;
     client_
@@ -119,7 +119,7 @@ class LocalControllersTest : public ::testing::Test {
   }
 
   std::unique_ptr<ApiServer> server_;
-  std::unique_ptr<op::HttpKubeClient> client_;
+  std::unique_ptr<kube::HttpKubeClient> client_;
   std::unique_ptr<Scheduler> scheduler_;
   std::filesystem::path dir_;
 };
@@ -133,7 +133,7 @@ TEST_F(LocalControllersTest, PodsSpreadOverReadyNodes_EachNodeItsOwnSubnet_Hosts
   for (int i = 0; i < 4; ++i) {
     const std::string name = absl::StrCat("p", i);
     CreatePod(name);
-    json pod = Await(op::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); });
+    json pod = Await(kube::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); });
     ASSERT_FALSE(pod.is_null()) << name << " was not bound";
     ++per_node[NodeOf(pod)];
     // node-0 hands out 127.0.10-11.x, node-1 127.0.20-21.x.
@@ -153,7 +153,7 @@ TEST_F(LocalControllersTest, PodsSpreadOverReadyNodes_EachNodeItsOwnSubnet_Hosts
 
   // A pod's name stops resolving when its object is gone. (A file gives no notification: read
   // it until then.)
-  ASSERT_TRUE(client_->Delete(op::kPods, "default", "p0", 0).ok());
+  ASSERT_TRUE(client_->Delete(kube::kPods, "default", "p0", 0).ok());
   const absl::Time deadline = absl::Now() + kWait;
   while (absl::StrContains(Hosts(), "p0.") && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_THAT(Hosts(), ::testing::Not(HasSubstr("p0.s.default.svc")));
@@ -165,7 +165,7 @@ TEST_F(LocalControllersTest, NoReadyNode_PodWaitsUnschedulable_ThenGoesToTheNode
   CreateNode("node-1", "False");
   StartScheduler();
   CreatePod("waits");
-  json pod = Await(op::kPods, "default", "waits", [](const json& p) {
+  json pod = Await(kube::kPods, "default", "waits", [](const json& p) {
     for (const json& c : p.value("status", json::object()).value("conditions", json::array())) {
       if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") return true;
     }
@@ -177,7 +177,7 @@ TEST_F(LocalControllersTest, NoReadyNode_PodWaitsUnschedulable_ThenGoesToTheNode
   EXPECT_THAT(pod["status"].dump(), HasSubstr("0/2 nodes are available: 2 node(s) were not ready."));
 
   SetNodeReady("node-1", "True");
-  pod = Await(op::kPods, "default", "waits", [](const json& p) { return !NodeOf(p).empty(); });
+  pod = Await(kube::kPods, "default", "waits", [](const json& p) { return !NodeOf(p).empty(); });
   ASSERT_FALSE(pod.is_null());
   EXPECT_EQ(NodeOf(pod), "node-1");
   EXPECT_FALSE(AddressOf(pod).empty());
@@ -197,8 +197,8 @@ TEST_F(LocalControllersTest, SchedulingGates_PodWaitsSchedulingGated_GatesOnlyRe
   CreateNode("node-0", "True");
   StartScheduler();
   json pod = PodObject("gated", {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/topology"}}}}});
-  ASSERT_TRUE(client_->Create(op::kPods, "default", pod).ok());
-  json got = Await(op::kPods, "default", "gated",
+  ASSERT_TRUE(client_->Create(kube::kPods, "default", pod).ok());
+  json got = Await(kube::kPods, "default", "gated",
                    [](const json& p) { return absl::StartsWith(Scheduled(p), "False/SchedulingGated"); });
   ASSERT_FALSE(got.is_null()) << "no PodScheduled=False/SchedulingGated";
   EXPECT_EQ(Scheduled(got), "False/SchedulingGated: Scheduling is blocked due to non-empty scheduling gates");
@@ -206,20 +206,20 @@ TEST_F(LocalControllersTest, SchedulingGates_PodWaitsSchedulingGated_GatesOnlyRe
 
   // A gate cannot be added, nor the pod bound while it has one, as Kubernetes' API server says.
   json add = {{"spec", {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/new"}}}}}}};
-  absl::StatusOr<json> added = client_->MergePatch(op::kPods, "default", "gated", add);
+  absl::StatusOr<json> added = client_->MergePatch(kube::kPods, "default", "gated", add);
   ASSERT_FALSE(added.ok());
   EXPECT_THAT(added.status().message(), HasSubstr("only deletion is allowed, but found new scheduling gate 'example.com/new'"));
-  absl::StatusOr<json> bound = client_->MergePatch(op::kPods, "default", "gated", {{"spec", {{"nodeName", "node-0"}}}});
+  absl::StatusOr<json> bound = client_->MergePatch(kube::kPods, "default", "gated", {{"spec", {{"nodeName", "node-0"}}}});
   ASSERT_FALSE(bound.ok());
   EXPECT_THAT(bound.status().message(), HasSubstr("cannot be set until all schedulingGates have been cleared"));
 
   // One gate off: still gated. The last off: placed.
-  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "gated",
+  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "gated",
                                   {{"spec", {{"schedulingGates", {{{"name", "example.com/topology"}}}}}}}).ok());
-  ASSERT_TRUE(client_->Get(op::kPods, "default", "gated").ok());
-  EXPECT_EQ(NodeOf(*client_->Get(op::kPods, "default", "gated")), "");
-  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "gated", {{"spec", {{"schedulingGates", nullptr}}}}).ok());
-  got = Await(op::kPods, "default", "gated", [](const json& p) { return !NodeOf(p).empty(); });
+  ASSERT_TRUE(client_->Get(kube::kPods, "default", "gated").ok());
+  EXPECT_EQ(NodeOf(*client_->Get(kube::kPods, "default", "gated")), "");
+  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "gated", {{"spec", {{"schedulingGates", nullptr}}}}).ok());
+  got = Await(kube::kPods, "default", "gated", [](const json& p) { return !NodeOf(p).empty(); });
   ASSERT_FALSE(got.is_null()) << "not placed once its gates were gone";
   EXPECT_EQ(NodeOf(got), "node-0");
 }
@@ -227,35 +227,35 @@ TEST_F(LocalControllersTest, SchedulingGates_PodWaitsSchedulingGated_GatesOnlyRe
 TEST_F(LocalControllersTest, NodeCapacity_PodsBeyondItWaitUnschedulable_PlacedWhenAPodFinishesOrGoes) {
   CreateNode("node-0", "True");
   CreateNode("node-1", "False");
-  ASSERT_TRUE(client_->MergePatch(op::kNodes, "", "node-0", {{"status", {{"allocatable", {{"pods", "2"}}}}}},
+  ASSERT_TRUE(client_->MergePatch(kube::kNodes, "", "node-0", {{"status", {{"allocatable", {{"pods", "2"}}}}}},
                                   /*status=*/true)
                   .ok());
   StartScheduler();
   for (const char* name : {"a", "b", "c", "d"}) CreatePod(name);
   for (const char* name : {"a", "b"}) {
-    EXPECT_FALSE(Await(op::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); }).is_null()) << name;
+    EXPECT_FALSE(Await(kube::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); }).is_null()) << name;
   }
   for (const char* name : {"c", "d"}) {
-    json waits = Await(op::kPods, "default", name, [](const json& p) { return absl::StartsWith(Scheduled(p), "False/"); });
+    json waits = Await(kube::kPods, "default", name, [](const json& p) { return absl::StartsWith(Scheduled(p), "False/"); });
     EXPECT_EQ(Scheduled(waits), "False/Unschedulable: 0/2 nodes are available: 1 node(s) were not ready, 1 Too many pods.")
         << name;
     EXPECT_EQ(NodeOf(waits), "") << name;
   }
   // One finishes: one more fits. One goes: the last fits.
-  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "a", {{"status", {{"phase", "Succeeded"}}}}, /*status=*/true).ok());
-  json placed = Await(op::kPods, "default", "c", [](const json& p) { return !NodeOf(p).empty(); });
+  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "a", {{"status", {{"phase", "Succeeded"}}}}, /*status=*/true).ok());
+  json placed = Await(kube::kPods, "default", "c", [](const json& p) { return !NodeOf(p).empty(); });
   EXPECT_EQ(NodeOf(placed), "node-0");
-  EXPECT_EQ(NodeOf(*client_->Get(op::kPods, "default", "d")), "");
-  ASSERT_TRUE(client_->Delete(op::kPods, "default", "b", 0).ok());
-  placed = Await(op::kPods, "default", "d", [](const json& p) { return !NodeOf(p).empty(); });
+  EXPECT_EQ(NodeOf(*client_->Get(kube::kPods, "default", "d")), "");
+  ASSERT_TRUE(client_->Delete(kube::kPods, "default", "b", 0).ok());
+  placed = Await(kube::kPods, "default", "d", [](const json& p) { return !NodeOf(p).empty(); });
   EXPECT_EQ(NodeOf(placed), "node-0");
 }
 
 TEST_F(LocalControllersTest, PodBoundByItsAuthor_GetsAnAddressOnItsNode) {
   CreateNode("node-0", "True");
   StartScheduler();
-  ASSERT_TRUE(client_->Create(op::kPods, "default", PodObject("pinned", {{"nodeName", "node-1"}})).ok());
-  json got = Await(op::kPods, "default", "pinned", [](const json& p) { return !AddressOf(p).empty(); });
+  ASSERT_TRUE(client_->Create(kube::kPods, "default", PodObject("pinned", {{"nodeName", "node-1"}})).ok());
+  json got = Await(kube::kPods, "default", "pinned", [](const json& p) { return !AddressOf(p).empty(); });
   ASSERT_FALSE(got.is_null());
   EXPECT_TRUE(absl::StartsWith(AddressOf(got), "127.0.20.")) << AddressOf(got);
   EXPECT_EQ(NodeOf(got), "node-1");
@@ -294,20 +294,20 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
                 {"kind", "Lease"},
                 {"metadata", {{"name", "node-0"}, {"namespace", kNodeLeaseNamespace}}},
                 {"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}};
-  ASSERT_TRUE(client_->Create(op::kLeases, kNodeLeaseNamespace, lease).ok());
-  ASSERT_TRUE(client_->Create(op::kPods, "default", PodObject("on-node-0", {{"nodeName", "node-0"}})).ok());
+  ASSERT_TRUE(client_->Create(kube::kLeases, kNodeLeaseNamespace, lease).ok());
+  ASSERT_TRUE(client_->Create(kube::kPods, "default", PodObject("on-node-0", {{"nodeName", "node-0"}})).ok());
   json running = {{"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-  ASSERT_TRUE(client_->MergePatch(op::kPods, "default", "on-node-0", running, /*status=*/true).ok());
+  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "on-node-0", running, /*status=*/true).ok());
 
   NodeLifecycleController controller(client_.get(), absl::Milliseconds(300));
   controller.Start();
-  json node = Await(op::kNodes, "", "node-0", [](const json& n) { return NodeReadyStatus(n) == "Unknown"; });
+  json node = Await(kube::kNodes, "", "node-0", [](const json& n) { return NodeReadyStatus(n) == "Unknown"; });
   ASSERT_FALSE(node.is_null()) << "the node was not marked lost";
   EXPECT_THAT(node["status"].dump(), HasSubstr("NodeStatusUnknown"));
-  node = Await(op::kNodes, "", "node-0", [](const json& n) { return n["spec"].dump().find(kUnreachableTaint) != std::string::npos; });
+  node = Await(kube::kNodes, "", "node-0", [](const json& n) { return n["spec"].dump().find(kUnreachableTaint) != std::string::npos; });
   ASSERT_FALSE(node.is_null()) << "no unreachable taint";
   EXPECT_THAT(node["spec"]["taints"].dump(), HasSubstr("NoExecute"));
-  json p = Await(op::kPods, "default", "on-node-0", [](const json& p) {
+  json p = Await(kube::kPods, "default", "on-node-0", [](const json& p) {
     for (const json& c : p["status"].value("conditions", json::array())) {
       if (c.value("type", "") == "Ready") return c.value("status", "") == "False";
     }
@@ -322,13 +322,13 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
   std::thread kubelet([&] {
     do {
       client_
-          ->MergePatch(op::kLeases, kNodeLeaseNamespace, "node-0",
+          ->MergePatch(kube::kLeases, kNodeLeaseNamespace, "node-0",
                        {{"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}})
           .IgnoreError();
     } while (!back.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
   });
   SetNodeReady("node-0", "True");
-  node = Await(op::kNodes, "", "node-0", [](const json& n) {
+  node = Await(kube::kNodes, "", "node-0", [](const json& n) {
     return NodeReadyStatus(n) == "True" && (!n["spec"].contains("taints") || n["spec"]["taints"].empty());
   });
   back.Notify();
@@ -337,9 +337,9 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
 }
 
 // The pods a ReplicaSet owns (by uid), as the API server has them.
-std::vector<json> PodsOf(op::KubeClient& client, const json& rs) {
+std::vector<json> PodsOf(kube::KubeClient& client, const json& rs) {
   std::vector<json> out;
-  const json pods = *client.List(op::kPods, "default", "");
+  const json pods = *client.List(kube::kPods, "default", "");
   for (const json& pod : pods["items"]) {
     for (const json& ref : pod["metadata"].value("ownerReferences", json::array())) {
       if (ref["uid"] == rs["metadata"]["uid"]) out.push_back(pod);
@@ -359,7 +359,7 @@ TEST_F(LocalControllersTest, Deployment_ReplicaSetAndPods_ThenANewTemplateRollsW
   auto replica_sets = [&] { return (*client_->List(kReplicaSets, "default", ""))["items"]; };
   auto mark_ready = [&](const json& rs) {
     for (const json& pod : PodsOf(*client_, rs)) {
-      ASSERT_TRUE(client_->MergePatch(op::kPods, "default", pod["metadata"]["name"],
+      ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", pod["metadata"]["name"],
                                       {{"status", {{"phase", "Running"},
                                                    {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}},
                                       /*status=*/true)
@@ -426,7 +426,7 @@ TEST_F(LocalControllersTest, ReplicaSet_PodsThatFailed_NoReplacementStorm) {
   std::vector<json> pods = PodsOf(*client_, rs);
   ASSERT_EQ(pods.size(), 2u);
   for (const json& pod : pods) {
-    ASSERT_TRUE(client_->MergePatch(op::kPods, "default", pod["metadata"]["name"], {{"status", {{"phase", "Failed"}}}},
+    ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", pod["metadata"]["name"], {{"status", {{"phase", "Failed"}}}},
                                     /*status=*/true)
                     .ok());
   }

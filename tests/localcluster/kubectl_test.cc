@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "operator/api/distributed_job.h"
 #include "tests/e2e/local_control_plane.h"
 
 namespace cohort::testing {

@@ -4,7 +4,7 @@
 #include "gtest/gtest.h"
 #include "operator/api/distributed_job.h"
 #include "operator/reconciler/job_decision.h"
-#include "tests/operator/fake_kube_client.h"
+#include "tests/kube/fake_kube_client.h"
 #include "tests/operator/job_builder.h"
 
 namespace cohort::op {
@@ -13,7 +13,7 @@ namespace {
 using json = nlohmann::json;
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using testing::FakeKubeClient;
+using kube::testing::FakeKubeClient;
 using testing::JobBuilder;
 
 class ReconcilerTest : public ::testing::Test {
@@ -23,12 +23,12 @@ class ReconcilerTest : public ::testing::Test {
   DistributedJob Job() { return *ParseDistributedJob(kube_.Object(kDistributedJobs, "ml", "train")); }
   void SetPods(const std::function<void(int rank, json& status)>& f) {
     for (int r = 0; r < 4; ++r) {
-      kube_.Modify(kPods, "ml", absl::StrCat("train-", r), [&](json& pod) { f(r, pod["status"]); });
+      kube_.Modify(kube::kPods, "ml", absl::StrCat("train-", r), [&](json& pod) { f(r, pod["status"]); });
     }
   }
   std::vector<std::string> EventReasons() {
     std::vector<std::string> reasons;
-    json events = *kube_.List(kEvents, "ml", "");
+    json events = *kube_.List(kube::kEvents, "ml", "");
     for (const json& e : events["items"]) reasons.push_back(e["reason"]);
     return reasons;
   }
@@ -44,10 +44,10 @@ class ReconcilerTest : public ::testing::Test {
 TEST_F(ReconcilerTest, NewJob_CreatesServiceSecretAndEveryRank) {
   Apply(JobBuilder().Build());
   ASSERT_TRUE(Pass().ok());
-  EXPECT_EQ(kube_.Count(kServices), 1u);
-  EXPECT_EQ(kube_.Object(kSecrets, "ml", "train-token")["stringData"]["token"], "fixed-token");
-  EXPECT_EQ(kube_.Count(kPods), 4u);
-  EXPECT_EQ(kube_.Object(kPods, "ml", "train-3")["metadata"]["labels"]["cohort.dev/rank"], "3");
+  EXPECT_EQ(kube_.Count(kube::kServices), 1u);
+  EXPECT_EQ(kube_.Object(kube::kSecrets, "ml", "train-token")["stringData"]["token"], "fixed-token");
+  EXPECT_EQ(kube_.Count(kube::kPods), 4u);
+  EXPECT_EQ(kube_.Object(kube::kPods, "ml", "train-3")["metadata"]["labels"]["cohort.dev/rank"], "3");
   DistributedJob job = Job();
   EXPECT_EQ(job.status.phase, Phase::kPending);
   EXPECT_EQ(job.status.coordinator_address, "train-0.train.ml.svc:8476");
@@ -68,7 +68,7 @@ TEST_F(ReconcilerTest, PodsRunning_StatusRunningOnceWithoutRewrites) {
   ASSERT_TRUE(Pass().ok());
   EXPECT_EQ(kube_.status_writes(), writes) << "nothing changed, so nothing is written";
   EXPECT_EQ(kube_.created().size(), creates) << "a steady job costs no create calls";
-  EXPECT_EQ(kube_.Count(kPods), 4u) << "no duplicate pods";
+  EXPECT_EQ(kube_.Count(kube::kPods), 4u) << "no duplicate pods";
 }
 
 TEST_F(ReconcilerTest, RankFails_GangDeletedRestartCountedThenRecreated) {
@@ -86,7 +86,7 @@ TEST_F(ReconcilerTest, RankFails_GangDeletedRestartCountedThenRecreated) {
   absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
   ASSERT_TRUE(requeue.ok());
   EXPECT_EQ(*requeue, absl::Seconds(10));
-  EXPECT_EQ(kube_.Count(kPods), 0u);
+  EXPECT_EQ(kube_.Count(kube::kPods), 0u);
   DistributedJob job = Job();
   EXPECT_EQ(job.status.phase, Phase::kRestarting);
   EXPECT_EQ(job.status.restarts, 1);
@@ -94,15 +94,15 @@ TEST_F(ReconcilerTest, RankFails_GangDeletedRestartCountedThenRecreated) {
   EXPECT_THAT(EventReasons(), Contains("GangRestart"));
   clock_.Advance(absl::Seconds(10));
   ASSERT_TRUE(Pass().ok());
-  EXPECT_EQ(kube_.Count(kPods), 4u);
-  EXPECT_EQ(kube_.Object(kPods, "ml", "train-0")["metadata"]["labels"]["cohort.dev/restart-attempt"], "1");
+  EXPECT_EQ(kube_.Count(kube::kPods), 4u);
+  EXPECT_EQ(kube_.Object(kube::kPods, "ml", "train-0")["metadata"]["labels"]["cohort.dev/restart-attempt"], "1");
 }
 
 TEST_F(ReconcilerTest, InvalidSpec_NothingCreatedConditionAndEvent) {
   Apply(JobBuilder().Spec("replicas", 0).Build());
   ASSERT_TRUE(Pass().ok());
-  EXPECT_EQ(kube_.Count(kPods), 0u);
-  EXPECT_EQ(kube_.Count(kServices), 0u);
+  EXPECT_EQ(kube_.Count(kube::kPods), 0u);
+  EXPECT_EQ(kube_.Count(kube::kServices), 0u);
   DistributedJob job = Job();
   const Condition* c = FindCondition(job.status.conditions, "SpecValid");
   ASSERT_NE(c, nullptr);
@@ -119,9 +119,9 @@ TEST_F(ReconcilerTest, UnparsableFields_SpecValidFalseEventNoPodsAndNoRetry) {
   absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
   ASSERT_TRUE(requeue.ok()) << "a spec error is not retried with backoff: " << requeue.status();
   EXPECT_FALSE(requeue->has_value()) << "nothing to look at again until the job changes";
-  EXPECT_EQ(kube_.Count(kPods), 0u);
-  EXPECT_EQ(kube_.Count(kServices), 0u);
-  EXPECT_EQ(kube_.Count(kSecrets), 0u);
+  EXPECT_EQ(kube_.Count(kube::kPods), 0u);
+  EXPECT_EQ(kube_.Count(kube::kServices), 0u);
+  EXPECT_EQ(kube_.Count(kube::kSecrets), 0u);
   json status = kube_.Object(kDistributedJobs, "ml", "train")["status"];
   std::string message;
   for (const json& c : status["conditions"]) {
@@ -135,7 +135,7 @@ TEST_F(ReconcilerTest, UnparsableFields_SpecValidFalseEventNoPodsAndNoRetry) {
   EXPECT_THAT(message, HasSubstr("write a whole number without quotes"));
   EXPECT_THAT(message, HasSubstr("spec.restartBackoff: 'soon' is not a duration; write it like 30s"));
   EXPECT_THAT(EventReasons(), ::testing::ElementsAre("InvalidSpec"));
-  json events = *kube_.List(kEvents, "ml", "");
+  json events = *kube_.List(kube::kEvents, "ml", "");
   EXPECT_EQ(events["items"][0]["type"], "Warning");
   EXPECT_EQ(events["items"][0]["message"], message);
 
@@ -154,7 +154,7 @@ TEST_F(ReconcilerTest, UnparsableFields_SpecValidFalseEventNoPodsAndNoRetry) {
     job["metadata"]["generation"] = 2;
   });
   ASSERT_TRUE(Pass().ok());
-  EXPECT_EQ(kube_.Count(kPods), 2u);
+  EXPECT_EQ(kube_.Count(kube::kPods), 2u);
   const Condition* valid = FindCondition(Job().status.conditions, "SpecValid");
   ASSERT_NE(valid, nullptr);
   EXPECT_EQ(valid->status, "True");
@@ -164,7 +164,7 @@ TEST_F(ReconcilerTest, JobGone_NothingToDo) {
   absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
   ASSERT_TRUE(requeue.ok());
   EXPECT_FALSE(requeue->has_value());
-  EXPECT_EQ(kube_.Count(kPods), 0u);
+  EXPECT_EQ(kube_.Count(kube::kPods), 0u);
 }
 
 TEST_F(ReconcilerTest, TtlAfterSuccess_DeletesTheJob) {
@@ -199,7 +199,7 @@ TEST_F(ReconcilerTest, RecreatedUnderSameName_PredecessorsPodsNeitherJudgedNorKe
   absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
   ASSERT_TRUE(requeue.ok()) << requeue.status();
   EXPECT_TRUE(requeue->has_value()) << "look again once the old pods are gone";
-  EXPECT_EQ(kube_.Count(kPods), 0u) << "the old job's pods are deleted";
+  EXPECT_EQ(kube_.Count(kube::kPods), 0u) << "the old job's pods are deleted";
   EXPECT_NE(Job().status.phase, Phase::kSucceeded) << "the old job's results are not the new job's";
 
   // The old Service and Secret are replaced too, so the new pods do not lose them to the
@@ -209,9 +209,9 @@ TEST_F(ReconcilerTest, RecreatedUnderSameName_PredecessorsPodsNeitherJudgedNorKe
   for (int i = 0; i < 3 && !pass.ok(); ++i) pass = Pass();  // One stale object per pass.
   ASSERT_TRUE(pass.ok()) << pass.status();
   std::string uid = "u-2";
-  EXPECT_EQ(kube_.Count(kPods), 4u);
-  EXPECT_EQ(kube_.Object(kSecrets, "ml", "train-token")["metadata"]["ownerReferences"][0]["uid"], uid);
-  EXPECT_EQ(kube_.Object(kServices, "ml", "train")["metadata"]["ownerReferences"][0]["uid"], uid);
+  EXPECT_EQ(kube_.Count(kube::kPods), 4u);
+  EXPECT_EQ(kube_.Object(kube::kSecrets, "ml", "train-token")["metadata"]["ownerReferences"][0]["uid"], uid);
+  EXPECT_EQ(kube_.Object(kube::kServices, "ml", "train")["metadata"]["ownerReferences"][0]["uid"], uid);
 }
 
 }  // namespace

@@ -9,18 +9,18 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "operator/client/informer.h"
+#include "kube/informer.h"
 #include "operator/reconciler/attempt_watcher.h"
 #include "operator/reconciler/reconciler.h"
 #include "operator/runtime/leader_election.h"
-#include "tests/operator/fake_kube_client.h"
+#include "tests/kube/fake_kube_client.h"
 #include "tests/operator/job_builder.h"
 
 namespace cohort::op {
 namespace {
 
 using json = nlohmann::json;
-using testing::FakeKubeClient;
+using kube::testing::FakeKubeClient;
 using testing::JobBuilder;
 
 // "verb group/resource" for every verb each rule of the ClusterRole and Role grants.
@@ -61,14 +61,14 @@ class RbacTest : public ::testing::Test {
   void SetPods(const std::function<void(int rank, json& status)>& f) { SetPodsOf("train", f); }
   void SetPodsOf(const std::string& job, const std::function<void(int rank, json& status)>& f) {
     for (int r = 0; r < 4; ++r) {
-      kube_.Modify(kPods, "ml", absl::StrCat(job, "-", r), [&](json& pod) { f(r, pod["status"]); });
+      kube_.Modify(kube::kPods, "ml", absl::StrCat(job, "-", r), [&](json& pod) { f(r, pod["status"]); });
     }
     Discard();
   }
   // Job `name` (uid `uid`) with a PodGroup of `provider` per attempt: its first group's name taken
   // by a group of another job (replaced), then a failed rank (the next attempt's group, the
   // first one's deleted).
-  void RunWithPodGroups(const std::string& provider, const Resource& groups, const std::string& name,
+  void RunWithPodGroups(const std::string& provider, const kube::Resource& groups, const std::string& name,
                         const std::string& uid) {
     ASSERT_TRUE(kube_.Create(groups, "ml",
                              {{"metadata", {{"name", name + "-0"}, {"namespace", "ml"},
@@ -120,8 +120,8 @@ class FakeAttemptWatcher : public AttemptWatcher {
 
 TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   // Informers: list and watch jobs and pods.
-  for (const Resource* r : {&kDistributedJobs, &kPods}) {
-    Informer informer(&kube_, *r, "", "", [](const std::string&, const json&) {}, absl::Milliseconds(1));
+  for (const kube::Resource* r : {&kDistributedJobs, &kube::kPods}) {
+    kube::Informer informer(&kube_, *r, "", "", [](const std::string&, const json&) {}, absl::Milliseconds(1));
     ASSERT_TRUE(informer.RunOnce().ok());
   }
   Collect();
@@ -163,7 +163,7 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   again["metadata"]["uid"] = "u-2";
   ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", again).ok());
   // A PodGroup of the earlier job's first attempt, left behind (by hand here).
-  const Resource coscheduling_groups{"scheduling.x-k8s.io", "v1alpha1", "podgroups"};
+  const kube::Resource coscheduling_groups{"scheduling.x-k8s.io", "v1alpha1", "podgroups"};
   ASSERT_TRUE(kube_.Create(coscheduling_groups, "ml",
                            {{"metadata", {{"name", "train-0"}, {"namespace", "ml"},
                                           {"ownerReferences", {{{"uid", "u-1"}, {"controller", true}}}}}}})
@@ -188,17 +188,17 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   spared["spec"]["template"]["metadata"]["annotations"] = {{kKueueRequiredTopologyAnnotation, "example.com/rack"}};
   ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", spared).ok());
   for (const char* node : {"node-a", "node-b"}) {
-    ASSERT_TRUE(kube_.Create(kNodes, "", {{"metadata", {{"name", node}, {"labels", {{"example.com/rack", "r1"}}}}}}).ok());
+    ASSERT_TRUE(kube_.Create(kube::kNodes, "", {{"metadata", {{"name", node}, {"labels", {{"example.com/rack", "r1"}}}}}}).ok());
   }
   Discard();
   Collect();
   ASSERT_TRUE(reconciler_.Reconcile("ml", "sp").ok());
   Collect();
-  absl::StatusOr<json> pods = kube_.List(kPods, "ml", "cohort.dev/job-name=sp");
+  absl::StatusOr<json> pods = kube_.List(kube::kPods, "ml", "cohort.dev/job-name=sp");
   ASSERT_TRUE(pods.ok());
   ASSERT_EQ((*pods)["items"].size(), 5u) << "four pods and the spare";
   for (const std::string pod : {"sp-0", "sp-1", "sp-2", "sp-3", "sp-spare0"}) {
-    kube_.Modify(kPods, "ml", pod, [&](json& p) {
+    kube_.Modify(kube::kPods, "ml", pod, [&](json& p) {
       p["spec"]["nodeName"] = pod == "sp-spare0" ? "node-b" : "node-a";
       p["status"] = {{"phase", "Running"}, {"podIP", "10.0.0.1"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
     });
@@ -215,7 +215,7 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   view.following = {0, 2, 3};
   for (int32_t pod : {0, 2, 3}) view.ends[pod] = AttemptView::End{75, "Error", "peer failed", clock_.Now()};
   hub.view = view;
-  kube_.Modify(kPods, "ml", "sp-1", [](json& p) { p["status"]["conditions"][0]["status"] = "False"; });
+  kube_.Modify(kube::kPods, "ml", "sp-1", [](json& p) { p["status"]["conditions"][0]["status"] = "False"; });
   Discard();
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(absl::Minutes(1));

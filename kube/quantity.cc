@@ -1,4 +1,4 @@
-#include "operator/api/quantity.h"
+#include "kube/quantity.h"
 
 #include <cmath>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 std::optional<int64_t> ParseQuantity(absl::string_view text) {
   // The number: digits with at most one '.', at least one digit.
@@ -54,4 +54,4 @@ std::optional<int64_t> ParseQuantity(absl::string_view text) {
   return static_cast<int64_t>(value);
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -1,8 +1,8 @@
-#include "operator/api/quantity.h"
+#include "kube/quantity.h"
 
 #include <gtest/gtest.h>
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 TEST(QuantityTest, ParsesWhatKubernetesAcceptsRoundingUp) {
@@ -37,4 +37,4 @@ TEST(QuantityTest, ParsesWhatKubernetesAcceptsRoundingUp) {
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -10,9 +10,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "operator/client/kube_client.h"
+#include "kube/kube_client.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 // Keeps a handler informed of every object of one kind, like client-go's reflector: list, then
 // watch from the list's resourceVersion with bookmarks; a stream the server ends is resumed from
@@ -63,4 +63,4 @@ class Informer {
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -1,8 +1,8 @@
-#include "operator/client/kube_client.h"
+#include "kube/resource.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 std::string Resource::Path(const std::string& ns) const {
   std::string base = group.empty() ? absl::StrCat("/api/", version)
@@ -11,4 +11,4 @@ std::string Resource::Path(const std::string& ns) const {
   return absl::StrCat(base, "/namespaces/", ns, "/", plural);
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

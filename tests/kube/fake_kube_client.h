@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "operator/client/kube_client.h"
+#include "kube/kube_client.h"
 
-namespace cohort::op::testing {
+namespace cohort::kube::testing {
 
 // An in-memory API server for unit tests of one class: objects by (resource, namespace, name),
 // a resourceVersion per write, label-selector equality matching, AlreadyExists on duplicate
@@ -276,4 +276,4 @@ class FakeKubeClient final : public KubeClient {
   std::vector<std::string> created_, deleted_;
 };
 
-}  // namespace cohort::op::testing
+}  // namespace cohort::kube::testing

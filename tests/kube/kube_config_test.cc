@@ -1,4 +1,4 @@
-#include "operator/client/kube_config.h"
+#include "kube/kube_config.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 using ::testing::HasSubstr;
@@ -111,4 +111,4 @@ TEST_F(KubeConfigTest, InCluster_FromServiceAccountFiles) {
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

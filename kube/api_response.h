@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 // The Status an HTTP error `code` means, with the mapping KubeClient documents (404 NotFound, 409
 // AlreadyExists on POST else Aborted, 410 OutOfRange, 429/5xx Unavailable, ...). `body` is usually
@@ -49,4 +49,4 @@ class WatchStreamDecoder {
   bool cancelled_ = false;
 };
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

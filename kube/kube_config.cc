@@ -1,4 +1,4 @@
-#include "operator/client/kube_config.h"
+#include "kube/kube_config.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& what) {
@@ -149,4 +149,4 @@ absl::StatusOr<KubeConfig> LoadInClusterConfig(const std::string& account_dir) {
   return cfg;
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

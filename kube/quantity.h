@@ -5,7 +5,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 // A Kubernetes resource quantity ("64Mi", "1.5Gi", "100M", "1e9", "250m", "4096") in its base
 // unit (bytes for memory), rounded up to a whole unit as Kubernetes rounds a memory limit.
@@ -14,4 +14,4 @@ namespace cohort::op {
 // beyond int64.
 std::optional<int64_t> ParseQuantity(absl::string_view text);
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -4,7 +4,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 // How to reach and authenticate to an API server: from a kubeconfig file or from the pod's
 // service account (in-cluster).
@@ -30,4 +30,4 @@ absl::StatusOr<KubeConfig> LoadKubeConfig(const std::string& path = "",
 absl::StatusOr<KubeConfig> LoadInClusterConfig(
     const std::string& account_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

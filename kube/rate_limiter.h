@@ -6,7 +6,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 // The client-side limit on API requests (--kube-api-qps, --kube-api-burst): a token bucket of
 // `burst` tokens refilled at `qps` per second, like client-go's. A qps of 0 or less disables it.
@@ -45,4 +45,4 @@ class RateLimiter {
   absl::Time last_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -1,4 +1,4 @@
-#include "operator/client/http_kube_client.h"
+#include "kube/http_kube_client.h"
 
 #include <openssl/bio.h>
 #include <openssl/pem.h>
@@ -16,9 +16,9 @@
 #include "absl/strings/strip.h"
 #include "common/backoff.h"
 #include "common/log.h"
-#include "operator/client/api_response.h"
+#include "kube/api_response.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 using json = nlohmann::json;
@@ -374,4 +374,4 @@ void HttpKubeClient::CancelWatches() {
   for (httplib::ClientImpl* c : watching_) c->stop();
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

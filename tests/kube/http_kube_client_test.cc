@@ -1,4 +1,4 @@
-#include "operator/client/http_kube_client.h"
+#include "kube/http_kube_client.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "gtest/gtest.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 // A plain-HTTP server that answers the first request of each connection and drops the connection
@@ -116,4 +116,4 @@ TEST(HttpKubeClient, TheServerGone_ThePooledConnectionAndTheRetriesFail_TheError
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

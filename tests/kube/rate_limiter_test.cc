@@ -1,8 +1,8 @@
-#include "operator/client/rate_limiter.h"
+#include "kube/rate_limiter.h"
 
 #include "gtest/gtest.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 TEST(RateLimiter, BurstThenQps) {
@@ -31,4 +31,4 @@ TEST(RateLimiter, ZeroQpsDisables) {
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

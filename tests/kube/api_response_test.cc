@@ -1,13 +1,13 @@
-#include "operator/client/api_response.h"
+#include "kube/api_response.h"
 
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "operator/client/kube_client.h"
+#include "kube/kube_client.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 using json = nlohmann::json;
@@ -89,4 +89,4 @@ TEST(WatchStreamDecoder, HandlerSaysStop_Cancelled) {
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -10,28 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kube/resource.h"
 
-namespace cohort::op {
-
-// A kind of Kubernetes object: where its REST endpoints live.
-struct Resource {
-  std::string group;    // "" for the core API.
-  std::string version;  // "v1", "v1alpha1".
-  std::string plural;   // "pods", "distributedjobs".
-
-  // "/api/v1/namespaces/<ns>/<plural>" or "/apis/<group>/<version>/namespaces/<ns>/<plural>";
-  // without the namespace part when `ns` is empty (cluster-scoped kinds, or all namespaces).
-  std::string Path(const std::string& ns) const;
-};
-
-inline const Resource kPods{"", "v1", "pods"};
-inline const Resource kServices{"", "v1", "services"};
-inline const Resource kSecrets{"", "v1", "secrets"};
-inline const Resource kConfigMaps{"", "v1", "configmaps"};
-inline const Resource kNodes{"", "v1", "nodes"};
-inline const Resource kEvents{"", "v1", "events"};
-inline const Resource kLeases{"coordination.k8s.io", "v1", "leases"};
-inline const Resource kDistributedJobs{"cohort.dev", "v1alpha1", "distributedjobs"};
+namespace cohort::kube {
 
 // A watch's position and filter. The server ends the stream after `timeout` (it is sent as
 // timeoutSeconds) and, with `bookmarks`, sends BOOKMARK events that advance the resourceVersion
@@ -93,4 +74,4 @@ class KubeClient {
                              const std::function<bool(const nlohmann::json& event)>& on_event) = 0;
 };
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

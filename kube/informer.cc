@@ -1,11 +1,11 @@
-#include "operator/client/informer.h"
+#include "kube/informer.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/backoff.h"
 #include "common/log.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 using json = nlohmann::json;
 
@@ -112,4 +112,4 @@ void Informer::Loop() {
   }
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -1,13 +1,13 @@
-#include "operator/client/informer.h"
+#include "kube/informer.h"
 
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/operator/fake_kube_client.h"
+#include "tests/kube/fake_kube_client.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 using json = nlohmann::json;
@@ -93,4 +93,4 @@ TEST_F(InformerTest, StartedInformerSyncsAndStops) {
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace cohort::op {
+namespace cohort::kube {
 
 // The member `key` of `object`, or a null value.
 inline const nlohmann::json& Member(const nlohmann::json& object, const char* key) {
@@ -60,4 +60,4 @@ inline const nlohmann::json& ArrayMember(const nlohmann::json& object, const cha
   return v.is_array() ? v : *kEmpty;
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -1,13 +1,13 @@
-#include "operator/client/api_response.h"
+#include "kube/api_response.h"
 
 #include <algorithm>
 #include <climits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "operator/api/json_fields.h"
+#include "kube/json_fields.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 using json = nlohmann::json;
 
@@ -60,4 +60,4 @@ bool WatchStreamDecoder::Feed(absl::string_view chunk, const EventCallback& on_e
   return true;
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

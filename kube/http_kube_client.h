@@ -7,15 +7,15 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "operator/client/kube_client.h"
-#include "operator/client/kube_config.h"
-#include "operator/client/rate_limiter.h"
+#include "kube/kube_client.h"
+#include "kube/kube_config.h"
+#include "kube/rate_limiter.h"
 
 namespace httplib {
 class ClientImpl;
 }
 
-namespace cohort::op {
+namespace cohort::kube {
 
 struct HttpKubeClientOptions {
   // Client-side rate limit (--kube-api-qps, --kube-api-burst); qps <= 0 disables it.
@@ -104,4 +104,4 @@ class HttpKubeClient final : public KubeClient {
 // "a=b,c" -> "a%3Db%2Cc": a query parameter value.
 std::string EscapeQueryValue(const std::string& value);
 
-}  // namespace cohort::op
+}  // namespace cohort::kube
