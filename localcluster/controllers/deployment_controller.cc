@@ -12,6 +12,7 @@
 #include "common/backoff.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
+#include "kube/conditions.h"
 #include "kube/json_fields.h"
 
 namespace cohort::local {
@@ -62,22 +63,11 @@ int64_t StatusCount(const json& object, const char* field) {
   return kube::IntMember(kube::Member(object, "status"), field).value_or(0);
 }
 
-// The fields of `wanted` that differ from `object`'s status: what a status patch must send.
+// Whether a field of `wanted` differs from `object`'s status.
 bool StatusDiffers(const json& object, const json& wanted) {
   const json& status = kube::Member(object, "status");
   for (const auto& [key, value] : wanted.items()) {
-    if (key == "conditions") continue;  // Compared by type and status below.
     if (!status.is_object() || !status.contains(key) || status[key] != value) return true;
-  }
-  if (!wanted.contains("conditions")) return false;
-  for (const json& c : wanted["conditions"]) {
-    bool same = false;
-    for (const json& have : kube::ArrayMember(status, "conditions")) {
-      same = same || (kube::StringMember(have, "type") == kube::StringMember(c, "type") &&
-                      kube::StringMember(have, "status") == kube::StringMember(c, "status") &&
-                      kube::StringMember(have, "reason") == kube::StringMember(c, "reason"));
-    }
-    if (!same) return true;
   }
   return false;
 }
@@ -94,10 +84,11 @@ int64_t LastRevision(const std::vector<const json*>& replica_sets) {
   return last;
 }
 
+// A Deployment condition: it says when it was last updated, too.
 json Condition(const std::string& type, bool status, const std::string& reason, const std::string& message) {
-  const std::string now = FormatRfc3339(absl::Now());
-  return {{"type", type},         {"status", status ? "True" : "False"}, {"reason", reason},
-          {"message", message},   {"lastUpdateTime", now},               {"lastTransitionTime", now}};
+  json condition = kube::Condition(type, kube::TrueOrFalse(status), reason, message);
+  condition["lastUpdateTime"] = FormatRfc3339(absl::Now());
+  return condition;
 }
 
 }  // namespace
@@ -296,17 +287,24 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
                  {"updatedReplicas", updated},
                  {"readyReplicas", ready},
                  {"availableReplicas", ready},
-                 {"unavailableReplicas", std::max<int64_t>(0, want - ready)},
-                 {"conditions",
-                  {ready >= want ? Condition("Available", true, "MinimumReplicasAvailable",
-                                             "Deployment has minimum availability.")
-                                 : Condition("Available", false, "MinimumReplicasUnavailable",
-                                             "Deployment does not have minimum availability."),
-                   complete ? Condition("Progressing", true, "NewReplicaSetAvailable",
-                                        absl::StrCat("ReplicaSet \"", new_name, "\" has successfully progressed."))
-                            : Condition("Progressing", true, "ReplicaSetUpdated",
-                                        absl::StrCat("ReplicaSet \"", new_name, "\" is progressing."))}}};
-  if (StatusDiffers(d, status)) {
+                 {"unavailableReplicas", std::max<int64_t>(0, want - ready)}};
+  json conditions = kube::Member(d, "status", "conditions");
+  const absl::Time now = absl::Now();
+  bool changed = kube::SetCondition(conditions,
+                                    ready >= want ? Condition("Available", true, "MinimumReplicasAvailable",
+                                                              "Deployment has minimum availability.")
+                                                  : Condition("Available", false, "MinimumReplicasUnavailable",
+                                                              "Deployment does not have minimum availability."),
+                                    now);
+  changed |= kube::SetCondition(
+      conditions,
+      complete ? Condition("Progressing", true, "NewReplicaSetAvailable",
+                           absl::StrCat("ReplicaSet \"", new_name, "\" has successfully progressed."))
+               : Condition("Progressing", true, "ReplicaSetUpdated",
+                           absl::StrCat("ReplicaSet \"", new_name, "\" is progressing.")),
+      now);
+  if (changed || StatusDiffers(d, status)) {
+    status["conditions"] = conditions;
     if (absl::StatusOr<json> r = client_->MergePatch(kDeployments, ns, name, {{"status", status}}, /*status=*/true);
         !r.ok() && !absl::IsNotFound(r.status())) {
       LogWarning("deployment ", ns, "/", name, ": cannot update its status: ", r.status().ToString());

@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
+#include "kube/conditions.h"
 #include "kube/json_fields.h"
+#include "kube/retry.h"
 
 namespace cohort::local {
 namespace {
@@ -22,45 +24,7 @@ bool HasUnreachableTaint(const json& node) {
   return false;
 }
 
-// Reads `object`, lets `change` edit it (false: nothing to write), and writes its status with
-// the version read, again on a conflict.
-absl::Status UpdateStatusWith(kube::KubeClient* client, const kube::Resource& r, const std::string& ns,
-                              const std::string& name, const std::function<bool(json&)>& change) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    absl::StatusOr<json> object = client->Get(r, ns, name);
-    if (!object.ok()) return object.status();
-    if (!change(*object)) return absl::OkStatus();
-    absl::StatusOr<json> written = client->UpdateStatus(r, ns, *object);
-    if (!absl::IsAborted(written.status())) return written.status();
-  }
-  return absl::AbortedError(absl::StrCat(r.plural, "/", name, " kept changing while its status was written"));
-}
-
-// Sets the condition of `type` in status.conditions; false if it already had this status.
-bool SetCondition(json& object, const std::string& type, const std::string& status, const std::string& reason,
-                  const std::string& message) {
-  json& conditions = object["status"]["conditions"];
-  if (!conditions.is_array()) conditions = json::array();
-  json condition = {{"type", type}, {"status", status}, {"reason", reason}, {"message", message},
-                    {"lastTransitionTime", FormatRfc3339(absl::Now())}};
-  for (json& c : conditions) {
-    if (kube::StringMember(c, "type") != type) continue;
-    if (kube::StringMember(c, "status") == status) return false;
-    c = condition;
-    return true;
-  }
-  conditions.push_back(condition);
-  return true;
-}
-
 }  // namespace
-
-std::string NodeReadyStatus(const json& node) {
-  for (const json& c : kube::ArrayMember(kube::Member(node, "status"), "conditions")) {
-    if (kube::StringMember(c, "type") == "Ready") return kube::StringMember(c, "status");
-  }
-  return "";
-}
 
 void NodeLeaseMonitor::Observe(const std::string& node, const std::string& renew_time, absl::Time now) {
   auto it = seen_.find(node);
@@ -109,7 +73,7 @@ void NodeLifecycleController::Check() {
   for (const json& node : kube::ArrayMember(*nodes, "items")) {
     const std::string name = NameOf(node);
     monitor_.Observe(name, renewed[name], now);
-    const std::string ready = NodeReadyStatus(node);
+    const std::string ready = kube::ConditionStatus(node, "Ready");
     if (monitor_.Silent(name, now)) {
       if (ready != "Unknown") MarkLost(name);
     } else if (ready == "True" && HasUnreachableTaint(node)) {
@@ -121,8 +85,11 @@ void NodeLifecycleController::Check() {
 void NodeLifecycleController::MarkLost(const std::string& node) {
   LogWarning("node ", node, ": no lease renewal for ", absl::FormatDuration(grace_),
              ": Ready=Unknown, tainted unreachable, its pods not ready");
-  absl::Status s = UpdateStatusWith(client_, kube::kNodes, "", node, [](json& n) {
-    return SetCondition(n, "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.");
+  absl::Status s = kube::UpdateStatusWith(client_, kube::kNodes, "", node, [](json& n) {
+    if (kube::ConditionStatus(n, "Ready") == "Unknown") return false;
+    return kube::SetCondition(
+        n["status"]["conditions"],
+        kube::Condition("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."), absl::Now());
   });
   if (!s.ok()) LogWarning("node ", node, ": cannot mark it lost: ", s.ToString());
   absl::StatusOr<json> current = client_->Get(kube::kNodes, "", node);
@@ -139,11 +106,15 @@ void NodeLifecycleController::MarkLost(const std::string& node) {
   for (const json& pod : kube::ArrayMember(*pods, "items")) {
     if (kube::StringMember(kube::Member(pod, "spec"), "nodeName") != node) continue;
     const json& meta = kube::Member(pod, "metadata");
-    absl::Status marked = UpdateStatusWith(
+    absl::Status marked = kube::UpdateStatusWith(
         client_, kube::kPods, kube::StringMember(meta, "namespace"), kube::StringMember(meta, "name"), [&](json& p) {
           std::string phase = kube::StringMember(kube::Member(p, "status"), "phase");
           if (phase == "Succeeded" || phase == "Failed") return false;
-          return SetCondition(p, "Ready", "False", "NodeNotReady", absl::StrCat("node ", node, " is not ready"));
+          if (kube::ConditionStatus(p, "Ready") == "False") return false;
+          return kube::SetCondition(p["status"]["conditions"],
+                                    kube::Condition("Ready", "False", "NodeNotReady",
+                                                    absl::StrCat("node ", node, " is not ready")),
+                                    absl::Now());
         });
     if (!marked.ok() && !absl::IsNotFound(marked)) LogWarning("pod ", NameOf(pod), ": ", marked.ToString());
   }

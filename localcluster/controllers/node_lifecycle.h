@@ -17,9 +17,6 @@ inline constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
 // The taint key a node that stopped renewing gets (with effects NoSchedule and NoExecute).
 inline constexpr char kUnreachableTaint[] = "node.kubernetes.io/unreachable";
 
-// The status of a Node's Ready condition ("True", "False", "Unknown"; "" without one).
-std::string NodeReadyStatus(const nlohmann::json& node);
-
 // Which nodes stopped renewing their Lease, measured on the observer's clock, as Kubernetes'
 // node lifecycle controller measures it: what counts is when a renewal was seen, not the time
 // a node wrote into it.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
+#include "kube/conditions.h"
 #include "kube/json_fields.h"
 #include "localcluster/controllers/node_lifecycle.h"
 
@@ -101,7 +102,7 @@ void Scheduler::OnNode(const std::string& type, const json& node) {
   } else {
     max_pods_.erase(name);
   }
-  bool ready = type != "DELETED" && NodeReadyStatus(node) == "True" && options_.subnets.contains(name);
+  bool ready = type != "DELETED" && kube::ConditionStatus(node, "Ready") == "True" && options_.subnets.contains(name);
   bool was_ready = ready_nodes_.contains(name);
   if (ready == was_ready) {
     if (room_changed && ready) ScheduleWaiting();
@@ -272,12 +273,10 @@ void Scheduler::MarkUnscheduled(const std::string& key, const json& pod, const s
   if (marked == now_marked) return;
   marked = now_marked;
   const json& meta = kube::Member(pod, "metadata");
-  json condition = {{"type", "PodScheduled"},
-                    {"status", "False"},
-                    {"reason", reason},
-                    {"message", message},
-                    {"lastTransitionTime", FormatRfc3339(absl::Now())}};
-  json patch = {{"status", {{"conditions", json::array({condition})}}}};
+  // A merge patch replaces the whole list: the pod's other conditions go with it.
+  json conditions = kube::Member(pod, "status", "conditions");
+  kube::SetCondition(conditions, kube::Condition("PodScheduled", "False", reason, message), absl::Now());
+  json patch = {{"status", {{"conditions", conditions}}}};
   absl::StatusOr<json> written = client_->MergePatch(kube::kPods, kube::StringMember(meta, "namespace"),
                                                      kube::StringMember(meta, "name"), patch, /*status=*/true);
   if (!written.ok() && !absl::IsNotFound(written.status())) {

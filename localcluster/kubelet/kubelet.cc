@@ -29,8 +29,10 @@
 #include "common/log.h"
 #include "common/process/subprocess.h"
 #include "common/rfc3339.h"
+#include "kube/conditions.h"
 #include "kube/json_fields.h"
 #include "kube/quantity.h"
+#include "kube/retry.h"
 #include "localcluster/controllers/node_lifecycle.h"
 #include "localcluster/controllers/scheduler.h"
 
@@ -99,6 +101,11 @@ std::string Tail(const std::string& path, size_t bytes) {
   if (from > 0 && text.find('\n') != std::string::npos) text = text.substr(text.find('\n') + 1);
   while (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
+}
+
+// The node's Ready condition while its kubelet runs.
+json KubeletReady() {
+  return kube::Condition("Ready", "True", "KubeletReady", "cohort local kubelet is ready");
 }
 
 }  // namespace
@@ -970,39 +977,23 @@ class Kubelet::PodWorker {
       if (!c.init || c.sidecar) all_ready &= c.ready;
     }
     if (containers_.empty()) all_ready = false;
-    std::string now = FormatRfc3339(absl::Now());
-    auto condition = [&](const char* type, bool value) {
-      return json{{"type", type}, {"status", value ? "True" : "False"}, {"lastTransitionTime", now}};
-    };
-    bool running = phase_ == "Running";
-    json ours = json::array({condition("PodScheduled", true), condition("Initialized", initialized_),
-                             condition("ContainersReady", running && all_ready),
-                             condition("Ready", running && all_ready)});
-    // Re-read, keep the conditions others own (DisruptionTarget), write with the version read.
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      absl::StatusOr<json> current = client_->Get(kube::kPods, ns_, name_);
-      if (!current.ok()) return;
+    const bool running = phase_ == "Running";
+    const std::pair<const char*, bool> ours[] = {{"PodScheduled", true},
+                                                 {"Initialized", initialized_},
+                                                 {"ContainersReady", running && all_ready},
+                                                 {"Ready", running && all_ready}};
+    // Re-read, keep the conditions others own (DisruptionTarget), write with the version read
+    // (again when someone else wrote the pod meanwhile: an eviction).
+    kube::UpdateStatusWith(client_, kube::kPods, ns_, name_, [&](json& current) {
       // A gang restart reuses pod names: once this worker's pod is gone, the name may already
       // belong to its successor, whose status is not this worker's to write.
-      if (!IsOurs(*current)) return;
-      json status = current->value("status", json::object());
-      json conditions = ours;
-      for (const json& c : status.value("conditions", json::array())) {
-        std::string type = c.value("type", "");
-        bool mine = false;
-        for (const json& o : ours) mine |= o["type"] == type;
-        if (!mine) conditions.push_back(c);
-      }
-      // Keep each condition's transition time while its status is unchanged.
-      for (json& c : conditions) {
-        for (const json& old : status.value("conditions", json::array())) {
-          if (old.value("type", "") == c["type"] && old.value("status", "") == c["status"]) {
-            c["lastTransitionTime"] = old.value("lastTransitionTime", now);
-          }
-        }
+      if (!IsOurs(current)) return false;
+      json status = current.value("status", json::object());
+      const absl::Time now = absl::Now();
+      for (const auto& [type, value] : ours) {
+        kube::SetCondition(status["conditions"], kube::Condition(type, kube::TrueOrFalse(value), "", ""), now);
       }
       status["phase"] = phase_;
-      status["conditions"] = conditions;
       status["podIP"] = address_;
       status["podIPs"] = json::array({{{"ip", address_}}});
       status["hostIP"] = kubelet_->options_.node_address;
@@ -1013,13 +1004,10 @@ class Kubelet::PodWorker {
         status["reason"] = pod_reason_;
         status["message"] = pod_message_;
       }
-      if (current->contains("status") && (*current)["status"] == status) return;
-      json write = *current;
-      write["status"] = status;
-      absl::StatusOr<json> written = client_->UpdateStatus(kube::kPods, ns_, write);
-      if (written.ok() || !absl::IsAborted(written.status())) return;
-      // Someone else wrote the pod meanwhile (an eviction): read it again.
-    }
+      if (current.contains("status") && current["status"] == status) return false;
+      current["status"] = status;
+      return true;
+    }).IgnoreError();  // The pod is gone, or the API server unreachable: the next write says it.
   }
 
   bool IsOurs(const json& pod) const {
@@ -1136,11 +1124,10 @@ absl::Status Kubelet::Start() {
                {"kind", "Node"},
                {"metadata", {{"name", options_.node_name}, {"labels", {{"kubernetes.io/hostname", options_.node_name}}}}},
                {"status",
-                {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
-                                  {"message", "cohort local kubelet is ready"},
-                                  {"lastTransitionTime", FormatRfc3339(absl::Now())}}}},
+                {{"conditions", json::array()},
                  {"addresses", {{{"type", "InternalIP"}, {"address", options_.node_address}},
                                 {{"type", "Hostname"}, {"address", options_.node_name}}}}}}};
+  kube::SetCondition(node["status"]["conditions"], KubeletReady(), absl::Now());
   if (options_.max_pods > 0) {
     node["status"]["capacity"] = {{"pods", absl::StrCat(options_.max_pods)}};
     node["status"]["allocatable"] = {{"pods", absl::StrCat(options_.max_pods)}};
@@ -1177,16 +1164,9 @@ void Kubelet::Heartbeat() {
   if (!lease.ok()) LogWarning("node ", node, ": cannot renew its lease: ", lease.status().ToString());
   // Marked lost while this kubelet was stopped or starved: report Ready again.
   absl::StatusOr<json> current = client_->Get(kube::kNodes, "", node);
-  if (!current.ok() || NodeReadyStatus(*current) == "True") return;
+  if (!current.ok() || kube::ConditionStatus(*current, "Ready") == "True") return;
   json write = *current;
-  json conditions = json::array();
-  for (const json& c : write["status"].value("conditions", json::array())) {
-    if (c.value("type", "") != "Ready") conditions.push_back(c);
-  }
-  conditions.push_back({{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
-                        {"message", "cohort local kubelet is ready"},
-                        {"lastTransitionTime", FormatRfc3339(absl::Now())}});
-  write["status"]["conditions"] = conditions;
+  kube::SetCondition(write["status"]["conditions"], KubeletReady(), absl::Now());
   absl::StatusOr<json> written = client_->UpdateStatus(kube::kNodes, "", write);
   if (written.ok()) LogInfo("node ", node, ": Ready again");
 }

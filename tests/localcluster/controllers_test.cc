@@ -1,6 +1,7 @@
 // The local control plane's scheduler, node lifecycle and deployment controllers against the real
 // local API server over real sockets: where pods go, the addresses and names they get, what a
 // node that stops renewing its Lease turns into, and how a Deployment rolls.
+#include "kube/conditions.h"
 #include "localcluster/controllers/scheduler.h"
 
 #include <filesystem>
@@ -301,7 +302,7 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
 
   NodeLifecycleController controller(client_.get(), absl::Milliseconds(300));
   controller.Start();
-  json node = Await(kube::kNodes, "", "node-0", [](const json& n) { return NodeReadyStatus(n) == "Unknown"; });
+  json node = Await(kube::kNodes, "", "node-0", [](const json& n) { return kube::ConditionStatus(n, "Ready") == "Unknown"; });
   ASSERT_FALSE(node.is_null()) << "the node was not marked lost";
   EXPECT_THAT(node["status"].dump(), HasSubstr("NodeStatusUnknown"));
   node = Await(kube::kNodes, "", "node-0", [](const json& n) { return n["spec"].dump().find(kUnreachableTaint) != std::string::npos; });
@@ -329,7 +330,7 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
   });
   SetNodeReady("node-0", "True");
   node = Await(kube::kNodes, "", "node-0", [](const json& n) {
-    return NodeReadyStatus(n) == "True" && (!n["spec"].contains("taints") || n["spec"]["taints"].empty());
+    return kube::ConditionStatus(n, "Ready") == "True" && (!n["spec"].contains("taints") || n["spec"]["taints"].empty());
   });
   back.Notify();
   kubelet.join();
