@@ -23,7 +23,9 @@
 #include "common/log.h"
 #include "common/rfc3339.h"
 #include "common/token.h"
+#include "kube/conditions.h"
 #include "kube/json_fields.h"
+#include "kube/retry.h"
 #include "localcluster/apiserver/kube_protobuf.h"
 #include "localcluster/apiserver/openapi.h"
 #include "localcluster/apiserver/pod_validation.h"
@@ -373,15 +375,7 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
           {"columnDefinitions", columns}, {"rows", rows}};
 }
 
-// Where a request points: /api/v1/... or /apis/<group>/<version>/...
-struct Target {
-  ResourceType type;
-  std::string ns;
-  std::string name;         // Empty: the collection.
-  std::string subresource;  // "status", "eviction", "log", "token" (service accounts) or empty.
-};
-
-absl::StatusOr<Target> ParseTarget(ObjectStore& store, const std::string& path) {
+absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string& path) {
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
   std::string group;
   size_t i;
@@ -393,7 +387,7 @@ absl::StatusOr<Target> ParseTarget(ObjectStore& store, const std::string& path) 
   } else {
     return absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", path, ")"));
   }
-  Target t;
+  ResourceTarget t;
   std::vector<std::string> rest(parts.begin() + i, parts.end());
   if (rest.size() >= 3 && rest[0] == "namespaces") {
     t.ns = rest[1];
@@ -516,6 +510,24 @@ void ApiServer::Route() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  RouteDiscovery();
+  // Everything else under /api and /apis names a resource: one handler per verb.
+  for (const char* prefix : {R"(/api/.+)", R"(/apis/.+)"}) {
+    svr.Get(prefix, ForResource("GET", &ApiServer::ServeGet));
+    svr.Post(prefix, ForResource("POST", &ApiServer::ServeCreate));
+    svr.Put(prefix, ForResource("PUT", &ApiServer::ServeUpdate));
+    svr.Patch(prefix, ForResource("PATCH", &ApiServer::ServePatch));
+    svr.Delete(prefix, ForResource("DELETE", &ApiServer::ServeDelete));
+  }
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", req.path, ")")));
+    res.status = 404;
+  });
+}
+
+void ApiServer::RouteDiscovery() {
+  httplib::Server& svr = *server_;
   for (const char* probe : {"/healthz", "/readyz", "/livez"}) {
     svr.Get(probe, [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
   }
@@ -562,229 +574,275 @@ void ApiServer::Route() {
     }
     Reply(res, list);
   });
+}
 
-  // Everything else under /api and /apis names a resource.
-  auto handle = [this](const std::string& method) {
-    return [this, method](const httplib::Request& req, httplib::Response& res) {
-      absl::StatusOr<Target> target = ParseTarget(store_, req.path);
-      if (!target.ok()) {
-        Reply(res, target.status());
+// The requests that are not a plain read or write of an object: a subresource with a verb of
+// its own, or a kind that is a question rather than an object. Tried before the verb's handler.
+const ApiServer::Special ApiServer::kSpecials[] = {
+    {"GET", "log", "", &ApiServer::ServeLog},
+    {"POST", "token", "", &ApiServer::ServeToken},
+    {"POST", "eviction", "", &ApiServer::ServeEviction},
+    {"POST", "", "SelfSubjectAccessReview", &ApiServer::ServeAccessReview},
+    {"POST", "", "SubjectAccessReview", &ApiServer::ServeAccessReview},
+};
+
+std::function<void(const httplib::Request&, httplib::Response&)> ApiServer::ForResource(const char* method,
+                                                                                         ResourceHandler serve) {
+  return [this, method, serve](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<ResourceTarget> target = ParseTarget(store_, req.path);
+    if (!target.ok()) {
+      Reply(res, target.status());
+      return;
+    }
+    for (const Special& special : kSpecials) {
+      if (special.method != std::string_view(method)) continue;
+      if (*special.subresource != '\0' ? target->subresource == special.subresource
+                                       : target->type.kind == special.kind) {
+        (this->*special.serve)(*target, req, res);
         return;
       }
-      const Target& t = *target;
-      const ResourceType& type = t.type;
-      bool status = t.subresource == "status";
-      if (method == "GET" && t.subresource == "log") {
-        ServeLog(t.ns, t.name, req, res);
-        return;
-      }
-      if (method == "GET") {
-        bool table = absl::StrContains(req.get_header_value("Accept"), "as=Table");
-        if (!t.name.empty()) {
-          absl::StatusOr<json> obj = store_.Get(type, t.ns, t.name);
-          if (obj.ok() && table) obj = ToTable(type, {*obj}, clock_->Now(), absl::StrCat(store_.CurrentVersion()));
-          Reply(res, obj);
-          return;
-        }
-        absl::StatusOr<Selector> labels = Selector::ParseLabels(req.get_param_value("labelSelector"));
-        absl::StatusOr<Selector> fields = Selector::ParseFields(req.get_param_value("fieldSelector"));
-        if (!labels.ok() || !fields.ok()) {
-          Reply(res, absl::FailedPreconditionError(!labels.ok() ? labels.status().message() : fields.status().message()));
-          return;
-        }
-        std::string watch = req.get_param_value("watch");
-        if (watch == "1" || watch == "true") {
-          Watch(type, t.ns, t.name, *labels, *fields, req, res);
-          return;
-        }
-        json list = store_.List(type, t.ns, *labels, *fields);
-        if (table) {
-          std::vector<json> items(list["items"].begin(), list["items"].end());
-          Reply(res, ToTable(type, items, clock_->Now(), list["metadata"]["resourceVersion"]));
-          return;
-        }
-        Reply(res, list);
-        return;
-      }
-      if (method == "DELETE") {
-        if (t.name.empty()) {
-          Reply(res, absl::UnimplementedError("deleting a collection is not supported; delete objects by name"));
-          return;
-        }
-        std::optional<int64_t> grace;
-        int64_t g;
-        if (absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &g)) grace = g;
-        json options = json::parse(req.body, nullptr, false);
-        if (options.is_object() && options.contains("gracePeriodSeconds") && options["gracePeriodSeconds"].is_number()) {
-          grace = options["gracePeriodSeconds"].get<int64_t>();
-        }
-        absl::StatusOr<json> deleted = store_.Delete(type, t.ns, t.name, grace);
-        if (deleted.ok() && type.kind == "CustomResourceDefinition") {
-          if (absl::StatusOr<ResourceType> defined = TypeFromCrd(*deleted); defined.ok()) store_.RemoveType(defined->Key());
-        }
-        Reply(res, deleted);
-        return;
-      }
-      absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
-      if (!body.ok()) {
-        Reply(res, body.status());
-        return;
-      }
-      // A custom resource is pruned, defaulted and validated against its CRD's schema on every
-      // write (schema_validation.h); the unknown fields fieldValidation=Warn drops come back as
-      // Warning headers.
-      std::vector<std::string> warnings;
-      ObjectStore::Admission admit;
-      if (type.schema != nullptr) {
-        CustomResourceWrite write;
-        write.verb = method == "POST"  ? CustomResourceWrite::Verb::kCreate
-                     : method == "PUT" ? CustomResourceWrite::Verb::kUpdate
-                                       : CustomResourceWrite::Verb::kPatch;
-        absl::StatusOr<FieldValidation> validation = ParseFieldValidation(
-            req.get_param_value("fieldValidation"),
-            method == "POST" ? "CreateOptions" : method == "PUT" ? "UpdateOptions" : "PatchOptions");
-        if (!validation.ok()) {
-          Reply(res, validation.status());
-          return;
-        }
-        write.field_validation = *validation;
-        admit = [&type, write, &warnings](json& object, const json*, bool status_only) {
-          CustomResourceWrite this_write = write;
-          this_write.status_only = status_only;
-          return AdmitCustomResource(type, this_write, object, &warnings);
-        };
-      }
-      if (type.group.empty() && type.kind == "Pod") {
-        admit = [](json& object, const json* current, bool status_only) {
-          return status_only ? absl::OkStatus() : ValidatePodWrite(object, current);
-        };
-      }
-      // Field ownership (server_side_apply.h): every write but an apply records what its manager
-      // changed in metadata.managedFields, against the object it replaces.
-      const std::string manager =
-          FieldManagerOf(req.get_param_value("fieldManager"), req.get_header_value("User-Agent"));
-      ObjectStore::Admission record = [this, &type, &manager, admit](json& object, const json* current,
-                                                                      bool status_only) {
-        if (admit) {
-          if (absl::Status s = admit(object, current, status_only); !s.ok()) return s;
-        }
-        RecordUpdate(current, object, manager, type.status_subresource, clock_->Now());
-        return absl::OkStatus();
-      };
-      auto finish = [&res, &warnings](const absl::StatusOr<json>& result, int ok_code = 200) {
-        for (const std::string& w : warnings) res.set_header("Warning", WarningHeader(w));
-        Reply(res, result, ok_code);
-      };
-      absl::StatusOr<json> result;
-      if (method == "POST" && t.subresource == "token") {
-        // TokenRequest: what the kubelet mounts into a pod as its service account's token. The
-        // namespace's "default" service account exists without an object, as if Kubernetes'
-        // service account controller had made it.
-        if (t.name != "default") {
-          if (absl::StatusOr<json> account = store_.Get(type, t.ns, t.name); !account.ok()) {
-            Reply(res, account.status());
-            return;
-          }
-        }
-        json spec = body->value("spec", json::object());
-        const absl::Time expires = clock_->Now() + absl::Hours(24 * 365);
-        Reply(res,
-              json{{"kind", "TokenRequest"},
-                   {"apiVersion", "authentication.k8s.io/v1"},
-                   {"metadata", {{"name", t.name}, {"namespace", t.ns}}},
-                   {"spec", spec},
-                   {"status",
-                    {{"token", IssueServiceAccountToken(t.ns, t.name)},
-                     {"expirationTimestamp", FormatRfc3339(expires)}}}},
-              201);
-        return;
-      }
-      if (method == "POST" && (type.kind == "SelfSubjectAccessReview" || type.kind == "SubjectAccessReview")) {
-        absl::StatusOr<UserInfo> caller = options_.token.empty() ? UserInfo{"admin", {"system:masters"}} : Authenticate(req);
-        if (!caller.ok()) {
-          Reply(res, caller.status());
-          return;
-        }
-        UserInfo subject = *caller;
-        if (type.kind == "SubjectAccessReview") {
-          const json& spec = kube::Member(*body, "spec");
-          subject.name = kube::StringMember(spec, "user");
-          subject.groups.clear();
-          for (const json& g : kube::ArrayMember(spec, "groups")) {
-            if (g.is_string()) subject.groups.push_back(g.get<std::string>());
-          }
-        }
-        Reply(res, AccessReview(subject, *body), 201);
-        return;
-      }
-      if (method == "POST" && t.subresource == "eviction") {
-        result = Evict(type, t.ns, t.name);
-      } else if (method == "POST") {
-        if (!t.name.empty()) {
-          Reply(res, absl::UnimplementedError("POST goes to the collection, not to an object"));
-          return;
-        }
-        if (type.kind == "CustomResourceDefinition") {
-          if (absl::StatusOr<ResourceType> defined = TypeFromCrd(*body); !defined.ok()) {
-            Reply(res, defined.status());
-            return;
-          }
-        }
-        result = store_.Create(type, type.namespaced ? t.ns : "", *body, record);
-        if (result.ok() && type.kind == "CustomResourceDefinition") result = Establish(*result);
-        finish(result, 201);
-        return;
-      } else if (method == "PUT") {
-        result = store_.Update(type, t.ns, t.name, *body, status, record);
-        if (result.ok() && type.kind == "CustomResourceDefinition" && !status) result = Establish(*result);
-      } else {  // PATCH
-        std::string content_type = req.get_header_value("Content-Type");
-        if (absl::StrContains(content_type, "json-patch+json")) {
-          absl::StatusOr<json> current = store_.Get(type, t.ns, t.name);
-          if (!current.ok()) {
-            Reply(res, current.status());
-            return;
-          }
-          try {
-            json patched = current->patch(*body);
-            result = store_.Update(type, t.ns, t.name, patched, status, record);
-          } catch (const json::exception& e) {
-            result = absl::InvalidArgumentError(absl::StrCat("the JSON patch cannot be applied: ", e.what()));
-          }
-        } else if (absl::StrContains(content_type, "apply-patch")) {
-          if (!t.subresource.empty()) {
-            Reply(res, absl::UnimplementedError(absl::StrCat(
-                           "server-side apply to the ", t.subresource,
-                           " subresource is not supported here; apply the object, or patch its ", t.subresource)));
-            return;
-          }
-          const bool existed = store_.Get(type, t.ns, t.name).ok();
-          std::string force = req.get_param_value("force");
-          result = Apply(type, t.ns, t.name, *body, manager, force == "true" || force == "1", admit);
-          if (result.ok() && type.kind == "CustomResourceDefinition") result = Establish(*result);
-          // 201 when the apply created the object, as Kubernetes answers.
-          finish(result, result.ok() && !existed ? 201 : 200);
-          return;
-        } else {
-          result = store_.Patch(type, t.ns, t.name, *body, status, record);
-        }
-        if (result.ok() && type.kind == "CustomResourceDefinition" && !status) result = Establish(*result);
-      }
-      finish(result);
-    };
+    }
+    (this->*serve)(*target, req, res);
   };
-  for (const char* prefix : {R"(/api/.+)", R"(/apis/.+)"}) {
-    svr.Get(prefix, handle("GET"));
-    svr.Post(prefix, handle("POST"));
-    svr.Put(prefix, handle("PUT"));
-    svr.Patch(prefix, handle("PATCH"));
-    svr.Delete(prefix, handle("DELETE"));
+}
+
+void ApiServer::ServeGet(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  bool table = absl::StrContains(req.get_header_value("Accept"), "as=Table");
+  if (!t.name.empty()) {
+    absl::StatusOr<json> obj = store_.Get(t.type, t.ns, t.name);
+    if (obj.ok() && table) obj = ToTable(t.type, {*obj}, clock_->Now(), absl::StrCat(store_.CurrentVersion()));
+    Reply(res, obj);
+    return;
   }
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", req.path, ")")));
-    res.status = 404;
-  });
+  absl::StatusOr<Selector> labels = Selector::ParseLabels(req.get_param_value("labelSelector"));
+  absl::StatusOr<Selector> fields = Selector::ParseFields(req.get_param_value("fieldSelector"));
+  if (!labels.ok() || !fields.ok()) {
+    Reply(res, absl::FailedPreconditionError(!labels.ok() ? labels.status().message() : fields.status().message()));
+    return;
+  }
+  std::string watch = req.get_param_value("watch");
+  if (watch == "1" || watch == "true") {
+    Watch(t.type, t.ns, t.name, *labels, *fields, req, res);
+    return;
+  }
+  json list = store_.List(t.type, t.ns, *labels, *fields);
+  if (table) {
+    std::vector<json> items(list["items"].begin(), list["items"].end());
+    Reply(res, ToTable(t.type, items, clock_->Now(), list["metadata"]["resourceVersion"]));
+    return;
+  }
+  Reply(res, list);
+}
+
+void ApiServer::ServeDelete(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  if (t.name.empty()) {
+    Reply(res, absl::UnimplementedError("deleting a collection is not supported; delete objects by name"));
+    return;
+  }
+  std::optional<int64_t> grace;
+  int64_t g;
+  if (absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &g)) grace = g;
+  json options = json::parse(req.body, nullptr, false);
+  if (options.is_object() && options.contains("gracePeriodSeconds") && options["gracePeriodSeconds"].is_number()) {
+    grace = options["gracePeriodSeconds"].get<int64_t>();
+  }
+  absl::StatusOr<json> deleted = store_.Delete(t.type, t.ns, t.name, grace);
+  AfterDelete(t.type, deleted);
+  Reply(res, deleted);
+}
+
+absl::Status ApiServer::PrepareWrite(const ResourceTarget& t, const httplib::Request& req, WriteRequest& write) {
+  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
+  if (!body.ok()) return body.status();
+  write.body = *std::move(body);
+  // A custom resource is pruned, defaulted and validated against its CRD's schema on every
+  // write (schema_validation.h); the unknown fields fieldValidation=Warn drops come back as
+  // Warning headers.
+  if (t.type.schema != nullptr) {
+    CustomResourceWrite cr_write;
+    cr_write.verb = req.method == "POST"  ? CustomResourceWrite::Verb::kCreate
+                    : req.method == "PUT" ? CustomResourceWrite::Verb::kUpdate
+                                          : CustomResourceWrite::Verb::kPatch;
+    absl::StatusOr<FieldValidation> validation = ParseFieldValidation(
+        req.get_param_value("fieldValidation"),
+        req.method == "POST" ? "CreateOptions" : req.method == "PUT" ? "UpdateOptions" : "PatchOptions");
+    if (!validation.ok()) return validation.status();
+    cr_write.field_validation = *validation;
+    write.admit = [type = &t.type, cr_write, warnings = &write.warnings](json& object, const json*,
+                                                                         bool status_only) {
+      CustomResourceWrite this_write = cr_write;
+      this_write.status_only = status_only;
+      return AdmitCustomResource(*type, this_write, object, warnings);
+    };
+  }
+  if (t.type.group.empty() && t.type.kind == "Pod") {
+    write.admit = [](json& object, const json* current, bool status_only) {
+      return status_only ? absl::OkStatus() : ValidatePodWrite(object, current);
+    };
+  }
+  // Field ownership (server_side_apply.h): every write but an apply records what its manager
+  // changed in metadata.managedFields, against the object it replaces.
+  write.manager = FieldManagerOf(req.get_param_value("fieldManager"), req.get_header_value("User-Agent"));
+  write.record = [this, type = &t.type, manager = write.manager, admit = write.admit](
+                     json& object, const json* current, bool status_only) {
+    if (admit) {
+      if (absl::Status s = admit(object, current, status_only); !s.ok()) return s;
+    }
+    RecordUpdate(current, object, manager, type->status_subresource, clock_->Now());
+    return absl::OkStatus();
+  };
+  return absl::OkStatus();
+}
+
+void ApiServer::FinishWrite(const WriteRequest& write, const absl::StatusOr<json>& result, httplib::Response& res,
+                            int ok_code) {
+  for (const std::string& w : write.warnings) res.set_header("Warning", WarningHeader(w));
+  Reply(res, result, ok_code);
+}
+
+void ApiServer::ServeCreate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  WriteRequest write;
+  if (absl::Status prepared = PrepareWrite(t, req, write); !prepared.ok()) {
+    Reply(res, prepared);
+    return;
+  }
+  if (!t.name.empty()) {
+    Reply(res, absl::UnimplementedError("POST goes to the collection, not to an object"));
+    return;
+  }
+  if (absl::Status creatable = BeforeCreate(t.type, write.body); !creatable.ok()) {
+    Reply(res, creatable);
+    return;
+  }
+  absl::StatusOr<json> result = store_.Create(t.type, t.type.namespaced ? t.ns : "", write.body, write.record);
+  FinishWrite(write, AfterWrite(t.type, std::move(result), /*status_only=*/false), res, 201);
+}
+
+void ApiServer::ServeUpdate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  WriteRequest write;
+  if (absl::Status prepared = PrepareWrite(t, req, write); !prepared.ok()) {
+    Reply(res, prepared);
+    return;
+  }
+  const bool status = t.subresource == "status";
+  absl::StatusOr<json> result = store_.Update(t.type, t.ns, t.name, write.body, status, write.record);
+  FinishWrite(write, AfterWrite(t.type, std::move(result), status), res);
+}
+
+void ApiServer::ServePatch(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  WriteRequest write;
+  if (absl::Status prepared = PrepareWrite(t, req, write); !prepared.ok()) {
+    Reply(res, prepared);
+    return;
+  }
+  const bool status = t.subresource == "status";
+  const std::string content_type = req.get_header_value("Content-Type");
+  absl::StatusOr<json> result;
+  if (absl::StrContains(content_type, "apply-patch")) {
+    if (!t.subresource.empty()) {
+      Reply(res, absl::UnimplementedError(absl::StrCat(
+                     "server-side apply to the ", t.subresource,
+                     " subresource is not supported here; apply the object, or patch its ", t.subresource)));
+      return;
+    }
+    const bool existed = store_.Get(t.type, t.ns, t.name).ok();
+    const std::string force = req.get_param_value("force");
+    result = Apply(t.type, t.ns, t.name, write.body, write.manager, force == "true" || force == "1", write.admit);
+    result = AfterWrite(t.type, std::move(result), /*status_only=*/false);
+    // 201 when the apply created the object, as Kubernetes answers.
+    FinishWrite(write, result, res, result.ok() && !existed ? 201 : 200);
+    return;
+  }
+  if (absl::StrContains(content_type, "json-patch+json")) {
+    absl::StatusOr<json> current = store_.Get(t.type, t.ns, t.name);
+    if (!current.ok()) {
+      Reply(res, current.status());
+      return;
+    }
+    try {
+      json patched = current->patch(write.body);
+      result = store_.Update(t.type, t.ns, t.name, patched, status, write.record);
+    } catch (const json::exception& e) {
+      result = absl::InvalidArgumentError(absl::StrCat("the JSON patch cannot be applied: ", e.what()));
+    }
+  } else {
+    result = store_.Patch(t.type, t.ns, t.name, write.body, status, write.record);
+  }
+  FinishWrite(write, AfterWrite(t.type, std::move(result), status), res);
+}
+
+absl::Status ApiServer::BeforeCreate(const ResourceType& type, const json& object) {
+  if (type.kind != "CustomResourceDefinition") return absl::OkStatus();
+  return TypeFromCrd(object).status();
+}
+
+absl::StatusOr<json> ApiServer::AfterWrite(const ResourceType& type, absl::StatusOr<json> written, bool status_only) {
+  if (!written.ok() || status_only || type.kind != "CustomResourceDefinition") return written;
+  return Establish(*written);
+}
+
+void ApiServer::AfterDelete(const ResourceType& type, const absl::StatusOr<json>& deleted) {
+  if (!deleted.ok() || type.kind != "CustomResourceDefinition") return;
+  if (absl::StatusOr<ResourceType> defined = TypeFromCrd(*deleted); defined.ok()) store_.RemoveType(defined->Key());
+}
+
+void ApiServer::ServeToken(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
+  if (!body.ok()) {
+    Reply(res, body.status());
+    return;
+  }
+  // TokenRequest: what the kubelet mounts into a pod as its service account's token. The
+  // namespace's "default" service account exists without an object, as if Kubernetes' service
+  // account controller had made it.
+  if (t.name != "default") {
+    if (absl::StatusOr<json> account = store_.Get(t.type, t.ns, t.name); !account.ok()) {
+      Reply(res, account.status());
+      return;
+    }
+  }
+  json spec = body->value("spec", json::object());
+  const absl::Time expires = clock_->Now() + absl::Hours(24 * 365);
+  Reply(res,
+        json{{"kind", "TokenRequest"},
+             {"apiVersion", "authentication.k8s.io/v1"},
+             {"metadata", {{"name", t.name}, {"namespace", t.ns}}},
+             {"spec", spec},
+             {"status",
+              {{"token", IssueServiceAccountToken(t.ns, t.name)}, {"expirationTimestamp", FormatRfc3339(expires)}}}},
+        201);
+}
+
+void ApiServer::ServeEviction(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
+  if (!body.ok()) {
+    Reply(res, body.status());
+    return;
+  }
+  Reply(res, Evict(t.type, t.ns, t.name));
+}
+
+void ApiServer::ServeAccessReview(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
+  if (!body.ok()) {
+    Reply(res, body.status());
+    return;
+  }
+  absl::StatusOr<UserInfo> caller = options_.token.empty() ? UserInfo{"admin", {"system:masters"}} : Authenticate(req);
+  if (!caller.ok()) {
+    Reply(res, caller.status());
+    return;
+  }
+  UserInfo subject = *caller;
+  if (t.type.kind == "SubjectAccessReview") {
+    const json& spec = kube::Member(*body, "spec");
+    subject.name = kube::StringMember(spec, "user");
+    subject.groups.clear();
+    for (const json& g : kube::ArrayMember(spec, "groups")) {
+      if (g.is_string()) subject.groups.push_back(g.get<std::string>());
+    }
+  }
+  Reply(res, AccessReview(subject, *body), 201);
 }
 
 absl::StatusOr<json> ApiServer::Apply(const ResourceType& type, const std::string& ns, const std::string& name,
@@ -799,22 +857,33 @@ absl::StatusOr<json> ApiServer::Apply(const ResourceType& type, const std::strin
                                                    name, "\"; metadata.name must match the URL"));
   }
   if (type.namespaced) body["metadata"]["namespace"] = ns;
-  // Optimistic: read, merge, write with the version read; another write in between means again.
-  for (int attempt = 0; attempt < 8; ++attempt) {
+  // Optimistic: read, merge, write with the version read; another write in between (or a create
+  // of the same name) means again.
+  absl::StatusOr<json> applied_object;
+  absl::Status raced = kube::RetryOnConflict([&]() -> absl::Status {
     absl::StatusOr<json> current = store_.Get(type, ns, name);
     if (!current.ok() && current.status().code() != absl::StatusCode::kNotFound) return current.status();
-    if (!current.ok() && type.kind == "CustomResourceDefinition") {
-      if (absl::StatusOr<ResourceType> defined = TypeFromCrd(body); !defined.ok()) return defined.status();
+    if (!current.ok()) {
+      if (absl::Status creatable = BeforeCreate(type, body); !creatable.ok()) return creatable;
     }
     absl::StatusOr<json> merged = ServerSideApply(current.ok() ? &*current : nullptr, body, manager, force,
                                                   type.status_subresource, clock_->Now());
-    if (!merged.ok()) return merged.status();
-    absl::StatusOr<json> stored = current.ok() ? store_.Update(type, ns, name, *merged, false, admit)
-                                               : store_.Create(type, ns, *merged, admit);
-    absl::StatusCode code = stored.status().code();
-    if (stored.ok() || (code != absl::StatusCode::kAborted && code != absl::StatusCode::kAlreadyExists)) return stored;
+    if (!merged.ok()) {
+      // The answer (a field owned by another manager is a conflict too, but applying again
+      // cannot change it): not tried again.
+      applied_object = merged.status();
+      return absl::OkStatus();
+    }
+    applied_object = current.ok() ? store_.Update(type, ns, name, *merged, false, admit)
+                                  : store_.Create(type, ns, *merged, admit);
+    if (absl::IsAlreadyExists(applied_object.status())) return absl::AbortedError("created meanwhile");
+    return absl::IsAborted(applied_object.status()) ? applied_object.status() : absl::OkStatus();
+  });
+  if (absl::IsAborted(raced)) {
+    return absl::AbortedError(absl::StrCat(name, " kept changing while it was applied; apply again"));
   }
-  return absl::AbortedError(absl::StrCat(name, " kept changing while it was applied; apply again"));
+  if (!raced.ok()) return raced;
+  return applied_object;
 }
 
 std::string ApiServer::IssueServiceAccountToken(const std::string& ns, const std::string& name) const {
@@ -892,7 +961,7 @@ absl::Status ApiServer::Authorize(const UserInfo& user, const httplib::Request& 
   if (user.IsMaster()) {
     return absl::OkStatus();
   }
-  absl::StatusOr<Target> target = ParseTarget(store_, req.path);
+  absl::StatusOr<ResourceTarget> target = ParseTarget(store_, req.path);
   if (!target.ok()) return absl::OkStatus();  // Discovery, OpenAPI, /version: every user may read them.
   RequestAttributes r;
   const std::string& method = req.method;
@@ -955,14 +1024,13 @@ absl::StatusOr<json> ApiServer::Establish(const json& crd) {
   absl::StatusOr<ResourceType> t = TypeFromCrd(crd);
   if (!t.ok()) return t.status();
   store_.AddType(*t);
-  std::string now = FormatRfc3339(clock_->Now());
-  json status = {{"acceptedNames", crd["spec"]["names"]},
-                 {"storedVersions", {t->version}},
-                 {"conditions",
-                  {{{"type", "NamesAccepted"}, {"status", "True"}, {"reason", "NoConflicts"},
-                    {"message", "no conflicts found"}, {"lastTransitionTime", now}},
-                   {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
-                    {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}}}};
+  json status = {{"acceptedNames", crd["spec"]["names"]}, {"storedVersions", {t->version}}};
+  kube::SetCondition(status["conditions"],
+                     kube::Condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"), clock_->Now());
+  kube::SetCondition(status["conditions"],
+                     kube::Condition("Established", "True", "InitialNamesAccepted",
+                                     "the initial names have been accepted"),
+                     clock_->Now());
   if (crd.contains("status") && crd["status"].value("conditions", json::array()).size() == 2) return crd;  // Done before.
   return store_.Patch(*store_.FindType("apiextensions.k8s.io", "customresourcedefinitions"), "",
                       crd["metadata"]["name"], {{"status", status}}, /*status_only=*/true);
@@ -971,13 +1039,10 @@ absl::StatusOr<json> ApiServer::Establish(const json& crd) {
 absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::string& ns, const std::string& name) {
   absl::StatusOr<json> pod = store_.Get(pods, ns, name);
   if (!pod.ok()) return pod.status();
-  json conditions = (*pod)["status"].value("conditions", json::array());
-  bool marked = false;
-  for (const json& c : conditions) marked |= c.value("type", "") == "DisruptionTarget";
-  if (!marked) {
-    conditions.push_back({{"type", "DisruptionTarget"}, {"status", "True"}, {"reason", "EvictionByEvictionAPI"},
-                          {"message", "Eviction API: evicting"},
-                          {"lastTransitionTime", FormatRfc3339(clock_->Now())}});
+  json conditions = kube::Member(*pod, "status", "conditions");
+  if (kube::SetCondition(conditions,
+                         kube::Condition("DisruptionTarget", "True", "EvictionByEvictionAPI", "Eviction API: evicting"),
+                         clock_->Now())) {
     absl::StatusOr<json> marked_pod =
         store_.Patch(pods, ns, name, {{"status", {{"conditions", conditions}}}}, /*status_only=*/true);
     if (!marked_pod.ok()) return marked_pod.status();
@@ -987,8 +1052,9 @@ absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::strin
   return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}, {"code", 201}};
 }
 
-void ApiServer::ServeLog(const std::string& ns, const std::string& name, const httplib::Request& req,
-                         httplib::Response& res) {
+void ApiServer::ServeLog(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+  const std::string& ns = t.ns;
+  const std::string& name = t.name;
   absl::StatusOr<json> pod = store_.Get(*store_.FindType("", "pods"), ns, name);
   if (!pod.ok()) {
     Reply(res, pod.status());
@@ -1039,8 +1105,8 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
     absl::Time last_sent;
   };
   auto state = std::make_shared<State>();
-  state->deadline = absl::Now() + absl::Seconds(timeout_seconds);
-  state->last_sent = absl::Now();
+  state->deadline = clock_->Now() + absl::Seconds(timeout_seconds);
+  state->last_sent = clock_->Now();
   auto event = [this, type, table, state](const std::string& event_type, const json& object) -> json {
     if (!table) return {{"type", event_type}, {"object", object}};
     json rows = ToTable(type, {object}, clock_->Now(), object["metadata"].value("resourceVersion", ""));
@@ -1080,7 +1146,7 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
           size_t, httplib::DataSink& sink) {
         auto send = [&](const json& event) {
           std::string line = event.dump() + "\n";
-          state->last_sent = absl::Now();
+          state->last_sent = clock_->Now();
           return sink.write(line.data(), line.size());
         };
         if (!state->started) {
@@ -1089,12 +1155,12 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
             if (!sink.write(line.data(), line.size())) return false;
           }
         }
-        if (stopping_ || absl::Now() >= state->deadline) {
+        if (stopping_ || clock_->Now() >= state->deadline) {
           sink.done();
           return true;
         }
         absl::StatusOr<std::vector<ObjectStore::WatchEvent>> events = store_.WaitForEvents(
-            type, ns, &state->after, std::min(state->deadline, absl::Now() + absl::Seconds(1)));
+            type, ns, &state->after, std::min(state->deadline - clock_->Now(), absl::Seconds(1)));
         if (!events.ok()) {
           send({{"type", "ERROR"}, {"object", StatusObject(events.status())}});
           sink.done();
@@ -1105,7 +1171,7 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
           if (!labels.Matches(*e.object) || !fields.Matches(*e.object)) continue;
           if (!send(event(e.type, *e.object))) return false;
         }
-        if (bookmarks && absl::Now() - state->last_sent > absl::Seconds(5)) {
+        if (bookmarks && clock_->Now() - state->last_sent > absl::Seconds(5)) {
           json marker = {{"kind", type.kind}, {"apiVersion", type.GroupVersion()},
                          {"metadata", {{"resourceVersion", absl::StrCat(state->after)}}}};
           if (table) {

@@ -22,6 +22,14 @@ struct Response;
 
 namespace cohort::local {
 
+// Where a request under /api or /apis points: /api/v1/... or /apis/<group>/<version>/...
+struct ResourceTarget {
+  ResourceType type;
+  std::string ns;
+  std::string name;         // Empty: the collection.
+  std::string subresource;  // "status", "eviction", "log", "token" (service accounts) or empty.
+};
+
 struct ApiServerOptions {
   std::string host = "127.0.0.1";  // The address it listens on ("0.0.0.0": every interface).
   // Further IP addresses the certificate is valid for (besides 127.0.0.1 and localhost), e.g. the
@@ -69,6 +77,60 @@ class ApiServer {
  private:
   ApiServer(const ApiServerOptions& options, Clock* clock);
   void Route();
+  // Probes, /version, OpenAPI and the discovery documents.
+  void RouteDiscovery();
+
+  // The requests for resources: one handler per verb, after the special requests (kSpecials).
+  using ResourceHandler = void (ApiServer::*)(const ResourceTarget& t, const httplib::Request& req,
+                                              httplib::Response& res);
+  std::function<void(const httplib::Request&, httplib::Response&)> ForResource(const char* method,
+                                                                              ResourceHandler serve);
+  // A subresource with a verb of its own (subresource set), or a kind that is a question rather
+  // than an object (kind set).
+  struct Special {
+    const char* method;
+    const char* subresource;
+    const char* kind;
+    ResourceHandler serve;
+  };
+  static const Special kSpecials[];
+  void ServeGet(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);     // get, list, watch
+  void ServeCreate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);  // POST
+  void ServeUpdate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);  // PUT
+  void ServePatch(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);   // merge, JSON, apply
+  void ServeDelete(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
+  // POST serviceaccounts/<name>/token: a TokenRequest.
+  void ServeToken(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
+  // POST pods/<name>/eviction (Evict).
+  void ServeEviction(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
+  // POST of a SelfSubjectAccessReview or SubjectAccessReview (AccessReview).
+  void ServeAccessReview(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
+  // GET pods/<name>/log: the container's output as text (?container=, default the first
+  // container; ?tailLines=N: the last N lines).
+  void ServeLog(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
+
+  // What every write (create, update, patch) brings: its body, what admits it (schema or pod
+  // validation) and records its field manager, and the warnings to answer with.
+  struct WriteRequest {
+    nlohmann::json body;
+    std::string manager;
+    std::vector<std::string> warnings;
+    ObjectStore::Admission admit;   // Validation only (server-side apply records its own fields).
+    ObjectStore::Admission record;  // Validation, then managedFields.
+  };
+  // Fills `write` (which must outlive its admissions: they point into it) for a write to `t`.
+  absl::Status PrepareWrite(const ResourceTarget& t, const httplib::Request& req, WriteRequest& write);
+  static void FinishWrite(const WriteRequest& write, const absl::StatusOr<nlohmann::json>& result,
+                          httplib::Response& res, int ok_code = 200);
+
+  // The one place CustomResourceDefinitions are special: a CRD must define a kind this server can
+  // serve before it is created; once written its kind is served and it is Established; once
+  // deleted its kind is no longer served. No-ops for every other kind.
+  absl::Status BeforeCreate(const ResourceType& type, const nlohmann::json& object);
+  absl::StatusOr<nlohmann::json> AfterWrite(const ResourceType& type, absl::StatusOr<nlohmann::json> written,
+                                            bool status_only);
+  void AfterDelete(const ResourceType& type, const absl::StatusOr<nlohmann::json>& deleted);
+
   // A server-side apply by `manager` (server_side_apply.h): creates the object or merges into it.
   absl::StatusOr<nlohmann::json> Apply(const ResourceType& type, const std::string& ns, const std::string& name,
                                        const nlohmann::json& applied, const std::string& manager, bool force,
@@ -77,9 +139,6 @@ class ApiServer {
   absl::StatusOr<nlohmann::json> Establish(const nlohmann::json& crd);
   // The eviction subresource: the DisruptionTarget condition, then graceful deletion.
   absl::StatusOr<nlohmann::json> Evict(const ResourceType& pods, const std::string& ns, const std::string& name);
-  // GET pods/<name>/log: the container's output as text (?container=, default the first
-  // container; ?tailLines=N: the last N lines).
-  void ServeLog(const std::string& ns, const std::string& name, const httplib::Request& req, httplib::Response& res);
   // Streams watch events as newline-delimited JSON until timeoutSeconds or shutdown.
   void Watch(const ResourceType& type, const std::string& ns, const std::string& name,
              const Selector& labels, const Selector& fields, const httplib::Request& req,

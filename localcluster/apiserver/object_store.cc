@@ -297,14 +297,14 @@ void ObjectStore::CollectGarbage(const std::string& owner_uid) {
 }
 
 absl::StatusOr<std::vector<ObjectStore::WatchEvent>> ObjectStore::WaitForEvents(
-    const ResourceType& t, const std::string& ns, int64_t* after, absl::Time deadline) const {
+    const ResourceType& t, const std::string& ns, int64_t* after, absl::Duration timeout) const {
   std::string key = t.Key();
   absl::MutexLock lock(&mu_);
   if (*after < oldest_kept_ - 1) {
     return absl::OutOfRangeError(absl::StrCat("too old resource version: ", *after, " (", oldest_kept_ - 1, ")"));
   }
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > *after || woken_; };
-  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   std::vector<WatchEvent> out;
   // History is ordered by version: skip to the first change after `*after`.
   auto it = std::lower_bound(history_.begin(), history_.end(), *after + 1,

@@ -93,10 +93,10 @@ class ObjectStore {
                                         const std::string& name, std::optional<int64_t> grace_seconds);
 
   int64_t CurrentVersion() const;
-  // Events of `t` in `ns` after `*after`, waiting until `deadline` for the first one; advances
+  // Events of `t` in `ns` after `*after`, waiting up to `timeout` for the first one; advances
   // `*after`. OutOfRange when `*after` is older than the history kept.
   absl::StatusOr<std::vector<WatchEvent>> WaitForEvents(const ResourceType& t, const std::string& ns,
-                                                        int64_t* after, absl::Time deadline) const;
+                                                        int64_t* after, absl::Duration timeout) const;
   // Wakes every waiting watch (for shutdown).
   void WakeWatches();
 
