@@ -24,6 +24,8 @@ inline constexpr char kGroup[] = "cohort.dev";
 inline constexpr char kVersion[] = "v1alpha1";
 inline constexpr char kKind[] = "DistributedJob";
 inline constexpr char kPlural[] = "distributedjobs";
+// A DNS label's and a label value's limit: pod names are both, and so are PodGroup names.
+inline constexpr size_t kMaxLabelLength = 63;
 // Where the API server serves DistributedJobs.
 inline const kube::Resource kDistributedJobs{kGroup, kVersion, kPlural};
 
