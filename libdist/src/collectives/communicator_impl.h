@@ -92,6 +92,9 @@ struct WorkAccess {
 // looks first: the Work's Test/Wait, or the process's watch thread (nccl_watch.h). A failure
 // of an NCCL call is handled on the worker thread (naming who held it up takes a while), which
 // then ends every call in flight.
+//
+// Defined in two files: the work engine (Submit, Run, RunHostCall, Finish, the worker thread) in
+// work_engine.cc; set-up, NCCL polling, failure handling and Split in communicator.cc.
 class CommunicatorImpl {
  public:
   // Sets up the backends among `processes` (job process ids, in rank order; this process among

@@ -7,36 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "libdist/src/collectives/collective_op.h"
+#include "libdist/src/collectives/shm_segments.h"
 
 namespace dist::internal {
-
-// A shared-memory segment: a memfd (never a file in /dev/shm, which containers cap at 64 MiB,
-// and nothing is left behind when the processes die) mapped into this process. RAII.
-class SharedSegment {
- public:
-  // A new zero-filled segment of `bytes`. Internal (naming the syscall) when it cannot be made.
-  static absl::StatusOr<SharedSegment> Create(size_t bytes);
-  // Maps a segment received from a peer; takes ownership of `fd`.
-  static absl::StatusOr<SharedSegment> Map(int fd, size_t bytes);
-  SharedSegment() = default;
-  SharedSegment(SharedSegment&& other) noexcept;
-  SharedSegment& operator=(SharedSegment&& other) noexcept;
-  ~SharedSegment();
-
-  uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-  int fd() const { return fd_; }
-  // Closes the fd (the mapping stays); done once every peer has its own copy.
-  void CloseFd();
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-  int fd_ = -1;
-};
 
 // The host backend between ranks that share memory. Each rank owns one segment, mapped by every
 // rank: a few counters, each on its own cache line, and kSlots in- and out-slots. Data moves in

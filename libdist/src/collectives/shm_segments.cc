@@ -1,18 +1,22 @@
 #include "libdist/src/collectives/shm_segments.h"
 
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "libdist/src/collectives/poll_util.h"
+#include "libdist/src/collectives/shm_backend.h"
 
 namespace dist::internal {
 namespace {
@@ -63,6 +67,60 @@ int ReceiveFd(int sock, uint32_t* rank) {
 }
 
 }  // namespace
+
+absl::StatusOr<SharedSegment> SharedSegment::Create(size_t bytes) {
+  const int fd = static_cast<int>(syscall(SYS_memfd_create, "cohort-collectives", MFD_CLOEXEC));
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("memfd_create failed: ", std::strerror(errno),
+                                            "; set COHORT_HOST_TRANSPORT=tcp to avoid shared "
+                                            "memory"));
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int e = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("could not size a ", bytes,
+                                            "-byte shared-memory segment: ", std::strerror(e)));
+  }
+  return Map(fd, bytes);
+}
+
+absl::StatusOr<SharedSegment> SharedSegment::Map(int fd, size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("could not map a ", bytes,
+                                            "-byte shared-memory segment: ", std::strerror(e)));
+  }
+  SharedSegment s;
+  s.data_ = static_cast<uint8_t*>(p);
+  s.size_ = bytes;
+  s.fd_ = fd;
+  return s;
+}
+
+SharedSegment::SharedSegment(SharedSegment&& other) noexcept { *this = std::move(other); }
+
+SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
+  if (this != &other) {
+    this->~SharedSegment();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+SharedSegment::~SharedSegment() {
+  if (data_) munmap(data_, size_);
+  CloseFd();
+  data_ = nullptr;
+}
+
+void SharedSegment::CloseFd() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
 
 absl::StatusOr<SegmentServer> SegmentServer::Start() {
   std::random_device rd;

@@ -1,17 +1,44 @@
 #pragma once
 
-// How the ranks of one host hand each other their shared-memory segments before the shared-memory
-// backend's first call: each rank serves its segment's file descriptor on an abstract Unix socket.
+// The shared-memory backend's segments, and how the ranks of one host hand them to each other
+// before its first call: each rank serves its segment's file descriptor on an abstract Unix
+// socket. shm_backend.h includes this header for SharedSegment, so this one must not include it.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "libdist/src/collectives/collective_op.h"
-#include "libdist/src/collectives/shm_backend.h"
 
 namespace dist::internal {
+
+// A shared-memory segment: a memfd (never a file in /dev/shm, which containers cap at 64 MiB,
+// and nothing is left behind when the processes die) mapped into this process. RAII.
+class SharedSegment {
+ public:
+  // A new zero-filled segment of `bytes`. Internal (naming the syscall) when it cannot be made.
+  static absl::StatusOr<SharedSegment> Create(size_t bytes);
+  // Maps a segment received from a peer; takes ownership of `fd`.
+  static absl::StatusOr<SharedSegment> Map(int fd, size_t bytes);
+  SharedSegment() = default;
+  SharedSegment(SharedSegment&& other) noexcept;
+  SharedSegment& operator=(SharedSegment&& other) noexcept;
+  ~SharedSegment();
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+  // Closes the fd (the mapping stays); done once every peer has its own copy.
+  void CloseFd();
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+};
 
 // A listening abstract Unix socket with a random name, that hands this rank's segment to every
 // local peer that connects. RAII.
