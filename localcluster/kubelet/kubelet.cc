@@ -35,6 +35,7 @@
 #include "kube/retry.h"
 #include "localcluster/controllers/node_lifecycle.h"
 #include "localcluster/controllers/scheduler.h"
+#include "localcluster/podnet/pod_network_env.h"
 
 namespace cohort::local {
 namespace {
@@ -517,7 +518,7 @@ class Kubelet::PodWorker {
       // Volumes are not listed: their paths are rewritten in the arguments and environment, and
       // a program creating files under them must see one file system, which only open() cannot
       // give. Containers have the real mount.
-      if (!InContainers()) env["COHORT_LOCAL_MOUNTS"] = absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_);
+      if (!InContainers()) env[kMountsVariable] = absl::StrCat(kServiceAccountMountPath, "=", service_account_dir_);
       // In-cluster config: the API server's address, as a Service named kubernetes would give it.
       const std::string& server = o.api_server;
       const size_t host_at = server.find("://") == std::string::npos ? 0 : server.find("://") + 3;
@@ -528,8 +529,8 @@ class Kubelet::PodWorker {
       }
     }
     if (InContainers()) return env;
-    env["COHORT_LOCAL_POD_IP"] = address_;
-    env["COHORT_LOCAL_HOSTS_FILE"] = (fs::path(o.root_dir) / "hosts").string();
+    env[kPodIpVariable] = address_;
+    env[kHostsFileVariable] = (fs::path(o.root_dir) / "hosts").string();
     env["GRPC_DNS_RESOLVER"] = "native";  // getaddrinfo, which the pod-network library answers.
     if (!o.pod_network_library.empty()) env["LD_PRELOAD"] = o.pod_network_library;
     return env;

@@ -33,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+#include "localcluster/podnet/pod_network_env.h"
+
 namespace {
 
 using BindFn = int (*)(int, const sockaddr*, socklen_t);
@@ -44,7 +46,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // The address of `name` in the hosts file, or "".
 std::string LookUp(const std::string& name) {
-  const char* path = std::getenv("COHORT_LOCAL_HOSTS_FILE");
+  const char* path = std::getenv(cohort::local::kHostsFileVariable);
   if (path == nullptr) return "";
   std::ifstream in(path);
   std::string line;
@@ -63,7 +65,7 @@ std::string LookUp(const std::string& name) {
 const std::vector<std::pair<std::string, std::string>>& Mounts() {
   static const auto* mounts = [] {
     auto* out = new std::vector<std::pair<std::string, std::string>>();
-    const char* table = std::getenv("COHORT_LOCAL_MOUNTS");
+    const char* table = std::getenv(cohort::local::kMountsVariable);
     std::string entries = table != nullptr ? table : "";
     size_t start = 0;
     while (start < entries.size()) {
@@ -164,7 +166,7 @@ extern "C" int openat64(int dir_fd, const char* path, int flags, ...) __attribut
 
 extern "C" int gethostname(char* name, size_t length) {
   static auto real = Next<int (*)(char*, size_t)>("gethostname");
-  const char* pod = std::getenv("COHORT_LOCAL_POD_IP") != nullptr ? std::getenv("HOSTNAME") : nullptr;
+  const char* pod = std::getenv(cohort::local::kPodIpVariable) != nullptr ? std::getenv("HOSTNAME") : nullptr;
   if (pod == nullptr || *pod == '\0') return real(name, length);
   const size_t n = std::strlen(pod);
   if (n + 1 > length) {
@@ -177,7 +179,7 @@ extern "C" int gethostname(char* name, size_t length) {
 
 extern "C" int bind(int fd, const sockaddr* addr, socklen_t len) {
   static BindFn real = reinterpret_cast<BindFn>(dlsym(RTLD_NEXT, "bind"));
-  const char* pod_ip = std::getenv("COHORT_LOCAL_POD_IP");
+  const char* pod_ip = std::getenv(cohort::local::kPodIpVariable);
   in_addr pod{};
   if (pod_ip == nullptr || addr == nullptr || inet_pton(AF_INET, pod_ip, &pod) != 1) return real(fd, addr, len);
   if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
@@ -208,7 +210,7 @@ extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo
     std::string name(node);
     while (!name.empty() && name.back() == '.') name.pop_back();
     // The pod's own hostname is its address, as a pod's /etc/hosts says.
-    const char* own_ip = std::getenv("COHORT_LOCAL_POD_IP");
+    const char* own_ip = std::getenv(cohort::local::kPodIpVariable);
     const char* own_name = std::getenv("HOSTNAME");
     std::string address =
         own_ip != nullptr && own_name != nullptr && name == own_name ? std::string(own_ip) : LookUp(name);
