@@ -167,52 +167,6 @@ json Lookup(const json& object, const std::string& path) {
   return *node;
 }
 
-// --- Built-in kinds ---
-
-std::vector<ResourceType> BuiltinTypes() {
-  auto core = [](std::string plural, std::string singular, std::string kind, bool namespaced,
-                 bool status, std::vector<std::string> short_names) {
-    return ResourceType{"", "v1", plural, singular, kind, namespaced, status, short_names};
-  };
-  std::vector<ResourceType> types = {
-      core("namespaces", "namespace", "Namespace", false, true, {"ns"}),
-      core("nodes", "node", "Node", false, true, {"no"}),
-      core("pods", "pod", "Pod", true, true, {"po"}),
-      core("services", "service", "Service", true, true, {"svc"}),
-      core("endpoints", "endpoints", "Endpoints", true, false, {"ep"}),
-      core("secrets", "secret", "Secret", true, false, {}),
-      core("configmaps", "configmap", "ConfigMap", true, false, {"cm"}),
-      core("events", "event", "Event", true, false, {"ev"}),
-      core("serviceaccounts", "serviceaccount", "ServiceAccount", true, false, {"sa"}),
-  };
-  for (ResourceType& t : types) {
-    if (t.kind == "Pod" || t.kind == "Service") t.categories = {"all"};
-  }
-  types.push_back({"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, {}});
-  // What a chart installs: the operator's Deployment and its RBAC (the deployment controller
-  // keeps ReplicaSets and pods; rbac.h authorizes service accounts by these objects).
-  types.push_back({"apps", "v1", "deployments", "deployment", "Deployment", true, true, {"deploy"}});
-  types.push_back({"apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, {"rs"}});
-  types.back().categories = {"all"};
-  types[types.size() - 2].categories = {"all"};
-  // `kubectl auth can-i` asks a SelfSubjectAccessReview; a webhook, a SubjectAccessReview.
-  types.push_back({"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
-                   "SelfSubjectAccessReview", false, false, {}});
-  types.push_back({"authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview",
-                   "SubjectAccessReview", false, false, {}});
-  for (auto [plural, singular, kind, namespaced] :
-       std::vector<std::tuple<std::string, std::string, std::string, bool>>{
-           {"roles", "role", "Role", true},
-           {"rolebindings", "rolebinding", "RoleBinding", true},
-           {"clusterroles", "clusterrole", "ClusterRole", false},
-           {"clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false}}) {
-    types.push_back({"rbac.authorization.k8s.io", "v1", plural, singular, kind, namespaced, false, {}});
-  }
-  types.push_back({"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
-                   "CustomResourceDefinition", false, true, {"crd", "crds"}});
-  return types;
-}
-
 // The kind a CRD object defines (its storage version, else its first served one).
 absl::StatusOr<ResourceType> TypeFromCrd(const json& crd) {
   const json& spec = crd.value("spec", json::object());

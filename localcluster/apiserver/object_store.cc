@@ -1,5 +1,8 @@
 #include "localcluster/apiserver/object_store.h"
 
+#include <tuple>
+#include <utility>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/rfc3339.h"
@@ -106,7 +109,9 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
     if (absl::Status s = admit(object, /*current=*/nullptr, /*status_only=*/false); !s.ok()) return s;
   }
   json& meta = object["metadata"];
-  meta["uid"] = absl::StrCat(GenerateToken().substr(0, 8), "-", ++uid_counter_);
+  const bool given_uid = accept_given_uids_ && meta.contains("uid") && meta["uid"].is_string() &&
+                         !meta["uid"].get<std::string>().empty() && !uids_.count(meta["uid"].get<std::string>());
+  if (!given_uid) meta["uid"] = absl::StrCat(GenerateToken().substr(0, 8), "-", ++uid_counter_);
   meta["resourceVersion"] = absl::StrCat(++version_);
   meta["creationTimestamp"] = FormatRfc3339(clock_->Now());
   meta["generation"] = 1;
@@ -125,7 +130,7 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   // Kubernetes' garbage collector deletes an object whose owners are all gone: one a controller
   // made from a stale view (a ReplicaSet for a Deployment just deleted, a pod for that
   // ReplicaSet) does not outlive them. Here it goes at once; the create itself succeeds, as there.
-  if (OwnersGone(object)) DeleteLocked(t, ns, name, /*grace_seconds=*/0).IgnoreError();
+  if (!gc_paused_ && OwnersGone(object)) DeleteLocked(t, ns, name, /*grace_seconds=*/0).IgnoreError();
   return object;
 }
 
@@ -258,7 +263,8 @@ absl::StatusOr<json> ObjectStore::DeleteLocked(const ResourceType& t, const std:
   auto it = objects.find({ns, name});
   if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
   json& obj = it->second;
-  bool bound = t.kind == "Pod" && !obj["spec"].value("nodeName", "").empty();
+  bool bound = t.kind == "Pod" && obj.contains("spec") && obj["spec"].is_object() &&
+               !obj["spec"].value("nodeName", "").empty();
   if (bound && grace_seconds.value_or(1) != 0) {
     if (obj["metadata"].contains("deletionTimestamp")) return obj;  // Already terminating.
     int64_t grace = grace_seconds.value_or(obj["spec"].value("terminationGracePeriodSeconds", 30));
@@ -281,6 +287,10 @@ absl::StatusOr<json> ObjectStore::Delete(const ResourceType& t, const std::strin
 
 void ObjectStore::CollectGarbage(const std::string& owner_uid) {
   if (owner_uid.empty()) return;
+  if (gc_paused_) {
+    gone_owners_.push_back(owner_uid);
+    return;
+  }
   std::vector<std::tuple<ResourceType, std::string, std::string>> dependents;
   for (const auto& [key, objects] : objects_) {
     for (const auto& [id, obj] : objects) {
@@ -316,9 +326,71 @@ absl::StatusOr<std::vector<ObjectStore::WatchEvent>> ObjectStore::WaitForEvents(
   return out;
 }
 
+void ObjectStore::PauseGarbageCollection(bool paused) {
+  absl::MutexLock lock(&mu_);
+  gc_paused_ = paused;
+  if (paused) return;
+  for (const std::string& uid : std::exchange(gone_owners_, {})) CollectGarbage(uid);
+}
+
+void ObjectStore::AcceptGivenUids(bool accept) {
+  absl::MutexLock lock(&mu_);
+  accept_given_uids_ = accept;
+}
+
+void ObjectStore::Compact() {
+  absl::MutexLock lock(&mu_);
+  history_.clear();
+  oldest_kept_ = version_ + 1;
+}
+
 void ObjectStore::WakeWatches() {
   absl::MutexLock lock(&mu_);
   woken_ = true;
+}
+
+std::vector<ResourceType> BuiltinTypes() {
+  auto core = [](std::string plural, std::string singular, std::string kind, bool namespaced,
+                 bool status, std::vector<std::string> short_names) {
+    return ResourceType{"", "v1", plural, singular, kind, namespaced, status, short_names};
+  };
+  std::vector<ResourceType> types = {
+      core("namespaces", "namespace", "Namespace", false, true, {"ns"}),
+      core("nodes", "node", "Node", false, true, {"no"}),
+      core("pods", "pod", "Pod", true, true, {"po"}),
+      core("services", "service", "Service", true, true, {"svc"}),
+      core("endpoints", "endpoints", "Endpoints", true, false, {"ep"}),
+      core("secrets", "secret", "Secret", true, false, {}),
+      core("configmaps", "configmap", "ConfigMap", true, false, {"cm"}),
+      core("events", "event", "Event", true, false, {"ev"}),
+      core("serviceaccounts", "serviceaccount", "ServiceAccount", true, false, {"sa"}),
+  };
+  for (ResourceType& t : types) {
+    if (t.kind == "Pod" || t.kind == "Service") t.categories = {"all"};
+  }
+  types.push_back({"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, {}});
+  // What a chart installs: the operator's Deployment and its RBAC (the deployment controller
+  // keeps ReplicaSets and pods; rbac.h authorizes service accounts by these objects).
+  types.push_back({"apps", "v1", "deployments", "deployment", "Deployment", true, true, {"deploy"}});
+  types.push_back({"apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, {"rs"}});
+  types.back().categories = {"all"};
+  types[types.size() - 2].categories = {"all"};
+  // `kubectl auth can-i` asks a SelfSubjectAccessReview; a webhook, a SubjectAccessReview.
+  types.push_back({"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
+                   "SelfSubjectAccessReview", false, false, {}});
+  types.push_back({"authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview",
+                   "SubjectAccessReview", false, false, {}});
+  for (auto [plural, singular, kind, namespaced] :
+       std::vector<std::tuple<std::string, std::string, std::string, bool>>{
+           {"roles", "role", "Role", true},
+           {"rolebindings", "rolebinding", "RoleBinding", true},
+           {"clusterroles", "clusterrole", "ClusterRole", false},
+           {"clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false}}) {
+    types.push_back({"rbac.authorization.k8s.io", "v1", plural, singular, kind, namespaced, false, {}});
+  }
+  types.push_back({"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
+                   "CustomResourceDefinition", false, true, {"crd", "crds"}});
+  return types;
 }
 
 }  // namespace cohort::local

@@ -42,6 +42,10 @@ struct ResourceType {
   std::string Key() const { return group + "/" + plural; }  // One version per kind here.
 };
 
+// The kinds a Kubernetes API server serves without a CustomResourceDefinition (those Cohort,
+// kubectl and Helm use).
+std::vector<ResourceType> BuiltinTypes();
+
 // The API server's state: objects by kind, namespace and name, one resourceVersion counter for
 // all writes (as etcd's revision), a bounded history of changes for watches (an older
 // resourceVersion gets 410 Gone), graceful deletion of bound pods, and ownerReference garbage
@@ -97,7 +101,17 @@ class ObjectStore {
   // `*after`. OutOfRange when `*after` is older than the history kept.
   absl::StatusOr<std::vector<WatchEvent>> WaitForEvents(const ResourceType& t, const std::string& ns,
                                                         int64_t* after, absl::Duration timeout) const;
-  // Wakes every waiting watch (for shutdown).
+  // For unit tests that stand in for a real cluster's timing or fixtures (tests/kube/
+  // fake_kube_client.h). While paused, an owner's dependents outlive it, as under a busy garbage
+  // collector; resuming collects them.
+  void PauseGarbageCollection(bool paused);
+  // An object created with a metadata.uid keeps it (fixtures that name their owners by uid); a
+  // real API server assigns its own, as this one does by default.
+  void AcceptGivenUids(bool accept);
+  // Forgets the history of changes up to now, as etcd's compaction does: a watch from an older
+  // resourceVersion gets 410 Gone (OutOfRange) and must list again.
+  void Compact();
+  // Wakes every waiting watch, now and from now on (for shutdown).
   void WakeWatches();
 
  private:
@@ -135,6 +149,9 @@ class ObjectStore {
   std::deque<Change> history_ ABSL_GUARDED_BY(mu_);
   int64_t oldest_kept_ ABSL_GUARDED_BY(mu_) = 1;  // Watches from before this get 410.
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  bool gc_paused_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> gone_owners_ ABSL_GUARDED_BY(mu_);  // Deleted while collection was paused.
+  bool accept_given_uids_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cohort::local

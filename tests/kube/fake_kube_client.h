@@ -1,217 +1,169 @@
 #pragma once
 
-#include <set>
-#include <utility>
-
 #include <functional>
-#include <map>
+#include <set>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "kube/kube_client.h"
+#include "localcluster/apiserver/object_store.h"
+#include "localcluster/apiserver/selector.h"
 
 namespace cohort::kube::testing {
 
-// An in-memory API server for unit tests of one class: objects by (resource, namespace, name),
-// a resourceVersion per write, label-selector equality matching, AlreadyExists on duplicate
-// creates and Aborted on stale updates, and a log of watch events that Compact() can forget
-// (a watch from before it gets 410 Gone). Deleting an object does not garbage-collect its
-// children; tests that need that use the local control plane.
+// A KubeClient over the local API server's ObjectStore, without HTTP, for unit tests of one
+// class (the reconciler, leader election, informers): the objects behave as the end-to-end
+// tests' API server keeps them (resourceVersions, Aborted on a stale write, the status
+// subresource, set-based label selectors, ownerReference garbage collection, 410 Gone after
+// Compact(), a Secret's stringData written into data), as controller-runtime's fake client sits
+// on client-go's object tracker. Adds what tests need to look and to break things: the calls
+// made, failing every call, ending watches, pausing garbage collection; and an object created
+// with a uid keeps it (fixtures name their owners by uid).
+// Kinds that are not built in (a CRD's) are served as namespaced kinds with a status
+// subresource.
 class FakeKubeClient final : public KubeClient {
  public:
   using json = nlohmann::json;
 
+  FakeKubeClient() : store_(Clock::Real()) {
+    for (const local::ResourceType& t : local::BuiltinTypes()) store_.AddType(t);
+    store_.AcceptGivenUids(true);  // Fixtures name their owners by uid.
+  }
+
   absl::StatusOr<json> Get(const Resource& r, const std::string& ns, const std::string& name) override {
-    absl::MutexLock lock(&mu_);
-    Note("get", r);
-    if (!fail_every_call_.ok()) return fail_every_call_;
-    auto it = objects_.find(Key(r, ns, name));
-    if (it == objects_.end()) return absl::NotFoundError(absl::StrCat(r.plural, " ", ns, "/", name, " not found"));
-    return it->second;
+    if (absl::Status s = Call("get", r); !s.ok()) return s;
+    return store_.Get(TypeOf(r), ns, name);
   }
 
   absl::StatusOr<json> List(const Resource& r, const std::string& ns, const std::string& selector,
                             ListFields fields = ListFields::kAll) override {
-    absl::MutexLock lock(&mu_);
-    Note("list", r);
-    if (!fail_every_call_.ok()) return fail_every_call_;
-    json items = json::array();
-    for (const auto& [key, obj] : objects_) {
-      if (std::get<0>(key) != r.Path("") || std::get<1>(key) != ns) continue;
-      if (!Matches(obj, selector)) continue;
-      items.push_back(obj);
-      if (fields == ListFields::kWithoutSpec) {
-        nlohmann::json kept = nlohmann::json::object();
+    if (absl::Status s = Call("list", r); !s.ok()) return s;
+    absl::StatusOr<local::Selector> labels = local::Selector::ParseLabels(selector);
+    if (!labels.ok()) return labels.status();
+    json list = store_.List(TypeOf(r), ns, *labels, *local::Selector::ParseFields(""));
+    if (fields == ListFields::kWithoutSpec) {
+      for (json& item : list["items"]) {
+        json kept = json::object();
         for (const char* field : {"nodeName", "schedulingGates"}) {
-          if (obj.contains("spec") && obj["spec"].is_object() && obj["spec"].contains(field)) {
-            kept[field] = obj["spec"][field];
+          if (item.contains("spec") && item["spec"].is_object() && item["spec"].contains(field)) {
+            kept[field] = item["spec"][field];
           }
         }
-        items.back().erase("spec");
-        if (!kept.empty()) items.back()["spec"] = kept;
+        item.erase("spec");
+        if (!kept.empty()) item["spec"] = kept;
       }
     }
-    return json{{"items", items}, {"metadata", {{"resourceVersion", std::to_string(version_)}}}};
+    return list;
   }
 
   absl::StatusOr<json> Create(const Resource& r, const std::string& ns, const json& object) override {
-    absl::MutexLock lock(&mu_);
-    Note("create", r);
-    if (!fail_every_call_.ok()) return fail_every_call_;
-    std::string name = object["metadata"]["name"];
-    auto key = Key(r, ns, name);
-    if (objects_.count(key)) return absl::AlreadyExistsError(absl::StrCat(r.plural, " ", name, " already exists"));
-    json stored = object;
-    stored["metadata"]["namespace"] = ns;
-    stored["metadata"]["resourceVersion"] = std::to_string(++version_);
-    if (!stored["metadata"].contains("uid")) stored["metadata"]["uid"] = absl::StrCat("uid-", version_);
-    objects_[key] = stored;
-    created_.push_back(absl::StrCat(r.plural, "/", name));
-    Record(r, "ADDED", stored);
-    return stored;
+    if (absl::Status s = Call("create", r); !s.ok()) return s;
+    absl::StatusOr<json> created = store_.Create(TypeOf(r, &object), ns, object);
+    if (created.ok()) Remember(created_, r, *created);
+    return created;
   }
 
   absl::StatusOr<json> UpdateStatus(const Resource& r, const std::string& ns, const json& object) override {
-    absl::MutexLock lock(&mu_);
-    Note("update", r, "/status");
-    if (!fail_every_call_.ok()) return fail_every_call_;
-    ++status_writes_;
-    auto it = objects_.find(Key(r, ns, object["metadata"]["name"]));
-    if (it == objects_.end()) return absl::NotFoundError("not found");
-    if (it->second["metadata"]["resourceVersion"] != object["metadata"]["resourceVersion"]) {
-      return absl::AbortedError("the object has been modified; re-read it and try again");
+    if (absl::Status s = Call("update", r, "/status"); !s.ok()) return s;
+    {
+      absl::MutexLock lock(&mu_);
+      ++status_writes_;
     }
-    it->second["status"] = object["status"];
-    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
-    Record(r, "MODIFIED", it->second);
-    return it->second;
+    return store_.Update(TypeOf(r), ns, NameOf(object), object, /*status_only=*/true);
   }
 
   absl::StatusOr<json> Update(const Resource& r, const std::string& ns, const json& object) override {
-    absl::MutexLock lock(&mu_);
-    Note("update", r);
-    if (!fail_every_call_.ok()) return fail_every_call_;
-    auto it = objects_.find(Key(r, ns, object["metadata"]["name"]));
-    if (it == objects_.end()) return absl::NotFoundError("not found");
-    if (it->second["metadata"]["resourceVersion"] != object["metadata"]["resourceVersion"]) {
-      return absl::AbortedError("the object has been modified; re-read it and try again");
-    }
-    json status = it->second.value("status", json());
-    it->second = object;
-    if (!status.is_null()) it->second["status"] = status;
-    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
-    Record(r, "MODIFIED", it->second);
-    return it->second;
+    if (absl::Status s = Call("update", r); !s.ok()) return s;
+    return store_.Update(TypeOf(r), ns, NameOf(object), object, /*status_only=*/false);
   }
 
   absl::StatusOr<json> MergePatch(const Resource& r, const std::string& ns, const std::string& name,
                                   const json& patch, bool status = false) override {
-    absl::MutexLock lock(&mu_);
-    Note("patch", r, status ? "/status" : "");
-    if (!fail_every_call_.ok()) return fail_every_call_;
-    auto it = objects_.find(Key(r, ns, name));
-    if (it == objects_.end()) return absl::NotFoundError("not found");
-    if (status) {
-      it->second["status"].merge_patch(patch.value("status", json::object()));
-    } else {
-      json keep = it->second.value("status", json());
-      it->second.merge_patch(patch);
-      if (!keep.is_null()) it->second["status"] = keep;
-    }
-    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
-    Record(r, "MODIFIED", it->second);
-    return it->second;
+    if (absl::Status s = Call("patch", r, status ? "/status" : ""); !s.ok()) return s;
+    return store_.Patch(TypeOf(r), ns, name, patch, status);
   }
 
   absl::Status Delete(const Resource& r, const std::string& ns, const std::string& name,
                       std::optional<int64_t> grace_period_seconds = std::nullopt) override {
-    absl::MutexLock lock(&mu_);
-    Note("delete", r);
-    if (!fail_every_call_.ok()) return fail_every_call_;
-    auto it = objects_.find(Key(r, ns, name));
-    if (it == objects_.end()) return absl::NotFoundError("not found");
-    json gone = it->second;
-    objects_.erase(it);
-    gone["metadata"]["resourceVersion"] = std::to_string(++version_);
-    deleted_.push_back(absl::StrCat(r.plural, "/", name));
-    Record(r, "DELETED", gone);
-    return absl::OkStatus();
+    if (absl::Status s = Call("delete", r); !s.ok()) return s;
+    absl::StatusOr<json> deleted = store_.Delete(TypeOf(r), ns, name, grace_period_seconds);
+    if (deleted.ok()) Remember(deleted_, r, *deleted);
+    return deleted.status();
   }
 
-  // Delivers the logged events after options.resource_version, waiting up to options.timeout
-  // (real time) for the first one, then ends the stream as a server would.
+  // The changes after options.resource_version, waiting up to options.timeout (real time) for
+  // the first change of any kind, then a bookmark, then the end of the stream as a server's
+  // timeout would end it.
   absl::Status Watch(const Resource& r, const std::string& ns, const WatchOptions& options,
                      const std::function<bool(const json&)>& on_event) override {
-    int64_t from = options.resource_version.empty() ? -1 : std::stoll(options.resource_version);
-    std::vector<json> batch;
+    if (absl::Status s = Call("watch", r); !s.ok()) return s;
     {
       absl::MutexLock lock(&mu_);
       ++watches_;
-      Note("watch", r);
-      if (from < 0) from = version_;
-      if (from < compacted_) {
-        return absl::OutOfRangeError(absl::StrCat("too old resource version: ", from, " (", compacted_, ")"));
-      }
-      auto pending = [&] {
-        for (const auto& e : log_) {
-          if (e.version > from) return true;
-        }
-        return closed_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&pending), options.timeout);
-      for (const auto& e : log_) {
-        if (e.version <= from || e.path != r.Path("")) continue;
-        if (!ns.empty() && e.event["object"]["metadata"].value("namespace", "") != ns) continue;
-        if (!Matches(e.event["object"], options.label_selector)) continue;
-        batch.push_back(e.event);
-      }
-      if (options.bookmarks) {
-        batch.push_back({{"type", "BOOKMARK"},
-                         {"object", {{"metadata", {{"resourceVersion", std::to_string(version_)}}}}}});
-      }
     }
-    for (const json& e : batch) {
-      if (!on_event(e)) return absl::CancelledError("watch cancelled");
+    absl::StatusOr<local::Selector> labels = local::Selector::ParseLabels(options.label_selector);
+    if (!labels.ok()) return labels.status();
+    int64_t after = store_.CurrentVersion();
+    if (!options.resource_version.empty() && !absl::SimpleAtoi(options.resource_version, &after)) {
+      return absl::InvalidArgumentError(absl::StrCat("resourceVersion '", options.resource_version, "'"));
+    }
+    absl::StatusOr<std::vector<local::ObjectStore::WatchEvent>> events =
+        store_.WaitForEvents(TypeOf(r), ns, &after, options.timeout);
+    if (!events.ok()) return events.status();
+    for (const local::ObjectStore::WatchEvent& e : *events) {
+      if (!labels->Matches(*e.object)) continue;
+      if (!on_event(json{{"type", e.type}, {"object", *e.object}})) return absl::CancelledError("watch cancelled");
+    }
+    if (options.bookmarks &&
+        !on_event(json{{"type", "BOOKMARK"}, {"object", {{"metadata", {{"resourceVersion", absl::StrCat(after)}}}}}})) {
+      return absl::CancelledError("watch cancelled");
     }
     return absl::OkStatus();
   }
 
   // Test helpers.
-  json& Object(const Resource& r, const std::string& ns, const std::string& name) {
-    absl::MutexLock lock(&mu_);
-    return objects_.at(Key(r, ns, name));
+  // The object as stored; null when there is none.
+  json Object(const Resource& r, const std::string& ns, const std::string& name) {
+    absl::StatusOr<json> object = store_.Get(TypeOf(r), ns, name);
+    return object.ok() ? *object : json();
   }
-  // Changes an object as another actor would (bumps its resourceVersion).
+  // Changes an object as another actor would: a write of it and one of its status (each bumps
+  // its resourceVersion when it changes something).
   void Modify(const Resource& r, const std::string& ns, const std::string& name,
               const std::function<void(json&)>& change) {
-    absl::MutexLock lock(&mu_);
-    json& obj = objects_.at(Key(r, ns, name));
-    change(obj);
-    obj["metadata"]["resourceVersion"] = std::to_string(++version_);
-    Record(r, "MODIFIED", obj);
+    const local::ResourceType type = TypeOf(r);
+    absl::StatusOr<json> object = store_.Get(type, ns, name);
+    if (!object.ok()) return;
+    json changed = *object;
+    change(changed);
+    // The object, then (a kind with a status subresource keeps its status on the first write)
+    // the status; a write that changes nothing is no event.
+    absl::StatusOr<json> written = store_.Update(type, ns, name, changed, /*status_only=*/false);
+    if (written.ok() && type.status_subresource && changed.contains("status")) {
+      json status = *written;
+      status["status"] = changed["status"];
+      store_.Update(type, ns, name, status, /*status_only=*/true).IgnoreError();
+    }
   }
+  // While paused, a deleted owner's dependents stay, as under a busy garbage collector;
+  // resuming collects them.
+  void PauseGarbageCollection(bool paused) { store_.PauseGarbageCollection(paused); }
   // Forgets the watch history up to now: a watch from an older version gets 410 Gone.
-  void Compact() {
-    absl::MutexLock lock(&mu_);
-    compacted_ = version_;
-    log_.clear();
-  }
+  void Compact() { store_.Compact(); }
   // Ends every waiting watch at once (and makes later ones return without waiting).
-  void CloseWatches() {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
+  void CloseWatches() { store_.WakeWatches(); }
   int watches() { absl::MutexLock lock(&mu_); return watches_; }
   size_t Count(const Resource& r) {
-    absl::MutexLock lock(&mu_);
-    size_t n = 0;
-    for (const auto& [key, obj] : objects_) n += std::get<0>(key) == r.Path("") ? 1 : 0;
-    return n;
+    return store_.List(TypeOf(r), "", *local::Selector::ParseLabels(""), *local::Selector::ParseFields(""))["items"]
+        .size();
   }
+  // "<plural>/<name>" of every object created, and of every object deleted (a dependent the
+  // garbage collector took is not listed).
   std::vector<std::string> created() { absl::MutexLock lock(&mu_); return created_; }
   std::vector<std::string> deleted() { absl::MutexLock lock(&mu_); return deleted_; }
   int status_writes() { absl::MutexLock lock(&mu_); return status_writes_; }
@@ -221,8 +173,7 @@ class FakeKubeClient final : public KubeClient {
     absl::MutexLock lock(&mu_);
     return std::exchange(calls_, {});
   }
-
- // Every call fails with `status` (e.g. Unavailable: the API server is unreachable) until it is
+  // Every call fails with `status` (e.g. Unavailable: the API server is unreachable) until it is
   // OK again.
   void FailEveryCall(absl::Status status) {
     absl::MutexLock lock(&mu_);
@@ -234,46 +185,41 @@ class FakeKubeClient final : public KubeClient {
   }
 
  private:
-  void Note(const char* verb, const Resource& r, const std::string& subresource = "")
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Notes the call; the failure every call gets, if any.
+  absl::Status Call(const char* verb, const Resource& r, const std::string& subresource = "") {
+    absl::MutexLock lock(&mu_);
     ++calls_made_;
     calls_.insert(absl::StrCat(verb, " ", r.group, "/", r.plural, subresource));
+    return fail_every_call_;
+  }
+  // The store's kind for `r`; a kind it does not know is added (named after `object`'s kind when
+  // one is created).
+  local::ResourceType TypeOf(const Resource& r, const json* object = nullptr) {
+    if (std::optional<local::ResourceType> known = store_.FindType(r.group, r.plural); known) return *known;
+    local::ResourceType added{r.group, r.version, r.plural, r.plural, r.plural, /*namespaced=*/true,
+                              /*status_subresource=*/true, {}};
+    if (object != nullptr && object->is_object() && (*object).value("kind", "") != "") added.kind = (*object)["kind"];
+    store_.AddType(added);
+    return added;
+  }
+  static std::string NameOf(const json& object) {
+    return object.is_object() && object.contains("metadata") && object["metadata"].is_object()
+               ? object["metadata"].value("name", "")
+               : "";
+  }
+  void Remember(std::vector<std::string>& list, const Resource& r, const json& object) {
+    absl::MutexLock lock(&mu_);
+    list.push_back(absl::StrCat(r.plural, "/", NameOf(object)));
   }
 
-  using ObjectKey = std::tuple<std::string, std::string, std::string>;
-  static ObjectKey Key(const Resource& r, const std::string& ns, const std::string& name) {
-    return {r.Path(""), ns, name};
-  }
-  void Record(const Resource& r, const char* type, const json& obj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    log_.push_back({r.Path(""), version_, {{"type", type}, {"object", obj}}});
-  }
-  static bool Matches(const json& obj, const std::string& selector) {
-    if (selector.empty()) return true;
-    const json& labels = obj["metadata"].value("labels", json::object());
-    for (absl::string_view term : absl::StrSplit(selector, ',')) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(term, '=');
-      if (!labels.contains(kv.first) || labels[kv.first] != kv.second) return false;
-    }
-    return true;
-  }
-
+  local::ObjectStore store_;
   absl::Mutex mu_;
   absl::Status fail_every_call_ ABSL_GUARDED_BY(mu_);
   int calls_made_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<ObjectKey, json> objects_;
-  int64_t version_ = 0;
   std::set<std::string> calls_ ABSL_GUARDED_BY(mu_);
-  int status_writes_ = 0;
-  struct LoggedEvent {
-    std::string path;
-    int64_t version;
-    json event;
-  };
-  std::vector<LoggedEvent> log_;
-  int64_t compacted_ = 0;
-  bool closed_ = false;
-  int watches_ = 0;
-  std::vector<std::string> created_, deleted_;
+  int status_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  int watches_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> created_ ABSL_GUARDED_BY(mu_), deleted_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort::kube::testing

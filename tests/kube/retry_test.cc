@@ -43,15 +43,15 @@ class UpdateStatusWithTest : public ::testing::Test {
 TEST_F(UpdateStatusWithTest, ReadsAgainWhenAnotherWriterCameInBetween) {
   int reads = 0;
   absl::Status s = UpdateStatusWith(&client_, kNodes, "", "n", [&](json& node) {
-    if (++reads < 3) client_.Modify(kNodes, "", "n", [](json& n) { n["status"]["other"] = true; });
+    if (++reads < 3) client_.Modify(kNodes, "", "n", [&](json& n) { n["status"]["other"] = reads; });
     node["status"]["phase"] = "b";
     return true;
   });
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(reads, 3);
-  const json& stored = client_.Object(kNodes, "", "n");
+  const json stored = client_.Object(kNodes, "", "n");
   EXPECT_EQ(stored["status"]["phase"], "b");
-  EXPECT_EQ(stored["status"]["other"], true) << "the other writer's change was read, not overwritten";
+  EXPECT_EQ(stored["status"]["other"], 2) << "the other writer's change was read, not overwritten";
 }
 
 TEST_F(UpdateStatusWithTest, NothingToWriteWritesNothing) {
@@ -61,8 +61,10 @@ TEST_F(UpdateStatusWithTest, NothingToWriteWritesNothing) {
 }
 
 TEST_F(UpdateStatusWithTest, AnObjectThatKeepsChangingIsAbortedNamingIt) {
-  absl::Status s = UpdateStatusWith(&client_, kNodes, "", "n", [&](json&) {
-    client_.Modify(kNodes, "", "n", [](json& n) { n["status"]["other"] = true; });
+  int changes = 0;
+  absl::Status s = UpdateStatusWith(&client_, kNodes, "", "n", [&](json& node) {
+    client_.Modify(kNodes, "", "n", [&](json& n) { n["status"]["other"] = ++changes; });
+    node["status"]["phase"] = "b";
     return true;
   });
   EXPECT_TRUE(absl::IsAborted(s)) << s;

@@ -45,7 +45,8 @@ TEST_F(ReconcilerTest, NewJob_CreatesServiceSecretAndEveryRank) {
   Apply(JobBuilder().Build());
   ASSERT_TRUE(Pass().ok());
   EXPECT_EQ(kube_.Count(kube::kServices), 1u);
-  EXPECT_EQ(kube_.Object(kube::kSecrets, "ml", "train-token")["stringData"]["token"], "fixed-token");
+  // Written as stringData, stored base64-encoded in data, as the API server does.
+  EXPECT_EQ(kube_.Object(kube::kSecrets, "ml", "train-token")["data"]["token"], "Zml4ZWQtdG9rZW4=");
   EXPECT_EQ(kube_.Count(kube::kPods), 4u);
   EXPECT_EQ(kube_.Object(kube::kPods, "ml", "train-3")["metadata"]["labels"]["cohort.dev/rank"], "3");
   DistributedJob job = Job();
@@ -190,8 +191,9 @@ TEST_F(ReconcilerTest, RecreatedUnderSameName_PredecessorsPodsNeitherJudgedNorKe
     s = {{"phase", "Succeeded"},
          {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
   });
-  // kubectl delete + apply: the new job has a new uid while the old pods still exist (the fake,
-  // like a busy garbage collector, has not removed them yet).
+  // kubectl delete + apply: the new job has a new uid while the old pods still exist (a busy
+  // garbage collector has not removed them yet).
+  kube_.PauseGarbageCollection(true);
   ASSERT_TRUE(kube_.Delete(kDistributedJobs, "ml", "train").ok());
   json again = JobBuilder().Build();
   again["metadata"]["uid"] = "u-2";
