@@ -19,6 +19,8 @@
 
 namespace cohort::local {
 
+class PodWorker;  // pod_worker.h
+
 // How the kubelet runs a pod's containers.
 enum class ContainerRuntime {
   // Local processes on the pod's loopback address (127.0.x.y), given it by the pod-network
@@ -94,6 +96,11 @@ struct KubeletOptions {
 // enforced as for processes (no cgroup limit: not every kernel tells podman of its OOM kills);
 // output goes to the same log files. A killed kubelet's podman pods are removed by a helper process
 // (PodReaper), as a lost machine's containers die with it.
+//
+// Where it is done: each pod has a PodWorker (pod_worker.h: its life, restart back-off, memory
+// limits) over a PodRuntime (pod_runtime.h), ProcessRuntime (process_runtime.h) or PodmanRuntime
+// (podman_runtime.h, over podman.h's commands); volumes.h lays out volumes and the service
+// account, probes.h probes readiness, pod_status.h writes the pod's status.
 class Kubelet {
  public:
   Kubelet(kube::KubeClient* client, KubeletOptions options);
@@ -109,7 +116,6 @@ class Kubelet {
                              const std::string& container);
 
  private:
-  class PodWorker;
   void OnPod(const std::string& type, const nlohmann::json& pod);
   // Renews the Lease and reports Ready again if the control plane marked the node lost.
   void Heartbeat();
