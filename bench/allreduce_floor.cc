@@ -135,8 +135,8 @@ bool AllReduce(const std::string& algo, Shared& s, int me, uint64_t call, float*
     const size_t mine_at = me * half, theirs_at = peer * half;
     const size_t len_mine = me == 0 ? half : n - half, len_theirs = n - len_mine;
     const size_t slot = call % 2;
-    float* in_out = s.slots[me] + 2 * slot * slot_floats;   // what the peer sums
-    float* sum_out = in_out + slot_floats;                   // this rank's summed half
+    float* in_out = s.slots[me] + 2 * slot * slot_floats;  // what the peer sums
+    float* sum_out = in_out + slot_floats;                 // this rank's summed half
     const float* in_peer = s.slots[peer] + 2 * slot * slot_floats;
     const float* sum_peer = in_peer + slot_floats;
     WaitFor(theirs.consumed, call - 1);
@@ -216,7 +216,8 @@ int main(int argc, char** argv) {
   int passes = 5;
   bool json = false;
   app.add_option("--sizes", sizes_text, "comma-separated message sizes (K, M suffixes)");
-  app.add_option("--algorithms", algos_text, "comma-separated: oneshot,ring,pipelined,twophase,nt,cma");
+  app.add_option("--algorithms", algos_text,
+                 "comma-separated: oneshot,ring,pipelined,twophase,nt,cma");
   app.add_option("--iters", iters, "timed calls per pass")->check(CLI::PositiveNumber);
   app.add_option("--passes", passes, "passes per size and algorithm")->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "one JSON object per size and algorithm");
@@ -233,22 +234,25 @@ int main(int argc, char** argv) {
   for (const auto& a : algos) {
     if (a != "oneshot" && a != "ring" && a != "pipelined" && a != "nt" && a != "cma" &&
         a != "twophase") {
-      std::fprintf(stderr, "allreduce-floor: unknown algorithm '%s' (one of oneshot, ring, "
-                   "pipelined, twophase, nt, cma)\n", a.c_str());
+      std::fprintf(stderr,
+                   "allreduce-floor: unknown algorithm '%s' (one of oneshot, ring, "
+                   "pipelined, twophase, nt, cma)\n",
+                   a.c_str());
       return 2;
     }
   }
   const size_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
   const size_t slot_floats = (max_bytes + 4095) / 4096 * 1024;
   const size_t part = 4096 + kRingSlots * slot_floats * sizeof(float);
-  if (!json) std::printf("%10s %10s %12s %12s %12s\n", "size", "algorithm", "median_us", "worst_us",
-                         "busbw_GB/s");
+  if (!json)
+    std::printf("%10s %10s %12s %12s %12s\n", "size", "algorithm", "median_us", "worst_us",
+                "busbw_GB/s");
   for (size_t bytes : sizes) {
     for (const std::string& algo : algos) {
       std::vector<double> pass_us;
       for (int pass = 0; pass < passes; ++pass) {
-        void* map = mmap(nullptr, 2 * part, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                         -1, 0);
+        void* map =
+            mmap(nullptr, 2 * part, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (map == MAP_FAILED) {
           std::perror("allreduce-floor: mmap");
           return 1;
@@ -279,7 +283,8 @@ int main(int argc, char** argv) {
         }
         const double us = absl::ToDoubleMicroseconds(absl::Now() - start) / iters;
         if (!ok) {
-          std::fprintf(stderr, "allreduce-floor: %s: process_vm_readv: %s (it needs ptrace "
+          std::fprintf(stderr,
+                       "allreduce-floor: %s: process_vm_readv: %s (it needs ptrace "
                        "permission over the peer: the same user and yama ptrace_scope 0)\n",
                        algo.c_str(), std::strerror(errno));
         }
@@ -311,8 +316,7 @@ int main(int argc, char** argv) {
                                 .dump()
                                 .c_str());
       } else {
-        std::printf("%10zu %10s %12.2f %12.2f %12.2f\n", bytes, algo.c_str(), median, worst,
-                    busbw);
+        std::printf("%10zu %10s %12.2f %12.2f %12.2f\n", bytes, algo.c_str(), median, worst, busbw);
       }
       std::fflush(stdout);
     }

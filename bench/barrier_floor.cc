@@ -91,9 +91,15 @@ int Watch(const std::vector<int>& fds) {
 int main(int argc, char** argv) {
   int tasks = 1024, processes = 4, rounds = 200;
   CLI::App app{"barrier-floor: a barrier over raw TCP and epoll, the floor for any transport"};
-  app.add_option("--tasks", tasks, "Tasks, one connection each")->capture_default_str()->check(CLI::Range(2, 60000));
-  app.add_option("--processes", processes, "Client processes")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_option("--rounds", rounds, "Barrier rounds")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--tasks", tasks, "Tasks, one connection each")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 60000));
+  app.add_option("--processes", processes, "Client processes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--rounds", rounds, "Barrier rounds")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
   if (tasks % processes != 0) {
     std::fprintf(stderr, "barrier-floor: --tasks must be a multiple of --processes\n");
@@ -103,7 +109,8 @@ int main(int argc, char** argv) {
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a = Loopback(0);
   socklen_t length = sizeof a;
-  if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listener, 4096) != 0 ||
+  if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      listen(listener, 4096) != 0 ||
       getsockname(listener, reinterpret_cast<sockaddr*>(&a), &length) != 0) {
     std::perror("barrier-floor: listen");
     return 1;
@@ -139,8 +146,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "barrier-floor: a client failed or timed out\n");
     return 1;
   }
-  nlohmann::json result = {{"workload", "barrier-floor"}, {"tasks", tasks},       {"processes", processes},
-                           {"rounds", rounds},            {"seconds", seconds}, {"mean_round_seconds", seconds / rounds}};
+  nlohmann::json result = {{"workload", "barrier-floor"}, {"tasks", tasks},
+                           {"processes", processes},      {"rounds", rounds},
+                           {"seconds", seconds},          {"mean_round_seconds", seconds / rounds}};
   std::printf("%s\n", result.dump().c_str());
   return 0;
 }

@@ -18,9 +18,9 @@
 // docs/benchmarks.md records the figures and compares them with OpenMPI, Intel MPI and gloo
 // (bench/baselines/run-collective-peers.sh) in the same run.
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,11 +116,16 @@ struct Shape {
 Shape ShapeOf(Op op, size_t bytes, int p) {
   const size_t n = bytes / 4;
   switch (op) {
-    case Op::kAllReduce: return {n, n, n, 2.0 * (p - 1) / p};
-    case Op::kBroadcast: return {n, n, n, 1.0};
-    case Op::kAllGather: return {n / p, n / p * p, n / p, double(p - 1) / p};
-    case Op::kReduceScatter: return {n / p * p, n / p, n / p, double(p - 1) / p};
-    case Op::kAllToAll: return {n / p * p, n / p * p, n / p, double(p - 1) / p};
+    case Op::kAllReduce:
+      return {n, n, n, 2.0 * (p - 1) / p};
+    case Op::kBroadcast:
+      return {n, n, n, 1.0};
+    case Op::kAllGather:
+      return {n / p, n / p * p, n / p, double(p - 1) / p};
+    case Op::kReduceScatter:
+      return {n / p * p, n / p, n / p, double(p - 1) / p};
+    case Op::kAllToAll:
+      return {n / p * p, n / p * p, n / p, double(p - 1) / p};
   }
   return {n, n, n, 1.0};
 }
@@ -129,26 +134,32 @@ absl::Status RunOp(dist::Communicator& c, Op op, const float* send, float* recv,
   switch (op) {
     case Op::kAllReduce:
       return c.AllReduce(send, recv, count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
-    case Op::kBroadcast: return c.Broadcast(send, recv, count, dist::DataType::kFloat32, 0);
-    case Op::kAllGather: return c.AllGather(send, recv, count, dist::DataType::kFloat32);
+    case Op::kBroadcast:
+      return c.Broadcast(send, recv, count, dist::DataType::kFloat32, 0);
+    case Op::kAllGather:
+      return c.AllGather(send, recv, count, dist::DataType::kFloat32);
     case Op::kReduceScatter:
       return c.ReduceScatter(send, recv, count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
-    case Op::kAllToAll: return c.AllToAll(send, recv, count, dist::DataType::kFloat32);
+    case Op::kAllToAll:
+      return c.AllToAll(send, recv, count, dist::DataType::kFloat32);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<dist::Work> RunOpAsync(dist::Communicator& c, Op op, const float* send,
-                                      float* recv, size_t count) {
+absl::StatusOr<dist::Work> RunOpAsync(dist::Communicator& c, Op op, const float* send, float* recv,
+                                      size_t count) {
   switch (op) {
     case Op::kAllReduce:
       return c.AllReduceAsync(send, recv, count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
-    case Op::kBroadcast: return c.BroadcastAsync(send, recv, count, dist::DataType::kFloat32, 0);
-    case Op::kAllGather: return c.AllGatherAsync(send, recv, count, dist::DataType::kFloat32);
+    case Op::kBroadcast:
+      return c.BroadcastAsync(send, recv, count, dist::DataType::kFloat32, 0);
+    case Op::kAllGather:
+      return c.AllGatherAsync(send, recv, count, dist::DataType::kFloat32);
     case Op::kReduceScatter:
       return c.ReduceScatterAsync(send, recv, count, dist::DataType::kFloat32,
                                   dist::ReduceOp::kSum);
-    case Op::kAllToAll: return c.AllToAllAsync(send, recv, count, dist::DataType::kFloat32);
+    case Op::kAllToAll:
+      return c.AllToAllAsync(send, recv, count, dist::DataType::kFloat32);
   }
   return dist::Work();
 }
@@ -169,12 +180,10 @@ struct Placement {
   int64_t wrong = 0;
 };
 
-Placement Measure(dist::Communicator& c, Op op, size_t bytes, bool in_place, int iters,
-                  int async) {
+Placement Measure(dist::Communicator& c, Op op, size_t bytes, bool in_place, int iters, int async) {
   const int p = c.size(), r = c.rank();
   const Shape s = ShapeOf(op, bytes, p);
-  std::vector<float> a(std::max<size_t>(s.send_elems, s.recv_elems) + 1),
-      b(s.recv_elems + 1);
+  std::vector<float> a(std::max<size_t>(s.send_elems, s.recv_elems) + 1), b(s.recv_elems + 1);
   float* recv = in_place ? a.data() : b.data();
   const float* send = a.data();
   if (in_place && op == Op::kAllGather) send = a.data() + r * s.count;
@@ -231,10 +240,16 @@ Placement Measure(dist::Communicator& c, Op op, size_t bytes, bool in_place, int
     float want = 0;
     switch (op) {
       case Op::kAllReduce:
-      case Op::kReduceScatter: want = sum; break;
-      case Op::kBroadcast: want = 1.0f; break;
+      case Op::kReduceScatter:
+        want = sum;
+        break;
+      case Op::kBroadcast:
+        want = 1.0f;
+        break;
       case Op::kAllGather:
-      case Op::kAllToAll: want = static_cast<float>(i / s.count + 1); break;
+      case Op::kAllToAll:
+        want = static_cast<float>(i / s.count + 1);
+        break;
     }
     wrong += out[i] != want;
   }
@@ -285,10 +300,12 @@ std::string Fixed(double v, int width) {
 int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"collective-bench: libdist collectives, measured like nccl-tests"};
-  app.add_option("-n,--ranks", flags.ranks, "Ranks to launch (without a job)")->capture_default_str();
+  app.add_option("-n,--ranks", flags.ranks, "Ranks to launch (without a job)")
+      ->capture_default_str();
   app.add_option("--op", flags.op, "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all")
       ->capture_default_str();
-  app.add_option("--transport", flags.transport, "Host transport: auto, shm, tcp")->capture_default_str();
+  app.add_option("--transport", flags.transport, "Host transport: auto, shm, tcp")
+      ->capture_default_str();
   app.add_option("--min-bytes", flags.min_bytes, "Smallest size (e.g. 4K)")->capture_default_str();
   app.add_option("--max-bytes", flags.max_bytes, "Largest size (e.g. 64M)")->capture_default_str();
   app.add_option("--factor", flags.factor, "Size step factor")->capture_default_str();
@@ -324,14 +341,16 @@ int main(int argc, char** argv) {
   Die(comm.status(), "communicator");
   dist::Communicator& c = **comm;
   const bool leader = c.rank() == 0;
-  const std::string impl = c.Describe().find("TCP") != std::string::npos ? "cohort-tcp" : "cohort-shm";
+  const std::string impl =
+      c.Describe().find("TCP") != std::string::npos ? "cohort-tcp" : "cohort-shm";
   const size_t min_bytes = ParseBytes(flags.min_bytes), max_bytes = ParseBytes(flags.max_bytes);
   if (leader && !flags.json) {
     std::printf("# collective-bench %s: %s\n", flags.op.c_str(), c.Describe().c_str());
-    std::printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %d(factor) warmup iters: 1 "
-                "iters: %s agg iters: 1 validation: 1 graph: 0\n",
-                min_bytes, max_bytes, flags.factor,
-                flags.iters ? std::to_string(flags.iters).c_str() : "20/10/5 by size");
+    std::printf(
+        "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %d(factor) warmup iters: 1 "
+        "iters: %s agg iters: 1 validation: 1 graph: 0\n",
+        min_bytes, max_bytes, flags.factor,
+        flags.iters ? std::to_string(flags.iters).c_str() : "20/10/5 by size");
     std::printf("#\n# Using devices\n");
   }
   for (int r = 0; r < c.size(); ++r) {
@@ -341,9 +360,9 @@ int main(int argc, char** argv) {
     }
   }
   if (leader && !flags.json) {
-    std::printf("#\n#%12s %12s %8s %6s %6s %7s %6s %6s %6s %7s %6s %6s %6s %10s\n", "size",
-                "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-                "algbw", "busbw", "#wrong", "median_max");
+    std::printf("#\n#%12s %12s %8s %6s %6s %7s %6s %6s %6s %7s %6s %6s %6s %10s\n", "size", "count",
+                "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+                "busbw", "#wrong", "median_max");
     std::printf("#%12s %12s %8s %6s %6s %7s %6s %6s %6s %7s %6s %6s %6s %10s\n", "(B)",
                 "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
                 "(GB/s)", "", "(us, ip)");
@@ -352,9 +371,10 @@ int main(int argc, char** argv) {
   double busbw_total = 0;
   int busbw_n = 0;
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= flags.factor) {
-    const int iters = flags.iters ? flags.iters
-                      : bytes <= (1u << 20) ? 20
-                      : bytes <= (16u << 20) ? 10 : 5;
+    const int iters = flags.iters            ? flags.iters
+                      : bytes <= (1u << 20)  ? 20
+                      : bytes <= (16u << 20) ? 10
+                                             : 5;
     const Shape s = ShapeOf(op, bytes, c.size());
     Placement out = Measure(c, op, bytes, false, iters, flags.async);
     Placement in = Measure(c, op, bytes, true, iters, flags.async);
@@ -382,9 +402,8 @@ int main(int argc, char** argv) {
                   "float", op == Op::kAllReduce || op == Op::kReduceScatter ? "sum" : "none",
                   op == Op::kBroadcast ? "0" : "-1", Fixed(out.time_us, 7).c_str(),
                   Fixed(algbw(out.time_us), 6).c_str(),
-                  Fixed(algbw(out.time_us) * s.bus_factor, 6).c_str(),
-                  static_cast<long>(out.wrong), Fixed(in.time_us, 7).c_str(),
-                  Fixed(algbw(in.time_us), 6).c_str(),
+                  Fixed(algbw(out.time_us) * s.bus_factor, 6).c_str(), static_cast<long>(out.wrong),
+                  Fixed(in.time_us, 7).c_str(), Fixed(algbw(in.time_us), 6).c_str(),
                   Fixed(algbw(in.time_us) * s.bus_factor, 6).c_str(), static_cast<long>(in.wrong),
                   Fixed(in.median_max_us, 10).c_str());
     }
@@ -397,13 +416,15 @@ int main(int argc, char** argv) {
       const double gbps = ConcurrentMemcpy(c, bytes);
       if (!leader) continue;
       if (flags.json) {
-        std::printf("%s\n", nlohmann::json({{"impl", "memcpy"}, {"ranks", c.size()},
-                                            {"bytes", bytes}, {"gbps_per_process", gbps}})
+        std::printf("%s\n", nlohmann::json({{"impl", "memcpy"},
+                                            {"ranks", c.size()},
+                                            {"bytes", bytes},
+                                            {"gbps_per_process", gbps}})
                                 .dump()
                                 .c_str());
       } else {
-        std::printf("# Concurrent memcpy of %zu B on %d processes at once: %.2f GB/s each\n",
-                    bytes, c.size(), gbps);
+        std::printf("# Concurrent memcpy of %zu B on %d processes at once: %.2f GB/s each\n", bytes,
+                    c.size(), gbps);
       }
     }
   }

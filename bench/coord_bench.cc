@@ -36,9 +36,9 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "absl/random/random.h"
@@ -89,8 +89,7 @@ class Worker {
   // Opens one Session stream per task (each simulated task is its own agent).
   void OpenSessions() {
     for (int i = 0; i < count_; ++i) {
-      sessions_.push_back(
-          std::make_unique<coordination::SessionClient>(StubOf(i), token_));
+      sessions_.push_back(std::make_unique<coordination::SessionClient>(StubOf(i), token_));
     }
   }
 
@@ -326,21 +325,40 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
              const std::string& sidecar, int per_pod) {
   absl::StatusOr<int> port = PickFreePort();
   if (!port.ok()) return 1;
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     absl::StrCat("coord-bench-", getpid()))
-                        .string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / absl::StrCat("coord-bench-", getpid())).string();
   std::filesystem::create_directories(dir);
   std::string token = GenerateToken();
   std::ofstream(dir + "/token") << token;
   std::string address = absl::StrCat("127.0.0.1:", *port);
-  absl::StatusOr<Subprocess> service = Subprocess::Start(Subprocess::Options{
-      {sidecar, "--rank", "0", "--num-processes", absl::StrCat(tasks), "--coordinator-address",
-       address, "--coordinator-bind-address", "127.0.0.1", "--agent-socket", dir + "/agent.sock",
-       "--token-file", dir + "/token", "--http-address", "127.0.0.1", "--http-port", "0",
-       "--http-port-file", dir + "/http-port", "--heartbeat-timeout", "5m",
-       "--initialization-timeout", "10m", "--per-rank-metrics-limit", "0"},
-      {{"COHORT_LOG_LEVEL", "warning"}},
-      false});
+  absl::StatusOr<Subprocess> service =
+      Subprocess::Start(Subprocess::Options{{sidecar,
+                                             "--rank",
+                                             "0",
+                                             "--num-processes",
+                                             absl::StrCat(tasks),
+                                             "--coordinator-address",
+                                             address,
+                                             "--coordinator-bind-address",
+                                             "127.0.0.1",
+                                             "--agent-socket",
+                                             dir + "/agent.sock",
+                                             "--token-file",
+                                             dir + "/token",
+                                             "--http-address",
+                                             "127.0.0.1",
+                                             "--http-port",
+                                             "0",
+                                             "--http-port-file",
+                                             dir + "/http-port",
+                                             "--heartbeat-timeout",
+                                             "5m",
+                                             "--initialization-timeout",
+                                             "10m",
+                                             "--per-rank-metrics-limit",
+                                             "0"},
+                                            {{"COHORT_LOG_LEVEL", "warning"}},
+                                            false});
   if (!service.ok()) {
     std::fprintf(stderr, "coord-bench: %s\n", std::string(service.status().message()).c_str());
     return 1;
@@ -359,30 +377,48 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
   // Spread tasks over worker processes; fanout's task 0 (the setter) stays here.
   int first_worker_task = workload == "fanout" ? 1 : 0;
   int worker_tasks = tasks - first_worker_task;
-  int64_t start_ns = NowNs() + absl::ToInt64Nanoseconds(absl::Milliseconds(500) +
-                                                         absl::Microseconds(200) * tasks);
+  int64_t start_ns =
+      NowNs() + absl::ToInt64Nanoseconds(absl::Milliseconds(500) + absl::Microseconds(200) * tasks);
   std::vector<Child> children;
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   for (int p = 0; p < processes && worker_tasks > 0; ++p) {
     int begin = first_worker_task + worker_tasks * p / processes;
     int end = first_worker_task + worker_tasks * (p + 1) / processes;
     if (begin == end) continue;
-    absl::StatusOr<Subprocess> w = Subprocess::Start(Subprocess::Options{
-        {self, "--worker", "--address", address, "--token", token, "--workload", workload,
-         "--tasks", absl::StrCat(tasks), "--first", absl::StrCat(begin), "--count",
-         absl::StrCat(end - begin), "--rounds", absl::StrCat(rounds), "--start-ns",
-         absl::StrCat(start_ns), "--processes-per-pod", absl::StrCat(per_pod)},
-        {}});
+    absl::StatusOr<Subprocess> w = Subprocess::Start(Subprocess::Options{{self,
+                                                                          "--worker",
+                                                                          "--address",
+                                                                          address,
+                                                                          "--token",
+                                                                          token,
+                                                                          "--workload",
+                                                                          workload,
+                                                                          "--tasks",
+                                                                          absl::StrCat(tasks),
+                                                                          "--first",
+                                                                          absl::StrCat(begin),
+                                                                          "--count",
+                                                                          absl::StrCat(end - begin),
+                                                                          "--rounds",
+                                                                          absl::StrCat(rounds),
+                                                                          "--start-ns",
+                                                                          absl::StrCat(start_ns),
+                                                                          "--processes-per-pod",
+                                                                          absl::StrCat(per_pod)},
+                                                                         {}});
     if (!w.ok()) return 1;
     const int fd = w->output_fd();
     children.push_back(Child{std::move(*w), LineReader(fd), {}, true});
   }
 
-  json result = {{"implementation", "cohort"}, {"workload", workload}, {"tasks", tasks},
-                 {"client_processes", static_cast<int>(children.size())},
-                 {"processes_per_pod", per_pod},
-                 {"connections", per_pod > 0 ? (tasks + per_pod - 1) / per_pod
-                                             : static_cast<int>(children.size()) * kChannelsPerWorker}};
+  json result = {
+      {"implementation", "cohort"},
+      {"workload", workload},
+      {"tasks", tasks},
+      {"client_processes", static_cast<int>(children.size())},
+      {"processes_per_pod", per_pod},
+      {"connections", per_pod > 0 ? (tasks + per_pod - 1) / per_pod
+                                  : static_cast<int>(children.size()) * kChannelsPerWorker}};
   bool ok = true;
   if (workload == "fanout") {
     Worker setter(address, token, tasks, 0, 1);
@@ -430,7 +466,8 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
       for (const Child& c : children) {
         json r = ResultOf(c);
         registered = std::max<int64_t>(registered, r["registered_ns"]);
-        for (int i = 0; i < rounds; ++i) ends[i] = std::max<int64_t>(ends[i], r["round_done_ns"][i]);
+        for (int i = 0; i < rounds; ++i)
+          ends[i] = std::max<int64_t>(ends[i], r["round_done_ns"][i]);
       }
       std::vector<double> durations;
       int64_t prev = registered;
@@ -445,8 +482,8 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
       result["rounds"] = rounds;
       result["seconds"] = (ends.back() - registered) / 1e9;
       result["mean_round_seconds"] = sum / rounds;
-      result["p99_round_seconds"] = sorted[std::min<size_t>(sorted.size() - 1,
-                                                            static_cast<size_t>(0.99 * sorted.size()))];
+      result["p99_round_seconds"] =
+          sorted[std::min<size_t>(sorted.size() - 1, static_cast<size_t>(0.99 * sorted.size()))];
     }
   }
   result["service_peak_rss_bytes"] = PeakRssBytes(service->pid());
@@ -466,9 +503,11 @@ int RunBench(const std::string& workload, int tasks, int rounds, int processes, 
   std::printf("%s, %d tasks: %.3f s", workload.c_str(), tasks, result.value("seconds", 0.0));
   if (result.contains("mean_round_seconds")) {
     std::printf(" for %d rounds (mean %.1f ms, p99 %.1f ms per round)", rounds,
-                result["mean_round_seconds"].get<double>() * 1e3, result["p99_round_seconds"].get<double>() * 1e3);
+                result["mean_round_seconds"].get<double>() * 1e3,
+                result["p99_round_seconds"].get<double>() * 1e3);
   }
-  std::printf("; service peak RSS %.1f MiB\n", result["service_peak_rss_bytes"].get<double>() / (1 << 20));
+  std::printf("; service peak RSS %.1f MiB\n",
+              result["service_peak_rss_bytes"].get<double>() / (1 << 20));
   return 0;
 }
 
@@ -486,10 +525,17 @@ int main(int argc, char** argv) {
   app.add_option("--workload", workload, "rendezvous, barrier or fanout")
       ->check(CLI::IsMember({"rendezvous", "barrier", "fanout"}))
       ->capture_default_str();
-  app.add_option("--tasks", tasks, "Simulated tasks")->capture_default_str()->check(CLI::Range(2, 100000));
-  app.add_option("--rounds", rounds, "Barrier rounds")->capture_default_str()->check(CLI::Range(1, 100000));
-  app.add_option("--processes", processes, "Client processes")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_flag("--json", json_output, "Print one JSON object (docs/benchmarks.md) instead of a sentence");
+  app.add_option("--tasks", tasks, "Simulated tasks")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 100000));
+  app.add_option("--rounds", rounds, "Barrier rounds")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--processes", processes, "Client processes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--json", json_output,
+               "Print one JSON object (docs/benchmarks.md) instead of a sentence");
   app.add_option("--sidecar", sidecar, "cohort-sidecar binary (default: beside coord-bench)");
   app.add_option("--processes-per-pod", per_pod,
                  "Tasks per connection, as the agents of a pod of K processes share their "
@@ -504,12 +550,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   cohort::InitLogging("coord-bench");
   if (worker) {
-    return cohort::bench::RunWorker(address, token, workload, tasks, first, count, rounds,
-                                    start_ns, per_pod);
+    return cohort::bench::RunWorker(address, token, workload, tasks, first, count, rounds, start_ns,
+                                    per_pod);
   }
   if (sidecar.empty()) {
-    sidecar = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-sidecar")
-                  .string();
+    sidecar =
+        (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-sidecar").string();
   }
   return cohort::bench::RunBench(workload, tasks, rounds, processes, json_output, sidecar, per_pod);
 }

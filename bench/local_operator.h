@@ -23,8 +23,8 @@ struct LocalOperator {
 // `tool` names the benchmark (the directory's and the client's name); `cluster_flags` go to
 // cohort-local-cluster, `operator_flags` to cohort-operator (beside --kubeconfig, --metrics-port 0
 // and --leader-elect=false). Errors say which step failed, with the process's output.
-absl::StatusOr<std::unique_ptr<LocalOperator>> StartLocalOperator(const std::string& tool,
-                                                                  const std::vector<std::string>& cluster_flags,
-                                                                  const std::vector<std::string>& operator_flags);
+absl::StatusOr<std::unique_ptr<LocalOperator>> StartLocalOperator(
+    const std::string& tool, const std::vector<std::string>& cluster_flags,
+    const std::vector<std::string>& operator_flags);
 
 }  // namespace cohort::bench

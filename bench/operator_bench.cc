@@ -69,15 +69,20 @@ int Run(int argc, char** argv) {
   std::string qps, burst, parallelism;
   CLI::App app{"operator-bench: cohort-operator against the local control plane"};
   app.add_option("--workload", workload, "large-job or many-jobs")
-      ->check(CLI::IsMember({"large-job", "many-jobs"}))->capture_default_str();
+      ->check(CLI::IsMember({"large-job", "many-jobs"}))
+      ->capture_default_str();
   app.add_option("--ranks", ranks, "ranks per job (default: 1000 for large-job, 8 for many-jobs)")
       ->check(CLI::Range(1, 10000));
   app.add_option("--processes-per-pod", per_pod, "processes per pod (spec.processesPerPod)")
-      ->check(CLI::Range(1, 256))->capture_default_str();
-  app.add_option("--jobs", jobs, "jobs for many-jobs")->check(CLI::Range(1, 10000))->capture_default_str();
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--jobs", jobs, "jobs for many-jobs")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   app.add_option("--kube-api-qps", qps, "the operator's --kube-api-qps (default: its own)");
   app.add_option("--kube-api-burst", burst, "the operator's --kube-api-burst (default: its own)");
-  app.add_option("--pod-create-parallelism", parallelism, "the operator's --pod-create-parallelism (default: its own)");
+  app.add_option("--pod-create-parallelism", parallelism,
+                 "the operator's --pod-create-parallelism (default: its own)");
   CLI11_PARSE(app, argc, argv);
   if (ranks == 0) ranks = workload == "large-job" ? 1000 : 8;
   if (workload == "large-job") jobs = 1;
@@ -92,9 +97,11 @@ int Run(int argc, char** argv) {
   std::vector<std::string> op_flags;
   if (!qps.empty()) op_flags.insert(op_flags.end(), {"--kube-api-qps", qps});
   if (!burst.empty()) op_flags.insert(op_flags.end(), {"--kube-api-burst", burst});
-  if (!parallelism.empty()) op_flags.insert(op_flags.end(), {"--pod-create-parallelism", parallelism});
+  if (!parallelism.empty())
+    op_flags.insert(op_flags.end(), {"--pod-create-parallelism", parallelism});
   // No kubelet: pods stay Pending, so only the operator and the API server are measured.
-  absl::StatusOr<std::unique_ptr<LocalOperator>> local = StartLocalOperator("operator-bench", {"--no-kubelet"}, op_flags);
+  absl::StatusOr<std::unique_ptr<LocalOperator>> local =
+      StartLocalOperator("operator-bench", {"--no-kubelet"}, op_flags);
   if (!local.ok()) return Fail(std::string(local.status().message()));
   kube::HttpKubeClient* client = (*local)->client.get();
 
@@ -112,27 +119,34 @@ int Run(int argc, char** argv) {
     options.label_selector = selector;
     options.resource_version = (*list)["metadata"].value("resourceVersion", "");
     options.timeout = absl::Minutes(10);
-    client->Watch(r, "default", options, [&](const json& e) {
-      if (e.value("type", "") != "ADDED" && e.value("type", "") != "MODIFIED") return true;
-      const json& o = e["object"];
-      absl::MutexLock lock(&mu);
-      if (!status) {
-        if (pods.insert(o["metadata"].value("name", "")).second) last_pod = absl::Now();
-      } else if (o.contains("status") && o["status"].value("phase", "") == "Pending") {
-        if (written.insert(o["metadata"].value("name", "")).second) last_status = absl::Now();
-      }
-      return true;
-    }).IgnoreError();
+    client
+        ->Watch(r, "default", options,
+                [&](const json& e) {
+                  if (e.value("type", "") != "ADDED" && e.value("type", "") != "MODIFIED")
+                    return true;
+                  const json& o = e["object"];
+                  absl::MutexLock lock(&mu);
+                  if (!status) {
+                    if (pods.insert(o["metadata"].value("name", "")).second) last_pod = absl::Now();
+                  } else if (o.contains("status") && o["status"].value("phase", "") == "Pending") {
+                    if (written.insert(o["metadata"].value("name", "")).second)
+                      last_status = absl::Now();
+                  }
+                  return true;
+                })
+        .IgnoreError();
   };
   std::thread pod_watch([&] { watch(kube::kPods, "cohort.dev/job-name", false); });
   std::thread job_watch([&] { watch(op::kDistributedJobs, "", true); });
   listed.Wait();
 
-  std::fprintf(stderr, "operator-bench: creating %d job(s) of %d ranks (%zu pods)\n", jobs, ranks, want_pods);
+  std::fprintf(stderr, "operator-bench: creating %d job(s) of %d ranks (%zu pods)\n", jobs, ranks,
+               want_pods);
   absl::Time start = absl::Now();
   for (int j = 0; j < jobs; ++j) {
     std::string name = jobs == 1 ? "bench-large" : absl::StrCat("bench-", j);
-    absl::StatusOr<json> created = client->Create(op::kDistributedJobs, "default", JobObject(name, ranks, per_pod));
+    absl::StatusOr<json> created =
+        client->Create(op::kDistributedJobs, "default", JobObject(name, ranks, per_pod));
     if (!created.ok()) return Fail(std::string(created.status().message()));
   }
   absl::Time deadline = start + absl::Minutes(5);
@@ -154,7 +168,9 @@ int Run(int argc, char** argv) {
   client->CancelWatches();
   pod_watch.join();
   job_watch.join();
-  if (!done) return Fail(absl::StrCat("timed out: ", pods.size(), " of ", want_pods, " pods, ", written.size(), " of ", jobs, " statuses"));
+  if (!done)
+    return Fail(absl::StrCat("timed out: ", pods.size(), " of ", want_pods, " pods, ",
+                             written.size(), " of ", jobs, " statuses"));
 
   absl::Time end = workload == "large-job" ? last_pod : std::max(last_pod, last_status);
   double seconds = absl::ToDoubleSeconds(end - start);

@@ -30,11 +30,11 @@
 // InPlace median, and start_floor_s: how long starting as many processes of the trainer's binary
 // at once takes on this machine with nothing else running (each exits after main() began), the
 // least any restart that starts new processes can cost here.
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -88,13 +88,15 @@ std::string ReadFile(const fs::path& path) {
 
 // What a run's pods run, and the lines of its log that mark each stage.
 struct Workload {
-  std::string binary;     // The trainer's executable: its processes are found (and one killed) by name.
-  json container;         // The job's trainer container.
-  std::string trains;     // Every rank of attempt 0 printed it: the job trains.
-  std::string registered; // dist::Initialize returned.
-  std::string barrier;    // The first barrier passed.
+  std::string
+      binary;      // The trainer's executable: its processes are found (and one killed) by name.
+  json container;  // The job's trainer container.
+  std::string trains;                   // Every rank of attempt 0 printed it: the job trains.
+  std::string registered;               // dist::Initialize returned.
+  std::string barrier;                  // The first barrier passed.
   std::vector<std::string> floor_argv;  // The binary, exiting right after main() began.
-  bool finishes = false;  // Attempt 1 ends by itself (Succeeded); else the job is deleted once measured.
+  bool finishes =
+      false;  // Attempt 1 ends by itself (Succeeded); else the job is deleted once measured.
 };
 
 Workload ProcessWorkload(int step_ms) {
@@ -104,11 +106,13 @@ Workload ProcessWorkload(int step_ms) {
           {{"name", "trainer"},
            {"image", "cohort/test-trainer:dev"},
            {"command", json::array({"test-trainer", "k8s-hold"})},
-           {"env", json::array({{{"name", "TEST_TRAINER_STEP_MS"}, {"value", absl::StrCat(step_ms)}}})}},
+           {"env",
+            json::array({{{"name", "TEST_TRAINER_STEP_MS"}, {"value", absl::StrCat(step_ms)}}})}},
           "TRAINING",
           "INITIALIZED rank=",
           "BARRIER rank=",
-          {absl::StrCat(COHORT_BIN_DIR, "/test-trainer"), "init-only"},  // No job in the environment: exits 3.
+          {absl::StrCat(COHORT_BIN_DIR, "/test-trainer"),
+           "init-only"},  // No job in the environment: exits 3.
           /*finishes=*/true};
 }
 
@@ -126,8 +130,8 @@ Workload ContainerWorkload() {
           {absl::StrCat(COHORT_BIN_DIR, "/demo-trainer"), "--help"}};
 }
 
-json JobObject(const std::string& name, int pods, int per_pod, const std::string& strategy, const Workload& w,
-               int spares = 0) {
+json JobObject(const std::string& name, int pods, int per_pod, const std::string& strategy,
+               const Workload& w, int spares = 0) {
   json spec = {{"replicas", pods},
                {"spares", spares},
                {"processesPerPod", per_pod},
@@ -159,7 +163,8 @@ std::map<int, pid_t> Trainers(const std::string& binary, const std::string& job,
     }
     for (const std::string& v : vars) {
       int rank = 0;
-      if (absl::StartsWith(v, "COHORT_PROCESS_ID=") && absl::SimpleAtoi(v.substr(18), &rank)) out[rank] = pid;
+      if (absl::StartsWith(v, "COHORT_PROCESS_ID=") && absl::SimpleAtoi(v.substr(18), &rank))
+        out[rank] = pid;
     }
   }
   return out;
@@ -171,7 +176,8 @@ std::vector<std::string> TrainerLogs(const std::string& dir, const std::string& 
   const std::string prefix = absl::StrCat("default_", job, "-");
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "pods", ec)) {
-    if (absl::StartsWith(e.path().filename().string(), prefix)) logs.push_back((e.path() / "trainer.log").string());
+    if (absl::StartsWith(e.path().filename().string(), prefix))
+      logs.push_back((e.path() / "trainer.log").string());
   }
   return logs;
 }
@@ -222,7 +228,8 @@ int CountInLogs(const std::string& dir, const std::string& job, const std::strin
 
 std::map<std::string, std::string> PodUids(kube::HttpKubeClient& client, const std::string& job) {
   std::map<std::string, std::string> uids;
-  absl::StatusOr<json> pods = client.List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
+  absl::StatusOr<json> pods =
+      client.List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
   if (!pods.ok()) return uids;
   for (const json& p : (*pods)["items"]) {
     if (p["metadata"].contains("deletionTimestamp")) continue;
@@ -261,12 +268,13 @@ enum class Loss { kProcess, kNode };
 
 // One job: created, trained, a rank killed, measured, finished (or, one that would train on,
 // deleted once measured) and gone.
-absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& dir, const std::string& job, int pods,
-                             int per_pod, const std::string& strategy, const Workload& w, Loss loss = Loss::kProcess,
-                             int spares = 0) {
+absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& dir,
+                             const std::string& job, int pods, int per_pod,
+                             const std::string& strategy, const Workload& w,
+                             Loss loss = Loss::kProcess, int spares = 0) {
   const int ranks = pods * per_pod;
-  absl::StatusOr<json> created =
-      client.Create(op::kDistributedJobs, "default", JobObject(job, pods, per_pod, strategy, w, spares));
+  absl::StatusOr<json> created = client.Create(op::kDistributedJobs, "default",
+                                               JobObject(job, pods, per_pod, strategy, w, spares));
   if (!created.ok()) return created.status();
   absl::Time deadline = absl::Now() + absl::Minutes(5);
   auto ready_spares = [&] {
@@ -275,15 +283,17 @@ absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& di
   };
   while (CountInLogs(dir, job, w.trains) < ranks || ready_spares() < spares) {
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(job, ": not every rank trains (or the spares are not ready) after 5 minutes; see ", dir, "/pods"));
+      return absl::DeadlineExceededError(absl::StrCat(
+          job, ": not every rank trains (or the spares are not ready) after 5 minutes; see ", dir,
+          "/pods"));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
   const std::map<std::string, std::string> before = PodUids(client, job);
   const std::map<int, pid_t> old = Trainers(w.binary, job, 0);
   if (static_cast<int>(old.size()) != ranks || !old.count(1)) {
-    return absl::InternalError(absl::StrCat(job, ": found ", old.size(), " ", w.binary, " processes of ", ranks));
+    return absl::InternalError(
+        absl::StrCat(job, ": found ", old.size(), " ", w.binary, " processes of ", ranks));
   }
   Run1 r;
   const std::map<std::string, LogMark> marks = MarkLogs(dir, job);
@@ -294,7 +304,9 @@ absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& di
     node = (*pod1)["spec"].value("nodeName", "");
   }
   // A spare's name (<job>-spare<n>): the new spare is not a pod created for the slot.
-  auto is_spare = [&](const std::string& pod) { return absl::StartsWith(pod, absl::StrCat(job, "-spare")); };
+  auto is_spare = [&](const std::string& pod) {
+    return absl::StartsWith(pod, absl::StrCat(job, "-spare"));
+  };
   const absl::Time killed = absl::Now();
   if (loss == Loss::kNode) {
     if (absl::Status s = testing::LoseLocalNode(dir, node); !s.ok()) return s;
@@ -303,9 +315,11 @@ absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& di
   }
   deadline = killed + absl::Minutes(5);
   while (r.gone < 0 || r.registered < 0 || r.barrier < 0) {
-    if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(job, ": attempt 1 never ran"));
+    if (absl::Now() > deadline)
+      return absl::DeadlineExceededError(absl::StrCat(job, ": attempt 1 never ran"));
     const double t = absl::ToDoubleSeconds(absl::Now() - killed);
-    if (r.gone < 0 && std::all_of(old.begin(), old.end(), [](const auto& e) { return kill(e.second, 0) != 0; })) {
+    if (r.gone < 0 &&
+        std::all_of(old.begin(), old.end(), [](const auto& e) { return kill(e.second, 0) != 0; })) {
       r.gone = t;
     }
     if (loss == Loss::kNode && r.detected < 0 && Phase(client, job) != "Running") r.detected = t;
@@ -327,7 +341,8 @@ absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& di
   }
   if (w.finishes) {
     while (Phase(client, job) != "Succeeded") {
-      if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(job, ": did not succeed"));
+      if (absl::Now() > deadline)
+        return absl::DeadlineExceededError(absl::StrCat(job, ": did not succeed"));
       absl::SleepFor(absl::Milliseconds(50));
     }
   }
@@ -362,37 +377,52 @@ json Stats(std::vector<double> v) {
 int Run(int argc, char** argv) {
   int pods = 8, per_pod = 4, runs = 5;
   std::string runtime = "process";
-  CLI::App app{"recovery-bench: a gang restart in place beside recreating the pods, or a lost node with a hot "
-               "spare beside one without"};
-  app.add_option("--pods", pods, "pods of the job")->check(CLI::Range(2, 1024))->capture_default_str();
-  app.add_option("--processes-per-pod", per_pod, "processes per pod")->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--runs", runs, "runs of each strategy")->check(CLI::Range(1, 100))->capture_default_str();
+  CLI::App app{
+      "recovery-bench: a gang restart in place beside recreating the pods, or a lost node with a "
+      "hot "
+      "spare beside one without"};
+  app.add_option("--pods", pods, "pods of the job")
+      ->check(CLI::Range(2, 1024))
+      ->capture_default_str();
+  app.add_option("--processes-per-pod", per_pod, "processes per pod")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--runs", runs, "runs of each strategy")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--runtime", runtime, "the local kubelet's runtime")
       ->check(CLI::IsMember({"process", "podman"}))
       ->capture_default_str();
   int step_ms = 5;
-  app.add_option("--step-ms", step_ms, "test-trainer's step time while attempt 0 trains (process runtime)")
+  app.add_option("--step-ms", step_ms,
+                 "test-trainer's step time while attempt 0 trains (process runtime)")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   std::string lose = "process";
   app.add_option("--lose", lose,
-                 "what a run takes away: rank 1's process (InPlace beside Recreate), or pod 1's node (a job with "
+                 "what a run takes away: rank 1's process (InPlace beside Recreate), or pod 1's "
+                 "node (a job with "
                  "a hot spare beside one without)")
       ->check(CLI::IsMember({"process", "node"}))
       ->capture_default_str();
   bool keep = false;
-  app.add_flag("--keep", keep, "keep the local cluster's directory (pods' logs; the operator's, at debug level, in operator.log; the cluster's in cluster.log)");
+  app.add_flag("--keep", keep,
+               "keep the local cluster's directory (pods' logs; the operator's, at debug level, in "
+               "operator.log; the cluster's in cluster.log)");
   CLI11_PARSE(app, argc, argv);
   InitLogging("recovery-bench");
   signal(SIGPIPE, SIG_IGN);
 
   const Workload workload = runtime == "podman" ? ContainerWorkload() : ProcessWorkload(step_ms);
   if (runtime == "podman") {
-    // The settings podman needs on sandboxed machines (docs/images.md), unless the caller has its own.
+    // The settings podman needs on sandboxed machines (docs/images.md), unless the caller has its
+    // own.
     setenv("CONTAINERS_CONF", COHORT_SOURCE_DIR "/images/containers.conf", /*overwrite=*/0);
-    absl::StatusOr<Subprocess> exists = Subprocess::Start(Subprocess::Options{{"podman", "image", "exists", kDemoImage}});
+    absl::StatusOr<Subprocess> exists =
+        Subprocess::Start(Subprocess::Options{{"podman", "image", "exists", kDemoImage}});
     if (!exists.ok() || Subprocess::ExitCodeOf(exists->Wait()) != 0) {
-      return Fail(absl::StrCat(kDemoImage, " is not in podman's local store: build it with `make images`"));
+      return Fail(
+          absl::StrCat(kDemoImage, " is not in podman's local store: build it with `make images`"));
     }
   }
   std::vector<double> floors;
@@ -405,8 +435,14 @@ int Run(int argc, char** argv) {
   std::vector<std::string> cluster_flags = {"--runtime", runtime, "--max-pods", "0"};
   std::vector<std::string> operator_flags;
   if (loss == Loss::kNode) {
-    cluster_flags = {"--runtime", runtime, "--max-pods", "1", "--nodes", absl::StrCat(pods + 2 + 2 * runs),
-                     "--node-monitor-grace-period", "2"};
+    cluster_flags = {"--runtime",
+                     runtime,
+                     "--max-pods",
+                     "1",
+                     "--nodes",
+                     absl::StrCat(pods + 2 + 2 * runs),
+                     "--node-monitor-grace-period",
+                     "2"};
     operator_flags = {"--force-delete-after", "2"};
   }
   if (keep) operator_flags.insert(operator_flags.end(), {"--log-level", "debug"});
@@ -416,23 +452,32 @@ int Run(int argc, char** argv) {
   kube::HttpKubeClient& client = *(*local)->client;
   const std::string dir = (*local)->dir;
 
-  std::map<std::string, std::map<std::string, std::vector<double>>> figures;  // strategy -> figure -> runs.
-  const std::vector<std::string> variants =
-      loss == Loss::kNode ? std::vector<std::string>{"Spare", "NoSpare"} : std::vector<std::string>{"InPlace", "Recreate"};
+  std::map<std::string, std::map<std::string, std::vector<double>>>
+      figures;  // strategy -> figure -> runs.
+  const std::vector<std::string> variants = loss == Loss::kNode
+                                                ? std::vector<std::string>{"Spare", "NoSpare"}
+                                                : std::vector<std::string>{"InPlace", "Recreate"};
   for (int i = 0; i < runs; ++i) {
     for (const std::string& strategy : variants) {
       const std::string job = absl::StrCat("rb-", absl::AsciiStrToLower(strategy), "-", i);
-      absl::StatusOr<Run1> r =
-          loss == Loss::kNode
-              ? Measure(client, dir, job, pods, per_pod, "InPlace", workload, loss, strategy == "Spare" ? 1 : 0)
-              : Measure(client, dir, job, pods, per_pod, strategy, workload);
+      absl::StatusOr<Run1> r = loss == Loss::kNode
+                                   ? Measure(client, dir, job, pods, per_pod, "InPlace", workload,
+                                             loss, strategy == "Spare" ? 1 : 0)
+                                   : Measure(client, dir, job, pods, per_pod, strategy, workload);
       if (!r.ok()) {
         KeepDir(**local);
-        return Fail(absl::StrCat(r.status().message(), " (the cluster's directory is kept: ", dir, ")"));
+        return Fail(
+            absl::StrCat(r.status().message(), " (the cluster's directory is kept: ", dir, ")"));
       }
-      json one = {{"strategy", strategy},   {"run", i},          {"pods", pods},
-                  {"processes_per_pod", per_pod}, {"ranks", pods * per_pod}, {"runtime", runtime},
-                  {"gone_s", r->gone},      {"registered_s", r->registered}, {"barrier_s", r->barrier},
+      json one = {{"strategy", strategy},
+                  {"run", i},
+                  {"pods", pods},
+                  {"processes_per_pod", per_pod},
+                  {"ranks", pods * per_pod},
+                  {"runtime", runtime},
+                  {"gone_s", r->gone},
+                  {"registered_s", r->registered},
+                  {"barrier_s", r->barrier},
                   {"pods_replaced", r->replaced}};
       if (loss == Loss::kNode) {
         one["lost"] = "node";
@@ -450,8 +495,13 @@ int Run(int argc, char** argv) {
       figures[strategy]["pods_replaced"].push_back(r->replaced);
     }
   }
-  json summary = {{"summary", true}, {"pods", pods}, {"processes_per_pod", per_pod}, {"ranks", pods * per_pod},
-                  {"runs", runs}, {"runtime", runtime}, {"start_floor_s", Stats(floors)}};
+  json summary = {{"summary", true},
+                  {"pods", pods},
+                  {"processes_per_pod", per_pod},
+                  {"ranks", pods * per_pod},
+                  {"runs", runs},
+                  {"runtime", runtime},
+                  {"start_floor_s", Stats(floors)}};
   for (auto& [strategy, by_figure] : figures) {
     for (auto& [figure, values] : by_figure) summary[strategy][figure] = Stats(values);
   }
@@ -469,7 +519,8 @@ int Run(int argc, char** argv) {
   if (loss == Loss::kNode) {
     summary["lost"] = "node";
     // The target: with a spare, every rank registered within the detection time + 2 s (worst run).
-    summary["spare_within_detected_plus_2s"] = summary["Spare"]["registered_after_detected_s"]["worst"] <= 2.0;
+    summary["spare_within_detected_plus_2s"] =
+        summary["Spare"]["registered_after_detected_s"]["worst"] <= 2.0;
   }
   std::printf("%s\n", summary.dump().c_str());
   if (keep) {

@@ -80,9 +80,10 @@ int main(int argc, char** argv) {
                               .dump()
                               .c_str());
     } else {
-      std::printf("key_value_set + get: %.2f us per pair, median pair %.2f us (means over %d "
-                  "ranks)\n",
-                  figures[0], figures[1], dist::ProcessCount());
+      std::printf(
+          "key_value_set + get: %.2f us per pair, median pair %.2f us (means over %d "
+          "ranks)\n",
+          figures[0], figures[1], dist::ProcessCount());
     }
   }
   comm->reset();

@@ -26,9 +26,8 @@ class Backoff {
 
   absl::Duration Next() {
     absl::Duration ceiling = DoublingDelay(initial_, cap_, ++attempt_);
-    return absl::Nanoseconds(
-        absl::Uniform<int64_t>(gen_, absl::ToInt64Nanoseconds(ceiling) / 2,
-                               absl::ToInt64Nanoseconds(ceiling) + 1));
+    return absl::Nanoseconds(absl::Uniform<int64_t>(gen_, absl::ToInt64Nanoseconds(ceiling) / 2,
+                                                    absl::ToInt64Nanoseconds(ceiling) + 1));
   }
   int attempts() const { return attempt_; }
   // Starts again from `initial` (after a success).

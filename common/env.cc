@@ -74,10 +74,12 @@ std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessP
   const std::string per_pod = absl::StrCat(p.processes_per_pod);
   const std::string pod = absl::StrCat(p.pod_index);
   std::vector<std::pair<std::string, std::string>> vars = {
-      {kNumProcesses, world},        {kProcessId, rank},      {kLocalProcessId, local},
-      {kProcessesPerPod, per_pod},   {kJaxNumProcesses, world}, {kJaxProcessId, rank},
-      {kWorldSize, world},           {kRank, rank},           {kLocalRank, local},
-      {kLocalWorldSize, per_pod},    {kGroupRank, pod},       {kNodeRank, pod}};
+      {kNumProcesses, world},    {kProcessId, rank},
+      {kLocalProcessId, local},  {kProcessesPerPod, per_pod},
+      {kJaxNumProcesses, world}, {kJaxProcessId, rank},
+      {kWorldSize, world},       {kRank, rank},
+      {kLocalRank, local},       {kLocalWorldSize, per_pod},
+      {kGroupRank, pod},         {kNodeRank, pod}};
   if (gpus) vars.emplace_back(kJaxLocalDeviceIds, local);
   return vars;
 }
@@ -140,7 +142,9 @@ std::string ProbeDir(absl::string_view agent_socket, int rank) {
   return absl::StrCat(DirOf(agent_socket), "/probe/rank-", rank);
 }
 
-std::string DumpsDir(absl::string_view agent_socket) { return absl::StrCat(DirOf(agent_socket), "/dumps"); }
+std::string DumpsDir(absl::string_view agent_socket) {
+  return absl::StrCat(DirOf(agent_socket), "/dumps");
+}
 
 absl::StatusOr<ProcessPlacement> PodPlacementFromEnvironment() {
   auto required = [](const char* name) -> absl::StatusOr<int64_t> {

@@ -11,8 +11,8 @@
 #include "absl/time/time.h"
 
 // The environment contract of a job's processes (docs/operator.md, "The environment contract").
-// This is the one place that names each variable; libdist, the sidecar and the launchers read and set
-// them through these names (common/job_settings.h resolves them).
+// This is the one place that names each variable; libdist, the sidecar and the launchers read and
+// set them through these names (common/job_settings.h resolves them).
 namespace cohort::env {
 
 inline constexpr char kCoordinatorAddress[] = "COHORT_COORDINATOR_ADDRESS";

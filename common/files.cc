@@ -23,10 +23,12 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << text;
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+    if (!out)
+      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

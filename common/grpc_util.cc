@@ -23,7 +23,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     carried.set_message(std::string(status.message()));
     details = carried.SerializeAsString();
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()), details);
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+                      details);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -39,7 +40,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 void AddToken(grpc::ClientContext* context, const std::string& token) {
-  if (!token.empty()) context->AddMetadata(kTokenMetadataKey, absl::StrCat(kTokenMetadataPrefix, token));
+  if (!token.empty())
+    context->AddMetadata(kTokenMetadataKey, absl::StrCat(kTokenMetadataPrefix, token));
 }
 
 absl::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token) {

@@ -59,7 +59,8 @@ class ClientCallSet {
   // `release` runs under the lock after the erase: a caller that destroys the call there (and
   // with it the context's reference to the channel) is done with the channel before
   // AwaitEmpty() returns, so the channel's owner, not a gRPC thread, destroys it last.
-  void Remove(grpc::ClientContext* context, absl::FunctionRef<void()> release = [] {}) {
+  void Remove(
+      grpc::ClientContext* context, absl::FunctionRef<void()> release = [] {}) {
     absl::MutexLock lock(&mu_);
     calls_.erase(context);
     release();
@@ -83,9 +84,9 @@ class ClientCallSet {
 };
 
 struct UnaryCallOptions {
-  std::string token;             // The job token; empty: none.
-  absl::Duration timeout;        // The call's deadline, from now.
-  bool wait_for_ready = true;    // Wait for the channel (within the deadline) instead of failing.
+  std::string token;               // The job token; empty: none.
+  absl::Duration timeout;          // The call's deadline, from now.
+  bool wait_for_ready = true;      // Wait for the channel (within the deadline) instead of failing.
   ClientCallSet* calls = nullptr;  // Tracks the call until it completes.
 };
 

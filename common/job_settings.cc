@@ -26,9 +26,10 @@ absl::StatusOr<int> RequiredInt(const std::optional<int>& given, const char* var
   absl::StatusOr<std::optional<int64_t>> from_env = env::GetInt(variable);
   if (!from_env.ok()) return from_env.status();
   if (!from_env->has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " is not set: set ", variable, " (cohort-run and cohort-operator set it for you) or "
-        "pass it explicitly"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is not set: set ", variable,
+                     " (cohort-run and cohort-operator set it for you) or "
+                     "pass it explicitly"));
   }
   return static_cast<int>(**from_env);
 }
@@ -63,8 +64,8 @@ absl::StatusOr<JobTimeouts> ResolveJobTimeouts(const JobSettingsOverrides& given
     *out = *d;
   }
   if (t.heartbeat <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the heartbeat timeout must be positive (", env::kHeartbeatTimeout, "); e.g. 10s"));
+    return absl::InvalidArgumentError(absl::StrCat("the heartbeat timeout must be positive (",
+                                                   env::kHeartbeatTimeout, "); e.g. 10s"));
   }
   return t;
 }
@@ -80,9 +81,9 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const JobSettingsOverrides& given
         "the job size is ", *num, " (", env::kNumProcesses, "); a job has at least 1 process"));
   }
   if (*id < 0 || *id >= *num) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "process id ", *id, " is out of range for a job of ", *num, " processes; ids run 0..",
-        *num - 1, " (check ", env::kProcessId, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("process id ", *id, " is out of range for a job of ", *num,
+                     " processes; ids run 0..", *num - 1, " (check ", env::kProcessId, ")"));
   }
   s.num_processes = *num;
   s.process_id = *id;
@@ -113,10 +114,10 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const JobSettingsOverrides& given
   s.local_process_count = static_cast<int>(local_count->value_or(1));
   if (s.local_process_count < 1 || s.local_process_id < 0 ||
       s.local_process_id >= s.local_process_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        env::kLocalProcessId, "=", s.local_process_id, " is not an index below ",
-        env::kProcessesPerPod, "=", s.local_process_count,
-        "; the launcher (cohort-launch, cohort-run) sets both, unset them otherwise"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(env::kLocalProcessId, "=", s.local_process_id, " is not an index below ",
+                     env::kProcessesPerPod, "=", s.local_process_count,
+                     "; the launcher (cohort-launch, cohort-run) sets both, unset them otherwise"));
   }
 
   absl::StatusOr<JobTimeouts> timeouts = ResolveJobTimeouts(given);

@@ -19,11 +19,16 @@ std::string* g_component = new std::string("cohort");
 
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARN";
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kNone: break;
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARN";
+    case LogLevel::kError:
+      return "ERROR";
+    case LogLevel::kNone:
+      break;
   }
   return "?";
 }
@@ -46,9 +51,9 @@ void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
 
 void LogLine(LogLevel level, absl::string_view message) {
-  std::string line = absl::StrCat(
-      absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), " ", LevelName(level),
-      " ", *g_component, "] ", message, "\n");
+  std::string line =
+      absl::StrCat(absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), " ",
+                   LevelName(level), " ", *g_component, "] ", message, "\n");
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }

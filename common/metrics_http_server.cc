@@ -3,9 +3,9 @@
 #include <prometheus/gauge.h>
 
 #include <httplib.h>
-#include <pthread.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
+#include <pthread.h>
 
 #include "absl/strings/str_cat.h"
 

@@ -19,8 +19,8 @@ class Server;
 namespace cohort {
 
 // /metrics (Prometheus text format of every collectable: prometheus-cpp registries and custom
-// collectors), /healthz and /readyz over cpp-httplib, on its own thread pool. `ready` returns "" when ready, else the reason shown on
-// /readyz with status 503.
+// collectors), /healthz and /readyz over cpp-httplib, on its own thread pool. `ready` returns ""
+// when ready, else the reason shown on /readyz with status 503.
 class MetricsHttpServer {
  public:
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(

@@ -13,7 +13,8 @@ std::string FormatRfc3339Micro(absl::Time t) {
 std::optional<absl::Time> ParseRfc3339(const std::string& rfc3339) {
   absl::Time t;
   std::string err;
-  if (rfc3339.empty() || !absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return std::nullopt;
+  if (rfc3339.empty() || !absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err))
+    return std::nullopt;
   return t;
 }
 

@@ -11,9 +11,10 @@ constexpr absl::string_view kMarker = "[cause: ";
 }  // namespace
 
 std::string FormatPeerFailureLine(absl::string_view message, FailureCause cause) {
-  return absl::StrCat("cohort: the job failed: ", message, " ", kMarker, InfoOf(cause).words,
-                      "]. Exiting with code ", kPeerFailureExitCode,
-                      " (fate sharing; set dist::Options::on_peer_failure to handle failures yourself)\n");
+  return absl::StrCat(
+      "cohort: the job failed: ", message, " ", kMarker, InfoOf(cause).words,
+      "]. Exiting with code ", kPeerFailureExitCode,
+      " (fate sharing; set dist::Options::on_peer_failure to handle failures yourself)\n");
 }
 
 std::optional<FailureCause> ParsePeerFailureCause(absl::string_view text) {

@@ -20,7 +20,8 @@ inline void AddTimeoutFlags(CLI::App& app, TimeoutFlags* flags) {
                               absl::FormatDuration(kDefaultInitializationTimeout), ")"));
   app.add_option("--heartbeat-timeout", flags->heartbeat,
                  absl::StrCat("A rank silent this long has failed (env COHORT_HEARTBEAT_TIMEOUT, "
-                              "default ", absl::FormatDuration(kDefaultHeartbeatTimeout), ")"));
+                              "default ",
+                              absl::FormatDuration(kDefaultHeartbeatTimeout), ")"));
   app.add_option("--shutdown-timeout", flags->shutdown,
                  absl::StrCat("Bound on the shutdown barrier, and on how long rank 0 keeps the "
                               "service up for slower ranks (env COHORT_SHUTDOWN_TIMEOUT, default ",

@@ -22,9 +22,9 @@ absl::StatusOr<std::string> LoadToken(absl::string_view file) {
     std::ifstream in(path);
     if (!in) {
       int err = errno;
-      std::string msg = absl::StrCat("cannot read the job token file '", path,
-                                     "': ", std::strerror(err),
-                                     "; check COHORT_TOKEN_FILE / --token-file and the mount");
+      std::string msg =
+          absl::StrCat("cannot read the job token file '", path, "': ", std::strerror(err),
+                       "; check COHORT_TOKEN_FILE / --token-file and the mount");
       return err == EACCES ? absl::PermissionDeniedError(msg) : absl::NotFoundError(msg);
     }
     std::stringstream ss;

@@ -71,7 +71,8 @@ std::vector<float> LocalGradient(const DataSet& data, const std::vector<float>& 
     const int i = rank * shard + static_cast<int>((step * kBatchPerRank + b) % shard);
     float err = -data.y[i];
     for (int j = 0; j < kFeatures; ++j) err += data.x[i * kFeatures + j] * w[j];
-    for (int j = 0; j < kFeatures; ++j) g[j] += 2.0f * err * data.x[i * kFeatures + j] / kBatchPerRank;
+    for (int j = 0; j < kFeatures; ++j)
+      g[j] += 2.0f * err * data.x[i * kFeatures + j] / kBatchPerRank;
     g[kFeatures] += err * err / kBatchPerRank;
   }
   return g;
@@ -93,7 +94,8 @@ int main(int argc, char** argv) {
   int preempted_exit_code = dist::kPreemptedExitCode;
   CLI::App app{"demo-trainer: data-parallel training with libdist"};
   app.add_option("--steps", steps, "Training steps")->capture_default_str();
-  app.add_option("--step-ms", step_ms, "Extra simulated compute per step (ms)")->capture_default_str();
+  app.add_option("--step-ms", step_ms, "Extra simulated compute per step (ms)")
+      ->capture_default_str();
   app.add_option("--barrier-every", barrier_every, "Barrier every N steps")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -104,7 +106,8 @@ int main(int argc, char** argv) {
   app.add_option("--learning-rate", learning_rate, "SGD step size")->capture_default_str();
   app.add_option("--checkpoint-dir", checkpoint_dir, "Where checkpoints go")->capture_default_str();
   app.add_option("--preempted-exit-code", preempted_exit_code,
-                 "Exit status after the preemption checkpoint")->capture_default_str();
+                 "Exit status after the preemption checkpoint")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   absl::Time t0 = absl::Now();
@@ -137,14 +140,17 @@ int main(int argc, char** argv) {
         saved >> hex;
         v = std::strtof(hex.c_str(), nullptr);
       }
-      std::printf("resumed from the checkpoint at step %lld\n", static_cast<long long>(resumed_from));
+      std::printf("resumed from the checkpoint at step %lld\n",
+                  static_cast<long long>(resumed_from));
     } else {
       resumed_from = -1;
       std::fill(w.begin(), w.end(), 0.0f);
     }
   }
   dist::HostArray params = dist::HostArray::Of(dist::DataType::kFloat32, {kFeatures}, w);
-  if (absl::Status s = dist::AssertEqual(**comm, params, "ranks resumed with different parameters."); !s.ok()) {
+  if (absl::Status s =
+          dist::AssertEqual(**comm, params, "ranks resumed with different parameters.");
+      !s.ok()) {
     return Fail("parameters after start", s);
   }
 

@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
     int64_t value = rank + step;
-    if (absl::Status s = (*comm)->AllReduce(&value, &value, 1, dist::DataType::kInt64,
-                                            dist::ReduceOp::kSum);
+    if (absl::Status s =
+            (*comm)->AllReduce(&value, &value, 1, dist::DataType::kInt64, dist::ReduceOp::kSum);
         !s.ok()) {
       // Not reached with the default failure handler, which exits 75 first.
       std::fprintf(stderr, "step %d: %s\n", step, s.ToString().c_str());

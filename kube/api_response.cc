@@ -47,7 +47,8 @@ bool WatchStreamDecoder::Feed(absl::string_view chunk, const EventCallback& on_e
       const json& object = Member(event, "object");
       std::optional<int64_t> code = IntMember(object, "code");
       status_ = StatusFromResponse(
-          "WATCH", path_, code && *code >= INT_MIN && *code <= INT_MAX ? static_cast<int>(*code) : 500,
+          "WATCH", path_,
+          code && *code >= INT_MIN && *code <= INT_MAX ? static_cast<int>(*code) : 500,
           object.dump());
       return false;
     }

@@ -38,8 +38,9 @@ bool SetCondition(json& conditions, json condition, absl::Time now) {
         StringMember(c, "message") == StringMember(condition, "message")) {
       return false;
     }
-    condition["lastTransitionTime"] =
-        same_status && c.contains("lastTransitionTime") ? c["lastTransitionTime"] : json(FormatRfc3339(now));
+    condition["lastTransitionTime"] = same_status && c.contains("lastTransitionTime")
+                                          ? c["lastTransitionTime"]
+                                          : json(FormatRfc3339(now));
     c = std::move(condition);
     return true;
   }

@@ -35,13 +35,13 @@ absl::Status ParseServer(const std::string& server, bool* tls, std::string* host
   } else if (absl::ConsumePrefix(&rest, "http://")) {
     *tls = false;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "API server address '", server, "' must start with https:// or http://"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("API server address '", server, "' must start with https:// or http://"));
   }
   rest = absl::StripSuffix(rest, "/");
   if (rest.find('/') != absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("API server address '", server, "' has a path; only scheme://host:port is supported"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "API server address '", server, "' has a path; only scheme://host:port is supported"));
   }
   size_t colon = rest.rfind(':');
   bool bracketed = absl::StartsWith(rest, "[");
@@ -51,11 +51,14 @@ absl::Status ParseServer(const std::string& server, bool* tls, std::string* host
   } else {
     *host = std::string(rest.substr(0, colon));
     if (!absl::SimpleAtoi(rest.substr(colon + 1), port) || *port <= 0 || *port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat("API server address '", server, "' has a bad port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("API server address '", server, "' has a bad port"));
     }
   }
   *host = std::string(absl::StripSuffix(absl::StripPrefix(*host, "["), "]"));
-  if (host->empty()) return absl::InvalidArgumentError(absl::StrCat("API server address '", server, "' has no host"));
+  if (host->empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("API server address '", server, "' has no host"));
   return absl::OkStatus();
 }
 
@@ -94,34 +97,42 @@ std::string EscapeQueryValue(const std::string& value) {
 
 HttpKubeClient::HttpKubeClient(const KubeConfig& config, const HttpKubeClientOptions& options,
                                Clock* clock)
-    : config_(config), options_(options), clock_(clock), limiter_(options.qps, options.burst, clock) {}
+    : config_(config),
+      options_(options),
+      clock_(clock),
+      limiter_(options.qps, options.burst, clock) {}
 
 HttpKubeClient::~HttpKubeClient() = default;
 
 absl::StatusOr<std::unique_ptr<HttpKubeClient>> HttpKubeClient::Create(
     const KubeConfig& config, const HttpKubeClientOptions& options, Clock* clock) {
   std::unique_ptr<HttpKubeClient> client(new HttpKubeClient(config, options, clock));
-  if (absl::Status s = ParseServer(config.server, &client->tls_, &client->host_, &client->port_); !s.ok()) {
+  if (absl::Status s = ParseServer(config.server, &client->tls_, &client->host_, &client->port_);
+      !s.ok()) {
     return s;
   }
   // Fail now, with the cause, rather than on every request.
-  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> probe = client->Connect(options.request_timeout);
+  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> probe =
+      client->Connect(options.request_timeout);
   if (!probe.ok()) return probe.status();
   absl::MutexLock lock(&client->mu_);
   client->idle_.push_back(*std::move(probe));
   return client;
 }
 
-absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> HttpKubeClient::Connect(absl::Duration read_timeout) {
+absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> HttpKubeClient::Connect(
+    absl::Duration read_timeout) {
   std::unique_ptr<httplib::ClientImpl> c;
   if (tls_) {
     X509* cert = nullptr;
     EVP_PKEY* key = nullptr;
     if (!config_.client_cert_pem.empty()) {
-      BIO* bio = BIO_new_mem_buf(config_.client_cert_pem.data(), static_cast<int>(config_.client_cert_pem.size()));
+      BIO* bio = BIO_new_mem_buf(config_.client_cert_pem.data(),
+                                 static_cast<int>(config_.client_cert_pem.size()));
       cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
       BIO_free(bio);
-      bio = BIO_new_mem_buf(config_.client_key_pem.data(), static_cast<int>(config_.client_key_pem.size()));
+      bio = BIO_new_mem_buf(config_.client_key_pem.data(),
+                            static_cast<int>(config_.client_key_pem.size()));
       key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
       BIO_free(bio);
       if (cert == nullptr || key == nullptr) {
@@ -136,7 +147,8 @@ absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> HttpKubeClient::Connect(abs
                                : std::make_unique<httplib::SSLClient>(host_, port_);
     X509_free(cert);
     EVP_PKEY_free(key);
-    if (!ssl->is_valid()) return absl::InvalidArgumentError("could not set up TLS for the API server");
+    if (!ssl->is_valid())
+      return absl::InvalidArgumentError("could not set up TLS for the API server");
     if (!config_.ca_pem.empty()) {
       absl::StatusOr<X509_STORE*> store = CaStore(config_.ca_pem);
       if (!store.ok()) return store.status();
@@ -153,7 +165,8 @@ absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> HttpKubeClient::Connect(abs
   c->set_read_timeout(ToChrono(read_timeout));
   c->set_write_timeout(ToChrono(options_.request_timeout));
   httplib::Headers headers = {{"Accept", "application/json"}, {"User-Agent", options_.user_agent}};
-  if (!config_.token.empty()) headers.emplace("Authorization", absl::StrCat("Bearer ", config_.token));
+  if (!config_.token.empty())
+    headers.emplace("Authorization", absl::StrCat("Bearer ", config_.token));
   c->set_default_headers(headers);
   return c;
 }
@@ -202,8 +215,9 @@ absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::
   return Call(method, path, body, content_type, nullptr);
 }
 
-absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::string& path, const json* body,
-                                          const std::string& content_type, const json::parser_callback_t& filter) {
+absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::string& path,
+                                          const json* body, const std::string& content_type,
+                                          const json::parser_callback_t& filter) {
   std::string payload = body != nullptr ? body->dump() : "";
   Backoff backoff(options_.initial_backoff, options_.max_backoff);
   absl::Status last;
@@ -225,12 +239,14 @@ absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::
       return c->Delete(path, payload, content_type);
     }();
     if (LogEnabled(LogLevel::kDebug)) {
-      LogDebug(method, " ", path, " -> ", res ? absl::StrCat(res->status) : httplib::to_string(res.error()), " in ",
+      LogDebug(method, " ", path, " -> ",
+               res ? absl::StrCat(res->status) : httplib::to_string(res.error()), " in ",
                absl::FormatDuration(absl::Now() - sent));
     }
     if (!res) {
-      last = absl::UnavailableError(absl::StrCat(method, " ", path, ": cannot reach the API server at ",
-                                                 config_.server, ": ", httplib::to_string(res.error())));
+      last = absl::UnavailableError(
+          absl::StrCat(method, " ", path, ": cannot reach the API server at ", config_.server, ": ",
+                       httplib::to_string(res.error())));
       ReturnConnection(nullptr);  // The connection is dropped, not reused.
       if (pooled && !stale_retried) {
         // A kept-alive connection fails like this when the server closed it while it sat idle
@@ -250,7 +266,8 @@ absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::
       if (res->body.empty()) return json::object();
       json parsed = json::parse(res->body, filter, /*allow_exceptions=*/false);
       if (parsed.is_discarded()) {
-        return absl::InternalError(absl::StrCat(method, " ", path, ": the API server's response is not JSON"));
+        return absl::InternalError(
+            absl::StrCat(method, " ", path, ": the API server's response is not JSON"));
       }
       return parsed;
     }
@@ -266,55 +283,67 @@ absl::StatusOr<json> HttpKubeClient::Call(const std::string& method, const std::
   return last;
 }
 
-absl::StatusOr<json> HttpKubeClient::Get(const Resource& r, const std::string& ns, const std::string& name) {
+absl::StatusOr<json> HttpKubeClient::Get(const Resource& r, const std::string& ns,
+                                         const std::string& name) {
   return Call("GET", absl::StrCat(r.Path(ns), "/", name));
 }
 
 absl::StatusOr<json> HttpKubeClient::List(const Resource& r, const std::string& ns,
                                           const std::string& label_selector, ListFields fields) {
   std::string path = r.Path(ns);
-  if (!label_selector.empty()) absl::StrAppend(&path, "?labelSelector=", EscapeQueryValue(label_selector));
+  if (!label_selector.empty())
+    absl::StrAppend(&path, "?labelSelector=", EscapeQueryValue(label_selector));
   if (fields == ListFields::kAll) return Call("GET", path);
   // Depth 3 is a key of an item ({"items": [{"spec": ...}]}), depth 4 a key of its spec: of
   // the spec only nodeName and schedulingGates are kept. The callback sees the keys in document
   // order.
   auto in_spec = std::make_shared<bool>(false);
-  return Call("GET", path, nullptr, "application/json",
-              [in_spec](int depth, json::parse_event_t event, json& parsed) {
-                if (event != json::parse_event_t::key) return true;
-                if (depth == 3) *in_spec = parsed == "spec";
-                return !(depth == 4 && *in_spec && parsed != "nodeName" && parsed != "schedulingGates");
-              });
+  return Call(
+      "GET", path, nullptr, "application/json",
+      [in_spec](int depth, json::parse_event_t event, json& parsed) {
+        if (event != json::parse_event_t::key) return true;
+        if (depth == 3) *in_spec = parsed == "spec";
+        return !(depth == 4 && *in_spec && parsed != "nodeName" && parsed != "schedulingGates");
+      });
 }
 
-absl::StatusOr<json> HttpKubeClient::Create(const Resource& r, const std::string& ns, const json& object) {
+absl::StatusOr<json> HttpKubeClient::Create(const Resource& r, const std::string& ns,
+                                            const json& object) {
   return Call("POST", r.Path(ns), &object);
 }
 
-absl::StatusOr<json> HttpKubeClient::Update(const Resource& r, const std::string& ns, const json& object) {
-  return Call("PUT", absl::StrCat(r.Path(ns), "/", object["metadata"]["name"].get<std::string>()), &object);
+absl::StatusOr<json> HttpKubeClient::Update(const Resource& r, const std::string& ns,
+                                            const json& object) {
+  return Call("PUT", absl::StrCat(r.Path(ns), "/", object["metadata"]["name"].get<std::string>()),
+              &object);
 }
 
 absl::StatusOr<json> HttpKubeClient::UpdateStatus(const Resource& r, const std::string& ns,
                                                   const json& object) {
-  return Call("PUT", absl::StrCat(r.Path(ns), "/", object["metadata"]["name"].get<std::string>(), "/status"),
-              &object);
+  return Call(
+      "PUT",
+      absl::StrCat(r.Path(ns), "/", object["metadata"]["name"].get<std::string>(), "/status"),
+      &object);
 }
 
 absl::StatusOr<json> HttpKubeClient::MergePatch(const Resource& r, const std::string& ns,
-                                                const std::string& name, const json& patch, bool status) {
+                                                const std::string& name, const json& patch,
+                                                bool status) {
   return Call("PATCH", absl::StrCat(r.Path(ns), "/", name, status ? "/status" : ""), &patch,
               "application/merge-patch+json");
 }
 
-absl::Status HttpKubeClient::Delete(const Resource& r, const std::string& ns, const std::string& name,
+absl::Status HttpKubeClient::Delete(const Resource& r, const std::string& ns,
+                                    const std::string& name,
                                     std::optional<int64_t> grace_period_seconds) {
-  json options = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", "Background"}};
+  json options = {
+      {"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", "Background"}};
   if (grace_period_seconds) options["gracePeriodSeconds"] = *grace_period_seconds;
   return Call("DELETE", absl::StrCat(r.Path(ns), "/", name), &options).status();
 }
 
-absl::Status HttpKubeClient::Watch(const Resource& r, const std::string& ns, const WatchOptions& options,
+absl::Status HttpKubeClient::Watch(const Resource& r, const std::string& ns,
+                                   const WatchOptions& options,
                                    const std::function<bool(const json&)>& on_event) {
   std::string path = absl::StrCat(r.Path(ns), "?watch=1&timeoutSeconds=",
                                   std::max<int64_t>(1, absl::ToInt64Seconds(options.timeout)));
@@ -328,7 +357,8 @@ absl::Status HttpKubeClient::Watch(const Resource& r, const std::string& ns, con
   limiter_.Wait();
   // A connection of its own: the stream is silent for long stretches, so the read timeout is
   // the watch's own plus a margin.
-  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> c = Connect(options.timeout + absl::Seconds(30));
+  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> c =
+      Connect(options.timeout + absl::Seconds(30));
   if (!c.ok()) return c.status();
   httplib::ClientImpl* conn = c->get();
   {
@@ -363,7 +393,8 @@ absl::Status HttpKubeClient::Watch(const Resource& r, const std::string& ns, con
   if (!decoder.status().ok()) return decoder.status();
   if (code != 0 && code != 200) return StatusFromResponse("WATCH", path, code, error_body);
   if (!res && res.error() != httplib::Error::Read) {
-    return absl::UnavailableError(absl::StrCat("WATCH ", path, ": ", httplib::to_string(res.error())));
+    return absl::UnavailableError(
+        absl::StrCat("WATCH ", path, ": ", httplib::to_string(res.error())));
   }
   return absl::OkStatus();  // The server ended the stream (or it went quiet): resume.
 }

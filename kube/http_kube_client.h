@@ -40,9 +40,8 @@ struct HttpKubeClientOptions {
 class HttpKubeClient final : public KubeClient {
  public:
   // InvalidArgument for a server URL or certificate that cannot be used.
-  static absl::StatusOr<std::unique_ptr<HttpKubeClient>> Create(const KubeConfig& config,
-                                                                const HttpKubeClientOptions& options,
-                                                                Clock* clock);
+  static absl::StatusOr<std::unique_ptr<HttpKubeClient>> Create(
+      const KubeConfig& config, const HttpKubeClientOptions& options, Clock* clock);
   ~HttpKubeClient() override;
 
   absl::StatusOr<nlohmann::json> Get(const Resource& r, const std::string& ns,
@@ -77,8 +76,9 @@ class HttpKubeClient final : public KubeClient {
   HttpKubeClient(const KubeConfig& config, const HttpKubeClientOptions& options, Clock* clock);
 
   // Call() whose JSON parse drops what `filter` rejects (nlohmann's parser callback).
-  absl::StatusOr<nlohmann::json> Call(const std::string& method, const std::string& path, const nlohmann::json* body,
-                                      const std::string& content_type, const nlohmann::json::parser_callback_t& filter);
+  absl::StatusOr<nlohmann::json> Call(const std::string& method, const std::string& path,
+                                      const nlohmann::json* body, const std::string& content_type,
+                                      const nlohmann::json::parser_callback_t& filter);
 
   absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> Connect(absl::Duration read_timeout);
   // A connection for one request: an idle one of the pool (`*pooled` true) or a new one.

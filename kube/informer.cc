@@ -14,10 +14,13 @@ std::string ObjectKey(const json& object) {
   return absl::StrCat(StringMember(meta, "namespace"), "/", StringMember(meta, "name"));
 }
 
-Informer::Informer(KubeClient* client, Resource resource, std::string ns, std::string label_selector,
-                   Handler handler, absl::Duration watch_timeout)
-    : client_(client), resource_(std::move(resource)), ns_(std::move(ns)),
-      label_selector_(std::move(label_selector)), handler_(std::move(handler)),
+Informer::Informer(KubeClient* client, Resource resource, std::string ns,
+                   std::string label_selector, Handler handler, absl::Duration watch_timeout)
+    : client_(client),
+      resource_(std::move(resource)),
+      ns_(std::move(ns)),
+      label_selector_(std::move(label_selector)),
+      handler_(std::move(handler)),
       watch_timeout_(watch_timeout) {}
 
 Informer::~Informer() { Stop(); }
@@ -55,8 +58,10 @@ absl::Status Informer::Relist() {
   for (const auto& [key, version] : known_) {
     if (seen.contains(key)) continue;
     size_t slash = key.find('/');
-    json gone = {{"metadata", {{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)},
-                               {"resourceVersion", version}}}};
+    json gone = {{"metadata",
+                  {{"namespace", key.substr(0, slash)},
+                   {"name", key.substr(slash + 1)},
+                   {"resourceVersion", version}}}};
     handler_("DELETED", gone);  // Only its name is known: it vanished while we were away.
   }
   known_ = std::move(seen);
@@ -107,7 +112,8 @@ void Informer::Loop() {
       continue;
     }
     absl::Duration wait = backoff.Next();
-    LogWarning("watch of ", resource_.plural, " failed: ", s.message(), "; retrying in ", absl::FormatDuration(wait));
+    LogWarning("watch of ", resource_.plural, " failed: ", s.message(), "; retrying in ",
+               absl::FormatDuration(wait));
     stop_.WaitForNotificationWithTimeout(wait);
   }
 }

@@ -40,11 +40,13 @@ std::optional<YAML::Node> Named(const YAML::Node& root, const char* list, const 
 
 // An inline base64 field ("<key>-data") or a file field ("<key>").
 absl::StatusOr<std::string> DataOrFile(const YAML::Node& node, const std::string& key,
-                                       const std::filesystem::path& base, const std::string& where) {
+                                       const std::filesystem::path& base,
+                                       const std::string& where) {
   if (node[key + "-data"]) {
     std::string decoded;
     if (!absl::Base64Unescape(node[key + "-data"].as<std::string>(), &decoded)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, "-data is not valid base64"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", key, "-data is not valid base64"));
     }
     return decoded;
   }
@@ -58,7 +60,8 @@ absl::StatusOr<std::string> DataOrFile(const YAML::Node& node, const std::string
 
 }  // namespace
 
-absl::StatusOr<KubeConfig> LoadKubeConfig(const std::string& path_arg, const std::string& context_arg) {
+absl::StatusOr<KubeConfig> LoadKubeConfig(const std::string& path_arg,
+                                          const std::string& context_arg) {
   std::string path = path_arg;
   if (path.empty()) {
     if (const char* env = std::getenv("KUBECONFIG"); env != nullptr && *env != '\0') {
@@ -69,24 +72,27 @@ absl::StatusOr<KubeConfig> LoadKubeConfig(const std::string& path_arg, const std
   }
   absl::StatusOr<std::string> text = ReadFile(path, "kubeconfig");
   if (!text.ok()) {
-    return absl::NotFoundError(absl::StrCat(text.status().message(),
-                                            "; pass --kubeconfig or set KUBECONFIG"));
+    return absl::NotFoundError(
+        absl::StrCat(text.status().message(), "; pass --kubeconfig or set KUBECONFIG"));
   }
   YAML::Node root;
   try {
     root = YAML::Load(*text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("kubeconfig '", path, "' is not valid YAML: ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kubeconfig '", path, "' is not valid YAML: ", e.what()));
   }
   std::string context = context_arg;
-  if (context.empty() && root["current-context"]) context = root["current-context"].as<std::string>();
+  if (context.empty() && root["current-context"])
+    context = root["current-context"].as<std::string>();
   if (context.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("kubeconfig '", path,
-                                                   "' has no current-context; pass --context"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kubeconfig '", path, "' has no current-context; pass --context"));
   }
   std::optional<YAML::Node> found_ctx = Named(root, "contexts", context, "context");
   if (!found_ctx) {
-    return absl::NotFoundError(absl::StrCat("kubeconfig '", path, "' has no context '", context, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("kubeconfig '", path, "' has no context '", context, "'"));
   }
   const YAML::Node& ctx = *found_ctx;
   std::string cluster_name = ctx["cluster"] ? ctx["cluster"].as<std::string>() : "";
@@ -113,7 +119,8 @@ absl::StatusOr<KubeConfig> LoadKubeConfig(const std::string& path_arg, const std
     where = absl::StrCat("kubeconfig '", path, "' user '", user_name, "'");
     if (user["token"]) cfg.token = user["token"].as<std::string>();
     if (user["tokenFile"]) {
-      absl::StatusOr<std::string> token = ReadFile(user["tokenFile"].as<std::string>(), where + " tokenFile");
+      absl::StatusOr<std::string> token =
+          ReadFile(user["tokenFile"].as<std::string>(), where + " tokenFile");
       if (!token.ok()) return token.status();
       cfg.token = std::string(absl::StripAsciiWhitespace(*token));
     }
@@ -136,15 +143,16 @@ absl::StatusOr<KubeConfig> LoadInClusterConfig(const std::string& account_dir) {
   }
   KubeConfig cfg;
   std::string h = host;
-  cfg.server = absl::StrCat("https://", h.find(':') != std::string::npos ? absl::StrCat("[", h, "]") : h,
-                            ":", port);
+  cfg.server = absl::StrCat(
+      "https://", h.find(':') != std::string::npos ? absl::StrCat("[", h, "]") : h, ":", port);
   absl::StatusOr<std::string> token = ReadFile(account_dir + "/token", "service account token");
   if (!token.ok()) return token.status();
   cfg.token = std::string(absl::StripAsciiWhitespace(*token));
   absl::StatusOr<std::string> ca = ReadFile(account_dir + "/ca.crt", "service account CA");
   if (!ca.ok()) return ca.status();
   cfg.ca_pem = *ca;
-  absl::StatusOr<std::string> ns = ReadFile(account_dir + "/namespace", "service account namespace");
+  absl::StatusOr<std::string> ns =
+      ReadFile(account_dir + "/namespace", "service account namespace");
   cfg.namespace_ = ns.ok() ? std::string(absl::StripAsciiWhitespace(*ns)) : "default";
   return cfg;
 }

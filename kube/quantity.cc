@@ -28,10 +28,10 @@ std::optional<int64_t> ParseQuantity(absl::string_view text) {
   const absl::string_view suffix = text.substr(end);
   long double scale = 1;
   static constexpr std::pair<absl::string_view, long double> kSuffixes[] = {
-      {"", 1},       {"Ki", 0x1p10L}, {"Mi", 0x1p20L}, {"Gi", 0x1p30L}, {"Ti", 0x1p40L},
-      {"Pi", 0x1p50L}, {"Ei", 0x1p60L}, {"n", 1e-9L},   {"u", 1e-6L},    {"m", 1e-3L},
-      {"k", 1e3L},   {"M", 1e6L},     {"G", 1e9L},     {"T", 1e12L},    {"P", 1e15L},
-      {"E", 1e18L},
+      {"", 1},         {"Ki", 0x1p10L}, {"Mi", 0x1p20L}, {"Gi", 0x1p30L},
+      {"Ti", 0x1p40L}, {"Pi", 0x1p50L}, {"Ei", 0x1p60L}, {"n", 1e-9L},
+      {"u", 1e-6L},    {"m", 1e-3L},    {"k", 1e3L},     {"M", 1e6L},
+      {"G", 1e9L},     {"T", 1e12L},    {"P", 1e15L},    {"E", 1e18L},
   };
   bool known = false;
   for (const auto& [name, value] : kSuffixes) {

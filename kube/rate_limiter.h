@@ -14,7 +14,10 @@ namespace cohort::kube {
 class RateLimiter {
  public:
   RateLimiter(double qps, int burst, Clock* clock)
-      : qps_(qps), burst_(std::max(burst, 1)), clock_(clock), tokens_(std::max(burst, 1)),
+      : qps_(qps),
+        burst_(std::max(burst, 1)),
+        clock_(clock),
+        tokens_(std::max(burst, 1)),
         last_(clock->Now()) {}
 
   // Takes a token and returns how long the caller must wait before sending (zero when one was

@@ -14,7 +14,8 @@ absl::Status RetryOnConflict(const std::function<absl::Status()>& attempt, int a
   return status;
 }
 
-absl::Status UpdateStatusWith(KubeClient* client, const Resource& r, const std::string& ns, const std::string& name,
+absl::Status UpdateStatusWith(KubeClient* client, const Resource& r, const std::string& ns,
+                              const std::string& name,
                               const std::function<bool(nlohmann::json& object)>& change) {
   absl::Status status = RetryOnConflict([&]() -> absl::Status {
     absl::StatusOr<nlohmann::json> object = client->Get(r, ns, name);
@@ -23,9 +24,9 @@ absl::Status UpdateStatusWith(KubeClient* client, const Resource& r, const std::
     return client->UpdateStatus(r, ns, *object).status();
   });
   if (!absl::IsAborted(status)) return status;
-  return absl::AbortedError(absl::StrCat(r.plural, " ", ns.empty() ? "" : absl::StrCat(ns, "/"), name,
-                                         " kept changing while its status was written (", kConflictAttempts,
-                                         " tries): ", status.message()));
+  return absl::AbortedError(absl::StrCat(r.plural, " ", ns.empty() ? "" : absl::StrCat(ns, "/"),
+                                         name, " kept changing while its status was written (",
+                                         kConflictAttempts, " tries): ", status.message()));
 }
 
 }  // namespace cohort::kube

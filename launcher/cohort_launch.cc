@@ -12,15 +12,16 @@
 // process exits non-zero or is killed, the others get the fate-sharing window to exit by
 // themselves (libdist tells them within a second) and are then killed; cohort-launch exits with
 // the status of the process that caused it (128 + signal for a killed one; which one is
-// common/exit_codes.h's RootCause), and with 0 only when every process exited 0. Local process l runs on the l-th share of the pod's CPUs
-// (COHORT_CPU_BIND=none turns that off; launcher/cpu_binding.h). docs/operator.md has the rules.
+// common/exit_codes.h's RootCause), and with 0 only when every process exited 0. Local process l
+// runs on the l-th share of the pod's CPUs (COHORT_CPU_BIND=none turns that off;
+// launcher/cpu_binding.h). docs/operator.md has the rules.
 //
 // Restarting in place (spec.restartStrategy: InPlace; COHORT_LAUNCH_SOCKET set), a failed
 // attempt does not end cohort-launch: once every process of it is gone it empties COHORT_SHM_DIR
-// of the attempt's files, tells the pod's sidecar how the attempt ended (launcher/launch_protocol.h)
-// and waits for the sidecar to say which attempt to run next, whose processes get
-// COHORT_RESTART_ATTEMPT = that attempt. It still exits 0 when every process exited 0, and with
-// the attempt's status after SIGTERM or SIGINT or when the sidecar is gone.
+// of the attempt's files, tells the pod's sidecar how the attempt ended
+// (launcher/launch_protocol.h) and waits for the sidecar to say which attempt to run next, whose
+// processes get COHORT_RESTART_ATTEMPT = that attempt. It still exits 0 when every process exited
+// 0, and with the attempt's status after SIGTERM or SIGINT or when the sidecar is gone.
 //
 // With --one-process it runs the command once with the pod's environment as it is (torchrun, which
 // starts the pod's processes itself, under spec.restartStrategy: InPlace).
@@ -65,8 +66,8 @@
 #include "common/exit_codes.h"
 #include "common/process/process_group.h"
 #include "common/shared_dir.h"
-#include "launcher/launch_protocol.h"
 #include "launcher/cpu_binding.h"
+#include "launcher/launch_protocol.h"
 #include "launcher/python_probe_files.h"
 
 namespace cohort {
@@ -87,7 +88,9 @@ int Usage(const std::string& problem) {
 }
 
 // The directory of the Python start-up hook beside cohort-launch (Install writes it).
-std::filesystem::path ProbeSourceDir(const std::filesystem::path& launcher) { return launcher.parent_path() / "python"; }
+std::filesystem::path ProbeSourceDir(const std::filesystem::path& launcher) {
+  return launcher.parent_path() / "python";
+}
 
 // Copies this executable to `destination` (atomically, mode 0755), and the Python start-up hook
 // into python/ beside it.
@@ -127,11 +130,12 @@ int Install(const std::string& destination) {
 // How one attempt's processes ended.
 struct AttemptOutcome {
   int exit_code = 0;
-  bool signalled = false;     // SIGTERM or SIGINT reached cohort-launch: the pod is going.
+  bool signalled = false;  // SIGTERM or SIGINT reached cohort-launch: the pod is going.
   std::string reason = "Error";
-  std::string message;        // The root-cause process's last output lines.
-  std::string cause;          // "rank 3's status (killed by signal 9 (Killed))"; empty on success.
-  std::optional<int32_t> superseded;  // A later attempt was ordered while this one ran: it was stopped.
+  std::string message;  // The root-cause process's last output lines.
+  std::string cause;    // "rank 3's status (killed by signal 9 (Killed))"; empty on success.
+  std::optional<int32_t>
+      superseded;  // A later attempt was ordered while this one ran: it was stopped.
 };
 
 // The OOM killer's count in this container's cgroup (cgroup v2); -1 when it cannot be read.
@@ -165,8 +169,10 @@ std::map<std::string, std::string> ProbeVariables(const std::string& agent_socke
     fs::remove(fs::path(dir) / leftover, ec);
   }
   std::string path = hook.string();
-  if (std::optional<std::string> inherited = env::Get("PYTHONPATH")) absl::StrAppend(&path, ":", *inherited);
-  return {{"PYTHONPATH", path}, {env::kProbeDir, dir}, {env::kProbeParentPid, absl::StrCat(getpid())}};
+  if (std::optional<std::string> inherited = env::Get("PYTHONPATH"))
+    absl::StrAppend(&path, ":", *inherited);
+  return {
+      {"PYTHONPATH", path}, {env::kProbeDir, dir}, {env::kProbeParentPid, absl::StrCat(getpid())}};
 }
 
 // Starts the pod's processes as restart attempt `attempt` and watches them until every one is
@@ -175,8 +181,9 @@ std::map<std::string, std::string> ProbeVariables(const std::string& agent_socke
 // on without these processes (the operator waited for them to end, and they did not), so they are
 // killed at once.
 AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& command,
-                          const env::ProcessPlacement& pod, std::optional<int32_t> attempt, absl::Duration window,
-                          bool one_process, const std::function<std::optional<int32_t>()>& ordered = nullptr) {
+                          const env::ProcessPlacement& pod, std::optional<int32_t> attempt,
+                          absl::Duration window, bool one_process,
+                          const std::function<std::optional<int32_t>()>& ordered = nullptr) {
   const std::string socket_base = env::Get(env::kAgentSocket).value_or("");
   const bool gpus = env::Get(env::kJaxLocalDeviceIds).has_value();
   const CpuBind bind = CpuBindFromEnvironment(kDefaultCpuBind).value_or(CpuBind::kNone);
@@ -194,7 +201,8 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
     std::map<std::string, std::string> vars;
     // --one-process: the command (torchrun) starts the pod's processes and gives them their ranks;
     // a pod that holds another pod's slot (a spare) tells it which node it now is.
-    if (one_process && env::Get(env::kProcessId) != absl::StrCat(pod.pod_index * pod.processes_per_pod)) {
+    if (one_process &&
+        env::Get(env::kProcessId) != absl::StrCat(pod.pod_index * pod.processes_per_pod)) {
       vars[env::kTorchrunNodeRank] = absl::StrCat(pod.pod_index);
     }
     if (!one_process) {
@@ -211,7 +219,8 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
     child.pod = p.pod_index;
     Subprocess::Options options{command, vars};
     // The pod's CPUs (its cpuset), shared out among its processes.
-    if (bind == CpuBind::kCores && !one_process) options.cpus = CpuShare(cpus, local, p.processes_per_pod);
+    if (bind == CpuBind::kCores && !one_process)
+      options.cpus = CpuShare(cpus, local, p.processes_per_pod);
     ProcessGroup::Child* c = group.Start(std::move(child), options);
     started = c != nullptr;
     if (c != nullptr) mine.push_back(c);
@@ -232,10 +241,11 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
     for (ProcessGroup::Child* c : exited) {
       finished.push_back(c);
       if (ClassifyExit(c->Exit()) == ExitKind::kSucceeded) continue;
-      ProcessGroup::Print(absl::StrCat(kName, ": ", c->label, " ", Subprocess::DescribeStatus(*c->process.status()),
-                                       c->EndedByTheNotice() ? ": the preemption notice ended it before its "
-                                                               "program could take it; a preemption (exit code 76)"
-                                                             : ""));
+      ProcessGroup::Print(
+          absl::StrCat(kName, ": ", c->label, " ", Subprocess::DescribeStatus(*c->process.status()),
+                       c->EndedByTheNotice() ? ": the preemption notice ended it before its "
+                                               "program could take it; a preemption (exit code 76)"
+                                             : ""));
       // The others are told by the job (libdist's fate sharing) and exit by themselves; any
       // still running after the window are killed.
       group.KillAllAt(absl::Now() + window);
@@ -246,8 +256,9 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
       if (out.superseded) return;
       out.superseded = ordered();
       if (!out.superseded) return;
-      ProcessGroup::Print(absl::StrCat(kName, ": restart attempt ", *out.superseded, " was ordered while attempt ",
-                                       attempt.value_or(0), " still runs here: stopping its processes"));
+      ProcessGroup::Print(absl::StrCat(kName, ": restart attempt ", *out.superseded,
+                                       " was ordered while attempt ", attempt.value_or(0),
+                                       " still runs here: stopping its processes"));
       group.KillAllAt(absl::Now());
     };
   }
@@ -275,9 +286,11 @@ AttemptOutcome RunAttempt(ProcessGroup& group, const std::vector<std::string>& c
   }
   out.exit_code = Subprocess::ExitCodeOf(cause->Status());
   const int64_t oom_after = OomKills();
-  if (out.exit_code == 128 + SIGKILL && oom_before >= 0 && oom_after > oom_before) out.reason = "OOMKilled";
+  if (out.exit_code == 128 + SIGKILL && oom_before >= 0 && oom_after > oom_before)
+    out.reason = "OOMKilled";
   out.message = absl::StrJoin(tails[cause], "\n");
-  out.cause = absl::StrCat(cause->label, "'s status (", Subprocess::DescribeStatus(cause->Status()), ")");
+  out.cause =
+      absl::StrCat(cause->label, "'s status (", Subprocess::DescribeStatus(cause->Status()), ")");
   return out;
 }
 
@@ -295,11 +308,12 @@ int ConnectLaunchSocket(absl::Duration patience) {
     if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
     if (fd >= 0) close(fd);
     if (absl::Now() >= give_up) {
-      std::cerr << kName << ": cannot reach the sidecar's launch socket " << *path << " (" << std::strerror(errno)
-                << "): this pod's processes will not restart in place\n";
+      std::cerr << kName << ": cannot reach the sidecar's launch socket " << *path << " ("
+                << std::strerror(errno) << "): this pod's processes will not restart in place\n";
       return -1;
     }
-    absl::SleepFor(absl::Milliseconds(50));  // The sidecar is starting: no notification to wait for.
+    absl::SleepFor(
+        absl::Milliseconds(50));  // The sidecar is starting: no notification to wait for.
   }
 }
 
@@ -318,7 +332,8 @@ void CleanShm(const std::string& dir, const std::set<std::string>& keep) {
 std::set<std::string> ListDir(const std::string& dir) {
   std::set<std::string> names;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) names.insert(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    names.insert(e.path().filename().string());
   return names;
 }
 
@@ -334,13 +349,15 @@ absl::StatusOr<env::ProcessPlacement> PodPlacement(bool spare) {
   if (!per_pod.ok()) return per_pod.status();
   p.processes_per_pod = static_cast<int>(per_pod->value_or(1));
   if (!world->has_value() || p.processes_per_pod < 1 || **world % p.processes_per_pod != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a spare pod needs COHORT_NUM_PROCESSES, a multiple of COHORT_PROCESSES_PER_POD; the operator sets both"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a spare pod needs COHORT_NUM_PROCESSES, a multiple of "
+                     "COHORT_PROCESSES_PER_POD; the operator sets both"));
   }
   p.num_pods = static_cast<int>(**world / p.processes_per_pod);
   if (!env::Get(env::kLaunchSocket)) {
     return absl::InvalidArgumentError(
-        "a spare pod runs only what its sidecar orders, on the launch socket: COHORT_LAUNCH_SOCKET is not set");
+        "a spare pod runs only what its sidecar orders, on the launch socket: COHORT_LAUNCH_SOCKET "
+        "is not set");
   }
   return p;
 }
@@ -372,7 +389,8 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
 
   // Restarting in place: attempt after attempt, as the sidecar says.
   const std::string shm_dir = env::Get(env::kShmDir).value_or("");
-  const std::set<std::string> shm_before = shm_dir.empty() ? std::set<std::string>() : ListDir(shm_dir);
+  const std::set<std::string> shm_before =
+      shm_dir.empty() ? std::set<std::string>() : ListDir(shm_dir);
   int32_t attempt = static_cast<int32_t>(first->value_or(0));
   LineReader from_sidecar(launch_fd);
   bool signalled = false;
@@ -381,25 +399,28 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
   // The latest order among `lines` for an attempt of at least `least`. One that gives this pod
   // another pod index (a spare that took a slot) moves the pod's ranks there, for that attempt
   // and the ones after it; an index outside the job is refused, saying so.
-  auto latest_order = [&](const std::vector<std::string>& lines, int32_t least) -> std::optional<int32_t> {
+  auto latest_order = [&](const std::vector<std::string>& lines,
+                          int32_t least) -> std::optional<int32_t> {
     std::optional<launch::AttemptOrder> next;
     for (const std::string& l : lines) {
       std::optional<launch::AttemptOrder> o = launch::ParseOrder(l);
       if (!o || o->attempt < least || (next && o->attempt <= next->attempt)) continue;
       if (o->pod_index && *o->pod_index >= pod->num_pods) {
-        ProcessGroup::Print(absl::StrCat(kName, ": the sidecar ordered restart attempt ", o->attempt, " as pod ",
-                                         *o->pod_index, ", but the job has ", pod->num_pods, " pods: ignored"));
+        ProcessGroup::Print(absl::StrCat(kName, ": the sidecar ordered restart attempt ",
+                                         o->attempt, " as pod ", *o->pod_index,
+                                         ", but the job has ", pod->num_pods, " pods: ignored"));
         continue;
       }
-      if (!o->pod_index && pod->pod_index < 0) continue;  // A spare runs nothing until it holds a slot.
+      if (!o->pod_index && pod->pod_index < 0)
+        continue;  // A spare runs nothing until it holds a slot.
       next = o;
     }
     if (!next) return std::nullopt;
     if (next->pod_index && *next->pod_index != pod->pod_index) {
-      ProcessGroup::Print(absl::StrCat(kName, ": this pod holds pod index ", *next->pod_index, " (ranks ",
-                                       *next->pod_index * pod->processes_per_pod, "-",
-                                       (*next->pod_index + 1) * pod->processes_per_pod - 1, ") from restart attempt ",
-                                       next->attempt, " on"));
+      ProcessGroup::Print(absl::StrCat(kName, ": this pod holds pod index ", *next->pod_index,
+                                       " (ranks ", *next->pod_index * pod->processes_per_pod, "-",
+                                       (*next->pod_index + 1) * pod->processes_per_pod - 1,
+                                       ") from restart attempt ", next->attempt, " on"));
       pod->pod_index = *next->pod_index;
     }
     return next->attempt;
@@ -411,7 +432,8 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
   auto await_order = [&](int32_t least, const std::string& waiting) -> std::optional<int32_t> {
     bool said = false;
     while (!signalled) {
-      if (!group.WaitIdle(launch_fd, idle, said ? absl::InfiniteDuration() : absl::Milliseconds(200))) {
+      if (!group.WaitIdle(launch_fd, idle,
+                          said ? absl::InfiniteDuration() : absl::Milliseconds(200))) {
         if (!said && !signalled && !waiting.empty()) ProcessGroup::Print(waiting);
         said = true;
         continue;
@@ -428,19 +450,24 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
         launch_fd = ConnectLaunchSocket(absl::Seconds(10));
         if (launch_fd < 0) return std::nullopt;
         from_sidecar = LineReader(launch_fd);
-        ProcessGroup::Print(absl::StrCat(kName, ": the sidecar's launch socket closed; reconnected"));
+        ProcessGroup::Print(
+            absl::StrCat(kName, ": the sidecar's launch socket closed; reconnected"));
       }
     }
     return std::nullopt;
   };
   std::optional<int32_t> go = await_order(
-      attempt, spare ? absl::StrCat(kName, ": a spare pod: waiting for the sidecar to give it the slot of a pod "
-                                           "that is gone")
-                     : absl::StrCat(kName, ": restart attempt ", attempt,
-                                    " waits for its order from the sidecar (this pod replaces one alone: the "
-                                    "others end the last attempt first)"));
+      attempt,
+      spare
+          ? absl::StrCat(kName,
+                         ": a spare pod: waiting for the sidecar to give it the slot of a pod "
+                         "that is gone")
+          : absl::StrCat(kName, ": restart attempt ", attempt,
+                         " waits for its order from the sidecar (this pod replaces one alone: the "
+                         "others end the last attempt first)"));
   if (!go && !signalled) {
-    std::cerr << kName << ": the pod's sidecar closed the launch socket before it ordered restart attempt "
+    std::cerr << kName
+              << ": the pod's sidecar closed the launch socket before it ordered restart attempt "
               << attempt << ": its log says why\n";
   }
   if (!go) return signalled ? 128 + SIGTERM : 1;
@@ -455,7 +482,8 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
     return latest_order(lines, attempt + 1);
   };
   while (true) {
-    AttemptOutcome out = RunAttempt(group, command, *pod, attempt, window, one_process, ordered_meanwhile);
+    AttemptOutcome out =
+        RunAttempt(group, command, *pod, attempt, window, one_process, ordered_meanwhile);
     if (out.superseded) {
       // Nobody waits for this attempt's end any more: the next one starts.
       if (!shm_dir.empty()) CleanShm(shm_dir, shm_before);
@@ -464,16 +492,20 @@ int Launch(const std::vector<std::string>& command, absl::Duration window, bool 
       continue;
     }
     if (out.exit_code == 0 || out.signalled) {
-      if (!out.cause.empty()) ProcessGroup::Print(absl::StrCat(kName, ": exiting with ", out.cause));
+      if (!out.cause.empty())
+        ProcessGroup::Print(absl::StrCat(kName, ": exiting with ", out.cause));
       return out.exit_code;
     }
     // Its last line, as the container's termination message would end: which process, and how.
-    const std::string summary = absl::StrCat(kName, ": restart attempt ", attempt, " ended with ", out.cause);
+    const std::string summary =
+        absl::StrCat(kName, ": restart attempt ", attempt, " ended with ", out.cause);
     out.message = out.message.empty() ? summary : absl::StrCat(out.message, "\n", summary);
     if (!shm_dir.empty()) CleanShm(shm_dir, shm_before);
-    launch::AttemptEnded ended{attempt, out.exit_code, absl::ToUnixMillis(absl::Now()), out.reason, out.message};
+    launch::AttemptEnded ended{attempt, out.exit_code, absl::ToUnixMillis(absl::Now()), out.reason,
+                               out.message};
     const std::string line = launch::FormatEnded(ended);
-    if (send(launch_fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    if (send(launch_fd, line.data(), line.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(line.size())) {
       return out.exit_code;  // The sidecar is gone: so is the pod's way to restart in place.
     }
     ProcessGroup::Print(absl::StrCat(summary, "; waiting for the next"));

@@ -68,7 +68,7 @@ struct Flags {
   std::string grace_period = "10s";
   bool verbose = false;
   bool standalone = false;
-  std::string cpu_bind;  // Empty: COHORT_CPU_BIND, else kDefaultCpuBind.
+  std::string cpu_bind;            // Empty: COHORT_CPU_BIND, else kDefaultCpuBind.
   CpuBind bind = kDefaultCpuBind;  // Resolved from the two.
   std::vector<std::string> command;
 };
@@ -116,15 +116,17 @@ void Print(const std::string& line) { ProcessGroup::Print(line); }
 // The flags, checked; nullopt after printing why (with the exit code in `exit_code`).
 std::optional<Flags> ParseFlags(int argc, char** argv, int* exit_code) {
   Flags f;
-  CLI::App app{"cohort-run: run N processes of a program, with their cohort-sidecars, on this "
-               "machine"};
+  CLI::App app{
+      "cohort-run: run N processes of a program, with their cohort-sidecars, on this "
+      "machine"};
   app.add_option("-n,--num-processes", f.num_processes, "Number of processes (ranks)")->required();
   app.add_option("--processes-per-pod", f.processes_per_pod,
                  "Group the ranks K to a sidecar, with the environment the processes of a pod get "
                  "on Kubernetes (spec.processesPerPod); N must be a multiple of K. Default: a "
                  "sidecar per rank, all ranks local processes of this machine");
   app.add_option("--port", f.coordinator_port, "Coordinator port (default: a free one)");
-  app.add_option("--job-name", f.job_name, "COHORT_JOB_NAME of the processes")->capture_default_str();
+  app.add_option("--job-name", f.job_name, "COHORT_JOB_NAME of the processes")
+      ->capture_default_str();
   app.add_option("--work-dir", f.work_dir,
                  "Where sockets and the job token go (default: a fresh temporary directory)");
   app.add_option("--sidecar", f.sidecar, "cohort-sidecar binary (default: beside cohort-run)");
@@ -268,11 +270,13 @@ class LocalJob {
   // processes of this one machine.
   env::ProcessPlacement PlacementOf(int rank) const {
     if (f_.processes_per_pod > 0) {
-      return {.pod_index = rank / PerPod(), .local_index = rank % PerPod(),
-              .processes_per_pod = PerPod(), .num_pods = Pods()};
+      return {.pod_index = rank / PerPod(),
+              .local_index = rank % PerPod(),
+              .processes_per_pod = PerPod(),
+              .num_pods = Pods()};
     }
-    return {.pod_index = 0, .local_index = rank, .processes_per_pod = f_.num_processes,
-            .num_pods = 1};
+    return {
+        .pod_index = 0, .local_index = rank, .processes_per_pod = f_.num_processes, .num_pods = 1};
   }
 
   bool StartProcesses() {
@@ -288,10 +292,11 @@ class LocalJob {
       if (!f_.standalone) {
         // The sidecar serves the pod's ranks, first_rank onwards, each on a socket of its own.
         std::map<std::string, std::string> env = JobEnvironment();
-        for (auto& [name, value] : env::ProcessVariables(
-                 {.pod_index = pod, .local_index = 0, .processes_per_pod = PerPod(),
-                  .num_pods = Pods()},
-                 false)) {
+        for (auto& [name, value] : env::ProcessVariables({.pod_index = pod,
+                                   .local_index = 0,
+                                   .processes_per_pod = PerPod(),
+                                   .num_pods = Pods()},
+                                                         false)) {
           env[name] = value;
         }
         env[env::kAgentSocket] = socket_base;
@@ -302,11 +307,11 @@ class LocalJob {
         c.rank = first_rank;
         c.pod = pod;
         c.trainer = false;
-        if (!group_.Start(std::move(c),
-                          Subprocess::Options{{sidecar, "--http-port", "0", "--http-port-file",
-                                               (pod_dir / "http-port").string(),
-                                               "--preempt-before-attach"},
-                                              env})) {
+        if (!group_.Start(
+                std::move(c),
+                Subprocess::Options{{sidecar, "--http-port", "0", "--http-port-file",
+                                     (pod_dir / "http-port").string(), "--preempt-before-attach"},
+                                    env})) {
           return false;
         }
       }
@@ -331,13 +336,13 @@ class LocalJob {
         if (!group_.Start(std::move(c), options)) return false;
       }
     }
-    Print(absl::StrCat("cohort-run: started ", f_.num_processes, " processes (coordinator ",
-                       coordinator_,
-                       f_.standalone                ? ", standalone"
-                       : f_.processes_per_pod > 0 ? absl::StrCat(", ", Pods(), " pods of ",
-                                                                   PerPod(), " with a sidecar each")
-                                                    : ", one sidecar each",
-                       "); work dir ", f_.work_dir));
+    Print(absl::StrCat(
+        "cohort-run: started ", f_.num_processes, " processes (coordinator ", coordinator_,
+        f_.standalone ? ", standalone"
+        : f_.processes_per_pod > 0
+            ? absl::StrCat(", ", Pods(), " pods of ", PerPod(), " with a sidecar each")
+            : ", one sidecar each",
+        "); work dir ", f_.work_dir));
     return true;
   }
 
@@ -381,10 +386,11 @@ class LocalJob {
     for (Child* c : exited) {
       int st = c->Status();  // A rank the forwarded preemption notice ended reads as preempted.
       int code = Subprocess::ExitCodeOf(st);
-      std::string what = absl::StrCat(c->label, " ", Subprocess::DescribeStatus(st),
-                                      c->EndedByTheNotice() ? " (the preemption notice, SIGTERM, ended it before "
-                                                              "its program could take it)"
-                                                            : "");
+      std::string what =
+          absl::StrCat(c->label, " ", Subprocess::DescribeStatus(st),
+                       c->EndedByTheNotice() ? " (the preemption notice, SIGTERM, ended it before "
+                                               "its program could take it)"
+                                             : "");
       if (c->trainer) {
         trainer_status_[c->rank] = st;
         if (code == 0) continue;
@@ -489,9 +495,10 @@ class LocalJob {
       exit_code = Subprocess::ExitCodeOf(first_failure_->second);
       if (exit_code == 0) exit_code = 1;  // E.g. a sidecar stopped while its rank ran.
       const bool preempted = exit_code == kPreemptedExitCode;
-      Print(absl::StrCat("cohort-run: ", preempted ? "PREEMPTED: " : "FAILED: ", first_failure_->first, " ",
-                         Subprocess::DescribeStatus(first_failure_->second),
-                         preempted ? " (a preemption, not a failure)" : "", "; the other ranks were stopped"));
+      Print(absl::StrCat(
+          "cohort-run: ", preempted ? "PREEMPTED: " : "FAILED: ", first_failure_->first, " ",
+          Subprocess::DescribeStatus(first_failure_->second),
+          preempted ? " (a preemption, not a failure)" : "", "; the other ranks were stopped"));
       return exit_code;
     }
     for (const auto& [rank, st] : trainer_status_) {

@@ -9,7 +9,8 @@
 // What cohort-launch and its pod's sidecar say to each other on the launch socket
 // (COHORT_LAUNCH_SOCKET, set for spec.restartStrategy: InPlace), one line per message:
 //
-//   sidecar -> cohort-launch:  "attempt <n>"    run restart attempt n (sent on connect, then at each new one)
+//   sidecar -> cohort-launch:  "attempt <n>"    run restart attempt n (sent on connect, then at
+//   each new one)
 //                              "attempt <n> pod <k>"  run it as pod index k from now on (a spare
 //                              pod that took the slot of a pod that is gone: its processes' ranks
 //                              are pod k's)

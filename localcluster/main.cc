@@ -84,13 +84,13 @@ void AddFlags(CLI::App& app, Flags* f) {
 
 // `self` is this binary's directory. An exit code when the cluster must not start (--help, or
 // a bad flag).
-std::optional<int> ParseFlags(int argc, char** argv, const std::filesystem::path& self,
-                              Flags* f) {
+std::optional<int> ParseFlags(int argc, char** argv, const std::filesystem::path& self, Flags* f) {
   // Defaults next to this binary: build/bin and build/lib.
   f->bin_dirs.push_back(self.string());
   f->pod_network_library = (self.parent_path() / "lib" / "libcohort-pod-network.so").string();
-  CLI::App app{"cohort-local-cluster: a local Kubernetes API server and kubelet for Cohort's "
-               "tests and demo"};
+  CLI::App app{
+      "cohort-local-cluster: a local Kubernetes API server and kubelet for Cohort's "
+      "tests and demo"};
   AddFlags(app, f);
   try {
     app.parse(argc, argv);
@@ -119,8 +119,7 @@ std::optional<int> CreatePodmanNetwork(const std::string& dir, PodmanNetwork* ne
   absl::StatusOr<PodmanNetwork> created =
       CreateClusterNetwork(absl::StrCat("cohort-", GenerateToken().substr(0, 10)));
   if (!created.ok()) {
-    std::cerr << "cohort-local-cluster: --runtime podman: " << created.status().message()
-              << "\n";
+    std::cerr << "cohort-local-cluster: --runtime podman: " << created.status().message() << "\n";
     return 1;
   }
   *network = *created;
@@ -206,8 +205,8 @@ bool StartControllers(const Flags& f, const ApiServer& server, const std::string
   }
   out->scheduler = std::make_unique<Scheduler>(out->client.get(), scheduler_options);
   out->scheduler->Start();
-  out->node_lifecycle = std::make_unique<NodeLifecycleController>(
-      out->client.get(), absl::Seconds(f.node_grace_s));
+  out->node_lifecycle =
+      std::make_unique<NodeLifecycleController>(out->client.get(), absl::Seconds(f.node_grace_s));
   out->node_lifecycle->Start();
   out->deployments = std::make_unique<DeploymentController>(out->client.get());
   out->deployments->Start();
@@ -221,12 +220,18 @@ std::vector<std::string> KubeletArgv(const Flags& f, const std::filesystem::path
   const PodmanNetwork* network = setup.network;
   std::vector<std::string> argv = {
       (self / "cohort-local-kubelet").string(),
-      "--kubeconfig", setup.kubeconfig,
-      "--node-name", absl::StrCat("node-", k),
-      "--node-address", network != nullptr ? network->gateway : absl::StrCat("127.0.1.", k + 1),
-      "--pods-dir", setup.pods_dir,
-      "--lease-duration", absl::StrCat(f.node_grace_s),
-      "--max-pods", absl::StrCat(f.max_pods)};
+      "--kubeconfig",
+      setup.kubeconfig,
+      "--node-name",
+      absl::StrCat("node-", k),
+      "--node-address",
+      network != nullptr ? network->gateway : absl::StrCat("127.0.1.", k + 1),
+      "--pods-dir",
+      setup.pods_dir,
+      "--lease-duration",
+      absl::StrCat(f.node_grace_s),
+      "--max-pods",
+      absl::StrCat(f.max_pods)};
   for (const std::string& d : f.bin_dirs) argv.insert(argv.end(), {"--bin-dir", d});
   if (network != nullptr) {
     argv.insert(argv.end(), {"--runtime", "podman", "--podman-network", network->name,
@@ -296,8 +301,7 @@ void ServeUntilSignal(const sigset_t& signals, Nodes* nodes) {
 
 int Run(int argc, char** argv) {
   InitLogging("cohort-local-cluster");
-  const std::filesystem::path self =
-      std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   Flags f;
   if (std::optional<int> exit_code = ParseFlags(argc, argv, self, &f)) return *exit_code;
 
@@ -350,8 +354,7 @@ int Run(int argc, char** argv) {
     if (!StartNodes(f, self, **server, options.token, setup, &nodes)) return 1;
   }
   std::cout << "cohort-local-cluster: ready (" << f.nodes << (f.nodes == 1 ? " node" : " nodes")
-            << (podman ? absl::StrCat(", pods as podman containers on network ", network.name)
-                       : "")
+            << (podman ? absl::StrCat(", pods as podman containers on network ", network.name) : "")
             << ")" << std::endl;
   ServeUntilSignal(signals, &nodes);
   return 0;

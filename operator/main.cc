@@ -104,8 +104,7 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "still terminating (its node lost), is deleted with grace period 0 so that the "
                  "next attempt can start (negative: never)")
       ->capture_default_str();
-  app.add_option("--metrics-address", f->metrics_address,
-                 "address of /metrics, /healthz, /readyz")
+  app.add_option("--metrics-address", f->metrics_address, "address of /metrics, /healthz, /readyz")
       ->capture_default_str();
   app.add_option("--metrics-port", f->metrics_port,
                  "port of /metrics, /healthz, /readyz (0: any free)")
@@ -117,10 +116,8 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--leader-election-namespace", f->lease_namespace,
                  "namespace of the Lease (default: the kubeconfig's or service account's "
                  "namespace)");
-  app.add_option("--leader-election-id", f->lease_name, "name of the Lease")
-      ->capture_default_str();
-  app.add_option("--identity", f->identity,
-                 "this replica's name in the Lease (default: host_pid)");
+  app.add_option("--leader-election-id", f->lease_name, "name of the Lease")->capture_default_str();
+  app.add_option("--identity", f->identity, "this replica's name in the Lease (default: host_pid)");
   app.add_option("--leader-election-lease-duration", f->lease_duration_s,
                  "seconds a standby waits after the leader's last renewal")
       ->capture_default_str()
@@ -153,9 +150,10 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags* f) {
               : f->log_level == "error"   ? LogLevel::kError
                                           : LogLevel::kInfo);
   if (!(f->renew_deadline_s < f->lease_duration_s && f->retry_period_s < f->renew_deadline_s)) {
-    LogError("--leader-election-retry-period < --leader-election-renew-deadline < "
-             "--leader-election-lease-duration must hold (got ", f->retry_period_s, ", ",
-             f->renew_deadline_s, ", ", f->lease_duration_s, ")");
+    LogError(
+        "--leader-election-retry-period < --leader-election-renew-deadline < "
+        "--leader-election-lease-duration must hold (got ",
+        f->retry_period_s, ", ", f->renew_deadline_s, ", ", f->lease_duration_s, ")");
     return kExitUsage;
   }
   return std::nullopt;
@@ -228,14 +226,15 @@ struct Readiness {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> ServeMetrics(
     const Flags& f, std::shared_ptr<prometheus::Registry> registry, const Readiness* readiness) {
-  return MetricsHttpServer::Start(
-      f.metrics_address, f.metrics_port, {std::move(registry)}, [readiness]() -> std::string {
-        // A standby is ready (it is doing its job: waiting); the leader once its caches synced.
-        if (readiness->leading && !readiness->synced) {
-          return "leader, waiting for the informers' first list";
-        }
-        return "";
-      });
+  return MetricsHttpServer::Start(f.metrics_address, f.metrics_port, {std::move(registry)},
+                                  [readiness]() -> std::string {
+                                    // A standby is ready (it is doing its job: waiting); the leader
+                                    // once its caches synced.
+                                    if (readiness->leading && !readiness->synced) {
+                                      return "leader, waiting for the informers' first list";
+                                    }
+                                    return "";
+                                  });
 }
 
 // Waits to lead (--leader-elect): the elector holding the Lease, or null once `stop` came first.

@@ -49,12 +49,14 @@ std::optional<attemptspb::RankHealth> ReadStatus(const std::string& path, absl::
     return it != j.end() && it->is_boolean() && it->get<bool>();
   };
   const absl::Time written = absl::FromUnixMillis(num("unix_ms"));
-  if (now - written > kLeftover || absl::FromUnixMillis(num("started_unix_ms")) < not_before) return std::nullopt;
+  if (now - written > kLeftover || absl::FromUnixMillis(num("started_unix_ms")) < not_before)
+    return std::nullopt;
   attemptspb::RankHealth h;
   h.set_source("python");
   h.set_steps(num("steps"));
   const int64_t last_step = num("last_step_unix_ms");
-  const absl::Time progress_at = absl::FromUnixMillis(last_step > 0 ? last_step : num("started_unix_ms"));
+  const absl::Time progress_at =
+      absl::FromUnixMillis(last_step > 0 ? last_step : num("started_unix_ms"));
   h.set_progress_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - progress_at)));
   h.set_median_step_ms(num("median_step_ms"));
   h.set_report_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - written)));
@@ -71,7 +73,8 @@ std::optional<std::pair<uint64_t, std::string>> ReadDumped(const std::string& pa
   std::optional<std::string> text = ReadFile(path);
   if (!text) return std::nullopt;
   absl::string_view line = absl::StripTrailingAsciiWhitespace(*text);
-  std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+  std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(line, absl::MaxSplits(' ', 1));
   uint64_t id = 0;
   if (!absl::SimpleAtoi(parts.first, &id)) return std::nullopt;
   return std::make_pair(id, std::string(parts.second));
@@ -122,15 +125,19 @@ void HealthWatch::Dump(uint64_t dump_id, int32_t attempt) {
 }
 
 void HealthWatch::Ask(PendingDump& d) {
-  const std::string base = absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
+  const std::string base =
+      absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
   for (int local = 0; local < options_.processes_per_pod; ++local) {
     const int32_t rank = options_.first_rank + local;
     const std::string dir = absl::StrCat(base, "/rank-", rank);
-    MakeSharedDirectories(dir, env::DumpsDir(options_.agent_socket));  // The trainer's uid may differ.
+    MakeSharedDirectories(dir,
+                          env::DumpsDir(options_.agent_socket));  // The trainer's uid may differ.
     const std::string probe = ProbeDirOf(local);
     // Only a live hook answers: one that wrote its status lately.
     if (ReadStatus(probe + "/status.json", absl::Now(), attempt_started_at_)) {
-      if (absl::Status s = WriteFileAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n")); s.ok()) {
+      if (absl::Status s =
+              WriteFileAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n"));
+          s.ok()) {
         d.asked.push_back({local, probe + "/dumped", /*hook=*/true});
       } else {
         LogWarning("hang ", d.id, ": cannot ask rank ", rank, " for its stacks: ", s.message());
@@ -139,27 +146,33 @@ void HealthWatch::Ask(PendingDump& d) {
       d.asked.push_back({local, dir + "/dumped", /*hook=*/false});
     }
   }
-  LogWarning("hang ", d.id, ": the job's hang detector asked for evidence; ", d.asked.size(), " of ",
-             options_.processes_per_pod,
-             " process(es) of this pod (with the start-up hook or libdist) write their stacks into ", base);
+  LogWarning(
+      "hang ", d.id, ": the job's hang detector asked for evidence; ", d.asked.size(), " of ",
+      options_.processes_per_pod,
+      " process(es) of this pod (with the start-up hook or libdist) write their stacks into ",
+      base);
 }
 
 bool HealthWatch::Collected(PendingDump& d, absl::Time now) {
-  const std::string base = absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
+  const std::string base =
+      absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
   auto answer_of = [&](const PendingDump::Asked& a) -> std::optional<std::string> {
     std::optional<std::pair<uint64_t, std::string>> answer = ReadDumped(a.answer);
     if (!answer || answer->first != d.id) return std::nullopt;
     return answer->second;
   };
-  const bool all = std::all_of(d.asked.begin(), d.asked.end(), [&](const auto& a) { return answer_of(a).has_value(); });
+  const bool all = std::all_of(d.asked.begin(), d.asked.end(),
+                               [&](const auto& a) { return answer_of(a).has_value(); });
   if (!all && now - d.asked_at < options_.dump_patience) return false;
   for (const PendingDump::Asked& a : d.asked) {
     const int32_t rank = options_.first_rank + a.local;
     const std::string dir = absl::StrCat(base, "/rank-", rank);
     std::optional<std::string> answer = answer_of(a);
     if (!answer) {
-      LogWarning("hang ", d.id, ": rank ", rank, " wrote no stacks within ", absl::FormatDuration(options_.dump_patience),
-                 a.hook ? " (its hook could not run: a C call holding Python's lock, or the process is stopped)"
+      LogWarning("hang ", d.id, ": rank ", rank, " wrote no stacks within ",
+                 absl::FormatDuration(options_.dump_patience),
+                 a.hook ? " (its hook could not run: a C call holding Python's lock, or the "
+                          "process is stopped)"
                         : " (the process is stopped, or its threads cannot run)",
                  "; see ", dir, " for what it may still write");
       continue;
@@ -169,7 +182,8 @@ bool HealthWatch::Collected(PendingDump& d, absl::Time now) {
       stacks.resize(kLoggedStacks);
       absl::StrAppend(&stacks, "\n... (the rest in ", dir, "/stacks.txt)");
     }
-    LogWarning("hang ", d.id, ": rank ", rank, ": ", *answer, " (evidence in ", dir, "):\n", stacks);
+    LogWarning("hang ", d.id, ": rank ", rank, ": ", *answer, " (evidence in ", dir, "):\n",
+               stacks);
   }
   return true;
 }
@@ -184,7 +198,8 @@ attemptspb::ReportHealthRequest HealthWatch::Collect(absl::Time now) {
     const int32_t rank = options_.first_rank + local;
     std::optional<attemptspb::RankHealth> h =
         ReadStatus(ProbeDirOf(local) + "/status.json", now, attempt_started_at_);
-    if (!h && static_cast<size_t>(local) < options_.metrics.size() && options_.metrics[local] != nullptr) {
+    if (!h && static_cast<size_t>(local) < options_.metrics.size() &&
+        options_.metrics[local] != nullptr) {
       // libdist's step reports (dist::ReportProgress, cohort.report_progress).
       const SidecarMetrics::StepSummary steps = options_.metrics[local]->Steps();
       const int64_t advances = steps.advances - advances_at_attempt_[local];
@@ -198,7 +213,8 @@ attemptspb::ReportHealthRequest HealthWatch::Collect(absl::Time now) {
         // libdist reports its collectives every 500 ms: a process that stopped (SIGSTOP, a
         // debugger) stops reporting; one with a call in flight waits in it.
         if (steps.reported_at != absl::InfinitePast()) {
-          h->set_report_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - steps.reported_at)));
+          h->set_report_age_ms(
+              std::max<int64_t>(0, absl::ToInt64Milliseconds(now - steps.reported_at)));
         }
         if (!steps.pending.empty()) {
           h->set_waiting(true);

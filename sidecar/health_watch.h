@@ -20,7 +20,8 @@
 //
 //   hook --<probe dir>/status.json--> HealthWatch --ReportHealth--> the attempt hub
 //   hub --AttemptOrder.dump_id--> HealthWatch --<probe dir>/dump-request--> hook
-//   hook --<dumps>/attempt-N/rank-R/stacks.txt, <probe dir>/dumped--> HealthWatch --dumped_id--> hub
+//   hook --<dumps>/attempt-N/rank-R/stacks.txt, <probe dir>/dumped--> HealthWatch --dumped_id-->
+//   hub
 //
 // A process without the hook but with libdist attached is asked through `ask_process` (its
 // Attach stream) and answers in <dumps>/attempt-N/rank-R/dumped.

@@ -32,7 +32,8 @@ bool WriteAll(int fd, const std::string& data) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LaunchChannel>> LaunchChannel::Serve(
-    const std::string& path, std::optional<int32_t> attempt, std::function<void(const launch::AttemptEnded&)> on_ended) {
+    const std::string& path, std::optional<int32_t> attempt,
+    std::function<void(const launch::AttemptEnded&)> on_ended) {
   std::unique_ptr<LaunchChannel> c(new LaunchChannel());
   c->path_ = path;
   c->on_ended_ = std::move(on_ended);
@@ -43,7 +44,8 @@ absl::StatusOr<std::unique_ptr<LaunchChannel>> LaunchChannel::Serve(
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("launch socket path '", path, "' is too long for a Unix socket"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("launch socket path '", path, "' is too long for a Unix socket"));
   }
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
   std::error_code ec;
@@ -51,9 +53,11 @@ absl::StatusOr<std::unique_ptr<LaunchChannel>> LaunchChannel::Serve(
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   std::filesystem::remove(p, ec);
   c->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (c->listen_fd_ < 0 || bind(c->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (c->listen_fd_ < 0 ||
+      bind(c->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       listen(c->listen_fd_, 4) != 0 || pipe2(c->wake_, O_CLOEXEC) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot serve the launch socket ", path, ": ", std::strerror(errno),
+    return absl::InvalidArgumentError(absl::StrCat("cannot serve the launch socket ", path, ": ",
+                                                   std::strerror(errno),
                                                    "; its directory must exist and be writable"));
   }
   c->accept_thread_ = std::thread([ch = c.get()] { ch->AcceptLoop(); });

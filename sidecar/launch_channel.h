@@ -20,9 +20,9 @@ class LaunchChannel {
  public:
   // Serves `path` (a stale socket there is replaced), ordering `attempt` (none yet: cohort-launch
   // waits for Order). InvalidArgument naming the path when it cannot be served.
-  static absl::StatusOr<std::unique_ptr<LaunchChannel>> Serve(const std::string& path,
-                                                              std::optional<int32_t> attempt,
-                                                              std::function<void(const launch::AttemptEnded&)> on_ended);
+  static absl::StatusOr<std::unique_ptr<LaunchChannel>> Serve(
+      const std::string& path, std::optional<int32_t> attempt,
+      std::function<void(const launch::AttemptEnded&)> on_ended);
   ~LaunchChannel();
   // Tells cohort-launch to run `attempt` (now, or when it connects); with `pod_index`, as that
   // pod from then on (a spare that took a slot), which later orders repeat.

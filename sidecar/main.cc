@@ -35,8 +35,7 @@ int Fail(const std::string& message) {
 }
 
 void AddFlags(CLI::App& app, SidecarFlags* f) {
-  app.add_option("--rank", f->rank,
-                 "The rank of this pod's first process (env COHORT_PROCESS_ID)");
+  app.add_option("--rank", f->rank, "The rank of this pod's first process (env COHORT_PROCESS_ID)");
   app.add_option("--processes-per-pod", f->processes_per_pod,
                  "Ranks this sidecar serves, --rank onwards, each on its own socket "
                  "(env COHORT_PROCESSES_PER_POD, default 1)");
@@ -84,8 +83,9 @@ void AddFlags(CLI::App& app, SidecarFlags* f) {
 int Run(int argc, char** argv) {
   InitLogging("cohort-sidecar");
   SidecarFlags flags;
-  CLI::App app{"cohort-sidecar: coordination service (rank 0), agents and metrics for the ranks "
-               "of one pod"};
+  CLI::App app{
+      "cohort-sidecar: coordination service (rank 0), agents and metrics for the ranks "
+      "of one pod"};
   AddFlags(app, &flags);
   try {
     app.parse(argc, argv);

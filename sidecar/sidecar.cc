@@ -43,8 +43,7 @@ absl::StatusOr<int> ResolveProcessesPerPod(const SidecarFlags& flags, int rank, 
   if (per_pod < 1 || rank % per_pod != 0 || rank + per_pod > num) {
     return absl::InvalidArgumentError(absl::StrCat(
         "this sidecar would serve ranks ", rank, " to ", rank + per_pod - 1,
-        " (COHORT_PROCESS_ID=", rank, ", COHORT_PROCESSES_PER_POD=", per_pod, ") of a job of ",
-        num,
+        " (COHORT_PROCESS_ID=", rank, ", COHORT_PROCESSES_PER_POD=", per_pod, ") of a job of ", num,
         " (COHORT_NUM_PROCESSES): the first rank must be a multiple of the processes per pod, "
         "and every rank below the job size"));
   }
@@ -90,15 +89,16 @@ absl::StatusOr<SidecarConfig> ResolveConfig(SidecarFlags flags) {
   absl::StatusOr<std::string> socket = ResolveAgentSocket(flags);
   if (!socket.ok()) return socket.status();
   if (settings->token.empty()) {
-    LogWarning("no job token configured (COHORT_TOKEN/COHORT_TOKEN_FILE): RPCs are not "
-               "authenticated");
+    LogWarning(
+        "no job token configured (COHORT_TOKEN/COHORT_TOKEN_FILE): RPCs are not "
+        "authenticated");
   }
   SidecarConfig config;
   config.settings = *std::move(settings);
   config.processes_per_pod = *per_pod;
   config.agent_socket = *std::move(socket);
   config.launch_socket = !flags.launch_socket.empty() ? flags.launch_socket
-                                                       : env::Get(env::kLaunchSocket).value_or("");
+                                                      : env::Get(env::kLaunchSocket).value_or("");
   config.flags = std::move(flags);
   return config;
 }
@@ -115,7 +115,8 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarConfig config) {
 }
 
 Sidecar::~Sidecar() {
-  if (health_) health_->Stop();  // Its thread sends through the hub or the follower, which go first.
+  if (health_)
+    health_->Stop();  // Its thread sends through the hub or the follower, which go first.
   // The signal thread waits in sigwait: a SIGINT of its own stops it.
   if (signal_thread_.joinable()) {
     pthread_kill(signal_thread_.native_handle(), SIGINT);
@@ -171,8 +172,8 @@ absl::Status Sidecar::AddJaxPort(coordination::ServerOptions* options) {
     }
     jax.heartbeat_timeout = *d;
   }
-  jax.on_rpc = [metrics = jax_metrics_.get()](absl::string_view protocol,
-                                              absl::string_view method, absl::StatusCode code,
+  jax.on_rpc = [metrics = jax_metrics_.get()](absl::string_view protocol, absl::string_view method,
+                                              absl::StatusCode code,
                                               std::optional<absl::Duration> waited) {
     metrics->Count(protocol, method, code, waited);
   };
@@ -183,7 +184,8 @@ absl::Status Sidecar::AddJaxPort(coordination::ServerOptions* options) {
   return absl::OkStatus();
 }
 
-coordination::AgentOptions Sidecar::AgentOptionsFor(int local, std::optional<int32_t> attempt) const {
+coordination::AgentOptions Sidecar::AgentOptionsFor(int local,
+                                                    std::optional<int32_t> attempt) const {
   JobSettings rank_settings = config_.settings;
   rank_settings.process_id = config_.settings.process_id + local;
   if (attempt) rank_settings.restart_attempt = *attempt;
@@ -218,9 +220,9 @@ absl::Status Sidecar::StartInPlace() {
     released_ = hub_here;  // Rank 0's hub runs `first` from the start.
   }
   // Before the hub or its follower, whose orders it carries.
-  absl::StatusOr<std::unique_ptr<LaunchChannel>> launch =
-      LaunchChannel::Serve(config_.launch_socket, hub_here ? std::optional<int32_t>(first) : std::nullopt,
-                           [this](const launch::AttemptEnded& ended) { ReportEnded(ended); });
+  absl::StatusOr<std::unique_ptr<LaunchChannel>> launch = LaunchChannel::Serve(
+      config_.launch_socket, hub_here ? std::optional<int32_t>(first) : std::nullopt,
+      [this](const launch::AttemptEnded& ended) { ReportEnded(ended); });
   if (!launch.ok()) return launch.status();
   launch_ = *std::move(launch);
   // A spare that took this pod's slot: cohort-launch hears which pod it now is with every order.
@@ -248,13 +250,16 @@ absl::Status Sidecar::StartInPlace() {
   if (hub_here) {
     absl::StatusOr<int> port = env::CoordinatorPort(coordinator);
     if (!port.ok()) return port.status();
-    absl::StatusOr<std::unique_ptr<coordination::AttemptHubServer>> hub = coordination::AttemptHubServer::Start(
-        absl::StrCat(config_.flags.coordinator_bind_address, ":", *port + env::kAttemptControlPortOffset),
-        first, config_.settings.token);
+    absl::StatusOr<std::unique_ptr<coordination::AttemptHubServer>> hub =
+        coordination::AttemptHubServer::Start(
+            absl::StrCat(config_.flags.coordinator_bind_address, ":",
+                         *port + env::kAttemptControlPortOffset),
+            first, config_.settings.token);
     if (!hub.ok()) return hub.status();
     hub_ = *std::move(hub);
     hub_->hub().set_before_start([this](int32_t attempt) { RestartCoordinator(attempt); });
-    hub_->hub().set_on_end([this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); });
+    hub_->hub().set_on_end(
+        [this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); });
     hub_->hub().set_hang_detection(*hang_timeout, env::DumpsDir(config_.agent_socket),
                                    [this](uint64_t dump_id, int32_t attempt) {
                                      if (health_) health_->Dump(dump_id, attempt);
@@ -269,9 +274,10 @@ absl::Status Sidecar::StartInPlace() {
       if (order.dump_id() != 0 && health_) health_->Dump(order.dump_id(), order.attempt());
     };
     // A spare that took this slot follows as the spare holding it (the hub lets no one else).
-    follower_ = spare ? coordination::AttemptFollower::Spare(*address, config_.settings.token, *spare, on_order, pod_index)
-                      : std::make_unique<coordination::AttemptFollower>(*address, config_.settings.token, pod_index,
-                                                                        on_order, PodName());
+    follower_ = spare ? coordination::AttemptFollower::Spare(*address, config_.settings.token,
+                                                             *spare, on_order, pod_index)
+                      : std::make_unique<coordination::AttemptFollower>(
+                            *address, config_.settings.token, pod_index, on_order, PodName());
   }
   if (health_) StartHealthWatch();
   return absl::OkStatus();
@@ -312,13 +318,14 @@ void Sidecar::ReportEnded(const launch::AttemptEnded& ended) {
   end.set_reason(ended.reason);
   end.set_message(ended.message);
   end.set_finished_unix_ms(ended.finished_unix_ms);
-  LogInfo("restart attempt ", ended.attempt, " of this pod ended: exit code ", ended.exit_code, " (",
-          ended.reason, ")");
+  LogInfo("restart attempt ", ended.attempt, " of this pod ended: exit code ", ended.exit_code,
+          " (", ended.reason, ")");
   if (health_) health_->AttemptEnded(ended.attempt);
   if (hub_) {
     hub_->hub().ReportEnd(end);
   } else if (absl::Status s = follower_->ReportEnd(end); !s.ok()) {
-    LogWarning("could not report the end of restart attempt ", ended.attempt, " to the attempt hub: ", s.ToString());
+    LogWarning("could not report the end of restart attempt ", ended.attempt,
+               " to the attempt hub: ", s.ToString());
   }
 }
 
@@ -327,26 +334,32 @@ void Sidecar::TellCoordinator(const coordination::attemptspb::AttemptEnd& end) {
   // A follower's exit (75) is the job's own doing: nothing to tell.
   if (kind == ExitKind::kSucceeded || kind == ExitKind::kFollowed) return;
   absl::MutexLock lock(&parts_mu_);
-  if (!coordinator_ || !coordinator_options_ || coordinator_options_->service.restart_attempt != end.attempt()) return;
+  if (!coordinator_ || !coordinator_options_ ||
+      coordinator_options_->service.restart_attempt != end.attempt())
+    return;
   const coordination::TaskId first = end.pod_index() * config_.processes_per_pod;
   // A preempted rank that had joined told the job itself, and the others may still be saving
   // their checkpoint at the agreed step: only one preempted before it joined (the others wait
   // for it in registration) is news.
   if (kind == ExitKind::kPreempted) {
-    const coordination::CoordinationService::Snapshot snapshot = coordinator_->service().GetSnapshot();
+    const coordination::CoordinationService::Snapshot snapshot =
+        coordinator_->service().GetSnapshot();
     for (int local = 0; local < config_.processes_per_pod; ++local) {
       const size_t task = static_cast<size_t>(first + local);
-      if (task < snapshot.tasks.size() && snapshot.tasks[task].state != coordination::TaskState::kDisconnected) return;
+      if (task < snapshot.tasks.size() &&
+          snapshot.tasks[task].state != coordination::TaskState::kDisconnected)
+        return;
     }
   }
   absl::string_view last_line = end.message();
-  if (size_t nl = last_line.rfind('\n'); nl != absl::string_view::npos) last_line.remove_prefix(nl + 1);
+  if (size_t nl = last_line.rfind('\n'); nl != absl::string_view::npos)
+    last_line.remove_prefix(nl + 1);
   // Its sidecar tells the service when a process it serves dies; one that died before it joined
   // (killed at once) is known only here. The service fails the job once: a later report is moot.
   coordinator_->service()
       .ReportError(first, coordination::kObserverIncarnation, FailureCauseOf(kind),
-                   absl::StrCat("pod ", end.pod_index(), "'s processes of restart attempt ", end.attempt(),
-                                " ended: ", last_line))
+                   absl::StrCat("pod ", end.pod_index(), "'s processes of restart attempt ",
+                                end.attempt(), " ended: ", last_line))
       .IgnoreError();
 }
 
@@ -365,7 +378,8 @@ void Sidecar::RestartCoordinator(int32_t attempt) {
     server = coordination::CoordinationServer::Start(*coordinator_options_);
   }
   if (!server.ok()) {
-    LogError("cannot start the coordination service of restart attempt ", attempt, ": ", server.status().ToString());
+    LogError("cannot start the coordination service of restart attempt ", attempt, ": ",
+             server.status().ToString());
     return;
   }
   coordinator_ = *std::move(server);
@@ -379,8 +393,8 @@ void Sidecar::BeginAttempt(int32_t attempt) {
     const int per_pod = config_.processes_per_pod;
     for (int local = 0; local < per_pod; ++local) {
       RankAgent& old = agents_[local];
-      old.service->Retire(
-          absl::AbortedError(absl::StrCat("restart attempt ", attempt, " began: this process belongs to an older one")));
+      old.service->Retire(absl::AbortedError(absl::StrCat(
+          "restart attempt ", attempt, " began: this process belongs to an older one")));
       // At once: the old attempt's processes are gone (cohort-launch reaped them) or about to be
       // killed; a grace per agent would delay every pod's next attempt by it.
       old.server->Shutdown(absl::ToChronoTime(absl::Now()));
@@ -426,9 +440,9 @@ absl::StatusOr<Sidecar::RankAgent> Sidecar::ServeRank(const std::string& socket,
   AllowClientKeepalive(&builder);
   a.server = builder.BuildAndStart();
   if (!a.server) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot serve the agent socket ", socket,
-        ": check that its directory exists and is writable"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot serve the agent socket ", socket,
+                     ": check that its directory exists and is writable"));
   }
   return a;
 }
@@ -436,8 +450,8 @@ absl::StatusOr<Sidecar::RankAgent> Sidecar::ServeRank(const std::string& socket,
 absl::Status Sidecar::ServeHttp() {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {registry_};
   if (coordinator_) {
-    coordinator_collector_ = std::make_shared<CoordinatorCollector>(&coordinator_->service(),
-                                                                    config_.flags.per_rank_metrics_limit);
+    coordinator_collector_ = std::make_shared<CoordinatorCollector>(
+        &coordinator_->service(), config_.flags.per_rank_metrics_limit);
     collectables.push_back(coordinator_collector_);
   }
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
@@ -494,10 +508,11 @@ void Sidecar::SignalLoop(sigset_t signals) {
                      AnyTrainer(&AgentRpcService::trainer_ever_attached))) {
       case SignalAction::kReportPreemption:
       case SignalAction::kReportPreemptionBeforeAttach: {
-        LogInfo(AnyTrainer(&AgentRpcService::trainer_attached)
-                    ? "SIGTERM: reporting a preemption notice and waiting for the trainers to finish"
-                    : "SIGTERM before a trainer attached: a preemption notice, reported once they have "
-                      "joined the job");
+        LogInfo(
+            AnyTrainer(&AgentRpcService::trainer_attached)
+                ? "SIGTERM: reporting a preemption notice and waiting for the trainers to finish"
+                : "SIGTERM before a trainer attached: a preemption notice, reported once they have "
+                  "joined the job");
         absl::MutexLock parts(&parts_mu_);
         for (RankAgent& a : agents_) a.service->OnPreemptionSignal();
         absl::MutexLock lock(&mu_);
@@ -535,8 +550,9 @@ int Sidecar::WaitForTrainers() {
         return s->released_ || s->ordered_.has_value() || s->stop_ || s->preempting_;
       };
       if (!mu_.AwaitWithTimeout(absl::Condition(heard, this), kFirstOrderPatience)) {
-        LogWarning("the attempt hub did not answer within ", absl::FormatDuration(kFirstOrderPatience),
-                   ": starting restart attempt ", attempt_, " without its order");
+        LogWarning("the attempt hub did not answer within ",
+                   absl::FormatDuration(kFirstOrderPatience), ": starting restart attempt ",
+                   attempt_, " without its order");
         released_ = true;
         launch_->Order(attempt_);
       }
@@ -569,8 +585,8 @@ int Sidecar::WaitForTrainers() {
       ended.exit_code = kPreemptedExitCode;
       ended.finished_unix_ms = absl::ToUnixMillis(absl::Now());
       ended.reason = "Preempted";
-      ended.message = absl::StrCat("the pod was preempted before its processes of restart attempt ", ended.attempt,
-                                   " started");
+      ended.message = absl::StrCat("the pod was preempted before its processes of restart attempt ",
+                                   ended.attempt, " started");
       ReportEnded(ended);
     }
   }

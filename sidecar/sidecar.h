@@ -13,15 +13,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/job_settings.h"
 #include "common/metrics_http_server.h"
-#include "absl/synchronization/mutex.h"
 #include "coordination/attempts/attempt_client.h"
 #include "coordination/attempts/attempt_hub.h"
 #include "coordination/server/coordination_server.h"
+#include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/health_watch.h"
 #include "sidecar/launch_channel.h"
-#include "sidecar/agent/agent_rpc_service.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
 // cohort-sidecar's parts: its settings, and the running sidecar (the coordination service on
@@ -62,7 +62,7 @@ struct SidecarConfig {
   // cohort-launch's socket (COHORT_LAUNCH_SOCKET, spec.restartStrategy: InPlace): the sidecar
   // follows the job's attempts (rank 0 hosts their hub) and restarts in place. Empty: it does not.
   std::string launch_socket;
-  SidecarFlags flags;         // The rest as given (JAX's port is resolved on rank 0 only).
+  SidecarFlags flags;  // The rest as given (JAX's port is resolved on rank 0 only).
 };
 
 // Resolves `flags` against the environment and checks them. InvalidArgument naming the setting,
@@ -169,8 +169,8 @@ class Sidecar {
   // In place, unless hang detection is off; destroyed after the hub and the follower, whose
   // threads call it (its own thread is stopped first, in ~Sidecar).
   std::unique_ptr<HealthWatch> health_;
-  std::unique_ptr<coordination::AttemptHubServer> hub_;       // Rank 0, in place only.
-  std::unique_ptr<coordination::AttemptFollower> follower_;   // Other ranks, in place only.
+  std::unique_ptr<coordination::AttemptHubServer> hub_;      // Rank 0, in place only.
+  std::unique_ptr<coordination::AttemptFollower> follower_;  // Other ranks, in place only.
   std::unique_ptr<LaunchChannel> launch_;
   std::thread signal_thread_;
 };

@@ -111,11 +111,10 @@ bool ParseOptions(int argc, char** argv, int rank, Options* options) {
   }
   if (options->min_bytes > options->max_bytes || options->max_bytes > kLargestBytes) {
     if (rank == 0) {
-      std::fprintf(stderr,
-                   "mpi_allreduce: need --min-bytes <= --max-bytes <= %lld, got %lld and %lld\n",
-                   static_cast<long long>(kLargestBytes),
-                   static_cast<long long>(options->min_bytes),
-                   static_cast<long long>(options->max_bytes));
+      std::fprintf(
+          stderr, "mpi_allreduce: need --min-bytes <= --max-bytes <= %lld, got %lld and %lld\n",
+          static_cast<long long>(kLargestBytes), static_cast<long long>(options->min_bytes),
+          static_cast<long long>(options->max_bytes));
     }
     return false;
   }
@@ -202,7 +201,8 @@ int main(int argc, char** argv) {
   const double warmup_end = NowUs() + kStartupWarmupUs;
   for (int more = 1; more != 0;) {  // rank 0's clock decides, so every rank makes the same ops
     for (int i = 0; i < 20; ++i) {
-      for (bool in_place : {false, true}) AllReduce(send.data(), recv.data(), first_count, in_place);
+      for (bool in_place : {false, true})
+        AllReduce(send.data(), recv.data(), first_count, in_place);
     }
     more = NowUs() < warmup_end;
     MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -2,7 +2,8 @@
 // (c10d::TCPStore from the torch wheel's libtorch_cpu), the fastest way TCPStore can be driven.
 // bench/baselines/build-tcpstore-bench.sh builds it; nothing here is part of Cohort's build.
 //
-//   tcpstore-bench --workload rendezvous|barrier|fanout [--tasks 1024] [--processes 4] [--rounds 20]
+//   tcpstore-bench --workload rendezvous|barrier|fanout [--tasks 1024] [--processes 4] [--rounds
+//   20]
 //
 // Same shape as build/bin/coord-bench and bench/baselines/baseline_bench.py: the server (libuv)
 // in its own process; tasks are threads spread over --processes client processes, each task with
@@ -28,8 +29,8 @@
 #include <cstring>
 #include <fstream>
 #include <future>
-#include <latch>
 #include <iostream>
+#include <latch>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -43,7 +44,8 @@ namespace {
 using Clock = std::chrono::system_clock;
 
 int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 
 void SleepUntil(int64_t ns) {
@@ -51,7 +53,9 @@ void SleepUntil(int64_t ns) {
   if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
 }
 
-std::vector<uint8_t> Bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::vector<uint8_t> Bytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 c10::intrusive_ptr<c10d::TCPStore> Connect(uint16_t port) {
   c10d::TCPStoreOptions o;
@@ -75,8 +79,8 @@ void Barrier(c10d::TCPStore& store, const std::string& round, int tasks) {
 }
 
 // One task of a client process; appends "registered_ns done_ns [round_end_ns...]" to `out`.
-void RunTask(const Args& a, uint16_t port, int task, std::latch& connected, std::shared_future<int64_t> start,
-             std::mutex& mu, std::ostream& out) {
+void RunTask(const Args& a, uint16_t port, int task, std::latch& connected,
+             std::shared_future<int64_t> start, std::mutex& mu, std::ostream& out) {
   auto store = Connect(port);
   connected.count_down();
   int64_t start_ns = start.get();
@@ -84,7 +88,8 @@ void RunTask(const Args& a, uint16_t port, int task, std::latch& connected, std:
   int64_t registered = NowNs();
   std::ostringstream line;
   if (a.workload == "rendezvous") {
-    store->set("rdv/keys/" + std::to_string(task), Bytes("127.0.0.1:" + std::to_string(10000 + task)));
+    store->set("rdv/keys/" + std::to_string(task),
+               Bytes("127.0.0.1:" + std::to_string(10000 + task)));
     if (store->add("rdv-count", 1) == a.tasks) store->set("rdv-all", Bytes("1"));
     store->wait({"rdv-all"});
     std::vector<std::string> keys;
@@ -120,9 +125,10 @@ int64_t PeakRssBytes(pid_t pid) {
 }
 
 int Usage(const char* why) {
-  std::cerr << "tcpstore-bench: " << why
-            << "\nusage: tcpstore-bench --workload rendezvous|barrier|fanout [--tasks N] [--processes P] "
-               "[--rounds R]\n";
+  std::cerr
+      << "tcpstore-bench: " << why
+      << "\nusage: tcpstore-bench --workload rendezvous|barrier|fanout [--tasks N] [--processes P] "
+         "[--rounds R]\n";
   return 2;
 }
 
@@ -135,16 +141,22 @@ int main(int argc, char** argv) {
     if (flag == "--json") continue;
     if (i + 1 >= argc) return Usage(("missing value of " + flag).c_str());
     std::string value = argv[++i];
-    if (flag == "--workload") a.workload = value;
-    else if (flag == "--tasks") a.tasks = std::atoi(value.c_str());
-    else if (flag == "--processes") a.processes = std::atoi(value.c_str());
-    else if (flag == "--rounds") a.rounds = std::atoi(value.c_str());
-    else return Usage(("unknown flag " + flag).c_str());
+    if (flag == "--workload")
+      a.workload = value;
+    else if (flag == "--tasks")
+      a.tasks = std::atoi(value.c_str());
+    else if (flag == "--processes")
+      a.processes = std::atoi(value.c_str());
+    else if (flag == "--rounds")
+      a.rounds = std::atoi(value.c_str());
+    else
+      return Usage(("unknown flag " + flag).c_str());
   }
   if (a.workload != "rendezvous" && a.workload != "barrier" && a.workload != "fanout") {
     return Usage("--workload must be rendezvous, barrier or fanout");
   }
-  if (a.tasks < 2 || a.processes < 1 || a.rounds < 1) return Usage("--tasks >= 2, --processes >= 1, --rounds >= 1");
+  if (a.tasks < 2 || a.processes < 1 || a.rounds < 1)
+    return Usage("--tasks >= 2, --processes >= 1, --rounds >= 1");
   rlimit files{65536, 65536};
   setrlimit(RLIMIT_NOFILE, &files);
 
@@ -165,7 +177,8 @@ int main(int argc, char** argv) {
     _exit(0);
   }
   uint16_t port = 0;
-  if (read(port_pipe[0], &port, sizeof port) != sizeof port) return Usage("the TCPStore server did not start");
+  if (read(port_pipe[0], &port, sizeof port) != sizeof port)
+    return Usage("the TCPStore server did not start");
 
   const int first = a.workload == "fanout" ? 1 : 0;
   const int n = a.tasks - first;
@@ -186,13 +199,14 @@ int main(int argc, char** argv) {
       std::shared_future<int64_t> start_future = start.get_future().share();
       std::vector<std::thread> threads;
       for (int t = begin; t < end; ++t) {
-        threads.emplace_back(RunTask, std::cref(a), port, t, std::ref(connected), start_future, std::ref(mu),
-                             std::ref(out));
+        threads.emplace_back(RunTask, std::cref(a), port, t, std::ref(connected), start_future,
+                             std::ref(mu), std::ref(out));
       }
       connected.wait();  // Tell the harness, and get the common start instant from it.
       char r = 'R';
       int64_t start_ns = 0;
-      if (write(ready[1], &r, 1) != 1 || read(go[0], &start_ns, sizeof start_ns) != sizeof start_ns) _exit(1);
+      if (write(ready[1], &r, 1) != 1 || read(go[0], &start_ns, sizeof start_ns) != sizeof start_ns)
+        _exit(1);
       start.set_value(start_ns);
       for (auto& th : threads) th.join();
       std::string text = out.str();
@@ -223,7 +237,8 @@ int main(int argc, char** argv) {
   if (a.workload == "fanout") {
     SleepUntil(start_ns);
     auto setter = Connect(port);
-    while (setter->add("waiting", 0) < a.tasks - 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (setter->add("waiting", 0) < a.tasks - 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // The last gets reach the server.
     set_ns = NowNs();
     setter->set("fanout", std::vector<uint8_t>(128, 'x'));
@@ -273,10 +288,11 @@ int main(int argc, char** argv) {
     for (double d : durations) mean += d / durations.size();
     std::sort(durations.begin(), durations.end());
     json << ",\"rounds\":" << a.rounds << ",\"seconds\":" << (prev - begin) / 1e9
-         << ",\"mean_round_seconds\":" << mean
-         << ",\"p99_round_seconds\":" << durations[std::min(durations.size() - 1, size_t(0.99 * durations.size()))];
+         << ",\"mean_round_seconds\":" << mean << ",\"p99_round_seconds\":"
+         << durations[std::min(durations.size() - 1, size_t(0.99 * durations.size()))];
   }
-  json << ",\"connect_seconds\":" << connect_seconds << ",\"service_peak_rss_bytes\":" << PeakRssBytes(server) << "}";
+  json << ",\"connect_seconds\":" << connect_seconds
+       << ",\"service_peak_rss_bytes\":" << PeakRssBytes(server) << "}";
   std::cout << json.str() << std::endl;
   kill(server, SIGKILL);
   waitpid(server, nullptr, 0);

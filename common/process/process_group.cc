@@ -147,7 +147,8 @@ bool ProcessGroup::Step(const Hooks& hooks, absl::Duration wait) {
       if (c.process.running() && !c.killed && IsStopped(c.process.pid())) {
         c.killed = true;
         Print(absl::StrCat(name_, ": ", c.label,
-                           " is stopped (SIGSTOP or a debugger) and cannot exit by itself: stopping it now (SIGKILL)"));
+                           " is stopped (SIGSTOP or a debugger) and cannot exit by itself: "
+                           "stopping it now (SIGKILL)"));
         c.process.Signal(SIGKILL);
       }
     }
@@ -183,7 +184,8 @@ bool ProcessGroup::Step(const Hooks& hooks, absl::Duration wait) {
 bool ProcessGroup::WaitIdle(int fd, const Hooks& hooks, absl::Duration wait) {
   pollfd fds[2] = {{fd, POLLIN, 0}, {signal_fd_, POLLIN, 0}};
   const int n = signal_fd_ >= 0 ? 2 : 1;
-  const int ms = wait == absl::InfiniteDuration() ? -1 : static_cast<int>(absl::ToInt64Milliseconds(wait));
+  const int ms =
+      wait == absl::InfiniteDuration() ? -1 : static_cast<int>(absl::ToInt64Milliseconds(wait));
   if (poll(fds, n, ms) <= 0) return false;
   if (n == 2 && (fds[1].revents & POLLIN)) {
     signalfd_siginfo info;

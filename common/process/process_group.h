@@ -49,7 +49,9 @@ class ProcessGroup {
     bool EndedByTheNotice() const { return Status() != *process.status(); }
     // How it ended (call once it has exited): the group's own kills and the caller's stops make
     // it kStopped whatever its status.
-    ProcessExit Exit() const { return ProcessExit::FromWaitStatus(Status(), killed || stopped_by_us); }
+    ProcessExit Exit() const {
+      return ProcessExit::FromWaitStatus(Status(), killed || stopped_by_us);
+    }
   };
 
   struct Hooks {

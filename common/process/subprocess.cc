@@ -43,9 +43,11 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
   bool capture = options.capture_output && options.output_path.empty();
   int output_file = -1;
   if (!options.output_path.empty()) {
-    output_file = open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    output_file =
+        open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (output_file < 0) {
-      return absl::InternalError(absl::StrCat("cannot open ", options.output_path, ": ", std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrCat("cannot open ", options.output_path, ": ", std::strerror(errno)));
     }
   }
   int fds[2] = {-1, -1};
@@ -108,8 +110,8 @@ absl::StatusOr<Subprocess> Subprocess::Start(const Options& options) {
   }
   if (n == sizeof(child_errno)) {
     p.Wait();
-    return absl::NotFoundError(absl::StrCat("cannot run '", options.argv[0],
-                                            "': ", std::strerror(child_errno)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot run '", options.argv[0], "': ", std::strerror(child_errno)));
   }
   return p;
 }
@@ -205,7 +207,8 @@ int64_t PeakRssBytes(pid_t pid) {
   while (std::getline(in, line)) {
     if (line.rfind("VmHWM:", 0) == 0) {
       int64_t kb = 0;  // "VmHWM:    12345 kB"
-      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 6 - 3)), &kb)) return -1;
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 6 - 3)), &kb))
+        return -1;
       return kb * 1024;
     }
   }
@@ -253,7 +256,8 @@ absl::StatusOr<int> PickFreePort() {
     }
   }
   if (int port = TryBindLoopback(0); port > 0) return port;
-  return absl::InternalError(absl::StrCat("cannot pick a free port on 127.0.0.1: ", std::strerror(errno)));
+  return absl::InternalError(
+      absl::StrCat("cannot pick a free port on 127.0.0.1: ", std::strerror(errno)));
 }
 
 }  // namespace cohort

@@ -27,9 +27,9 @@ class Subprocess {
     std::vector<std::string> argv;               // argv[0] is searched in PATH when no '/'.
     std::map<std::string, std::string> env_set;  // Added to (or replacing in) our environment.
     bool capture_output = true;                  // Else the child inherits our stdout/stderr.
-    bool inherit_env = true;   // Else the child's environment is env_set alone.
-    std::string output_path;   // Append stdout and stderr to this file (instead of capturing).
-    std::string working_dir;   // Empty: ours.
+    bool inherit_env = true;                     // Else the child's environment is env_set alone.
+    std::string output_path;  // Append stdout and stderr to this file (instead of capturing).
+    std::string working_dir;  // Empty: ours.
     // SIGKILL the child (its own process, not its group) when the thread that started it ends,
     // e.g. when the parent is killed, so that it never outlives its parent.
     bool die_with_parent = false;

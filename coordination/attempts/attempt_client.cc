@@ -16,15 +16,17 @@ constexpr absl::Duration kRetryInitial = absl::Milliseconds(50);
 constexpr absl::Duration kRetryCap = absl::Seconds(2);
 
 std::shared_ptr<grpc::Channel> HubChannel(const std::string& address) {
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), DefaultChannelArguments());
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   DefaultChannelArguments());
 }
 
 // Reads `open`'s stream into `on_message` until it breaks or `stop` is notified; reconnects.
 template <typename Msg>
-void KeepReading(StreamControl& control, const std::string& token,
-                 const std::function<std::unique_ptr<grpc::ClientReader<Msg>>(grpc::ClientContext*)>& open,
-                 const std::function<void(const Msg&)>& on_message,
-                 const std::function<void(const absl::Status&)>& on_broken) {
+void KeepReading(
+    StreamControl& control, const std::string& token,
+    const std::function<std::unique_ptr<grpc::ClientReader<Msg>>(grpc::ClientContext*)>& open,
+    const std::function<void(const Msg&)>& on_message,
+    const std::function<void(const absl::Status&)>& on_broken) {
   Backoff backoff(kRetryInitial, kRetryCap);
   absl::Notification& stop = control.stop;
   while (!stop.HasBeenNotified()) {
@@ -70,28 +72,31 @@ void StreamControl::Stop() {
 }
 
 AttemptFollower::AttemptFollower(std::string hub_address, std::string token, int32_t pod_index,
-                                 std::function<void(const attemptspb::AttemptOrder&)> on_order, std::string pod_name)
-    : AttemptFollower(std::move(hub_address), std::move(token), AsPod(pod_index, std::move(pod_name)),
-                      std::move(on_order)) {}
+                                 std::function<void(const attemptspb::AttemptOrder&)> on_order,
+                                 std::string pod_name)
+    : AttemptFollower(std::move(hub_address), std::move(token),
+                      AsPod(pod_index, std::move(pod_name)), std::move(on_order)) {}
 
 AttemptFollower::AttemptFollower(std::string hub_address, std::string token,
                                  attemptspb::FollowAttemptsRequest identity,
                                  std::function<void(const attemptspb::AttemptOrder&)> on_order)
-    : token_(std::move(token)), identity_(std::move(identity)), on_order_(std::move(on_order)),
-      channel_(HubChannel(hub_address)), stub_(attemptspb::AttemptControl::NewStub(channel_)) {
+    : token_(std::move(token)),
+      identity_(std::move(identity)),
+      on_order_(std::move(on_order)),
+      channel_(HubChannel(hub_address)),
+      stub_(attemptspb::AttemptControl::NewStub(channel_)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
-std::unique_ptr<AttemptFollower> AttemptFollower::Spare(std::string hub_address, std::string token,
-                                                        std::string spare_name,
-                                                        std::function<void(const attemptspb::AttemptOrder&)> on_order,
-                                                        int32_t pod_index) {
+std::unique_ptr<AttemptFollower> AttemptFollower::Spare(
+    std::string hub_address, std::string token, std::string spare_name,
+    std::function<void(const attemptspb::AttemptOrder&)> on_order, int32_t pod_index) {
   attemptspb::FollowAttemptsRequest identity;
   identity.set_pod_name(spare_name);
   identity.set_spare(std::move(spare_name));
   identity.set_pod_index(pod_index);
-  return std::unique_ptr<AttemptFollower>(
-      new AttemptFollower(std::move(hub_address), std::move(token), std::move(identity), std::move(on_order)));
+  return std::unique_ptr<AttemptFollower>(new AttemptFollower(
+      std::move(hub_address), std::move(token), std::move(identity), std::move(on_order)));
 }
 
 AttemptFollower::~AttemptFollower() {
@@ -102,15 +107,20 @@ AttemptFollower::~AttemptFollower() {
 void AttemptFollower::Loop() {
   pthread_setname_np(pthread_self(), "attempt-follow");
   KeepReading<attemptspb::AttemptOrder>(
-      control_, token_, [&](grpc::ClientContext* ctx) { return stub_->FollowAttempts(ctx, identity_); },
+      control_, token_,
+      [&](grpc::ClientContext* ctx) { return stub_->FollowAttempts(ctx, identity_); },
       [&](const attemptspb::AttemptOrder& order) {
-        if (order.has_pod_index()) identity_.set_pod_index(order.pod_index());  // The spare took a slot.
+        if (order.has_pod_index())
+          identity_.set_pod_index(order.pod_index());  // The spare took a slot.
         if (on_order_) on_order_(order);
       },
-      [](const absl::Status& s) { LogWarning("lost the attempt hub (", s.ToString(), "); reconnecting"); });
+      [](const absl::Status& s) {
+        LogWarning("lost the attempt hub (", s.ToString(), "); reconnecting");
+      });
 }
 
-absl::Status AttemptFollower::ReportEnd(const attemptspb::AttemptEnd& end, absl::Duration patience) {
+absl::Status AttemptFollower::ReportEnd(const attemptspb::AttemptEnd& end,
+                                        absl::Duration patience) {
   const absl::Time give_up = absl::Now() + patience;
   Backoff backoff(kRetryInitial, kRetryCap);
   attemptspb::ReportAttemptEndRequest req;
@@ -126,7 +136,8 @@ absl::Status AttemptFollower::ReportEnd(const attemptspb::AttemptEnd& end, absl:
   }
 }
 
-absl::Status AttemptFollower::ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Duration timeout) {
+absl::Status AttemptFollower::ReportHealth(const attemptspb::ReportHealthRequest& report,
+                                           absl::Duration timeout) {
   grpc::ClientContext ctx;
   AddToken(&ctx, token_);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -137,8 +148,11 @@ absl::Status AttemptFollower::ReportHealth(const attemptspb::ReportHealthRequest
 AttemptObserver::AttemptObserver(std::string hub_address, std::string token,
                                  std::function<void(const attemptspb::AttemptState&)> on_state,
                                  std::function<void(const absl::Status&)> on_broken)
-    : address_(std::move(hub_address)), token_(std::move(token)), on_state_(std::move(on_state)),
-      on_broken_(std::move(on_broken)), channel_(HubChannel(address_)),
+    : address_(std::move(hub_address)),
+      token_(std::move(token)),
+      on_state_(std::move(on_state)),
+      on_broken_(std::move(on_broken)),
+      channel_(HubChannel(address_)),
       stub_(attemptspb::AttemptControl::NewStub(channel_)) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -156,9 +170,12 @@ void AttemptObserver::Loop() {
       on_state_, on_broken_);
 }
 
-absl::Status AttemptObserver::Start(int32_t attempt, absl::Duration timeout) { return Start(attempt, {}, timeout); }
+absl::Status AttemptObserver::Start(int32_t attempt, absl::Duration timeout) {
+  return Start(attempt, {}, timeout);
+}
 
-absl::Status AttemptObserver::Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments,
+absl::Status AttemptObserver::Start(int32_t attempt,
+                                    const std::vector<attemptspb::SpareAssignment>& assignments,
                                     absl::Duration timeout) {
   grpc::ClientContext ctx;
   AddToken(&ctx, token_);
@@ -169,8 +186,9 @@ absl::Status AttemptObserver::Start(int32_t attempt, const std::vector<attemptsp
   attemptspb::StartAttemptResponse resp;
   absl::Status s = FromGrpcStatus(stub_->StartAttempt(&ctx, req, &resp));
   if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("ordering restart attempt ", attempt, " from the attempt hub at ",
-                                               address_, ": ", s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("ordering restart attempt ", attempt, " from the attempt hub at ",
+                               address_, ": ", s.message()));
   }
   return s;
 }

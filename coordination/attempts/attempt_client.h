@@ -37,24 +37,28 @@ class AttemptFollower {
  public:
   // `pod_name`: this pod's (a pod whose slot a spare took is then not let back).
   AttemptFollower(std::string hub_address, std::string token, int32_t pod_index,
-                  std::function<void(const attemptspb::AttemptOrder&)> on_order, std::string pod_name = "");
+                  std::function<void(const attemptspb::AttemptOrder&)> on_order,
+                  std::string pod_name = "");
   // A spare pod's sidecar (FollowAttemptsRequest.spare): follows as spare `spare_name` until an
   // order gives it a pod index, and as the spare holding that index from then on (also when it
   // reconnects).
   // `pod_index`: the slot it holds already (its sidecar restarted as that pod's).
-  static std::unique_ptr<AttemptFollower> Spare(std::string hub_address, std::string token, std::string spare_name,
-                                                std::function<void(const attemptspb::AttemptOrder&)> on_order,
-                                                int32_t pod_index = 0);
+  static std::unique_ptr<AttemptFollower> Spare(
+      std::string hub_address, std::string token, std::string spare_name,
+      std::function<void(const attemptspb::AttemptOrder&)> on_order, int32_t pod_index = 0);
   ~AttemptFollower();
   // Reports how this pod's processes ended (retried for up to `patience` while the hub is
   // unreachable).
-  absl::Status ReportEnd(const attemptspb::AttemptEnd& end, absl::Duration patience = absl::Seconds(30));
+  absl::Status ReportEnd(const attemptspb::AttemptEnd& end,
+                         absl::Duration patience = absl::Seconds(30));
   // Tells the hub how this pod's ranks progress: once, within `timeout` (the next report follows
   // a second later).
-  absl::Status ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Duration timeout = absl::Seconds(2));
+  absl::Status ReportHealth(const attemptspb::ReportHealthRequest& report,
+                            absl::Duration timeout = absl::Seconds(2));
 
  private:
-  AttemptFollower(std::string hub_address, std::string token, attemptspb::FollowAttemptsRequest identity,
+  AttemptFollower(std::string hub_address, std::string token,
+                  attemptspb::FollowAttemptsRequest identity,
                   std::function<void(const attemptspb::AttemptOrder&)> on_order);
   void Loop();
   const std::string token_;

@@ -21,14 +21,18 @@ absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator
 }
 
 AttemptHub::AttemptHub(int32_t first_attempt, std::string token)
-    : token_(std::move(token)), incarnation_(absl::Uniform<uint64_t>(absl::BitGen())), attempt_(first_attempt) {}
+    : token_(std::move(token)),
+      incarnation_(absl::Uniform<uint64_t>(absl::BitGen())),
+      attempt_(first_attempt) {}
 
 AttemptHub::~AttemptHub() { Close(); }
 
 void AttemptHub::Close() {
   absl::MutexLock lock(&mu_);
-  for (auto& [pod, sink] : followers_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
-  for (auto& [name, sink] : spares_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
+  for (auto& [pod, sink] : followers_)
+    sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
+  for (auto& [name, sink] : spares_)
+    sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
   for (auto& sink : observers_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
   followers_.clear();
   spares_.clear();
@@ -93,8 +97,9 @@ void AttemptHub::CheckHang(absl::Time now) {
     if (hang_) {
       if (!hang_->dumps_complete() && now - hang_found_ >= kDumpPatience) {
         hang_->set_dumps_complete(true);
-        LogWarning("attempt hub: ", hang_->pods_total() - hang_->pods_dumped(), " pod(s) did not collect the evidence of hang ",
-                   hang_->id(), " within ", absl::FormatDuration(kDumpPatience), ": going on without it");
+        LogWarning("attempt hub: ", hang_->pods_total() - hang_->pods_dumped(),
+                   " pod(s) did not collect the evidence of hang ", hang_->id(), " within ",
+                   absl::FormatDuration(kDumpPatience), ": going on without it");
         PublishLocked();
       }
       return;
@@ -163,32 +168,39 @@ void AttemptHub::PublishLocked() {
   observers_ = std::move(alive);
 }
 
-std::string AttemptHub::CheckAssignmentsLocked(const std::vector<attemptspb::SpareAssignment>& assignments) const {
+std::string AttemptHub::CheckAssignmentsLocked(
+    const std::vector<attemptspb::SpareAssignment>& assignments) const {
   std::set<int32_t> pods;
   std::set<std::string> spares;
   for (const attemptspb::SpareAssignment& a : assignments) {
     if (a.pod_index() <= 0) {
       return absl::StrCat("pod index ", a.pod_index(), " cannot go to a spare: ",
-                          a.pod_index() == 0 ? "rank 0's pod hosts the coordination service and this hub"
-                                             : "there is no such pod");
+                          a.pod_index() == 0
+                              ? "rank 0's pod hosts the coordination service and this hub"
+                              : "there is no such pod");
     }
     if (!spares_.contains(a.spare())) {
-      return absl::StrCat("spare '", a.spare(), "' does not follow the attempt hub (it is not ready, or gone)");
+      return absl::StrCat("spare '", a.spare(),
+                          "' does not follow the attempt hub (it is not ready, or gone)");
     }
-    if (!pods.insert(a.pod_index()).second) return absl::StrCat("pod index ", a.pod_index(), " is given twice");
-    if (!spares.insert(a.spare()).second) return absl::StrCat("spare '", a.spare(), "' is given two slots");
+    if (!pods.insert(a.pod_index()).second)
+      return absl::StrCat("pod index ", a.pod_index(), " is given twice");
+    if (!spares.insert(a.spare()).second)
+      return absl::StrCat("spare '", a.spare(), "' is given two slots");
   }
   return "";
 }
 
-absl::Status AttemptHub::Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments) {
+absl::Status AttemptHub::Start(int32_t attempt,
+                               const std::vector<attemptspb::SpareAssignment>& assignments) {
   std::vector<std::function<void(int32_t)>> locals;
   {
     absl::MutexLock lock(&mu_);
     if (attempt == attempt_) return absl::OkStatus();  // Ordered twice: the first one stands.
     if (attempt != attempt_ + 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the job's processes run attempt ", attempt_, ": the next one is ", attempt_ + 1, ", not ", attempt));
+      return absl::FailedPreconditionError(absl::StrCat("the job's processes run attempt ",
+                                                        attempt_, ": the next one is ",
+                                                        attempt_ + 1, ", not ", attempt));
     }
     if (std::string why = CheckAssignmentsLocked(assignments); !why.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("restart attempt ", attempt, ": ", why));
@@ -209,8 +221,8 @@ absl::Status AttemptHub::Start(int32_t attempt, const std::vector<attemptspb::Sp
     for (const attemptspb::SpareAssignment& a : assignments) {
       auto spare = spares_.find(a.spare());
       if (spare == spares_.end()) {
-        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt, " gave it pod index ",
-                   a.pod_index());
+        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt,
+                   " gave it pod index ", a.pod_index());
         continue;
       }
       attemptspb::AttemptOrder with_index = order;
@@ -219,17 +231,19 @@ absl::Status AttemptHub::Start(int32_t attempt, const std::vector<attemptspb::Sp
       if (told) {
         // Only now is the pod that held the index let go: the spare heard it is the pod.
         if (auto old = followers_.find(a.pod_index()); old != followers_.end()) {
-          old->second->FinishWith(absl::FailedPreconditionError(absl::StrCat(
-              "pod index ", a.pod_index(), " was given to spare ", a.spare(), " in restart attempt ", attempt)));
+          old->second->FinishWith(absl::FailedPreconditionError(
+              absl::StrCat("pod index ", a.pod_index(), " was given to spare ", a.spare(),
+                           " in restart attempt ", attempt)));
         }
         followers_[a.pod_index()] = spare->second;
         held_by_spare_[a.pod_index()] = a.spare();
         displaced_[a.pod_index()].merge(seen_names_[a.pod_index()]);
         taken.insert(a.pod_index());
-        LogInfo("attempt hub: spare ", a.spare(), " takes pod index ", a.pod_index(), " in restart attempt ", attempt);
+        LogInfo("attempt hub: spare ", a.spare(), " takes pod index ", a.pod_index(),
+                " in restart attempt ", attempt);
       } else {
-        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt, " gave it pod index ",
-                   a.pod_index());
+        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt,
+                   " gave it pod index ", a.pod_index());
       }
       spares_.erase(spare);
     }
@@ -271,13 +285,17 @@ grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(
     const int32_t pod = req->pod_index();
     const std::string& spare = req->spare();
     const std::string& name = req->pod_name();
-    auto refuse = [&](const std::string& why) { stream->sink()->FinishWith(absl::FailedPreconditionError(why)); };
+    auto refuse = [&](const std::string& why) {
+      stream->sink()->FinishWith(absl::FailedPreconditionError(why));
+    };
     auto holder = held_by_spare_.find(pod);
     if (!spare.empty() && pod > 0) {
       // A spare that took the slot, back after a broken stream or restarted as the slot's sidecar.
       if (holder == held_by_spare_.end() || holder->second != spare) {
         refuse(absl::StrCat("spare ", spare, " does not hold pod index ", pod,
-                            holder == held_by_spare_.end() ? std::string() : absl::StrCat(" (spare ", holder->second, " does)")));
+                            holder == held_by_spare_.end()
+                                ? std::string()
+                                : absl::StrCat(" (spare ", holder->second, " does)")));
         return stream;
       }
       if (auto other = followers_.find(pod); other != followers_.end()) {
@@ -285,23 +303,28 @@ grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(
             absl::StrCat("pod index ", pod, " is held by spare ", spare)));
       }
     } else if (spare.empty()) {
-      if (auto d = displaced_.find(pod); d != displaced_.end() && !name.empty() && d->second.contains(name)) {
-        refuse(absl::StrCat("pod ", name, " no longer holds pod index ", pod, ": a spare took its slot"));
+      if (auto d = displaced_.find(pod);
+          d != displaced_.end() && !name.empty() && d->second.contains(name)) {
+        refuse(absl::StrCat("pod ", name, " no longer holds pod index ", pod,
+                            ": a spare took its slot"));
         return stream;
       }
       if (holder != held_by_spare_.end()) {
         if (followers_.contains(pod)) {
-          refuse(absl::StrCat("pod index ", pod, " is held by spare ", holder->second, ", which took it in a restart"));
+          refuse(absl::StrCat("pod index ", pod, " is held by spare ", holder->second,
+                              ", which took it in a restart"));
           return stream;
         }
-        held_by_spare_.erase(holder);  // The spare is gone: a pod of its own (a replacement) takes the slot.
+        held_by_spare_.erase(
+            holder);  // The spare is gone: a pod of its own (a replacement) takes the slot.
       }
       if (!name.empty()) seen_names_[pod].insert(name);
     }
     stream->sink()->Push(OrderLocked());
     if (!spare.empty() && pod == 0) {
       if (auto old = spares_.find(spare); old != spares_.end()) {
-        old->second->FinishWith(absl::AlreadyExistsError(absl::StrCat("spare ", spare, " follows anew")));
+        old->second->FinishWith(
+            absl::AlreadyExistsError(absl::StrCat("spare ", spare, " follows anew")));
       }
       spares_[spare] = stream->sink();
     } else {
@@ -328,9 +351,9 @@ grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(
   return stream;
 }
 
-grpc::ServerUnaryReactor* AttemptHub::ReportAttemptEnd(grpc::CallbackServerContext* ctx,
-                                                       const attemptspb::ReportAttemptEndRequest* req,
-                                                       attemptspb::ReportAttemptEndResponse*) {
+grpc::ServerUnaryReactor* AttemptHub::ReportAttemptEnd(
+    grpc::CallbackServerContext* ctx, const attemptspb::ReportAttemptEndRequest* req,
+    attemptspb::ReportAttemptEndResponse*) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
   ReportEnd(req->end());
   return FinishUnary(ctx, absl::OkStatus());
@@ -353,7 +376,8 @@ grpc::ServerUnaryReactor* AttemptHub::StartAttempt(grpc::CallbackServerContext* 
                                                    const attemptspb::StartAttemptRequest* req,
                                                    attemptspb::StartAttemptResponse*) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
-  return FinishUnary(ctx, Start(req->attempt(), {req->assignments().begin(), req->assignments().end()}));
+  return FinishUnary(ctx,
+                     Start(req->attempt(), {req->assignments().begin(), req->assignments().end()}));
 }
 
 grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* ctx,
@@ -364,8 +388,8 @@ grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* 
   return FinishUnary(ctx, absl::OkStatus());
 }
 
-absl::StatusOr<std::unique_ptr<AttemptHubServer>> AttemptHubServer::Start(const std::string& listen_address,
-                                                                         int32_t first_attempt, std::string token) {
+absl::StatusOr<std::unique_ptr<AttemptHubServer>> AttemptHubServer::Start(
+    const std::string& listen_address, int32_t first_attempt, std::string token) {
   auto server = std::make_unique<AttemptHubServer>();
   server->hub_ = std::make_unique<AttemptHub>(first_attempt, std::move(token));
   grpc::ServerBuilder builder;
@@ -374,9 +398,10 @@ absl::StatusOr<std::unique_ptr<AttemptHubServer>> AttemptHubServer::Start(const 
   AllowClientKeepalive(&builder);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen_address,
-                                               " for the attempt hub (coordinator port + 3): the port is in use; "
-                                               "pick another coordinatorPort"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", listen_address,
+                     " for the attempt hub (coordinator port + 3): the port is in use; "
+                     "pick another coordinatorPort"));
   }
   return server;
 }

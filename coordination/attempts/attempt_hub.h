@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,7 +34,8 @@ namespace cohort::coordination {
 
 namespace attemptspb = ::cohort::coordination::v1;
 
-// The attempt control port: the coordinator port + env::kAttemptControlPortOffset. InvalidArgument when `coordinator_address` has no port.
+// The attempt control port: the coordinator port + env::kAttemptControlPortOffset. InvalidArgument
+// when `coordinator_address` has no port.
 absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator_address);
 
 class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
@@ -46,11 +47,15 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
 
   // Runs inside Start(), before any pod hears of the new attempt: rank 0's sidecar starts the
   // attempt's coordination service there, so that the pods' new processes find it.
-  void set_before_start(std::function<void(int32_t attempt)> hook) { before_start_ = std::move(hook); }
+  void set_before_start(std::function<void(int32_t attempt)> hook) {
+    before_start_ = std::move(hook);
+  }
   // Runs (outside the hub's lock) for each end of the current attempt that ReportEnd records:
   // rank 0's sidecar tells the attempt's coordination service, so that the other processes learn
   // of a death their service could not see (a process killed before it joined).
-  void set_on_end(std::function<void(const attemptspb::AttemptEnd& end)> hook) { on_end_ = std::move(hook); }
+  void set_on_end(std::function<void(const attemptspb::AttemptEnd& end)> hook) {
+    on_end_ = std::move(hook);
+  }
   // Rank 0's own sidecar follows the hub in process: `order` gets every attempt from now on.
   void FollowLocally(std::function<void(int32_t attempt)> order);
   // Hang detection (docs/faults.md, "Hung ranks"): the timeout, where each pod keeps the evidence
@@ -65,7 +70,8 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   // still follows that index is let go. FailedPrecondition, starting nothing, for pod index 0, a
   // spare that does not follow, or a spare or index named twice; a spare that goes while the
   // attempt starts is left out (the slot is then not followed).
-  absl::Status Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments = {});
+  absl::Status Start(int32_t attempt,
+                     const std::vector<attemptspb::SpareAssignment>& assignments = {});
   // Records how a pod's processes ended; one of an earlier attempt is dropped.
   void ReportEnd(const attemptspb::AttemptEnd& end);
   // Records what a pod's sidecar says of its ranks' progress (one of an earlier attempt is
@@ -109,8 +115,8 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   // Pushes the state to every observer (and drops those gone).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why `assignments` cannot be carried out now ("" when they can).
-  std::string CheckAssignmentsLocked(const std::vector<attemptspb::SpareAssignment>& assignments) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string CheckAssignmentsLocked(const std::vector<attemptspb::SpareAssignment>& assignments)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string token_;
   const uint64_t incarnation_;
@@ -147,7 +153,8 @@ class AttemptHubServer {
  public:
   // Unavailable when `listen_address` cannot be bound.
   static absl::StatusOr<std::unique_ptr<AttemptHubServer>> Start(const std::string& listen_address,
-                                                                 int32_t first_attempt, std::string token);
+                                                                 int32_t first_attempt,
+                                                                 std::string token);
   ~AttemptHubServer();
   AttemptHub& hub() { return *hub_; }
   int port() const { return port_; }

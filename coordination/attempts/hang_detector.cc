@@ -13,7 +13,9 @@ namespace {
 
 constexpr absl::string_view kVariable = "COHORT_HANG_TIMEOUT";
 
-bool LongPhase(const std::string& phase) { return phase == "init" || phase == "compile" || phase == "checkpoint"; }
+bool LongPhase(const std::string& phase) {
+  return phase == "init" || phase == "compile" || phase == "checkpoint";
+}
 
 int64_t Median(std::vector<int64_t> v) {
   if (v.empty()) return 0;
@@ -31,15 +33,19 @@ absl::StatusOr<HangTimeout> ParseHangTimeout(absl::string_view value) {
   if (absl::SimpleAtoi(value, &seconds) && seconds >= 0) return HangTimeout{absl::Seconds(seconds)};
   if (absl::ParseDuration(value, &d) && d >= absl::ZeroDuration()) return HangTimeout{d};
   return absl::InvalidArgumentError(absl::StrCat(
-      kVariable, "=", value, " is not a timeout: set it to \"auto\", a number of seconds (0 turns hang detection off) "
-      "or a duration such as \"90s\" (the operator sets it from spec.hangDetection.timeoutSeconds)"));
+      kVariable, "=", value,
+      " is not a timeout: set it to \"auto\", a number of seconds (0 turns hang detection off) "
+      "or a duration such as \"90s\" (the operator sets it from "
+      "spec.hangDetection.timeoutSeconds)"));
 }
 
-void HangDetector::Update(int32_t pod_index, const attemptspb::ReportHealthRequest& report, absl::Time now) {
+void HangDetector::Update(int32_t pod_index, const attemptspb::ReportHealthRequest& report,
+                          absl::Time now) {
   // The pod's report is whole: a rank it no longer names (its processes ended) is not judged.
   for (auto it = ranks_.begin(); it != ranks_.end();) {
-    const bool named = std::any_of(report.ranks().begin(), report.ranks().end(),
-                                   [&](const attemptspb::RankHealth& r) { return r.rank() == it->first; });
+    const bool named =
+        std::any_of(report.ranks().begin(), report.ranks().end(),
+                    [&](const attemptspb::RankHealth& r) { return r.rank() == it->first; });
     it = it->second.pod_index == pod_index && !named ? ranks_.erase(it) : std::next(it);
   }
   for (const attemptspb::RankHealth& r : report.ranks()) {
@@ -53,7 +59,8 @@ void HangDetector::Update(int32_t pod_index, const attemptspb::ReportHealthReque
 absl::Duration HangDetector::JobMedianStep() const {
   std::vector<int64_t> medians;
   for (const auto& [rank, h] : ranks_) {
-    if (h.health.steps() >= 2 && h.health.median_step_ms() > 0) medians.push_back(h.health.median_step_ms());
+    if (h.health.steps() >= 2 && h.health.median_step_ms() > 0)
+      medians.push_back(h.health.median_step_ms());
   }
   return absl::Milliseconds(Median(std::move(medians)));
 }
@@ -91,7 +98,8 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
   bool someone_moves = false;  // A rank that computes or stepped within its timeout.
   for (const auto& [rank, h] : ranks_) {
     if (now - h.at > kStaleReport) continue;  // Its sidecar went quiet: nothing known.
-    const absl::Duration since_progress = (now - h.at) + absl::Milliseconds(h.health.progress_age_ms());
+    const absl::Duration since_progress =
+        (now - h.at) + absl::Milliseconds(h.health.progress_age_ms());
     // A process that stopped reporting (stopped, or C code holding Python's lock) is not busy,
     // whatever its last report said.
     const bool frozen = absl::Milliseconds(h.health.report_age_ms()) > absl::Seconds(10);
@@ -107,7 +115,8 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
   if (stalled.empty()) return std::nullopt;
   // Ranks waiting in a collective for one that still computes (a long evaluation on rank 0) wait,
   // they do not hang.
-  const bool all_wait = std::all_of(stalled.begin(), stalled.end(), [](const Seen* s) { return s->h->health.waiting(); });
+  const bool all_wait = std::all_of(stalled.begin(), stalled.end(),
+                                    [](const Seen* s) { return s->h->health.waiting(); });
   if (all_wait && someone_moves) return std::nullopt;
 
   // The outliers: stalled ranks outside the framework (a sleep, a deadlock in the program's own
@@ -125,7 +134,8 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
     }
     // Everyone at the same step waits in the framework: nobody stands out, all are named.
   }
-  std::stable_sort(outliers.begin(), outliers.end(), [](const Seen* a, const Seen* b) { return a->frozen > b->frozen; });
+  std::stable_sort(outliers.begin(), outliers.end(),
+                   [](const Seen* a, const Seen* b) { return a->frozen > b->frozen; });
 
   HangFinding finding;
   std::vector<int32_t> named;
@@ -137,8 +147,10 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
     std::string where = s->h->health.where();
     if (where.empty() && !s->h->health.op().empty()) where = absl::StrCat("in ", s->h->health.op());
     if (s->frozen) {
-      where = absl::StrCat("stopped reporting ", absl::ToInt64Seconds(absl::Milliseconds(s->h->health.report_age_ms())),
-                           " s ago (stopped, or holding Python's lock in C code)", where.empty() ? "" : "; last: ", where);
+      where = absl::StrCat("stopped reporting ",
+                           absl::ToInt64Seconds(absl::Milliseconds(s->h->health.report_age_ms())),
+                           " s ago (stopped, or holding Python's lock in C code)",
+                           where.empty() ? "" : "; last: ", where);
     }
     r.set_where(where);
     named.push_back(s->rank);
@@ -153,11 +165,13 @@ std::optional<HangFinding> HangDetector::Check(absl::Time now) const {
     if (h.waiting() && !h.op().empty()) {
       where = h.where().empty() ? h.op() : absl::StrCat(h.op(), " at ", WhereLine(h.where()));
     } else if (!s.stalled) {
-      where = h.where().empty() ? "making progress" : absl::StrCat("making progress at ", WhereLine(h.where()));
+      where = h.where().empty() ? "making progress"
+                                : absl::StrCat("making progress at ", WhereLine(h.where()));
     } else {
       where = h.where().empty() ? "no progress, place unknown" : h.where();
     }
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == where; });
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == where; });
     if (it == groups.end()) {
       groups.push_back({where, {s.rank}});
     } else {

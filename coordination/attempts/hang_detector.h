@@ -41,7 +41,8 @@ inline constexpr absl::Duration kStaleReport = absl::Seconds(30);
 
 struct HangFinding {
   google::protobuf::RepeatedPtrField<attemptspb::HungRank> outliers;  // The likeliest cause first.
-  google::protobuf::RepeatedPtrField<attemptspb::RankGroup> groups;   // Every other rank that reported, by where.
+  google::protobuf::RepeatedPtrField<attemptspb::RankGroup>
+      groups;  // Every other rank that reported, by where.
 };
 
 class HangDetector {

@@ -184,8 +184,8 @@ void Agent::OnStubWithTimeout(void (CoordinationStub::*method)(const Req&, Resp*
 }
 
 template <typename Req, typename Resp>
-absl::Status Agent::CallAndWait(void (CoordinationStub::*method)(const Req&, Resp*,
-                                                                 absl::Duration, StubCallback),
+absl::Status Agent::CallAndWait(void (CoordinationStub::*method)(const Req&, Resp*, absl::Duration,
+                                                                 StubCallback),
                                 const Req& request, Resp* response, absl::Duration timeout) {
   absl::Notification done;
   absl::Status status;
@@ -256,7 +256,8 @@ absl::Status Agent::Connect(EventCallback on_event) {
     // Unavailable: the coordinator is not up yet (pods start in any order). Superseded: the
     // service replaced this attempt by a retry of the same process.
     bool retryable = absl::IsUnavailable(last) || IsSuperseded(last);
-    absl::Duration wait = awaiting_attempt ? std::min(backoff.Next(), kAwaitingAttemptRetry) : backoff.Next();
+    absl::Duration wait =
+        awaiting_attempt ? std::min(backoff.Next(), kAwaitingAttemptRetry) : backoff.Next();
     if (!retryable || clock_->Now() + wait >= deadline) break;
     LogDebug("registration attempt ", backoff.attempts(), " failed (", last.message(),
              "); retrying in ", absl::FormatDuration(wait));
@@ -296,8 +297,8 @@ absl::Status Agent::Connect(EventCallback on_event) {
 void Agent::Deliver(const JobEvent& event) {
   EventCallback cb;
   const bool is_failure = std::holds_alternative<TaskFailure>(event);
-  const bool lost = is_failure &&
-                    std::get<TaskFailure>(event).cause == FailureCause::kServiceUnreachable;
+  const bool lost =
+      is_failure && std::get<TaskFailure>(event).cause == FailureCause::kServiceUnreachable;
   {
     absl::MutexLock lock(&mu_);
     if (lost && !service_lost_) service_lost_ = std::get<TaskFailure>(event).message;
@@ -329,9 +330,9 @@ absl::Status Agent::ProbeService() {
 }
 
 void Agent::LoseService(absl::string_view why) {
-  Deliver(TaskFailure{-1, FailureCause::kServiceUnreachable,
-                      absl::StrCat("lost the coordination service at ",
-                                   options_.coordinator_address, ": ", why)});
+  Deliver(TaskFailure{
+      -1, FailureCause::kServiceUnreachable,
+      absl::StrCat("lost the coordination service at ", options_.coordinator_address, ": ", why)});
 }
 
 absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
@@ -388,12 +389,12 @@ void Agent::HeartbeatLoop() {
     // Transient errors are tolerated for a whole heartbeat timeout: one dropped connection on a
     // long run must not bring the gang down.
     if (clock_->Now() - last_ok > options_.heartbeat_timeout) {
-      Deliver(TaskFailure{-1, FailureCause::kServiceUnreachable,
-                          absl::StrCat("lost the coordination service at ",
-                                       options_.coordinator_address, ": no heartbeat succeeded for ",
-                                       absl::FormatDuration(options_.heartbeat_timeout),
-                                       " (last error: ", last_error,
-                                       "); process 0's host froze or the network failed")});
+      Deliver(TaskFailure{
+          -1, FailureCause::kServiceUnreachable,
+          absl::StrCat(
+              "lost the coordination service at ", options_.coordinator_address,
+              ": no heartbeat succeeded for ", absl::FormatDuration(options_.heartbeat_timeout),
+              " (last error: ", last_error, "); process 0's host froze or the network failed")});
       return;
     }
   }
@@ -521,9 +522,10 @@ void Agent::Barrier(std::string id, absl::Duration timeout, std::vector<TaskId> 
     if (!duplicate) req.set_counter(barrier_counters_[id]);
   }
   if (duplicate) {
-    done(absl::FailedPreconditionError(absl::StrCat(
-        "barrier '", id, "' is already in progress in this process; a process may wait in a "
-                         "given barrier only once at a time")));
+    done(absl::FailedPreconditionError(
+        absl::StrCat("barrier '", id,
+                     "' is already in progress in this process; a process may wait in a "
+                     "given barrier only once at a time")));
     return;
   }
   req.set_barrier_id(id);

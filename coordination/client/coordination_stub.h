@@ -42,9 +42,8 @@ class CoordinationStub {
                             StatusCallback done) = 0;
   virtual void Heartbeat(const pb::HeartbeatRequest& request, pb::HeartbeatResponse* response,
                          absl::Duration timeout, StatusCallback done) = 0;
-  virtual void ReportError(const pb::ReportErrorRequest& request,
-                           pb::ReportErrorResponse* response, absl::Duration timeout,
-                           StatusCallback done) = 0;
+  virtual void ReportError(const pb::ReportErrorRequest& request, pb::ReportErrorResponse* response,
+                           absl::Duration timeout, StatusCallback done) = 0;
   virtual void ReportPreemption(const pb::ReportPreemptionRequest& request,
                                 pb::ReportPreemptionResponse* response, absl::Duration timeout,
                                 StatusCallback done) = 0;
@@ -59,8 +58,8 @@ class CoordinationStub {
   // them; a transport may carry them as messages on one stream.
   virtual void InsertKeyValue(const pb::InsertKeyValueRequest& request,
                               pb::InsertKeyValueResponse* response, StatusCallback done) = 0;
-  virtual void GetKeyValue(const pb::GetKeyValueRequest& request,
-                           pb::GetKeyValueResponse* response, StatusCallback done) = 0;
+  virtual void GetKeyValue(const pb::GetKeyValueRequest& request, pb::GetKeyValueResponse* response,
+                           StatusCallback done) = 0;
   virtual void TryGetKeyValue(const pb::TryGetKeyValueRequest& request,
                               pb::TryGetKeyValueResponse* response, StatusCallback done) = 0;
   virtual void GetKeyValueDir(const pb::GetKeyValueDirRequest& request,
@@ -68,8 +67,7 @@ class CoordinationStub {
   virtual void DeleteKeyValue(const pb::DeleteKeyValueRequest& request,
                               pb::DeleteKeyValueResponse* response, StatusCallback done) = 0;
   virtual void IncrementKeyValue(const pb::IncrementKeyValueRequest& request,
-                                 pb::IncrementKeyValueResponse* response,
-                                 StatusCallback done) = 0;
+                                 pb::IncrementKeyValueResponse* response, StatusCallback done) = 0;
   virtual void Barrier(const pb::BarrierRequest& request, pb::BarrierResponse* response,
                        StatusCallback done) = 0;
   virtual void CancelBarrier(const pb::CancelBarrierRequest& request,

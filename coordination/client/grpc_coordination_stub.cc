@@ -22,10 +22,9 @@ class GrpcCoordinationStub::WatchCall final : public grpc::ClientReadReactor<pb:
     std::shared_ptr<WatchCall> call_;
   };
 
-  static std::unique_ptr<Watch> Start(pb::CoordinationService::Stub* stub,
-                                      const std::string& token, ClientCallSet* calls,
-                                      const pb::WatchJobRequest& request, EventCallback on_event,
-                                      StatusCallback on_end) {
+  static std::unique_ptr<Watch> Start(pb::CoordinationService::Stub* stub, const std::string& token,
+                                      ClientCallSet* calls, const pb::WatchJobRequest& request,
+                                      EventCallback on_event, StatusCallback on_end) {
     auto call = std::shared_ptr<WatchCall>(
         new WatchCall(calls, request, std::move(on_event), std::move(on_end)));
     call->self_ = call;
@@ -88,9 +87,7 @@ void GrpcCoordinationStub::NoteChannelState(const absl::Status& status) {
   if (status.ok() || channel_->GetState(false) == GRPC_CHANNEL_READY) reached_.store(true);
 }
 
-bool GrpcCoordinationStub::ServiceReached() const {
-  return reached_.load() || ServiceConnected();
-}
+bool GrpcCoordinationStub::ServiceReached() const { return reached_.load() || ServiceConnected(); }
 
 bool GrpcCoordinationStub::ServiceConnected() const {
   bool ready = channel_->GetState(false) == GRPC_CHANNEL_READY;
@@ -136,17 +133,17 @@ void GrpcCoordinationStub::OnSession(const Req& request, Resp* response, StatusC
     }
     session = session_;
   }
-  session->Call(std::move(call), [this, response, done = std::move(done)](
-                                     absl::Status s, pb::SessionResponse& r) {
-    NoteChannelState(s);
-    if (s.ok()) TakeResult(&r, response);
-    done(std::move(s));
-  });
+  session->Call(std::move(call),
+                [this, response, done = std::move(done)](absl::Status s, pb::SessionResponse& r) {
+                  NoteChannelState(s);
+                  if (s.ok()) TakeResult(&r, response);
+                  done(std::move(s));
+                });
 }
 
 void GrpcCoordinationStub::RegisterTask(const pb::RegisterTaskRequest& request,
-                                        pb::RegisterTaskResponse* response,
-                                        absl::Duration timeout, StatusCallback done) {
+                                        pb::RegisterTaskResponse* response, absl::Duration timeout,
+                                        StatusCallback done) {
   Unary(&Async::RegisterTask, request, response, timeout, std::move(done));
 }
 void GrpcCoordinationStub::Heartbeat(const pb::HeartbeatRequest& request,
@@ -172,8 +169,8 @@ void GrpcCoordinationStub::GetJobProgress(const pb::GetJobProgressRequest& reque
   Unary(&Async::GetJobProgress, request, response, timeout, std::move(done));
 }
 void GrpcCoordinationStub::ShutdownTask(const pb::ShutdownTaskRequest& request,
-                                        pb::ShutdownTaskResponse* response,
-                                        absl::Duration timeout, StatusCallback done) {
+                                        pb::ShutdownTaskResponse* response, absl::Duration timeout,
+                                        StatusCallback done) {
   Unary(&Async::ShutdownTask, request, response, timeout, std::move(done));
 }
 
@@ -206,13 +203,12 @@ void GrpcCoordinationStub::IncrementKeyValue(const pb::IncrementKeyValueRequest&
                                              StatusCallback done) {
   OnSession(request, response, std::move(done));
 }
-void GrpcCoordinationStub::Barrier(const pb::BarrierRequest& request,
-                                   pb::BarrierResponse* response, StatusCallback done) {
+void GrpcCoordinationStub::Barrier(const pb::BarrierRequest& request, pb::BarrierResponse* response,
+                                   StatusCallback done) {
   OnSession(request, response, std::move(done));
 }
 void GrpcCoordinationStub::CancelBarrier(const pb::CancelBarrierRequest& request,
-                                         pb::CancelBarrierResponse* response,
-                                         StatusCallback done) {
+                                         pb::CancelBarrierResponse* response, StatusCallback done) {
   OnSession(request, response, std::move(done));
 }
 

@@ -95,21 +95,21 @@ void SessionClient::OnReadDone(bool ok) {
     }
   }
   if (done) {
-    absl::Status s = response_.code() == 0
-                         ? absl::OkStatus()
-                         : absl::Status(static_cast<absl::StatusCode>(response_.code()),
-                                        response_.message());
+    absl::Status s =
+        response_.code() == 0
+            ? absl::OkStatus()
+            : absl::Status(static_cast<absl::StatusCode>(response_.code()), response_.message());
     done(s, response_);
   }
   StartRead(&response_);
 }
 
 void SessionClient::OnDone(const grpc::Status& status) {
-  absl::Status end =
-      status.ok() ? absl::UnavailableError("the session stream ended")
-                  : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                                 absl::StrCat("session stream to the coordination service: ",
-                                              status.error_message()));
+  absl::Status end = status.ok()
+                         ? absl::UnavailableError("the session stream ended")
+                         : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                        absl::StrCat("session stream to the coordination service: ",
+                                                     status.error_message()));
   FailAll(end);
   done_.set_value();
 }

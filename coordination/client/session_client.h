@@ -23,7 +23,8 @@ namespace pb = ::cohort::coordination::v1;
 //
 // Lifecycle: construct (opens the stream) -> Call()... -> destroy (cancels the stream, waits for
 // it to end). Thread-safe.
-class SessionClient final : public grpc::ClientBidiReactor<pb::SessionRequest, pb::SessionResponse> {
+class SessionClient final
+    : public grpc::ClientBidiReactor<pb::SessionRequest, pb::SessionResponse> {
  public:
   // The response may be moved from.
   using Done = std::function<void(absl::Status, pb::SessionResponse&)>;

@@ -85,9 +85,10 @@ absl::Status CoordinationService::ValidateCallerLocked(TaskId task, Incarnation 
   if (job_failure_) return absl::AbortedError(job_failure_->message);
   const Task& t = tasks_[task];
   if (t.state == TaskState::kDisconnected || t.state == TaskState::kConnecting) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", task, " is not connected yet; call initialize() and wait for it to return before "
-                       "using the job"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", task,
+                     " is not connected yet; call initialize() and wait for it to return before "
+                     "using the job"));
   }
   if (t.incarnation != incarnation) {
     return absl::AbortedError(absl::StrCat(
@@ -177,9 +178,7 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
       // A retry of the same process's registration: the newer call takes over.
       PendingCall& pending = pending_registrations_[args.task];
       if (pending.done) {
-        deferred.Add([old = std::move(pending.done)] {
-          old(SupersededError("registration"));
-        });
+        deferred.Add([old = std::move(pending.done)] { old(SupersededError("registration")); });
       }
       ops_.erase(pending.op);
       OpId op = NextOpLocked();
@@ -193,14 +192,14 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
         reply(absl::OkStatus());  // An RPC retry after the connect barrier passed.
         return 0;
       }
-      FailTaskLocked(
-          TaskFailure{args.task, FailureCause::kRestarted,
-                      absl::StrFormat("rank %d registered again with a new incarnation (%s pid %d): "
-                                      "its process restarted after the job started, or a second "
-                                      "process uses the same COHORT_PROCESS_ID; the job must "
-                                      "restart as a whole",
-                                      args.task, args.hostname, args.pid)},
-          &deferred);
+      FailTaskLocked(TaskFailure{args.task, FailureCause::kRestarted,
+                                 absl::StrFormat(
+                                     "rank %d registered again with a new incarnation (%s pid %d): "
+                                     "its process restarted after the job started, or a second "
+                                     "process uses the same COHORT_PROCESS_ID; the job must "
+                                     "restart as a whole",
+                                     args.task, args.hostname, args.pid)},
+                     &deferred);
       reply(absl::AbortedError(job_failure_->message));
       return 0;
     case TaskState::kFailed:
@@ -250,8 +249,8 @@ absl::Status CoordinationService::Heartbeat(TaskId task, Incarnation incarnation
   }
   if (job_failure_) return absl::AbortedError(job_failure_->message);
   if (t.state != TaskState::kConnected) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", task, " is ", TaskStateName(t.state), "; only connected tasks send heartbeats"));
+    return absl::FailedPreconditionError(absl::StrCat("rank ", task, " is ", TaskStateName(t.state),
+                                                      "; only connected tasks send heartbeats"));
   }
   t.last_heartbeat = clock_->Now();
   if (progress != nullptr) {
@@ -304,7 +303,8 @@ absl::Status CoordinationService::ReportError(TaskId task, Incarnation incarnati
   // before its death and has yet to open its event stream.
   if (incarnation != kObserverIncarnation && t.state != TaskState::kDisconnected &&
       t.incarnation != incarnation) {
-    return absl::AbortedError(absl::StrCat("rank ", task, ": error report from a stale incarnation"));
+    return absl::AbortedError(
+        absl::StrCat("rank ", task, ": error report from a stale incarnation"));
   }
   FailTaskLocked(TaskFailure{task, cause, std::string(message)}, &deferred);
   return absl::OkStatus();
@@ -358,7 +358,7 @@ void CoordinationService::FailTaskLocked(TaskFailure failure, Deferred* deferred
     return;
   }
   std::string message = absl::StrCat(TaskName(failure.task), " failed because ",
-                                      InfoOf(failure.cause).sentence, ": ", failure.message);
+                                     InfoOf(failure.cause).sentence, ": ", failure.message);
   failure.message = message;
   job_failure_ = failure;
   LogError("job failed: ", message);
@@ -532,9 +532,7 @@ OpId CoordinationService::ShutdownTask(TaskId task, Incarnation incarnation, Don
   }
   auto& slot = shutdown_waiters_[task];
   if (slot.done) {
-    deferred.Add([old = std::move(slot.done)] {
-      old(SupersededError("shutdown"));
-    });
+    deferred.Add([old = std::move(slot.done)] { old(SupersededError("shutdown")); });
     ops_.erase(slot.op);
   }
   slot = PendingCall{op, std::move(done)};
@@ -562,7 +560,8 @@ void CoordinationService::MaybeCompleteShutdownLocked(Deferred* deferred) {
 
 absl::Status CoordinationService::InsertKeyValue(TaskId task, Incarnation incarnation,
                                                  absl::string_view key, std::string value,
-                                                 bool allow_overwrite, KeyValueStore::Limits limits) {
+                                                 bool allow_overwrite,
+                                                 KeyValueStore::Limits limits) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
@@ -637,15 +636,15 @@ absl::Status CoordinationService::VisitKeyValueDir(
 }
 
 absl::Status CoordinationService::DeleteKeyValue(TaskId task, Incarnation incarnation,
-                                                 absl::string_view key, KeyValueStore::Limits limits) {
+                                                 absl::string_view key,
+                                                 KeyValueStore::Limits limits) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ValidateKeyValueCallerLocked(task, incarnation); !s.ok()) return s;
   kv_.Delete(key, limits);
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> CoordinationService::IncrementKeyValue(TaskId task,
-                                                               Incarnation incarnation,
+absl::StatusOr<int64_t> CoordinationService::IncrementKeyValue(TaskId task, Incarnation incarnation,
                                                                absl::string_view key, int64_t delta,
                                                                KeyValueStore::Limits limits) {
   Deferred deferred;
@@ -693,12 +692,16 @@ void CoordinationService::FinishBarrierLocked(BarrierInstance& barrier, absl::St
 }
 
 BarrierReport CoordinationService::ReportLocked(const BarrierInstance& barrier) const {
-  return BarrierReport{barrier.id, barrier.counter, barrier.first_task,
+  return BarrierReport{barrier.id,
+                       barrier.counter,
+                       barrier.first_task,
                        static_cast<int32_t>(barrier.arrived.size()),
-                       static_cast<int32_t>(ParticipantCount(barrier)), MissingLocked(barrier)};
+                       static_cast<int32_t>(ParticipantCount(barrier)),
+                       MissingLocked(barrier)};
 }
 
-ErrorDetails CoordinationService::BarrierDetailsLocked(ErrorKind kind, const BarrierInstance& barrier,
+ErrorDetails CoordinationService::BarrierDetailsLocked(ErrorKind kind,
+                                                       const BarrierInstance& barrier,
                                                        const BarrierArgs& call, TaskId task) const {
   return ErrorDetails{.kind = kind,
                       .barrier = ReportLocked(barrier),
@@ -716,9 +719,9 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
     return 0;
   }
   if (args.counter < 0) {
-    reply(absl::InvalidArgumentError(absl::StrCat(
-        "barrier '", args.id, "': call counter ", args.counter,
-        " is negative; it counts the caller's earlier calls of the id")));
+    reply(absl::InvalidArgumentError(
+        absl::StrCat("barrier '", args.id, "': call counter ", args.counter,
+                     " is negative; it counts the caller's earlier calls of the id")));
     return 0;
   }
   std::vector<TaskId> participants = args.participants;
@@ -730,9 +733,11 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
   }
   if (unknown < 0 && participants.size() == tasks_.size()) participants.clear();  // "All tasks".
   const bool caller_participates =
-      participants.empty() || std::binary_search(participants.begin(), participants.end(), args.task);
-  auto details = [&](ErrorKind kind, const BarrierInstance& b, TaskId task = -1)
-                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return BarrierDetailsLocked(kind, b, args, task); };
+      participants.empty() ||
+      std::binary_search(participants.begin(), participants.end(), args.task);
+  auto details =
+      [&](ErrorKind kind, const BarrierInstance& b, TaskId task = -1)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return BarrierDetailsLocked(kind, b, args, task); };
 
   auto it = barriers_.find(args.id);
   if (it != barriers_.end() && it->second.counter == args.counter && it->second.done) {
@@ -794,11 +799,11 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
     b.first_task = args.task;
     it = barriers_.find(args.id);
     if (unknown >= 0) {
-      absl::Status error = WithDetails(
-          absl::InvalidArgumentError(absl::StrCat(
-              "barrier '", args.id, "' names a participant that does not exist: ",
-              ValidateRangeLocked(unknown).message())),
-          details(ErrorKind::kBarrierUnknownTask, b, unknown));
+      absl::Status error =
+          WithDetails(absl::InvalidArgumentError(absl::StrCat(
+                          "barrier '", args.id, "' names a participant that does not exist: ",
+                          ValidateRangeLocked(unknown).message())),
+                      details(ErrorKind::kBarrierUnknownTask, b, unknown));
       FinishBarrierLocked(b, error, &deferred);
       reply(error);
       return 0;
@@ -829,10 +834,10 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
   }
   for (TaskId t : participants) {
     if (tasks_[t].state == TaskState::kShutDown) {
-      absl::Status error = WithDetails(
-          absl::FailedPreconditionError(absl::StrCat("barrier '", args.id, "': participant rank ", t,
-                                                     " already shut down, so the barrier can never pass")),
-          details(ErrorKind::kBarrierParticipantGone, b, t));
+      absl::Status error = WithDetails(absl::FailedPreconditionError(absl::StrCat(
+                                           "barrier '", args.id, "': participant rank ", t,
+                                           " already shut down, so the barrier can never pass")),
+                                       details(ErrorKind::kBarrierParticipantGone, b, t));
       FinishBarrierLocked(b, error, &deferred);
       reply(error);
       return 0;
@@ -843,9 +848,7 @@ OpId CoordinationService::Barrier(const BarrierArgs& args, DoneCallback done) {
   PendingCall& slot = b.arrived[args.task];
   if (slot.done) {
     ops_.erase(slot.op);
-    deferred.Add([old = std::move(slot.done)] {
-      old(SupersededError("barrier call"));
-    });
+    deferred.Add([old = std::move(slot.done)] { old(SupersededError("barrier call")); });
   }
   slot = PendingCall{op, std::move(done)};
   if (b.arrived.size() == ParticipantCount(b)) FinishBarrierLocked(b, absl::OkStatus(), &deferred);
@@ -865,39 +868,46 @@ absl::Status CoordinationService::CancelBarrier(TaskId task, Incarnation incarna
     return WithDetails(
         absl::NotFoundError(
             absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " is not in progress")),
-        ErrorDetails{.kind = ErrorKind::kCancelNotInProgress, .barrier = held, .task = task,
+        ErrorDetails{.kind = ErrorKind::kCancelNotInProgress,
+                     .barrier = held,
+                     .task = task,
                      .counter = counter});
   }
   if (it->second.done) {
-    return WithDetails(
-        absl::FailedPreconditionError(
-            absl::StrCat("barrier '", id, "' call #", CallNumber(counter), " already completed")),
-        ErrorDetails{.kind = ErrorKind::kCancelAlreadyPassed, .barrier = ReportLocked(it->second),
-                     .task = task, .counter = counter,
-                     .code = static_cast<int32_t>(it->second.result.code())});
+    return WithDetails(absl::FailedPreconditionError(absl::StrCat(
+                           "barrier '", id, "' call #", CallNumber(counter), " already completed")),
+                       ErrorDetails{.kind = ErrorKind::kCancelAlreadyPassed,
+                                    .barrier = ReportLocked(it->second),
+                                    .task = task,
+                                    .counter = counter,
+                                    .code = static_cast<int32_t>(it->second.result.code())});
   }
-  FinishBarrierLocked(
-      it->second,
-      WithDetails(absl::CancelledError(absl::StrCat("barrier '", id, "' was cancelled by rank ", task)),
-                  ErrorDetails{.kind = ErrorKind::kBarrierCancelled, .barrier = ReportLocked(it->second),
-                               .task = task, .counter = counter}),
-      &deferred);
+  FinishBarrierLocked(it->second,
+                      WithDetails(absl::CancelledError(absl::StrCat(
+                                      "barrier '", id, "' was cancelled by rank ", task)),
+                                  ErrorDetails{.kind = ErrorKind::kBarrierCancelled,
+                                               .barrier = ReportLocked(it->second),
+                                               .task = task,
+                                               .counter = counter}),
+                      &deferred);
   return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
 // GetAliveTasks.
 
-OpId CoordinationService::GetAliveTasks(TaskId task, std::vector<TaskId> tasks, AliveTasksCallback done) {
+OpId CoordinationService::GetAliveTasks(TaskId task, std::vector<TaskId> tasks,
+                                        AliveTasksCallback done) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   std::sort(tasks.begin(), tasks.end());
   tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
   absl::Status refused = ValidateRangeLocked(task);
   if (refused.ok() && !std::binary_search(tasks.begin(), tasks.end(), task)) {
-    refused = absl::InvalidArgumentError(absl::StrCat(
-        "rank ", task, " asked which of ranks ", FormatRankList(tasks), " are alive without naming "
-        "itself; every caller must be one of the tasks it asks about"));
+    refused = absl::InvalidArgumentError(
+        absl::StrCat("rank ", task, " asked which of ranks ", FormatRankList(tasks),
+                     " are alive without naming "
+                     "itself; every caller must be one of the tasks it asks about"));
   }
   if (!refused.ok()) {
     deferred.Add([done = std::move(done), refused] { done(refused); });
@@ -1004,10 +1014,11 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
         "COHORT_COORDINATOR_ADDRESS, the job token and the network)",
         absl::FormatDuration(config_.register_timeout), num_registered_, tasks_.size(),
         FormatRankList(missing));
-    BarrierReport report{"", 0, first_registered_, num_registered_,
-                         static_cast<int32_t>(tasks_.size()), missing};
-    absl::Status status = WithDetails(absl::DeadlineExceededError(message),
-                                      ErrorDetails{.kind = ErrorKind::kRegistrationTimedOut, .barrier = report});
+    BarrierReport report{
+        "", 0, first_registered_, num_registered_, static_cast<int32_t>(tasks_.size()), missing};
+    absl::Status status =
+        WithDetails(absl::DeadlineExceededError(message),
+                    ErrorDetails{.kind = ErrorKind::kRegistrationTimedOut, .barrier = report});
     for (auto& [task, call] : pending_registrations_) {
       ops_.erase(call.op);
       deferred->Add([done = std::move(call.done), status] { done(status); });
@@ -1031,8 +1042,8 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
         WithDetails(absl::DeadlineExceededError(absl::StrFormat(
                         "barrier '%s' (call #%d) timed out after %s: %d/%d tasks arrived; missing "
                         "rank(s) %s. They are slow, stuck, or never call this barrier",
-                        id, CallNumber(b.counter), absl::FormatDuration(b.timeout), b.arrived.size(),
-                        ParticipantCount(b), FormatRankList(missing))),
+                        id, CallNumber(b.counter), absl::FormatDuration(b.timeout),
+                        b.arrived.size(), ParticipantCount(b), FormatRankList(missing))),
                     ErrorDetails{.kind = ErrorKind::kBarrierTimedOut, .barrier = ReportLocked(b)}),
         deferred);
   }
@@ -1054,13 +1065,18 @@ void CoordinationService::CheckDeadlinesLocked(absl::Time now, Deferred* deferre
         absl::FormatDuration(config_.shutdown_timeout), shutdown_waiters_.size(), tasks_.size(),
         FormatRankList(missing));
     // Every task that had not called it, failed ones included, as XLA's shutdown barrier counts.
-    BarrierReport report{"", 0, first_to_shut_down_, static_cast<int32_t>(shutdown_waiters_.size()),
-                         static_cast<int32_t>(tasks_.size()), {}};
+    BarrierReport report{"",
+                         0,
+                         first_to_shut_down_,
+                         static_cast<int32_t>(shutdown_waiters_.size()),
+                         static_cast<int32_t>(tasks_.size()),
+                         {}};
     for (TaskId i = 0; i < static_cast<TaskId>(tasks_.size()); ++i) {
       if (!shutdown_waiters_.contains(i)) report.missing.push_back(i);
     }
-    absl::Status status = WithDetails(absl::DeadlineExceededError(message),
-                                      ErrorDetails{.kind = ErrorKind::kShutdownTimedOut, .barrier = report});
+    absl::Status status =
+        WithDetails(absl::DeadlineExceededError(message),
+                    ErrorDetails{.kind = ErrorKind::kShutdownTimedOut, .barrier = report});
     for (auto& [task, call] : shutdown_waiters_) {
       ops_.erase(call.op);
       if (call.done) deferred->Add([done = std::move(call.done), status] { done(status); });
@@ -1102,7 +1118,8 @@ CoordinationService::Snapshot CoordinationService::GetSnapshot() const {
   if (oldest != nullptr) {
     snap.oldest_barrier_since = oldest->opened;
     for (const auto& [task, call] : oldest->arrived) {
-      if (task >= 0 && static_cast<size_t>(task) < snap.tasks.size()) snap.tasks[task].in_oldest_barrier = true;
+      if (task >= 0 && static_cast<size_t>(task) < snap.tasks.size())
+        snap.tasks[task].in_oldest_barrier = true;
     }
   }
   return snap;

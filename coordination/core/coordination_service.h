@@ -68,7 +68,8 @@ struct BarrierArgs {
 //
 //   DISCONNECTED --Register--> CONNECTING --(all N registered)--> CONNECTED --Shutdown--> SHUT_DOWN
 //        ^                         |                                  |   (all live tasks)
-//        +---(its call cancelled)--+                                  +--crash / heartbeat timeout /
+//        +---(its call cancelled)--+                                  +--crash / heartbeat timeout
+//        /
 //                                                                         new incarnation--> FAILED
 //
 // Fate sharing: the first task failure fails the job. Every watcher is told (task, cause,
@@ -100,8 +101,8 @@ class CoordinationService {
   // InvalidArgument (task out of range, job-size mismatch), FailedPrecondition (the task belongs
   // to an earlier restart attempt of the gang), Unavailable (this service belongs to an earlier
   // attempt than the task: the task's own service is yet to come, retry), AlreadyExists
-  // (another live process holds the rank), DeadlineExceeded (not all registered within register_timeout), Aborted (the job
-  // failed, or the task restarted after the job started).
+  // (another live process holds the rank), DeadlineExceeded (not all registered within
+  // register_timeout), Aborted (the job failed, or the task restarted after the job started).
   OpId RegisterTask(const RegisterArgs& args, DoneCallback done);
   // Errors: InvalidArgument, FailedPrecondition (not connected), Aborted (restarted / job failed).
   // `progress`, when given, replaces the task's collective progress (reported by its program
@@ -112,7 +113,8 @@ class CoordinationService {
                          std::optional<StepReport> step = std::nullopt);
   // Every task's state, heartbeat age and collective progress (the collective watchdog's view).
   // Errors: InvalidArgument, FailedPrecondition (the caller is not registered).
-  absl::StatusOr<std::vector<TaskProgress>> GetJobProgress(TaskId task, Incarnation incarnation) const;
+  absl::StatusOr<std::vector<TaskProgress>> GetJobProgress(TaskId task,
+                                                           Incarnation incarnation) const;
   // Marks the task failed and fails the job (first failure only is propagated).
   absl::Status ReportError(TaskId task, Incarnation incarnation, FailureCause cause,
                            absl::string_view message);
@@ -165,9 +167,9 @@ class CoordinationService {
                                 absl::FunctionRef<void(const std::string&, const std::string&)> fn);
   absl::Status DeleteKeyValue(TaskId task, Incarnation incarnation, absl::string_view key,
                               KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);
-  absl::StatusOr<int64_t> IncrementKeyValue(TaskId task, Incarnation incarnation,
-                                            absl::string_view key, int64_t delta,
-                                            KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);
+  absl::StatusOr<int64_t> IncrementKeyValue(
+      TaskId task, Incarnation incarnation, absl::string_view key, int64_t delta,
+      KeyValueStore::Limits limits = KeyValueStore::kCohortLimits);
 
   // Named barrier. Each participant's k-th call of an id (counter k) joins the k-th instance;
   // the first arrival sets the deadline (a timeout of zero or less: the next deadline check
@@ -210,8 +212,8 @@ class CoordinationService {
     std::string hostname;
     std::string protocol;  // "cohort" or a compatibility protocol ("xla_coordination", ...).
     Incarnation incarnation = 0;
-    std::optional<int64_t> step;                    // Its program's last reported training step,
-    absl::Time step_at = absl::InfinitePast();      // and when the program reported it.
+    std::optional<int64_t> step;                // Its program's last reported training step,
+    absl::Time step_at = absl::InfinitePast();  // and when the program reported it.
     // When its program (libdist's progress thread, every 500 ms while it has a communicator)
     // last reported collective progress: a frozen program stops, even while its sidecar heartbeats.
     absl::Time report_at = absl::InfinitePast();
@@ -281,7 +283,7 @@ class CoordinationService {
   };
   // Callers of GetAliveTasks naming the same set of tasks, waiting for the others.
   struct AlivenessWait {
-    std::vector<TaskId> tasks;  // Sorted, unique.
+    std::vector<TaskId> tasks;                    // Sorted, unique.
     absl::flat_hash_map<TaskId, int> in_barrier;  // Task -> how many of its calls wait.
     std::vector<std::pair<OpId, AliveTasksCallback>> waiting;
   };
@@ -316,9 +318,11 @@ class CoordinationService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Who had reached `barrier` (a snapshot for its error details), and the details of `call`'s
   // error about it (`task`: the task the error names).
-  BarrierReport ReportLocked(const BarrierInstance& barrier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ErrorDetails BarrierDetailsLocked(ErrorKind kind, const BarrierInstance& barrier, const BarrierArgs& call,
-                                    TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  BarrierReport ReportLocked(const BarrierInstance& barrier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ErrorDetails BarrierDetailsLocked(ErrorKind kind, const BarrierInstance& barrier,
+                                    const BarrierArgs& call, TaskId task) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers every GetAliveTasks whose connected tasks have all called it.
   void RefreshAlivenessLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<TaskId> MissingLocked(const BarrierInstance& barrier) const

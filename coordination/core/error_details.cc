@@ -52,7 +52,8 @@ std::optional<ErrorDetails> DetailsOf(const absl::Status& status) {
   if (!payload) return std::nullopt;
   ErrorDetails d;
   for (absl::string_view line : absl::StrSplit(std::string(*payload), '\n', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> field = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> field =
+        absl::StrSplit(line, absl::MaxSplits('=', 1));
     std::string value;
     if (!absl::CUnescape(field.second, &value)) return std::nullopt;
     const absl::string_view name = field.first;

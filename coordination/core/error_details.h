@@ -26,10 +26,10 @@ enum class ErrorKind {
   kBarrierCounterMismatch,   // barrier (the service's instance), counter (the caller's).
   kBarrierCancelled,         // barrier, task: cancelled by that task.
   kBarrierParticipantGone,   // barrier, task: a participant already shut down.
-  kCancelNotInProgress,      // barrier (the service's instance; id only when there is none), counter.
-  kCancelAlreadyPassed,      // barrier, code: the code the instance passed with.
-  kShutdownTimedOut,         // barrier: the shutdown barrier.
-  kRegistrationTimedOut,     // barrier: the registration barrier.
+  kCancelNotInProgress,   // barrier (the service's instance; id only when there is none), counter.
+  kCancelAlreadyPassed,   // barrier, code: the code the instance passed with.
+  kShutdownTimedOut,      // barrier: the shutdown barrier.
+  kRegistrationTimedOut,  // barrier: the registration barrier.
 };
 
 struct ErrorDetails {

@@ -21,10 +21,12 @@ std::string KeyValueStore::NormalizeKey(absl::string_view key) {
 }
 
 namespace {
-absl::Status ValidateKey(absl::string_view raw, const std::string& key, KeyValueStore::Limits limits) {
+absl::Status ValidateKey(absl::string_view raw, const std::string& key,
+                         KeyValueStore::Limits limits) {
   if (key.empty() && !limits.empty_key) {
     return absl::InvalidArgumentError(
-        absl::StrCat("key '", raw, "' is empty after normalization; use a non-empty key such as "
+        absl::StrCat("key '", raw,
+                     "' is empty after normalization; use a non-empty key such as "
                      "'config/lr'"));
   }
   if (key.size() > limits.max_key_bytes) {
@@ -106,16 +108,18 @@ absl::StatusOr<int64_t> KeyValueStore::Increment(absl::string_view raw_key, int6
   int64_t current = 0;
   auto it = entries_.find(key);
   if (it != entries_.end() && !absl::SimpleAtoi(it->second, &current)) {
-    return WithDetails(absl::InvalidArgumentError(absl::StrCat(
-                           "key '", key, "' holds a value that is not a decimal integer, so it "
-                           "cannot be incremented; use a separate key for counters")),
-                       ErrorDetails{.kind = ErrorKind::kNotAnInteger, .key = key, .value = it->second});
+    return WithDetails(
+        absl::InvalidArgumentError(
+            absl::StrCat("key '", key,
+                         "' holds a value that is not a decimal integer, so it "
+                         "cannot be incremented; use a separate key for counters")),
+        ErrorDetails{.kind = ErrorKind::kNotAnInteger, .key = key, .value = it->second});
   }
   int64_t next;
   if (__builtin_add_overflow(current, delta, &next)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "incrementing key '", key, "' (", current, ") by ", delta,
-        " overflows a 64-bit integer; the value is unchanged"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("incrementing key '", key, "' (", current, ") by ", delta,
+                     " overflows a 64-bit integer; the value is unchanged"));
   }
   std::string text = absl::StrCat(next);
   if (it == entries_.end()) {

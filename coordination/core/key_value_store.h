@@ -1,7 +1,7 @@
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -52,7 +52,8 @@ class KeyValueStore {
   static std::string NormalizeKey(absl::string_view key);
 
   // InvalidArgument for an empty key, an over-long key or an over-size value; AlreadyExists
-  // (ErrorKind::kKeyExists) when the key exists and !allow_overwrite. Wakes every waiter of the key.
+  // (ErrorKind::kKeyExists) when the key exists and !allow_overwrite. Wakes every waiter of the
+  // key.
   absl::Status Insert(absl::string_view key, std::string value, bool allow_overwrite,
                       Deferred* deferred, Limits limits = kCohortLimits);
   std::optional<std::string> Get(absl::string_view key) const;

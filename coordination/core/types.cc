@@ -13,11 +13,16 @@ Incarnation RandomIncarnation() {
 
 absl::string_view TaskStateName(TaskState state) {
   switch (state) {
-    case TaskState::kDisconnected: return "disconnected";
-    case TaskState::kConnecting: return "connecting";
-    case TaskState::kConnected: return "connected";
-    case TaskState::kFailed: return "failed";
-    case TaskState::kShutDown: return "shut_down";
+    case TaskState::kDisconnected:
+      return "disconnected";
+    case TaskState::kConnecting:
+      return "connecting";
+    case TaskState::kConnected:
+      return "connected";
+    case TaskState::kFailed:
+      return "failed";
+    case TaskState::kShutDown:
+      return "shut_down";
   }
   return "unknown";
 }
@@ -26,11 +31,13 @@ absl::string_view FailureCauseName(FailureCause cause) { return InfoOf(cause).la
 
 namespace {
 constexpr absl::string_view kSupersededUrl = "type.cohort.dev/cohort.coordination.v1.Superseded";
-constexpr absl::string_view kAwaitingAttemptUrl = "type.cohort.dev/cohort.coordination.v1.AwaitingAttempt";
+constexpr absl::string_view kAwaitingAttemptUrl =
+    "type.cohort.dev/cohort.coordination.v1.AwaitingAttempt";
 }  // namespace
 
 absl::Status SupersededError(absl::string_view what) {
-  absl::Status s = absl::AbortedError(absl::StrCat(what, " superseded by a retry of the same process"));
+  absl::Status s =
+      absl::AbortedError(absl::StrCat(what, " superseded by a retry of the same process"));
   s.SetPayload(kSupersededUrl, absl::Cord());
   return s;
 }

@@ -53,10 +53,10 @@ absl::string_view FailureCauseName(FailureCause cause);
 // Who reached a barrier (or the registration or shutdown barrier) before it failed.
 struct BarrierReport {
   std::string id = {};
-  int64_t counter = 0;          // The instance the service holds (its call number - 1).
-  TaskId first_task = -1;       // The first to arrive.
-  int32_t arrived = 0;          // How many of the participants had arrived,
-  int32_t participants = 0;     // of how many.
+  int64_t counter = 0;               // The instance the service holds (its call number - 1).
+  TaskId first_task = -1;            // The first to arrive.
+  int32_t arrived = 0;               // How many of the participants had arrived,
+  int32_t participants = 0;          // of how many.
   std::vector<TaskId> missing = {};  // Those that had not, in rank order.
 };
 

@@ -1,7 +1,7 @@
 #include "coordination/server/coordination_server.h"
 
-#include <algorithm>
 #include <pthread.h>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
@@ -41,8 +41,8 @@ CoordinationServer::CoordinationServer(ServerOptions options, Clock* clock)
       handler_(std::make_unique<CoordinationRpcHandler>(service_.get(), ReplyBudget::Create())),
       grpc_service_(std::make_unique<CoordinationGrpcService>(handler_.get(), options_.token)) {}
 
-absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
-    ServerOptions options, Clock* clock) {
+absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(ServerOptions options,
+                                                                              Clock* clock) {
   std::unique_ptr<CoordinationServer> server(new CoordinationServer(std::move(options), clock));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(server->options_.listen_address, grpc::InsecureServerCredentials(),
@@ -59,8 +59,8 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
         "another coordinator port"));
   }
   if (server->options_.attached_port) {
-    absl::StatusOr<std::unique_ptr<ServicePort>> port =
-        server->options_.attached_port(server->service_.get(), server->handler_->shared_reply_budget());
+    absl::StatusOr<std::unique_ptr<ServicePort>> port = server->options_.attached_port(
+        server->service_.get(), server->handler_->shared_reply_budget());
     if (!port.ok()) {
       server->server_->Shutdown();
       return port.status();
@@ -68,9 +68,11 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
     server->attached_port_ = std::move(*port);
   }
   server->checker_ = std::thread([s = server.get()] { s->CheckerLoop(); });
-  LogInfo("coordination service for ", server->options_.service.num_tasks, " tasks listening on port ",
-          server->port_, server->options_.token.empty() ? " (no job token: authentication off)" : "",
-          server->attached_port_ ? absl::StrCat("; a second port on ", server->attached_port_->port()) : "");
+  LogInfo(
+      "coordination service for ", server->options_.service.num_tasks, " tasks listening on port ",
+      server->port_, server->options_.token.empty() ? " (no job token: authentication off)" : "",
+      server->attached_port_ ? absl::StrCat("; a second port on ", server->attached_port_->port())
+                             : "");
   return server;
 }
 

@@ -9,9 +9,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "common/job_settings.h"
 #include "coordination/core/coordination_service.h"

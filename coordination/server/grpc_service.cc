@@ -17,17 +17,16 @@ grpc::ServerUnaryReactor* CoordinationGrpcService::Serve(grpc::CallbackServerCon
                                                          const Req* req, Resp* resp) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
   auto* reactor = new WaitingCallReactor(&handler_->service());
-  reactor->Started((handler_->*method)(req, resp, [reactor](absl::Status s) {
-    reactor->Complete(ToGrpcStatus(s));
-  }));
+  reactor->Started((handler_->*method)(
+      req, resp, [reactor](absl::Status s) { reactor->Complete(ToGrpcStatus(s)); }));
   return reactor;
 }
 
 using H = CoordinationRpcHandler;
 
-grpc::ServerUnaryReactor* CoordinationGrpcService::RegisterTask(
-    grpc::CallbackServerContext* ctx, const pb::RegisterTaskRequest* req,
-    pb::RegisterTaskResponse* resp) {
+grpc::ServerUnaryReactor* CoordinationGrpcService::RegisterTask(grpc::CallbackServerContext* ctx,
+                                                                const pb::RegisterTaskRequest* req,
+                                                                pb::RegisterTaskResponse* resp) {
   return Serve(ctx, &H::RegisterTaskAsync, req, resp);
 }
 
@@ -49,9 +48,9 @@ grpc::ServerUnaryReactor* CoordinationGrpcService::ReportError(grpc::CallbackSer
   return Serve(ctx, &H::ReportErrorAsync, req, resp);
 }
 
-grpc::ServerUnaryReactor* CoordinationGrpcService::ShutdownTask(
-    grpc::CallbackServerContext* ctx, const pb::ShutdownTaskRequest* req,
-    pb::ShutdownTaskResponse* resp) {
+grpc::ServerUnaryReactor* CoordinationGrpcService::ShutdownTask(grpc::CallbackServerContext* ctx,
+                                                                const pb::ShutdownTaskRequest* req,
+                                                                pb::ShutdownTaskResponse* resp) {
   return Serve(ctx, &H::ShutdownTaskAsync, req, resp);
 }
 
@@ -133,8 +132,8 @@ grpc::ServerWriteReactor<pb::JobEvent>* CoordinationGrpcService::WatchJob(
   return stream;
 }
 
-grpc::ServerBidiReactor<pb::SessionRequest, pb::SessionResponse>*
-CoordinationGrpcService::Session(grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<pb::SessionRequest, pb::SessionResponse>* CoordinationGrpcService::Session(
+    grpc::CallbackServerContext* ctx) {
   return NewSessionReactor(handler_, CheckToken(*ctx, token_));
 }
 

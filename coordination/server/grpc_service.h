@@ -58,8 +58,7 @@ class CoordinationGrpcService final : public pb::CoordinationService::CallbackSe
   grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
                                               const pb::IncrementKeyValueRequest* req,
                                               pb::IncrementKeyValueResponse* resp) override;
-  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
-                                    const pb::BarrierRequest* req,
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx, const pb::BarrierRequest* req,
                                     pb::BarrierResponse* resp) override;
   grpc::ServerUnaryReactor* CancelBarrier(grpc::CallbackServerContext* ctx,
                                           const pb::CancelBarrierRequest* req,
@@ -73,8 +72,8 @@ class CoordinationGrpcService final : public pb::CoordinationService::CallbackSe
  private:
   // Checks the token, then runs one handler call on a unary reactor.
   template <typename Req, typename Resp>
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx,
-                                  HandlerMethod<Req, Resp> method, const Req* req, Resp* resp);
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, HandlerMethod<Req, Resp> method,
+                                  const Req* req, Resp* resp);
 
   CoordinationRpcHandler* const handler_;
   const std::string token_;

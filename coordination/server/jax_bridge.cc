@@ -10,18 +10,21 @@
 namespace cohort::coordination {
 namespace {
 
-std::string Rfc3339(absl::Time t) { return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone()); }
+std::string Rfc3339(absl::Time t) {
+  return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone());
+}
 
 }  // namespace
 
 JaxBridge::JaxBridge(CoordinationService* service, JaxPortOptions options)
     : service_(service), options_(std::move(options)) {
-  options_.heartbeat_timeout = std::max(options_.heartbeat_timeout, service_->config().heartbeat_timeout);
+  options_.heartbeat_timeout =
+      std::max(options_.heartbeat_timeout, service_->config().heartbeat_timeout);
   if (options_.reply_budget == nullptr) options_.reply_budget = ReplyBudget::Create();
 }
 
-RegisterArgs JaxBridge::RegisterArgsFor(TaskId task, Incarnation incarnation, absl::string_view protocol,
-                                        absl::string_view peer) const {
+RegisterArgs JaxBridge::RegisterArgsFor(TaskId task, Incarnation incarnation,
+                                        absl::string_view protocol, absl::string_view peer) const {
   RegisterArgs args;
   args.task = task;
   args.incarnation = incarnation;
@@ -69,7 +72,8 @@ void JaxBridge::PublishPreemptionNotice(const PreemptionNotice& notice) {
   absl::Status s = service_->InsertKeyValue(kUnidentifiedTask, 0, kJaxPreemptionNoticeKey,
                                             Rfc3339(notice.time), /*allow_overwrite=*/false);
   if (s.ok()) {
-    LogInfo("JAX port: preemption notice from rank ", notice.task, " published as ", kJaxPreemptionNoticeKey);
+    LogInfo("JAX port: preemption notice from rank ", notice.task, " published as ",
+            kJaxPreemptionNoticeKey);
   }
 }
 
@@ -107,7 +111,8 @@ XlaError JaxBridge::FailureError(const TaskFailure& failure) const {
   return JobFailureError(failure, service_->service_incarnation(), ReportedError(failure.task));
 }
 
-std::vector<WatchedTask> JaxBridge::WatchedTasks(const CoordinationService::TaskStates& states) const {
+std::vector<WatchedTask> JaxBridge::WatchedTasks(
+    const CoordinationService::TaskStates& states) const {
   std::vector<WatchedTask> out;
   for (TaskId t = 0; t < static_cast<TaskId>(states.tasks.size()); ++t) {
     const CoordinationService::TaskStates::Entry& e = states.tasks[t];
@@ -122,7 +127,8 @@ std::vector<WatchedTask> JaxBridge::WatchedTasks(const CoordinationService::Task
         w.error = TaskStateError(*e.failure, service_->service_incarnation(), ReportedError(t));
         w.reported = e.failure->cause == FailureCause::kReportedError;
       } else {
-        w.error = absl::AbortedError(absl::StrCat("Cohort coordination service: task ", t, " failed"));
+        w.error =
+            absl::AbortedError(absl::StrCat("Cohort coordination service: task ", t, " failed"));
       }
     }
     out.push_back(std::move(w));

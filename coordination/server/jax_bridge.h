@@ -2,8 +2,9 @@
 
 // What both generations of XLA's coordination protocol share on the JAX port, written once: the
 // service, which process holds which task, the preemption notice key, the per-call observer, and
-// how the core's task states and failures read in JAX's terms (in XLA's words: xla_errors.h). jax_compat_service.cc maps both
-// generations' messages onto it (JaxGenerationService, once over a traits struct per generation).
+// how the core's task states and failures read in JAX's terms (in XLA's words: xla_errors.h).
+// jax_compat_service.cc maps both generations' messages onto it (JaxGenerationService, once over a
+// traits struct per generation).
 
 #include <functional>
 #include <memory>
@@ -76,8 +77,8 @@ class JaxBridge : public std::enable_shared_from_this<JaxBridge> {
   RegisterArgs RegisterArgsFor(TaskId task, Incarnation incarnation, absl::string_view protocol,
                                absl::string_view peer) const;
   // Joins the registration barrier; once it passes, remembers which process holds the task.
-  OpId Register(TaskId task, Incarnation incarnation, absl::string_view protocol, absl::string_view peer,
-                std::function<void(absl::Status)> done);
+  OpId Register(TaskId task, Incarnation incarnation, absl::string_view protocol,
+                absl::string_view peer, std::function<void(absl::Status)> done);
   void Remember(TaskId task, Incarnation incarnation);
   // The registered incarnation of `task`, or 0 when it has none through this port.
   Incarnation IncarnationOf(TaskId task) const;

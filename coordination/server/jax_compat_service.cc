@@ -52,7 +52,8 @@ grpc::Status Reply(const XlaError& e) {
     barrier.set_counter(e.barrier->second);
     (*container.mutable_payloads())[std::string(kBarrierErrorUrl)] = barrier.SerializeAsString();
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(e.status.code()), std::string(e.status.message()),
+  return grpc::Status(static_cast<grpc::StatusCode>(e.status.code()),
+                      std::string(e.status.message()),
                       container.payloads().empty() ? "" : container.SerializeAsString());
 }
 
@@ -178,8 +179,9 @@ class PollReactor final : public grpc::ServerUnaryReactor {
 // call that waits (0 otherwise) and calls done(status) exactly once; `reply` turns the status into
 // the answer.
 template <typename Start>
-grpc::ServerUnaryReactor* Serve(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
-                                absl::string_view method, Replier reply, Start start) {
+grpc::ServerUnaryReactor* Serve(const std::shared_ptr<JaxBridge>& bridge,
+                                absl::string_view protocol, absl::string_view method, Replier reply,
+                                Start start) {
   auto* reactor = new WaitingCallReactor(&bridge->core());
   reactor->Started(start([reactor, bridge, protocol, method, reply = std::move(reply),
                           started = absl::Now()](absl::Status s) {
@@ -193,12 +195,14 @@ grpc::ServerUnaryReactor* Serve(const std::shared_ptr<JaxBridge>& bridge, absl::
 // 1,024-task rendezvous reads 1,024 x 1,024 entries), straight from the store into the reply;
 // `add(key, value)` appends one entry to it, `size(status)` finishes it and gives its size.
 template <typename Add, typename Size>
-grpc::ServerUnaryReactor* ServeDirectory(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
-                                         Replier reply, TaskId task, Incarnation incarnation,
-                                         std::string directory, Add add, Size size) {
+grpc::ServerUnaryReactor* ServeDirectory(const std::shared_ptr<JaxBridge>& bridge,
+                                         absl::string_view protocol, Replier reply, TaskId task,
+                                         Incarnation incarnation, std::string directory, Add add,
+                                         Size size) {
   auto* reactor = new WaitingCallReactor(&bridge->core());
-  bridge->reply_budget()->Admit([reactor, bridge, protocol, reply = std::move(reply), task, incarnation,
-                                 directory = std::move(directory), add, size]() mutable {
+  bridge->reply_budget()->Admit([reactor, bridge, protocol, reply = std::move(reply), task,
+                                 incarnation, directory = std::move(directory), add,
+                                 size]() mutable {
     absl::Status s = bridge->core().VisitKeyValueDir(task, incarnation, directory, add);
     bridge->Count(protocol, "GetKeyValueDir", s.code());
     reactor->Complete(reply(s), bridge->reply_budget()->Take(size(s)));
@@ -208,9 +212,10 @@ grpc::ServerUnaryReactor* ServeDirectory(const std::shared_ptr<JaxBridge>& bridg
 }
 
 // A call answered at once.
-grpc::ServerUnaryReactor* Answer(const std::shared_ptr<JaxBridge>& bridge, absl::string_view protocol,
-                                 absl::string_view method, const Replier& reply,
-                                 grpc::CallbackServerContext* ctx, const absl::Status& status) {
+grpc::ServerUnaryReactor* Answer(const std::shared_ptr<JaxBridge>& bridge,
+                                 absl::string_view protocol, absl::string_view method,
+                                 const Replier& reply, grpc::CallbackServerContext* ctx,
+                                 const absl::Status& status) {
   bridge->Count(protocol, method, status.code());
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(reply(status));
@@ -223,36 +228,36 @@ grpc::ServerUnaryReactor* Answer(const std::shared_ptr<JaxBridge>& bridge, absl:
 // traits struct; JaxGenerationService below maps the calls onto the bridge once, over either.
 
 // The message types of one generation, by the names both generations give them.
-#define COHORT_JAX_GENERATION_MESSAGES(ns)                                    \
-  using RegisterTaskRequest = ns::RegisterTaskRequest;                       \
-  using RegisterTaskResponse = ns::RegisterTaskResponse;                     \
-  using HeartbeatRequest = ns::HeartbeatRequest;                             \
-  using HeartbeatResponse = ns::HeartbeatResponse;                           \
-  using PollForErrorRequest = ns::PollForErrorRequest;                       \
-  using PollForErrorResponse = ns::PollForErrorResponse;                     \
-  using ShutdownTaskRequest = ns::ShutdownTaskRequest;                       \
-  using ShutdownTaskResponse = ns::ShutdownTaskResponse;                     \
-  using ReportErrorToServiceRequest = ns::ReportErrorToServiceRequest;       \
-  using ReportErrorToServiceResponse = ns::ReportErrorToServiceResponse;     \
-  using InsertKeyValueRequest = ns::InsertKeyValueRequest;                   \
-  using InsertKeyValueResponse = ns::InsertKeyValueResponse;                 \
-  using GetKeyValueRequest = ns::GetKeyValueRequest;                         \
-  using GetKeyValueResponse = ns::GetKeyValueResponse;                       \
-  using TryGetKeyValueRequest = ns::TryGetKeyValueRequest;                   \
-  using TryGetKeyValueResponse = ns::TryGetKeyValueResponse;                 \
-  using IncrementKeyValueRequest = ns::IncrementKeyValueRequest;             \
-  using IncrementKeyValueResponse = ns::IncrementKeyValueResponse;           \
-  using GetKeyValueDirRequest = ns::GetKeyValueDirRequest;                   \
-  using GetKeyValueDirResponse = ns::GetKeyValueDirResponse;                 \
-  using DeleteKeyValueRequest = ns::DeleteKeyValueRequest;                   \
-  using DeleteKeyValueResponse = ns::DeleteKeyValueResponse;                 \
-  using BarrierRequest = ns::BarrierRequest;                                 \
-  using BarrierResponse = ns::BarrierResponse;                               \
-  using CancelBarrierRequest = ns::CancelBarrierRequest;                     \
-  using CancelBarrierResponse = ns::CancelBarrierResponse;                   \
-  using GetAliveTasksRequest = ns::GetAliveTasksRequest;                     \
-  using GetAliveTasksResponse = ns::GetAliveTasksResponse;                   \
-  using KeyValueEntry = ns::KeyValueEntry;                                   \
+#define COHORT_JAX_GENERATION_MESSAGES(ns)                               \
+  using RegisterTaskRequest = ns::RegisterTaskRequest;                   \
+  using RegisterTaskResponse = ns::RegisterTaskResponse;                 \
+  using HeartbeatRequest = ns::HeartbeatRequest;                         \
+  using HeartbeatResponse = ns::HeartbeatResponse;                       \
+  using PollForErrorRequest = ns::PollForErrorRequest;                   \
+  using PollForErrorResponse = ns::PollForErrorResponse;                 \
+  using ShutdownTaskRequest = ns::ShutdownTaskRequest;                   \
+  using ShutdownTaskResponse = ns::ShutdownTaskResponse;                 \
+  using ReportErrorToServiceRequest = ns::ReportErrorToServiceRequest;   \
+  using ReportErrorToServiceResponse = ns::ReportErrorToServiceResponse; \
+  using InsertKeyValueRequest = ns::InsertKeyValueRequest;               \
+  using InsertKeyValueResponse = ns::InsertKeyValueResponse;             \
+  using GetKeyValueRequest = ns::GetKeyValueRequest;                     \
+  using GetKeyValueResponse = ns::GetKeyValueResponse;                   \
+  using TryGetKeyValueRequest = ns::TryGetKeyValueRequest;               \
+  using TryGetKeyValueResponse = ns::TryGetKeyValueResponse;             \
+  using IncrementKeyValueRequest = ns::IncrementKeyValueRequest;         \
+  using IncrementKeyValueResponse = ns::IncrementKeyValueResponse;       \
+  using GetKeyValueDirRequest = ns::GetKeyValueDirRequest;               \
+  using GetKeyValueDirResponse = ns::GetKeyValueDirResponse;             \
+  using DeleteKeyValueRequest = ns::DeleteKeyValueRequest;               \
+  using DeleteKeyValueResponse = ns::DeleteKeyValueResponse;             \
+  using BarrierRequest = ns::BarrierRequest;                             \
+  using BarrierResponse = ns::BarrierResponse;                           \
+  using CancelBarrierRequest = ns::CancelBarrierRequest;                 \
+  using CancelBarrierResponse = ns::CancelBarrierResponse;               \
+  using GetAliveTasksRequest = ns::GetAliveTasksRequest;                 \
+  using GetAliveTasksResponse = ns::GetAliveTasksResponse;               \
+  using KeyValueEntry = ns::KeyValueEntry;                               \
   using BarrierError = ns::BarrierError
 
 // The task a call comes from and the incarnation it runs as.
@@ -305,7 +310,9 @@ struct XlaGeneration {
   static std::vector<TaskId> Tasks(const auto& req) {
     return {req.task_ids().begin(), req.task_ids().end()};
   }
-  static void AddAliveTask(GetAliveTasksResponse* resp, TaskId task) { resp->add_alive_task_ids(task); }
+  static void AddAliveTask(GetAliveTasksResponse* resp, TaskId task) {
+    resp->add_alive_task_ids(task);
+  }
 
   static void SetTask(TaskInfo* info, TaskId task) { info->set_task_id(task); }
   static void SetErrorSource(xpb::CoordinationServiceError* payload, TaskId task) {
@@ -313,9 +320,12 @@ struct XlaGeneration {
   }
   static xpb::TaskState State(WatchedTask::State state) {
     switch (state) {
-      case WatchedTask::State::kConnected: return xpb::TASK_STATE_CONNECTED;
-      case WatchedTask::State::kError: return xpb::TASK_STATE_ERROR;
-      case WatchedTask::State::kDisconnected: break;
+      case WatchedTask::State::kConnected:
+        return xpb::TASK_STATE_CONNECTED;
+      case WatchedTask::State::kError:
+        return xpb::TASK_STATE_ERROR;
+      case WatchedTask::State::kDisconnected:
+        break;
     }
     return xpb::TASK_STATE_DISCONNECTED;
   }
@@ -369,7 +379,9 @@ struct TslGeneration {
     for (const tpb::CoordinatedTask& t : req.tasks()) tasks.push_back(t.task_id());
     return tasks;
   }
-  static void AddAliveTask(GetAliveTasksResponse* resp, TaskId task) { *resp->add_alive_tasks() = Task(task); }
+  static void AddAliveTask(GetAliveTasksResponse* resp, TaskId task) {
+    *resp->add_alive_tasks() = Task(task);
+  }
 
   static void SetTask(TaskInfo* info, TaskId task) { *info->mutable_task() = Task(task); }
   static void SetErrorSource(tpb::CoordinationServiceError* payload, TaskId task) {
@@ -377,9 +389,12 @@ struct TslGeneration {
   }
   static tpb::CoordinatedTaskState State(WatchedTask::State state) {
     switch (state) {
-      case WatchedTask::State::kConnected: return tpb::TASKSTATE_CONNECTED;
-      case WatchedTask::State::kError: return tpb::TASKSTATE_ERROR;
-      case WatchedTask::State::kDisconnected: break;
+      case WatchedTask::State::kConnected:
+        return tpb::TASKSTATE_CONNECTED;
+      case WatchedTask::State::kError:
+        return tpb::TASKSTATE_ERROR;
+      case WatchedTask::State::kDisconnected:
+        break;
     }
     return tpb::TASKSTATE_DISCONNECTED;
   }
@@ -423,7 +438,8 @@ class JaxGenerationService : public Gen::Service {
     auto* reactor = new PollReactor(bridge_, kProto, [bridge = bridge_](const TaskFailure& f) {
       return Reply<Gen>(bridge->FailureError(f));
     });
-    absl::StatusOr<OpId> op = bridge_->core().Watch(caller.task, caller.incarnation, reactor->Callback());
+    absl::StatusOr<OpId> op =
+        bridge_->core().Watch(caller.task, caller.incarnation, reactor->Callback());
     reactor->Started(op, In("PollForError", caller)(op.status()));
     return reactor;
   }
@@ -437,21 +453,24 @@ class JaxGenerationService : public Gen::Service {
     });
   }
 
-  grpc::ServerUnaryReactor* ReportErrorToService(grpc::CallbackServerContext* ctx,
-                                                 const typename Gen::ReportErrorToServiceRequest* req,
-                                                 typename Gen::ReportErrorToServiceResponse*) override {
+  grpc::ServerUnaryReactor* ReportErrorToService(
+      grpc::CallbackServerContext* ctx, const typename Gen::ReportErrorToServiceRequest* req,
+      typename Gen::ReportErrorToServiceResponse*) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     // Remembered first, so that the job's failure reads as this error the moment it fails the job;
     // forgotten again when the core refuses the report. A code of 0 (OK) is no error: UNKNOWN.
-    const absl::StatusCode code = req->error_code() == 0 ? absl::StatusCode::kUnknown
-                                                         : static_cast<absl::StatusCode>(req->error_code());
+    const absl::StatusCode code = req->error_code() == 0
+                                      ? absl::StatusCode::kUnknown
+                                      : static_cast<absl::StatusCode>(req->error_code());
     const bool first = caller.task >= 0 && !bridge_->ReportedError(caller.task).has_value();
-    if (first) bridge_->RememberReportedError(caller.task, absl::Status(code, req->error_message()));
+    if (first)
+      bridge_->RememberReportedError(caller.task, absl::Status(code, req->error_message()));
     absl::Status s = bridge_->core().ReportError(
         caller.task, caller.incarnation, FailureCause::kReportedError,
         absl::StrCat("JAX reported error ", req->error_code(), ": ", req->error_message()));
     if (first && !s.ok()) bridge_->ForgetReportedError(caller.task);
-    return Answer(bridge_, kProto, "ReportErrorToService", In("ReportErrorToService", caller), ctx, s);
+    return Answer(bridge_, kProto, "ReportErrorToService", In("ReportErrorToService", caller), ctx,
+                  s);
   }
 
   grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
@@ -460,11 +479,12 @@ class JaxGenerationService : public Gen::Service {
     const Caller caller = Gen::Identify(*bridge_, *req);
     // No size limit but gRPC's message size, as XLA's service (a GPU job's topology value grows
     // with the job).
-    absl::Status s = bridge_->core().InsertKeyValue(caller.task, caller.incarnation, req->kv().key(),
-                                                    req->kv().value(), req->allow_overwrite(),
-                                                    KeyValueStore::kNoLimits);
+    absl::Status s = bridge_->core().InsertKeyValue(
+        caller.task, caller.incarnation, req->kv().key(), req->kv().value(), req->allow_overwrite(),
+        KeyValueStore::kNoLimits);
     if (s.ok()) bridge_->AfterInsert(caller.task, req->kv().key());
-    return Answer(bridge_, kProto, "InsertKeyValue", In("InsertKeyValue", caller, req->kv().key()), ctx, s);
+    return Answer(bridge_, kProto, "InsertKeyValue", In("InsertKeyValue", caller, req->kv().key()),
+                  ctx, s);
   }
 
   grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext*,
@@ -472,25 +492,27 @@ class JaxGenerationService : public Gen::Service {
                                         typename Gen::GetKeyValueResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     // No timeout: JAX's blocking get waits until the key is set, the job fails or it cancels.
-    return Serve(bridge_, kProto, "GetKeyValue", In("GetKeyValue", caller, req->key()), [&](auto done) {
-      return bridge_->core().GetKeyValue(
-          caller.task, caller.incarnation, req->key(), absl::InfiniteDuration(),
-          [resp, key = req->key(), done](absl::StatusOr<std::string> v) {
-            if (v.ok()) {
-              resp->mutable_kv()->set_key(key);
-              resp->mutable_kv()->set_value(std::move(*v));
-            }
-            done(v.status());
-          },
-          KeyValueStore::kNoLimits);
-    });
+    return Serve(bridge_, kProto, "GetKeyValue", In("GetKeyValue", caller, req->key()),
+                 [&](auto done) {
+                   return bridge_->core().GetKeyValue(
+                       caller.task, caller.incarnation, req->key(), absl::InfiniteDuration(),
+                       [resp, key = req->key(), done](absl::StatusOr<std::string> v) {
+                         if (v.ok()) {
+                           resp->mutable_kv()->set_key(key);
+                           resp->mutable_kv()->set_value(std::move(*v));
+                         }
+                         done(v.status());
+                       },
+                       KeyValueStore::kNoLimits);
+                 });
   }
 
   grpc::ServerUnaryReactor* TryGetKeyValue(grpc::CallbackServerContext* ctx,
                                            const typename Gen::TryGetKeyValueRequest* req,
                                            typename Gen::TryGetKeyValueResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
-    absl::StatusOr<std::string> v = bridge_->core().TryGetKeyValue(caller.task, caller.incarnation, req->key());
+    absl::StatusOr<std::string> v =
+        bridge_->core().TryGetKeyValue(caller.task, caller.incarnation, req->key());
     if (v.ok()) {
       resp->mutable_kv()->set_key(req->key());
       resp->mutable_kv()->set_value(std::move(*v));
@@ -499,9 +521,9 @@ class JaxGenerationService : public Gen::Service {
                   v.status());
   }
 
-  grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
-                                              const typename Gen::IncrementKeyValueRequest* req,
-                                              typename Gen::IncrementKeyValueResponse* resp) override {
+  grpc::ServerUnaryReactor* IncrementKeyValue(
+      grpc::CallbackServerContext* ctx, const typename Gen::IncrementKeyValueRequest* req,
+      typename Gen::IncrementKeyValueResponse* resp) override {
     const Caller caller = Gen::Identify(*bridge_, *req);
     absl::StatusOr<int64_t> v = bridge_->core().IncrementKeyValue(
         caller.task, caller.incarnation, req->key(), req->increment(), KeyValueStore::kNoLimits);
@@ -509,8 +531,8 @@ class JaxGenerationService : public Gen::Service {
       resp->mutable_kv()->set_key(req->key());
       resp->mutable_kv()->set_value(absl::StrCat(*v));  // Decimal text, as XLA's client parses it.
     }
-    return Answer(bridge_, kProto, "IncrementKeyValue", In("IncrementKeyValue", caller, req->key()), ctx,
-                  v.status());
+    return Answer(bridge_, kProto, "IncrementKeyValue", In("IncrementKeyValue", caller, req->key()),
+                  ctx, v.status());
   }
 
   grpc::ServerUnaryReactor* GetKeyValueDir(grpc::CallbackServerContext*,
@@ -600,16 +622,23 @@ class JaxGenerationService : public Gen::Service {
   // How `method`'s answers go out, in XLA's words for what the call asked.
   Replier In(absl::string_view method, const Caller& caller, std::string key = "",
              std::string barrier_id = "", int64_t counter = 0) const {
-    XlaCall call{method, caller.task, bridge_->core().config().num_tasks, std::move(key),
-                 std::move(barrier_id), counter, bridge_->core().service_incarnation()};
-    return [call = std::move(call)](const absl::Status& s) { return Reply<Gen>(ToXlaError(s, call)); };
+    XlaCall call{method,
+                 caller.task,
+                 bridge_->core().config().num_tasks,
+                 std::move(key),
+                 std::move(barrier_id),
+                 counter,
+                 bridge_->core().service_incarnation()};
+    return
+        [call = std::move(call)](const absl::Status& s) { return Reply<Gen>(ToXlaError(s, call)); };
   }
 
   // WatchTasks (jaxlib 0.10+) and WatchJobState (earlier): a long poll, answered at once when
   // the caller's version is not the current one, else when a task's state changes (docs/jax.md,
   // "Task states (WatchTasks)").
   template <class Request, class Response>
-  grpc::ServerUnaryReactor* ServeWatch(absl::string_view method, const Request* req, Response* resp) {
+  grpc::ServerUnaryReactor* ServeWatch(absl::string_view method, const Request* req,
+                                       Response* resp) {
     const Caller caller = Gen::Identify(*bridge_, *req);
     return Serve(bridge_, kProto, method, In(method, caller), [&](auto done) {
       return bridge_->core().WatchTaskStates(
@@ -646,7 +675,8 @@ class XlaService final : public JaxGenerationService<XlaGeneration> {
  public:
   using JaxGenerationService::JaxGenerationService;
 
-  grpc::ServerUnaryReactor* WatchTasks(grpc::CallbackServerContext*, const xpb::WatchTasksRequest* req,
+  grpc::ServerUnaryReactor* WatchTasks(grpc::CallbackServerContext*,
+                                       const xpb::WatchTasksRequest* req,
                                        xpb::WatchTasksResponse* resp) override {
     return ServeWatch("WatchTasks", req, resp);
   }
@@ -688,7 +718,8 @@ class TslService final : public JaxGenerationService<TslGeneration> {
                                             tpb::WaitForAllTasksResponse*) override {
     return Unsupported(ctx, "WaitForAllTasks");
   }
-  grpc::ServerUnaryReactor* ResetTask(grpc::CallbackServerContext* ctx, const tpb::ResetTaskRequest*,
+  grpc::ServerUnaryReactor* ResetTask(grpc::CallbackServerContext* ctx,
+                                      const tpb::ResetTaskRequest*,
                                       tpb::ResetTaskResponse*) override {
     return Unsupported(ctx, "ResetTask");
   }
@@ -699,11 +730,14 @@ class TslService final : public JaxGenerationService<TslGeneration> {
   }
 
  private:
-  grpc::ServerUnaryReactor* Unsupported(grpc::CallbackServerContext* ctx, absl::string_view method) {
+  grpc::ServerUnaryReactor* Unsupported(grpc::CallbackServerContext* ctx,
+                                        absl::string_view method) {
     return Answer(bridge_, kProto, method, In(method, {}), ctx,
                   absl::UnimplementedError(absl::StrCat(
-                      method, " is not served by Cohort's JAX coordination port (jax.distributed "
-                              "does not call it in ", kSupportedJaxlibVersions, "); see docs/jax.md")));
+                      method,
+                      " is not served by Cohort's JAX coordination port (jax.distributed "
+                      "does not call it in ",
+                      kSupportedJaxlibVersions, "); see docs/jax.md")));
   }
 };
 // ---------------------------------------------------------------------------------------------
@@ -790,11 +824,12 @@ class JaxPort final : public ServicePort {
 
 ServicePortStarter JaxPortStarter(std::string listen_address, JaxPortOptions options) {
   return [listen_address = std::move(listen_address), options = std::move(options)](
-             CoordinationService* service,
-             std::shared_ptr<ReplyBudget> reply_budget) -> absl::StatusOr<std::unique_ptr<ServicePort>> {
+             CoordinationService* service, std::shared_ptr<ReplyBudget> reply_budget)
+             -> absl::StatusOr<std::unique_ptr<ServicePort>> {
     JaxPortOptions port_options = options;
     if (port_options.reply_budget == nullptr) port_options.reply_budget = std::move(reply_budget);
-    auto port = std::make_unique<JaxPort>(std::make_shared<JaxBridge>(service, std::move(port_options)));
+    auto port =
+        std::make_unique<JaxPort>(std::make_shared<JaxBridge>(service, std::move(port_options)));
     if (absl::Status s = port->Listen(listen_address); !s.ok()) return s;
     return port;
   };

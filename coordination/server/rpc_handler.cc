@@ -25,22 +25,21 @@ OpId CoordinationRpcHandler::RegisterTaskAsync(const pb::RegisterTaskRequest* re
   args.pid = request->pid();
   if (request->has_restart_attempt()) args.restart_attempt = request->restart_attempt();
   CoordinationService* service = service_;
-  return service_->RegisterTask(
-      args, [service, response, done = std::move(done)](absl::Status s) {
-        if (s.ok()) {
-          response->set_service_incarnation(service->service_incarnation());
-          response->set_num_tasks(service->config().num_tasks);
-        }
-        done(std::move(s));
-      });
+  return service_->RegisterTask(args, [service, response, done = std::move(done)](absl::Status s) {
+    if (s.ok()) {
+      response->set_service_incarnation(service->service_incarnation());
+      response->set_num_tasks(service->config().num_tasks);
+    }
+    done(std::move(s));
+  });
 }
 
 OpId CoordinationRpcHandler::HeartbeatAsync(const pb::HeartbeatRequest* request,
-                                            pb::HeartbeatResponse* response,
-                                            StatusCallback done) {
+                                            pb::HeartbeatResponse* response, StatusCallback done) {
   std::optional<StepReport> step;
   if (request->has_step()) {
-    step = StepReport{request->step(), absl::Milliseconds(std::max<int64_t>(0, request->step_age_ms()))};
+    step = StepReport{request->step(),
+                      absl::Milliseconds(std::max<int64_t>(0, request->step_age_ms()))};
   }
   std::vector<CollectiveProgress> progress;
   if (request->has_progress_age_ms()) progress = FromProto(request->progress());
@@ -85,8 +84,7 @@ absl::Status CheckNamedTask(int32_t task) {
 }  // namespace
 
 OpId CoordinationRpcHandler::InsertKeyValueAsync(const pb::InsertKeyValueRequest* request,
-                                                 pb::InsertKeyValueResponse*,
-                                                 StatusCallback done) {
+                                                 pb::InsertKeyValueResponse*, StatusCallback done) {
   if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
     done(s);
     return 0;
@@ -143,8 +141,7 @@ OpId CoordinationRpcHandler::GetKeyValueDirAsync(const pb::GetKeyValueDirRequest
   reply_budget_->Admit([service = service_, budget = reply_budget_, task = request->task_id(),
                         incarnation = request->incarnation(), directory = request->directory(),
                         response, done = std::move(done)]() mutable {
-    absl::StatusOr<KeyValueEntries> entries =
-        service->GetKeyValueDir(task, incarnation, directory);
+    absl::StatusOr<KeyValueEntries> entries = service->GetKeyValueDir(task, incarnation, directory);
     if (entries.ok()) ToProto(*std::move(entries), response->mutable_kvs());
     done(entries.status(), budget->Take(response->ByteSizeLong()));
   });
@@ -152,8 +149,7 @@ OpId CoordinationRpcHandler::GetKeyValueDirAsync(const pb::GetKeyValueDirRequest
 }
 
 OpId CoordinationRpcHandler::DeleteKeyValueAsync(const pb::DeleteKeyValueRequest* request,
-                                                 pb::DeleteKeyValueResponse*,
-                                                 StatusCallback done) {
+                                                 pb::DeleteKeyValueResponse*, StatusCallback done) {
   if (absl::Status s = CheckNamedTask(request->task_id()); !s.ok()) {
     done(s);
     return 0;
@@ -169,8 +165,8 @@ OpId CoordinationRpcHandler::IncrementKeyValueAsync(const pb::IncrementKeyValueR
     done(s);
     return 0;
   }
-  absl::StatusOr<int64_t> v = service_->IncrementKeyValue(request->task_id(), request->incarnation(),
-                                                          request->key(), request->increment());
+  absl::StatusOr<int64_t> v = service_->IncrementKeyValue(
+      request->task_id(), request->incarnation(), request->key(), request->increment());
   if (v.ok()) response->set_value(*v);
   done(v.status());
   return 0;
@@ -215,10 +211,9 @@ OpId CoordinationRpcHandler::ReportPreemptionAsync(const pb::ReportPreemptionReq
 
 absl::StatusOr<OpId> CoordinationRpcHandler::WatchJob(const pb::WatchJobRequest* request,
                                                       EventCallback on_event) {
-  return service_->Watch(request->task_id(), request->incarnation(),
-                         [on_event = std::move(on_event)](const JobEvent& e) {
-                           on_event(ToProto(e));
-                         });
+  return service_->Watch(
+      request->task_id(), request->incarnation(),
+      [on_event = std::move(on_event)](const JobEvent& e) { on_event(ToProto(e)); });
 }
 
 }  // namespace cohort::coordination

@@ -44,14 +44,14 @@ class CoordinationRpcHandler {
   ReplyBudget& reply_budget() { return *reply_budget_; }
   const std::shared_ptr<ReplyBudget>& shared_reply_budget() const { return reply_budget_; }
 
-  OpId RegisterTaskAsync(const pb::RegisterTaskRequest* request,
-                         pb::RegisterTaskResponse* response, StatusCallback done);
+  OpId RegisterTaskAsync(const pb::RegisterTaskRequest* request, pb::RegisterTaskResponse* response,
+                         StatusCallback done);
   OpId HeartbeatAsync(const pb::HeartbeatRequest* request, pb::HeartbeatResponse* response,
                       StatusCallback done);
   OpId ReportErrorAsync(const pb::ReportErrorRequest* request, pb::ReportErrorResponse* response,
                         StatusCallback done);
-  OpId ShutdownTaskAsync(const pb::ShutdownTaskRequest* request,
-                         pb::ShutdownTaskResponse* response, StatusCallback done);
+  OpId ShutdownTaskAsync(const pb::ShutdownTaskRequest* request, pb::ShutdownTaskResponse* response,
+                         StatusCallback done);
   OpId InsertKeyValueAsync(const pb::InsertKeyValueRequest* request,
                            pb::InsertKeyValueResponse* response, StatusCallback done);
   OpId GetKeyValueAsync(const pb::GetKeyValueRequest* request, pb::GetKeyValueResponse* response,

@@ -154,8 +154,7 @@ class SessionReactor final
   void StartDirectoryRead(uint64_t id, const pb::GetKeyValueDirRequest& req) {
     auto call = std::make_shared<Call<pb::GetKeyValueDirResponse>>();
     handler_->GetKeyValueDirAsync(
-        &req, &call->resp,
-        [out = outbox_, call, id](absl::Status s, ReplyBudget::Charge charge) {
+        &req, &call->resp, [out = outbox_, call, id](absl::Status s, ReplyBudget::Charge charge) {
           Reply reply = MakeReply(id, s);
           PutResult(&reply.resp, std::move(call->resp));
           reply.charge = std::move(charge);

@@ -14,7 +14,9 @@ namespace {
 // XLA's names for the barriers it keeps itself, and how it names an instance.
 constexpr absl::string_view kRegistrationBarrier = "[Init]Wait_for_all_tasks_to_register";
 std::string ShutdownBarrier(Incarnation service) { return absl::StrCat("Shutdown::", service); }
-std::string BarrierName(absl::string_view id, int64_t counter) { return absl::StrCat(id, "::", counter); }
+std::string BarrierName(absl::string_view id, int64_t counter) {
+  return absl::StrCat(id, "::", counter);
+}
 
 // XLA lists this many of a timed-out barrier's missing tasks (its kPendingStragglerLogLimit,
 // counted so that the third is left out).
@@ -69,10 +71,10 @@ XlaError BarrierCallError(const absl::Status& status, const std::optional<ErrorD
       return BarrierAnswer(absl::StatusCode::kDeadlineExceeded,
                            WithCohort(BarrierTimedOut(name, b), status.message()), b);
     case ErrorKind::kBarrierNonParticipant:
-      return BarrierAnswer(absl::StatusCode::kInvalidArgument,
-                           absl::StrFormat("A non-participating task (%d) called the barrier: %s",
-                                           d->task, name),
-                           b);
+      return BarrierAnswer(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrFormat("A non-participating task (%d) called the barrier: %s", d->task, name),
+          b);
     case ErrorKind::kBarrierUnknownTask:
       return BarrierAnswer(absl::StatusCode::kInvalidArgument,
                            absl::StrFormat("Unexpected task (%d) that is not in the cluster called "
@@ -110,7 +112,8 @@ XlaError BarrierCallError(const absl::Status& status, const std::optional<ErrorD
           b);
     case ErrorKind::kBarrierCancelled:
       return BarrierAnswer(absl::StatusCode::kCancelled,
-                           absl::StrFormat("Barrier (%s) is cancelled by task: %d", name, d->task), b);
+                           absl::StrFormat("Barrier (%s) is cancelled by task: %d", name, d->task),
+                           b);
     case ErrorKind::kBarrierParticipantGone:
       return BarrierAnswer(absl::StatusCode::kInternal,
                            WithCohort(absl::StrFormat("Barrier failed because: task disconnected. "
@@ -130,7 +133,8 @@ bool OutOfRange(const XlaCall& call) { return call.task < 0 || call.task >= call
 
 }  // namespace
 
-std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id, int64_t counter) {
+std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id,
+                              int64_t counter) {
   ::xla::coordination::BarrierError barrier;  // The same fields in both generations.
   barrier.set_barrier_id(std::string(barrier_id));
   barrier.set_counter(counter);
@@ -148,24 +152,28 @@ XlaError ToXlaError(const absl::Status& status, const XlaCall& call) {
 
   if (method == "Barrier") return BarrierCallError(status, d, call);
   if (method == "CancelBarrier" && kind == ErrorKind::kCancelNotInProgress) {
-    return BarrierAnswer(absl::StatusCode::kFailedPrecondition,
-                         absl::StrFormat("Barrier (%s) is cancelled by task, but the service thinks "
-                                         "it is the %d-th instance. This is likely due to a restart "
-                                         "in the task or service.",
-                                         BarrierName(call.barrier_id, call.counter), d->barrier.counter),
-                         BarrierReport{call.barrier_id, d->barrier.counter});
+    return BarrierAnswer(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrFormat("Barrier (%s) is cancelled by task, but the service thinks "
+                        "it is the %d-th instance. This is likely due to a restart "
+                        "in the task or service.",
+                        BarrierName(call.barrier_id, call.counter), d->barrier.counter),
+        BarrierReport{call.barrier_id, d->barrier.counter});
   }
   if (method == "CancelBarrier" && kind == ErrorKind::kCancelAlreadyPassed) {
-    return BarrierAnswer(absl::StatusCode::kFailedPrecondition,
-                         absl::StrFormat("Barrier (%s) has already been passed with status code: %d",
-                                         BarrierName(call.barrier_id, call.counter), d->code),
-                         d->barrier);
+    return BarrierAnswer(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrFormat("Barrier (%s) has already been passed with status code: %d",
+                        BarrierName(call.barrier_id, call.counter), d->code),
+        d->barrier);
   }
   if (method == "TryGetKeyValue" && absl::IsNotFound(status)) {
-    return Answer(absl::StatusCode::kNotFound, absl::StrCat("Config key ", call.key, " not found."));
+    return Answer(absl::StatusCode::kNotFound,
+                  absl::StrCat("Config key ", call.key, " not found."));
   }
   if (kind == ErrorKind::kKeyExists) {  // XLA's store answers without its service's payload.
-    return Answer(absl::StatusCode::kAlreadyExists, absl::StrCat("key ", d->key, " already exists."),
+    return Answer(absl::StatusCode::kAlreadyExists,
+                  absl::StrCat("key ", d->key, " already exists."),
                   /*coordination_error=*/false);
   }
   if (kind == ErrorKind::kNotAnInteger) {
@@ -179,14 +187,16 @@ XlaError ToXlaError(const absl::Status& status, const XlaCall& call) {
                   /*coordination_error=*/false);
   }
   if (method == "ShutdownTask" && kind == ErrorKind::kShutdownTimedOut) {
-    return Answer(absl::StatusCode::kInternal,
-                  WithCohort(ShutdownBarrierFailed(d->barrier, call.service_incarnation), status.message()));
+    return Answer(
+        absl::StatusCode::kInternal,
+        WithCohort(ShutdownBarrierFailed(d->barrier, call.service_incarnation), status.message()));
   }
   if (method == "RegisterTask" && kind == ErrorKind::kRegistrationTimedOut) {
-    return BarrierAnswer(absl::StatusCode::kDeadlineExceeded,
-                         WithCohort(BarrierTimedOut(BarrierName(kRegistrationBarrier, 0), d->barrier),
-                                    status.message()),
-                         BarrierReport{std::string(kRegistrationBarrier), 0});
+    return BarrierAnswer(
+        absl::StatusCode::kDeadlineExceeded,
+        WithCohort(BarrierTimedOut(BarrierName(kRegistrationBarrier, 0), d->barrier),
+                   status.message()),
+        BarrierReport{std::string(kRegistrationBarrier), 0});
   }
   if (method == "RegisterTask" && OutOfRange(call)) {
     return Answer(absl::StatusCode::kInvalidArgument,
@@ -209,12 +219,14 @@ XlaError ToXlaError(const absl::Status& status, const XlaCall& call) {
                                ") that is not in the cluster polling for errors."));
   }
   if (method == "PollForError" && absl::IsFailedPrecondition(status)) {
-    return Answer(absl::StatusCode::kFailedPrecondition,
-                  absl::StrCat("Task (", call.task,
-                               ") that has not been registered or has disconnected polling for errors."));
+    return Answer(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat("Task (", call.task,
+                     ") that has not been registered or has disconnected polling for errors."));
   }
   if (method == "ReportErrorToService" && OutOfRange(call)) {
-    return Answer(absl::StatusCode::kInvalidArgument, absl::StrCat("Unexpected request from task ", call.task));
+    return Answer(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("Unexpected request from task ", call.task));
   }
   return Answer(status.code(), std::string(status.message()));
 }
@@ -224,30 +236,34 @@ XlaError JobFailureError(const TaskFailure& failure, Incarnation service_incarna
   switch (failure.cause) {
     case FailureCause::kHeartbeatTimeout:
       return XlaError{absl::UnavailableError(WithCohort(
-          absl::StrCat("The following tasks are unhealthy (stopped sending heartbeats):\n", failure.task,
+          absl::StrCat("The following tasks are unhealthy (stopped sending heartbeats):\n",
+                       failure.task,
                        "\nThe tasks have crashed. Check the task logs for an earlier error, or "
                        "scheduler events (e.g. preemption, eviction) to debug further."),
           failure.message))};
     case FailureCause::kShutdownTimeout:
       if (!failure.barrier) break;
-      return XlaError{absl::InternalError(
-          WithCohort(ShutdownBarrierFailed(*failure.barrier, service_incarnation), failure.message))};
+      return XlaError{absl::InternalError(WithCohort(
+          ShutdownBarrierFailed(*failure.barrier, service_incarnation), failure.message))};
     case FailureCause::kReportedError:
       if (!reported) break;
-      return XlaError{absl::Status(reported->code(), WithCohort(reported->message(), failure.message)),
-                      true, failure.task, /*reported=*/true};
+      return XlaError{
+          absl::Status(reported->code(), WithCohort(reported->message(), failure.message)), true,
+          failure.task, /*reported=*/true};
     case FailureCause::kRestarted:
-      return XlaError{absl::AbortedError(WithCohort(
-                          absl::StrCat(failure.task, " unexpectedly tried to connect with a different "
-                                                     "incarnation. It has likely restarted."),
-                          failure.message)),
+      return XlaError{absl::AbortedError(
+                          WithCohort(absl::StrCat(failure.task,
+                                                  " unexpectedly tried to connect with a different "
+                                                  "incarnation. It has likely restarted."),
+                                     failure.message)),
                       true, failure.task};
     default:
       break;
   }
   // A cause XLA's service never sees: Cohort's sentence alone.
-  return XlaError{absl::AbortedError(absl::StrCat("Cohort coordination service: ", failure.message)),
-                  true, failure.task, failure.cause == FailureCause::kReportedError};
+  return XlaError{
+      absl::AbortedError(absl::StrCat("Cohort coordination service: ", failure.message)), true,
+      failure.task, failure.cause == FailureCause::kReportedError};
 }
 
 absl::Status TaskStateError(const TaskFailure& failure, Incarnation service_incarnation,

@@ -22,12 +22,12 @@ namespace cohort::coordination {
 
 // What a call asked, as far as XLA's messages quote it.
 struct XlaCall {
-  absl::string_view method;  // The RPC's name: "Barrier", "TryGetKeyValue", ...
+  absl::string_view method;         // The RPC's name: "Barrier", "TryGetKeyValue", ...
   TaskId task = kUnidentifiedTask;  // The caller, when the call names it.
   int32_t num_tasks = 0;
-  std::string key;         // Key-value calls: the key as the caller spelled it.
-  std::string barrier_id;  // Barrier, CancelBarrier.
-  int64_t counter = 0;     // Barrier, CancelBarrier: the caller's counter.
+  std::string key;                      // Key-value calls: the key as the caller spelled it.
+  std::string barrier_id;               // Barrier, CancelBarrier.
+  int64_t counter = 0;                  // Barrier, CancelBarrier: the caller's counter.
   Incarnation service_incarnation = 0;  // Names the shutdown barrier.
 };
 
@@ -60,6 +60,7 @@ absl::Status TaskStateError(const TaskFailure& failure, Incarnation service_inca
 // absl's text of a status with the payloads XLA puts on a barrier's error, as XLA quotes a
 // failed barrier's status inside another message ("Barrier result: '...").
 // (absl prints payloads in an order that varies from status to status; XLA's text does too.)
-std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id, int64_t counter);
+std::string BarrierStatusText(const absl::Status& status, absl::string_view barrier_id,
+                              int64_t counter);
 
 }  // namespace cohort::coordination

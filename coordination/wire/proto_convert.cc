@@ -9,16 +9,21 @@ static_assert(InfoOf(FailureCause::kHeartbeatTimeout).wire == pb::FAILURE_CAUSE_
 static_assert(InfoOf(FailureCause::kPreempted).wire == pb::FAILURE_CAUSE_PREEMPTED);
 static_assert(InfoOf(FailureCause::kRestarted).wire == pb::FAILURE_CAUSE_RESTARTED);
 static_assert(InfoOf(FailureCause::kReportedError).wire == pb::FAILURE_CAUSE_REPORTED_ERROR);
-static_assert(InfoOf(FailureCause::kRegistrationTimeout).wire == pb::FAILURE_CAUSE_REGISTRATION_TIMEOUT);
+static_assert(InfoOf(FailureCause::kRegistrationTimeout).wire ==
+              pb::FAILURE_CAUSE_REGISTRATION_TIMEOUT);
 static_assert(InfoOf(FailureCause::kShutdownTimeout).wire == pb::FAILURE_CAUSE_SHUTDOWN_TIMEOUT);
-static_assert(InfoOf(FailureCause::kServiceUnreachable).wire == pb::FAILURE_CAUSE_SERVICE_UNREACHABLE);
-static_assert(InfoOf(FailureCause::kCollectiveTimeout).wire == pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT);
+static_assert(InfoOf(FailureCause::kServiceUnreachable).wire ==
+              pb::FAILURE_CAUSE_SERVICE_UNREACHABLE);
+static_assert(InfoOf(FailureCause::kCollectiveTimeout).wire ==
+              pb::FAILURE_CAUSE_COLLECTIVE_TIMEOUT);
 static_assert(InfoOf(FailureCause::kOutOfMemory).wire == pb::FAILURE_CAUSE_OUT_OF_MEMORY);
 static_assert(InfoOf(FailureCause::kKilledBySignal).wire == pb::FAILURE_CAUSE_KILLED_BY_SIGNAL);
 static_assert(InfoOf(FailureCause::kHung).wire == pb::FAILURE_CAUSE_HUNG);
 static_assert(std::size(kFailureCauses) == 13, "a new cause needs its proto number checked here");
 
-pb::FailureCause ToProto(FailureCause cause) { return static_cast<pb::FailureCause>(InfoOf(cause).wire); }
+pb::FailureCause ToProto(FailureCause cause) {
+  return static_cast<pb::FailureCause>(InfoOf(cause).wire);
+}
 
 FailureCause FromProto(pb::FailureCause cause) {
   return FailureCauseFromWire(static_cast<int32_t>(cause)).value_or(FailureCause::kUnspecified);
@@ -63,7 +68,6 @@ KeyValueEntries FromProto(const google::protobuf::RepeatedPtrField<pb::KeyValue>
   for (const pb::KeyValue& kv : kvs) out.emplace_back(kv.key(), kv.value());
   return out;
 }
-
 
 void ToProto(const std::vector<CollectiveProgress>& progress,
              google::protobuf::RepeatedPtrField<pb::CollectiveProgress>* out) {

@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   for (; step < steps; ++step) {
     // ... one step of training: here, every process contributes its rank ...
     int64_t contribution = rank;
-    if (absl::Status s = (*comm)->AllReduce(&contribution, &contribution, 1,
-                                            dist::DataType::kInt64, dist::ReduceOp::kSum);
+    if (absl::Status s = (*comm)->AllReduce(&contribution, &contribution, 1, dist::DataType::kInt64,
+                                            dist::ReduceOp::kSum);
         !s.ok()) {
       return Fail("all-reduce", s);
     }
@@ -64,10 +64,11 @@ int main(int argc, char** argv) {
     if (*stop) break;  // Save a checkpoint here, then leave with dist::kPreemptedExitCode.
   }
   if (absl::Status s = dist::SyncGlobalDevices("done"); !s.ok()) return Fail("barrier", s);
-  std::printf("my-trainer: rank %d of %d (restart attempt %d) heard from %d processes and ran "
-              "%lld steps (all-reduced total %lld)\n",
-              rank, size, dist::RestartAttempt(), met, static_cast<long long>(step),
-              static_cast<long long>(total));
+  std::printf(
+      "my-trainer: rank %d of %d (restart attempt %d) heard from %d processes and ran "
+      "%lld steps (all-reduced total %lld)\n",
+      rank, size, dist::RestartAttempt(), met, static_cast<long long>(step),
+      static_cast<long long>(total));
   std::fflush(stdout);
   comm->reset();
   if (absl::Status s = dist::Shutdown(); !s.ok()) return Fail("shutdown", s);

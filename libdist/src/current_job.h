@@ -18,7 +18,7 @@ struct JobHandle {
   int process_id = 0;
   int num_processes = 1;
   int restart_attempt = 0;
-  int local_process_id = 0;  // COHORT_LOCAL_PROCESS_ID, resolved by Initialize.
+  int local_process_id = 0;         // COHORT_LOCAL_PROCESS_ID, resolved by Initialize.
   std::string coordinator_address;  // May be empty in agent mode.
   absl::Duration initialization_timeout;
   absl::Duration heartbeat_timeout;

@@ -38,7 +38,8 @@ using internal::SigtermWatcher;
 FailureCause ToPublic(cohort::FailureCause cause) { return static_cast<FailureCause>(cause); }
 
 void DefaultPeerFailureHandler(const PeerFailure& failure) {
-  std::string line = cohort::FormatPeerFailureLine(failure.message, static_cast<cohort::FailureCause>(failure.cause));
+  std::string line = cohort::FormatPeerFailureLine(
+      failure.message, static_cast<cohort::FailureCause>(failure.cause));
   std::fflush(stdout);
   ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
@@ -158,20 +159,19 @@ absl::Status Initialize(const Options& options) {
   }
   auto state = std::make_shared<State>();
   state->options = *resolved;
-  state->on_peer_failure = options.on_peer_failure ? options.on_peer_failure
-                                                   : DefaultPeerFailureHandler;
+  state->on_peer_failure =
+      options.on_peer_failure ? options.on_peer_failure : DefaultPeerFailureHandler;
   std::weak_ptr<State> weak = state;
   absl::StatusOr<std::unique_ptr<Runtime>> runtime =
       Runtime::Start(*resolved, [weak](const JobEvent& e) { HandleEvent(weak, e); });
   if (!runtime.ok()) {
-    return absl::Status(runtime.status().code(),
-                        absl::StrCat("process ", resolved->job.process_id, " of ",
-                                     resolved->job.num_processes, " could not join the job: ",
-                                     runtime.status().message()));
+    return absl::Status(
+        runtime.status().code(),
+        absl::StrCat("process ", resolved->job.process_id, " of ", resolved->job.num_processes,
+                     " could not join the job: ", runtime.status().message()));
   }
   state->runtime = std::move(*runtime);
-  state->preemption =
-      std::make_unique<PreemptionSync>(state->client(), resolved->job.process_id);
+  state->preemption = std::make_unique<PreemptionSync>(state->client(), resolved->job.process_id);
   bool early_notice = false;
   {
     absl::MutexLock lock(&state->mu);
@@ -357,7 +357,9 @@ void SendStep(State& state, int64_t step) {
   absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&state.step_mu);
-    if (state.step_sent && (*state.step_sent == step || now - state.step_sent_at < kStepReportInterval)) return;
+    if (state.step_sent &&
+        (*state.step_sent == step || now - state.step_sent_at < kStepReportInterval))
+      return;
     state.step_sent = step;
     state.step_sent_at = now;
   }

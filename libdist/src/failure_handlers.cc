@@ -12,8 +12,7 @@
 
 namespace dist::internal {
 
-FailureHandlers::Id FailureHandlers::Add(std::string name, absl::Duration bound,
-                                         Handler handler) {
+FailureHandlers::Id FailureHandlers::Add(std::string name, absl::Duration bound, Handler handler) {
   absl::MutexLock lock(&mu_);
   Id id = ++last_id_;
   entries_.push_back(Entry{id, std::move(name), bound, std::move(handler)});
@@ -22,9 +21,9 @@ FailureHandlers::Id FailureHandlers::Add(std::string name, absl::Duration bound,
 
 void FailureHandlers::Remove(Id id) {
   absl::MutexLock lock(&mu_);
-  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                [id](const Entry& e) { return e.id == id; }),
-                 entries_.end());
+  entries_.erase(
+      std::remove_if(entries_.begin(), entries_.end(), [id](const Entry& e) { return e.id == id; }),
+      entries_.end());
 }
 
 void FailureHandlers::RunAll(const PeerFailure& failure) {

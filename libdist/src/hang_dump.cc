@@ -9,12 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cxxabi.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <cxxabi.h>
 #include <vector>
 
 #include "absl/debugging/symbolize.h"
@@ -51,8 +51,9 @@ Capture g_capture;
 // (none: for good). False when the deadline passed.
 bool AwaitAnswer(const timespec* deadline) {
   while (true) {
-    const int rc = deadline != nullptr ? sem_clockwait(&g_capture.answered, CLOCK_MONOTONIC, deadline)
-                                       : sem_wait(&g_capture.answered);
+    const int rc = deadline != nullptr
+                       ? sem_clockwait(&g_capture.answered, CLOCK_MONOTONIC, deadline)
+                       : sem_wait(&g_capture.answered);
     if (rc == 0) return true;
     if (errno != EINTR) return false;
   }
@@ -179,7 +180,8 @@ std::string FormatFrames(void* const* frames, int depth, bool from_handler) {
     std::string symbol = absl::Symbolize(pc, name, sizeof name) ? name : "??";
     if (symbol.rfind("_Z", 0) == 0) {  // Abseil's demangler gave up (ABI tags): the C++ runtime's.
       int status = 0;
-      if (char* demangled = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status); demangled != nullptr) {
+      if (char* demangled = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
+          demangled != nullptr) {
         symbol = demangled;
         std::free(demangled);
       }
@@ -188,10 +190,12 @@ std::string FormatFrames(void* const* frames, int depth, bool from_handler) {
     std::string module = "?";
     if (dladdr(pc, &info) != 0 && info.dli_fname != nullptr) {
       module = info.dli_fname;
-      if (size_t slash = module.rfind('/'); slash != std::string::npos) module = module.substr(slash + 1);
+      if (size_t slash = module.rfind('/'); slash != std::string::npos)
+        module = module.substr(slash + 1);
     }
-    absl::StrAppend(&out, "  #", i - first, " 0x", absl::Hex(reinterpret_cast<uintptr_t>(frames[i]), absl::kZeroPad12),
-                    " ", symbol, " (", module, ")\n");
+    absl::StrAppend(&out, "  #", i - first, " 0x",
+                    absl::Hex(reinterpret_cast<uintptr_t>(frames[i]), absl::kZeroPad12), " ",
+                    symbol, " (", module, ")\n");
   }
   return out;
 }
@@ -204,14 +208,14 @@ std::string ThreadStacks(absl::Duration per_thread) {
   const int sig = StackSignal();
   const pid_t self = Gettid();
   const std::vector<pid_t> tids = Threads();
-  std::string out = absl::StrCat("native stacks of process ", getpid(), ", ", tids.size(), " threads",
-                                 sig == 0 ? " (no real-time signal is free: only this thread's frames)" : "",
-                                 "\n");
+  std::string out = absl::StrCat(
+      "native stacks of process ", getpid(), ", ", tids.size(), " threads",
+      sig == 0 ? " (no real-time signal is free: only this thread's frames)" : "", "\n");
   for (pid_t tid : tids) {
     const std::string task_dir = absl::StrCat("/proc/self/task/", tid);
     const std::string wchan = ReadSmallFile(task_dir + "/wchan");
-    absl::StrAppend(&out, "\nThread ", tid, " (", ReadSmallFile(task_dir + "/comm"), ") ", StateOf(task_dir),
-                    tid == getpid() ? ", the main thread" : "",
+    absl::StrAppend(&out, "\nThread ", tid, " (", ReadSmallFile(task_dir + "/comm"), ") ",
+                    StateOf(task_dir), tid == getpid() ? ", the main thread" : "",
                     wchan.empty() || wchan == "0" ? "" : absl::StrCat(", in ", wchan), ":\n");
     if (tid == self) {
       void* frames[kMaxFrames];
@@ -233,8 +237,10 @@ std::string ThreadStacks(absl::Duration per_thread) {
     const timespec deadline = absl::ToTimespec(MonotonicNow() + per_thread);
     bool answered = AwaitAnswer(&deadline);
     pid_t unclaimed = tid;
-    if (!answered && !g_capture.target.compare_exchange_strong(unclaimed, 0, std::memory_order_acq_rel)) {
-      answered = AwaitAnswer(nullptr);  // Its handler claimed the request just now: its frames follow.
+    if (!answered &&
+        !g_capture.target.compare_exchange_strong(unclaimed, 0, std::memory_order_acq_rel)) {
+      answered =
+          AwaitAnswer(nullptr);  // Its handler claimed the request just now: its frames follow.
     }
     const int depth = answered ? g_capture.depth.load(std::memory_order_acquire) : -1;
     g_capture.target.store(0, std::memory_order_release);

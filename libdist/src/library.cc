@@ -22,14 +22,17 @@ static_assert(Same(dist::FailureCause::kHeartbeatTimeout, cohort::FailureCause::
 static_assert(Same(dist::FailureCause::kPreempted, cohort::FailureCause::kPreempted));
 static_assert(Same(dist::FailureCause::kRestarted, cohort::FailureCause::kRestarted));
 static_assert(Same(dist::FailureCause::kReportedError, cohort::FailureCause::kReportedError));
-static_assert(Same(dist::FailureCause::kRegistrationTimeout, cohort::FailureCause::kRegistrationTimeout));
+static_assert(Same(dist::FailureCause::kRegistrationTimeout,
+                   cohort::FailureCause::kRegistrationTimeout));
 static_assert(Same(dist::FailureCause::kShutdownTimeout, cohort::FailureCause::kShutdownTimeout));
 static_assert(Same(dist::FailureCause::kServiceLost, cohort::FailureCause::kServiceUnreachable));
-static_assert(Same(dist::FailureCause::kCollectiveTimeout, cohort::FailureCause::kCollectiveTimeout));
+static_assert(Same(dist::FailureCause::kCollectiveTimeout,
+                   cohort::FailureCause::kCollectiveTimeout));
 static_assert(Same(dist::FailureCause::kOutOfMemory, cohort::FailureCause::kOutOfMemory));
 static_assert(Same(dist::FailureCause::kKilledBySignal, cohort::FailureCause::kKilledBySignal));
 static_assert(Same(dist::FailureCause::kHung, cohort::FailureCause::kHung));
-static_assert(std::size(cohort::kFailureCauses) == 13, "a new cause needs its public enumerator checked here");
+static_assert(std::size(cohort::kFailureCauses) == 13,
+              "a new cause needs its public enumerator checked here");
 
 static_assert(dist::kPeerFailureExitCode == cohort::kPeerFailureExitCode);
 static_assert(dist::kPreemptedExitCode == cohort::kPreemptedExitCode);

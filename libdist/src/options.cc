@@ -30,8 +30,8 @@ absl::StatusOr<ResolvedOptions> ResolveOptions(const Options& options) {
     } else if (from_env == "standalone") {
       mode = Mode::kStandalone;
     } else if (!from_env.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "COHORT_MODE='", from_env, "' is not a mode; use 'agent' or 'standalone'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("COHORT_MODE='", from_env, "' is not a mode; use 'agent' or 'standalone'"));
     } else {
       mode = r.agent_socket.empty() ? Mode::kStandalone : Mode::kAgent;
     }

@@ -65,8 +65,8 @@ void PreemptionSync::RunProtocol(int64_t frozen_step) {
     return;
   }
   sync_point_ = max_step + 1;
-  cohort::LogInfo("preemption sync point: step ", *sync_point_, " (largest step reached: ",
-                  max_step, ")");
+  cohort::LogInfo("preemption sync point: step ", *sync_point_,
+                  " (largest step reached: ", max_step, ")");
 }
 
 absl::StatusOr<bool> PreemptionSync::ReachedSyncPoint(int64_t step) {

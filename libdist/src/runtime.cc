@@ -4,7 +4,6 @@
 
 namespace dist::internal {
 
-
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const ResolvedOptions& options,
                                                         EventCallback on_event) {
   std::unique_ptr<Runtime> rt(new Runtime());
@@ -12,9 +11,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const ResolvedOptions& o
   const cohort::JobSettings& job = options.job;
   if (options.mode == Mode::kAgent) {
     rt->sidecar_ = std::make_unique<SidecarClient>(options.agent_socket, job.token);
-    absl::Status s =
-        rt->sidecar_->Attach(job.process_id, job.num_processes, job.restart_attempt,
-                             job.timeouts.initialization, std::move(on_event));
+    absl::Status s = rt->sidecar_->Attach(job.process_id, job.num_processes, job.restart_attempt,
+                                          job.timeouts.initialization, std::move(on_event));
     if (!s.ok()) return s;
     rt->client_ = rt->sidecar_.get();
     return rt;

@@ -103,7 +103,8 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
       }
       if (event.has_job_event()) on_event(cohort::coordination::FromProto(event.job_event()));
       if (event.has_dump() && dumping->load()) {
-        cohort::LogWarning("hang ", event.dump().id(), ": the last order's dump still runs; this one is dropped");
+        cohort::LogWarning("hang ", event.dump().id(),
+                           ": the last order's dump still runs; this one is dropped");
       } else if (event.has_dump()) {
         if (dumper.joinable()) dumper.join();  // Done already.
         dumping->store(true);
@@ -130,8 +131,8 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
       absl::Status s = cohort::FromGrpcStatus(status);
       if (s.code() == absl::StatusCode::kDeadlineExceeded) {
         // The sidecar's own verdict (e.g. which processes never registered): keep it.
-        s = absl::DeadlineExceededError(absl::StrCat("the cohort-sidecar at ", socket_path_,
-                                                     ": ", s.message()));
+        s = absl::DeadlineExceededError(
+            absl::StrCat("the cohort-sidecar at ", socket_path_, ": ", s.message()));
       } else if (s.code() == absl::StatusCode::kCancelled) {
         // The watchdog above gave up waiting for the first event.
         s = absl::DeadlineExceededError(absl::StrCat(
@@ -140,8 +141,8 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
             ": the sidecar is not running (check COHORT_AGENT_SOCKET and the sidecar container), "
             "or other processes never joined (see the rank-0 sidecar's log)"));
       } else if (s.code() == absl::StatusCode::kUnavailable) {
-        s = absl::UnavailableError(absl::StrCat("cannot reach the cohort-sidecar at ",
-                                                socket_path_, ": ", s.message()));
+        s = absl::UnavailableError(
+            absl::StrCat("cannot reach the cohort-sidecar at ", socket_path_, ": ", s.message()));
       }
       first->set_value(s);
       return;
@@ -149,8 +150,8 @@ absl::Status SidecarClient::Attach(int process_id, int num_processes,
     if (!detaching) {
       on_event(cohort::coordination::TaskFailure{
           -1, FailureCause::kServiceUnreachable,
-          absl::StrCat("lost this process's cohort-sidecar (", socket_path_,
-                       "): ", status.error_message().empty() ? "stream closed" : status.error_message(),
+          absl::StrCat("lost this process's cohort-sidecar (", socket_path_, "): ",
+                       status.error_message().empty() ? "stream closed" : status.error_message(),
                        "; the sidecar died or was killed")});
     }
   });

@@ -97,9 +97,8 @@ absl::Status Store::ReportPreemption() {
 
 absl::Status Store::ReportError(cohort::coordination::FailureCause cause,
                                 absl::string_view message) {
-  return Await<absl::Status>([&](auto done) {
-    client_->ReportError(cause, std::string(message), std::move(done));
-  });
+  return Await<absl::Status>(
+      [&](auto done) { client_->ReportError(cause, std::string(message), std::move(done)); });
 }
 
 absl::StatusOr<std::vector<TaskProgress>> Store::JobProgress() {

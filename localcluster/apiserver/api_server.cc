@@ -1,9 +1,9 @@
 #include "localcluster/apiserver/api_server.h"
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
@@ -50,7 +50,8 @@ absl::StatusOr<Certificate> MakeSelfSignedCertificate(const std::vector<std::str
   Certificate c;
   c.key = EVP_EC_gen("P-256");
   c.cert = X509_new();
-  if (c.key == nullptr || c.cert == nullptr) return absl::InternalError("OpenSSL could not make a key");
+  if (c.key == nullptr || c.cert == nullptr)
+    return absl::InternalError("OpenSSL could not make a key");
   X509_set_version(c.cert, 2);
   ASN1_INTEGER_set(X509_get_serialNumber(c.cert), static_cast<long>(time(nullptr)));
   X509_gmtime_adj(X509_getm_notBefore(c.cert), -3600);
@@ -58,7 +59,8 @@ absl::StatusOr<Certificate> MakeSelfSignedCertificate(const std::vector<std::str
   X509_set_pubkey(c.cert, c.key);
   X509_NAME* name = X509_get_subject_name(c.cert);
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("cohort-local-cluster"), -1, -1, 0);
+                             reinterpret_cast<const unsigned char*>("cohort-local-cluster"), -1, -1,
+                             0);
   X509_set_issuer_name(c.cert, name);
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
@@ -73,7 +75,8 @@ absl::StatusOr<Certificate> MakeSelfSignedCertificate(const std::vector<std::str
     X509_add_ext(c.cert, ext, -1);
     X509_EXTENSION_free(ext);
   }
-  if (X509_sign(c.cert, c.key, EVP_sha256()) == 0) return absl::InternalError("OpenSSL could not sign");
+  if (X509_sign(c.cert, c.key, EVP_sha256()) == 0)
+    return absl::InternalError("OpenSSL could not sign");
   BIO* bio = BIO_new(BIO_s_mem());
   PEM_write_bio_X509(bio, c.cert);
   char* data = nullptr;
@@ -87,31 +90,51 @@ absl::StatusOr<Certificate> MakeSelfSignedCertificate(const std::vector<std::str
 
 const char* ReasonOf(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kNotFound: return "NotFound";
-    case absl::StatusCode::kAlreadyExists: return "AlreadyExists";
-    case absl::StatusCode::kAborted: return "Conflict";
-    case absl::StatusCode::kInvalidArgument: return "Invalid";
-    case absl::StatusCode::kOutOfRange: return "Expired";
-    case absl::StatusCode::kUnauthenticated: return "Unauthorized";
-    case absl::StatusCode::kPermissionDenied: return "Forbidden";
-    case absl::StatusCode::kUnimplemented: return "MethodNotAllowed";
-    case absl::StatusCode::kFailedPrecondition: return "BadRequest";
-    default: return "InternalError";
+    case absl::StatusCode::kNotFound:
+      return "NotFound";
+    case absl::StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case absl::StatusCode::kAborted:
+      return "Conflict";
+    case absl::StatusCode::kInvalidArgument:
+      return "Invalid";
+    case absl::StatusCode::kOutOfRange:
+      return "Expired";
+    case absl::StatusCode::kUnauthenticated:
+      return "Unauthorized";
+    case absl::StatusCode::kPermissionDenied:
+      return "Forbidden";
+    case absl::StatusCode::kUnimplemented:
+      return "MethodNotAllowed";
+    case absl::StatusCode::kFailedPrecondition:
+      return "BadRequest";
+    default:
+      return "InternalError";
   }
 }
 
 int HttpCodeOf(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kAlreadyExists: return 409;
-    case absl::StatusCode::kAborted: return 409;
-    case absl::StatusCode::kInvalidArgument: return 422;
-    case absl::StatusCode::kOutOfRange: return 410;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    case absl::StatusCode::kPermissionDenied: return 403;
-    case absl::StatusCode::kUnimplemented: return 405;
-    case absl::StatusCode::kFailedPrecondition: return 400;
-    default: return 500;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+      return 409;
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kInvalidArgument:
+      return 422;
+    case absl::StatusCode::kOutOfRange:
+      return 410;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kUnimplemented:
+      return 405;
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    default:
+      return 500;
   }
 }
 
@@ -153,7 +176,8 @@ std::string HumanAge(absl::Duration d) {
   int64_t s = std::max<int64_t>(0, absl::ToInt64Seconds(d));
   if (s < 120) return absl::StrCat(s, "s");
   if (s < 3600 * 2) return absl::StrCat(s / 60, "m", s % 60 ? absl::StrCat(s % 60, "s") : "");
-  if (s < 86400 * 2) return absl::StrCat(s / 3600, "h", (s % 3600) / 60 ? absl::StrCat((s % 3600) / 60, "m") : "");
+  if (s < 86400 * 2)
+    return absl::StrCat(s / 3600, "h", (s % 3600) / 60 ? absl::StrCat((s % 3600) / 60, "m") : "");
   return absl::StrCat(s / 86400, "d");
 }
 
@@ -180,11 +204,12 @@ absl::StatusOr<ResourceType> TypeFromCrd(const json& crd) {
   t.categories = names.value("categories", std::vector<std::string>{});
   t.namespaced = spec.value("scope", "Namespaced") == "Namespaced";
   if (t.group.empty() || t.plural.empty() || t.kind.empty()) {
-    return absl::InvalidArgumentError("a CustomResourceDefinition needs spec.group, spec.names.plural and spec.names.kind");
+    return absl::InvalidArgumentError(
+        "a CustomResourceDefinition needs spec.group, spec.names.plural and spec.names.kind");
   }
   if (crd["metadata"].value("name", "") != t.plural + "." + t.group) {
-    return absl::InvalidArgumentError(absl::StrCat("metadata.name must be spec.names.plural+\".\"+spec.group (",
-                                                   t.plural, ".", t.group, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata.name must be spec.names.plural+\".\"+spec.group (", t.plural, ".", t.group, ")"));
   }
   if (t.singular.empty()) t.singular = absl::AsciiStrToLower(t.kind);
   const json* chosen = nullptr;
@@ -192,9 +217,11 @@ absl::StatusOr<ResourceType> TypeFromCrd(const json& crd) {
   for (const json& v : versions) {
     if (v.value("storage", false) || (chosen == nullptr && v.value("served", true))) chosen = &v;
   }
-  if (chosen == nullptr) return absl::InvalidArgumentError("a CustomResourceDefinition needs spec.versions");
+  if (chosen == nullptr)
+    return absl::InvalidArgumentError("a CustomResourceDefinition needs spec.versions");
   t.version = chosen->value("name", "");
-  t.status_subresource = chosen->contains("subresources") && (*chosen)["subresources"].contains("status");
+  t.status_subresource =
+      chosen->contains("subresources") && (*chosen)["subresources"].contains("status");
   t.printer_columns = chosen->value("additionalPrinterColumns", json::array());
   if (chosen->contains("schema") && (*chosen)["schema"].is_object()) {
     json schema = (*chosen)["schema"].value("openAPIV3Schema", json());
@@ -216,26 +243,41 @@ json ResourceList(const std::string& group_version, const std::vector<ResourceTy
                          {"shortNames", t.short_names}});
     if (!t.categories.empty()) resources.back()["categories"] = t.categories;
     if (t.status_subresource) {
-      resources.push_back({{"name", t.plural + "/status"}, {"singularName", ""}, {"namespaced", t.namespaced},
-                           {"kind", t.kind}, {"verbs", {"get", "patch", "update"}}});
+      resources.push_back({{"name", t.plural + "/status"},
+                           {"singularName", ""},
+                           {"namespaced", t.namespaced},
+                           {"kind", t.kind},
+                           {"verbs", {"get", "patch", "update"}}});
     }
     if (t.kind == "Pod") {
-      resources.push_back({{"name", "pods/eviction"}, {"singularName", ""}, {"namespaced", true},
-                           {"group", "policy"}, {"version", "v1"}, {"kind", "Eviction"},
+      resources.push_back({{"name", "pods/eviction"},
+                           {"singularName", ""},
+                           {"namespaced", true},
+                           {"group", "policy"},
+                           {"version", "v1"},
+                           {"kind", "Eviction"},
                            {"verbs", {"create"}}});
-      resources.push_back({{"name", "pods/log"}, {"singularName", ""}, {"namespaced", true},
-                           {"kind", "Pod"}, {"verbs", {"get"}}});
+      resources.push_back({{"name", "pods/log"},
+                           {"singularName", ""},
+                           {"namespaced", true},
+                           {"kind", "Pod"},
+                           {"verbs", {"get"}}});
     }
   }
-  return {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", group_version},
+  return {{"kind", "APIResourceList"},
+          {"apiVersion", "v1"},
+          {"groupVersion", group_version},
           {"resources", resources}};
 }
 
 // kubectl get asks for a Table; the columns are the CRD's printer columns or a kind's usual ones.
 json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time now,
              const std::string& resource_version) {
-  json columns = json::array({{{"name", "Name"}, {"type", "string"}, {"format", "name"},
-                               {"description", "Name of the object"}, {"priority", 0}}});
+  json columns = json::array({{{"name", "Name"},
+                               {"type", "string"},
+                               {"format", "name"},
+                               {"description", "Name of the object"},
+                               {"priority", 0}}});
   std::vector<std::function<json(const json&)>> cells = {
       [](const json& o) { return o["metadata"].value("name", ""); }};
   auto age = [now](const json& o) -> json {
@@ -243,21 +285,28 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
     return created ? json(HumanAge(now - *created)) : json("<unknown>");
   };
   auto column = [&](const std::string& name, const std::string& type, int priority, auto cell) {
-    columns.push_back({{"name", name}, {"type", type}, {"format", ""}, {"description", name}, {"priority", priority}});
+    columns.push_back({{"name", name},
+                       {"type", type},
+                       {"format", ""},
+                       {"description", name},
+                       {"priority", priority}});
     cells.push_back(cell);
   };
   if (!t.printer_columns.empty()) {
     for (const json& c : t.printer_columns) {
       std::string path = c.value("jsonPath", "");
       std::string type = c.value("type", "string");
-      column(c.value("name", ""), type, c.value("priority", 0), [path, type, age](const json& o) -> json {
-        if (type == "date") {
-          std::optional<absl::Time> at = ParseRfc3339(Lookup(o, path).is_string() ? Lookup(o, path).get<std::string>() : "");
-          return at ? age(json{{"metadata", {{"creationTimestamp", FormatRfc3339(*at)}}}}) : json("<unknown>");
-        }
-        json v = Lookup(o, path);
-        return v.is_null() ? json("") : v;
-      });
+      column(c.value("name", ""), type, c.value("priority", 0),
+             [path, type, age](const json& o) -> json {
+               if (type == "date") {
+                 std::optional<absl::Time> at = ParseRfc3339(
+                     Lookup(o, path).is_string() ? Lookup(o, path).get<std::string>() : "");
+                 return at ? age(json{{"metadata", {{"creationTimestamp", FormatRfc3339(*at)}}}})
+                           : json("<unknown>");
+               }
+               json v = Lookup(o, path);
+               return v.is_null() ? json("") : v;
+             });
     }
   } else if (t.kind == "Pod") {
     column("Ready", "string", 0, [](const json& o) -> json {
@@ -271,7 +320,8 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
       }
       total += sidecars.size();
       int ready = 0;
-      for (const json& s : status.value("containerStatuses", json::array())) ready += s.value("ready", false) ? 1 : 0;
+      for (const json& s : status.value("containerStatuses", json::array()))
+        ready += s.value("ready", false) ? 1 : 0;
       for (const json& s : status.value("initContainerStatuses", json::array())) {
         ready += sidecars.count(s.value("name", "")) && s.value("ready", false) ? 1 : 0;
       }
@@ -290,19 +340,24 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
     });
     column("Restarts", "integer", 0, [](const json& o) -> json {
       int n = 0;
-      for (const json& s : o.value("status", json::object()).value("containerStatuses", json::array())) {
+      for (const json& s :
+           o.value("status", json::object()).value("containerStatuses", json::array())) {
         n += s.value("restartCount", 0);
       }
       return n;
     });
     column("Age", "string", 0, age);
-    column("IP", "string", 1, [](const json& o) -> json { return o.value("status", json::object()).value("podIP", "<none>"); });
-    column("Node", "string", 1, [](const json& o) -> json { return o["spec"].value("nodeName", "<none>"); });
+    column("IP", "string", 1, [](const json& o) -> json {
+      return o.value("status", json::object()).value("podIP", "<none>");
+    });
+    column("Node", "string", 1,
+           [](const json& o) -> json { return o["spec"].value("nodeName", "<none>"); });
   } else if (t.kind == "Node") {
     // As kubectl prints a node: Ready when its Ready condition is True, else NotReady.
     column("Status", "string", 0, [](const json& o) -> json {
       for (const json& c : o.value("status", json::object()).value("conditions", json::array())) {
-        if (c.value("type", "") == "Ready") return c.value("status", "") == "True" ? "Ready" : "NotReady";
+        if (c.value("type", "") == "Ready")
+          return c.value("status", "") == "True" ? "Ready" : "NotReady";
       }
       return "Unknown";
     });
@@ -321,12 +376,16 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
     json row_cells = json::array();
     for (const auto& cell : cells) row_cells.push_back(cell(o));
     rows.push_back({{"cells", row_cells},
-                    {"object", {{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"},
-                                {"metadata", o["metadata"]}}}});
+                    {"object",
+                     {{"kind", "PartialObjectMetadata"},
+                      {"apiVersion", "meta.k8s.io/v1"},
+                      {"metadata", o["metadata"]}}}});
   }
-  return {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"},
+  return {{"kind", "Table"},
+          {"apiVersion", "meta.k8s.io/v1"},
           {"metadata", {{"resourceVersion", resource_version}}},
-          {"columnDefinitions", columns}, {"rows", rows}};
+          {"columnDefinitions", columns},
+          {"rows", rows}};
 }
 
 absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string& path) {
@@ -339,7 +398,8 @@ absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string
     group = parts[1];
     i = 3;
   } else {
-    return absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", path, ")"));
+    return absl::NotFoundError(
+        absl::StrCat("the server could not find the requested resource (", path, ")"));
   }
   ResourceTarget t;
   std::vector<std::string> rest(parts.begin() + i, parts.end());
@@ -352,13 +412,15 @@ absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string
   std::string version = group.empty() ? parts[1] : parts[2];
   if (!type || type->version != version) {
     return absl::NotFoundError(absl::StrCat("the server could not find the requested resource (",
-                                            group.empty() ? "" : group + "/", version, ", ", rest[0], ")"));
+                                            group.empty() ? "" : group + "/", version, ", ",
+                                            rest[0], ")"));
   }
   t.type = *type;
   if (rest.size() >= 2) t.name = rest[1];
   if (rest.size() >= 3) t.subresource = rest[2];
-  if (rest.size() > 3 || (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction" &&
-                          t.subresource != "log" && !(t.subresource == "token" && t.type.kind == "ServiceAccount"))) {
+  if (rest.size() > 3 ||
+      (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction" &&
+       t.subresource != "log" && !(t.subresource == "token" && t.type.kind == "ServiceAccount"))) {
     return absl::NotFoundError(absl::StrCat("the server does not serve ", path));
   }
   return t;
@@ -368,7 +430,8 @@ absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string
 std::string SigningKey() {
   std::string key(32, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
-    LogError("local API server: no random bytes for the service account token key: ", ERR_get_error());
+    LogError("local API server: no random bytes for the service account token key: ",
+             ERR_get_error());
     std::abort();
   }
   return key;
@@ -380,7 +443,8 @@ absl::StatusOr<json> ParseBody(const std::string& body, const std::string& conte
   if (parsed.is_discarded()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the request body (Content-Type: ", content_type.empty() ? "none" : content_type,
-        ") is not valid JSON; this server reads JSON (and the protobuf of a few kinds typed clients write)"));
+        ") is not valid JSON; this server reads JSON (and the protobuf of a few kinds typed "
+        "clients write)"));
   }
   return parsed;
 }
@@ -388,7 +452,10 @@ absl::StatusOr<json> ParseBody(const std::string& body, const std::string& conte
 }  // namespace
 
 ApiServer::ApiServer(const ApiServerOptions& options, Clock* clock)
-    : options_(options), clock_(clock), service_account_key_(SigningKey()), store_(clock, options.watch_history) {}
+    : options_(options),
+      clock_(clock),
+      service_account_key_(SigningKey()),
+      store_(clock, options.watch_history) {}
 
 ApiServer::~ApiServer() {
   stopping_ = true;
@@ -398,27 +465,34 @@ ApiServer::~ApiServer() {
 }
 
 std::string ApiServer::url() const {
-  return absl::StrCat(options_.tls ? "https://" : "http://", options_.host == "0.0.0.0" ? "127.0.0.1" : options_.host,
-                      ":", port_);
+  return absl::StrCat(options_.tls ? "https://" : "http://",
+                      options_.host == "0.0.0.0" ? "127.0.0.1" : options_.host, ":", port_);
 }
 
 std::string ApiServer::Kubeconfig(const std::string& default_namespace) const {
   std::string cluster = absl::StrCat("    server: ", url(), "\n");
-  if (options_.tls) absl::StrAppend(&cluster, "    certificate-authority-data: ", absl::Base64Escape(ca_pem_), "\n");
-  std::string user = options_.token.empty() ? "  user: {}\n" : absl::StrCat("  user:\n    token: ", options_.token, "\n");
-  return absl::StrCat("apiVersion: v1\nkind: Config\nclusters:\n- name: cohort-local\n  cluster:\n", cluster,
-                      "users:\n- name: cohort-local\n", user,
-                      "contexts:\n- name: cohort-local\n  context:\n    cluster: cohort-local\n    user: cohort-local\n"
+  if (options_.tls)
+    absl::StrAppend(&cluster, "    certificate-authority-data: ", absl::Base64Escape(ca_pem_),
+                    "\n");
+  std::string user = options_.token.empty()
+                         ? "  user: {}\n"
+                         : absl::StrCat("  user:\n    token: ", options_.token, "\n");
+  return absl::StrCat("apiVersion: v1\nkind: Config\nclusters:\n- name: cohort-local\n  cluster:\n",
+                      cluster, "users:\n- name: cohort-local\n", user,
+                      "contexts:\n- name: cohort-local\n  context:\n    cluster: cohort-local\n    "
+                      "user: cohort-local\n"
                       "    namespace: ",
                       default_namespace, "\ncurrent-context: cohort-local\n");
 }
 
-absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, Clock* clock) {
+absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options,
+                                                            Clock* clock) {
   std::unique_ptr<ApiServer> s(new ApiServer(options, clock));
   for (const ResourceType& t : BuiltinTypes()) s->store_.AddType(t);
   for (const char* ns : {"default", "kube-system", "kube-node-lease"}) {
-    s->store_.Create(*s->store_.FindType("", "namespaces"), "", {{"metadata", {{"name", ns}}},
-                                                                 {"status", {{"phase", "Active"}}}})
+    s->store_
+        .Create(*s->store_.FindType("", "namespaces"), "",
+                {{"metadata", {{"name", ns}}}, {"status", {{"phase", "Active"}}}})
         .IgnoreError();
   }
   if (options.tls) {
@@ -431,17 +505,19 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   } else {
     s->server_ = std::make_unique<httplib::Server>();
   }
-  if (!s->server_->is_valid()) return absl::InternalError("could not set up the API server's HTTP server");
+  if (!s->server_->is_valid())
+    return absl::InternalError("could not set up the API server's HTTP server");
   // Every watch holds a thread for its whole life.
   s->server_->new_task_queue = [] { return new httplib::ThreadPool(128); };
   s->server_->set_keep_alive_max_count(100000);
   s->server_->set_tcp_nodelay(true);
   s->Route();
-  s->port_ = options.port == 0 ? s->server_->bind_to_any_port(options.host)
-                               : (s->server_->bind_to_port(options.host, options.port) ? options.port : -1);
+  s->port_ = options.port == 0
+                 ? s->server_->bind_to_any_port(options.host)
+                 : (s->server_->bind_to_port(options.host, options.port) ? options.port : -1);
   if (s->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("the API server cannot listen on ", options.host, ":", options.port,
-                                               "; pick another --port"));
+    return absl::UnavailableError(absl::StrCat("the API server cannot listen on ", options.host,
+                                               ":", options.port, "; pick another --port"));
   }
   s->thread_ = std::thread([server = s->server_.get()] { server->listen_after_bind(); });
   // httplib's stop() does nothing until the loop runs, so a server stopped right after Start()
@@ -453,7 +529,8 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
 void ApiServer::Route() {
   httplib::Server& svr = *server_;
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.token.empty() || req.path == "/healthz" || req.path == "/readyz" || req.path == "/livez") {
+    if (options_.token.empty() || req.path == "/healthz" || req.path == "/readyz" ||
+        req.path == "/livez") {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     absl::StatusOr<UserInfo> user = Authenticate(req);
@@ -475,7 +552,8 @@ void ApiServer::Route() {
   }
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", req.path, ")")));
+    Reply(res, absl::NotFoundError(absl::StrCat(
+                   "the server could not find the requested resource (", req.path, ")")));
     res.status = 404;
   });
 }
@@ -483,28 +561,36 @@ void ApiServer::Route() {
 void ApiServer::RouteDiscovery() {
   httplib::Server& svr = *server_;
   for (const char* probe : {"/healthz", "/readyz", "/livez"}) {
-    svr.Get(probe, [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+    svr.Get(probe, [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok", "text/plain");
+    });
   }
   svr.Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    Reply(res, json{{"major", "1"}, {"minor", "32"}, {"gitVersion", "v1.32.0-cohort-local"},
+    Reply(res, json{{"major", "1"},
+                    {"minor", "32"},
+                    {"gitVersion", "v1.32.0-cohort-local"},
                     {"platform", "linux/amd64"}});
   });
   // OpenAPI v3 (openapi.h): what kubectl reads for server-side field validation and explain.
   svr.Get("/openapi/v3", [this](const httplib::Request&, httplib::Response& res) {
     Reply(res, OpenApiV3Index(store_.Types()));
   });
-  svr.Get(R"(/openapi/v3/(api/v1|apis/[^/]+/[^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    std::optional<json> document = OpenApiV3Document(req.matches[1].str(), store_.Types());
-    if (!document) {
-      Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", req.path, ")")));
-      return;
-    }
-    Reply(res, *document);
-  });
+  svr.Get(R"(/openapi/v3/(api/v1|apis/[^/]+/[^/]+))",
+          [this](const httplib::Request& req, httplib::Response& res) {
+            std::optional<json> document = OpenApiV3Document(req.matches[1].str(), store_.Types());
+            if (!document) {
+              Reply(res, absl::NotFoundError(absl::StrCat(
+                             "the server could not find the requested resource (", req.path, ")")));
+              return;
+            }
+            Reply(res, *document);
+          });
   svr.Get("/api", [this](const httplib::Request&, httplib::Response& res) {
-    Reply(res, json{{"kind", "APIVersions"}, {"versions", {"v1"}},
+    Reply(res, json{{"kind", "APIVersions"},
+                    {"versions", {"v1"}},
                     {"serverAddressByClientCIDRs",
-                     {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", url().substr(url().find("://") + 3)}}}}});
+                     {{{"clientCIDR", "0.0.0.0/0"},
+                       {"serverAddress", url().substr(url().find("://") + 3)}}}}});
   });
   svr.Get("/apis", [this](const httplib::Request&, httplib::Response& res) {
     json groups = json::array();
@@ -523,7 +609,8 @@ void ApiServer::RouteDiscovery() {
     std::string gv = absl::StrCat(req.matches[1].str(), "/", req.matches[2].str());
     json list = ResourceList(gv, store_.Types());
     if (list["resources"].empty()) {
-      Reply(res, absl::NotFoundError(absl::StrCat("the server could not find the requested resource (", gv, ")")));
+      Reply(res, absl::NotFoundError(
+                     absl::StrCat("the server could not find the requested resource (", gv, ")")));
       return;
     }
     Reply(res, list);
@@ -540,8 +627,8 @@ const ApiServer::Special ApiServer::kSpecials[] = {
     {"POST", "", "SubjectAccessReview", &ApiServer::ServeAccessReview},
 };
 
-std::function<void(const httplib::Request&, httplib::Response&)> ApiServer::ForResource(const char* method,
-                                                                                         ResourceHandler serve) {
+std::function<void(const httplib::Request&, httplib::Response&)> ApiServer::ForResource(
+    const char* method, ResourceHandler serve) {
   return [this, method, serve](const httplib::Request& req, httplib::Response& res) {
     absl::StatusOr<ResourceTarget> target = ParseTarget(store_, req.path);
     if (!target.ok()) {
@@ -560,18 +647,21 @@ std::function<void(const httplib::Request&, httplib::Response&)> ApiServer::ForR
   };
 }
 
-void ApiServer::ServeGet(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeGet(const ResourceTarget& t, const httplib::Request& req,
+                         httplib::Response& res) {
   bool table = absl::StrContains(req.get_header_value("Accept"), "as=Table");
   if (!t.name.empty()) {
     absl::StatusOr<json> obj = store_.Get(t.type, t.ns, t.name);
-    if (obj.ok() && table) obj = ToTable(t.type, {*obj}, clock_->Now(), absl::StrCat(store_.CurrentVersion()));
+    if (obj.ok() && table)
+      obj = ToTable(t.type, {*obj}, clock_->Now(), absl::StrCat(store_.CurrentVersion()));
     Reply(res, obj);
     return;
   }
   absl::StatusOr<Selector> labels = Selector::ParseLabels(req.get_param_value("labelSelector"));
   absl::StatusOr<Selector> fields = Selector::ParseFields(req.get_param_value("fieldSelector"));
   if (!labels.ok() || !fields.ok()) {
-    Reply(res, absl::FailedPreconditionError(!labels.ok() ? labels.status().message() : fields.status().message()));
+    Reply(res, absl::FailedPreconditionError(!labels.ok() ? labels.status().message()
+                                                          : fields.status().message()));
     return;
   }
   std::string watch = req.get_param_value("watch");
@@ -588,16 +678,19 @@ void ApiServer::ServeGet(const ResourceTarget& t, const httplib::Request& req, h
   Reply(res, list);
 }
 
-void ApiServer::ServeDelete(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeDelete(const ResourceTarget& t, const httplib::Request& req,
+                            httplib::Response& res) {
   if (t.name.empty()) {
-    Reply(res, absl::UnimplementedError("deleting a collection is not supported; delete objects by name"));
+    Reply(res, absl::UnimplementedError(
+                   "deleting a collection is not supported; delete objects by name"));
     return;
   }
   std::optional<int64_t> grace;
   int64_t g;
   if (absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &g)) grace = g;
   json options = json::parse(req.body, nullptr, false);
-  if (options.is_object() && options.contains("gracePeriodSeconds") && options["gracePeriodSeconds"].is_number()) {
+  if (options.is_object() && options.contains("gracePeriodSeconds") &&
+      options["gracePeriodSeconds"].is_number()) {
     grace = options["gracePeriodSeconds"].get<int64_t>();
   }
   absl::StatusOr<json> deleted = store_.Delete(t.type, t.ns, t.name, grace);
@@ -605,7 +698,8 @@ void ApiServer::ServeDelete(const ResourceTarget& t, const httplib::Request& req
   Reply(res, deleted);
 }
 
-absl::Status ApiServer::PrepareWrite(const ResourceTarget& t, const httplib::Request& req, WriteRequest& write) {
+absl::Status ApiServer::PrepareWrite(const ResourceTarget& t, const httplib::Request& req,
+                                     WriteRequest& write) {
   absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
   if (!body.ok()) return body.status();
   write.body = *std::move(body);
@@ -618,8 +712,9 @@ absl::Status ApiServer::PrepareWrite(const ResourceTarget& t, const httplib::Req
                     : req.method == "PUT" ? CustomResourceWrite::Verb::kUpdate
                                           : CustomResourceWrite::Verb::kPatch;
     absl::StatusOr<FieldValidation> validation = ParseFieldValidation(
-        req.get_param_value("fieldValidation"),
-        req.method == "POST" ? "CreateOptions" : req.method == "PUT" ? "UpdateOptions" : "PatchOptions");
+        req.get_param_value("fieldValidation"), req.method == "POST"  ? "CreateOptions"
+                                                : req.method == "PUT" ? "UpdateOptions"
+                                                                      : "PatchOptions");
     if (!validation.ok()) return validation.status();
     cr_write.field_validation = *validation;
     write.admit = [type = &t.type, cr_write, warnings = &write.warnings](json& object, const json*,
@@ -636,7 +731,8 @@ absl::Status ApiServer::PrepareWrite(const ResourceTarget& t, const httplib::Req
   }
   // Field ownership (server_side_apply.h): every write but an apply records what its manager
   // changed in metadata.managedFields, against the object it replaces.
-  write.manager = FieldManagerOf(req.get_param_value("fieldManager"), req.get_header_value("User-Agent"));
+  write.manager =
+      FieldManagerOf(req.get_param_value("fieldManager"), req.get_header_value("User-Agent"));
   write.record = [this, type = &t.type, manager = write.manager, admit = write.admit](
                      json& object, const json* current, bool status_only) {
     if (admit) {
@@ -648,13 +744,14 @@ absl::Status ApiServer::PrepareWrite(const ResourceTarget& t, const httplib::Req
   return absl::OkStatus();
 }
 
-void ApiServer::FinishWrite(const WriteRequest& write, const absl::StatusOr<json>& result, httplib::Response& res,
-                            int ok_code) {
+void ApiServer::FinishWrite(const WriteRequest& write, const absl::StatusOr<json>& result,
+                            httplib::Response& res, int ok_code) {
   for (const std::string& w : write.warnings) res.set_header("Warning", WarningHeader(w));
   Reply(res, result, ok_code);
 }
 
-void ApiServer::ServeCreate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeCreate(const ResourceTarget& t, const httplib::Request& req,
+                            httplib::Response& res) {
   WriteRequest write;
   if (absl::Status prepared = PrepareWrite(t, req, write); !prepared.ok()) {
     Reply(res, prepared);
@@ -668,22 +765,26 @@ void ApiServer::ServeCreate(const ResourceTarget& t, const httplib::Request& req
     Reply(res, creatable);
     return;
   }
-  absl::StatusOr<json> result = store_.Create(t.type, t.type.namespaced ? t.ns : "", write.body, write.record);
+  absl::StatusOr<json> result =
+      store_.Create(t.type, t.type.namespaced ? t.ns : "", write.body, write.record);
   FinishWrite(write, AfterWrite(t.type, std::move(result), /*status_only=*/false), res, 201);
 }
 
-void ApiServer::ServeUpdate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeUpdate(const ResourceTarget& t, const httplib::Request& req,
+                            httplib::Response& res) {
   WriteRequest write;
   if (absl::Status prepared = PrepareWrite(t, req, write); !prepared.ok()) {
     Reply(res, prepared);
     return;
   }
   const bool status = t.subresource == "status";
-  absl::StatusOr<json> result = store_.Update(t.type, t.ns, t.name, write.body, status, write.record);
+  absl::StatusOr<json> result =
+      store_.Update(t.type, t.ns, t.name, write.body, status, write.record);
   FinishWrite(write, AfterWrite(t.type, std::move(result), status), res);
 }
 
-void ApiServer::ServePatch(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServePatch(const ResourceTarget& t, const httplib::Request& req,
+                           httplib::Response& res) {
   WriteRequest write;
   if (absl::Status prepared = PrepareWrite(t, req, write); !prepared.ok()) {
     Reply(res, prepared);
@@ -696,12 +797,14 @@ void ApiServer::ServePatch(const ResourceTarget& t, const httplib::Request& req,
     if (!t.subresource.empty()) {
       Reply(res, absl::UnimplementedError(absl::StrCat(
                      "server-side apply to the ", t.subresource,
-                     " subresource is not supported here; apply the object, or patch its ", t.subresource)));
+                     " subresource is not supported here; apply the object, or patch its ",
+                     t.subresource)));
       return;
     }
     const bool existed = store_.Get(t.type, t.ns, t.name).ok();
     const std::string force = req.get_param_value("force");
-    result = Apply(t.type, t.ns, t.name, write.body, write.manager, force == "true" || force == "1", write.admit);
+    result = Apply(t.type, t.ns, t.name, write.body, write.manager, force == "true" || force == "1",
+                   write.admit);
     result = AfterWrite(t.type, std::move(result), /*status_only=*/false);
     // 201 when the apply created the object, as Kubernetes answers.
     FinishWrite(write, result, res, result.ok() && !existed ? 201 : 200);
@@ -717,7 +820,8 @@ void ApiServer::ServePatch(const ResourceTarget& t, const httplib::Request& req,
       json patched = current->patch(write.body);
       result = store_.Update(t.type, t.ns, t.name, patched, status, write.record);
     } catch (const json::exception& e) {
-      result = absl::InvalidArgumentError(absl::StrCat("the JSON patch cannot be applied: ", e.what()));
+      result =
+          absl::InvalidArgumentError(absl::StrCat("the JSON patch cannot be applied: ", e.what()));
     }
   } else {
     result = store_.Patch(t.type, t.ns, t.name, write.body, status, write.record);
@@ -730,17 +834,20 @@ absl::Status ApiServer::BeforeCreate(const ResourceType& type, const json& objec
   return TypeFromCrd(object).status();
 }
 
-absl::StatusOr<json> ApiServer::AfterWrite(const ResourceType& type, absl::StatusOr<json> written, bool status_only) {
+absl::StatusOr<json> ApiServer::AfterWrite(const ResourceType& type, absl::StatusOr<json> written,
+                                           bool status_only) {
   if (!written.ok() || status_only || type.kind != "CustomResourceDefinition") return written;
   return Establish(*written);
 }
 
 void ApiServer::AfterDelete(const ResourceType& type, const absl::StatusOr<json>& deleted) {
   if (!deleted.ok() || type.kind != "CustomResourceDefinition") return;
-  if (absl::StatusOr<ResourceType> defined = TypeFromCrd(*deleted); defined.ok()) store_.RemoveType(defined->Key());
+  if (absl::StatusOr<ResourceType> defined = TypeFromCrd(*deleted); defined.ok())
+    store_.RemoveType(defined->Key());
 }
 
-void ApiServer::ServeToken(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeToken(const ResourceTarget& t, const httplib::Request& req,
+                           httplib::Response& res) {
   absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
   if (!body.ok()) {
     Reply(res, body.status());
@@ -763,11 +870,13 @@ void ApiServer::ServeToken(const ResourceTarget& t, const httplib::Request& req,
              {"metadata", {{"name", t.name}, {"namespace", t.ns}}},
              {"spec", spec},
              {"status",
-              {{"token", IssueServiceAccountToken(t.ns, t.name)}, {"expirationTimestamp", FormatRfc3339(expires)}}}},
+              {{"token", IssueServiceAccountToken(t.ns, t.name)},
+               {"expirationTimestamp", FormatRfc3339(expires)}}}},
         201);
 }
 
-void ApiServer::ServeEviction(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeEviction(const ResourceTarget& t, const httplib::Request& req,
+                              httplib::Response& res) {
   absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
   if (!body.ok()) {
     Reply(res, body.status());
@@ -776,13 +885,15 @@ void ApiServer::ServeEviction(const ResourceTarget& t, const httplib::Request& r
   Reply(res, Evict(t.type, t.ns, t.name));
 }
 
-void ApiServer::ServeAccessReview(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeAccessReview(const ResourceTarget& t, const httplib::Request& req,
+                                  httplib::Response& res) {
   absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
   if (!body.ok()) {
     Reply(res, body.status());
     return;
   }
-  absl::StatusOr<UserInfo> caller = options_.token.empty() ? UserInfo{"admin", {"system:masters"}} : Authenticate(req);
+  absl::StatusOr<UserInfo> caller =
+      options_.token.empty() ? UserInfo{"admin", {"system:masters"}} : Authenticate(req);
   if (!caller.ok()) {
     Reply(res, caller.status());
     return;
@@ -799,16 +910,19 @@ void ApiServer::ServeAccessReview(const ResourceTarget& t, const httplib::Reques
   Reply(res, AccessReview(subject, *body), 201);
 }
 
-absl::StatusOr<json> ApiServer::Apply(const ResourceType& type, const std::string& ns, const std::string& name,
-                                      const json& applied, const std::string& manager, bool force,
+absl::StatusOr<json> ApiServer::Apply(const ResourceType& type, const std::string& ns,
+                                      const std::string& name, const json& applied,
+                                      const std::string& manager, bool force,
                                       const ObjectStore::Admission& admit) {
   if (!applied.is_object()) return absl::InvalidArgumentError("the apply patch must be an object");
   json body = applied;
   const std::string named = body.contains("metadata") && body["metadata"].is_object()
-                                ? body["metadata"].value("name", "") : "";
+                                ? body["metadata"].value("name", "")
+                                : "";
   if (named != name) {
-    return absl::InvalidArgumentError(absl::StrCat("the apply patch names \"", named, "\" but the request names \"",
-                                                   name, "\"; metadata.name must match the URL"));
+    return absl::InvalidArgumentError(absl::StrCat("the apply patch names \"", named,
+                                                   "\" but the request names \"", name,
+                                                   "\"; metadata.name must match the URL"));
   }
   if (type.namespaced) body["metadata"]["namespace"] = ns;
   // Optimistic: read, merge, write with the version read; another write in between (or a create
@@ -816,12 +930,13 @@ absl::StatusOr<json> ApiServer::Apply(const ResourceType& type, const std::strin
   absl::StatusOr<json> applied_object;
   absl::Status raced = kube::RetryOnConflict([&]() -> absl::Status {
     absl::StatusOr<json> current = store_.Get(type, ns, name);
-    if (!current.ok() && current.status().code() != absl::StatusCode::kNotFound) return current.status();
+    if (!current.ok() && current.status().code() != absl::StatusCode::kNotFound)
+      return current.status();
     if (!current.ok()) {
       if (absl::Status creatable = BeforeCreate(type, body); !creatable.ok()) return creatable;
     }
-    absl::StatusOr<json> merged = ServerSideApply(current.ok() ? &*current : nullptr, body, manager, force,
-                                                  type.status_subresource, clock_->Now());
+    absl::StatusOr<json> merged = ServerSideApply(current.ok() ? &*current : nullptr, body, manager,
+                                                  force, type.status_subresource, clock_->Now());
     if (!merged.ok()) {
       // The answer (a field owned by another manager is a conflict too, but applying again
       // cannot change it): not tried again.
@@ -830,31 +945,36 @@ absl::StatusOr<json> ApiServer::Apply(const ResourceType& type, const std::strin
     }
     applied_object = current.ok() ? store_.Update(type, ns, name, *merged, false, admit)
                                   : store_.Create(type, ns, *merged, admit);
-    if (absl::IsAlreadyExists(applied_object.status())) return absl::AbortedError("created meanwhile");
+    if (absl::IsAlreadyExists(applied_object.status()))
+      return absl::AbortedError("created meanwhile");
     return absl::IsAborted(applied_object.status()) ? applied_object.status() : absl::OkStatus();
   });
   if (absl::IsAborted(raced)) {
-    return absl::AbortedError(absl::StrCat(name, " kept changing while it was applied; apply again"));
+    return absl::AbortedError(
+        absl::StrCat(name, " kept changing while it was applied; apply again"));
   }
   if (!raced.ok()) return raced;
   return applied_object;
 }
 
-std::string ApiServer::IssueServiceAccountToken(const std::string& ns, const std::string& name) const {
+std::string ApiServer::IssueServiceAccountToken(const std::string& ns,
+                                                const std::string& name) const {
   const std::string payload = absl::StrCat(ns, ":", name);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   HMAC(EVP_sha256(), service_account_key_.data(), static_cast<int>(service_account_key_.size()),
        reinterpret_cast<const unsigned char*>(payload.data()), payload.size(), mac, &length);
-  return absl::StrCat("sa:", payload, ":",
-                      absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(mac), length)));
+  return absl::StrCat(
+      "sa:", payload, ":",
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(mac), length)));
 }
 
 std::optional<UserInfo> ApiServer::VerifyServiceAccountToken(const std::string& token) const {
   std::vector<std::string> parts = absl::StrSplit(token, ':');
   if (parts.size() != 4 || parts[0] != "sa") return std::nullopt;
   const std::string expected = IssueServiceAccountToken(parts[1], parts[2]);
-  if (expected.size() != token.size() || CRYPTO_memcmp(expected.data(), token.data(), token.size()) != 0) {
+  if (expected.size() != token.size() ||
+      CRYPTO_memcmp(expected.data(), token.data(), token.size()) != 0) {
     return std::nullopt;
   }
   // A deleted service account's tokens stop working (the namespace's "default" always exists).
@@ -868,8 +988,9 @@ std::optional<UserInfo> ApiServer::VerifyServiceAccountToken(const std::string& 
 absl::StatusOr<UserInfo> ApiServer::Authenticate(const httplib::Request& req) const {
   const std::string authorization = req.get_header_value("Authorization");
   constexpr absl::string_view kBearer = "Bearer ";
-  const std::string token =
-      absl::StartsWith(authorization, kBearer) ? authorization.substr(kBearer.size()) : std::string();
+  const std::string token = absl::StartsWith(authorization, kBearer)
+                                ? authorization.substr(kBearer.size())
+                                : std::string();
   UserInfo user;
   if (!token.empty() && TokenMatches(authorization, options_.token)) {
     user = {"cohort-local-admin", {"system:masters", "system:authenticated"}};
@@ -881,8 +1002,9 @@ absl::StatusOr<UserInfo> ApiServer::Authenticate(const httplib::Request& req) co
   const std::string as = req.get_header_value("Impersonate-User");
   if (as.empty()) return user;
   if (!user.IsMaster()) {
-    return absl::PermissionDeniedError(absl::StrCat("users \"", as, "\" is forbidden: User \"", user.name,
-                                                    "\" cannot impersonate resource \"users\" in API group \"\""));
+    return absl::PermissionDeniedError(
+        absl::StrCat("users \"", as, "\" is forbidden: User \"", user.name,
+                     "\" cannot impersonate resource \"users\" in API group \"\""));
   }
   std::vector<std::string> parts = absl::StrSplit(as, ':');
   UserInfo impersonated = parts.size() == 4 && parts[0] == "system" && parts[1] == "serviceaccount"
@@ -916,7 +1038,8 @@ absl::Status ApiServer::Authorize(const UserInfo& user, const httplib::Request& 
     return absl::OkStatus();
   }
   absl::StatusOr<ResourceTarget> target = ParseTarget(store_, req.path);
-  if (!target.ok()) return absl::OkStatus();  // Discovery, OpenAPI, /version: every user may read them.
+  if (!target.ok())
+    return absl::OkStatus();  // Discovery, OpenAPI, /version: every user may read them.
   RequestAttributes r;
   const std::string& method = req.method;
   r.api_group = target->type.group;
@@ -970,7 +1093,8 @@ absl::StatusOr<json> ApiServer::AccessReview(const UserInfo& user, const json& r
   const bool allowed = masters || RbacAllows(user, r, RbacSnapshot());
   json answer = review;
   answer["status"] = {{"allowed", allowed}};
-  if (allowed) answer["status"]["reason"] = masters ? "a member of system:masters" : "allowed by RBAC";
+  if (allowed)
+    answer["status"]["reason"] = masters ? "a member of system:masters" : "allowed by RBAC";
   return answer;
 }
 
@@ -980,25 +1104,29 @@ absl::StatusOr<json> ApiServer::Establish(const json& crd) {
   store_.AddType(*t);
   json status = {{"acceptedNames", crd["spec"]["names"]}, {"storedVersions", {t->version}}};
   kube::SetCondition(status["conditions"],
-                     kube::Condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"), clock_->Now());
+                     kube::Condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+                     clock_->Now());
   kube::SetCondition(status["conditions"],
                      kube::Condition("Established", "True", "InitialNamesAccepted",
                                      "the initial names have been accepted"),
                      clock_->Now());
-  if (crd.contains("status") && crd["status"].value("conditions", json::array()).size() == 2) return crd;  // Done before.
+  if (crd.contains("status") && crd["status"].value("conditions", json::array()).size() == 2)
+    return crd;  // Done before.
   return store_.Patch(*store_.FindType("apiextensions.k8s.io", "customresourcedefinitions"), "",
                       crd["metadata"]["name"], {{"status", status}}, /*status_only=*/true);
 }
 
-absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::string& ns, const std::string& name) {
+absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::string& ns,
+                                      const std::string& name) {
   absl::StatusOr<json> pod = store_.Get(pods, ns, name);
   if (!pod.ok()) return pod.status();
   json conditions = kube::Member(*pod, "status", "conditions");
   if (kube::SetCondition(conditions,
-                         kube::Condition("DisruptionTarget", "True", "EvictionByEvictionAPI", "Eviction API: evicting"),
+                         kube::Condition("DisruptionTarget", "True", "EvictionByEvictionAPI",
+                                         "Eviction API: evicting"),
                          clock_->Now())) {
-    absl::StatusOr<json> marked_pod =
-        store_.Patch(pods, ns, name, {{"status", {{"conditions", conditions}}}}, /*status_only=*/true);
+    absl::StatusOr<json> marked_pod = store_.Patch(
+        pods, ns, name, {{"status", {{"conditions", conditions}}}}, /*status_only=*/true);
     if (!marked_pod.ok()) return marked_pod.status();
   }
   absl::StatusOr<json> deleted = store_.Delete(pods, ns, name, std::nullopt);
@@ -1006,7 +1134,8 @@ absl::StatusOr<json> ApiServer::Evict(const ResourceType& pods, const std::strin
   return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}, {"code", 201}};
 }
 
-void ApiServer::ServeLog(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res) {
+void ApiServer::ServeLog(const ResourceTarget& t, const httplib::Request& req,
+                         httplib::Response& res) {
   const std::string& ns = t.ns;
   const std::string& name = t.name;
   absl::StatusOr<json> pod = store_.Get(*store_.FindType("", "pods"), ns, name);
@@ -1045,7 +1174,8 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
                       const Selector& labels, const Selector& fields, const httplib::Request& req,
                       httplib::Response& res) {
   int64_t timeout_seconds;
-  if (!absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout_seconds)) timeout_seconds = 1800;
+  if (!absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout_seconds))
+    timeout_seconds = 1800;
   bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
   // kubectl get -w asks for Tables, as for its first list: then each event's object is a Table of
   // one row, the column definitions in the first event only (the client keeps them).
@@ -1061,9 +1191,11 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
   auto state = std::make_shared<State>();
   state->deadline = clock_->Now() + absl::Seconds(timeout_seconds);
   state->last_sent = clock_->Now();
-  auto event = [this, type, table, state](const std::string& event_type, const json& object) -> json {
+  auto event = [this, type, table, state](const std::string& event_type,
+                                          const json& object) -> json {
     if (!table) return {{"type", event_type}, {"object", object}};
-    json rows = ToTable(type, {object}, clock_->Now(), object["metadata"].value("resourceVersion", ""));
+    json rows =
+        ToTable(type, {object}, clock_->Now(), object["metadata"].value("resourceVersion", ""));
     if (state->columns_sent) rows["columnDefinitions"] = json::array();
     state->columns_sent = true;
     return {{"type", event_type}, {"object", rows}};
@@ -1077,7 +1209,8 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
     // From now, starting with the current state as ADDED events.
     json list = store_.List(type, ns, labels, fields);
     for (const json& o : list["items"]) {
-      if (name.empty() || o["metadata"].value("name", "") == name) initial.push_back(event("ADDED", o).dump() + "\n");
+      if (name.empty() || o["metadata"].value("name", "") == name)
+        initial.push_back(event("ADDED", o).dump() + "\n");
     }
     const std::string listed = list["metadata"]["resourceVersion"].get<std::string>();
     state->after = std::stoll(listed);
@@ -1085,19 +1218,21 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
       json marker = {{"kind", type.kind},
                      {"apiVersion", type.GroupVersion()},
                      {"metadata",
-                      {{"resourceVersion", listed}, {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+                      {{"resourceVersion", listed},
+                       {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
       initial.push_back(json{{"type", "BOOKMARK"}, {"object", marker}}.dump() + "\n");
     }
   } else if (!absl::SimpleAtoi(rv, &state->after)) {
-    Reply(res, absl::FailedPreconditionError(absl::StrCat("resourceVersion '", rv, "' is not a number")));
+    Reply(res, absl::FailedPreconditionError(
+                   absl::StrCat("resourceVersion '", rv, "' is not a number")));
     return;
   }
   // Not plain "application/json": httplib would gzip the stream for clients that accept it (Go's
   // do), and the compressor holds events back until the stream ends.
   res.set_chunked_content_provider(
       "application/json;stream=watch",
-      [this, type, ns, name, labels, fields, bookmarks, table, state, event, initial = std::move(initial)](
-          size_t, httplib::DataSink& sink) {
+      [this, type, ns, name, labels, fields, bookmarks, table, state, event,
+       initial = std::move(initial)](size_t, httplib::DataSink& sink) {
         auto send = [&](const json& event) {
           std::string line = event.dump() + "\n";
           state->last_sent = clock_->Now();
@@ -1126,11 +1261,15 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
           if (!send(event(e.type, *e.object))) return false;
         }
         if (bookmarks && clock_->Now() - state->last_sent > absl::Seconds(5)) {
-          json marker = {{"kind", type.kind}, {"apiVersion", type.GroupVersion()},
+          json marker = {{"kind", type.kind},
+                         {"apiVersion", type.GroupVersion()},
                          {"metadata", {{"resourceVersion", absl::StrCat(state->after)}}}};
           if (table) {
-            marker = {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", marker["metadata"]},
-                      {"columnDefinitions", json::array()}, {"rows", json::array()}};
+            marker = {{"kind", "Table"},
+                      {"apiVersion", "meta.k8s.io/v1"},
+                      {"metadata", marker["metadata"]},
+                      {"columnDefinitions", json::array()},
+                      {"rows", json::array()}};
           }
           json bookmark = {{"type", "BOOKMARK"}, {"object", marker}};
           if (!send(bookmark)) return false;

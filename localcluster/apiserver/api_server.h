@@ -18,7 +18,7 @@ namespace httplib {
 class Server;
 struct Request;
 struct Response;
-}
+}  // namespace httplib
 
 namespace cohort::local {
 
@@ -35,9 +35,9 @@ struct ApiServerOptions {
   // Further IP addresses the certificate is valid for (besides 127.0.0.1 and localhost), e.g. the
   // gateway of the podman network through which containers reach the server.
   std::vector<std::string> certificate_addresses;
-  int port = 0;        // 0: any free port.
-  bool tls = true;     // HTTPS with a self-signed certificate made at start; false: plain HTTP.
-  std::string token;   // Required as "Authorization: Bearer <token>"; empty: no authentication.
+  int port = 0;       // 0: any free port.
+  bool tls = true;    // HTTPS with a self-signed certificate made at start; false: plain HTTP.
+  std::string token;  // Required as "Authorization: Bearer <token>"; empty: no authentication.
   size_t watch_history = 50000;  // Changes kept for watches; older resourceVersions get 410.
   // The output of a pod's container so far, for GET .../pods/<name>/log (kubectl logs); unset:
   // logs are not served.
@@ -53,20 +53,22 @@ struct ApiServerOptions {
 // CustomResourceDefinition registers; get/list/create/update/merge, strategic-merge and JSON
 // patch, server-side apply with managedFields (server_side_apply.h), delete; service account
 // tokens (TokenRequest) authorized by RBAC (rbac.h); the protobuf bodies of the kinds typed
-// clients write (kube_protobuf.h); the status subresource, list and watch with resourceVersion, bookmarks, label
-// and field selectors, Table output for kubectl get and get -w (a CRD's printer columns), the
-// pod eviction endpoint (DisruptionTarget, then graceful deletion), pod logs (without --follow)
-// and ownerReference garbage collection. A custom resource is pruned, defaulted and validated
-// against its CRD's schema on every write, as a real server does (schema_validation.h); the
-// OpenAPI v3 documents carry the CRDs' schemas (openapi.h) for kubectl explain and field
+// clients write (kube_protobuf.h); the status subresource, list and watch with resourceVersion,
+// bookmarks, label and field selectors, Table output for kubectl get and get -w (a CRD's printer
+// columns), the pod eviction endpoint (DisruptionTarget, then graceful deletion), pod logs (without
+// --follow) and ownerReference garbage collection. A custom resource is pruned, defaulted and
+// validated against its CRD's schema on every write, as a real server does (schema_validation.h);
+// the OpenAPI v3 documents carry the CRDs' schemas (openapi.h) for kubectl explain and field
 // validation.
 // Not served: admission webhooks, finalizers, the OpenAPI v2 document.
 class ApiServer {
  public:
-  static absl::StatusOr<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, Clock* clock);
+  static absl::StatusOr<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options,
+                                                          Clock* clock);
   ~ApiServer();
 
-  std::string url() const;  // "https://127.0.0.1:<port>" (the host, unless it listens on every interface).
+  std::string url()
+      const;  // "https://127.0.0.1:<port>" (the host, unless it listens on every interface).
   int port() const { return port_; }
   const std::string& ca_pem() const { return ca_pem_; }  // The certificate to trust (TLS only).
   ObjectStore& store() { return store_; }
@@ -83,8 +85,8 @@ class ApiServer {
   // The requests for resources: one handler per verb, after the special requests (kSpecials).
   using ResourceHandler = void (ApiServer::*)(const ResourceTarget& t, const httplib::Request& req,
                                               httplib::Response& res);
-  std::function<void(const httplib::Request&, httplib::Response&)> ForResource(const char* method,
-                                                                              ResourceHandler serve);
+  std::function<void(const httplib::Request&, httplib::Response&)> ForResource(
+      const char* method, ResourceHandler serve);
   // A subresource with a verb of its own (subresource set), or a kind that is a question rather
   // than an object (kind set).
   struct Special {
@@ -94,17 +96,22 @@ class ApiServer {
     ResourceHandler serve;
   };
   static const Special kSpecials[];
-  void ServeGet(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);     // get, list, watch
-  void ServeCreate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);  // POST
-  void ServeUpdate(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);  // PUT
-  void ServePatch(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);   // merge, JSON, apply
+  void ServeGet(const ResourceTarget& t, const httplib::Request& req,
+                httplib::Response& res);  // get, list, watch
+  void ServeCreate(const ResourceTarget& t, const httplib::Request& req,
+                   httplib::Response& res);  // POST
+  void ServeUpdate(const ResourceTarget& t, const httplib::Request& req,
+                   httplib::Response& res);  // PUT
+  void ServePatch(const ResourceTarget& t, const httplib::Request& req,
+                  httplib::Response& res);  // merge, JSON, apply
   void ServeDelete(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
   // POST serviceaccounts/<name>/token: a TokenRequest.
   void ServeToken(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
   // POST pods/<name>/eviction (Evict).
   void ServeEviction(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
   // POST of a SelfSubjectAccessReview or SubjectAccessReview (AccessReview).
-  void ServeAccessReview(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
+  void ServeAccessReview(const ResourceTarget& t, const httplib::Request& req,
+                         httplib::Response& res);
   // GET pods/<name>/log: the container's output as text (?container=, default the first
   // container; ?tailLines=N: the last N lines).
   void ServeLog(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
@@ -119,7 +126,8 @@ class ApiServer {
     ObjectStore::Admission record;  // Validation, then managedFields.
   };
   // Fills `write` (which must outlive its admissions: they point into it) for a write to `t`.
-  absl::Status PrepareWrite(const ResourceTarget& t, const httplib::Request& req, WriteRequest& write);
+  absl::Status PrepareWrite(const ResourceTarget& t, const httplib::Request& req,
+                            WriteRequest& write);
   static void FinishWrite(const WriteRequest& write, const absl::StatusOr<nlohmann::json>& result,
                           httplib::Response& res, int ok_code = 200);
 
@@ -127,18 +135,21 @@ class ApiServer {
   // serve before it is created; once written its kind is served and it is Established; once
   // deleted its kind is no longer served. No-ops for every other kind.
   absl::Status BeforeCreate(const ResourceType& type, const nlohmann::json& object);
-  absl::StatusOr<nlohmann::json> AfterWrite(const ResourceType& type, absl::StatusOr<nlohmann::json> written,
+  absl::StatusOr<nlohmann::json> AfterWrite(const ResourceType& type,
+                                            absl::StatusOr<nlohmann::json> written,
                                             bool status_only);
   void AfterDelete(const ResourceType& type, const absl::StatusOr<nlohmann::json>& deleted);
 
   // A server-side apply by `manager` (server_side_apply.h): creates the object or merges into it.
-  absl::StatusOr<nlohmann::json> Apply(const ResourceType& type, const std::string& ns, const std::string& name,
-                                       const nlohmann::json& applied, const std::string& manager, bool force,
+  absl::StatusOr<nlohmann::json> Apply(const ResourceType& type, const std::string& ns,
+                                       const std::string& name, const nlohmann::json& applied,
+                                       const std::string& manager, bool force,
                                        const ObjectStore::Admission& admit);
   // Registers the kind a CustomResourceDefinition defines and marks it Established.
   absl::StatusOr<nlohmann::json> Establish(const nlohmann::json& crd);
   // The eviction subresource: the DisruptionTarget condition, then graceful deletion.
-  absl::StatusOr<nlohmann::json> Evict(const ResourceType& pods, const std::string& ns, const std::string& name);
+  absl::StatusOr<nlohmann::json> Evict(const ResourceType& pods, const std::string& ns,
+                                       const std::string& name);
   // Streams watch events as newline-delimited JSON until timeoutSeconds or shutdown.
   void Watch(const ResourceType& type, const std::string& ns, const std::string& name,
              const Selector& labels, const Selector& fields, const httplib::Request& req,

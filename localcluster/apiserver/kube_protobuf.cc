@@ -92,14 +92,27 @@ bool ObjectMeta(std::string_view bytes, json& meta) {
     // Generated code writes every string field, empty or not; empty means unset.
     if (type != 2 || b.empty()) return true;
     switch (n) {
-      case 1: meta["name"] = std::string(b); return true;
-      case 2: meta["generateName"] = std::string(b); return true;
-      case 3: meta["namespace"] = std::string(b); return true;
-      case 6: meta["resourceVersion"] = std::string(b); return true;
-      case 11: return MapEntry(b, meta["labels"], false);
-      case 12: return MapEntry(b, meta["annotations"], false);
-      case 14: meta["finalizers"].push_back(std::string(b)); return true;
-      default: return true;  // Set by the server, or not used by the clients that write here.
+      case 1:
+        meta["name"] = std::string(b);
+        return true;
+      case 2:
+        meta["generateName"] = std::string(b);
+        return true;
+      case 3:
+        meta["namespace"] = std::string(b);
+        return true;
+      case 6:
+        meta["resourceVersion"] = std::string(b);
+        return true;
+      case 11:
+        return MapEntry(b, meta["labels"], false);
+      case 12:
+        return MapEntry(b, meta["annotations"], false);
+      case 14:
+        meta["finalizers"].push_back(std::string(b));
+        return true;
+      default:
+        return true;  // Set by the server, or not used by the clients that write here.
     }
   });
 }
@@ -118,25 +131,27 @@ bool Object(std::string_view bytes, json& object,
 absl::StatusOr<json> DecodeKubeProtobuf(const std::string& body) {
   static constexpr std::string_view kMagic("k8s\0", 4);
   auto malformed = [](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("the protobuf request body is malformed: ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the protobuf request body is malformed: ", what));
   };
   if (body.size() < kMagic.size() || std::string_view(body).substr(0, 4) != kMagic) {
     return malformed("it does not start with Kubernetes' \"k8s\\0\" prefix");
   }
   std::string api_version, kind;
   std::string_view raw;
-  bool ok = Reader(std::string_view(body).substr(4)).Each([&](int n, int type, uint64_t, std::string_view b) {
-    if (type != 2) return true;
-    if (n == 1) {  // TypeMeta.
-      return Reader(b).Each([&](int m, int t, uint64_t, std::string_view v) {
-        if (t == 2 && m == 1) api_version = v;
-        if (t == 2 && m == 2) kind = v;
-        return true;
-      });
-    }
-    if (n == 2) raw = b;
-    return true;
-  });
+  bool ok = Reader(std::string_view(body).substr(4))
+                .Each([&](int n, int type, uint64_t, std::string_view b) {
+                  if (type != 2) return true;
+                  if (n == 1) {  // TypeMeta.
+                    return Reader(b).Each([&](int m, int t, uint64_t, std::string_view v) {
+                      if (t == 2 && m == 1) api_version = v;
+                      if (t == 2 && m == 2) kind = v;
+                      return true;
+                    });
+                  }
+                  if (n == 2) raw = b;
+                  return true;
+                });
   if (!ok) return malformed("its runtime.Unknown envelope cannot be read");
   json object = {{"apiVersion", api_version}, {"kind", kind}, {"metadata", json::object()}};
   if (api_version == "v1" && kind == "Secret") {
@@ -157,8 +172,8 @@ absl::StatusOr<json> DecodeKubeProtobuf(const std::string& body) {
   } else if (api_version == "authorization.k8s.io/v1" && kind == "SelfSubjectAccessReview") {
     // spec (2): resourceAttributes (1) {namespace 1, verb 2, group 3, version 4, resource 5,
     // subresource 6, name 7} or nonResourceAttributes (2) {path 1, verb 2}.
-    static const char* const kResourceFields[] = {"", "namespace", "verb", "group", "version",
-                                                  "resource", "subresource", "name"};
+    static const char* const kResourceFields[] = {"",        "namespace", "verb",        "group",
+                                                  "version", "resource",  "subresource", "name"};
     ok = Object(raw, object, [&](int n, int type, uint64_t, std::string_view b) {
       if (n != 2 || type != 2) return true;
       json& spec = object["spec"];
@@ -180,7 +195,8 @@ absl::StatusOr<json> DecodeKubeProtobuf(const std::string& body) {
   } else {
     return absl::UnimplementedError(absl::StrCat(
         "a protobuf body of ", api_version.empty() ? "an unnamed kind" : api_version + " " + kind,
-        " is not read here (only v1 Secret, ConfigMap, Namespace and SelfSubjectAccessReview); send it as JSON"));
+        " is not read here (only v1 Secret, ConfigMap, Namespace and SelfSubjectAccessReview); "
+        "send it as JSON"));
   }
   if (!ok) return malformed(absl::StrCat("its ", kind, " cannot be read"));
   return object;

@@ -45,7 +45,8 @@ void ObjectStore::RemoveType(const std::string& key) {
   types_.erase(key);
 }
 
-std::optional<ResourceType> ObjectStore::FindType(const std::string& group, const std::string& plural) const {
+std::optional<ResourceType> ObjectStore::FindType(const std::string& group,
+                                                  const std::string& plural) const {
   absl::MutexLock lock(&mu_);
   auto it = types_.find(group + "/" + plural);
   if (it == types_.end()) return std::nullopt;
@@ -65,8 +66,9 @@ int64_t ObjectStore::CurrentVersion() const {
 }
 
 void ObjectStore::Record(const ResourceType& t, const char* type, const json& object) {
-  history_.push_back(
-      {t.Key(), object["metadata"].value("namespace", ""), {version_, type, std::make_shared<const json>(object)}});
+  history_.push_back({t.Key(),
+                      object["metadata"].value("namespace", ""),
+                      {version_, type, std::make_shared<const json>(object)}});
   while (history_.size() > history_limit_) {
     oldest_kept_ = history_.front().event.version;
     history_.pop_front();
@@ -79,22 +81,26 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   if (!object["metadata"].is_object()) object["metadata"] = json::object();
   std::string name = object["metadata"].value("name", "");
   if (name.empty() && object["metadata"].contains("generateName")) {
-    name = absl::StrCat(object["metadata"]["generateName"].get<std::string>(), GenerateToken().substr(0, 5));
+    name = absl::StrCat(object["metadata"]["generateName"].get<std::string>(),
+                        GenerateToken().substr(0, 5));
   }
   if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(t.kind, ": metadata.name is required"));
   }
   if (t.namespaced && ns.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(t.kind, " is namespaced: create it in a namespace"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.kind, " is namespaced: create it in a namespace"));
   }
-  // An empty metadata.namespace is the request's, as Kubernetes fills it in (typed clients send "").
+  // An empty metadata.namespace is the request's, as Kubernetes fills it in (typed clients send
+  // "").
   if (object["metadata"].contains("namespace") && object["metadata"]["namespace"] == "") {
     object["metadata"].erase("namespace");
   }
-  if (object["metadata"].contains("namespace") && object["metadata"]["namespace"] != ns && t.namespaced) {
-    return absl::InvalidArgumentError(absl::StrCat("metadata.namespace \"",
-                                                   object["metadata"]["namespace"].get<std::string>(),
-                                                   "\" does not match the request's namespace \"", ns, "\""));
+  if (object["metadata"].contains("namespace") && object["metadata"]["namespace"] != ns &&
+      t.namespaced) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata.namespace \"", object["metadata"]["namespace"].get<std::string>(),
+                     "\" does not match the request's namespace \"", ns, "\""));
   }
   absl::MutexLock lock(&mu_);
   Objects& objects = objects_[t.Key()];
@@ -106,11 +112,13 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   object["apiVersion"] = t.GroupVersion();
   object["kind"] = t.kind;
   if (admit) {
-    if (absl::Status s = admit(object, /*current=*/nullptr, /*status_only=*/false); !s.ok()) return s;
+    if (absl::Status s = admit(object, /*current=*/nullptr, /*status_only=*/false); !s.ok())
+      return s;
   }
   json& meta = object["metadata"];
   const bool given_uid = accept_given_uids_ && meta.contains("uid") && meta["uid"].is_string() &&
-                         !meta["uid"].get<std::string>().empty() && !uids_.count(meta["uid"].get<std::string>());
+                         !meta["uid"].get<std::string>().empty() &&
+                         !uids_.count(meta["uid"].get<std::string>());
   if (!given_uid) meta["uid"] = absl::StrCat(GenerateToken().substr(0, 8), "-", ++uid_counter_);
   meta["resourceVersion"] = absl::StrCat(++version_);
   meta["creationTimestamp"] = FormatRfc3339(clock_->Now());
@@ -130,7 +138,8 @@ absl::StatusOr<json> ObjectStore::Create(const ResourceType& t, const std::strin
   // Kubernetes' garbage collector deletes an object whose owners are all gone: one a controller
   // made from a stale view (a ReplicaSet for a Deployment just deleted, a pod for that
   // ReplicaSet) does not outlive them. Here it goes at once; the create itself succeeds, as there.
-  if (!gc_paused_ && OwnersGone(object)) DeleteLocked(t, ns, name, /*grace_seconds=*/0).IgnoreError();
+  if (!gc_paused_ && OwnersGone(object))
+    DeleteLocked(t, ns, name, /*grace_seconds=*/0).IgnoreError();
   return object;
 }
 
@@ -146,7 +155,8 @@ bool ObjectStore::OwnersGone(const json& object) const {
   return true;
 }
 
-absl::StatusOr<json> ObjectStore::Get(const ResourceType& t, const std::string& ns, const std::string& name) const {
+absl::StatusOr<json> ObjectStore::Get(const ResourceType& t, const std::string& ns,
+                                      const std::string& name) const {
   absl::MutexLock lock(&mu_);
   auto objects = objects_.find(t.Key());
   if (objects != objects_.end()) {
@@ -174,16 +184,19 @@ json ObjectStore::List(const ResourceType& t, const std::string& ns, const Selec
 }
 
 absl::StatusOr<json> ObjectStore::StoreUpdate(const ResourceType& t, const std::string& ns,
-                                              const std::string& name, json updated, bool status_only,
-                                              const std::string& expected_version, const Admission& admit) {
+                                              const std::string& name, json updated,
+                                              bool status_only, const std::string& expected_version,
+                                              const Admission& admit) {
   auto& objects = objects_[t.Key()];
   auto it = objects.find({ns, name});
-  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
+  if (it == objects.end())
+    return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
   json& current = it->second;
   if (!expected_version.empty() && expected_version != current["metadata"]["resourceVersion"]) {
-    return absl::AbortedError(absl::StrCat("Operation cannot be fulfilled on ", Describe(t, name),
-                                           ": the object has been modified; please apply your changes to "
-                                           "the latest version and try again"));
+    return absl::AbortedError(
+        absl::StrCat("Operation cannot be fulfilled on ", Describe(t, name),
+                     ": the object has been modified; please apply your changes to "
+                     "the latest version and try again"));
   }
   json result;
   if (status_only) {
@@ -224,27 +237,33 @@ absl::StatusOr<json> ObjectStore::StoreUpdate(const ResourceType& t, const std::
   return current;
 }
 
-absl::StatusOr<json> ObjectStore::Update(const ResourceType& t, const std::string& ns, const std::string& name,
-                                         json object, bool status_only, const Admission& admit) {
+absl::StatusOr<json> ObjectStore::Update(const ResourceType& t, const std::string& ns,
+                                         const std::string& name, json object, bool status_only,
+                                         const Admission& admit) {
   if (!object.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
-  if (object.contains("metadata") && object["metadata"].contains("name") && object["metadata"]["name"] != name) {
+  if (object.contains("metadata") && object["metadata"].contains("name") &&
+      object["metadata"]["name"] != name) {
     return absl::InvalidArgumentError("metadata.name does not match the name in the URL");
   }
-  std::string expected = object.contains("metadata") ? object["metadata"].value("resourceVersion", "") : "";
+  std::string expected =
+      object.contains("metadata") ? object["metadata"].value("resourceVersion", "") : "";
   absl::MutexLock lock(&mu_);
   return StoreUpdate(t, ns, name, std::move(object), status_only, expected, admit);
 }
 
-absl::StatusOr<json> ObjectStore::Patch(const ResourceType& t, const std::string& ns, const std::string& name,
-                                        const json& patch, bool status_only, const Admission& admit) {
+absl::StatusOr<json> ObjectStore::Patch(const ResourceType& t, const std::string& ns,
+                                        const std::string& name, const json& patch,
+                                        bool status_only, const Admission& admit) {
   if (!patch.is_object()) return absl::InvalidArgumentError("a merge patch must be a JSON object");
   absl::MutexLock lock(&mu_);
   auto& objects = objects_[t.Key()];
   auto it = objects.find({ns, name});
-  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
+  if (it == objects.end())
+    return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
   json patched = it->second;
   patched.merge_patch(patch);
-  std::string expected = patch.contains("metadata") ? patch["metadata"].value("resourceVersion", "") : "";
+  std::string expected =
+      patch.contains("metadata") ? patch["metadata"].value("resourceVersion", "") : "";
   return StoreUpdate(t, ns, name, std::move(patched), status_only, expected, admit);
 }
 
@@ -258,10 +277,12 @@ void ObjectStore::Remove(const ResourceType& t, Objects::iterator it) {
 }
 
 absl::StatusOr<json> ObjectStore::DeleteLocked(const ResourceType& t, const std::string& ns,
-                                               const std::string& name, std::optional<int64_t> grace_seconds) {
+                                               const std::string& name,
+                                               std::optional<int64_t> grace_seconds) {
   auto& objects = objects_[t.Key()];
   auto it = objects.find({ns, name});
-  if (it == objects.end()) return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
+  if (it == objects.end())
+    return absl::NotFoundError(absl::StrCat(Describe(t, name), " not found"));
   json& obj = it->second;
   bool bound = t.kind == "Pod" && obj.contains("spec") && obj["spec"].is_object() &&
                !obj["spec"].value("nodeName", "").empty();
@@ -279,7 +300,8 @@ absl::StatusOr<json> ObjectStore::DeleteLocked(const ResourceType& t, const std:
   return copy;
 }
 
-absl::StatusOr<json> ObjectStore::Delete(const ResourceType& t, const std::string& ns, const std::string& name,
+absl::StatusOr<json> ObjectStore::Delete(const ResourceType& t, const std::string& ns,
+                                         const std::string& name,
                                          std::optional<int64_t> grace_seconds) {
   absl::MutexLock lock(&mu_);
   return DeleteLocked(t, ns, name, grace_seconds);
@@ -303,7 +325,8 @@ void ObjectStore::CollectGarbage(const std::string& owner_uid) {
       }
     }
   }
-  for (const auto& [t, ns, name] : dependents) DeleteLocked(t, ns, name, std::nullopt).IgnoreError();
+  for (const auto& [t, ns, name] : dependents)
+    DeleteLocked(t, ns, name, std::nullopt).IgnoreError();
 }
 
 absl::StatusOr<std::vector<ObjectStore::WatchEvent>> ObjectStore::WaitForEvents(
@@ -311,7 +334,8 @@ absl::StatusOr<std::vector<ObjectStore::WatchEvent>> ObjectStore::WaitForEvents(
   std::string key = t.Key();
   absl::MutexLock lock(&mu_);
   if (*after < oldest_kept_ - 1) {
-    return absl::OutOfRangeError(absl::StrCat("too old resource version: ", *after, " (", oldest_kept_ - 1, ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("too old resource version: ", *after, " (", oldest_kept_ - 1, ")"));
   }
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > *after || woken_; };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
@@ -371,25 +395,45 @@ std::vector<ResourceType> BuiltinTypes() {
   types.push_back({"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, {}});
   // What a chart installs: the operator's Deployment and its RBAC (the deployment controller
   // keeps ReplicaSets and pods; rbac.h authorizes service accounts by these objects).
-  types.push_back({"apps", "v1", "deployments", "deployment", "Deployment", true, true, {"deploy"}});
+  types.push_back(
+      {"apps", "v1", "deployments", "deployment", "Deployment", true, true, {"deploy"}});
   types.push_back({"apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, {"rs"}});
   types.back().categories = {"all"};
   types[types.size() - 2].categories = {"all"};
   // `kubectl auth can-i` asks a SelfSubjectAccessReview; a webhook, a SubjectAccessReview.
-  types.push_back({"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
-                   "SelfSubjectAccessReview", false, false, {}});
-  types.push_back({"authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview",
-                   "SubjectAccessReview", false, false, {}});
+  types.push_back({"authorization.k8s.io",
+                   "v1",
+                   "selfsubjectaccessreviews",
+                   "selfsubjectaccessreview",
+                   "SelfSubjectAccessReview",
+                   false,
+                   false,
+                   {}});
+  types.push_back({"authorization.k8s.io",
+                   "v1",
+                   "subjectaccessreviews",
+                   "subjectaccessreview",
+                   "SubjectAccessReview",
+                   false,
+                   false,
+                   {}});
   for (auto [plural, singular, kind, namespaced] :
        std::vector<std::tuple<std::string, std::string, std::string, bool>>{
            {"roles", "role", "Role", true},
            {"rolebindings", "rolebinding", "RoleBinding", true},
            {"clusterroles", "clusterrole", "ClusterRole", false},
            {"clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false}}) {
-    types.push_back({"rbac.authorization.k8s.io", "v1", plural, singular, kind, namespaced, false, {}});
+    types.push_back(
+        {"rbac.authorization.k8s.io", "v1", plural, singular, kind, namespaced, false, {}});
   }
-  types.push_back({"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
-                   "CustomResourceDefinition", false, true, {"crd", "crds"}});
+  types.push_back({"apiextensions.k8s.io",
+                   "v1",
+                   "customresourcedefinitions",
+                   "customresourcedefinition",
+                   "CustomResourceDefinition",
+                   false,
+                   true,
+                   {"crd", "crds"}});
   return types;
 }
 

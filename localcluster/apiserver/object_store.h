@@ -64,8 +64,8 @@ class ObjectStore {
   // server's decoding and validation of a custom resource, and its managedFields. An error
   // aborts the write and is returned. Runs with the store locked: it must not call the store.
   // `status_only`: a write to the status subresource.
-  using Admission =
-      std::function<absl::Status(nlohmann::json& object, const nlohmann::json* current, bool status_only)>;
+  using Admission = std::function<absl::Status(nlohmann::json& object,
+                                               const nlohmann::json* current, bool status_only)>;
 
   ObjectStore(Clock* clock, size_t history = 50000);
 
@@ -74,8 +74,8 @@ class ObjectStore {
   std::optional<ResourceType> FindType(const std::string& group, const std::string& plural) const;
   std::vector<ResourceType> Types() const;
 
-  absl::StatusOr<nlohmann::json> Create(const ResourceType& t, const std::string& ns, nlohmann::json object,
-                                        const Admission& admit = nullptr);
+  absl::StatusOr<nlohmann::json> Create(const ResourceType& t, const std::string& ns,
+                                        nlohmann::json object, const Admission& admit = nullptr);
   absl::StatusOr<nlohmann::json> Get(const ResourceType& t, const std::string& ns,
                                      const std::string& name) const;
   // A List object of `t` in `ns` ("" = all namespaces).
@@ -94,13 +94,15 @@ class ObjectStore {
   // (deletionTimestamp) unless `grace_seconds` is 0: its kubelet stops it, then deletes it with 0.
   // Returns the object as of the deletion.
   absl::StatusOr<nlohmann::json> Delete(const ResourceType& t, const std::string& ns,
-                                        const std::string& name, std::optional<int64_t> grace_seconds);
+                                        const std::string& name,
+                                        std::optional<int64_t> grace_seconds);
 
   int64_t CurrentVersion() const;
   // Events of `t` in `ns` after `*after`, waiting up to `timeout` for the first one; advances
   // `*after`. OutOfRange when `*after` is older than the history kept.
-  absl::StatusOr<std::vector<WatchEvent>> WaitForEvents(const ResourceType& t, const std::string& ns,
-                                                        int64_t* after, absl::Duration timeout) const;
+  absl::StatusOr<std::vector<WatchEvent>> WaitForEvents(const ResourceType& t,
+                                                        const std::string& ns, int64_t* after,
+                                                        absl::Duration timeout) const;
   // For unit tests that stand in for a real cluster's timing or fixtures (tests/kube/
   // fake_kube_client.h). While paused, an owner's dependents outlive it, as under a busy garbage
   // collector; resuming collects them.
@@ -150,7 +152,8 @@ class ObjectStore {
   int64_t oldest_kept_ ABSL_GUARDED_BY(mu_) = 1;  // Watches from before this get 410.
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
   bool gc_paused_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::string> gone_owners_ ABSL_GUARDED_BY(mu_);  // Deleted while collection was paused.
+  std::vector<std::string> gone_owners_
+      ABSL_GUARDED_BY(mu_);  // Deleted while collection was paused.
   bool accept_given_uids_ ABSL_GUARDED_BY(mu_) = false;
 };
 

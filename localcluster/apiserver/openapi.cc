@@ -20,19 +20,24 @@ std::string GroupVersionPath(const ResourceType& t) {
   return t.group.empty() ? "api/v1" : absl::StrCat("apis/", t.GroupVersion());
 }
 
-json StringSchema(const std::string& description) { return {{"type", "string"}, {"description", description}}; }
+json StringSchema(const std::string& description) {
+  return {{"type", "string"}, {"description", description}};
+}
 
 json TypeMetaProperties() {
-  return {{"apiVersion",
-           StringSchema("APIVersion defines the versioned schema of this representation of an object. Servers "
-                        "should convert recognized schemas to the latest internal value, and may reject "
-                        "unrecognized values. More info: https://git.k8s.io/community/contributors/devel/"
-                        "sig-architecture/api-conventions.md#resources")},
-          {"kind",
-           StringSchema("Kind is a string value representing the REST resource this object represents. Servers "
-                        "may infer this from the endpoint the client submits requests to. Cannot be updated. In "
-                        "CamelCase. More info: https://git.k8s.io/community/contributors/devel/"
-                        "sig-architecture/api-conventions.md#types-kinds")}};
+  return {
+      {"apiVersion",
+       StringSchema(
+           "APIVersion defines the versioned schema of this representation of an object. Servers "
+           "should convert recognized schemas to the latest internal value, and may reject "
+           "unrecognized values. More info: https://git.k8s.io/community/contributors/devel/"
+           "sig-architecture/api-conventions.md#resources")},
+      {"kind",
+       StringSchema(
+           "Kind is a string value representing the REST resource this object represents. Servers "
+           "may infer this from the endpoint the client submits requests to. Cannot be updated. In "
+           "CamelCase. More info: https://git.k8s.io/community/contributors/devel/"
+           "sig-architecture/api-conventions.md#types-kinds")}};
 }
 
 // ObjectMeta and ListMeta, the fields a user reads about in `kubectl explain <kind>.metadata`.
@@ -43,32 +48,48 @@ json MetaSchemas() {
                 {"description", description}};
   };
   json object_meta = {
-      {"description", "ObjectMeta is metadata that all persisted resources must have, which includes all objects "
-                      "users must create."},
+      {"description",
+       "ObjectMeta is metadata that all persisted resources must have, which includes all objects "
+       "users must create."},
       {"type", "object"},
       {"properties",
        {{"name", StringSchema("Name must be unique within a namespace. Cannot be updated.")},
-        {"generateName", StringSchema("Optional prefix the server uses to generate a unique name when name is "
-                                      "not provided.")},
+        {"generateName",
+         StringSchema("Optional prefix the server uses to generate a unique name when name is "
+                      "not provided.")},
         {"namespace", StringSchema("The namespace the object belongs to. Cannot be updated.")},
-        {"labels", string_map("Map of string keys and values that can be used to organize and categorize "
-                              "(scope and select) objects.")},
-        {"annotations", string_map("Unstructured key value map stored with a resource that may be set by "
-                                   "external tools.")},
-        {"uid", StringSchema("UID is the unique in time and space value for this object. Set by the server.")},
-        {"resourceVersion", StringSchema("An opaque value that represents the internal version of this object, "
-                                         "for optimistic concurrency and watches. Set by the server.")},
-        {"generation", {{"type", "integer"}, {"format", "int64"},
-                        {"description", "A sequence number representing a specific generation of the desired "
-                                        "state. Set by the server."}}},
-        {"creationTimestamp", {{"type", "string"}, {"format", "date-time"},
-                               {"description", "When this object was created. Set by the server."}}},
-        {"deletionTimestamp", {{"type", "string"}, {"format", "date-time"},
-                               {"description", "When this object will be deleted. Set by the server when a "
-                                               "graceful deletion is requested."}}},
+        {"labels",
+         string_map("Map of string keys and values that can be used to organize and categorize "
+                    "(scope and select) objects.")},
+        {"annotations",
+         string_map("Unstructured key value map stored with a resource that may be set by "
+                    "external tools.")},
+        {"uid",
+         StringSchema(
+             "UID is the unique in time and space value for this object. Set by the server.")},
+        {"resourceVersion",
+         StringSchema("An opaque value that represents the internal version of this object, "
+                      "for optimistic concurrency and watches. Set by the server.")},
+        {"generation",
+         {{"type", "integer"},
+          {"format", "int64"},
+          {"description",
+           "A sequence number representing a specific generation of the desired "
+           "state. Set by the server."}}},
+        {"creationTimestamp",
+         {{"type", "string"},
+          {"format", "date-time"},
+          {"description", "When this object was created. Set by the server."}}},
+        {"deletionTimestamp",
+         {{"type", "string"},
+          {"format", "date-time"},
+          {"description",
+           "When this object will be deleted. Set by the server when a "
+           "graceful deletion is requested."}}},
         {"ownerReferences",
          {{"type", "array"},
-          {"description", "Objects this object depends on; when all of them are deleted, so is this object."},
+          {"description",
+           "Objects this object depends on; when all of them are deleted, so is this object."},
           {"items",
            {{"type", "object"},
             {"required", {"apiVersion", "kind", "name", "uid"}},
@@ -77,13 +98,19 @@ json MetaSchemas() {
               {"kind", StringSchema("Kind of the referent.")},
               {"name", StringSchema("Name of the referent.")},
               {"uid", StringSchema("UID of the referent.")},
-              {"controller", {{"type", "boolean"}, {"description", "If true, this reference points to the "
-                                                                   "managing controller."}}},
+              {"controller",
+               {{"type", "boolean"},
+                {"description",
+                 "If true, this reference points to the "
+                 "managing controller."}}},
               {"blockOwnerDeletion", {{"type", "boolean"}}}}}}}}},
-        {"finalizers", {{"type", "array"}, {"items", {{"type", "string"}, {"default", ""}}},
-                        {"description", "Must be empty before the object is deleted from the registry."}}}}}};
+        {"finalizers",
+         {{"type", "array"},
+          {"items", {{"type", "string"}, {"default", ""}}},
+          {"description", "Must be empty before the object is deleted from the registry."}}}}}};
   json list_meta = {
-      {"description", "ListMeta describes metadata that synthetic resources must have, including lists."},
+      {"description",
+       "ListMeta describes metadata that synthetic resources must have, including lists."},
       {"type", "object"},
       {"properties",
        {{"resourceVersion", StringSchema("The version of the list, for watches from it.")},
@@ -96,7 +123,8 @@ json Gvk(const ResourceType& t, const std::string& kind) {
   return {{"group", t.group}, {"version", t.version}, {"kind", kind}};
 }
 
-json Parameter(const std::string& name, const std::string& in, const std::string& description, bool required = false) {
+json Parameter(const std::string& name, const std::string& in, const std::string& description,
+               bool required = false) {
   json p = {{"name", name},
             {"in", in},
             {"description", description},
@@ -108,15 +136,18 @@ json Parameter(const std::string& name, const std::string& in, const std::string
 // The parameters of a write: kubectl looks for fieldValidation to send its --validate choice.
 json WriteParameters() {
   return json::array(
-      {Parameter("dryRun", "query", "When present, modifications are not persisted (not supported here)."),
-       Parameter("fieldManager", "query", "A name associated with the actor or entity that is making these changes."),
+      {Parameter("dryRun", "query",
+                 "When present, modifications are not persisted (not supported here)."),
+       Parameter("fieldManager", "query",
+                 "A name associated with the actor or entity that is making these changes."),
        Parameter("fieldValidation", "query",
-                 "How the server handles fields the object's schema does not declare: Ignore drops them silently, "
+                 "How the server handles fields the object's schema does not declare: Ignore drops "
+                 "them silently, "
                  "Warn (the default) drops them with a warning each, Strict fails the request.")});
 }
 
-json Operation(const ResourceType& t, const std::string& action, const std::string& kind, const json& schema,
-               bool write) {
+json Operation(const ResourceType& t, const std::string& action, const std::string& kind,
+               const json& schema, bool write) {
   json content = {{"application/json", {{"schema", schema}}}};
   json op = {{"operationId", absl::StrCat(action, kind)},
              {"x-kubernetes-action", action},
@@ -146,7 +177,8 @@ json OpenApiV3Index(const std::vector<ResourceType>& types) {
   return {{"paths", paths}};
 }
 
-std::optional<json> OpenApiV3Document(const std::string& group_version_path, const std::vector<ResourceType>& types) {
+std::optional<json> OpenApiV3Document(const std::string& group_version_path,
+                                      const std::vector<ResourceType>& types) {
   json paths = json::object();
   json schemas = json::object();
   for (const ResourceType& t : types) {
@@ -156,12 +188,14 @@ std::optional<json> OpenApiV3Document(const std::string& group_version_path, con
     if (t.schema != nullptr) {
       std::string name = OpenApiSchemaName(t);
       json schema = *t.schema;
-      if (!schema.contains("properties") || !schema["properties"].is_object()) schema["properties"] = json::object();
+      if (!schema.contains("properties") || !schema["properties"].is_object())
+        schema["properties"] = json::object();
       schema["properties"].update(TypeMetaProperties());
       schema["properties"]["metadata"] = {
           {"allOf", {{{"$ref", Ref(kObjectMeta)}}}},
-          {"description", "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/"
-                          "sig-architecture/api-conventions.md#metadata"}};
+          {"description",
+           "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/"
+           "sig-architecture/api-conventions.md#metadata"}};
       schema["x-kubernetes-group-version-kind"] = {Gvk(t, t.kind)};
       schemas[name] = schema;
       json list_properties = TypeMetaProperties();
@@ -178,12 +212,13 @@ std::optional<json> OpenApiV3Document(const std::string& group_version_path, con
       object_schema = {{"$ref", Ref(name)}};
       list_schema = {{"$ref", Ref(name + "List")}};
     }
-    std::string collection =
-        absl::StrCat("/", group_version_path, t.namespaced ? "/namespaces/{namespace}/" : "/", t.plural);
+    std::string collection = absl::StrCat(
+        "/", group_version_path, t.namespaced ? "/namespaces/{namespace}/" : "/", t.plural);
     json path_parameters = {Parameter("name", "path", absl::StrCat("name of the ", t.kind), true)};
     json collection_parameters = json::array();
     if (t.namespaced) {
-      json ns = Parameter("namespace", "path", "object name and auth scope, such as for teams and projects", true);
+      json ns = Parameter("namespace", "path",
+                          "object name and auth scope, such as for teams and projects", true);
       path_parameters.push_back(ns);
       collection_parameters.push_back(ns);
     }

@@ -19,7 +19,8 @@
 
 namespace cohort::local {
 
-// {"paths": {"apis/cohort.dev/v1alpha1": {"serverRelativeURL": "/openapi/v3/apis/cohort.dev/v1alpha1"}, ...}}
+// {"paths": {"apis/cohort.dev/v1alpha1": {"serverRelativeURL":
+// "/openapi/v3/apis/cohort.dev/v1alpha1"}, ...}}
 nlohmann::json OpenApiV3Index(const std::vector<ResourceType>& types);
 
 // The document of `group_version_path` ("api/v1" or "apis/<group>/<version>"); nullopt when no

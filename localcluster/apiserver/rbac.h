@@ -15,7 +15,9 @@ struct UserInfo {
   std::vector<std::string> groups;
   bool IsServiceAccount() const { return name.rfind("system:serviceaccount:", 0) == 0; }
   // A member of system:masters: allowed everything, RBAC unread (as Kubernetes' authorizer).
-  bool IsMaster() const { return std::find(groups.begin(), groups.end(), "system:masters") != groups.end(); }
+  bool IsMaster() const {
+    return std::find(groups.begin(), groups.end(), "system:masters") != groups.end();
+  }
 };
 
 // The user a service account authenticates as, with Kubernetes' groups for it.

@@ -19,15 +19,27 @@ constexpr char kStatusBodyUrl[] = "type.googleapis.com/cohort.local.KubernetesSt
 
 // ObjectMeta's fields: all that pruning keeps of a resource's metadata.
 const std::set<std::string>& ObjectMetaFields() {
-  static const auto* fields = new std::set<std::string>{
-      "annotations",     "creationTimestamp", "deletionGracePeriodSeconds", "deletionTimestamp",
-      "finalizers",      "generateName",      "generation",                 "labels",
-      "managedFields",   "name",              "namespace",                  "ownerReferences",
-      "resourceVersion", "selfLink",          "uid"};
+  static const auto* fields = new std::set<std::string>{"annotations",
+                                                        "creationTimestamp",
+                                                        "deletionGracePeriodSeconds",
+                                                        "deletionTimestamp",
+                                                        "finalizers",
+                                                        "generateName",
+                                                        "generation",
+                                                        "labels",
+                                                        "managedFields",
+                                                        "name",
+                                                        "namespace",
+                                                        "ownerReferences",
+                                                        "resourceVersion",
+                                                        "selfLink",
+                                                        "uid"};
   return *fields;
 }
 
-bool IsMetaField(const std::string& key) { return key == "apiVersion" || key == "kind" || key == "metadata"; }
+bool IsMetaField(const std::string& key) {
+  return key == "apiVersion" || key == "kind" || key == "metadata";
+}
 
 std::string Child(const std::string& path, const std::string& key) {
   return path.empty() ? key : absl::StrCat(path, ".", key);
@@ -58,15 +70,33 @@ std::string GoQuote(absl::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\a': out += "\\a"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\v': out += "\\v"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\a':
+        out += "\\a";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\v':
+        out += "\\v";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char hex[8];
@@ -116,9 +146,12 @@ std::string GoFloat(double x) {
 // Go's %#v of a decoded JSON value (map[string]interface {}, []interface {}, ...).
 std::string GoSyntax(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "interface {}(nil)";
-    case json::value_t::string: return GoQuote(v.get<std::string>());
-    case json::value_t::number_float: return GoFloat(v.get<double>());
+    case json::value_t::null:
+      return "interface {}(nil)";
+    case json::value_t::string:
+      return GoQuote(v.get<std::string>());
+    case json::value_t::number_float:
+      return GoFloat(v.get<double>());
     case json::value_t::array: {
       std::vector<std::string> items;
       for (const json& item : v) items.push_back(GoSyntax(item));
@@ -126,10 +159,12 @@ std::string GoSyntax(const json& v) {
     }
     case json::value_t::object: {
       std::vector<std::string> items;
-      for (const auto& [key, item] : v.items()) items.push_back(absl::StrCat(GoQuote(key), ":", GoSyntax(item)));
+      for (const auto& [key, item] : v.items())
+        items.push_back(absl::StrCat(GoQuote(key), ":", GoSyntax(item)));
       return absl::StrCat("map[string]interface {}{", absl::StrJoin(items, ", "), "}");
     }
-    default: return v.dump();  // Integers and booleans.
+    default:
+      return v.dump();  // Integers and booleans.
   }
 }
 
@@ -137,29 +172,39 @@ std::string GoSyntax(const json& v) {
 // else in Go syntax; a missing value is "null".
 std::string BadValue(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return GoQuote("null");
-    case json::value_t::string: return GoQuote(v.get<std::string>());
-    case json::value_t::number_float: return GoFloat(v.get<double>());
+    case json::value_t::null:
+      return GoQuote("null");
+    case json::value_t::string:
+      return GoQuote(v.get<std::string>());
+    case json::value_t::number_float:
+      return GoFloat(v.get<double>());
     case json::value_t::array:
-    case json::value_t::object: return GoSyntax(v);
-    default: return v.dump();
+    case json::value_t::object:
+      return GoSyntax(v);
+    default:
+      return v.dump();
   }
 }
 
 FieldError Invalid(const std::string& field, const json& value, const std::string& detail) {
-  return {"FieldValueInvalid", field, absl::StrCat("Invalid value: ", BadValue(value), ": ", detail)};
+  return {"FieldValueInvalid", field,
+          absl::StrCat("Invalid value: ", BadValue(value), ": ", detail)};
 }
 FieldError TypeInvalid(const std::string& field, const json& value, const std::string& detail) {
-  return {"FieldValueTypeInvalid", field, absl::StrCat("Invalid value: ", BadValue(value), ": ", detail)};
+  return {"FieldValueTypeInvalid", field,
+          absl::StrCat("Invalid value: ", BadValue(value), ": ", detail)};
 }
 FieldError Required(const std::string& field, const std::string& detail = "") {
-  return {"FieldValueRequired", field, detail.empty() ? "Required value" : absl::StrCat("Required value: ", detail)};
+  return {"FieldValueRequired", field,
+          detail.empty() ? "Required value" : absl::StrCat("Required value: ", detail)};
 }
 FieldError NotSupported(const std::string& field, const json& value, const json& allowed) {
   std::vector<std::string> quoted;
-  for (const json& a : allowed) quoted.push_back(GoQuote(a.is_string() ? a.get<std::string>() : a.dump()));
+  for (const json& a : allowed)
+    quoted.push_back(GoQuote(a.is_string() ? a.get<std::string>() : a.dump()));
   return {"FieldValueNotSupported", field,
-          absl::StrCat("Unsupported value: ", BadValue(value), ": supported values: ", absl::StrJoin(quoted, ", "))};
+          absl::StrCat("Unsupported value: ", BadValue(value),
+                       ": supported values: ", absl::StrJoin(quoted, ", "))};
 }
 FieldError Duplicate(const std::string& field, const json& value) {
   return {"FieldValueDuplicate", field, absl::StrCat("Duplicate value: ", BadValue(value))};
@@ -169,20 +214,28 @@ FieldError TooLong(const std::string& field, int64_t max) {
           absl::StrCat("Too long: may not be more than ", max, max == 1 ? " byte" : " bytes")};
 }
 FieldError TooMany(const std::string& field, int64_t actual, int64_t max) {
-  return {"FieldValueTooMany", field, absl::StrCat("Too many: ", actual, ": must have at most ", max, " items")};
+  return {"FieldValueTooMany", field,
+          absl::StrCat("Too many: ", actual, ": must have at most ", max, " items")};
 }
 
 // The type name kube-openapi gives a decoded JSON value.
 std::string JsonType(const json& v) {
   switch (v.type()) {
-    case json::value_t::boolean: return "boolean";
-    case json::value_t::string: return "string";
+    case json::value_t::boolean:
+      return "boolean";
+    case json::value_t::string:
+      return "string";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "number";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    default: return "null";
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::object:
+      return "object";
+    default:
+      return "null";
   }
 }
 
@@ -197,10 +250,10 @@ bool IsIntegral(const json& v) {
 // dropped before validation.
 std::string SupportedFormat(const json& schema) {
   static const auto* supported = new std::set<std::string>{
-      "bsonobjectid", "uri",      "email",     "hostname", "ipv4",     "ipv6",     "cidr",
-      "mac",          "uuid",     "uuid3",     "uuid4",    "uuid5",    "isbn",     "isbn10",
-      "isbn13",       "creditcard", "ssn",     "hexcolor", "rgbcolor", "byte",     "password",
-      "date",         "duration", "datetime",  "date-time"};
+      "bsonobjectid", "uri",        "email",    "hostname", "ipv4",     "ipv6", "cidr",
+      "mac",          "uuid",       "uuid3",    "uuid4",    "uuid5",    "isbn", "isbn10",
+      "isbn13",       "creditcard", "ssn",      "hexcolor", "rgbcolor", "byte", "password",
+      "date",         "duration",   "datetime", "date-time"};
   const json* f = Find(schema, "format");
   if (f == nullptr || !f->is_string()) return "";
   std::string format = f->get<std::string>();
@@ -223,7 +276,8 @@ std::string Bound(double bound, const json& value) {
 // validation started at (messages use it); `prefix` is put before it in the errors' field.
 class Validator {
  public:
-  Validator(std::string prefix, std::vector<FieldError>* errors) : prefix_(std::move(prefix)), errors_(errors) {}
+  Validator(std::string prefix, std::vector<FieldError>* errors)
+      : prefix_(std::move(prefix)), errors_(errors) {}
 
   void Validate(const json& s, const json& v, const std::string& path) {
     if (!s.is_object()) return;
@@ -235,12 +289,16 @@ class Validator {
     } else if (const json* t = Find(s, "type"); t != nullptr && t->is_string()) {
       types = {t->get<std::string>()};
     }
-    auto has = [&types](const std::string& t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+    auto has = [&types](const std::string& t) {
+      return std::find(types.begin(), types.end(), t) != types.end();
+    };
     const std::string format = SupportedFormat(s);
 
     if (v.is_null()) {
       if (!types.empty() && !Flag(s, "nullable")) {
-        Add(TypeInvalid(field, "null", absl::StrCat(in, " must be of type ", absl::StrJoin(types, ","), ": \"null\"")));
+        Add(TypeInvalid(
+            field, "null",
+            absl::StrCat(in, " must be of type ", absl::StrJoin(types, ","), ": \"null\"")));
       }
       return;
     }
@@ -252,14 +310,18 @@ class Validator {
       bool string_or_list = v.is_string() || v.is_array();
       if (!string_or_list && !format.empty() && !(has(actual) || float_int || int_float)) {
         // kube-openapi names the value's Go format here ("int64"), not its type.
-        std::string value_format = actual == "integer" ? "int64" : actual == "number" ? "float64" : "";
-        Add(TypeInvalid(field, value_format,
-                        absl::StrCat(in, " must be of type ", format, ": ", GoQuote(value_format))));
+        std::string value_format = actual == "integer"  ? "int64"
+                                   : actual == "number" ? "float64"
+                                                        : "";
+        Add(TypeInvalid(
+            field, value_format,
+            absl::StrCat(in, " must be of type ", format, ": ", GoQuote(value_format))));
       } else if (!(has("number") || has("integer")) && !format.empty() && string_or_list) {
         // A string or a list where a formatted string is expected passes the type check.
       } else if (!(has(actual) || float_int || int_float)) {
         Add(TypeInvalid(field, actual,
-                        absl::StrCat(in, " must be of type ", absl::StrJoin(types, ","), ": ", GoQuote(actual))));
+                        absl::StrCat(in, " must be of type ", absl::StrJoin(types, ","), ": ",
+                                     GoQuote(actual))));
       }
     }
 
@@ -274,19 +336,24 @@ class Validator {
         Add(TooLong(field, static_cast<int64_t>(*max)));
       }
       if (std::optional<double> min = Number(s, "minLength"); min && length < *min) {
-        Add(Invalid(field, v, absl::StrCat(in, " should be at least ", static_cast<int64_t>(*min), " chars long")));
+        Add(Invalid(
+            field, v,
+            absl::StrCat(in, " should be at least ", static_cast<int64_t>(*min), " chars long")));
       }
       if (const json* pattern = Find(s, "pattern"); pattern != nullptr && pattern->is_string()) {
         try {
-          if (!std::regex_search(str, std::regex(pattern->get<std::string>(), std::regex::ECMAScript))) {
-            Add(Invalid(field, v, absl::StrCat(in, " should match '", pattern->get<std::string>(), "'")));
+          if (!std::regex_search(str,
+                                 std::regex(pattern->get<std::string>(), std::regex::ECMAScript))) {
+            Add(Invalid(field, v,
+                        absl::StrCat(in, " should match '", pattern->get<std::string>(), "'")));
           }
         } catch (const std::regex_error&) {
           // A pattern std::regex cannot compile (RE2-only syntax) is not checked.
         }
       }
       if (!FormatValid(format, str)) {
-        Add(TypeInvalid(field, v, absl::StrCat(in, " must be of type ", format, ": ", GoQuote(str))));
+        Add(TypeInvalid(field, v,
+                        absl::StrCat(in, " must be of type ", format, ": ", GoQuote(str))));
       }
     }
 
@@ -301,16 +368,20 @@ class Validator {
       if (std::optional<double> max = Number(s, "maximum")) {
         bool exclusive = Flag(s, "exclusiveMaximum");
         if (exclusive ? x >= *max : x > *max) {
-          Add(Invalid(field, v,
-                      absl::StrCat(in, exclusive ? " should be less than " : " should be less than or equal to ",
-                                   Bound(*max, v))));
+          Add(Invalid(
+              field, v,
+              absl::StrCat(
+                  in, exclusive ? " should be less than " : " should be less than or equal to ",
+                  Bound(*max, v))));
         }
       }
       if (std::optional<double> min = Number(s, "minimum")) {
         bool exclusive = Flag(s, "exclusiveMinimum");
         if (exclusive ? x <= *min : x < *min) {
           Add(Invalid(field, v,
-                      absl::StrCat(in, exclusive ? " should be greater than " : " should be greater than or equal to ",
+                      absl::StrCat(in,
+                                   exclusive ? " should be greater than "
+                                             : " should be greater than or equal to ",
                                    Bound(*min, v))));
         }
       }
@@ -322,7 +393,9 @@ class Validator {
       }
       int64_t size = static_cast<int64_t>(v.size());
       if (std::optional<double> min = Number(s, "minItems"); min && size < *min) {
-        Add(Invalid(field, size, absl::StrCat(in, " should have at least ", static_cast<int64_t>(*min), " items")));
+        Add(Invalid(
+            field, size,
+            absl::StrCat(in, " should have at least ", static_cast<int64_t>(*min), " items")));
       }
       if (std::optional<double> max = Number(s, "maxItems"); max && size > *max) {
         Add(TooMany(field, size, static_cast<int64_t>(*max)));
@@ -337,15 +410,18 @@ class Validator {
       }
     }
 
-    if (const json* allowed = Find(s, "enum"); allowed != nullptr && allowed->is_array() && !allowed->empty()) {
-      if (std::find(allowed->begin(), allowed->end(), v) == allowed->end()) Add(NotSupported(field, v, *allowed));
+    if (const json* allowed = Find(s, "enum");
+        allowed != nullptr && allowed->is_array() && !allowed->empty()) {
+      if (std::find(allowed->begin(), allowed->end(), v) == allowed->end())
+        Add(NotSupported(field, v, *allowed));
     }
 
     if (v.is_object()) {
       int64_t count = static_cast<int64_t>(v.size());
       if (std::optional<double> min = Number(s, "minProperties"); min && count < *min) {
-        Add(Invalid(field, count,
-                    absl::StrCat(in, " should have at least ", static_cast<int64_t>(*min), " properties")));
+        Add(Invalid(
+            field, count,
+            absl::StrCat(in, " should have at least ", static_cast<int64_t>(*min), " properties")));
         return;
       }
       if (std::optional<double> max = Number(s, "maxProperties"); max && count > *max) {
@@ -355,12 +431,14 @@ class Validator {
       const json* properties = Subschema(s, "properties");
       if (const json* additional = Subschema(s, "additionalProperties")) {
         for (const auto& [key, value] : v.items()) {
-          if (properties == nullptr || !properties->contains(key)) Validate(*additional, value, Child(path, key));
+          if (properties == nullptr || !properties->contains(key))
+            Validate(*additional, value, Child(path, key));
         }
       }
       if (properties != nullptr) {
         for (const auto& [key, property] : properties->items()) {
-          if (const json* value = Find(v, key.c_str())) Validate(property, *value, Child(path, key));
+          if (const json* value = Find(v, key.c_str()))
+            Validate(property, *value, Child(path, key));
         }
       }
       if (const json* required = Find(s, "required"); required != nullptr && required->is_array()) {
@@ -427,7 +505,8 @@ void SkipPrune(json& x, const json* s, const std::string& path, std::vector<std:
       }
     }
   } else if (x.is_array()) {
-    for (size_t i = 0; i < x.size(); ++i) SkipPrune(x[i], Subschema(*s, "items"), Index(path, i), pruned);
+    for (size_t i = 0; i < x.size(); ++i)
+      SkipPrune(x[i], Subschema(*s, "items"), Index(path, i), pruned);
   }
 }
 
@@ -463,7 +542,8 @@ void Prune(json& x, const json* s, const std::string& path, std::vector<std::str
   }
 }
 
-void Structure(const json& s, const json& x, const std::string& path, std::vector<FieldError>* errors) {
+void Structure(const json& s, const json& x, const std::string& path,
+               std::vector<FieldError>* errors) {
   if (!s.is_object()) return;
   if (x.is_object()) {
     if (Flag(s, "x-kubernetes-embedded-resource")) {
@@ -489,7 +569,8 @@ void Structure(const json& s, const json& x, const std::string& path, std::vecto
     }
   } else if (x.is_array()) {
     const json* list_type = Find(s, "x-kubernetes-list-type");
-    std::string type = list_type != nullptr && list_type->is_string() ? list_type->get<std::string>() : "";
+    std::string type =
+        list_type != nullptr && list_type->is_string() ? list_type->get<std::string>() : "";
     if (type == "set") {
       for (size_t i = 0; i < x.size(); ++i) {
         if (std::find(x.begin(), x.begin() + i, x[i]) != x.begin() + i) {
@@ -501,7 +582,8 @@ void Structure(const json& s, const json& x, const std::string& path, std::vecto
       std::vector<json> seen;
       for (size_t i = 0; i < x.size(); ++i) {
         if (!x[i].is_object() && !x[i].is_null()) {
-          errors->push_back(Invalid(Index(path, i), x[i], "must be an object for an array of list-type map"));
+          errors->push_back(
+              Invalid(Index(path, i), x[i], "must be an object for an array of list-type map"));
           return;
         }
         json key = json::object();
@@ -529,7 +611,8 @@ void Structure(const json& s, const json& x, const std::string& path, std::vecto
 
 std::string FieldError::ToString() const { return absl::StrCat(field, ": ", message); }
 
-absl::StatusOr<FieldValidation> ParseFieldValidation(absl::string_view value, absl::string_view options_kind) {
+absl::StatusOr<FieldValidation> ParseFieldValidation(absl::string_view value,
+                                                     absl::string_view options_kind) {
   if (value.empty() || value == "Warn") return FieldValidation::kWarn;
   if (value == "Strict") return FieldValidation::kStrict;
   if (value == "Ignore") return FieldValidation::kIgnore;
@@ -558,7 +641,9 @@ void ApplyDefaults(const json& schema, json& value) {
     }
     const json* additional = Subschema(schema, "additionalProperties");
     for (auto it = value.begin(); it != value.end();) {
-      const json* s = properties != nullptr && properties->contains(it.key()) ? &(*properties)[it.key()] : additional;
+      const json* s = properties != nullptr && properties->contains(it.key())
+                          ? &(*properties)[it.key()]
+                          : additional;
       if (s == nullptr) {
         ++it;
       } else if (it->is_null() && !Flag(*s, "nullable")) {
@@ -575,7 +660,8 @@ void ApplyDefaults(const json& schema, json& value) {
   }
 }
 
-std::vector<FieldError> ValidateAgainstSchema(const json& schema, const json& value, const std::string& field_prefix) {
+std::vector<FieldError> ValidateAgainstSchema(const json& schema, const json& value,
+                                              const std::string& field_prefix) {
   std::vector<FieldError> errors;
   Validator(field_prefix, &errors).Validate(schema, value, "");
   return errors;
@@ -605,14 +691,15 @@ json InvalidStatus(const std::string& group, const std::string& kind, const std:
   if (!group.empty()) details["group"] = group;
   if (!kind.empty()) details["kind"] = kind;
   details["causes"] = causes;
-  return {{"kind", "Status"},  {"apiVersion", "v1"},   {"metadata", json::object()}, {"status", "Failure"},
-          {"message", message}, {"reason", "Invalid"}, {"details", details},         {"code", 422}};
+  return {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+          {"status", "Failure"}, {"message", message}, {"reason", "Invalid"},
+          {"details", details},  {"code", 422}};
 }
 
 absl::Status StatusError(const json& status) {
   std::string message = status.value("message", "");
   absl::Status s = status.value("code", 422) == 400 ? absl::FailedPreconditionError(message)
-                                                     : absl::InvalidArgumentError(message);
+                                                    : absl::InvalidArgumentError(message);
   s.SetPayload(kStatusBodyUrl, absl::Cord(status.dump()));
   return s;
 }
@@ -625,8 +712,8 @@ std::optional<json> StatusBody(const absl::Status& status) {
   return body;
 }
 
-absl::Status AdmitCustomResource(const ResourceType& type, const CustomResourceWrite& write, json& object,
-                                 std::vector<std::string>* warnings) {
+absl::Status AdmitCustomResource(const ResourceType& type, const CustomResourceWrite& write,
+                                 json& object, std::vector<std::string>* warnings) {
   if (type.schema == nullptr || !type.schema->is_object()) return absl::OkStatus();
   const json& schema = *type.schema;
   // A patch's strict error quotes the patched object as it was before pruning.
@@ -637,7 +724,8 @@ absl::Status AdmitCustomResource(const ResourceType& type, const CustomResourceW
   std::vector<std::string> unknown = PruneUnknownFields(schema, object);
   if (!unknown.empty() && write.field_validation != FieldValidation::kIgnore) {
     std::vector<std::string> problems;
-    for (const std::string& path : unknown) problems.push_back(absl::StrCat("unknown field ", GoQuote(path)));
+    for (const std::string& path : unknown)
+      problems.push_back(absl::StrCat("unknown field ", GoQuote(path)));
     if (write.field_validation == FieldValidation::kWarn) {
       if (warnings != nullptr) warnings->insert(warnings->end(), problems.begin(), problems.end());
     } else {
@@ -645,8 +733,9 @@ absl::Status AdmitCustomResource(const ResourceType& type, const CustomResourceW
       if (write.verb == CustomResourceWrite::Verb::kPatch) {
         return StatusError(InvalidStatus("", "", "", {Invalid("patch", sent.dump(), strict)}));
       }
-      return absl::FailedPreconditionError(absl::StrCat(type.kind, " in version ", GoQuote(type.version),
-                                                        " cannot be handled as a ", type.kind, ": ", strict));
+      return absl::FailedPreconditionError(
+          absl::StrCat(type.kind, " in version ", GoQuote(type.version), " cannot be handled as a ",
+                       type.kind, ": ", strict));
     }
   }
   ApplyDefaults(schema, object);

@@ -43,8 +43,9 @@ struct FieldError {
   // The metav1.CauseType: FieldValueInvalid, FieldValueTypeInvalid, FieldValueRequired,
   // FieldValueNotSupported, FieldValueDuplicate, FieldValueTooLong, FieldValueTooMany.
   std::string reason;
-  std::string field;    // "spec.replicas", "spec.template.spec.containers[0].image".
-  std::string message;  // Without the field: `Invalid value: 0: spec.replicas in body should be ...`.
+  std::string field;  // "spec.replicas", "spec.template.spec.containers[0].image".
+  std::string
+      message;  // Without the field: `Invalid value: 0: spec.replicas in body should be ...`.
 
   // "<field>: <message>", as the real server writes one error.
   std::string ToString() const;
@@ -56,7 +57,8 @@ enum class FieldValidation { kIgnore, kWarn, kStrict };
 // "" is Warn, the server's default. Errors: InvalidArgument (with a Status body) for anything
 // but Ignore, Warn and Strict; `options_kind` (CreateOptions, UpdateOptions, PatchOptions) names
 // the request's options in it, as the real server does.
-absl::StatusOr<FieldValidation> ParseFieldValidation(absl::string_view value, absl::string_view options_kind);
+absl::StatusOr<FieldValidation> ParseFieldValidation(absl::string_view value,
+                                                     absl::string_view options_kind);
 
 // Removes every field of `object`, a whole custom resource, that `schema` does not declare
 // (apiVersion and kind stay; metadata keeps the ObjectMeta fields). Returns the removed fields'
@@ -71,18 +73,20 @@ void ApplyDefaults(const nlohmann::json& schema, nlohmann::json& value);
 // Validates `value` against `schema`. Errors name fields `field_prefix` + the path below `value`,
 // while their messages use the path below `value` alone ("status" + ".ready" for a status write:
 // `status.ready: Invalid value: "string": ready in body must be of type integer: "string"`).
-std::vector<FieldError> ValidateAgainstSchema(const nlohmann::json& schema, const nlohmann::json& value,
+std::vector<FieldError> ValidateAgainstSchema(const nlohmann::json& schema,
+                                              const nlohmann::json& value,
                                               const std::string& field_prefix = "");
 
 // x-kubernetes-embedded-resource (apiVersion and kind required) and x-kubernetes-list-type
 // set/map (no duplicates) across the whole object: the checks the real server runs after the
 // schema's.
-std::vector<FieldError> ValidateStructure(const nlohmann::json& schema, const nlohmann::json& object);
+std::vector<FieldError> ValidateStructure(const nlohmann::json& schema,
+                                          const nlohmann::json& object);
 
 // The Status of a 422 Invalid: `<Kind>.<group> "<name>" is invalid: <error>` (or `[<error>, ...]`
 // for several), reason Invalid, details with one cause per error.
-nlohmann::json InvalidStatus(const std::string& group, const std::string& kind, const std::string& name,
-                             const std::vector<FieldError>& errors);
+nlohmann::json InvalidStatus(const std::string& group, const std::string& kind,
+                             const std::string& name, const std::vector<FieldError>& errors);
 // An InvalidArgument that carries `status` (a Status object) as the body of its HTTP response.
 absl::Status StatusError(const nlohmann::json& status);
 // The Status object StatusError() attached, if any.

@@ -54,12 +54,14 @@ absl::StatusOr<Selector> Selector::ParseLabels(const std::string& text) {
     if (absl::ConsumePrefix(&term, "!")) {
       t = {std::string(absl::StripAsciiWhitespace(term)), Op::kNotExists, {}};
     } else if ((pos = term.find("!=")) != absl::string_view::npos) {
-      t = {std::string(absl::StripAsciiWhitespace(term.substr(0, pos))), Op::kNotEquals,
+      t = {std::string(absl::StripAsciiWhitespace(term.substr(0, pos))),
+           Op::kNotEquals,
            {std::string(absl::StripAsciiWhitespace(term.substr(pos + 2)))}};
     } else if ((pos = term.find('=')) != absl::string_view::npos) {
       absl::string_view value = term.substr(pos + 1);
       absl::ConsumePrefix(&value, "=");
-      t = {std::string(absl::StripAsciiWhitespace(term.substr(0, pos))), Op::kEquals,
+      t = {std::string(absl::StripAsciiWhitespace(term.substr(0, pos))),
+           Op::kEquals,
            {std::string(absl::StripAsciiWhitespace(value))}};
     } else if ((pos = term.find(" notin ")) != absl::string_view::npos ||
                (pos = term.find(" in ")) != absl::string_view::npos) {
@@ -69,7 +71,9 @@ absl::StatusOr<Selector> Selector::ParseLabels(const std::string& text) {
         return absl::InvalidArgumentError(
             absl::StrCat("label selector term '", term, "': the values must be in parentheses"));
       }
-      t = {std::string(absl::StripAsciiWhitespace(term.substr(0, pos))), notin ? Op::kNotIn : Op::kIn, {}};
+      t = {std::string(absl::StripAsciiWhitespace(term.substr(0, pos))),
+           notin ? Op::kNotIn : Op::kIn,
+           {}};
       for (absl::string_view v : absl::StrSplit(set, ',')) {
         t.values.emplace_back(absl::StripAsciiWhitespace(v));
       }
@@ -77,7 +81,8 @@ absl::StatusOr<Selector> Selector::ParseLabels(const std::string& text) {
       t = {std::string(term), Op::kExists, {}};
     }
     if (t.key.empty() || t.key.find(' ') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot parse label selector term '", raw, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot parse label selector term '", raw, "'"));
     }
     s.terms_.push_back(std::move(t));
   }
@@ -92,14 +97,15 @@ absl::StatusOr<Selector> Selector::ParseFields(const std::string& text) {
     if (term.empty()) continue;
     size_t pos;
     if ((pos = term.find("!=")) != absl::string_view::npos) {
-      s.terms_.push_back({std::string(term.substr(0, pos)), Op::kNotEquals, {std::string(term.substr(pos + 2))}});
+      s.terms_.push_back(
+          {std::string(term.substr(0, pos)), Op::kNotEquals, {std::string(term.substr(pos + 2))}});
     } else if ((pos = term.find('=')) != absl::string_view::npos) {
       absl::string_view value = term.substr(pos + 1);
       absl::ConsumePrefix(&value, "=");
       s.terms_.push_back({std::string(term.substr(0, pos)), Op::kEquals, {std::string(value)}});
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("field selector term '", raw, "' needs = or != (for example metadata.name=x)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field selector term '", raw, "' needs = or != (for example metadata.name=x)"));
     }
   }
   return s;

@@ -25,9 +25,16 @@ bool Unowned(const Path& path, bool status_subresource) {
   if (path[0] == "apiVersion" || path[0] == "kind") return true;
   if (path[0] == "status" && status_subresource) return true;
   if (path[0] == "metadata" && path.size() >= 2) {
-    static const std::set<std::string> kBookkeeping = {
-        "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-        "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"};
+    static const std::set<std::string> kBookkeeping = {"name",
+                                                       "namespace",
+                                                       "uid",
+                                                       "resourceVersion",
+                                                       "generation",
+                                                       "creationTimestamp",
+                                                       "deletionTimestamp",
+                                                       "deletionGracePeriodSeconds",
+                                                       "managedFields",
+                                                       "selfLink"};
     return kBookkeeping.contains(path[1]);
   }
   return false;
@@ -113,7 +120,8 @@ void FromFieldsV1(const json& node, Path& path, FieldSet& out) {
   bool any = false;
   if (node.is_object()) {
     for (const auto& [key, member] : node.items()) {
-      if (key.rfind("f:", 0) != 0) continue;  // "." (the map itself), k:/v:/i: (lists: atomic here).
+      if (key.rfind("f:", 0) != 0)
+        continue;  // "." (the map itself), k:/v:/i: (lists: atomic here).
       any = true;
       path.push_back(key.substr(2));
       FromFieldsV1(member, path, out);
@@ -163,13 +171,15 @@ void WriteManagers(json& object, const std::vector<Manager>& managers) {
                        {"fieldsV1", ToFieldsV1(m.fields)}});
   }
   if (entries.empty()) {
-    if (object.contains("metadata") && object["metadata"].is_object()) object["metadata"].erase("managedFields");
+    if (object.contains("metadata") && object["metadata"].is_object())
+      object["metadata"].erase("managedFields");
     return;
   }
   object["metadata"]["managedFields"] = std::move(entries);
 }
 
-Manager& Entry(std::vector<Manager>& managers, const std::string& name, const std::string& operation) {
+Manager& Entry(std::vector<Manager>& managers, const std::string& name,
+               const std::string& operation) {
   for (Manager& m : managers) {
     if (m.name == name && m.operation == operation) return m;
   }
@@ -185,12 +195,14 @@ void Disown(Manager& m, const Path& path) {
 
 }  // namespace
 
-absl::StatusOr<json> ServerSideApply(const json* current, const json& applied, const std::string& manager,
-                                     bool force, bool status_subresource, absl::Time now) {
+absl::StatusOr<json> ServerSideApply(const json* current, const json& applied,
+                                     const std::string& manager, bool force,
+                                     bool status_subresource, absl::Time now) {
   if (!applied.is_object()) return absl::InvalidArgumentError("an apply patch must be an object");
   const FieldSet wanted = FieldsOf(applied, status_subresource);
   json result = current != nullptr ? *current : applied;
-  std::vector<Manager> managers = current != nullptr ? ManagersOf(*current) : std::vector<Manager>{};
+  std::vector<Manager> managers =
+      current != nullptr ? ManagersOf(*current) : std::vector<Manager>{};
 
   if (current != nullptr) {
     // Conflicts: a field another manager owns, set to a different value.
@@ -203,20 +215,21 @@ absl::StatusOr<json> ServerSideApply(const json* current, const json& applied, c
         if (m.name == manager && m.operation == "Apply") continue;
         for (const Path& owned : m.fields) {
           if (Overlaps(owned, field)) {
-            conflicts.push_back(absl::StrCat("conflict with \"", m.name, "\"",
-                                             m.operation == "Update" ? " using " + m.api_version : "", ": ",
-                                             Dotted(field)));
+            conflicts.push_back(absl::StrCat(
+                "conflict with \"", m.name, "\"",
+                m.operation == "Update" ? " using " + m.api_version : "", ": ", Dotted(field)));
             break;
           }
         }
       }
     }
     if (!conflicts.empty() && !force) {
-      return absl::AbortedError(absl::StrCat(
-          "Apply failed with ", conflicts.size(), " conflict", conflicts.size() == 1 ? "" : "s", ": ",
-          absl::StrJoin(conflicts, "; "),
-          ". Leave those fields out of the applied configuration, or apply with force (kubectl apply "
-          "--server-side --force-conflicts) to take them over"));
+      return absl::AbortedError(absl::StrCat("Apply failed with ", conflicts.size(), " conflict",
+                                             conflicts.size() == 1 ? "" : "s", ": ",
+                                             absl::StrJoin(conflicts, "; "),
+                                             ". Leave those fields out of the applied "
+                                             "configuration, or apply with force (kubectl apply "
+                                             "--server-side --force-conflicts) to take them over"));
     }
     // The fields this manager applied before and leaves out now go, unless someone else owns them.
     Manager& own = Entry(managers, manager, "Apply");
@@ -230,7 +243,8 @@ absl::StatusOr<json> ServerSideApply(const json* current, const json& applied, c
       if (!shared) Erase(result, field);
     }
     for (const Path& field : wanted) {
-      if (!EmptyObjectOverObject(*Find(applied, field), Find(result, field))) Set(result, field, *Find(applied, field));
+      if (!EmptyObjectOverObject(*Find(applied, field), Find(result, field)))
+        Set(result, field, *Find(applied, field));
     }
     // Taken over (force), or set to the value another manager already had: that manager keeps
     // it only when the value did not change.
@@ -251,8 +265,8 @@ absl::StatusOr<json> ServerSideApply(const json* current, const json& applied, c
   return result;
 }
 
-void RecordUpdate(const json* before, json& after, const std::string& manager, bool status_subresource,
-                  absl::Time now) {
+void RecordUpdate(const json* before, json& after, const std::string& manager,
+                  bool status_subresource, absl::Time now) {
   std::vector<Manager> managers = before != nullptr ? ManagersOf(*before) : ManagersOf(after);
   const FieldSet fields = FieldsOf(after, status_subresource);
   FieldSet changed;

@@ -25,7 +25,8 @@ namespace cohort::local {
 // before and leaves out now are removed, unless another manager owns them too. Setting a field
 // that another manager owns to a different value is a conflict: Aborted (409 Conflict) naming
 // each field and its owner, unless `force`, which takes the fields over.
-absl::StatusOr<nlohmann::json> ServerSideApply(const nlohmann::json* current, const nlohmann::json& applied,
+absl::StatusOr<nlohmann::json> ServerSideApply(const nlohmann::json* current,
+                                               const nlohmann::json& applied,
                                                const std::string& manager, bool force,
                                                bool status_subresource, absl::Time now);
 

@@ -22,7 +22,9 @@ using json = nlohmann::json;
 
 const json& Meta(const json& object) { return kube::Member(object, "metadata"); }
 std::string NameOf(const json& object) { return kube::StringMember(Meta(object), "name"); }
-std::string NamespaceOf(const json& object) { return kube::StringMember(Meta(object), "namespace"); }
+std::string NamespaceOf(const json& object) {
+  return kube::StringMember(Meta(object), "namespace");
+}
 std::string UidOf(const json& object) { return kube::StringMember(Meta(object), "uid"); }
 
 bool Owns(const json& owner, const json& object) {
@@ -77,15 +79,16 @@ int64_t LastRevision(const std::vector<const json*>& replica_sets) {
   int64_t last = 0;
   for (const json* rs : replica_sets) {
     int64_t revision = 0;
-    const std::string text =
-        kube::StringMember(kube::Member(Meta(*rs), "annotations"), "deployment.kubernetes.io/revision");
+    const std::string text = kube::StringMember(kube::Member(Meta(*rs), "annotations"),
+                                                "deployment.kubernetes.io/revision");
     if (absl::SimpleAtoi(text, &revision)) last = std::max(last, revision);
   }
   return last;
 }
 
 // A Deployment condition: it says when it was last updated, too.
-json Condition(const std::string& type, bool status, const std::string& reason, const std::string& message) {
+json Condition(const std::string& type, bool status, const std::string& reason,
+               const std::string& message) {
   json condition = kube::Condition(type, kube::TrueOrFalse(status), reason, message);
   condition["lastUpdateTime"] = FormatRfc3339(absl::Now());
   return condition;
@@ -129,14 +132,17 @@ void DeploymentController::Sync() {
     }
   }
   // Every pass reads every pod only when there is something to keep (a job's pods alone are not).
-  if (kube::ArrayMember(*deployments, "items").empty() && kube::ArrayMember(*replica_sets, "items").empty()) return;
+  if (kube::ArrayMember(*deployments, "items").empty() &&
+      kube::ArrayMember(*replica_sets, "items").empty())
+    return;
   absl::StatusOr<json> pods = client_->List(kube::kPods, "", "");
   if (!pods.ok()) {
     LogWarning("deployment controller: cannot list: ", pods.status().ToString());
     return;
   }
   for (const json& rs : kube::ArrayMember(*replica_sets, "items")) SyncReplicaSet(rs, *pods);
-  for (const json& d : kube::ArrayMember(*deployments, "items")) SyncDeployment(d, *replica_sets, *pods);
+  for (const json& d : kube::ArrayMember(*deployments, "items"))
+    SyncDeployment(d, *replica_sets, *pods);
 }
 
 void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
@@ -154,7 +160,8 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
   int failed = 0;
   std::string newest_failure;
   for (const json& pod : kube::ArrayMember(pods, "items")) {
-    if (NamespaceOf(pod) != ns || !Owns(rs, pod) || Meta(pod).contains("deletionTimestamp")) continue;
+    if (NamespaceOf(pod) != ns || !Owns(rs, pod) || Meta(pod).contains("deletionTimestamp"))
+      continue;
     if (kube::StringMember(kube::Member(pod, "status"), "phase") != "Failed") continue;
     ++failed;
     newest_failure = std::max(newest_failure, kube::StringMember(Meta(pod), "creationTimestamp"));
@@ -175,11 +182,13 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
                   {"labels", kube::Member(kube::Member(pod_template, "metadata"), "labels")},
                   {"ownerReferences", ControllerRef(rs, "ReplicaSet")}}},
                 {"spec", kube::Member(pod_template, "spec")}};
-    if (json annotations = kube::Member(kube::Member(pod_template, "metadata"), "annotations"); annotations.is_object()) {
+    if (json annotations = kube::Member(kube::Member(pod_template, "metadata"), "annotations");
+        annotations.is_object()) {
       pod["metadata"]["annotations"] = annotations;
     }
     if (absl::StatusOr<json> created = client_->Create(kube::kPods, ns, pod); !created.ok()) {
-      LogWarning("replicaset ", ns, "/", name, ": cannot create a pod: ", created.status().ToString());
+      LogWarning("replicaset ", ns, "/", name,
+                 ": cannot create a pod: ", created.status().ToString());
       break;
     }
   }
@@ -187,11 +196,14 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
     // Not ready first, then the newest.
     std::sort(active.begin(), active.end(), [](const json& a, const json& b) {
       if (PodReady(a) != PodReady(b)) return !PodReady(a);
-      return kube::StringMember(Meta(a), "creationTimestamp") > kube::StringMember(Meta(b), "creationTimestamp");
+      return kube::StringMember(Meta(a), "creationTimestamp") >
+             kube::StringMember(Meta(b), "creationTimestamp");
     });
     for (size_t i = 0; i < active.size() - static_cast<size_t>(want); ++i) {
-      if (absl::Status s = client_->Delete(kube::kPods, ns, NameOf(active[i])); !s.ok() && !absl::IsNotFound(s)) {
-        LogWarning("replicaset ", ns, "/", name, ": cannot delete pod ", NameOf(active[i]), ": ", s.ToString());
+      if (absl::Status s = client_->Delete(kube::kPods, ns, NameOf(active[i]));
+          !s.ok() && !absl::IsNotFound(s)) {
+        LogWarning("replicaset ", ns, "/", name, ": cannot delete pod ", NameOf(active[i]), ": ",
+                   s.ToString());
       }
     }
   }
@@ -203,14 +215,17 @@ void DeploymentController::SyncReplicaSet(const json& rs, const json& pods) {
                  {"availableReplicas", ready},
                  {"observedGeneration", kube::IntMember(Meta(rs), "generation").value_or(1)}};
   if (StatusDiffers(rs, status)) {
-    if (absl::StatusOr<json> r = client_->MergePatch(kReplicaSets, ns, name, {{"status", status}}, /*status=*/true);
+    if (absl::StatusOr<json> r =
+            client_->MergePatch(kReplicaSets, ns, name, {{"status", status}}, /*status=*/true);
         !r.ok() && !absl::IsNotFound(r.status())) {
-      LogWarning("replicaset ", ns, "/", name, ": cannot update its status: ", r.status().ToString());
+      LogWarning("replicaset ", ns, "/", name,
+                 ": cannot update its status: ", r.status().ToString());
     }
   }
 }
 
-void DeploymentController::SyncDeployment(const json& d, const json& replica_sets, const json& pods) {
+void DeploymentController::SyncDeployment(const json& d, const json& replica_sets,
+                                          const json& pods) {
   if (Meta(d).contains("deletionTimestamp")) return;
   const std::string ns = NamespaceOf(d), name = NameOf(d);
   const json& spec = kube::Member(d, "spec");
@@ -232,14 +247,17 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
   }
   auto scale = [&](const json& rs, int64_t replicas) {
     if (Replicas(rs) == replicas) return;
-    if (absl::StatusOr<json> r = client_->MergePatch(kReplicaSets, ns, NameOf(rs), {{"spec", {{"replicas", replicas}}}});
+    if (absl::StatusOr<json> r =
+            client_->MergePatch(kReplicaSets, ns, NameOf(rs), {{"spec", {{"replicas", replicas}}}});
         !r.ok() && !absl::IsNotFound(r.status())) {
-      LogWarning("deployment ", ns, "/", name, ": cannot scale ", NameOf(rs), ": ", r.status().ToString());
+      LogWarning("deployment ", ns, "/", name, ": cannot scale ", NameOf(rs), ": ",
+                 r.status().ToString());
     }
   };
   int64_t old_pods = 0;
   for (const json* rs : old) {
-    for (const json& pod : kube::ArrayMember(pods, "items")) old_pods += NamespaceOf(pod) == ns && Owns(*rs, pod) ? 1 : 0;
+    for (const json& pod : kube::ArrayMember(pods, "items"))
+      old_pods += NamespaceOf(pod) == ns && Owns(*rs, pod) ? 1 : 0;
   }
   if (current == nullptr) {
     if (recreate && old_pods > 0) {
@@ -248,22 +266,26 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
       pod_template["metadata"]["labels"][kPodTemplateHashLabel] = hash;
       json selector = kube::Member(spec, "selector");
       selector["matchLabels"][kPodTemplateHashLabel] = hash;
-      json rs = {{"apiVersion", "apps/v1"},
-                 {"kind", "ReplicaSet"},
-                 {"metadata",
-                  {{"name", new_name},
-                   {"namespace", ns},
-                   {"labels", pod_template["metadata"]["labels"]},
-                   {"annotations", {{"deployment.kubernetes.io/revision", absl::StrCat(LastRevision(old) + 1)}}},
-                   {"ownerReferences", ControllerRef(d, "Deployment")}}},
-                 {"spec", {{"replicas", want}, {"selector", selector}, {"template", pod_template}}}};
+      json rs = {
+          {"apiVersion", "apps/v1"},
+          {"kind", "ReplicaSet"},
+          {"metadata",
+           {{"name", new_name},
+            {"namespace", ns},
+            {"labels", pod_template["metadata"]["labels"]},
+            {"annotations",
+             {{"deployment.kubernetes.io/revision", absl::StrCat(LastRevision(old) + 1)}}},
+            {"ownerReferences", ControllerRef(d, "Deployment")}}},
+          {"spec", {{"replicas", want}, {"selector", selector}, {"template", pod_template}}}};
       if (absl::StatusOr<json> r = client_->Create(kReplicaSets, ns, rs); !r.ok()) {
         // AlreadyExists here is a ReplicaSet of that name this Deployment does not own.
-        LogWarning("deployment ", ns, "/", name, ": cannot create ReplicaSet ", new_name, ": ", r.status().ToString());
+        LogWarning("deployment ", ns, "/", name, ": cannot create ReplicaSet ", new_name, ": ",
+                   r.status().ToString());
       }
     }
   } else if (recreate && old_pods > 0) {
-    for (const json* rs : old) scale(*rs, 0);  // Back to an earlier template: the others stop first.
+    for (const json* rs : old)
+      scale(*rs, 0);  // Back to an earlier template: the others stop first.
   } else {
     scale(*current, want);
     // The new version is all ready: the old ones go.
@@ -281,7 +303,8 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
   const int64_t updated_ready = current != nullptr ? StatusCount(*current, "readyReplicas") : 0;
   replicas += updated;
   ready += updated_ready;
-  const bool complete = current != nullptr && updated == want && updated_ready == want && replicas == want;
+  const bool complete =
+      current != nullptr && updated == want && updated_ready == want && replicas == want;
   json status = {{"observedGeneration", kube::IntMember(Meta(d), "generation").value_or(1)},
                  {"replicas", replicas},
                  {"updatedReplicas", updated},
@@ -290,24 +313,28 @@ void DeploymentController::SyncDeployment(const json& d, const json& replica_set
                  {"unavailableReplicas", std::max<int64_t>(0, want - ready)}};
   json conditions = kube::Member(d, "status", "conditions");
   const absl::Time now = absl::Now();
-  bool changed = kube::SetCondition(conditions,
-                                    ready >= want ? Condition("Available", true, "MinimumReplicasAvailable",
-                                                              "Deployment has minimum availability.")
-                                                  : Condition("Available", false, "MinimumReplicasUnavailable",
-                                                              "Deployment does not have minimum availability."),
-                                    now);
+  bool changed = kube::SetCondition(
+      conditions,
+      ready >= want ? Condition("Available", true, "MinimumReplicasAvailable",
+                                "Deployment has minimum availability.")
+                    : Condition("Available", false, "MinimumReplicasUnavailable",
+                                "Deployment does not have minimum availability."),
+      now);
   changed |= kube::SetCondition(
       conditions,
-      complete ? Condition("Progressing", true, "NewReplicaSetAvailable",
-                           absl::StrCat("ReplicaSet \"", new_name, "\" has successfully progressed."))
-               : Condition("Progressing", true, "ReplicaSetUpdated",
-                           absl::StrCat("ReplicaSet \"", new_name, "\" is progressing.")),
+      complete
+          ? Condition("Progressing", true, "NewReplicaSetAvailable",
+                      absl::StrCat("ReplicaSet \"", new_name, "\" has successfully progressed."))
+          : Condition("Progressing", true, "ReplicaSetUpdated",
+                      absl::StrCat("ReplicaSet \"", new_name, "\" is progressing.")),
       now);
   if (changed || StatusDiffers(d, status)) {
     status["conditions"] = conditions;
-    if (absl::StatusOr<json> r = client_->MergePatch(kDeployments, ns, name, {{"status", status}}, /*status=*/true);
+    if (absl::StatusOr<json> r =
+            client_->MergePatch(kDeployments, ns, name, {{"status", status}}, /*status=*/true);
         !r.ok() && !absl::IsNotFound(r.status())) {
-      LogWarning("deployment ", ns, "/", name, ": cannot update its status: ", r.status().ToString());
+      LogWarning("deployment ", ns, "/", name,
+                 ": cannot update its status: ", r.status().ToString());
     }
   }
 }

@@ -38,7 +38,8 @@ std::string PodTemplateHash(const nlohmann::json& pod_template);
 // Deleting either deletes what it owns (the API server's garbage collection).
 class DeploymentController {
  public:
-  explicit DeploymentController(kube::KubeClient* client, absl::Duration period = absl::Milliseconds(200));
+  explicit DeploymentController(kube::KubeClient* client,
+                                absl::Duration period = absl::Milliseconds(200));
   ~DeploymentController();  // Stops.
 
   void Start();

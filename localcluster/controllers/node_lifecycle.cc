@@ -15,7 +15,9 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string NameOf(const json& object) { return kube::StringMember(kube::Member(object, "metadata"), "name"); }
+std::string NameOf(const json& object) {
+  return kube::StringMember(kube::Member(object, "metadata"), "name");
+}
 
 bool HasUnreachableTaint(const json& node) {
   for (const json& t : kube::ArrayMember(kube::Member(node, "spec"), "taints")) {
@@ -26,7 +28,8 @@ bool HasUnreachableTaint(const json& node) {
 
 }  // namespace
 
-void NodeLeaseMonitor::Observe(const std::string& node, const std::string& renew_time, absl::Time now) {
+void NodeLeaseMonitor::Observe(const std::string& node, const std::string& renew_time,
+                               absl::Time now) {
   auto it = seen_.find(node);
   if (it == seen_.end() || it->second.renew_time != renew_time) seen_[node] = Seen{renew_time, now};
 }
@@ -87,27 +90,34 @@ void NodeLifecycleController::MarkLost(const std::string& node) {
              ": Ready=Unknown, tainted unreachable, its pods not ready");
   absl::Status s = kube::UpdateStatusWith(client_, kube::kNodes, "", node, [](json& n) {
     if (kube::ConditionStatus(n, "Ready") == "Unknown") return false;
-    return kube::SetCondition(
-        n["status"]["conditions"],
-        kube::Condition("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."), absl::Now());
+    return kube::SetCondition(n["status"]["conditions"],
+                              kube::Condition("Ready", "Unknown", "NodeStatusUnknown",
+                                              "Kubelet stopped posting node status."),
+                              absl::Now());
   });
   if (!s.ok()) LogWarning("node ", node, ": cannot mark it lost: ", s.ToString());
   absl::StatusOr<json> current = client_->Get(kube::kNodes, "", node);
   if (current.ok() && !HasUnreachableTaint(*current)) {
     json taints = kube::ArrayMember(kube::Member(*current, "spec"), "taints");
     for (const char* effect : {"NoSchedule", "NoExecute"}) {
-      taints.push_back({{"key", kUnreachableTaint}, {"effect", effect}, {"timeAdded", FormatRfc3339(absl::Now())}});
+      taints.push_back({{"key", kUnreachableTaint},
+                        {"effect", effect},
+                        {"timeAdded", FormatRfc3339(absl::Now())}});
     }
-    absl::StatusOr<json> patched = client_->MergePatch(kube::kNodes, "", node, {{"spec", {{"taints", taints}}}});
-    if (!patched.ok()) LogWarning("node ", node, ": cannot taint it: ", patched.status().ToString());
+    absl::StatusOr<json> patched =
+        client_->MergePatch(kube::kNodes, "", node, {{"spec", {{"taints", taints}}}});
+    if (!patched.ok())
+      LogWarning("node ", node, ": cannot taint it: ", patched.status().ToString());
   }
-  absl::StatusOr<json> pods = client_->List(kube::kPods, "", "", kube::KubeClient::ListFields::kWithoutSpec);
+  absl::StatusOr<json> pods =
+      client_->List(kube::kPods, "", "", kube::KubeClient::ListFields::kWithoutSpec);
   if (!pods.ok()) return;
   for (const json& pod : kube::ArrayMember(*pods, "items")) {
     if (kube::StringMember(kube::Member(pod, "spec"), "nodeName") != node) continue;
     const json& meta = kube::Member(pod, "metadata");
     absl::Status marked = kube::UpdateStatusWith(
-        client_, kube::kPods, kube::StringMember(meta, "namespace"), kube::StringMember(meta, "name"), [&](json& p) {
+        client_, kube::kPods, kube::StringMember(meta, "namespace"),
+        kube::StringMember(meta, "name"), [&](json& p) {
           std::string phase = kube::StringMember(kube::Member(p, "status"), "phase");
           if (phase == "Succeeded" || phase == "Failed") return false;
           if (kube::ConditionStatus(p, "Ready") == "False") return false;
@@ -116,7 +126,8 @@ void NodeLifecycleController::MarkLost(const std::string& node) {
                                                     absl::StrCat("node ", node, " is not ready")),
                                     absl::Now());
         });
-    if (!marked.ok() && !absl::IsNotFound(marked)) LogWarning("pod ", NameOf(pod), ": ", marked.ToString());
+    if (!marked.ok() && !absl::IsNotFound(marked))
+      LogWarning("pod ", NameOf(pod), ": ", marked.ToString());
   }
 }
 
@@ -126,8 +137,10 @@ void NodeLifecycleController::RemoveTaints(const json& node) {
     if (kube::StringMember(t, "key") != kUnreachableTaint) taints.push_back(t);
   }
   LogInfo("node ", NameOf(node), " renews its lease again: unreachable taints removed");
-  absl::StatusOr<json> patched = client_->MergePatch(kube::kNodes, "", NameOf(node), {{"spec", {{"taints", taints}}}});
-  if (!patched.ok()) LogWarning("node ", NameOf(node), ": cannot remove its taints: ", patched.status().ToString());
+  absl::StatusOr<json> patched =
+      client_->MergePatch(kube::kNodes, "", NameOf(node), {{"spec", {{"taints", taints}}}});
+  if (!patched.ok())
+    LogWarning("node ", NameOf(node), ": cannot remove its taints: ", patched.status().ToString());
 }
 
 }  // namespace cohort::local

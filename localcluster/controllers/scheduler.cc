@@ -24,7 +24,9 @@ std::string PodKey(const json& pod) {
   return absl::StrCat(kube::StringMember(meta, "namespace"), "/", kube::StringMember(meta, "name"));
 }
 
-std::string Uid(const json& object) { return kube::StringMember(kube::Member(object, "metadata"), "uid"); }
+std::string Uid(const json& object) {
+  return kube::StringMember(kube::Member(object, "metadata"), "uid");
+}
 
 bool Finished(const json& pod) {
   std::string phase = kube::StringMember(kube::Member(pod, "status"), "phase");
@@ -36,7 +38,9 @@ bool Running(const json& pod) {
   return !Finished(pod) && !kube::Member(pod, "metadata").contains("deletionTimestamp");
 }
 
-bool Gated(const json& pod) { return !kube::Member(pod, "spec").value("schedulingGates", json::array()).empty(); }
+bool Gated(const json& pod) {
+  return !kube::Member(pod, "spec").value("schedulingGates", json::array()).empty();
+}
 
 // A Node's status.allocatable.pods (else capacity.pods), as a number; nullopt: none given.
 std::optional<int64_t> MaxPods(const json& node) {
@@ -55,7 +59,8 @@ std::vector<std::string> DnsNames(const json& pod) {
   std::string hostname = kube::StringMember(spec, "hostname");
   std::string subdomain = kube::StringMember(spec, "subdomain");
   std::string ns = kube::StringMember(kube::Member(pod, "metadata"), "namespace");
-  if (hostname.empty() || subdomain.empty()) return {kube::StringMember(kube::Member(pod, "metadata"), "name")};
+  if (hostname.empty() || subdomain.empty())
+    return {kube::StringMember(kube::Member(pod, "metadata"), "name")};
   std::string base = absl::StrCat(hostname, ".", subdomain, ".", ns, ".svc");
   return {base, base + ".cluster.local", absl::StrCat(hostname, ".", subdomain, ".", ns),
           absl::StrCat(hostname, ".", subdomain)};
@@ -76,10 +81,12 @@ void Scheduler::Start() {
     absl::MutexLock lock(&mu_);
     WriteHostsFile();
   }
-  nodes_ = std::make_unique<kube::Informer>(client_, kube::kNodes, "", "",
-                                          [this](const std::string& type, const json& n) { OnNode(type, n); });
-  pods_ = std::make_unique<kube::Informer>(client_, kube::kPods, "", "",
-                                         [this](const std::string& type, const json& p) { OnPod(type, p); });
+  nodes_ = std::make_unique<kube::Informer>(
+      client_, kube::kNodes, "", "",
+      [this](const std::string& type, const json& n) { OnNode(type, n); });
+  pods_ = std::make_unique<kube::Informer>(
+      client_, kube::kPods, "", "",
+      [this](const std::string& type, const json& p) { OnPod(type, p); });
   nodes_->Start();
   pods_->Start();
 }
@@ -96,13 +103,15 @@ void Scheduler::OnNode(const std::string& type, const json& node) {
   std::string name = kube::StringMember(kube::Member(node, "metadata"), "name");
   absl::MutexLock lock(&mu_);
   const std::optional<int64_t> max_pods = type == "DELETED" ? std::nullopt : MaxPods(node);
-  const bool room_changed = max_pods != (max_pods_.contains(name) ? std::optional(max_pods_[name]) : std::nullopt);
+  const bool room_changed =
+      max_pods != (max_pods_.contains(name) ? std::optional(max_pods_[name]) : std::nullopt);
   if (max_pods) {
     max_pods_[name] = *max_pods;
   } else {
     max_pods_.erase(name);
   }
-  bool ready = type != "DELETED" && kube::ConditionStatus(node, "Ready") == "True" && options_.subnets.contains(name);
+  bool ready = type != "DELETED" && kube::ConditionStatus(node, "Ready") == "True" &&
+               options_.subnets.contains(name);
   bool was_ready = ready_nodes_.contains(name);
   if (ready == was_ready) {
     if (room_changed && ready) ScheduleWaiting();
@@ -114,7 +123,8 @@ void Scheduler::OnNode(const std::string& type, const json& node) {
     ScheduleWaiting();
   } else {
     ready_nodes_.erase(name);
-    LogWarning("node ", name, type == "DELETED" ? " was removed" : " is not Ready", ": no new pods go there");
+    LogWarning("node ", name, type == "DELETED" ? " was removed" : " is not Ready",
+               ": no new pods go there");
   }
 }
 
@@ -142,7 +152,8 @@ void Scheduler::OnPod(const std::string& type, const json& pod) {
   if (!node.empty()) {
     // Bound before this scheduler saw it: by us, before a relist (keep its address out of
     // others' hands), or by the pod's author (give it an address on its node).
-    std::string address = kube::StringMember(kube::Member(meta, "annotations"), kPodAddressAnnotation);
+    std::string address =
+        kube::StringMember(kube::Member(meta, "annotations"), kPodAddressAnnotation);
     if (address.empty() && options_.subnets.contains(node) && Running(pod)) {
       Place(key, pod, node).IgnoreError();  // Logged; its next event tries again.
       return;
@@ -152,7 +163,10 @@ void Scheduler::OnPod(const std::string& type, const json& pod) {
       names_[address] = DnsNames(pod);
       WriteHostsFile();
     }
-    placed_[key] = Placed{.uid = uid, .node = node, .address = address, .running = Running(pod),
+    placed_[key] = Placed{.uid = uid,
+                          .node = node,
+                          .address = address,
+                          .running = Running(pod),
                           .occupies = !Finished(pod)};
     return;
   }
@@ -168,7 +182,8 @@ void Scheduler::ScheduleWaiting() {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (Gated(it->second)) {
       // The real scheduler's words for it.
-      MarkUnscheduled(it->first, it->second, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates");
+      MarkUnscheduled(it->first, it->second, "SchedulingGated",
+                      "Scheduling is blocked due to non-empty scheduling gates");
       ++it;
     } else if (Bind(it->first, it->second)) {
       it = waiting_.erase(it);
@@ -212,7 +227,8 @@ std::string Scheduler::UnschedulableMessage() const {
   for (const std::string& node : FullNodes()) full += ready_nodes_.contains(node);
   const int not_ready = nodes - static_cast<int>(ready_nodes_.size());
   std::string message = absl::StrCat("0/", nodes, " nodes are available:");
-  if (not_ready > 0) absl::StrAppend(&message, " ", not_ready, " node(s) were not ready", full > 0 ? "," : ".");
+  if (not_ready > 0)
+    absl::StrAppend(&message, " ", not_ready, " node(s) were not ready", full > 0 ? "," : ".");
   if (full > 0) absl::StrAppend(&message, " ", full, " Too many pods.");
   if (not_ready == 0 && full == 0) absl::StrAppend(&message, " no node has room.");
   return message;
@@ -250,8 +266,8 @@ absl::Status Scheduler::Place(const std::string& key, const json& pod, const std
   WriteHostsFile();
   json place = {{"metadata", {{"annotations", {{kPodAddressAnnotation, address}}}}},
                 {"spec", {{"nodeName", node}}}};
-  absl::StatusOr<json> placed = client_->MergePatch(kube::kPods, kube::StringMember(meta, "namespace"),
-                                                    kube::StringMember(meta, "name"), place);
+  absl::StatusOr<json> placed = client_->MergePatch(
+      kube::kPods, kube::StringMember(meta, "namespace"), kube::StringMember(meta, "name"), place);
   if (!placed.ok()) {
     used_addresses_.erase(address);
     names_.erase(address);
@@ -261,7 +277,8 @@ absl::Status Scheduler::Place(const std::string& key, const json& pod, const std
     }
     return placed.status();
   }
-  placed_[key] = Placed{.uid = Uid(pod), .node = node, .address = address, .running = true, .occupies = true};
+  placed_[key] =
+      Placed{.uid = Uid(pod), .node = node, .address = address, .running = true, .occupies = true};
   marked_unscheduled_.erase(key);
   return absl::OkStatus();
 }
@@ -275,10 +292,12 @@ void Scheduler::MarkUnscheduled(const std::string& key, const json& pod, const s
   const json& meta = kube::Member(pod, "metadata");
   // A merge patch replaces the whole list: the pod's other conditions go with it.
   json conditions = kube::Member(pod, "status", "conditions");
-  kube::SetCondition(conditions, kube::Condition("PodScheduled", "False", reason, message), absl::Now());
+  kube::SetCondition(conditions, kube::Condition("PodScheduled", "False", reason, message),
+                     absl::Now());
   json patch = {{"status", {{"conditions", conditions}}}};
-  absl::StatusOr<json> written = client_->MergePatch(kube::kPods, kube::StringMember(meta, "namespace"),
-                                                     kube::StringMember(meta, "name"), patch, /*status=*/true);
+  absl::StatusOr<json> written =
+      client_->MergePatch(kube::kPods, kube::StringMember(meta, "namespace"),
+                          kube::StringMember(meta, "name"), patch, /*status=*/true);
   if (!written.ok() && !absl::IsNotFound(written.status())) {
     LogWarning("marking pod ", key, " ", reason, ": ", written.status().ToString());
     marked_unscheduled_.erase(key);  // Written again on the pod's next event.
@@ -303,7 +322,8 @@ void Scheduler::Forget(const std::string& key) {
 void Scheduler::WriteHostsFile() {
   if (options_.hosts_file.empty()) return;
   std::string text;
-  for (const auto& [address, names] : names_) absl::StrAppend(&text, address, " ", absl::StrJoin(names, " "), "\n");
+  for (const auto& [address, names] : names_)
+    absl::StrAppend(&text, address, " ", absl::StrJoin(names, " "), "\n");
   {
     std::ofstream out(options_.hosts_file + ".tmp");
     out << text;

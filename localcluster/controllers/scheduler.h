@@ -64,7 +64,7 @@ class Scheduler {
     std::string uid;
     std::string node;
     std::string address;
-    bool running = true;  // Neither finished nor being deleted.
+    bool running = true;   // Neither finished nor being deleted.
     bool occupies = true;  // Not finished: it takes one of its node's pods (allocatable.pods).
   };
   void OnPod(const std::string& type, const nlohmann::json& pod);

@@ -25,7 +25,8 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 std::string PodKey(const json& pod) {
-  return absl::StrCat(pod["metadata"].value("namespace", ""), "/", pod["metadata"].value("name", ""));
+  return absl::StrCat(pod["metadata"].value("namespace", ""), "/",
+                      pod["metadata"].value("name", ""));
 }
 
 // The node's Ready condition while its kubelet runs.
@@ -54,12 +55,13 @@ Kubelet::~Kubelet() {
   workers.clear();  // Each worker kills its processes.
 }
 
-std::string Kubelet::PodDir(const std::string& root_dir, const std::string& ns, const std::string& pod) {
+std::string Kubelet::PodDir(const std::string& root_dir, const std::string& ns,
+                            const std::string& pod) {
   return (fs::path(root_dir) / absl::StrCat(ns, "_", pod)).string();
 }
 
-std::string Kubelet::LogPath(const std::string& root_dir, const std::string& ns, const std::string& pod,
-                             const std::string& container) {
+std::string Kubelet::LogPath(const std::string& root_dir, const std::string& ns,
+                             const std::string& pod, const std::string& container) {
   return (fs::path(PodDir(root_dir, ns, pod)) / absl::StrCat(container, ".log")).string();
 }
 
@@ -67,7 +69,8 @@ absl::Status Kubelet::Start() {
   fs::create_directories(options_.root_dir);
   if (options_.runtime == ContainerRuntime::kPodman) {
     if (absl::Status s = CheckPodman(); !s.ok()) return s;
-    if (options_.podman_network.empty()) return absl::InvalidArgumentError("the podman runtime needs a podman network");
+    if (options_.podman_network.empty())
+      return absl::InvalidArgumentError("the podman runtime needs a podman network");
     // Pods a killed kubelet of this node left behind (its PodReaper was killed too).
     RemovePodSandboxes(kNodeLabel, NodeLabelValue(options_));
     absl::StatusOr<PodReaper> reaper = PodReaper::Start(kNodeLabel, NodeLabelValue(options_));
@@ -76,11 +79,14 @@ absl::Status Kubelet::Start() {
   }
   json node = {{"apiVersion", "v1"},
                {"kind", "Node"},
-               {"metadata", {{"name", options_.node_name}, {"labels", {{"kubernetes.io/hostname", options_.node_name}}}}},
+               {"metadata",
+                {{"name", options_.node_name},
+                 {"labels", {{"kubernetes.io/hostname", options_.node_name}}}}},
                {"status",
                 {{"conditions", json::array()},
-                 {"addresses", {{{"type", "InternalIP"}, {"address", options_.node_address}},
-                                {{"type", "Hostname"}, {"address", options_.node_name}}}}}}};
+                 {"addresses",
+                  {{{"type", "InternalIP"}, {"address", options_.node_address}},
+                   {{"type", "Hostname"}, {"address", options_.node_name}}}}}}};
   kube::SetCondition(node["status"]["conditions"], KubeletReady(), absl::Now());
   if (options_.max_pods > 0) {
     node["status"]["capacity"] = {{"pods", absl::StrCat(options_.max_pods)}};
@@ -93,10 +99,12 @@ absl::Status Kubelet::Start() {
     LogInfo("node ", options_.node_name, " existed: reporting it Ready");
   }
   heartbeat_ = std::thread([this] {
-    while (!stop_heartbeat_.WaitForNotificationWithTimeout(options_.lease_duration / 4)) Heartbeat();
+    while (!stop_heartbeat_.WaitForNotificationWithTimeout(options_.lease_duration / 4))
+      Heartbeat();
   });
   informer_ = std::make_unique<kube::Informer>(
-      client_, kube::kPods, "", "", [this](const std::string& type, const json& pod) { OnPod(type, pod); });
+      client_, kube::kPods, "", "",
+      [this](const std::string& type, const json& pod) { OnPod(type, pod); });
   informer_->Start();
   return absl::OkStatus();
 }
@@ -111,11 +119,13 @@ void Kubelet::Heartbeat() {
                    {"metadata", {{"name", node}, {"namespace", kNodeLeaseNamespace}}},
                    {"spec",
                     {{"holderIdentity", node},
-                     {"leaseDurationSeconds", std::max<int64_t>(1, absl::ToInt64Seconds(options_.lease_duration))},
+                     {"leaseDurationSeconds",
+                      std::max<int64_t>(1, absl::ToInt64Seconds(options_.lease_duration))},
                      {"renewTime", renew["spec"]["renewTime"]}}}};
     lease = client_->Create(kube::kLeases, kNodeLeaseNamespace, create);
   }
-  if (!lease.ok()) LogWarning("node ", node, ": cannot renew its lease: ", lease.status().ToString());
+  if (!lease.ok())
+    LogWarning("node ", node, ": cannot renew its lease: ", lease.status().ToString());
   // Marked lost while this kubelet was stopped or starved: report Ready again.
   absl::StatusOr<json> current = client_->Get(kube::kNodes, "", node);
   if (!current.ok() || kube::ConditionStatus(*current, "Ready") == "True") return;
@@ -158,8 +168,9 @@ void Kubelet::OnPod(const std::string& type, const json& pod) {
   }
   // The scheduler binds a pod and gives it its address in one write; a pod bound by its author
   // gets its address in a later one.
-  std::string address =
-      pod["metadata"].value("annotations", json::object()).value(Scheduler::kPodAddressAnnotation, "");
+  std::string address = pod["metadata"]
+                            .value("annotations", json::object())
+                            .value(Scheduler::kPodAddressAnnotation, "");
   if (address.empty()) return;
   auto worker = std::make_unique<PodWorker>(client_, options_, pod, address);
   worker->Update(pod);

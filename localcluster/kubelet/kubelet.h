@@ -110,10 +110,11 @@ class Kubelet {
   absl::Status Start();
 
   // A pod's files (volumes, container logs): <root_dir>/<namespace>_<pod>.
-  static std::string PodDir(const std::string& root_dir, const std::string& ns, const std::string& pod);
+  static std::string PodDir(const std::string& root_dir, const std::string& ns,
+                            const std::string& pod);
   // Where a container's output goes: <pod dir>/<container>.log.
-  static std::string LogPath(const std::string& root_dir, const std::string& ns, const std::string& pod,
-                             const std::string& container);
+  static std::string LogPath(const std::string& root_dir, const std::string& ns,
+                             const std::string& pod, const std::string& container);
 
  private:
   void OnPod(const std::string& type, const nlohmann::json& pod);

@@ -65,8 +65,9 @@ void AddFlags(CLI::App& app, Flags* f) {
 
 // An exit code when the kubelet must not start (--help, or a bad flag).
 std::optional<int> ParseFlags(int argc, char** argv, Flags* f) {
-  CLI::App app{"cohort-local-kubelet: one node of cohort-local-cluster, running its pods as "
-               "local processes"};
+  CLI::App app{
+      "cohort-local-kubelet: one node of cohort-local-cluster, running its pods as "
+      "local processes"};
   AddFlags(app, f);
   try {
     app.parse(argc, argv);

@@ -76,18 +76,23 @@ void ScheduleRestart(Container& c) {
   // As Kubernetes does, a container that ran 10 minutes starts its back-off over.
   if (c.started && c.finished && *c.finished - *c.started > absl::Minutes(10)) c.crash_streak = 0;
   // The kubelet's crash-loop back-off: 10 s doubling to 5 min.
-  const absl::Duration back_off = c.crash_streak == 0
-                                      ? absl::ZeroDuration()
-                                      : DoublingDelay(absl::Seconds(10), absl::Minutes(5), c.crash_streak);
+  const absl::Duration back_off =
+      c.crash_streak == 0 ? absl::ZeroDuration()
+                          : DoublingDelay(absl::Seconds(10), absl::Minutes(5), c.crash_streak);
   ++c.crash_streak;
   c.restart_at = absl::Now() + back_off;
 }
 
 }  // namespace
 
-PodWorker::PodWorker(kube::KubeClient* client, const KubeletOptions& options, const json& pod, std::string address)
-    : client_(client), options_(options), pod_(pod), address_(std::move(address)),
-      ns_(pod["metadata"].value("namespace", "")), name_(pod["metadata"].value("name", "")),
+PodWorker::PodWorker(kube::KubeClient* client, const KubeletOptions& options, const json& pod,
+                     std::string address)
+    : client_(client),
+      options_(options),
+      pod_(pod),
+      address_(std::move(address)),
+      ns_(pod["metadata"].value("namespace", "")),
+      name_(pod["metadata"].value("name", "")),
       dir_(Kubelet::PodDir(options.root_dir, ns_, name_)),
       volumes_(client, pod, dir_, options.api_ca_pem,
                [this](absl::Duration d) {
@@ -288,9 +293,9 @@ void PodWorker::EnforceMemoryLimit(Container& c) {
   if (bytes <= c.memory_limit) return;
   c.oom_killed = true;
   SignalContainer(c, SIGKILL);
-  std::ofstream(c.log_path, std::ios::app) << "local kubelet: OOMKilled: resident memory " << bytes
-                                           << " bytes is over the container's limit of " << c.memory_limit
-                                           << " bytes\n";
+  std::ofstream(c.log_path, std::ios::app)
+      << "local kubelet: OOMKilled: resident memory " << bytes
+      << " bytes is over the container's limit of " << c.memory_limit << " bytes\n";
 }
 
 void PodWorker::Execute() {
@@ -316,8 +321,8 @@ void PodWorker::Execute() {
     if (std::optional<int64_t> bytes = kube::ParseQuantity(limit)) {
       c.memory_limit = *bytes;
     } else {
-      std::ofstream(c.log_path, std::ios::app)
-          << "local kubelet: resources.limits.memory \"" << limit << "\" is not a quantity: not enforced\n";
+      std::ofstream(c.log_path, std::ios::app) << "local kubelet: resources.limits.memory \""
+                                               << limit << "\" is not a quantity: not enforced\n";
     }
   }
 
@@ -383,7 +388,8 @@ void PodWorker::Execute() {
         changed = true;
       }
       // A native sidecar that exits while the pod runs is restarted.
-      if (c.sidecar && !c.run.running() && c.finished && absl::Now() - *c.finished > absl::Seconds(1)) {
+      if (c.sidecar && !c.run.running() && c.finished &&
+          absl::Now() - *c.finished > absl::Seconds(1)) {
         ++c.restarts;
         StartContainer(c);
         changed = true;

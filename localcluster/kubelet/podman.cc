@@ -49,8 +49,10 @@ absl::StatusOr<std::string> Podman(const std::vector<std::string>& args, absl::D
   std::optional<int> status;
   for (;;) {
     pollfd ready{.fd = p->output_fd(), .events = POLLIN, .revents = 0};
-    const int64_t left_ms = absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1)));
-    const int polled = left_ms <= 0 ? 0 : poll(&ready, 1, static_cast<int>(std::min<int64_t>(left_ms, 60'000)));
+    const int64_t left_ms =
+        absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1)));
+    const int polled =
+        left_ms <= 0 ? 0 : poll(&ready, 1, static_cast<int>(std::min<int64_t>(left_ms, 60'000)));
     if (polled < 0 && errno == EINTR) continue;
     if (polled == 0) {
       if (absl::Now() < deadline) continue;  // poll's own limit, not ours.
@@ -60,7 +62,8 @@ absl::StatusOr<std::string> Podman(const std::vector<std::string>& args, absl::D
       p->Signal(SIGKILL);
       p->Wait();
       return absl::DeadlineExceededError(absl::StrCat(
-          "podman ", args.empty() ? "" : args[0], " did not finish in ", absl::FormatDuration(timeout),
+          "podman ", args.empty() ? "" : args[0], " did not finish in ",
+          absl::FormatDuration(timeout),
           " and was killed: podman looks hung on this machine (does `podman ps` answer?)"));
     }
     if (polled < 0 || !reader.Read(&lines)) break;  // A poll error reads as the end.
@@ -84,11 +87,13 @@ absl::Status CheckPodman() {
   if (!info.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("podman cannot run containers here: ", info.status().message(),
-                     " (on sandboxed machines set CONTAINERS_CONF=<source>/images/containers.conf; docs/images.md)"));
+                     " (on sandboxed machines set CONTAINERS_CONF=<source>/images/containers.conf; "
+                     "docs/images.md)"));
   }
   if (absl::StripAsciiWhitespace(*info) == "true") {
     return absl::FailedPreconditionError(
-        "podman runs rootless here, whose pods the host cannot reach at their own addresses: run as root");
+        "podman runs rootless here, whose pods the host cannot reach at their own addresses: run "
+        "as root");
   }
   return absl::OkStatus();
 }
@@ -96,8 +101,8 @@ absl::Status CheckPodman() {
 absl::StatusOr<PodmanNetwork> CreateClusterNetwork(const std::string& name) {
   // Networks of clusters that were killed: their pid is gone (or is no longer theirs; a reused pid
   // only keeps a stale network a while longer).
-  absl::StatusOr<std::string> listed = Podman({"network", "ls", "--format", "json", "--filter",
-                                               absl::StrCat("label=", kClusterLabel)});
+  absl::StatusOr<std::string> listed = Podman(
+      {"network", "ls", "--format", "json", "--filter", absl::StrCat("label=", kClusterLabel)});
   json networks = listed.ok() ? json::parse(*listed, nullptr, false) : json::array();
   for (const json& n : networks.is_array() ? networks : json::array()) {
     const std::string owner = n.value("labels", json::object()).value(kClusterLabel, "");
@@ -112,20 +117,27 @@ absl::StatusOr<PodmanNetwork> CreateClusterNetwork(const std::string& name) {
     const int n = 90 + (first - 90 + tried) % 150;  // 10.90.0.0/16 .. 10.239.0.0/16.
     absl::StatusOr<std::string> created =
         Podman({"network", "create", "--subnet", absl::StrCat("10.", n, ".0.0/16"), "--gateway",
-                absl::StrCat("10.", n, ".0.1"), "--label", absl::StrCat(kClusterLabel, "=", getpid()), name});
-    if (created.ok()) return PodmanNetwork{name, absl::StrCat("10.", n, "."), absl::StrCat("10.", n, ".0.1")};
+                absl::StrCat("10.", n, ".0.1"), "--label",
+                absl::StrCat(kClusterLabel, "=", getpid()), name});
+    if (created.ok())
+      return PodmanNetwork{name, absl::StrCat("10.", n, "."), absl::StrCat("10.", n, ".0.1")};
     last = created.status();
     if (!absl::StrContains(last.message(), "already used")) break;
   }
-  return absl::UnavailableError(absl::StrCat("cannot create podman network ", name, ": ", last.message()));
+  return absl::UnavailableError(
+      absl::StrCat("cannot create podman network ", name, ": ", last.message()));
 }
 
-void RemoveNetwork(const std::string& name) { Podman({"network", "rm", "--force", name}).IgnoreError(); }
+void RemoveNetwork(const std::string& name) {
+  Podman({"network", "rm", "--force", name}).IgnoreError();
+}
 
 absl::Status CreatePodSandbox(const PodSandboxSpec& spec) {
-  std::vector<std::string> args = {"pod",        "create",      "--name",     spec.name,      "--network", spec.network,
-                                   "--ip",       spec.address,  "--hostname", spec.hostname,  "--no-hosts"};
-  for (const auto& [key, value] : spec.labels) args.insert(args.end(), {"--label", absl::StrCat(key, "=", value)});
+  std::vector<std::string> args = {"pod",        "create",      "--name",    spec.name,
+                                   "--network",  spec.network,  "--ip",      spec.address,
+                                   "--hostname", spec.hostname, "--no-hosts"};
+  for (const auto& [key, value] : spec.labels)
+    args.insert(args.end(), {"--label", absl::StrCat(key, "=", value)});
   RemovePodSandbox(spec.name);  // A pod of the same name left by a kubelet that was killed.
   if (absl::StatusOr<std::string> created = Podman(args); !created.ok()) return created.status();
   // The infra container (holding the network namespace) starts now, so that what its start prints
@@ -147,21 +159,27 @@ void RemovePodSandboxes(const std::string& label, const std::string& value) {
 }
 
 absl::StatusOr<std::string> ImageUser(const std::string& image) {
-  absl::StatusOr<std::string> user = Podman({"image", "inspect", "--format", "{{.Config.User}}", image});
+  absl::StatusOr<std::string> user =
+      Podman({"image", "inspect", "--format", "{{.Config.User}}", image});
   if (!user.ok()) {
-    return absl::NotFoundError(absl::StrCat("image \"", image, "\" is not in the local store (`podman images`; ",
-                                            "`make images` builds Cohort's): ", user.status().message()));
+    return absl::NotFoundError(
+        absl::StrCat("image \"", image, "\" is not in the local store (`podman images`; ",
+                     "`make images` builds Cohort's): ", user.status().message()));
   }
   return std::string(absl::StripAsciiWhitespace(*user));
 }
 
 absl::StatusOr<std::string> CreateContainer(const ContainerSpec& spec) {
   RemoveContainer(spec.name);
-  std::vector<std::string> args = {"create", "--pull", "never", "--name", spec.name, "--pod", spec.pod};
-  for (const auto& [key, value] : spec.labels) args.insert(args.end(), {"--label", absl::StrCat(key, "=", value)});
-  for (const auto& [name, value] : spec.env) args.insert(args.end(), {"--env", absl::StrCat(name, "=", value)});
+  std::vector<std::string> args = {"create",  "--pull", "never", "--name",
+                                   spec.name, "--pod",  spec.pod};
+  for (const auto& [key, value] : spec.labels)
+    args.insert(args.end(), {"--label", absl::StrCat(key, "=", value)});
+  for (const auto& [name, value] : spec.env)
+    args.insert(args.end(), {"--env", absl::StrCat(name, "=", value)});
   for (const ContainerMount& m : spec.mounts) {
-    args.insert(args.end(), {"--volume", absl::StrCat(m.source, ":", m.target, m.read_only ? ":ro" : "")});
+    args.insert(args.end(),
+                {"--volume", absl::StrCat(m.source, ":", m.target, m.read_only ? ":ro" : "")});
   }
   if (!spec.working_dir.empty()) args.insert(args.end(), {"--workdir", spec.working_dir});
   if (!spec.user.empty()) args.insert(args.end(), {"--user", spec.user});
@@ -177,9 +195,10 @@ absl::StatusOr<std::string> CreateContainer(const ContainerSpec& spec) {
   absl::StatusOr<std::string> created = Podman(args);
   if (!created.ok()) {
     if (absl::StrContains(created.status().message(), "image not known")) {
-      return absl::NotFoundError(absl::StrCat("image \"", spec.image,
-                                              "\" is not in the local store and is never pulled (`podman images` "
-                                              "lists the store; `make images` builds Cohort's images)"));
+      return absl::NotFoundError(
+          absl::StrCat("image \"", spec.image,
+                       "\" is not in the local store and is never pulled (`podman images` "
+                       "lists the store; `make images` builds Cohort's images)"));
     }
     return created.status();
   }
@@ -219,11 +238,12 @@ absl::StatusOr<ContainerState> InspectContainer(const std::string& name) {
 
 absl::StatusOr<PodReaper> PodReaper::Start(const std::string& label, const std::string& value) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   // Built before fork: the child only calls async-signal-safe functions.
-  const std::string script = absl::StrCat(
-      "cat >/dev/null; podman pod ps --quiet --filter 'label=", label, "=", value, "'",
-      " | xargs -r podman pod rm --force --ignore --time 0 >/dev/null 2>&1; exit 0");
+  const std::string script =
+      absl::StrCat("cat >/dev/null; podman pod ps --quiet --filter 'label=", label, "=", value, "'",
+                   " | xargs -r podman pod rm --force --ignore --time 0 >/dev/null 2>&1; exit 0");
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
   const pid_t pid = fork();
   if (pid < 0) {

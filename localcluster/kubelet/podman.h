@@ -40,7 +40,8 @@ struct ContainerSpec {
   std::string name;  // Unique on the machine.
   std::string pod;   // The podman pod it joins.
   std::string image;
-  std::vector<std::string> command;  // Empty: the image's entrypoint (and its CMD when args are empty too).
+  std::vector<std::string>
+      command;  // Empty: the image's entrypoint (and its CMD when args are empty too).
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
   std::vector<ContainerMount> mounts;

@@ -20,7 +20,9 @@ namespace cohort::local {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string NodeLabelValue(const KubeletOptions& o) { return absl::StrCat(o.podman_network, "_", o.node_name); }
+std::string NodeLabelValue(const KubeletOptions& o) {
+  return absl::StrCat(o.podman_network, "_", o.node_name);
+}
 
 PodmanRuntime::PodmanRuntime(const KubeletOptions& options, RuntimePod pod)
     : options_(options), pod_(std::move(pod)) {}
@@ -30,13 +32,14 @@ absl::Status PodmanRuntime::CreateSandbox() {
   sandbox_ = absl::StrCat(o.podman_network, "_", pod_.ns, "_", pod_.name, "_",
                           pod_.object["metadata"].value("uid", "").substr(0, 8));
   WriteHostsFile();
-  return CreatePodSandbox(PodSandboxSpec{
-      .name = sandbox_,
-      .network = o.podman_network,
-      .address = pod_.address,
-      .hostname = PodHostname(pod_.object),
-      .labels = {{kClusterLabel, o.podman_network}, {kNodeLabel, NodeLabelValue(o)},
-                 {"io.kubernetes.pod.namespace", pod_.ns}, {"io.kubernetes.pod.name", pod_.name}}});
+  return CreatePodSandbox(PodSandboxSpec{.name = sandbox_,
+                                         .network = o.podman_network,
+                                         .address = pod_.address,
+                                         .hostname = PodHostname(pod_.object),
+                                         .labels = {{kClusterLabel, o.podman_network},
+                                                    {kNodeLabel, NodeLabelValue(o)},
+                                                    {"io.kubernetes.pod.namespace", pod_.ns},
+                                                    {"io.kubernetes.pod.name", pod_.name}}});
 }
 
 void PodmanRuntime::RemoveSandbox() {
@@ -49,13 +52,16 @@ void PodmanRuntime::WriteHostsFile() {
   const bool exists = stat(cluster.c_str(), &cluster_file) == 0;
   const std::tuple<ino_t, off_t, int64_t> version = {
       exists ? cluster_file.st_ino : 0, exists ? cluster_file.st_size : -1,
-      exists ? int64_t{cluster_file.st_mtim.tv_sec} * 1000000000 + cluster_file.st_mtim.tv_nsec : 0};
+      exists ? int64_t{cluster_file.st_mtim.tv_sec} * 1000000000 + cluster_file.st_mtim.tv_nsec
+             : 0};
   if (!hosts_path_.empty() && version == hosts_version_) return;
   std::string own = PodHostname(pod_.object);
   const std::string subdomain = pod_.object["spec"].value("subdomain", "");
-  if (!subdomain.empty()) own = absl::StrCat(own, ".", subdomain, ".", pod_.ns, ".svc.cluster.local ", own);
-  std::string text = absl::StrCat("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-                                  pod_.address, "\t", own, "\n");
+  if (!subdomain.empty())
+    own = absl::StrCat(own, ".", subdomain, ".", pod_.ns, ".svc.cluster.local ", own);
+  std::string text =
+      absl::StrCat("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                   pod_.address, "\t", own, "\n");
   std::ifstream in(cluster);
   std::stringstream names;
   names << in.rdbuf();
@@ -64,8 +70,9 @@ void PodmanRuntime::WriteHostsFile() {
   if (text != hosts_text_) {
     const int fd = open(hosts_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return;  // Tried again on the next call.
-    const bool written = pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
-                         ftruncate(fd, static_cast<off_t>(text.size())) == 0;
+    const bool written =
+        pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+        ftruncate(fd, static_cast<off_t>(text.size())) == 0;
     close(fd);
     if (!written) return;
     hosts_text_ = text;
@@ -75,7 +82,8 @@ void PodmanRuntime::WriteHostsFile() {
 
 absl::Status PodmanRuntime::ApplySecurityContext(const json& container, ContainerSpec& spec) const {
   json context = pod_.object["spec"].value("securityContext", json::object());
-  const json own = container.value("securityContext", json::object());  // items() must not outlive it.
+  const json own =
+      container.value("securityContext", json::object());  // items() must not outlive it.
   for (const auto& [key, value] : own.items()) context[key] = value;
   std::string user;  // Who it runs as: runAsUser, else the image's USER.
   if (context.contains("runAsUser") && context["runAsUser"].is_number_integer()) {
@@ -94,9 +102,9 @@ absl::Status PodmanRuntime::ApplySecurityContext(const json& container, Containe
   if (context.value("runAsNonRoot", false)) {
     int64_t uid = 0;
     if (!absl::SimpleAtoi(user, &uid)) {  // Kubernetes' own refusal.
-      return absl::FailedPreconditionError(absl::StrCat(
-          "container has runAsNonRoot and image has non-numeric user (", user,
-          "), cannot verify user is non-root (image \"", spec.image, "\")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("container has runAsNonRoot and image has non-numeric user (", user,
+                       "), cannot verify user is non-root (image \"", spec.image, "\")"));
     }
     if (uid == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -107,12 +115,15 @@ absl::Status PodmanRuntime::ApplySecurityContext(const json& container, Containe
   spec.read_only_root = context.value("readOnlyRootFilesystem", false);
   spec.no_new_privileges = !context.value("allowPrivilegeEscalation", true);
   const json capabilities = context.value("capabilities", json::object());
-  for (const json& cap : capabilities.value("drop", json::array())) spec.cap_drop.push_back(cap.get<std::string>());
-  for (const json& cap : capabilities.value("add", json::array())) spec.cap_add.push_back(cap.get<std::string>());
+  for (const json& cap : capabilities.value("drop", json::array()))
+    spec.cap_drop.push_back(cap.get<std::string>());
+  for (const json& cap : capabilities.value("add", json::array()))
+    spec.cap_add.push_back(cap.get<std::string>());
   return absl::OkStatus();
 }
 
-absl::Status PodmanRuntime::StartContainer(const json& container, std::map<std::string, std::string> env,
+absl::Status PodmanRuntime::StartContainer(const json& container,
+                                           std::map<std::string, std::string> env,
                                            const std::string& log_path, RuntimeContainer& c) {
   c.pid = 0;
   c.next_kill = absl::InfinitePast();
@@ -121,8 +132,10 @@ absl::Status PodmanRuntime::StartContainer(const json& container, std::map<std::
   spec.name = absl::StrCat(sandbox_, "_", container.value("name", ""));
   spec.pod = sandbox_;
   spec.image = container.value("image", "");
-  for (const json& a : container.value("command", json::array())) spec.command.push_back(ExpandReferences(a, env));
-  for (const json& a : container.value("args", json::array())) spec.args.push_back(ExpandReferences(a, env));
+  for (const json& a : container.value("command", json::array()))
+    spec.command.push_back(ExpandReferences(a, env));
+  for (const json& a : container.value("args", json::array()))
+    spec.args.push_back(ExpandReferences(a, env));
   spec.env = env;
   spec.working_dir = container.value("workingDir", "");
   spec.labels = {{kClusterLabel, options_.podman_network},
@@ -132,20 +145,25 @@ absl::Status PodmanRuntime::StartContainer(const json& container, std::map<std::
   for (const json& m : container.value("volumeMounts", json::array())) {
     auto volume = volumes.directories().find(m.value("name", ""));
     if (volume == volumes.directories().end()) {
-      return absl::FailedPreconditionError(absl::StrCat("volumeMount \"", m.value("name", ""),
-                                                        "\" names no volume of the pod"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("volumeMount \"", m.value("name", ""), "\" names no volume of the pod"));
     }
     std::string source = volume->second;
-    if (!m.value("subPath", "").empty()) source = (fs::path(source) / m.value("subPath", "")).string();
-    spec.mounts.push_back({.source = source,
-                           .target = m.value("mountPath", ""),
-                           .read_only = m.value("readOnly", false) || volumes.read_only(volume->first)});
-  }
-  const bool own_mount = std::any_of(spec.mounts.begin(), spec.mounts.end(),
-                                     [](const ContainerMount& m) { return m.target == kServiceAccountMountPath; });
-  if (!volumes.service_account_dir().empty() && !own_mount) {  // A volume mounted there takes its place.
+    if (!m.value("subPath", "").empty())
+      source = (fs::path(source) / m.value("subPath", "")).string();
     spec.mounts.push_back(
-        {.source = volumes.service_account_dir(), .target = kServiceAccountMountPath, .read_only = true});
+        {.source = source,
+         .target = m.value("mountPath", ""),
+         .read_only = m.value("readOnly", false) || volumes.read_only(volume->first)});
+  }
+  const bool own_mount =
+      std::any_of(spec.mounts.begin(), spec.mounts.end(),
+                  [](const ContainerMount& m) { return m.target == kServiceAccountMountPath; });
+  if (!volumes.service_account_dir().empty() &&
+      !own_mount) {  // A volume mounted there takes its place.
+    spec.mounts.push_back({.source = volumes.service_account_dir(),
+                           .target = kServiceAccountMountPath,
+                           .read_only = true});
   }
   spec.mounts.push_back({.source = hosts_path_, .target = "/etc/hosts", .read_only = true});
   if (absl::Status s = ApplySecurityContext(container, spec); !s.ok()) return s;

@@ -45,14 +45,16 @@ std::map<std::string, std::string> ProcessRuntime::BaseEnvironment() const {
   // What a container's image and podman would give it.
   std::map<std::string, std::string> env;
   const char* host_path = getenv("PATH");
-  env["PATH"] = absl::StrCat(absl::StrJoin(options_.bin_dirs, ":"), options_.bin_dirs.empty() ? "" : ":",
-                             host_path ? host_path : "/usr/bin:/bin");
+  env["PATH"] =
+      absl::StrCat(absl::StrJoin(options_.bin_dirs, ":"), options_.bin_dirs.empty() ? "" : ":",
+                   host_path ? host_path : "/usr/bin:/bin");
   env["HOME"] = pod_.dir;
   env["HOSTNAME"] = PodHostname(pod_.object);
   return env;
 }
 
-void ProcessRuntime::CompleteEnvironment(const json& container, std::map<std::string, std::string>& env) const {
+void ProcessRuntime::CompleteEnvironment(const json& container,
+                                         std::map<std::string, std::string>& env) const {
   for (auto& [name, value] : env) value = Remap(container, value);
   const std::string& service_account_dir = pod_.volumes->service_account_dir();
   if (!service_account_dir.empty()) {
@@ -78,13 +80,15 @@ std::string ProcessRuntime::Remap(const json& container, const std::string& valu
       bool starts = at == 0 || value[at - 1] == '=' || value[at - 1] == ':';
       size_t end = at + mount.size();
       bool ends = end == value.size() || value[end] == '/' || value[end] == ':';
-      if (starts && ends) return value.substr(0, at) + volume->second + Remap(container, value.substr(end));
+      if (starts && ends)
+        return value.substr(0, at) + volume->second + Remap(container, value.substr(end));
     }
   }
   return value;
 }
 
-absl::Status ProcessRuntime::StartContainer(const json& container, std::map<std::string, std::string> env,
+absl::Status ProcessRuntime::StartContainer(const json& container,
+                                            std::map<std::string, std::string> env,
                                             const std::string& log_path, RuntimeContainer& c) {
   std::vector<std::string> argv;
   for (const json& a : container.value("command", json::array())) {
@@ -96,8 +100,8 @@ absl::Status ProcessRuntime::StartContainer(const json& container, std::map<std:
   }
   std::optional<std::string> program = FindProgram(argv[0], env["PATH"]);
   if (!program) {
-    return absl::NotFoundError(
-        absl::StrCat("executable '", argv[0], "' not found in the container's PATH (", env["PATH"], ")"));
+    return absl::NotFoundError(absl::StrCat(
+        "executable '", argv[0], "' not found in the container's PATH (", env["PATH"], ")"));
   }
   argv[0] = *program;
   Subprocess::Options options;

@@ -14,10 +14,14 @@ namespace cohort::local {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-PodVolumes::PodVolumes(kube::KubeClient* client, const json& pod, std::string dir, std::string api_ca_pem,
-                       WaitFn wait)
-    : client_(client), pod_(pod), ns_(pod["metadata"].value("namespace", "")),
-      name_(pod["metadata"].value("name", "")), dir_(std::move(dir)), api_ca_pem_(std::move(api_ca_pem)),
+PodVolumes::PodVolumes(kube::KubeClient* client, const json& pod, std::string dir,
+                       std::string api_ca_pem, WaitFn wait)
+    : client_(client),
+      pod_(pod),
+      ns_(pod["metadata"].value("namespace", "")),
+      name_(pod["metadata"].value("name", "")),
+      dir_(std::move(dir)),
+      api_ca_pem_(std::move(api_ca_pem)),
       wait_(std::move(wait)) {}
 
 absl::Status PodVolumes::Prepare() {
@@ -40,7 +44,8 @@ absl::Status PodVolumes::Prepare() {
     if (v.contains("secret") || v.contains("configMap") || v.contains("downwardAPI")) {
       sources.push_back(v);
     } else if (v.contains("projected")) {
-      for (const json& source : kube::Member(v, "projected").value("sources", json::array())) sources.push_back(source);
+      for (const json& source : kube::Member(v, "projected").value("sources", json::array()))
+        sources.push_back(source);
     } else {
       continue;
     }
@@ -60,7 +65,8 @@ absl::Status PodVolumes::WriteVolumeSource(const json& source, const std::string
     bool up = false;
     for (const fs::path& part : fs::path(path)) up |= part == "..";
     if (path.empty() || up || path[0] == '/') {
-      return absl::InvalidArgumentError(absl::StrCat("path \"", path, "\" must be relative, without \"..\" elements"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("path \"", path, "\" must be relative, without \"..\" elements"));
     }
     fs::create_directories(file.parent_path());
     std::ofstream(file, std::ios::binary) << content;
@@ -76,17 +82,23 @@ absl::Status PodVolumes::WriteVolumeSource(const json& source, const std::string
       const std::string field = kube::StringMember(kube::Member(item, "fieldRef"), "fieldPath");
       const json& meta = kube::Member(pod_, "metadata");
       std::string value;
-      if (field == "metadata.name") value = name_;
-      else if (field == "metadata.namespace") value = ns_;
-      else if (field == "metadata.uid") value = meta.value("uid", "");
+      if (field == "metadata.name")
+        value = name_;
+      else if (field == "metadata.namespace")
+        value = ns_;
+      else if (field == "metadata.uid")
+        value = meta.value("uid", "");
       else if (field == "metadata.labels" || field == "metadata.annotations") {
         // key="value" lines, sorted by key (json objects are).
         const json map = meta.value(field.substr(9), json::object());
-        for (const auto& [key, v] : map.items()) absl::StrAppend(&value, key, "=", json(v).dump(), "\n");
+        for (const auto& [key, v] : map.items())
+          absl::StrAppend(&value, key, "=", json(v).dump(), "\n");
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "downwardAPI item \"", item.value("path", ""), "\": only fieldRef of metadata.name, namespace, uid, ",
-            "labels and annotations is supported here", field.empty() ? "" : absl::StrCat(" (not ", field, ")")));
+        return absl::InvalidArgumentError(
+            absl::StrCat("downwardAPI item \"", item.value("path", ""),
+                         "\": only fieldRef of metadata.name, namespace, uid, ",
+                         "labels and annotations is supported here",
+                         field.empty() ? "" : absl::StrCat(" (not ", field, ")")));
       }
       if (absl::Status s = write(item.value("path", ""), value); !s.ok()) return s;
     }
@@ -100,12 +112,13 @@ absl::Status PodVolumes::WriteVolumeSource(const json& source, const std::string
   const json& ref = kube::Member(source, secret ? "secret" : "configMap");
   // A secret volume names it secretName; a projected source, name.
   const std::string object_name = ref.value("secretName", ref.value("name", ""));
-  absl::StatusOr<json> object = ref.value("optional", false) ? client_->Get(secret ? kube::kSecrets : kube::kConfigMaps,
-                                                                           ns_, object_name)
-                                                             : WaitFor(secret ? kube::kSecrets : kube::kConfigMaps,
-                                                                       object_name);
-  if (!object.ok()) return absl::IsNotFound(object.status()) && ref.value("optional", false) ? absl::OkStatus()
-                                                                                            : object.status();
+  absl::StatusOr<json> object =
+      ref.value("optional", false)
+          ? client_->Get(secret ? kube::kSecrets : kube::kConfigMaps, ns_, object_name)
+          : WaitFor(secret ? kube::kSecrets : kube::kConfigMaps, object_name);
+  if (!object.ok())
+    return absl::IsNotFound(object.status()) && ref.value("optional", false) ? absl::OkStatus()
+                                                                             : object.status();
   const json data = object->value("data", json::object());  // items() must not outlive it.
   auto content = [&](const std::string& key) {
     std::string text = data.value(key, "");
@@ -116,8 +129,8 @@ absl::Status PodVolumes::WriteVolumeSource(const json& source, const std::string
     for (const json& item : ref["items"]) {
       const std::string key = item.value("key", "");
       if (!data.contains(key)) {
-        return absl::NotFoundError(absl::StrCat(secret ? "secret " : "config map ", object_name, " has no key \"",
-                                                key, "\""));
+        return absl::NotFoundError(absl::StrCat(secret ? "secret " : "config map ", object_name,
+                                                " has no key \"", key, "\""));
       }
       if (absl::Status s = write(item.value("path", key), content(key)); !s.ok()) return s;
     }
@@ -137,12 +150,13 @@ std::string PodVolumes::ServiceAccount() const {
 
 absl::StatusOr<std::string> PodVolumes::IssueToken(const std::string& account) {
   const kube::Resource token_request{"", "v1", absl::StrCat("serviceaccounts/", account, "/token")};
-  absl::StatusOr<json> issued =
-      client_->Create(token_request, ns_,
-                      {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", json::object()}});
+  absl::StatusOr<json> issued = client_->Create(token_request, ns_,
+                                                {{"apiVersion", "authentication.k8s.io/v1"},
+                                                 {"kind", "TokenRequest"},
+                                                 {"spec", json::object()}});
   if (!issued.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("no token for service account ", ns_, "/", account, ": ",
-                                                      issued.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat("no token for service account ", ns_, "/",
+                                                      account, ": ", issued.status().message()));
   }
   return kube::StringMember(kube::Member(*issued, "status"), "token");
 }
@@ -166,7 +180,8 @@ absl::StatusOr<json> PodVolumes::WaitFor(const kube::Resource& kind, const std::
     absl::StatusOr<json> object = client_->Get(kind, ns_, name);
     if (object.ok() || !absl::IsNotFound(object.status())) return object;
     if (absl::Now() > deadline || !wait_(absl::Milliseconds(200))) {
-      return absl::NotFoundError(absl::StrCat("volume source ", kind.plural, "/", name, " does not exist"));
+      return absl::NotFoundError(
+          absl::StrCat("volume source ", kind.plural, "/", name, " does not exist"));
     }
   }
 }

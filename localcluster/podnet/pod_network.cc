@@ -41,7 +41,8 @@ using BindFn = int (*)(int, const sockaddr*, socklen_t);
 using GetaddrinfoFn = int (*)(const char*, const char*, const addrinfo*, addrinfo**);
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The address of `name` in the hosts file, or "".
@@ -73,7 +74,8 @@ const std::vector<std::pair<std::string, std::string>>& Mounts() {
       if (end == std::string::npos) end = entries.size();
       std::string entry = entries.substr(start, end - start);
       size_t eq = entry.find('=');
-      if (eq != std::string::npos && eq > 0) out->emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+      if (eq != std::string::npos && eq > 0)
+        out->emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
       start = end + 1;
     }
     std::sort(out->begin(), out->end(),
@@ -100,7 +102,9 @@ Fn Next(const char* name) {
 }
 
 mode_t ModeArgument(int flags, va_list args) {
-  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? static_cast<mode_t>(va_arg(args, int)) : 0;
+  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE
+             ? static_cast<mode_t>(va_arg(args, int))
+             : 0;
 }
 
 }  // namespace
@@ -110,7 +114,6 @@ extern "C" FILE* fopen(const char* path, const char* mode) {
   const std::string moved = Redirect(path);
   return real(moved.empty() ? path : moved.c_str(), mode);
 }
-
 
 extern "C" int open(const char* path, int flags, ...) {
   static auto real = Next<int (*)(const char*, int, ...)>("open");
@@ -122,7 +125,6 @@ extern "C" int open(const char* path, int flags, ...) {
   return real(moved.empty() ? path : moved.c_str(), flags, mode);
 }
 
-
 extern "C" int openat(int dir_fd, const char* path, int flags, ...) {
   static auto real = Next<int (*)(int, const char*, int, ...)>("openat");
   va_list args;
@@ -132,7 +134,6 @@ extern "C" int openat(int dir_fd, const char* path, int flags, ...) {
   const std::string moved = Redirect(path);
   return real(dir_fd, moved.empty() ? path : moved.c_str(), flags, mode);
 }
-
 
 extern "C" int stat(const char* path, struct stat* out) {
   static auto real = Next<int (*)(const char*, struct stat*)>("stat");
@@ -162,11 +163,13 @@ extern "C" int access(const char* path, int mode) {
 
 extern "C" FILE* fopen64(const char* path, const char* mode) __attribute__((alias("fopen")));
 extern "C" int open64(const char* path, int flags, ...) __attribute__((alias("open")));
-extern "C" int openat64(int dir_fd, const char* path, int flags, ...) __attribute__((alias("openat")));
+extern "C" int openat64(int dir_fd, const char* path, int flags, ...)
+    __attribute__((alias("openat")));
 
 extern "C" int gethostname(char* name, size_t length) {
   static auto real = Next<int (*)(char*, size_t)>("gethostname");
-  const char* pod = std::getenv(cohort::local::kPodIpVariable) != nullptr ? std::getenv("HOSTNAME") : nullptr;
+  const char* pod =
+      std::getenv(cohort::local::kPodIpVariable) != nullptr ? std::getenv("HOSTNAME") : nullptr;
   if (pod == nullptr || *pod == '\0') return real(name, length);
   const size_t n = std::strlen(pod);
   if (n + 1 > length) {
@@ -181,7 +184,8 @@ extern "C" int bind(int fd, const sockaddr* addr, socklen_t len) {
   static BindFn real = reinterpret_cast<BindFn>(dlsym(RTLD_NEXT, "bind"));
   const char* pod_ip = std::getenv(cohort::local::kPodIpVariable);
   in_addr pod{};
-  if (pod_ip == nullptr || addr == nullptr || inet_pton(AF_INET, pod_ip, &pod) != 1) return real(fd, addr, len);
+  if (pod_ip == nullptr || addr == nullptr || inet_pton(AF_INET, pod_ip, &pod) != 1)
+    return real(fd, addr, len);
   if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
     sockaddr_in v4;
     std::memcpy(&v4, addr, sizeof(v4));
@@ -204,7 +208,8 @@ extern "C" int bind(int fd, const sockaddr* addr, socklen_t len) {
   return real(fd, addr, len);
 }
 
-extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) {
+extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo* hints,
+                           addrinfo** res) {
   static GetaddrinfoFn real = reinterpret_cast<GetaddrinfoFn>(dlsym(RTLD_NEXT, "getaddrinfo"));
   if (node != nullptr) {
     std::string name(node);
@@ -212,8 +217,9 @@ extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo
     // The pod's own hostname is its address, as a pod's /etc/hosts says.
     const char* own_ip = std::getenv(cohort::local::kPodIpVariable);
     const char* own_name = std::getenv("HOSTNAME");
-    std::string address =
-        own_ip != nullptr && own_name != nullptr && name == own_name ? std::string(own_ip) : LookUp(name);
+    std::string address = own_ip != nullptr && own_name != nullptr && name == own_name
+                              ? std::string(own_ip)
+                              : LookUp(name);
     if (!address.empty()) {
       addrinfo numeric{};
       if (hints != nullptr) numeric = *hints;

@@ -27,34 +27,39 @@ absl::Status ReadField(const json& parent, const char* key, const std::string& p
       *out = it->get<bool>();
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected true or false, got ", it->dump(),
+    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected true or false, got ",
+                                                   it->dump(),
                                                    "; write true or false without quotes"));
   } else if constexpr (std::is_integral_v<T>) {
     // 4.0 is an integer too: clients that decode JSON numbers as floating point write it back so.
     double d = it->is_number() ? it->get<double>() : 0;
-    if (it->is_number_integer() || (it->is_number_float() && std::isfinite(d) && std::trunc(d) == d)) {
-      bool in_range = it->is_number_unsigned()  ? it->get<uint64_t>() <= uint64_t{std::numeric_limits<T>::max()}
-                      : it->is_number_integer() ? it->get<int64_t>() >= std::numeric_limits<T>::min() &&
-                                                      it->get<int64_t>() <= std::numeric_limits<T>::max()
-                                                // max() rounds up to 2^63 as a double (int64); -min() is exact.
-                                                : d >= static_cast<double>(std::numeric_limits<T>::min()) &&
-                                                      d < -static_cast<double>(std::numeric_limits<T>::min());
+    if (it->is_number_integer() ||
+        (it->is_number_float() && std::isfinite(d) && std::trunc(d) == d)) {
+      bool in_range =
+          it->is_number_unsigned()  ? it->get<uint64_t>() <= uint64_t{std::numeric_limits<T>::max()}
+          : it->is_number_integer() ? it->get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                          it->get<int64_t>() <= std::numeric_limits<T>::max()
+                                    // max() rounds up to 2^63 as a double (int64); -min() is exact.
+                                    : d >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                                          d < -static_cast<double>(std::numeric_limits<T>::min());
       if (!in_range) {
-        return absl::InvalidArgumentError(absl::StrCat(path, key, ": ", it->dump(), " is out of range (at most ",
+        return absl::InvalidArgumentError(absl::StrCat(path, key, ": ", it->dump(),
+                                                       " is out of range (at most ",
                                                        std::numeric_limits<T>::max(), ")"));
       }
       *out = it->is_number_float() ? static_cast<T>(d) : it->get<T>();
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected an integer, got ", it->dump(),
-                                                   "; write a whole number without quotes, e.g. ", key, ": 4"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, key, ": expected an integer, got ", it->dump(),
+                     "; write a whole number without quotes, e.g. ", key, ": 4"));
   } else {
     if (it->is_string()) {
       *out = it->get<std::string>();
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, key, ": expected a string, got ", it->dump(), "; put the value in quotes"));
+    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected a string, got ",
+                                                   it->dump(), "; put the value in quotes"));
   }
 }
 
@@ -67,11 +72,12 @@ absl::Status ReadDuration(const json& parent, const char* key, const std::string
     return absl::OkStatus();
   }
   if (!it->is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, key, ": expected a duration like \"30s\", got ",
-                                                   it->dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, key, ": expected a duration like \"30s\", got ", it->dump()));
   }
   absl::StatusOr<absl::Duration> d = env::ParseDuration(it->get<std::string>());
-  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(path, key, ": ", d.status().message()));
+  if (!d.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, key, ": ", d.status().message()));
   *out = *d;
   return absl::OkStatus();
 }
@@ -96,9 +102,8 @@ void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
     const std::string path = absl::StrCat("spec.failurePolicy.rules[", i, "].");
     const json& r = (*list)[i];
     if (!r.is_object()) {
-      note(absl::InvalidArgumentError(absl::StrCat(path.substr(0, path.size() - 1),
-                                                   ": expected an object with an action, got ",
-                                                   r.dump())));
+      note(absl::InvalidArgumentError(absl::StrCat(
+          path.substr(0, path.size() - 1), ": expected an object with an action, got ", r.dump())));
       continue;
     }
     FailureRule rule;
@@ -111,7 +116,8 @@ void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
     std::optional<FailureAction> parsed = ParseFailureAction(action);
     if (!parsed) {
       note(absl::InvalidArgumentError(absl::StrCat(
-          path, "action: ", action.empty() ? "required" : absl::StrCat("'", action, "' is not an action"),
+          path,
+          "action: ", action.empty() ? "required" : absl::StrCat("'", action, "' is not an action"),
           "; write FailJob, RestartJob or RestartJobAndIgnoreMaxRestarts")));
       continue;
     }
@@ -130,7 +136,8 @@ void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
         note(ops);
         if (ops.ok() && op != "In" && op != "NotIn") {
           note(absl::InvalidArgumentError(absl::StrCat(
-              ep, "operator: ", op.empty() ? "required" : absl::StrCat("'", op, "' is not an operator"),
+              ep,
+              "operator: ", op.empty() ? "required" : absl::StrCat("'", op, "' is not an operator"),
               "; write In or NotIn")));
         }
         m.in = op != "NotIn";
@@ -142,8 +149,9 @@ void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
             if (code.is_number() && std::trunc(d) == d && d >= 0 && d <= 255) {
               m.values.push_back(static_cast<int32_t>(d));
             } else {
-              note(absl::InvalidArgumentError(absl::StrCat(
-                  ep, "values[", v, "]: ", code.dump(), " is not an exit code (a whole number from 0 to 255)")));
+              note(absl::InvalidArgumentError(
+                  absl::StrCat(ep, "values[", v, "]: ", code.dump(),
+                               " is not an exit code (a whole number from 0 to 255)")));
             }
           }
         }
@@ -155,8 +163,9 @@ void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
         const std::string cp = absl::StrCat(path, "onPodConditions[", c, "].");
         const json& cond = (*conditions)[c];
         if (!cond.is_object()) {
-          note(absl::InvalidArgumentError(absl::StrCat(
-              cp.substr(0, cp.size() - 1), ": expected an object {type, status}, got ", cond.dump())));
+          note(absl::InvalidArgumentError(absl::StrCat(cp.substr(0, cp.size() - 1),
+                                                       ": expected an object {type, status}, got ",
+                                                       cond.dump())));
           continue;
         }
         PodConditionMatcher m;
@@ -170,8 +179,8 @@ void ParseFailureRules(const json& policy, std::vector<FailureRule>& rules,
         if ((*reasons)[k].is_string()) {
           rule.on_termination_reasons.push_back((*reasons)[k].get<std::string>());
         } else {
-          note(absl::InvalidArgumentError(absl::StrCat(path, "onTerminationReasons[", k, "]: ",
-                                                       (*reasons)[k].dump(),
+          note(absl::InvalidArgumentError(absl::StrCat(path, "onTerminationReasons[", k,
+                                                       "]: ", (*reasons)[k].dump(),
                                                        " is not a reason; write e.g. OOMKilled")));
         }
       }
@@ -200,7 +209,8 @@ absl::Status ReadEnum(const json& obj, const char* name, const std::string& path
       return absl::OkStatus();
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(path, name, ": '", text, "' is not ", what, "; write ", hint));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, name, ": '", text, "' is not ", what, "; write ", hint));
 }
 
 }  // namespace
@@ -209,7 +219,8 @@ std::optional<TopologyRequest> SpareTopology(const DistributedJob& job) {
   const json& annotations = kube::Member(job.spec.pod_template, "metadata", "annotations");
   for (const auto& [key, required] : {std::pair{kKueueRequiredTopologyAnnotation, true},
                                       std::pair{kKueuePreferredTopologyAnnotation, false}}) {
-    if (std::string label = kube::StringMember(annotations, key); !label.empty()) return TopologyRequest{label, required};
+    if (std::string label = kube::StringMember(annotations, key); !label.empty())
+      return TopologyRequest{label, required};
   }
   return std::nullopt;
 }
@@ -223,8 +234,10 @@ std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
   if (job.name.size() + suffix.size() <= kMaxLabelLength) return absl::StrCat(job.name, suffix);
   // Too long for a label value: a prefix, then a hash of the whole name, so that two jobs that
   // share the prefix do not share a group.
-  const std::string hash = absl::StrCat(absl::Hex(std::hash<std::string>()(job.name) & 0xffffff, absl::kZeroPad6));
-  return absl::StrCat(job.name.substr(0, kMaxLabelLength - suffix.size() - hash.size() - 1), "-", hash, suffix);
+  const std::string hash =
+      absl::StrCat(absl::Hex(std::hash<std::string>()(job.name) & 0xffffff, absl::kZeroPad6));
+  return absl::StrCat(job.name.substr(0, kMaxLabelLength - suffix.size() - hash.size() - 1), "-",
+                      hash, suffix);
 }
 
 std::string TrainerName(const DistributedJob& job) {
@@ -255,9 +268,12 @@ int64_t TotalProcesses(const DistributedJob& job) {
 
 const char* FailureActionName(FailureAction action) {
   switch (action) {
-    case FailureAction::kFailJob: return "FailJob";
-    case FailureAction::kRestartJob: return "RestartJob";
-    case FailureAction::kRestartJobAndIgnoreMaxRestarts: return "RestartJobAndIgnoreMaxRestarts";
+    case FailureAction::kFailJob:
+      return "FailJob";
+    case FailureAction::kRestartJob:
+      return "RestartJob";
+    case FailureAction::kRestartJobAndIgnoreMaxRestarts:
+      return "RestartJobAndIgnoreMaxRestarts";
   }
   return "RestartJob";
 }
@@ -272,12 +288,18 @@ std::optional<FailureAction> ParseFailureAction(const std::string& name) {
 
 const char* PhaseName(Phase phase) {
   switch (phase) {
-    case Phase::kPending: return "Pending";
-    case Phase::kRunning: return "Running";
-    case Phase::kRestarting: return "Restarting";
-    case Phase::kSucceeded: return "Succeeded";
-    case Phase::kFailed: return "Failed";
-    case Phase::kSuspended: return "Suspended";
+    case Phase::kPending:
+      return "Pending";
+    case Phase::kRunning:
+      return "Running";
+    case Phase::kRestarting:
+      return "Restarting";
+    case Phase::kSucceeded:
+      return "Succeeded";
+    case Phase::kFailed:
+      return "Failed";
+    case Phase::kSuspended:
+      return "Suspended";
   }
   return "Pending";
 }
@@ -291,17 +313,19 @@ std::optional<Phase> ParsePhase(const std::string& name) {
 }
 
 absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
-  if (!object.is_object()) return absl::InvalidArgumentError("a DistributedJob must be a JSON object");
+  if (!object.is_object())
+    return absl::InvalidArgumentError("a DistributedJob must be a JSON object");
   DistributedJob job;
   const json& meta = object.contains("metadata") ? object["metadata"] : json::object();
   if (!meta.is_object()) return absl::InvalidArgumentError("metadata: expected an object");
-  for (auto [key, out] : {std::pair{"name", &job.name}, std::pair{"namespace", &job.namespace_},
-                          std::pair{"uid", &job.uid},
-                          std::pair{"resourceVersion", &job.resource_version}}) {
+  for (auto [key, out] :
+       {std::pair{"name", &job.name}, std::pair{"namespace", &job.namespace_},
+        std::pair{"uid", &job.uid}, std::pair{"resourceVersion", &job.resource_version}}) {
     if (absl::Status s = ReadField(meta, key, "metadata.", out); !s.ok()) return s;
   }
   if (job.name.empty()) return absl::InvalidArgumentError("metadata.name: required");
-  if (absl::Status s = ReadField(meta, "generation", "metadata.", &job.generation); !s.ok()) return s;
+  if (absl::Status s = ReadField(meta, "generation", "metadata.", &job.generation); !s.ok())
+    return s;
   job.being_deleted = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
   if (meta.contains("creationTimestamp") && meta["creationTimestamp"].is_string()) {
     if (std::optional<absl::Time> at = ParseRfc3339(meta["creationTimestamp"].get<std::string>())) {
@@ -319,7 +343,8 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     auto it = parent.find(key);
     if (it == parent.end() || it->is_null()) return nullptr;
     if (it->is_object()) return &*it;
-    note(absl::InvalidArgumentError(absl::StrCat(path, key, ": expected an object", what, ", got ", it->dump())));
+    note(absl::InvalidArgumentError(
+        absl::StrCat(path, key, ": expected an object", what, ", got ", it->dump())));
     return nullptr;
   };
   static const json kNoFields = json::object();
@@ -328,8 +353,7 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
   DistributedJobSpec& s = job.spec;
   const std::string p = "spec.";
   for (absl::Status st :
-       {ReadField(spec, "replicas", p, &s.replicas),
-        ReadField(spec, "spares", p, &s.spares),
+       {ReadField(spec, "replicas", p, &s.replicas), ReadField(spec, "spares", p, &s.spares),
         ReadField(spec, "coordinatorPort", p, &s.coordinator_port),
         ReadField(spec, "maxRestarts", p, &s.max_restarts),
         ReadDuration(spec, "restartBackoff", p, &s.restart_backoff),
@@ -357,26 +381,32 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
         note(absl::InvalidArgumentError(absl::StrCat(
             "spec.processesPerPod: ", it->dump(),
             " is neither a whole number nor \"auto\"; write e.g. processesPerPod: 8, or "
-            "processesPerPod: auto for one process per GPU of the trainer's nvidia.com/gpu limit")));
+            "processesPerPod: auto for one process per GPU of the trainer's nvidia.com/gpu "
+            "limit")));
       }
     } else {
       note(ReadField(spec, "processesPerPod", p, &s.processes_per_pod));
     }
   }
-  note(ReadEnum(spec, "launcher", p, {{"Cohort", Launcher::kCohort}, {"Torchrun", Launcher::kTorchrun}},
-                "a launcher",
-                "Cohort (Cohort starts processesPerPod copies of the command) or Torchrun (the command, "
-                "torchrun, starts them)",
-                &s.launcher));
+  note(ReadEnum(
+      spec, "launcher", p, {{"Cohort", Launcher::kCohort}, {"Torchrun", Launcher::kTorchrun}},
+      "a launcher",
+      "Cohort (Cohort starts processesPerPod copies of the command) or Torchrun (the command, "
+      "torchrun, starts them)",
+      &s.launcher));
   note(ReadEnum(spec, "restartStrategy", p,
                 {{"InPlace", RestartStrategy::kInPlace}, {"Recreate", RestartStrategy::kRecreate}},
                 "a restart strategy",
-                "InPlace (restart every pod's processes, keep the pods) or Recreate (delete and create every pod)",
+                "InPlace (restart every pod's processes, keep the pods) or Recreate (delete and "
+                "create every pod)",
                 &s.restart_strategy));
   note(ReadEnum(spec, "hangPolicy", p,
-                {{"Restart", HangPolicy::kRestart}, {"Fail", HangPolicy::kFail}, {"Alert", HangPolicy::kAlert}},
+                {{"Restart", HangPolicy::kRestart},
+                 {"Fail", HangPolicy::kFail},
+                 {"Alert", HangPolicy::kAlert}},
                 "a hang policy",
-                "Restart (restart the gang, counted against maxRestarts), Fail (the job fails) or Alert (say so "
+                "Restart (restart the gang, counted against maxRestarts), Fail (the job fails) or "
+                "Alert (say so "
                 "and keep running)",
                 &s.hang_policy));
   if (const json* hang = object_field(spec, "hangDetection", p, " with timeoutSeconds")) {
@@ -387,7 +417,8 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
       if (st.ok()) s.hang_detection.timeout_seconds = seconds;
     }
   }
-  if (const json* tmpl = object_field(spec, "template", p, " (a pod template)")) s.pod_template = *tmpl;
+  if (const json* tmpl = object_field(spec, "template", p, " (a pod template)"))
+    s.pod_template = *tmpl;
   if (const json* scheduling = object_field(spec, "scheduling", p, "")) {
     const std::string sp = "spec.scheduling.";
     note(ReadField(*scheduling, "queueName", sp, &s.scheduling.queue_name));
@@ -399,7 +430,8 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
                      {"volcano", PodGroupProvider::kVolcano},
                      {"workload", PodGroupProvider::kWorkload}},
                     "a provider",
-                    "coscheduling (scheduler-plugins), volcano or workload (Kubernetes' scheduling.k8s.io PodGroup)",
+                    "coscheduling (scheduler-plugins), volcano or workload (Kubernetes' "
+                    "scheduling.k8s.io PodGroup)",
                     &s.scheduling.pod_group.provider, /*required=*/true));
       int32_t min_member = 0;
       if (group->contains("minMember") && !(*group)["minMember"].is_null()) {
@@ -407,19 +439,22 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
         note(m);
         if (m.ok()) s.scheduling.pod_group.min_member = min_member;
       }
-      s.scheduling.pod_group.schedule_timeout_set =
-          group->contains("scheduleTimeoutSeconds") && !(*group)["scheduleTimeoutSeconds"].is_null();
-      note(ReadField(*group, "scheduleTimeoutSeconds", gp, &s.scheduling.pod_group.schedule_timeout_seconds));
+      s.scheduling.pod_group.schedule_timeout_set = group->contains("scheduleTimeoutSeconds") &&
+                                                    !(*group)["scheduleTimeoutSeconds"].is_null();
+      note(ReadField(*group, "scheduleTimeoutSeconds", gp,
+                     &s.scheduling.pod_group.schedule_timeout_seconds));
     }
   }
   if (const json* sc = object_field(spec, "sidecar", p, "")) {
     const std::string sp = "spec.sidecar.";
-    for (absl::Status st : {ReadField(*sc, "image", sp, &s.sidecar.image),
-                            ReadField(*sc, "imagePullPolicy", sp, &s.sidecar.image_pull_policy),
-                            ReadDuration(*sc, "heartbeatTimeout", sp, &s.sidecar.heartbeat_timeout)}) {
+    for (absl::Status st :
+         {ReadField(*sc, "image", sp, &s.sidecar.image),
+          ReadField(*sc, "imagePullPolicy", sp, &s.sidecar.image_pull_policy),
+          ReadDuration(*sc, "heartbeatTimeout", sp, &s.sidecar.heartbeat_timeout)}) {
       note(st);
     }
-    if (const json* r = object_field(*sc, "resources", sp, " (a ResourceRequirements)")) s.sidecar.resources = *r;
+    if (const json* r = object_field(*sc, "resources", sp, " (a ResourceRequirements)"))
+      s.sidecar.resources = *r;
   }
   if (const json* policy = object_field(spec, "failurePolicy", p, " with rules")) {
     ParseFailureRules(*policy, s.failure_rules, note);
@@ -437,7 +472,8 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
           std::pair{"restarts", &st.restarts}, std::pair{"preemptions", &st.preemptions},
           std::pair{"uncountedRestarts", &st.uncounted_restarts},
           std::pair{"restartAttempt", &st.restart_attempt}, std::pair{"spares", &st.spares},
-          std::pair{"readySpares", &st.ready_spares}, std::pair{"sparesCreated", &st.spares_created}}) {
+          std::pair{"readySpares", &st.ready_spares},
+          std::pair{"sparesCreated", &st.spares_created}}) {
       ReadField(status, key, "status.", out).IgnoreError();
     }
     ReadField(status, "observedGeneration", "status.", &st.observed_generation).IgnoreError();
@@ -517,9 +553,12 @@ json StatusToJson(const DistributedJob& job) {
 
 const char* HangPolicyName(HangPolicy policy) {
   switch (policy) {
-    case HangPolicy::kRestart: return "Restart";
-    case HangPolicy::kFail: return "Fail";
-    case HangPolicy::kAlert: return "Alert";
+    case HangPolicy::kRestart:
+      return "Restart";
+    case HangPolicy::kFail:
+      return "Fail";
+    case HangPolicy::kAlert:
+      return "Alert";
   }
   return "Restart";
 }
@@ -529,7 +568,8 @@ const char* RestartStrategyName(RestartStrategy strategy) {
 }
 
 std::string CoordinatorAddress(const DistributedJob& job) {
-  return absl::StrCat(job.name, "-0.", job.name, ".", job.namespace_.empty() ? "default" : job.namespace_,
+  return absl::StrCat(job.name, "-0.", job.name, ".",
+                      job.namespace_.empty() ? "default" : job.namespace_,
                       ".svc:", job.spec.coordinator_port);
 }
 

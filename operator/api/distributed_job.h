@@ -81,9 +81,9 @@ inline constexpr int32_t kMaxProcessesPerPod = 256;
 // spec.failurePolicy.rules[].action: what a matching rule does with the failure that ended a
 // restart attempt.
 enum class FailureAction {
-  kFailJob,                        // The job fails at once.
-  kRestartJob,                     // A gang restart counted against maxRestarts.
-  kRestartJobAndIgnoreMaxRestarts, // A gang restart that is not counted (uncountedRestarts).
+  kFailJob,                         // The job fails at once.
+  kRestartJob,                      // A gang restart counted against maxRestarts.
+  kRestartJobAndIgnoreMaxRestarts,  // A gang restart that is not counted (uncountedRestarts).
 };
 const char* FailureActionName(FailureAction action);
 std::optional<FailureAction> ParseFailureAction(const std::string& name);
@@ -122,9 +122,9 @@ enum class PodGroupProvider {
 
 struct PodGroupSpec {
   PodGroupProvider provider = PodGroupProvider::kNone;
-  std::optional<int32_t> min_member;          // Unset: every pod of the job.
-  int32_t schedule_timeout_seconds = 60;      // coscheduling's scheduleTimeoutSeconds.
-  bool schedule_timeout_set = false;          // Written in the spec (refused for other providers).
+  std::optional<int32_t> min_member;      // Unset: every pod of the job.
+  int32_t schedule_timeout_seconds = 60;  // coscheduling's scheduleTimeoutSeconds.
+  bool schedule_timeout_set = false;      // Written in the spec (refused for other providers).
 };
 
 struct SchedulingSpec {
@@ -144,20 +144,23 @@ struct SchedulingSpec {
 inline constexpr char kKueueQueueNameLabel[] = "kueue.x-k8s.io/queue-name";
 inline constexpr char kKueuePodGroupNameLabel[] = "kueue.x-k8s.io/pod-group-name";
 inline constexpr char kKueuePodGroupTotalCountAnnotation[] = "kueue.x-k8s.io/pod-group-total-count";
-inline constexpr char kKueuePodGroupIndexLabelAnnotation[] = "kueue.x-k8s.io/pod-group-pod-index-label";
+inline constexpr char kKueuePodGroupIndexLabelAnnotation[] =
+    "kueue.x-k8s.io/pod-group-pod-index-label";
 // "false": a terminated pod finishes its group instead of Kueue waiting for a replacement pod of
 // the same group (a restart is a new group), so Kueue releases the group's quota and finalizers.
 inline constexpr char kKueueRetriableInGroupAnnotation[] = "kueue.x-k8s.io/retriable-in-group";
 // Kueue's topology-aware scheduling: the template's annotations name the Node label whose value is
 // the domain (a rack, a block) the job's pods must (required) or should (preferred) share. Hot
 // spares take a slot in the gang's domain the same way (SpareTopology()).
-inline constexpr char kKueueRequiredTopologyAnnotation[] = "kueue.x-k8s.io/podset-required-topology";
-inline constexpr char kKueuePreferredTopologyAnnotation[] = "kueue.x-k8s.io/podset-preferred-topology";
+inline constexpr char kKueueRequiredTopologyAnnotation[] =
+    "kueue.x-k8s.io/podset-required-topology";
+inline constexpr char kKueuePreferredTopologyAnnotation[] =
+    "kueue.x-k8s.io/podset-preferred-topology";
 
 struct DistributedJobSpec {
   int32_t replicas = 1;  // Pods.
-  // Hot spares (docs/operator.md, "Hot spares"): pods beyond `replicas`, started like the others but
-  // holding no rank, that take the slot of a pod that is lost in the next attempt.
+  // Hot spares (docs/operator.md, "Hot spares"): pods beyond `replicas`, started like the others
+  // but holding no rank, that take the slot of a pod that is lost in the next attempt.
   int32_t spares = 0;
   // spec.processesPerPod: a number, or "auto" (the trainer container's nvidia.com/gpu limit when
   // it has one, else 1). ResolvedProcessesPerPod() gives the number.
@@ -237,7 +240,7 @@ struct DistributedJob {
   std::string uid;
   std::string resource_version;
   int64_t generation = 0;
-  bool being_deleted = false;  // metadata.deletionTimestamp is set.
+  bool being_deleted = false;                    // metadata.deletionTimestamp is set.
   absl::Time created_at = absl::InfinitePast();  // metadata.creationTimestamp, when readable.
   DistributedJobSpec spec;
   // Spec fields that could not be read (a wrong JSON type, an unparsable duration), one sentence

@@ -19,7 +19,8 @@ class AttemptWatcher {
   virtual ~AttemptWatcher() = default;
   // Keeps a stream to the hub at `address` for job `key` ("<ns>/<name>"), authenticated with
   // `token`; a different address replaces the stream (rank 0's pod was recreated).
-  virtual void Watch(const std::string& key, const std::string& address, const std::string& token) = 0;
+  virtual void Watch(const std::string& key, const std::string& address,
+                     const std::string& token) = 0;
   // Ends the job's stream but keeps what the hub said last (the job finished: its pods are
   // still counted by it).
   virtual void Close(const std::string& key) = 0;

@@ -40,10 +40,11 @@ json Metadata(const DistributedJob& job, const std::string& name, json labels) {
 // A spare (`pod_index` nullopt) holds no rank: it gets the job's size but no rank, pod index or
 // torchrun node rank, and COHORT_SPARE with its name (cohort-launch and the sidecar wait for a
 // slot); cohort-launch gives its processes their ranks when it takes one.
-json ContractEnv(const DistributedJob& job, std::optional<int32_t> pod_index, int32_t restart_attempt,
-                 const std::string& spare_name = "") {
+json ContractEnv(const DistributedJob& job, std::optional<int32_t> pod_index,
+                 int32_t restart_attempt, const std::string& spare_name = "") {
   const int32_t per_pod = ResolvedProcessesPerPod(job);
-  const env::ProcessPlacement placement{.pod_index = pod_index.value_or(0), .local_index = 0,
+  const env::ProcessPlacement placement{.pod_index = pod_index.value_or(0),
+                                        .local_index = 0,
                                         .processes_per_pod = per_pod,
                                         .num_pods = job.spec.replicas};
   env::JobInputs in;
@@ -78,14 +79,15 @@ json ContractEnv(const DistributedJob& job, std::optional<int32_t> pod_index, in
     add(name, value);
   }
   // The pod's IP and name come from the pod itself.
-  env.push_back({{"name", env::kPodIp},
-                 {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
-  env.push_back({{"name", env::kPodName},
-                 {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
+  env.push_back(
+      {{"name", env::kPodIp}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}});
+  env.push_back(
+      {{"name", env::kPodName}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
   // Rank, job size, local index: Cohort's, JAX's and torchrun's names.
   for (const auto& [name, value] : env::ProcessVariables(placement, TrainerGpuLimit(job) > 0)) {
     const bool job_wide = name == env::kNumProcesses || name == env::kProcessesPerPod ||
-                          name == env::kJaxNumProcesses || name == env::kWorldSize || name == env::kLocalWorldSize;
+                          name == env::kJaxNumProcesses || name == env::kWorldSize ||
+                          name == env::kLocalWorldSize;
     if (pod_index || job_wide) add(name, value);
   }
   if (!pod_index) add(env::kSpare, spare_name);
@@ -110,8 +112,10 @@ std::vector<DefaultVariable> TrainerDefaults() {
   const std::string dumps = env::DumpsDir(kAgentSocket);
   return {
       {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "2000"},
-      {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE", absl::StrCat(dumps, "/nccl_trace_rank_")},
-      {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", absl::StrCat(dumps, "/fr_trace_rank_")},
+      {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE",
+       absl::StrCat(dumps, "/nccl_trace_rank_")},
+      {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+       absl::StrCat(dumps, "/fr_trace_rank_")},
   };
 }
 
@@ -183,7 +187,8 @@ std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t 
 
 std::string JobOfPodName(absl::string_view name) {
   // Drops "-<digits>" at the end, after "-r<digits>" when there is one.
-  auto drop_number = [](absl::string_view s, absl::string_view prefix) -> std::optional<absl::string_view> {
+  auto drop_number = [](absl::string_view s,
+                        absl::string_view prefix) -> std::optional<absl::string_view> {
     const size_t dash = s.rfind('-');
     if (dash == absl::string_view::npos) return std::nullopt;
     absl::string_view number = s.substr(dash + 1);
@@ -217,9 +222,8 @@ json BuildService(const DistributedJob& job) {
            {{"clusterIP", "None"},
             {"publishNotReadyAddresses", true},
             {"selector", {{kJobNameLabel, job.name}}},
-            {"ports",
-             json::array({{{"name", "coordinator"}, {"port", job.spec.coordinator_port}},
-                          {{"name", "metrics"}, {"port", kSidecarMetricsPort}}})}}}};
+            {"ports", json::array({{{"name", "coordinator"}, {"port", job.spec.coordinator_port}},
+                                   {{"name", "metrics"}, {"port", kSidecarMetricsPort}}})}}}};
 }
 
 bool RestartsInPlace(const DistributedJob& job) {
@@ -257,7 +261,8 @@ json BuildPodGroup(const DistributedJob& job, int32_t restart_attempt) {
   json spec = group.provider == PodGroupProvider::kWorkload
                   ? json{{"schedulingPolicy", {{"gang", {{"minCount", min_member}}}}}}
                   : json{{"minMember", min_member}};
-  if (group.provider == PodGroupProvider::kCoscheduling) spec["scheduleTimeoutSeconds"] = group.schedule_timeout_seconds;
+  if (group.provider == PodGroupProvider::kCoscheduling)
+    spec["scheduleTimeoutSeconds"] = group.schedule_timeout_seconds;
   return {{"apiVersion", PodGroupApiVersion(group.provider)},
           {"kind", "PodGroup"},
           {"metadata", Metadata(job, PodGroupName(job, restart_attempt),
@@ -275,7 +280,8 @@ json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt) 
   return BuildPod(job, rank, restart_attempt, PodName(job, rank));
 }
 
-json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, const std::string& name) {
+json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt,
+              const std::string& name) {
   return BuildPodOf(job, rank, restart_attempt, name);
 }
 
@@ -306,14 +312,17 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
     labels[kKueuePodGroupNameLabel] = PodGroupName(job, restart_attempt);
   }
   const PodGroupProvider provider = scheduling.pod_group.provider;
-  if (provider == PodGroupProvider::kCoscheduling) labels[kCoschedulingPodGroupLabel] = PodGroupName(job, restart_attempt);
+  if (provider == PodGroupProvider::kCoscheduling)
+    labels[kCoschedulingPodGroupLabel] = PodGroupName(job, restart_attempt);
   json metadata = Metadata(job, name, labels);
-  if (const json& annotations = kube::Member(tmpl, "metadata", "annotations"); annotations.is_object()) {
+  if (const json& annotations = kube::Member(tmpl, "metadata", "annotations");
+      annotations.is_object()) {
     metadata["annotations"] = annotations;
   }
   if (!scheduling.queue_name.empty()) {
     // Spares are pods of the group: Kueue admits the gang with them.
-    metadata["annotations"][kKueuePodGroupTotalCountAnnotation] = absl::StrCat(job.spec.replicas + job.spec.spares);
+    metadata["annotations"][kKueuePodGroupTotalCountAnnotation] =
+        absl::StrCat(job.spec.replicas + job.spec.spares);
     if (rank) metadata["annotations"][kKueuePodGroupIndexLabelAnnotation] = kRankLabel;
     metadata["annotations"][kKueueRetriableInGroupAnnotation] = "false";
   }
@@ -322,11 +331,13 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
   }
   json spec = kube::Member(tmpl, "spec").is_object() ? kube::Member(tmpl, "spec") : json::object();
   // The provider's scheduler (their charts' defaults) unless one is named.
-  const bool template_scheduler = spec.contains("schedulerName") && spec["schedulerName"].is_string();
+  const bool template_scheduler =
+      spec.contains("schedulerName") && spec["schedulerName"].is_string();
   if (provider == PodGroupProvider::kCoscheduling && !template_scheduler) {
     spec["schedulerName"] = "scheduler-plugins-scheduler";
   }
-  if (provider == PodGroupProvider::kVolcano && !template_scheduler) spec["schedulerName"] = "volcano";
+  if (provider == PodGroupProvider::kVolcano && !template_scheduler)
+    spec["schedulerName"] = "volcano";
   // Kubernetes' own scheduler places the group; the pod names it in its spec.
   if (provider == PodGroupProvider::kWorkload) {
     spec["schedulingGroup"] = {{"podGroupName", PodGroupName(job, restart_attempt)}};
@@ -368,7 +379,8 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
   if (trainer != nullptr && (per_pod > 1 || TrainerGpuLimit(job) > 0 || in_place) &&
       !MountsPath(*trainer, "/dev/shm")) {
     dshm = json{{"name", "cohort-dshm"}, {"emptyDir", {{"medium", "Memory"}}}};
-    if (json limit = MemoryLimit(*trainer); !limit.is_null()) (*dshm)["emptyDir"]["sizeLimit"] = limit;
+    if (json limit = MemoryLimit(*trainer); !limit.is_null())
+      (*dshm)["emptyDir"]["sizeLimit"] = limit;
     (*trainer)["volumeMounts"].push_back({{"name", "cohort-dshm"}, {"mountPath", "/dev/shm"}});
   }
 
@@ -378,8 +390,9 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
       {"imagePullPolicy", job.spec.sidecar.image_pull_policy},
       {"restartPolicy", "Always"},  // A native sidecar: starts first, stops after the trainer.
       {"args", json::array({"--http-port", absl::StrCat(kSidecarMetricsPort)})},
-      {"ports", json::array({{{"name", "coordinator"}, {"containerPort", job.spec.coordinator_port}},
-                             {{"name", "metrics"}, {"containerPort", kSidecarMetricsPort}}})},
+      {"ports",
+       json::array({{{"name", "coordinator"}, {"containerPort", job.spec.coordinator_port}},
+                    {{"name", "metrics"}, {"containerPort", kSidecarMetricsPort}}})},
       {"readinessProbe",
        {{"httpGet", {{"path", "/readyz"}, {"port", kSidecarMetricsPort}}}, {"periodSeconds", 2}}},
       {"livenessProbe",

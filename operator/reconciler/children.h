@@ -74,7 +74,8 @@ inline constexpr char kVolcanoGroupNameAnnotation[] = "scheduling.k8s.io/group-n
 // processes or GPUs, a memory-backed /dev/shm.
 nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
 // The same, named `name` (ReplacementPodName).
-nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt, const std::string& name);
+nlohmann::json BuildPod(const DistributedJob& job, int32_t rank, int32_t restart_attempt,
+                        const std::string& name);
 // Hot spares: spare pod number `sequence` (SparePodName), built like a rank's pod but holding no
 // rank: the kSpareLabel label instead of kRankLabel, its own name as hostname, COHORT_SPARE in
 // every container and no rank variables (cohort-launch sets them when the spare takes a slot).

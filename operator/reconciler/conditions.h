@@ -53,10 +53,10 @@ inline constexpr char kForceDeleted[] = "ForceDeleted";
 inline constexpr char kSpareTakesSlot[] = "SpareTakesSlot";
 inline constexpr char kReplacingSpare[] = "ReplacingSpare";
 inline constexpr char kNoSpareForSlot[] = "NoSpareForSlot";
-inline constexpr char kSchedulingGated[] = "SchedulingGated";    // Condition Scheduled: admission.
-inline constexpr char kUnschedulable[] = "Unschedulable";        // Condition Scheduled: no room.
+inline constexpr char kSchedulingGated[] = "SchedulingGated";  // Condition Scheduled: admission.
+inline constexpr char kUnschedulable[] = "Unschedulable";      // Condition Scheduled: no room.
 inline constexpr char kWaitingForScheduler[] = "WaitingForScheduler";  // Condition Scheduled.
-inline constexpr char kAllPodsScheduled[] = "AllPodsScheduled";  // Condition Scheduled.
+inline constexpr char kAllPodsScheduled[] = "AllPodsScheduled";        // Condition Scheduled.
 inline constexpr char kPodGroupUnavailable[] = "PodGroupUnavailable";  // Event: no PodGroup made.
 // Condition Hung, and its Warning Event (once per hang): which ranks hang, and where each waits.
 inline constexpr char kHangDetected[] = "HangDetected";

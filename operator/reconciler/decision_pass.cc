@@ -27,8 +27,8 @@ absl::string_view TruncateUtf8(absl::string_view text, size_t max) {
   return text.substr(0, cut);
 }
 
-DecisionPass::DecisionPass(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
-                           const DecideOptions& options, const AttemptView* view)
+DecisionPass::DecisionPass(const DistributedJob& job, const std::vector<ObservedPod>& pods,
+                           absl::Time now, const DecideOptions& options, const AttemptView* view)
     : job(job), spec(job.spec), now(now), options(options), status(decision.status), view(view) {
   status = job.status;
   status.observed_generation = job.generation;
@@ -50,8 +50,9 @@ DecisionPass::DecisionPass(const DistributedJob& job, const std::vector<Observed
 
 void DecisionPass::SetCondition(const char* type, bool is_true, const std::string& reason,
                                 const std::string& message) {
-  ::cohort::op::SetCondition(status.conditions, Condition{type, is_true ? "True" : "False", reason, message,
-                                                          FormatRfc3339(now), job.generation});
+  ::cohort::op::SetCondition(status.conditions,
+                             Condition{type, is_true ? "True" : "False", reason, message,
+                                       FormatRfc3339(now), job.generation});
 }
 
 void DecisionPass::Emit(const char* type, const char* reason, const std::string& message) {
@@ -60,7 +61,8 @@ void DecisionPass::Emit(const char* type, const char* reason, const std::string&
 
 void DecisionPass::Requeue(absl::Duration after) {
   after = std::max(after, absl::Milliseconds(1));
-  decision.requeue_after = decision.requeue_after ? std::min(*decision.requeue_after, after) : after;
+  decision.requeue_after =
+      decision.requeue_after ? std::min(*decision.requeue_after, after) : after;
 }
 
 void DecisionPass::DeleteAll(const std::vector<const ObservedPod*>& which) {
@@ -72,20 +74,23 @@ void DecisionPass::DeleteAll(const std::vector<const ObservedPod*>& which) {
 void DecisionPass::Finish(Phase phase, const char* reason, const std::string& message) {
   status.phase = phase;
   status.completion_time = FormatRfc3339(now);
-  SetCondition(phase == Phase::kSucceeded ? condition::kSucceeded : condition::kFailed, true, reason, message);
+  SetCondition(phase == Phase::kSucceeded ? condition::kSucceeded : condition::kFailed, true,
+               reason, message);
   SetCondition(condition::kRunning, false, reason, message);
   Emit(phase == Phase::kSucceeded ? event_type::kNormal : event_type::kWarning, reason, message);
   if (spec.ttl_seconds_after_finished) Requeue(absl::Seconds(*spec.ttl_seconds_after_finished));
 }
 
-void DecisionPass::RestartGang(const char* kind, const char* condition_reason, const char* event_type,
-                               const char* event_reason, const std::string& why, const std::string& what_next,
+void DecisionPass::RestartGang(const char* kind, const char* condition_reason,
+                               const char* event_type, const char* event_reason,
+                               const std::string& why, const std::string& what_next,
                                GangRestart cause, absl::Duration backoff) {
   InPlacePlan plan = PlanInPlace(*this);
   const bool in_place = plan.blocker.empty();
   ++status.restart_attempt;
   status.last_restart_kind = kind;
-  status.last_restart_strategy = in_place ? restart_strategy::kInPlace : restart_strategy::kRecreate;
+  status.last_restart_strategy =
+      in_place ? restart_strategy::kInPlace : restart_strategy::kRecreate;
   cause.kind = kind;
   cause.in_place = in_place;
   if (in_place) {
@@ -110,22 +115,25 @@ void DecisionPass::RestartGang(const char* kind, const char* condition_reason, c
     std::vector<std::string> replaced;
     for (const auto& [pod, gone] : plan.replaced) replaced.push_back(gone);
     Emit(event_type, reason::kRestartedInPlace,
-         absl::StrCat(why, what_next, "; in place: ", absl::StrJoin(replaced, "; "),
-                      plan.replaced.size() == 1 ? ": it is replaced alone" : ": they are replaced alone",
-                      ", every other pod stays and its processes restart"));
+         absl::StrCat(
+             why, what_next, "; in place: ", absl::StrJoin(replaced, "; "),
+             plan.replaced.size() == 1 ? ": it is replaced alone" : ": they are replaced alone",
+             ", every other pod stays and its processes restart"));
   } else {
     Emit(event_type, event_reason, absl::StrCat(why, what_next));
     // Said when the job could restart in place but this restart cannot (a job whose trainer has
     // no command never does: status.lastRestartStrategy says Recreate).
     if (RestartsInPlace(job)) {
       Emit(event_type::kWarning, reason::kRecreatingGang,
-           absl::StrCat("cannot restart in place: ", plan.blocker, "; deleting and creating every pod instead"));
+           absl::StrCat("cannot restart in place: ", plan.blocker,
+                        "; deleting and creating every pod instead"));
     }
   }
   Requeue(backoff);
 }
 
-void DecisionPass::CountedRestart(const std::string& why, const char* condition_reason, GangRestart cause) {
+void DecisionPass::CountedRestart(const std::string& why, const char* condition_reason,
+                                  GangRestart cause) {
   if (status.restarts >= spec.max_restarts) {
     DeleteAll(current);
     decision.create_ranks.clear();
@@ -134,9 +142,10 @@ void DecisionPass::CountedRestart(const std::string& why, const char* condition_
     return;
   }
   ++status.restarts;
-  RestartGang(restart_kind::kFailure, condition_reason, event_type::kWarning, reason::kGangRestart, why,
-              absl::StrCat("; restarting the gang as restart attempt ", status.restart_attempt + 1, " (restart ",
-                           status.restarts, " of ", spec.max_restarts, ")"),
+  RestartGang(restart_kind::kFailure, condition_reason, event_type::kWarning, reason::kGangRestart,
+              why,
+              absl::StrCat("; restarting the gang as restart attempt ", status.restart_attempt + 1,
+                           " (restart ", status.restarts, " of ", spec.max_restarts, ")"),
               std::move(cause), RestartBackoff(spec, status.restarts));
 }
 
@@ -144,7 +153,8 @@ void DecisionPass::Count() {
   status.ready = status.active = status.succeeded = status.failed = 0;
   for (const ObservedPod* p : current) {
     if (p->ready) ++status.ready;
-    if (!p->terminating && (p->phase == PodPhase::kPending || p->phase == PodPhase::kRunning)) ++status.active;
+    if (!p->terminating && (p->phase == PodPhase::kPending || p->phase == PodPhase::kRunning))
+      ++status.active;
     if (p->phase == PodPhase::kSucceeded) ++status.succeeded;
     if (Failed(*p)) ++status.failed;
   }
@@ -161,8 +171,10 @@ std::string Describe(const ObservedPod& p, int32_t per_pod) {
   if (p.trainer_exit_code) {
     absl::StrAppend(&out, " exited with code ", *p.trainer_exit_code);
     // 128+N: killed by signal N (SIGKILL also means the OOM killer).
-    if (const char* sig = *p.trainer_exit_code > 128 ? sigabbrev_np(*p.trainer_exit_code - 128) : nullptr) {
-      absl::StrAppend(&out, " (SIG", sig, *p.trainer_exit_code == 137 ? ": killed, or out of memory" : "", ")");
+    if (const char* sig =
+            *p.trainer_exit_code > 128 ? sigabbrev_np(*p.trainer_exit_code - 128) : nullptr) {
+      absl::StrAppend(&out, " (SIG", sig,
+                      *p.trainer_exit_code == 137 ? ": killed, or out of memory" : "", ")");
     }
   } else {
     absl::StrAppend(&out, " failed");
@@ -191,7 +203,8 @@ const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods) {
 }
 
 bool GangScheduled(const DistributedJobSpec& spec) {
-  return !spec.scheduling.queue_name.empty() || spec.scheduling.pod_group.provider != PodGroupProvider::kNone;
+  return !spec.scheduling.queue_name.empty() ||
+         spec.scheduling.pod_group.provider != PodGroupProvider::kNone;
 }
 
 bool Follower(const ObservedPod& p) { return ExitKindOf(p) == ExitKind::kFollowed; }

@@ -1,9 +1,10 @@
 #pragma once
 
 // One Decide() in progress, shared by the policies it runs in turn (lifecycle_policy.h,
-// lost_node_policy.h, startup_policy.h, preemption_policy.h, failure_policy.h, hang_policy.h): what each reads
-// (the job, its pods split by restart attempt, the time, the operator's options), what each
-// writes (the Decision), and the steps several of them take (finish the job, restart the gang).
+// lost_node_policy.h, startup_policy.h, preemption_policy.h, failure_policy.h, hang_policy.h): what
+// each reads (the job, its pods split by restart attempt, the time, the operator's options), what
+// each writes (the Decision), and the steps several of them take (finish the job, restart the
+// gang).
 
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +44,8 @@ class DecisionPass {
   // leaves the list.
   std::vector<const ObservedPod*> spares;
 
-  void SetCondition(const char* type, bool is_true, const std::string& reason, const std::string& message);
+  void SetCondition(const char* type, bool is_true, const std::string& reason,
+                    const std::string& message);
   void Emit(const char* type, const char* reason, const std::string& message);
   // Look again after `after` at the latest (the earliest of every request).
   void Requeue(absl::Duration after);

@@ -19,10 +19,9 @@ constexpr absl::Duration kRootCauseWaitWithRules = absl::Seconds(10);
 
 // The terminated container a rule looks at: the one onExitCodes names, else the trainer.
 const ObservedPod::ContainerExit* Target(const FailureRule& rule, const ObservedPod& pod) {
-  const std::string& name =
-      rule.on_exit_codes && !rule.on_exit_codes->container_name.empty()
-          ? rule.on_exit_codes->container_name
-          : pod.trainer_name;
+  const std::string& name = rule.on_exit_codes && !rule.on_exit_codes->container_name.empty()
+                                ? rule.on_exit_codes->container_name
+                                : pod.trainer_name;
   for (const ObservedPod::ContainerExit& c : pod.containers) {
     if (c.name == name) return &c;
   }
@@ -46,9 +45,9 @@ std::string Matched(const FailureRule& rule, const ObservedPod& pod) {
     what.push_back(absl::StrCat("reason ", target->reason, " of container ", target->name));
   }
   for (const PodConditionMatcher& m : rule.on_pod_conditions) {
-    const bool present = std::any_of(pod.conditions.begin(), pod.conditions.end(), [&](const auto& c) {
-      return c.first == m.type && c.second == m.status;
-    });
+    const bool present =
+        std::any_of(pod.conditions.begin(), pod.conditions.end(),
+                    [&](const auto& c) { return c.first == m.type && c.second == m.status; });
     if (!present) return "";
     what.push_back(absl::StrCat("condition ", m.type, "=", m.status));
   }
@@ -71,7 +70,8 @@ std::optional<RuleMatch> MatchFailureRules(const std::vector<FailureRule>& rules
   return std::nullopt;
 }
 
-void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::string& why, GangRestart cause) {
+void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::string& why,
+                      GangRestart cause) {
   const std::string message = absl::StrCat(why, "; ", rule.Describe());
   switch (rule.action) {
     case FailureAction::kFailJob:
@@ -84,12 +84,13 @@ void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::stri
       return;
     case FailureAction::kRestartJobAndIgnoreMaxRestarts:
       ++pass.status.uncounted_restarts;
-      pass.RestartGang(restart_kind::kUncountedFailure, reason::kFailurePolicy, event_type::kWarning,
-                       reason::kGangRestart, message,
-                       absl::StrCat(": restarting the gang as restart attempt ", pass.status.restart_attempt + 1,
-                                    " (not counted against maxRestarts; uncounted restart ",
-                                    pass.status.uncounted_restarts, ")"),
-                       std::move(cause), RestartBackoff(pass.spec, 1));
+      pass.RestartGang(
+          restart_kind::kUncountedFailure, reason::kFailurePolicy, event_type::kWarning,
+          reason::kGangRestart, message,
+          absl::StrCat(": restarting the gang as restart attempt ", pass.status.restart_attempt + 1,
+                       " (not counted against maxRestarts; uncounted restart ",
+                       pass.status.uncounted_restarts, ")"),
+          std::move(cause), RestartBackoff(pass.spec, 1));
       return;
   }
 }
@@ -104,7 +105,8 @@ Verdict HandleFailure(DecisionPass& pass) {
       if (Follower(*p)) first = std::min(first, p->finished_at);
       if (!p->trainer_exit_code && p->phase != ObservedPod::Phase::kFailed) cause_may_come = true;
     }
-    const absl::Duration wait = pass.spec.failure_rules.empty() ? kRootCauseWait : kRootCauseWaitWithRules;
+    const absl::Duration wait =
+        pass.spec.failure_rules.empty() ? kRootCauseWait : kRootCauseWaitWithRules;
     if (cause_may_come && pass.now < first + wait) {
       pass.Requeue(first + wait - pass.now);
       return Verdict::kDecided;

@@ -33,7 +33,8 @@ std::optional<RuleMatch> MatchFailureRules(const std::vector<FailureRule>& rules
                                            const ObservedPod& pod);
 
 // Does what `rule` says about the pod that ended the attempt; `why` describes that pod.
-void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::string& why, GangRestart cause);
+void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::string& why,
+                      GangRestart cause);
 
 // A failed rank ends the attempt. The root cause is the lowest rank that did not merely follow a
 // peer's failure (exit 75); while only followers have failed and the rank that caused it may

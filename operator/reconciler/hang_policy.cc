@@ -84,8 +84,9 @@ const Condition* HungCondition(const DecisionPass& pass) {
 // Hung=False once no rank of the running attempt hangs; a job that never hung gets no condition.
 void ClearHung(DecisionPass& pass) {
   if (HungCondition(pass) == nullptr) return;
-  pass.SetCondition(condition::kHung, false, reason::kRecovered,
-                    absl::StrCat("no rank of restart attempt ", pass.status.restart_attempt, " is hung"));
+  pass.SetCondition(
+      condition::kHung, false, reason::kRecovered,
+      absl::StrCat("no rank of restart attempt ", pass.status.restart_attempt, " is hung"));
 }
 
 // A later attempt than the hung one runs: Running turned True after Hung did (a restart turns
@@ -125,19 +126,21 @@ std::string HangMessage(const DecisionPass& pass, const AttemptView::Hang& hang)
   std::vector<std::string> parts;
   for (size_t i = 0; i < hang.outliers.size() && i < kMaxOutliersNamed; ++i) {
     const AttemptView::Hang::Rank& r = hang.outliers[i];
-    parts.push_back(absl::StrCat("rank ", r.rank, " (pod ", PodNameOf(pass, r.pod_index), ", local ", r.local,
-                                 "): ", Where(r.where)));
+    parts.push_back(absl::StrCat("rank ", r.rank, " (pod ", PodNameOf(pass, r.pod_index),
+                                 ", local ", r.local, "): ", Where(r.where)));
   }
   if (hang.outliers.size() > kMaxOutliersNamed) {
-    parts.push_back(absl::StrCat("and ", hang.outliers.size() - kMaxOutliersNamed, " more hung ranks"));
+    parts.push_back(
+        absl::StrCat("and ", hang.outliers.size() - kMaxOutliersNamed, " more hung ranks"));
   }
   for (size_t i = 0; i < hang.groups.size() && i < kMaxGroupsNamed; ++i) {
     const AttemptView::Hang::Group& g = hang.groups[i];
-    parts.push_back(absl::StrCat(g.ranks.size() == 1 ? "rank " : "ranks ", RankRanges(g.ranks), ": ",
-                                 Where(g.where)));
+    parts.push_back(absl::StrCat(g.ranks.size() == 1 ? "rank " : "ranks ", RankRanges(g.ranks),
+                                 ": ", Where(g.where)));
   }
   if (hang.groups.size() > kMaxGroupsNamed) {
-    parts.push_back(absl::StrCat("and ", hang.groups.size() - kMaxGroupsNamed, " more groups of waiting ranks"));
+    parts.push_back(absl::StrCat("and ", hang.groups.size() - kMaxGroupsNamed,
+                                 " more groups of waiting ranks"));
   }
   if (parts.empty()) parts.push_back("the hang detector named no rank");
   return std::string(TruncateUtf8(absl::StrJoin(parts, "; "), kMaxHangMessage));
@@ -152,13 +155,15 @@ Verdict HandleHang(DecisionPass& pass) {
     return Verdict::kContinue;
   }
   const std::optional<AttemptView::Hang>& hang = view->hang;
-  if (!hang || hang->attempt != pass.status.restart_attempt || pass.status.phase != Phase::kRunning) {
+  if (!hang || hang->attempt != pass.status.restart_attempt ||
+      pass.status.phase != Phase::kRunning) {
     ClearHung(pass);
     return Verdict::kContinue;
   }
   const std::string message = HangMessage(pass, *hang);
   // Told once per hang: status.lastHangId keeps it so across passes and operator restarts.
-  const bool told = HungCondition(pass) != nullptr && static_cast<int64_t>(hang->id) == pass.status.last_hang_id;
+  const bool told =
+      HungCondition(pass) != nullptr && static_cast<int64_t>(hang->id) == pass.status.last_hang_id;
   pass.SetCondition(condition::kHung, true, reason::kHangDetected, message);
   if (!told) {
     pass.status.last_hang_id = static_cast<int64_t>(hang->id);
@@ -176,11 +181,14 @@ Verdict HandleHang(DecisionPass& pass) {
   if (pass.spec.hang_policy == HangPolicy::kFail) {
     pass.DeleteAll(pass.current);
     pass.decision.create_ranks.clear();
-    pass.Finish(Phase::kFailed, reason::kHung, absl::StrCat(why, "; spec.hangPolicy is Fail: the job fails"));
+    pass.Finish(Phase::kFailed, reason::kHung,
+                absl::StrCat(why, "; spec.hangPolicy is Fail: the job fails"));
     return Verdict::kDecided;
   }
-  GangRestart cause{InfoOf(FailureCause::kHung).label, hang->detected_at, ""};  // kind: set by the restart
-  if (std::optional<RuleMatch> rule = MatchFailureRules(pass.spec.failure_rules, HungPod(pass, *hang))) {
+  GangRestart cause{InfoOf(FailureCause::kHung).label, hang->detected_at,
+                    ""};  // kind: set by the restart
+  if (std::optional<RuleMatch> rule =
+          MatchFailureRules(pass.spec.failure_rules, HungPod(pass, *hang))) {
     ApplyFailureRule(pass, *rule, why, std::move(cause));
   } else {
     pass.CountedRestart(why, reason::kHung, std::move(cause));

@@ -69,18 +69,21 @@ std::string WhyItGoes(const DecisionPass& pass, const ObservedPod& p, absl::Time
   const bool ended = pass.view->ends.count(p.rank) > 0;
   if (!ended && !pass.view->following.count(p.rank)) {
     if (pass.view->followed.count(p.rank)) {
-      return "has a sidecar that stopped following the attempt hub, and its processes did not end (it or its node is "
+      return "has a sidecar that stopped following the attempt hub, and its processes did not end "
+             "(it or its node is "
              "gone)";
     }
     const absl::Time patience_ends = p.started_at + kHubPatience;
     if (pass.now >= patience_ends) {
-      return absl::StrCat("has a sidecar that did not follow the attempt hub within ",
-                          absl::FormatDuration(kHubPatience),
-                          " of the pod's start, and its processes did not end (it or its node is gone)");
+      return absl::StrCat(
+          "has a sidecar that did not follow the attempt hub within ",
+          absl::FormatDuration(kHubPatience),
+          " of the pod's start, and its processes did not end (it or its node is gone)");
     }
     *wait_until = patience_ends;  // Its sidecar is still starting: it follows soon.
   }
-  if (!ended && !p.ready) return "is not ready and its processes did not end (its node may be lost)";
+  if (!ended && !p.ready)
+    return "is not ready and its processes did not end (its node may be lost)";
   return "";
 }
 
@@ -108,7 +111,8 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
   for (const auto& [p, why] : check.replace) present.insert(p->rank);
   for (int32_t rank = 0; rank < pass.spec.replicas; ++rank) {
     if (present.count(rank)) continue;
-    if (rank == 0) return Blocked(absl::StrCat("pod ", PodName(pass.job, rank), " is gone", kRankZero));
+    if (rank == 0)
+      return Blocked(absl::StrCat("pod ", PodName(pass.job, rank), " is gone", kRankZero));
     check.missing.push_back(rank);
   }
   // A gang scheduler (spec.scheduling) admits whole gangs: a pod alone would wait for ever.
@@ -116,10 +120,12 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
   // Spares too: the pod that goes would finish the admitted group (Kueue), and a new spare could
   // not join it.
   if (gang_scheduled && (!check.replace.empty() || !check.missing.empty())) {
-    const std::string what = check.replace.empty()
-                                 ? absl::StrCat("pod ", PodName(pass.job, check.missing[0]), " is gone")
-                                 : absl::StrCat("pod ", check.replace[0].first->name, " ", check.replace[0].second);
-    return Blocked(absl::StrCat(what, ", and a pod of a gang-scheduled job (spec.scheduling) cannot be replaced alone"));
+    const std::string what =
+        check.replace.empty()
+            ? absl::StrCat("pod ", PodName(pass.job, check.missing[0]), " is gone")
+            : absl::StrCat("pod ", check.replace[0].first->name, " ", check.replace[0].second);
+    return Blocked(absl::StrCat(
+        what, ", and a pod of a gang-scheduled job (spec.scheduling) cannot be replaced alone"));
   }
   return check;
 }
@@ -144,7 +150,8 @@ InPlacePlan PlanInPlace(const DecisionPass& pass) {
     plan.blocker = "spec.restartStrategy is Recreate";
   } else if (!RestartsInPlace(pass.job)) {
     plan.blocker =
-        "the trainer container has no command (cohort-launch runs the command; it cannot know an image's "
+        "the trainer container has no command (cohort-launch runs the command; it cannot know an "
+        "image's "
         "entrypoint)";
   } else if (pass.view == nullptr || !pass.view->heard) {
     plan.blocker = "the attempt hub on rank 0's sidecar was not heard from";
@@ -162,7 +169,8 @@ InPlacePlan PlanInPlace(const DecisionPass& pass) {
       plan.replaced.push_back({p, absl::StrCat("pod ", p->name, " ", why, spare_for[p->rank])});
     }
     for (int32_t rank : check.missing) {
-      plan.replaced.push_back({nullptr, absl::StrCat("pod ", PodName(pass.job, rank), " is gone", spare_for[rank])});
+      plan.replaced.push_back(
+          {nullptr, absl::StrCat("pod ", PodName(pass.job, rank), " is gone", spare_for[rank])});
     }
   }
   if (!plan.blocker.empty()) plan.replaced.clear();
@@ -180,9 +188,10 @@ Verdict StartInPlace(DecisionPass& pass) {
   if (!check.blocker.empty()) {
     // Rank 0's pod went while the others waited: the pods are recreated after all.
     pass.status.last_restart_strategy = restart_strategy::kRecreate;
-    pass.Emit(event_type::kWarning, reason::kRecreatingGang,
-              absl::StrCat("cannot start restart attempt ", pass.status.restart_attempt, " in place: ", check.blocker,
-                           "; deleting and creating every pod instead"));
+    pass.Emit(
+        event_type::kWarning, reason::kRecreatingGang,
+        absl::StrCat("cannot start restart attempt ", pass.status.restart_attempt,
+                     " in place: ", check.blocker, "; deleting and creating every pod instead"));
     pass.DeleteAll(pass.waiting);
     pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
     pass.waiting.clear();
@@ -192,9 +201,10 @@ Verdict StartInPlace(DecisionPass& pass) {
   CheckLabelledSpares(pass);
   // A pod that went while it waited is replaced alone, like one that went before.
   for (const auto& [gone, why] : check.replace) {
-    pass.Emit(event_type::kWarning, reason::kReplacingPod,
-              absl::StrCat("pod ", gone->name, " ", why, ": replacing it alone for restart attempt ",
-                           pass.status.restart_attempt));
+    pass.Emit(
+        event_type::kWarning, reason::kReplacingPod,
+        absl::StrCat("pod ", gone->name, " ", why, ": replacing it alone for restart attempt ",
+                     pass.status.restart_attempt));
     pass.DeleteAll({gone});
     pass.old.push_back(gone);
     pass.waiting.erase(std::find(pass.waiting.begin(), pass.waiting.end(), gone));
@@ -220,7 +230,8 @@ Verdict StartInPlace(DecisionPass& pass) {
   // backoff (cohort-launch stops what is left when the order comes), unless the gang restarts
   // because it hung: its processes will not end by themselves.
   const Condition* restarted = FindCondition(pass.status.conditions, condition::kRestarting);
-  const absl::Time since = restarted ? ParseRfc3339(restarted->last_transition_time).value_or(pass.now) : pass.now;
+  const absl::Time since =
+      restarted ? ParseRfc3339(restarted->last_transition_time).value_or(pass.now) : pass.now;
   bool all_ended = true;
   for (const ObservedPod* p : pass.waiting) all_ended &= pass.view->ends.count(p->rank) > 0;
   if (restarted != nullptr && restarted->reason == reason::kHung) all_ended = true;
@@ -237,7 +248,8 @@ Verdict StartInPlace(DecisionPass& pass) {
 
 bool CreateReplacementsInPlace(DecisionPass& pass) {
   if (pass.status.last_restart_strategy != restart_strategy::kInPlace ||
-      std::none_of(pass.current.begin(), pass.current.end(), [](const ObservedPod* p) { return p->in_place; })) {
+      std::none_of(pass.current.begin(), pass.current.end(),
+                   [](const ObservedPod* p) { return p->in_place; })) {
     return false;
   }
   CreateReplacements(pass, {});
@@ -255,11 +267,13 @@ Verdict AwaitHub(DecisionPass& pass) {
     // anew (rank 0's sidecar restarted) and lost the job's attempts: the pods are recreated.
     if (pass.status.phase == Phase::kRunning && view->attempt < pass.status.restart_attempt) {
       pass.status.last_restart_strategy = restart_strategy::kRecreate;
-      pass.Emit(event_type::kWarning, reason::kRecreatingGang,
-                absl::StrCat("the attempt hub on rank 0's sidecar says attempt ", view->attempt, ", not ",
-                             pass.status.restart_attempt,
-                             ": rank 0's sidecar was restarted and lost the job's attempts; deleting and creating "
-                             "every pod"));
+      pass.Emit(
+          event_type::kWarning, reason::kRecreatingGang,
+          absl::StrCat(
+              "the attempt hub on rank 0's sidecar says attempt ", view->attempt, ", not ",
+              pass.status.restart_attempt,
+              ": rank 0's sidecar was restarted and lost the job's attempts; deleting and creating "
+              "every pod"));
       // They are an earlier attempt's now: DeleteOldPods, next, deletes them.
       pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
       pass.waiting.clear();
@@ -278,8 +292,10 @@ Verdict AwaitHub(DecisionPass& pass) {
   pass.status.last_restart_strategy = restart_strategy::kRecreate;
   DropSparesHoldingSlots(pass);
   pass.Emit(event_type::kWarning, reason::kRecreatingGang,
-            absl::StrCat("the attempt hub on rank 0's sidecar did not answer for ", absl::FormatDuration(kHubPatience),
-                         ": the pods that restarted in place cannot be told to go on; deleting and creating every pod"));
+            absl::StrCat("the attempt hub on rank 0's sidecar did not answer for ",
+                         absl::FormatDuration(kHubPatience),
+                         ": the pods that restarted in place cannot be told to go on; deleting and "
+                         "creating every pod"));
   return Verdict::kContinue;
 }
 

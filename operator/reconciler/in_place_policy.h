@@ -11,8 +11,8 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,8 +59,8 @@ struct AttemptView {
     struct Rank {
       int32_t rank = 0;
       int32_t pod_index = 0;
-      int32_t local = 0;   // Its index among its pod's processes.
-      std::string where;   // "train.py:88 in step: time.sleep(3600)" ("" when unknown).
+      int32_t local = 0;  // Its index among its pod's processes.
+      std::string where;  // "train.py:88 in step: time.sleep(3600)" ("" when unknown).
     };
     std::vector<Rank> outliers;  // The ranks named as hung, the likeliest cause first.
     // Every other rank, grouped by where it waits ("all_reduce at train.py:91").

@@ -1,6 +1,5 @@
 #include "operator/reconciler/job_decision.h"
 
-
 #include <algorithm>
 #include <climits>
 #include <utility>
@@ -45,7 +44,8 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
   std::string spare = kube::StringMember(labels, kSpareLabel);
   std::string name = kube::StringMember(meta, "name");
   // A pod without a name cannot be acted on (deleting "" would address the whole collection).
-  if ((!rank && spare.empty()) || (rank && *rank < 0) || !restart_attempt || name.empty()) return std::nullopt;
+  if ((!rank && spare.empty()) || (rank && *rank < 0) || !restart_attempt || name.empty())
+    return std::nullopt;
   ObservedPod p;
   p.name = std::move(name);
   p.rank = rank.value_or(-1);
@@ -58,9 +58,11 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
   p.node = kube::StringMember(kube::Member(pod, "spec"), "nodeName");
   p.ip = kube::StringMember(kube::Member(pod, "status"), "podIP");
   p.gated = !kube::ArrayMember(kube::Member(pod, "spec"), "schedulingGates").empty();
-  p.force_deleted = kube::IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
+  p.force_deleted =
+      kube::IntMember(meta, "deletionGracePeriodSeconds") == std::optional<int64_t>(0);
   const nlohmann::json& status = kube::Member(pod, "status");
-  if (std::optional<absl::Time> at = ParseRfc3339(kube::StringMember(status, "startTime"))) p.started_at = *at;
+  if (std::optional<absl::Time> at = ParseRfc3339(kube::StringMember(status, "startTime")))
+    p.started_at = *at;
   std::string phase = kube::StringMember(status, "phase", "Pending");
   p.phase = phase == "Running"     ? PodPhase::kRunning
             : phase == "Succeeded" ? PodPhase::kSucceeded
@@ -72,7 +74,8 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
     std::string type = kube::StringMember(c, "type");
     if (type == "Ready") p.ready = is_true;
     if (type == "DisruptionTarget") p.disruption_target = is_true;
-    if (type == "PodScheduled" && kube::StringMember(c, "status") == "False") p.unscheduled_reason = kube::StringMember(c, "reason");
+    if (type == "PodScheduled" && kube::StringMember(c, "status") == "False")
+      p.unscheduled_reason = kube::StringMember(c, "reason");
     if (!type.empty()) p.conditions.emplace_back(type, kube::StringMember(c, "status"));
   }
   for (const nlohmann::json& cs : kube::ArrayMember(status, "containerStatuses")) {
@@ -94,7 +97,8 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
     const nlohmann::json& t = kube::Member(cs, "state", "terminated");
     if (t.is_object()) {
       std::optional<int64_t> code = kube::IntMember(t, "exitCode");
-      if (code && *code >= INT_MIN && *code <= INT_MAX) p.trainer_exit_code = static_cast<int>(*code);
+      if (code && *code >= INT_MIN && *code <= INT_MAX)
+        p.trainer_exit_code = static_cast<int>(*code);
       if (std::optional<absl::Time> at = ParseRfc3339(kube::StringMember(t, "finishedAt"))) {
         p.finished_at = *at;
       }
@@ -148,17 +152,19 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   // Spares that hold no slot are judged apart (spare_policy.h): no policy of the gang sees them.
   std::vector<ObservedPod> seen, spares;
   for (const ObservedPod& p : pods) (p.rank < 0 ? spares : seen).push_back(p);
-  if (view != nullptr && job.spec.restart_strategy == RestartStrategy::kInPlace) ApplyAttemptView(*view, seen);
+  if (view != nullptr && job.spec.restart_strategy == RestartStrategy::kInPlace)
+    ApplyAttemptView(*view, seen);
   DecisionPass pass(job, seen, now, options, view);
   for (const ObservedPod& p : spares) pass.spares.push_back(&p);
-  if (job.being_deleted) return std::move(pass.decision);  // Garbage collection removes the children.
+  if (job.being_deleted)
+    return std::move(pass.decision);  // Garbage collection removes the children.
   // In order; the first that decides ends the pass.
   using Policy = Verdict (*)(DecisionPass&);
   static constexpr Policy kPolicies[] = {
-      KeepFinished,        // lifecycle: a finished job until its TTL
-      CheckSpec,           // lifecycle: nothing runs on an invalid spec
-      AwaitHub,            // in place: pods of a later attempt than their label, until the hub is heard
-      DeleteOldPods,       // old restart attempts' pods, and those of lost nodes
+      KeepFinished,   // lifecycle: a finished job until its TTL
+      CheckSpec,      // lifecycle: nothing runs on an invalid spec
+      AwaitHub,       // in place: pods of a later attempt than their label, until the hub is heard
+      DeleteOldPods,  // old restart attempts' pods, and those of lost nodes
       SuspendOrResume,     // lifecycle
       EnforceDeadline,     // lifecycle: activeDeadlineSeconds
       EndBackoff,          // startup: the backoff after a restart

@@ -15,9 +15,9 @@
 //                           +------------------------------------> Failed
 //  spec.suspend: pods deleted -> Suspended; resume -> Pending (a new restart attempt)
 //
-// Gang semantics: any rank failing ends the restart attempt; every pod of it is deleted and the next
-// restart attempt (status.restart_attempt + 1) is created after the backoff. A preemption (the pod's
-// DisruptionTarget condition, a pod deleted by someone else, or the trainer exiting with
+// Gang semantics: any rank failing ends the restart attempt; every pod of it is deleted and the
+// next restart attempt (status.restart_attempt + 1) is created after the backoff. A preemption (the
+// pod's DisruptionTarget condition, a pod deleted by someone else, or the trainer exiting with
 // kPreemptedExitCode after its checkpoint) restarts the gang without counting against
 // maxRestarts. spec.failurePolicy.rules (failure_policy.h) may decide otherwise for the pod that
 // ended the attempt: the first rule that matches it fails the job, restarts it counted, or
@@ -53,7 +53,7 @@ struct ObservedPod {
   int32_t restart_attempt = 0;
   Phase phase = Phase::kPending;
   bool ready = false;
-  bool terminating = false;        // metadata.deletionTimestamp is set.
+  bool terminating = false;  // metadata.deletionTimestamp is set.
   // metadata.deletionTimestamp: when its grace period ends (InfiniteFuture when not set or
   // unreadable).
   absl::Time deletion_deadline = absl::InfiniteFuture();
@@ -61,7 +61,7 @@ struct ObservedPod {
   // Hot spares: the topology domain of its node (the value of the Node label SpareTopology()
   // names), filled by the reconciler only while a spare may take a slot; "" when not known.
   std::string domain;
-  std::string ip;    // status.podIP.
+  std::string ip;  // status.podIP.
   // status.startTime: when its node took it (InfinitePast while not known).
   absl::Time started_at = absl::InfinitePast();
   // Restarting in place: the pod is one of the gang that restarts in place (its trainer container
@@ -72,7 +72,7 @@ struct ObservedPod {
   // The reason of its PodScheduled=False condition ("Unschedulable", "SchedulingGated"); "" when
   // placed or not yet looked at.
   std::string unscheduled_reason;
-  bool force_deleted = false;  // metadata.deletionGracePeriodSeconds is 0.
+  bool force_deleted = false;      // metadata.deletionGracePeriodSeconds is 0.
   bool disruption_target = false;  // The DisruptionTarget condition is True (eviction, preemption).
   std::optional<int> trainer_exit_code;  // The first app container's terminated exit code.
   std::string trainer_message;           // Its termination message or reason.
@@ -90,12 +90,12 @@ struct ObservedPod {
   std::vector<std::pair<std::string, std::string>> conditions;
 };
 
-// Reads a pod as the API server returns it, whatever its shape (never throws). nullopt when it lacks
-// a name, the job's restart attempt label, or both the rank and the spare label (not one of ours);
-// a spare without a rank has rank -1. The trainer is the
-// container named `trainer_name` (TrainerName(job)); without one, the first container status that
-// is not the cohort-sidecar's.
-std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::string& trainer_name = "");
+// Reads a pod as the API server returns it, whatever its shape (never throws). nullopt when it
+// lacks a name, the job's restart attempt label, or both the rank and the spare label (not one of
+// ours); a spare without a rank has rank -1. The trainer is the container named `trainer_name`
+// (TrainerName(job)); without one, the first container status that is not the cohort-sidecar's.
+std::optional<ObservedPod> ObservePod(const nlohmann::json& pod,
+                                      const std::string& trainer_name = "");
 
 struct Event {
   std::string type;  // "Normal" or "Warning".
@@ -104,12 +104,13 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
-// Why the gang restarted, for the operator's per-job metrics (docs/metrics.md): one of a bounded set
-// of causes, and when the failure happened (the failing container's finish time; InfinitePast when
-// unknown, e.g. for an eviction).
+// Why the gang restarted, for the operator's per-job metrics (docs/metrics.md): one of a bounded
+// set of causes, and when the failure happened (the failing container's finish time; InfinitePast
+// when unknown, e.g. for an eviction).
 struct GangRestart {
-  std::string cause;  // crash, oom, signal, heartbeat_timeout, reported_error, collective_timeout,
-                      // registration_timeout, shutdown_timeout, service_lost, hung, preempted, unknown
+  std::string
+      cause;  // crash, oom, signal, heartbeat_timeout, reported_error, collective_timeout,
+              // registration_timeout, shutdown_timeout, service_lost, hung, preempted, unknown
   absl::Time failed_at = absl::InfinitePast();
   // What kind of restart (status.lastRestartKind): one of conditions.h's restart_kind.
   std::string kind;
@@ -124,7 +125,7 @@ struct GangRestart {
 std::string RestartCause(const ObservedPod& root);
 
 struct Decision {
-  std::vector<int32_t> create_ranks;     // Pods of status.restart_attempt to create.
+  std::vector<int32_t> create_ranks;  // Pods of status.restart_attempt to create.
   // Restarting in place, pods of status.restart_attempt to create for ranks whose pod was replaced
   // alone (the others stay): under a name of their own (ReplacementPodName), so that the pod they
   // replace may still be terminating.
@@ -143,11 +144,11 @@ struct Decision {
   // Pods to delete with grace period 0: of an earlier restart attempt, still terminating long
   // after their grace period (their node is lost: nothing will confirm their deletion).
   std::vector<std::string> force_delete_pods;
-  bool delete_job = false;               // ttlSecondsAfterFinished passed.
+  bool delete_job = false;  // ttlSecondsAfterFinished passed.
   std::optional<absl::Duration> requeue_after;
-  DistributedJobStatus status;           // The status to write (once, at the end of the pass).
-  std::vector<Event> events;             // To emit after the status write succeeded.
-  std::optional<GangRestart> restart;    // Set when this pass restarts the gang.
+  DistributedJobStatus status;         // The status to write (once, at the end of the pass).
+  std::vector<Event> events;           // To emit after the status write succeeded.
+  std::optional<GangRestart> restart;  // Set when this pass restarts the gang.
 };
 
 // Backoff before restart number `restart` (1-based): restartBackoff doubling, capped at 5 min.

@@ -50,9 +50,11 @@ Verdict SuspendOrResume(DecisionPass& pass) {
     pass.DeleteAll(pass.current);
     if (st.phase != Phase::kSuspended) {
       st.phase = Phase::kSuspended;
-      pass.SetCondition(condition::kSuspended, true, reason::kSuspended, "spec.suspend is true: the pods are deleted");
+      pass.SetCondition(condition::kSuspended, true, reason::kSuspended,
+                        "spec.suspend is true: the pods are deleted");
       pass.SetCondition(condition::kRunning, false, reason::kSuspended, "");
-      pass.Emit(event_type::kNormal, reason::kSuspended, "deleted the pods; set spec.suspend to false to resume");
+      pass.Emit(event_type::kNormal, reason::kSuspended,
+                "deleted the pods; set spec.suspend to false to resume");
     }
     return Verdict::kDecided;
   }
@@ -60,7 +62,8 @@ Verdict SuspendOrResume(DecisionPass& pass) {
     ++st.restart_attempt;
     st.phase = Phase::kPending;
     pass.SetCondition(condition::kSuspended, false, reason::kResumed, "");
-    pass.Emit(event_type::kNormal, reason::kResumed, absl::StrCat("starting restart attempt ", st.restart_attempt));
+    pass.Emit(event_type::kNormal, reason::kResumed,
+              absl::StrCat("starting restart attempt ", st.restart_attempt));
     pass.DeleteAll(pass.current);
     pass.old.insert(pass.old.end(), pass.current.begin(), pass.current.end());
     pass.current.clear();

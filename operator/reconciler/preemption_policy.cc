@@ -14,7 +14,8 @@ Verdict HandlePreemption(DecisionPass& pass) {
   // sync point too, and failure rules (onPodConditions) must see the one the cluster took.
   const ObservedPod* preempted = nullptr;
   for (const ObservedPod* p : pass.current) {
-    bool deleted_by_others = p->terminating && p->phase != ObservedPod::Phase::kSucceeded && !Failed(*p);
+    bool deleted_by_others =
+        p->terminating && p->phase != ObservedPod::Phase::kSucceeded && !Failed(*p);
     if (p->disruption_target || deleted_by_others) {
       preempted = p;
       break;
@@ -34,12 +35,14 @@ Verdict HandlePreemption(DecisionPass& pass) {
     std::set<int32_t> present;
     for (const ObservedPod* p : pass.current) present.insert(p->rank);
     for (int32_t rank = 0; rank < pass.spec.replicas && why.empty(); ++rank) {
-      if (!present.count(rank)) why = absl::StrCat(Who(rank, PodName(pass.job, rank), per_pod), " was deleted");
+      if (!present.count(rank))
+        why = absl::StrCat(Who(rank, PodName(pass.job, rank), per_pod), " was deleted");
     }
   }
   if (why.empty()) return Verdict::kContinue;
 
-  GangRestart cause{"preempted", preempted != nullptr ? preempted->finished_at : absl::InfinitePast(), ""};
+  GangRestart cause{"preempted",
+                    preempted != nullptr ? preempted->finished_at : absl::InfinitePast(), ""};
   if (preempted != nullptr) {
     if (std::optional<RuleMatch> rule = MatchFailureRules(pass.spec.failure_rules, *preempted)) {
       ApplyFailureRule(pass, *rule, why, std::move(cause));
@@ -47,10 +50,11 @@ Verdict HandlePreemption(DecisionPass& pass) {
     }
   }
   ++pass.status.preemptions;
-  pass.RestartGang(restart_kind::kPreemption, reason::kPreemption, event_type::kNormal, reason::kPreempted, why,
-                   absl::StrCat("; restarting the gang as restart attempt ", pass.status.restart_attempt + 1,
-                                " (preemptions do not count against maxRestarts)"),
-                   std::move(cause), RestartBackoff(pass.spec, 1));
+  pass.RestartGang(
+      restart_kind::kPreemption, reason::kPreemption, event_type::kNormal, reason::kPreempted, why,
+      absl::StrCat("; restarting the gang as restart attempt ", pass.status.restart_attempt + 1,
+                   " (preemptions do not count against maxRestarts)"),
+      std::move(cause), RestartBackoff(pass.spec, 1));
   return Verdict::kDecided;
 }
 

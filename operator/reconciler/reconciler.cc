@@ -32,51 +32,56 @@ bool OwnedBy(const json& object, const std::string& job_uid) {
 
 // Creates an object of job `job_uid` unless it exists already. One left by an earlier job of the
 // same name (still being garbage-collected) is deleted, and the pass retried (Unavailable).
-absl::Status Ensure(kube::KubeClient* client, const kube::Resource& r, const std::string& ns, const json& obj,
-                    const std::string& job_uid) {
+absl::Status Ensure(kube::KubeClient* client, const kube::Resource& r, const std::string& ns,
+                    const json& obj, const std::string& job_uid) {
   absl::StatusOr<json> created = client->Create(r, ns, obj);
   if (created.ok()) return absl::OkStatus();
   if (!absl::IsAlreadyExists(created.status())) return created.status();
   std::string name = obj["metadata"].value("name", "");
   absl::StatusOr<json> existing = client->Get(r, ns, name);
-  if (absl::IsNotFound(existing.status())) return absl::UnavailableError(absl::StrCat(r.plural, "/", name, " vanished; retrying"));
+  if (absl::IsNotFound(existing.status()))
+    return absl::UnavailableError(absl::StrCat(r.plural, "/", name, " vanished; retrying"));
   if (!existing.ok()) return existing.status();
   if (OwnedBy(*existing, job_uid)) return absl::OkStatus();
   absl::Status deleted = client->Delete(r, ns, name);
   if (!deleted.ok() && !absl::IsNotFound(deleted)) return deleted;
-  return absl::UnavailableError(
-      absl::StrCat(r.plural, "/", name, " belongs to an earlier job of the same name; deleted it, retrying"));
+  return absl::UnavailableError(absl::StrCat(
+      r.plural, "/", name, " belongs to an earlier job of the same name; deleted it, retrying"));
 }
 
 json EventObject(const DistributedJob& job, const Event& e, absl::Time now, int index) {
   static std::atomic<uint64_t> sequence{0};
   std::string stamp = FormatRfc3339(now);
-  return {{"apiVersion", "v1"},
-          {"kind", "Event"},
-          {"metadata",
-           {{"name", absl::StrCat(job.name, ".", absl::ToUnixNanos(now), ".", index, ".", ++sequence)},
-            {"namespace", job.namespace_}}},
-          {"involvedObject",
-           {{"apiVersion", absl::StrCat(kGroup, "/", kVersion)},
-            {"kind", kKind},
-            {"name", job.name},
-            {"namespace", job.namespace_},
-            {"uid", job.uid}}},
-          {"type", e.type},
-          {"reason", e.reason},
-          {"message", e.message},
-          {"firstTimestamp", stamp},
-          {"lastTimestamp", stamp},
-          {"count", 1},
-          {"source", {{"component", "cohort-operator"}}},
-          {"reportingComponent", "cohort-operator"}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata",
+       {{"name", absl::StrCat(job.name, ".", absl::ToUnixNanos(now), ".", index, ".", ++sequence)},
+        {"namespace", job.namespace_}}},
+      {"involvedObject",
+       {{"apiVersion", absl::StrCat(kGroup, "/", kVersion)},
+        {"kind", kKind},
+        {"name", job.name},
+        {"namespace", job.namespace_},
+        {"uid", job.uid}}},
+      {"type", e.type},
+      {"reason", e.reason},
+      {"message", e.message},
+      {"firstTimestamp", stamp},
+      {"lastTimestamp", stamp},
+      {"count", 1},
+      {"source", {{"component", "cohort-operator"}}},
+      {"reportingComponent", "cohort-operator"}};
 }
 
 }  // namespace
 
-Reconciler::Reconciler(kube::KubeClient* client, Clock* clock, std::function<std::string()> new_token,
-                       int pod_create_parallelism, DecideOptions decide_options)
-    : client_(client), clock_(clock), new_token_(new_token ? std::move(new_token) : GenerateToken),
+Reconciler::Reconciler(kube::KubeClient* client, Clock* clock,
+                       std::function<std::string()> new_token, int pod_create_parallelism,
+                       DecideOptions decide_options)
+    : client_(client),
+      clock_(clock),
+      new_token_(new_token ? std::move(new_token) : GenerateToken),
       pod_create_parallelism_(std::max(1, pod_create_parallelism)),
       decide_options_(decide_options) {}
 
@@ -84,17 +89,20 @@ absl::Status Reconciler::EnsurePodGroup(const DistributedJob& job, int32_t resta
   const PodGroupProvider provider = job.spec.scheduling.pod_group.provider;
   if (provider == PodGroupProvider::kNone) return absl::OkStatus();
   const std::string api_version = PodGroupApiVersion(provider);
-  const kube::Resource r{api_version.substr(0, api_version.find('/')), api_version.substr(api_version.find('/') + 1),
-                   "podgroups"};
-  absl::StatusOr<json> groups = client_->List(r, job.namespace_, absl::StrCat(kJobNameLabel, "=", job.name));
+  const kube::Resource r{api_version.substr(0, api_version.find('/')),
+                         api_version.substr(api_version.find('/') + 1), "podgroups"};
+  absl::StatusOr<json> groups =
+      client_->List(r, job.namespace_, absl::StrCat(kJobNameLabel, "=", job.name));
   if (!groups.ok()) {
-    const char* hint = provider == PodGroupProvider::kVolcano     ? " (is the Volcano CRD installed?)"
-                       : provider == PodGroupProvider::kWorkload ? " (does the cluster serve scheduling.k8s.io/v1beta1? "
-                                                                   "Kubernetes 1.37 with that API and gang scheduling "
-                                                                   "enabled)"
-                                                                 : " (is the scheduler-plugins CRD installed?)";
-    return absl::Status(groups.status().code(),
-                        absl::StrCat("listing ", r.plural, ".", r.group, hint, ": ", groups.status().message()));
+    const char* hint = provider == PodGroupProvider::kVolcano ? " (is the Volcano CRD installed?)"
+                       : provider == PodGroupProvider::kWorkload
+                           ? " (does the cluster serve scheduling.k8s.io/v1beta1? "
+                             "Kubernetes 1.37 with that API and gang scheduling "
+                             "enabled)"
+                           : " (is the scheduler-plugins CRD installed?)";
+    return absl::Status(
+        groups.status().code(),
+        absl::StrCat("listing ", r.plural, ".", r.group, hint, ": ", groups.status().message()));
   }
   const std::string current = PodGroupName(job, restart_attempt);
   for (const json& group : kube::ArrayMember(*groups, "items")) {
@@ -107,7 +115,8 @@ absl::Status Reconciler::EnsurePodGroup(const DistributedJob& job, int32_t resta
 }
 
 absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
-                                    int32_t restart_attempt, bool replacements, ReconcileReport* report) {
+                                    int32_t restart_attempt, bool replacements,
+                                    ReconcileReport* report) {
   const std::string& ns = job.namespace_;
   std::atomic<size_t> next{0};
   std::atomic<int> created{0};
@@ -116,9 +125,10 @@ absl::Status Reconciler::CreatePods(const DistributedJob& job, const std::vector
   auto work = [&] {
     for (size_t i; (i = next++) < ranks.size();) {
       // Built here, not up front: a 1,000-rank job's pod objects never all exist at once.
-      const std::string name =
-          replacements ? ReplacementPodName(job, ranks[i], restart_attempt) : PodName(job, ranks[i]);
-      absl::StatusOr<json> r = client_->Create(kube::kPods, ns, BuildPod(job, ranks[i], restart_attempt, name));
+      const std::string name = replacements ? ReplacementPodName(job, ranks[i], restart_attempt)
+                                            : PodName(job, ranks[i]);
+      absl::StatusOr<json> r =
+          client_->Create(kube::kPods, ns, BuildPod(job, ranks[i], restart_attempt, name));
       if (r.ok()) {
         ++created;
       } else if (!absl::IsAlreadyExists(r.status())) {
@@ -154,11 +164,13 @@ void Reconciler::FillTopologyDomains(const DistributedJob& job, std::vector<Obse
     if (!node.ok()) {
       // Unknown: a required topology then gives the pod's slot no spare (it gets a replacement).
       // Said once per node when it will not change (no RBAC to read it).
-      LogWarning("job ", job.namespace_, "/", job.name, ": cannot read node ", p.node, "'s topology label ",
-                 topology->node_label, ": ", node.status().ToString());
-      if (!absl::IsPermissionDenied(node.status())) continue;  // A node may come (back) under its name.
+      LogWarning("job ", job.namespace_, "/", job.name, ": cannot read node ", p.node,
+                 "'s topology label ", topology->node_label, ": ", node.status().ToString());
+      if (!absl::IsPermissionDenied(node.status()))
+        continue;  // A node may come (back) under its name.
     } else {
-      p.domain = kube::StringMember(kube::Member(kube::Member(*node, "metadata"), "labels"), topology->node_label.c_str());
+      p.domain = kube::StringMember(kube::Member(kube::Member(*node, "metadata"), "labels"),
+                                    topology->node_label.c_str());
     }
     absl::MutexLock lock(&domains_mu_);
     domains_[key] = p.domain;
@@ -173,8 +185,10 @@ absl::StatusOr<std::string> Reconciler::JobToken(const DistributedJob& job) {
   absl::StatusOr<json> secret = client_->Get(kube::kSecrets, job.namespace_, SecretName(job));
   if (!secret.ok()) return secret.status();
   std::string token = kube::StringMember(kube::Member(*secret, "stringData"), kTokenKey);
-  if (token.empty() && !absl::Base64Unescape(kube::StringMember(kube::Member(*secret, "data"), kTokenKey), &token)) {
-    return absl::InvalidArgumentError(absl::StrCat("secret ", SecretName(job), ": ", kTokenKey, " is not base64"));
+  if (token.empty() &&
+      !absl::Base64Unescape(kube::StringMember(kube::Member(*secret, "data"), kTokenKey), &token)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secret ", SecretName(job), ": ", kTokenKey, " is not base64"));
   }
   absl::MutexLock lock(&tokens_mu_);
   tokens_[job.uid] = token;
@@ -197,16 +211,20 @@ std::optional<AttemptView> Reconciler::ObserveAttempts(const DistributedJob& job
   // The hub runs in pod 0's sidecar: the newest pod 0 that runs.
   const ObservedPod* pod0 = nullptr;
   for (const ObservedPod& p : pods) {
-    if (p.rank != 0 || p.terminating || p.ip.empty() || p.phase != ObservedPod::Phase::kRunning) continue;
+    if (p.rank != 0 || p.terminating || p.ip.empty() || p.phase != ObservedPod::Phase::kRunning)
+      continue;
     if (pod0 == nullptr || p.restart_attempt > pod0->restart_attempt) pod0 = &p;
   }
   if (pod0 != nullptr) {
     absl::StatusOr<std::string> token = JobToken(job);
     if (token.ok()) {
-      attempts_->Watch(key, absl::StrCat(pod0->ip, ":", job.spec.coordinator_port + env::kAttemptControlPortOffset),
-                       *token);
+      attempts_->Watch(
+          key,
+          absl::StrCat(pod0->ip, ":", job.spec.coordinator_port + env::kAttemptControlPortOffset),
+          *token);
     } else {
-      LogWarning("job ", key, ": cannot read its token for the attempt hub: ", token.status().ToString());
+      LogWarning("job ", key,
+                 ": cannot read its token for the attempt hub: ", token.status().ToString());
     }
   }
   return attempts_->View(key);
@@ -227,14 +245,16 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (job->being_deleted) return std::optional<absl::Duration>();
 
   absl::StatusOr<json> pod_list =
-      client_->List(kube::kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name), kube::KubeClient::ListFields::kWithoutSpec);
+      client_->List(kube::kPods, ns, absl::StrCat(kJobNameLabel, "=", job->name),
+                    kube::KubeClient::ListFields::kWithoutSpec);
   if (!pod_list.ok()) return pod_list.status();
   std::vector<ObservedPod> pods;
   std::vector<std::string> stale;  // Pods of an earlier job of the same name.
   for (const json& p : kube::ArrayMember(*pod_list, "items")) {
     if (!OwnedBy(p, job->uid)) {
       // Without a name there is nothing to delete (and an empty name would address the collection).
-      if (std::string pod = kube::StringMember(kube::Member(p, "metadata"), "name"); !pod.empty()) stale.push_back(pod);
+      if (std::string pod = kube::StringMember(kube::Member(p, "metadata"), "name"); !pod.empty())
+        stale.push_back(pod);
     } else if (std::optional<ObservedPod> observed = ObservePod(p, TrainerName(*job))) {
       pods.push_back(*observed);
     }
@@ -267,7 +287,8 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (d.start_attempt) {
     // The pods stay: the hub tells every pod's sidecar, which tells cohort-launch; a spare that
     // takes a slot hears the slot's pod index.
-    if (absl::Status s = attempts_->Start(absl::StrCat(ns, "/", name), *d.start_attempt, d.spare_assignments);
+    if (absl::Status s =
+            attempts_->Start(absl::StrCat(ns, "/", name), *d.start_attempt, d.spare_assignments);
         !s.ok()) {
       return s;
     }
@@ -275,30 +296,42 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
   if (!d.create_ranks.empty() || !d.create_spares.empty()) {
     // Pods need the Service (their DNS names) and the token Secret (a mounted volume). Only
     // then are they ensured, so a steady job costs no API calls for them.
-    if (absl::Status s = Ensure(client_, kube::kServices, ns, BuildService(*job), job->uid); !s.ok()) return s;
+    if (absl::Status s = Ensure(client_, kube::kServices, ns, BuildService(*job), job->uid);
+        !s.ok())
+      return s;
     // The token is random per job; an existing Secret keeps its token.
-    if (absl::Status s = Ensure(client_, kube::kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid); !s.ok()) {
+    if (absl::Status s =
+            Ensure(client_, kube::kSecrets, ns, BuildTokenSecret(*job, new_token_()), job->uid);
+        !s.ok()) {
       return s;
     }
     // Spares alone join the group the gang's pods were created with (they are created alone only
     // without a gang scheduler).
-    absl::Status s = d.create_ranks.empty() ? absl::OkStatus() : EnsurePodGroup(*job, d.status.restart_attempt);
+    absl::Status s =
+        d.create_ranks.empty() ? absl::OkStatus() : EnsurePodGroup(*job, d.status.restart_attempt);
     if (!s.ok()) {
       // Said where the user looks (kubectl describe), not only in the operator's log; the pass is
       // retried with backoff.
-      client_->Create(kube::kEvents, ns,
-                      EventObject(*job, Event{event_type::kWarning, reason::kPodGroupUnavailable,
-                                              absl::StrCat("cannot create the pod group of restart attempt ",
-                                                           d.status.restart_attempt, ": ", s.message())},
-                                  now, 0))
+      client_
+          ->Create(kube::kEvents, ns,
+                   EventObject(*job,
+                               Event{event_type::kWarning, reason::kPodGroupUnavailable,
+                                     absl::StrCat("cannot create the pod group of restart attempt ",
+                                                  d.status.restart_attempt, ": ", s.message())},
+                               now, 0))
           .IgnoreError();
       return s;
     }
   }
-  if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, false, report); !s.ok()) return s;
-  if (absl::Status s = CreatePods(*job, d.replace_ranks, d.status.restart_attempt, true, report); !s.ok()) return s;
+  if (absl::Status s = CreatePods(*job, d.create_ranks, d.status.restart_attempt, false, report);
+      !s.ok())
+    return s;
+  if (absl::Status s = CreatePods(*job, d.replace_ranks, d.status.restart_attempt, true, report);
+      !s.ok())
+    return s;
   for (int32_t sequence : d.create_spares) {
-    absl::StatusOr<json> r = client_->Create(kube::kPods, ns, BuildSparePod(*job, sequence, d.status.restart_attempt));
+    absl::StatusOr<json> r =
+        client_->Create(kube::kPods, ns, BuildSparePod(*job, sequence, d.status.restart_attempt));
     if (!r.ok() && !absl::IsAlreadyExists(r.status())) return r.status();
     if (r.ok() && report != nullptr) ++report->pods_created;
   }
@@ -333,14 +366,15 @@ absl::StatusOr<std::optional<absl::Duration>> Reconciler::Reconcile(const std::s
     report->restart = d.restart;
     report->started_attempt = d.start_attempt.has_value();
     const Condition* hung = FindCondition(d.status.conditions, condition::kHung);
-    report->hung = hung != nullptr && hung->status == "True" && d.status.phase != Phase::kSucceeded &&
-                   d.status.phase != Phase::kFailed;
+    report->hung = hung != nullptr && hung->status == "True" &&
+                   d.status.phase != Phase::kSucceeded && d.status.phase != Phase::kFailed;
     report->now = now;
     report->job_created = job->created_at;
   }
   // Events only after the status they describe is recorded.
   for (size_t i = 0; i < d.events.size(); ++i) {
-    client_->Create(kube::kEvents, ns, EventObject(*job, d.events[i], now, static_cast<int>(i))).IgnoreError();
+    client_->Create(kube::kEvents, ns, EventObject(*job, d.events[i], now, static_cast<int>(i)))
+        .IgnoreError();
   }
   return d.requeue_after;
 }

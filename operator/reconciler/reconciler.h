@@ -30,7 +30,7 @@ struct ReconcileReport {
   // Its Hung condition is True after the pass and it has not finished (docs/faults.md, "Hung
   // ranks"); a pass that named a new hang also has "HangDetected" among event_reasons.
   bool hung = false;
-  absl::Time now = absl::InfinitePast();   // The time the pass judged the job at.
+  absl::Time now = absl::InfinitePast();  // The time the pass judged the job at.
   absl::Time job_created = absl::InfinitePast();
 };
 
@@ -46,8 +46,9 @@ class Reconciler {
   // Pods of one pass are created by up to `pod_create_parallelism` threads at once, so a
   // 1,000-rank job is created at the API server's pace (the client's rate limit), not one
   // round trip at a time.
-  Reconciler(kube::KubeClient* client, Clock* clock, std::function<std::string()> new_token = nullptr,
-             int pod_create_parallelism = 16, DecideOptions decide_options = {});
+  Reconciler(kube::KubeClient* client, Clock* clock,
+             std::function<std::string()> new_token = nullptr, int pod_create_parallelism = 16,
+             DecideOptions decide_options = {});
 
   // When to look at the job again (nullopt: on the next change only). Errors: Aborted (the
   // status write conflicted: requeue at once), Unavailable (API trouble: requeue with backoff),
@@ -68,9 +69,10 @@ class Reconciler {
                           int32_t restart_attempt, bool replacements, ReconcileReport* report);
   // Restarting in place: keeps the stream to the hub on the running pod 0 and returns what it
   // said last.
-  std::optional<AttemptView> ObserveAttempts(const DistributedJob& job, const std::vector<ObservedPod>& pods);
-  // Hot spares with a topology (SpareTopology()): the domains of the nodes of rank 0's pod and of the
-  // spares (ObservedPod::domain), from the nodes' labels (cached: a node's rack does not move).
+  std::optional<AttemptView> ObserveAttempts(const DistributedJob& job,
+                                             const std::vector<ObservedPod>& pods);
+  // Hot spares with a topology (SpareTopology()): the domains of the nodes of rank 0's pod and of
+  // the spares (ObservedPod::domain), from the nodes' labels (cached: a node's rack does not move).
   void FillTopologyDomains(const DistributedJob& job, std::vector<ObservedPod>& pods);
   // The job's token, from its Secret (cached by job uid).
   absl::StatusOr<std::string> JobToken(const DistributedJob& job);
@@ -84,7 +86,8 @@ class Reconciler {
   absl::Mutex tokens_mu_;
   std::map<std::string, std::string> tokens_ ABSL_GUARDED_BY(tokens_mu_);  // By job uid.
   absl::Mutex domains_mu_;
-  std::map<std::string, std::string> domains_ ABSL_GUARDED_BY(domains_mu_);  // By "<node>\n<label>".
+  std::map<std::string, std::string> domains_
+      ABSL_GUARDED_BY(domains_mu_);  // By "<node>\n<label>".
 };
 
 }  // namespace cohort::op

@@ -30,20 +30,25 @@ int32_t SpareNumber(const DistributedJob& job, const std::string& name) {
 
 // Why a spare must go and be replaced ("" when it may stay).
 std::string WhyTheSpareGoes(const DecisionPass& pass, const ObservedPod& p) {
-  if (p.trainer_exit_code) return absl::StrCat("has its trainer container (cohort-launch) ended with code ", *p.trainer_exit_code);
+  if (p.trainer_exit_code)
+    return absl::StrCat("has its trainer container (cohort-launch) ended with code ",
+                        *p.trainer_exit_code);
   if (p.phase == PodPhase::kFailed || p.phase == PodPhase::kSucceeded) return "has ended";
   if (p.disruption_target) return "was evicted or preempted";
   // A gang recreated under a gang scheduler is admitted anew, spares with it: one of an earlier
   // attempt's group would hold its group (and quota) alive.
-  if (GangScheduled(pass.spec) && pass.status.last_restart_strategy == restart_strategy::kRecreate &&
+  if (GangScheduled(pass.spec) &&
+      pass.status.last_restart_strategy == restart_strategy::kRecreate &&
       p.restart_attempt < pass.status.restart_attempt) {
-    return absl::StrCat("belongs to restart attempt ", p.restart_attempt, "'s pod group, and the gang was recreated");
+    return absl::StrCat("belongs to restart attempt ", p.restart_attempt,
+                        "'s pod group, and the gang was recreated");
   }
   return "";
 }
 
 bool Ready(const DecisionPass& pass, const ObservedPod& p) {
-  if (p.terminating || p.phase != PodPhase::kRunning || !p.ready || p.trainer_exit_code) return false;
+  if (p.terminating || p.phase != PodPhase::kRunning || !p.ready || p.trainer_exit_code)
+    return false;
   if (pass.view == nullptr) return true;
   return pass.view->heard && pass.view->connected && pass.view->spares.count(p.name) > 0;
 }
@@ -68,14 +73,16 @@ SlotPlan PlanSlotsForSpares(const DecisionPass& pass, const std::vector<int32_t>
   if (topology) {
     for (const std::vector<const ObservedPod*>* pods : {&pass.waiting, &pass.current}) {
       for (const ObservedPod* p : *pods) {
-        if (!p->terminating && !p->domain.empty() && (domain.empty() || p->rank == 0)) domain = p->domain;
+        if (!p->terminating && !p->domain.empty() && (domain.empty() || p->rank == 0))
+          domain = p->domain;
       }
     }
   }
   std::vector<LostSlot> slots;
   for (int32_t index : lost) slots.push_back({index, domain});
   std::vector<ReadySpare> spares;
-  for (const ObservedPod* p : ReadySpares(pass)) spares.push_back({p->name, topology ? p->domain : ""});
+  for (const ObservedPod* p : ReadySpares(pass))
+    spares.push_back({p->name, topology ? p->domain : ""});
   return PlanSpareSlots(slots, spares, topology && topology->required);
 }
 
@@ -85,11 +92,13 @@ std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int3
   const SlotPlan plan = PlanSlotsForSpares(pass, lost);
   const int32_t per_pod = ResolvedProcessesPerPod(pass.job);
   for (const SlotPlan::Unassigned& u : plan.unassigned) {
-    if (u.pod_index == 0 || u.why == "no spare is ready") continue;  // Said elsewhere, or nothing to say.
+    if (u.pod_index == 0 || u.why == "no spare is ready")
+      continue;  // Said elsewhere, or nothing to say.
     const std::optional<TopologyRequest> topology = SpareTopology(pass.job);
     pass.Emit(event_type::kNormal, reason::kNoSpareForSlot,
-              absl::StrCat("no ready spare can take the slot of ", Who(u.pod_index, PodName(pass.job, u.pod_index), per_pod),
-                           ": ", u.why, topology ? absl::StrCat(" (node label ", topology->node_label, ")") : "",
+              absl::StrCat("no ready spare can take the slot of ",
+                           Who(u.pod_index, PodName(pass.job, u.pod_index), per_pod), ": ", u.why,
+                           topology ? absl::StrCat(" (node label ", topology->node_label, ")") : "",
                            "; a replacement pod is created for it"));
   }
   for (const SlotPlan::Assignment& a : plan.assignments) {
@@ -99,7 +108,8 @@ std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int3
     pass.spares.erase(std::find_if(pass.spares.begin(), pass.spares.end(),
                                    [&](const ObservedPod* p) { return p->name == a.spare; }));
     pass.Emit(event_type::kNormal, reason::kSpareTakesSlot,
-              absl::StrCat("spare pod ", a.spare, " takes the slot of ", Who(a.pod_index, PodName(pass.job, a.pod_index), per_pod),
+              absl::StrCat("spare pod ", a.spare, " takes the slot of ",
+                           Who(a.pod_index, PodName(pass.job, a.pod_index), per_pod),
                            " in restart attempt ", pass.status.restart_attempt,
                            ": no pod is scheduled for it; a new spare is created"));
   }
@@ -110,8 +120,9 @@ void AssignLabelledSpares(DecisionPass& pass) {
   if (pass.view == nullptr) return;
   for (const ObservedPod* p : pass.current) {
     if (p->spare.empty() || p->terminating || !pass.view->spares.count(p->name)) continue;
-    const bool already = std::any_of(pass.decision.spare_assignments.begin(), pass.decision.spare_assignments.end(),
-                                     [&](const auto& a) { return a.second == p->name; });
+    const bool already =
+        std::any_of(pass.decision.spare_assignments.begin(), pass.decision.spare_assignments.end(),
+                    [&](const auto& a) { return a.second == p->name; });
     if (!already) pass.decision.spare_assignments.emplace_back(p->rank, p->name);
   }
 }
@@ -124,14 +135,16 @@ void DropSparesHoldingSlots(DecisionPass& pass) {
       pass.old.push_back(p);
     }
   }
-  pass.current.erase(std::remove_if(pass.current.begin(), pass.current.end(), began_as_spare), pass.current.end());
+  pass.current.erase(std::remove_if(pass.current.begin(), pass.current.end(), began_as_spare),
+                     pass.current.end());
 }
 
 void CheckLabelledSpares(DecisionPass& pass) {
   if (pass.view == nullptr) return;
   std::vector<const ObservedPod*> gone;
   for (const ObservedPod* p : pass.current) {
-    if (p->spare.empty() || p->in_place || p->restart_attempt != pass.status.restart_attempt) continue;
+    if (p->spare.empty() || p->in_place || p->restart_attempt != pass.status.restart_attempt)
+      continue;
     std::string why;
     if (p->terminating) {
       why = "is being deleted";
@@ -143,11 +156,12 @@ void CheckLabelledSpares(DecisionPass& pass) {
     if (why.empty()) continue;
     gone.push_back(p);
     pass.DeleteAll({p});
-    pass.Emit(event_type::kWarning, reason::kReplacingSpare,
-              absl::StrCat("spare pod ", p->name, ", given the slot of ",
-                           Who(p->rank, PodName(pass.job, p->rank), ResolvedProcessesPerPod(pass.job)), ", ", why,
-                           " before restart attempt ", pass.status.restart_attempt,
-                           " started: deleting it; the slot goes to another spare or a replacement pod"));
+    pass.Emit(
+        event_type::kWarning, reason::kReplacingSpare,
+        absl::StrCat("spare pod ", p->name, ", given the slot of ",
+                     Who(p->rank, PodName(pass.job, p->rank), ResolvedProcessesPerPod(pass.job)),
+                     ", ", why, " before restart attempt ", pass.status.restart_attempt,
+                     " started: deleting it; the slot goes to another spare or a replacement pod"));
   }
   for (const ObservedPod* p : gone) {
     pass.current.erase(std::find(pass.current.begin(), pass.current.end(), p));
@@ -165,7 +179,8 @@ void KeepSpares(DecisionPass& pass) {
   }
   // A spare stuck terminating on a lost node is force-deleted like a pod of the gang.
   ForceDeleteStuckPods(pass, pass.spares);
-  const bool finished = st.phase == Phase::kSucceeded || st.phase == Phase::kFailed || st.phase == Phase::kSuspended;
+  const bool finished =
+      st.phase == Phase::kSucceeded || st.phase == Phase::kFailed || st.phase == Phase::kSuspended;
   std::vector<const ObservedPod*> kept;
   for (const ObservedPod* p : pass.spares) {
     if (p->terminating) continue;
@@ -176,7 +191,8 @@ void KeepSpares(DecisionPass& pass) {
     if (std::string why = WhyTheSpareGoes(pass, *p); !why.empty()) {
       pass.DeleteAll({p});
       pass.Emit(event_type::kWarning, reason::kReplacingSpare,
-                absl::StrCat("spare pod ", p->name, " ", why, ": deleting it", pass.spec.spares > 0 ? " and creating another" : "",
+                absl::StrCat("spare pod ", p->name, " ", why, ": deleting it",
+                             pass.spec.spares > 0 ? " and creating another" : "",
                              "; the gang is not touched"));
       continue;
     }
@@ -207,9 +223,11 @@ void KeepSpares(DecisionPass& pass) {
   if (GangScheduled(pass.spec) && pass.decision.create_ranks.empty()) return;
   // The next number: past every spare seen too (a status write that was lost keeps no name from
   // being used twice).
-  for (const std::vector<const ObservedPod*>* pods : {&pass.spares, &pass.current, &pass.waiting, &pass.old}) {
+  for (const std::vector<const ObservedPod*>* pods :
+       {&pass.spares, &pass.current, &pass.waiting, &pass.old}) {
     for (const ObservedPod* p : *pods) {
-      if (!p->spare.empty()) st.spares_created = std::max(st.spares_created, SpareNumber(pass.job, p->spare) + 1);
+      if (!p->spare.empty())
+        st.spares_created = std::max(st.spares_created, SpareNumber(pass.job, p->spare) + 1);
     }
   }
   for (int32_t n = static_cast<int32_t>(kept.size()); n < pass.spec.spares; ++n) {

@@ -33,10 +33,11 @@ std::vector<const ObservedPod*> ReadySpares(const DecisionPass& pass);
 // elsewhere (or whose domain is not known) takes no slot.
 SlotPlan PlanSlotsForSpares(const DecisionPass& pass, const std::vector<int32_t>& lost);
 
-// Restarting in place: the slots `lost` go to ready spares as PlanSlotsForSpares gives them. Each spare taken is labelled with its slot
-// (Decision::relabel_spares), leaves pass.spares, and goes into the next start order's
-// assignments; a SpareTakesSlot Event says which (a NoSpareForSlot Event, a slot that ready spares
-// could not take: outside its topology domain). Returns the slots taken.
+// Restarting in place: the slots `lost` go to ready spares as PlanSlotsForSpares gives them. Each
+// spare taken is labelled with its slot (Decision::relabel_spares), leaves pass.spares, and goes
+// into the next start order's assignments; a SpareTakesSlot Event says which (a NoSpareForSlot
+// Event, a slot that ready spares could not take: outside its topology domain). Returns the slots
+// taken.
 std::set<int32_t> TakeSlotsWithSpares(DecisionPass& pass, const std::vector<int32_t>& lost);
 
 // With the start order of status.restart_attempt: the assignments of spares labelled with a slot of
@@ -51,8 +52,8 @@ void DropSparesHoldingSlots(DecisionPass& pass);
 
 // Before the next attempt is ordered: a spare labelled with a slot of it in an earlier pass that
 // can no longer take it (being deleted, evicted, no longer following the hub as a spare: not
-// readiness, which flaps while the spare's sidecar restarts as the slot's) is deleted (ReplacingSpare), so that its slot is lost again and goes to another spare or
-// a replacement pod.
+// readiness, which flaps while the spare's sidecar restarts as the slot's) is deleted
+// (ReplacingSpare), so that its slot is lost again and goes to another spare or a replacement pod.
 void CheckLabelledSpares(DecisionPass& pass);
 
 // Every pass, after the gang's policies: keeps spec.spares spares. A spare that failed, ended or

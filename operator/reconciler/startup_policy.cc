@@ -22,7 +22,8 @@ Verdict EndBackoff(DecisionPass& pass) {
   DistributedJobStatus& st = pass.status;
   if (st.phase != Phase::kRestarting) return Verdict::kContinue;
   const Condition* restarting = FindCondition(st.conditions, condition::kRestarting);
-  absl::Time since = restarting ? ParseRfc3339(restarting->last_transition_time).value_or(pass.now) : pass.now;
+  absl::Time since =
+      restarting ? ParseRfc3339(restarting->last_transition_time).value_or(pass.now) : pass.now;
   const bool counted = st.last_restart_kind == restart_kind::kFailure;
   absl::Time ready_at = since + RestartBackoff(pass.spec, counted ? st.restarts : 1);
   if (pass.now < ready_at) {
@@ -30,7 +31,8 @@ Verdict EndBackoff(DecisionPass& pass) {
     return Verdict::kDecided;
   }
   st.phase = Phase::kPending;
-  pass.SetCondition(condition::kRestarting, false, reason::kRestarted, absl::StrCat("restart attempt ", st.restart_attempt));
+  pass.SetCondition(condition::kRestarting, false, reason::kRestarted,
+                    absl::StrCat("restart attempt ", st.restart_attempt));
   return Verdict::kContinue;
 }
 
@@ -49,8 +51,8 @@ Verdict CreateMissingRanks(DecisionPass& pass) {
   }
   if (present.empty() && !create.empty()) {
     pass.Emit(event_type::kNormal, reason::kStarted,
-              absl::StrCat("creating ", create.size(), create.size() == 1 ? " pod" : " pods", " for restart attempt ",
-                           pass.status.restart_attempt));
+              absl::StrCat("creating ", create.size(), create.size() == 1 ? " pod" : " pods",
+                           " for restart attempt ", pass.status.restart_attempt));
   }
   return Verdict::kContinue;
 }
@@ -69,17 +71,20 @@ Verdict ReportScheduling(DecisionPass& pass) {
   }
   const int32_t pods = pass.spec.replicas;
   if (placed == pods) {
-    pass.SetCondition(condition::kScheduled, true, reason::kAllPodsScheduled,
-                      absl::StrCat("all ", pods, pods == 1 ? " pod is" : " pods are", " placed on nodes"));
+    pass.SetCondition(
+        condition::kScheduled, true, reason::kAllPodsScheduled,
+        absl::StrCat("all ", pods, pods == 1 ? " pod is" : " pods are", " placed on nodes"));
   } else if (gated > 0) {
-    pass.SetCondition(condition::kScheduled, false, reason::kSchedulingGated,
-                      absl::StrCat("waiting for admission: ", placed, " of ", pods, " pods placed, ", gated,
-                                   " held by scheduling gates (an admission controller such as Kueue removes them "
-                                   "when it admits the job)"));
+    pass.SetCondition(
+        condition::kScheduled, false, reason::kSchedulingGated,
+        absl::StrCat(
+            "waiting for admission: ", placed, " of ", pods, " pods placed, ", gated,
+            " held by scheduling gates (an admission controller such as Kueue removes them "
+            "when it admits the job)"));
   } else if (unschedulable > 0) {
     pass.SetCondition(condition::kScheduled, false, reason::kUnschedulable,
-                      absl::StrCat("waiting for room: ", placed, " of ", pods, " pods placed, ", unschedulable,
-                                   " unschedulable (see kubectl describe pod)"));
+                      absl::StrCat("waiting for room: ", placed, " of ", pods, " pods placed, ",
+                                   unschedulable, " unschedulable (see kubectl describe pod)"));
   } else {
     // Not placed yet, and the scheduler has not said why: a new attempt's pods, whatever the
     // last attempt's were.
@@ -92,22 +97,26 @@ Verdict ReportScheduling(DecisionPass& pass) {
 Verdict CompleteOrMarkRunning(DecisionPass& pass) {
   const std::vector<const ObservedPod*>& current = pass.current;
   const bool complete = static_cast<int32_t>(current.size()) == pass.spec.replicas;
-  if (complete && std::all_of(current.begin(), current.end(),
-                              [](const ObservedPod* p) { return p->phase == PodPhase::kSucceeded; })) {
+  if (complete && std::all_of(current.begin(), current.end(), [](const ObservedPod* p) {
+        return p->phase == PodPhase::kSucceeded;
+      })) {
     pass.Finish(Phase::kSucceeded, reason::kCompleted,
                 absl::StrCat("all ", TotalProcesses(pass.job), " ranks exited successfully"));
     return Verdict::kDecided;
   }
-  const bool all_running = complete && std::all_of(current.begin(), current.end(), [](const ObservedPod* p) {
-                             return p->phase == PodPhase::kRunning || p->phase == PodPhase::kSucceeded;
-                           });
+  const bool all_running =
+      complete && std::all_of(current.begin(), current.end(), [](const ObservedPod* p) {
+        return p->phase == PodPhase::kRunning || p->phase == PodPhase::kSucceeded;
+      });
   if (all_running && pass.status.phase == Phase::kPending) {
     pass.status.phase = Phase::kRunning;
     if (pass.status.start_time.empty()) pass.status.start_time = FormatRfc3339(pass.now);
-    pass.SetCondition(condition::kRunning, true, reason::kAllRanksRunning,
-                      absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running (restart attempt ",
-                                   pass.status.restart_attempt, ")"));
-    pass.Emit(event_type::kNormal, reason::kRunning, absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running"));
+    pass.SetCondition(
+        condition::kRunning, true, reason::kAllRanksRunning,
+        absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running (restart attempt ",
+                     pass.status.restart_attempt, ")"));
+    pass.Emit(event_type::kNormal, reason::kRunning,
+              absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running"));
   }
   return Verdict::kDecided;
 }

@@ -64,7 +64,8 @@ std::optional<std::string> WorkQueue::Get() {
     // Sleep until the earliest delayed key is due, or an Add/ShutDown.
     absl::Time wake = absl::InfiniteFuture();
     for (const auto& [key, at] : delayed_) wake = std::min(wake, at);
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !ready_.empty() || shut_down_; };
+    auto woken = [this]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !ready_.empty() || shut_down_; };
     mu_.AwaitWithDeadline(absl::Condition(&woken), wake == absl::InfiniteFuture()
                                                        ? absl::InfiniteFuture()
                                                        : absl::Now() + (wake - clock_->Now()));

@@ -18,9 +18,12 @@ absl::Duration FailureBackoff(int failures) {
 
 }  // namespace
 
-Controller::Controller(kube::KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
-                       ControllerOptions options)
-    : client_(client), reconciler_(reconciler), metrics_(metrics), options_(std::move(options)),
+Controller::Controller(kube::KubeClient* client, Clock* clock, Reconciler* reconciler,
+                       OperatorMetrics* metrics, ControllerOptions options)
+    : client_(client),
+      reconciler_(reconciler),
+      metrics_(metrics),
+      options_(std::move(options)),
       queue_(clock) {
   jobs_ = std::make_unique<kube::Informer>(
       client_, kDistributedJobs, options_.ns, "",
@@ -28,7 +31,8 @@ Controller::Controller(kube::KubeClient* client, Clock* clock, Reconciler* recon
         std::string key = kube::ObjectKey(job);
         if (type == "DELETED") {
           metrics_->SetJobPhase(key, std::nullopt);
-        } else if (std::optional<Phase> phase = ParsePhase(kube::StringMember(kube::Member(job, "status"), "phase"))) {
+        } else if (std::optional<Phase> phase =
+                       ParsePhase(kube::StringMember(kube::Member(job, "status"), "phase"))) {
           metrics_->SetJobPhase(key, phase);
         }
         queue_.Add(key);
@@ -43,7 +47,8 @@ Controller::Controller(kube::KubeClient* client, Clock* clock, Reconciler* recon
           // A DELETED from a relist: the name only, a rank's (or replacement's) or a spare's.
           const std::string name = kube::StringMember(meta, "name");
           for (const std::string& owner : {JobOfPodName(name), JobOfSparePodName(name)}) {
-            if (!owner.empty()) queue_.Add(absl::StrCat(kube::StringMember(meta, "namespace"), "/", owner));
+            if (!owner.empty())
+              queue_.Add(absl::StrCat(kube::StringMember(meta, "namespace"), "/", owner));
           }
           return;
         }
@@ -62,7 +67,8 @@ void Controller::Start() {
 
 bool Controller::WaitForSync(absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
-  return jobs_->WaitForSync(timeout) && pods_->WaitForSync(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  return jobs_->WaitForSync(timeout) &&
+         pods_->WaitForSync(std::max(absl::ZeroDuration(), deadline - absl::Now()));
 }
 
 void Controller::Stop() {
@@ -88,14 +94,19 @@ void Controller::Process(const std::string& key) {
   ReconcileReport report;
   absl::StatusOr<std::optional<absl::Duration>> result = reconciler_->Reconcile(ns, name, &report);
   metrics_->ObserveReconcile(key, absl::Now() - start, result.status(), report);
-  if (LogEnabled(LogLevel::kDebug)) {  // --log-level debug: one line per pass, to follow a job's timeline.
+  if (LogEnabled(
+          LogLevel::kDebug)) {  // --log-level debug: one line per pass, to follow a job's timeline.
     LogDebug("reconcile ", key, " took ", absl::FormatDuration(absl::Now() - start), ": ",
              result.ok() ? "ok" : result.status().ToString(),
-             report.phase ? absl::StrCat(", phase ", PhaseName(*report.phase)) : "", ", pods created ",
-             report.pods_created, ", deleted ", report.pods_deleted,
+             report.phase ? absl::StrCat(", phase ", PhaseName(*report.phase)) : "",
+             ", pods created ", report.pods_created, ", deleted ", report.pods_deleted,
              report.started_attempt ? ", next attempt ordered" : "",
-             report.event_reasons.empty() ? "" : absl::StrCat(", events ", absl::StrJoin(report.event_reasons, " ")),
-             result.ok() && result->has_value() ? absl::StrCat(", again in ", absl::FormatDuration(**result)) : "");
+             report.event_reasons.empty()
+                 ? ""
+                 : absl::StrCat(", events ", absl::StrJoin(report.event_reasons, " ")),
+             result.ok() && result->has_value()
+                 ? absl::StrCat(", again in ", absl::FormatDuration(**result))
+                 : "");
   }
   if (report.phase) metrics_->SetJobPhase(key, report.phase);
   int failures = 0;
@@ -116,8 +127,8 @@ void Controller::Process(const std::string& key) {
     return;
   }
   absl::Duration wait = FailureBackoff(failures);
-  LogWarning("reconcile ", key, " failed (attempt ", failures, "): ", result.status().message(), "; retrying in ",
-             absl::FormatDuration(wait));
+  LogWarning("reconcile ", key, " failed (attempt ", failures, "): ", result.status().message(),
+             "; retrying in ", absl::FormatDuration(wait));
   queue_.AddAfter(key, wait);
 }
 

@@ -30,8 +30,8 @@ struct ControllerOptions {
 // deadlines, TTL).
 class Controller {
  public:
-  Controller(kube::KubeClient* client, Clock* clock, Reconciler* reconciler, OperatorMetrics* metrics,
-             ControllerOptions options);
+  Controller(kube::KubeClient* client, Clock* clock, Reconciler* reconciler,
+             OperatorMetrics* metrics, ControllerOptions options);
   ~Controller();  // Stop().
 
   // Queues a job ("<ns>/<name>") for a pass, as a watch event does.

@@ -19,7 +19,8 @@ HubAttemptWatcher::~HubAttemptWatcher() {
   jobs.clear();  // Outside the lock: a stream's thread may be waiting for it.
 }
 
-void HubAttemptWatcher::Watch(const std::string& key, const std::string& address, const std::string& token) {
+void HubAttemptWatcher::Watch(const std::string& key, const std::string& address,
+                              const std::string& token) {
   std::shared_ptr<Job> replaced;
   {
     absl::MutexLock lock(&mu_);
@@ -36,7 +37,9 @@ void HubAttemptWatcher::Watch(const std::string& key, const std::string& address
   replaced.reset();  // Its stream's thread is joined here, outside the lock.
   auto stream = std::make_unique<coordination::AttemptObserver>(
       address, token,
-      [this, key, address](const coordination::attemptspb::AttemptState& s) { OnState(key, address, s); },
+      [this, key, address](const coordination::attemptspb::AttemptState& s) {
+        OnState(key, address, s);
+      },
       [this, key, address](const absl::Status&) { OnBroken(key, address); });
   std::unique_ptr<coordination::AttemptObserver> unused;  // Destroyed (joined) outside the lock.
   absl::MutexLock lock(&mu_);
@@ -100,8 +103,10 @@ void HubAttemptWatcher::OnState(const std::string& key, const std::string& addre
       hang.id = h.id();
       hang.attempt = h.attempt();
       hang.detected_at = absl::FromUnixMillis(h.detected_unix_ms());
-      for (const auto& r : h.outliers()) hang.outliers.push_back({r.rank(), r.pod_index(), r.local(), r.where()});
-      for (const auto& g : h.groups()) hang.groups.push_back({{g.ranks().begin(), g.ranks().end()}, g.where()});
+      for (const auto& r : h.outliers())
+        hang.outliers.push_back({r.rank(), r.pod_index(), r.local(), r.where()});
+      for (const auto& g : h.groups())
+        hang.groups.push_back({{g.ranks().begin(), g.ranks().end()}, g.where()});
       hang.dumps_complete = h.dumps_complete();
       hang.pods_dumped = h.pods_dumped();
       hang.pods_total = h.pods_total();
@@ -134,8 +139,9 @@ std::optional<AttemptView> HubAttemptWatcher::View(const std::string& key) {
   return waiting;
 }
 
-absl::Status HubAttemptWatcher::Start(const std::string& key, int32_t attempt,
-                                      const std::vector<std::pair<int32_t, std::string>>& assignments) {
+absl::Status HubAttemptWatcher::Start(
+    const std::string& key, int32_t attempt,
+    const std::vector<std::pair<int32_t, std::string>>& assignments) {
   std::shared_ptr<Job> job;  // Keeps the stream alive through the call.
   coordination::AttemptObserver* stream = nullptr;
   {
@@ -147,7 +153,8 @@ absl::Status HubAttemptWatcher::Start(const std::string& key, int32_t attempt,
     }
   }
   if (stream == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("no stream to job ", key, "'s attempt hub yet"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no stream to job ", key, "'s attempt hub yet"));
   }
   std::vector<coordination::attemptspb::SpareAssignment> to_spares;
   for (const auto& [pod_index, spare] : assignments) {

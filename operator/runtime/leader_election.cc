@@ -64,14 +64,17 @@ absl::StatusOr<bool> LeaderElector::TryAcquireOrRenew() {
   }
   std::string holder = kube::StringMember(spec, "holderIdentity");
   bool mine = holder == options_.identity;
-  absl::Duration duration = absl::Seconds(kube::IntMember(spec, "leaseDurationSeconds").value_or(15));
+  absl::Duration duration =
+      absl::Seconds(kube::IntMember(spec, "leaseDurationSeconds").value_or(15));
   if (!holder.empty() && !mine && now < observed_at_ + duration) return false;  // Held by another.
   json write = *lease;
   write["spec"] = Record(now, spec);
   absl::StatusOr<json> updated = client_->Update(kube::kLeases, options_.ns, write);
   if (absl::IsAborted(updated.status())) return false;  // Someone else wrote it first.
   if (!updated.ok()) return updated.status();
-  if (!mine) LogInfo("leader election: ", options_.identity, " acquired Lease ", options_.ns, "/", options_.name);
+  if (!mine)
+    LogInfo("leader election: ", options_.identity, " acquired Lease ", options_.ns, "/",
+            options_.name);
   observed_spec_ = SpecOf(*updated);
   observed_at_ = now;
   last_renewed_ = now;
@@ -81,7 +84,8 @@ absl::StatusOr<bool> LeaderElector::TryAcquireOrRenew() {
 absl::Status LeaderElector::Release() {
   absl::StatusOr<json> lease = client_->Get(kube::kLeases, options_.ns, options_.name);
   if (!lease.ok()) return lease.status();
-  if (!lease->is_object() || kube::StringMember(SpecOf(*lease), "holderIdentity") != options_.identity) {
+  if (!lease->is_object() ||
+      kube::StringMember(SpecOf(*lease), "holderIdentity") != options_.identity) {
     return absl::OkStatus();
   }
   json write = *lease;

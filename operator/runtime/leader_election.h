@@ -14,8 +14,8 @@ namespace cohort::op {
 
 struct LeaderElectionOptions {
   std::string ns = "cohort-system";
-  std::string name = "cohort-operator";  // The Lease.
-  std::string identity;                  // This replica: unique (host name and pid).
+  std::string name = "cohort-operator";               // The Lease.
+  std::string identity;                               // This replica: unique (host name and pid).
   absl::Duration lease_duration = absl::Seconds(15);  // Others wait this long after a renewal.
   absl::Duration renew_deadline = absl::Seconds(10);  // The leader gives up if it cannot renew.
   absl::Duration retry_period = absl::Seconds(2);     // Between attempts.

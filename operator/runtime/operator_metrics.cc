@@ -25,16 +25,18 @@ prometheus::Labels JobLabels(const std::string& key) {
 }  // namespace
 
 OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
-    : reconciles_(prometheus::BuildCounter()
-                      .Name("cohort_operator_reconciles_total")
-                      .Help("Reconcile passes of DistributedJobs, by result (success, conflict, error)")
-                      .Register(registry)),
-      reconcile_duration_(prometheus::BuildHistogram()
-                              .Name("cohort_operator_reconcile_duration_seconds")
-                              .Help("Duration of one reconcile pass, API calls included")
-                              .Register(registry)
-                              .Add({}, prometheus::Histogram::BucketBoundaries{
-                                           0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+    : reconciles_(
+          prometheus::BuildCounter()
+              .Name("cohort_operator_reconciles_total")
+              .Help("Reconcile passes of DistributedJobs, by result (success, conflict, error)")
+              .Register(registry)),
+      reconcile_duration_(
+          prometheus::BuildHistogram()
+              .Name("cohort_operator_reconcile_duration_seconds")
+              .Help("Duration of one reconcile pass, API calls included")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                               0.25, 0.5, 1, 2.5, 5, 10})),
       jobs_(prometheus::BuildGauge()
                 .Name("cohort_operator_jobs")
                 .Help("DistributedJobs by phase")
@@ -44,12 +46,13 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                         .Help("Pods the operator created")
                         .Register(registry)
                         .Add({})),
-      restarts_(prometheus::BuildCounter()
-                    .Name("cohort_operator_gang_restarts_total")
-                    .Help("Gang restarts after a rank failed (counted against maxRestarts, unless a "
-                          "RestartJobAndIgnoreMaxRestarts rule matched)")
-                    .Register(registry)
-                    .Add({})),
+      restarts_(
+          prometheus::BuildCounter()
+              .Name("cohort_operator_gang_restarts_total")
+              .Help("Gang restarts after a rank failed (counted against maxRestarts, unless a "
+                    "RestartJobAndIgnoreMaxRestarts rule matched)")
+              .Register(registry)
+              .Add({})),
       preemptions_(prometheus::BuildCounter()
                        .Name("cohort_operator_preemptions_total")
                        .Help("Gang restarts after a preemption or eviction that no failure rule "
@@ -65,40 +68,46 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                      .Name("cohort_operator_job_phase")
                      .Help("1 for each live DistributedJob's current phase, 0 for its other phases")
                      .Register(registry)),
-      job_restarts_(prometheus::BuildCounter()
-                        .Name("cohort_operator_job_restarts_total")
-                        .Help("Gang restarts of a DistributedJob by cause (cause=\"preempted\": preemptions)")
-                        .Register(registry)),
+      job_restarts_(
+          prometheus::BuildCounter()
+              .Name("cohort_operator_job_restarts_total")
+              .Help("Gang restarts of a DistributedJob by cause (cause=\"preempted\": preemptions)")
+              .Register(registry)),
       job_hung_(prometheus::BuildGauge()
                     .Name("cohort_operator_job_hung")
-                    .Help("1 while a DistributedJob's Hung condition is True (ranks made no progress for longer "
+                    .Help("1 while a DistributedJob's Hung condition is True (ranks made no "
+                          "progress for longer "
                           "than the hang timeout) and it has not finished")
                     .Register(registry)),
       job_hangs_(prometheus::BuildCounter()
                      .Name("cohort_operator_job_hangs_total")
                      .Help("Hangs the job's hang detector found (HangDetected Events)")
                      .Register(registry)),
-      job_detect_(prometheus::BuildHistogram()
-                      .Name("cohort_operator_job_failure_detect_seconds")
-                      .Help("From a rank's container finishing to the operator deciding the gang restart")
-                      .Register(registry)),
-      job_recovery_(prometheus::BuildHistogram()
-                        .Name("cohort_operator_job_recovery_seconds")
-                        .Help("From a failure (or a preemption's restart decision) to every rank running again")
-                        .Register(registry)),
-      job_recovery_stage_(prometheus::BuildHistogram()
-                              .Name("cohort_operator_job_recovery_stage_seconds")
-                              .Help("From a failure (or a preemption's restart decision) to a stage of the gang "
-                                    "restart (stage: old_processes_gone, running), by restart kind (restart: "
-                                    "in_place, recreate)")
-                              .Register(registry)),
-      job_time_to_running_(prometheus::BuildHistogram()
-                               .Name("cohort_operator_job_time_to_running_seconds")
-                               .Help("From a DistributedJob's creation to all its ranks first running")
-                               .Register(registry)) {
+      job_detect_(
+          prometheus::BuildHistogram()
+              .Name("cohort_operator_job_failure_detect_seconds")
+              .Help("From a rank's container finishing to the operator deciding the gang restart")
+              .Register(registry)),
+      job_recovery_(
+          prometheus::BuildHistogram()
+              .Name("cohort_operator_job_recovery_seconds")
+              .Help(
+                  "From a failure (or a preemption's restart decision) to every rank running again")
+              .Register(registry)),
+      job_recovery_stage_(
+          prometheus::BuildHistogram()
+              .Name("cohort_operator_job_recovery_stage_seconds")
+              .Help("From a failure (or a preemption's restart decision) to a stage of the gang "
+                    "restart (stage: old_processes_gone, running), by restart kind (restart: "
+                    "in_place, recreate)")
+              .Register(registry)),
+      job_time_to_running_(
+          prometheus::BuildHistogram()
+              .Name("cohort_operator_job_time_to_running_seconds")
+              .Help("From a DistributedJob's creation to all its ranks first running")
+              .Register(registry)) {
   for (Phase phase : kPhases) jobs_.Add({{"phase", PhaseName(phase)}}).Set(0);
 }
-
 
 OperatorMetrics::JobSeries& OperatorMetrics::SeriesLocked(const std::string& key) {
   auto [it, added] = jobs_series_.try_emplace(key);
@@ -134,7 +143,8 @@ void OperatorMetrics::RemoveLocked(const std::string& key) {
   jobs_series_.erase(it);
 }
 
-void OperatorMetrics::ObserveStageLocked(const std::string& key, JobSeries& job, const char* stage, double seconds) {
+void OperatorMetrics::ObserveStageLocked(const std::string& key, JobSeries& job, const char* stage,
+                                         double seconds) {
   prometheus::Histogram*& histogram = job.stages[{job.recovering_kind, stage}];
   if (histogram == nullptr) {
     prometheus::Labels labels = JobLabels(key);
@@ -151,14 +161,15 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   reconciles_.Add({{"result", result}}).Increment();
   reconcile_duration_.Observe(absl::ToDoubleSeconds(duration));
   pods_created_.Increment(report.pods_created);
-  if (report.restart) (report.restart->kind == restart_kind::kPreemption ? preemptions_ : restarts_).Increment();
-  const bool running = std::find(report.event_reasons.begin(), report.event_reasons.end(), reason::kRunning) !=
-                       report.event_reasons.end();
+  if (report.restart)
+    (report.restart->kind == restart_kind::kPreemption ? preemptions_ : restarts_).Increment();
+  const bool running = std::find(report.event_reasons.begin(), report.event_reasons.end(),
+                                 reason::kRunning) != report.event_reasons.end();
   // The old attempt's processes are gone: in place, the pass that orders the next attempt (every
   // staying pod reported its end); recreating, the pass that creates the next attempt's pods.
-  const bool old_gone = report.started_attempt ||
-                        std::find(report.event_reasons.begin(), report.event_reasons.end(), reason::kStarted) !=
-                            report.event_reasons.end();
+  const bool old_gone =
+      report.started_attempt || std::find(report.event_reasons.begin(), report.event_reasons.end(),
+                                          reason::kStarted) != report.event_reasons.end();
   const bool hang_detected = std::find(report.event_reasons.begin(), report.event_reasons.end(),
                                        reason::kHangDetected) != report.event_reasons.end();
   // A pass that ended without a phase (an error, the job gone) says nothing of the job's state.
@@ -189,7 +200,8 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
     job.old_gone_seen = false;
   }
   if (old_gone && job.recovering_since && !job.old_gone_seen) {
-    ObserveStageLocked(key, job, "old_processes_gone", absl::ToDoubleSeconds(report.now - *job.recovering_since));
+    ObserveStageLocked(key, job, "old_processes_gone",
+                       absl::ToDoubleSeconds(report.now - *job.recovering_since));
     job.old_gone_seen = true;
   }
   if (running) {
@@ -210,7 +222,8 @@ void OperatorMetrics::SetJobPhase(const std::string& key, std::optional<Phase> p
   absl::MutexLock lock(&mu_);
   if (!phase) {
     auto it = jobs_series_.find(key);
-    if (it != jobs_series_.end() && it->second.phase) jobs_.Add({{"phase", PhaseName(*it->second.phase)}}).Decrement();
+    if (it != jobs_series_.end() && it->second.phase)
+      jobs_.Add({{"phase", PhaseName(*it->second.phase)}}).Decrement();
     RemoveLocked(key);
     return;
   }

@@ -43,9 +43,9 @@ class OperatorMetrics {
   struct JobSeries {
     std::optional<Phase> phase;
     std::map<Phase, prometheus::Gauge*> phase_gauges;
-    std::map<std::string, prometheus::Counter*> restarts;     // By cause.
-    prometheus::Gauge* hung = nullptr;      // 1 while its Hung condition is True.
-    prometheus::Counter* hangs = nullptr;   // HangDetected Events (one per hang).
+    std::map<std::string, prometheus::Counter*> restarts;  // By cause.
+    prometheus::Gauge* hung = nullptr;                     // 1 while its Hung condition is True.
+    prometheus::Counter* hangs = nullptr;                  // HangDetected Events (one per hang).
     prometheus::Histogram* detect = nullptr;
     prometheus::Histogram* recovery = nullptr;
     prometheus::Histogram* time_to_running = nullptr;

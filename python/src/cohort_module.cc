@@ -113,16 +113,15 @@ std::string BytesArg(nb::handle value, const char* name) {
 
 // A stored value as str; UnicodeDecodeError naming the key and the _bytes variant otherwise.
 nb::object Text(const std::string& value, const std::string& key, const char* fn) {
-  PyObject* text = PyUnicode_DecodeUTF8(value.data(), static_cast<Py_ssize_t>(value.size()),
-                                        "strict");
+  PyObject* text =
+      PyUnicode_DecodeUTF8(value.data(), static_cast<Py_ssize_t>(value.size()), "strict");
   if (text != nullptr) return nb::steal(text);
   PyErr_Clear();
-  const std::string reason = "the value of '" + key + "' is not UTF-8 text: use " + fn +
-                             "_bytes for binary values";
-  PyObject* error = PyUnicodeDecodeError_Create("utf-8", value.data(),
-                                                static_cast<Py_ssize_t>(value.size()), 0,
-                                                static_cast<Py_ssize_t>(value.size()),
-                                                reason.c_str());
+  const std::string reason =
+      "the value of '" + key + "' is not UTF-8 text: use " + fn + "_bytes for binary values";
+  PyObject* error =
+      PyUnicodeDecodeError_Create("utf-8", value.data(), static_cast<Py_ssize_t>(value.size()), 0,
+                                  static_cast<Py_ssize_t>(value.size()), reason.c_str());
   if (error != nullptr) {
     PyErr_SetObject(PyExc_UnicodeDecodeError, error);
     Py_DECREF(error);
@@ -213,9 +212,9 @@ dist::DataType ParseType(const std::string& name) {
   if (name == "int64") return dist::DataType::kInt64;
   if (name == "bfloat16") return dist::DataType::kBFloat16;
   if (name == "float16") return dist::DataType::kFloat16;
-  throw nb::type_error(("unsupported dtype " + name +
-                        ": use float32, float64, int32, int64, float16 or bfloat16")
-                           .c_str());
+  throw nb::type_error(
+      ("unsupported dtype " + name + ": use float32, float64, int32, int64, float16 or bfloat16")
+          .c_str());
 }
 
 dist::ReduceOp ParseOp(const std::string& name) {
@@ -263,9 +262,8 @@ class PyCommunicator {
     } else if (host_transport == "tcp") {
       options.host_transport = dist::HostTransport::kTcp;
     } else {
-      throw nb::value_error(("unknown host_transport '" + host_transport +
-                             "': use 'auto', 'shm' or 'tcp'")
-                                .c_str());
+      throw nb::value_error(
+          ("unknown host_transport '" + host_transport + "': use 'auto', 'shm' or 'tcp'").c_str());
     }
     if (timeout_in_ms.has_value()) options.timeout = Millis(timeout_in_ms, absl::ZeroDuration());
     // Creation waits for the other ranks: on a helper, so that Ctrl-C is seen (an interrupted
@@ -412,8 +410,7 @@ NB_MODULE(_cohort, m) {
     }
   });
   m.attr("PEER_FAILURE_EXIT_CODE") = dist::kPeerFailureExitCode;
-  nb::module_::import_("atexit").attr("register")(
-      nb::cpp_function([] { g_exiting.store(true); }));
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { g_exiting.store(true); }));
   m.attr("PREEMPTED_EXIT_CODE") = dist::kPreemptedExitCode;
 
   // The address of a C-contiguous object's memory through the buffer protocol (much cheaper
@@ -440,8 +437,8 @@ NB_MODULE(_cohort, m) {
                    [](const dist::PeerFailure& f) { return dist::FailureCauseName(f.cause); })
       .def_ro("message", &dist::PeerFailure::message)
       .def("__repr__", [](const dist::PeerFailure& f) {
-        return "cohort.PeerFailure(process_id=" + std::to_string(f.process_id) + ", cause=" +
-               dist::FailureCauseName(f.cause) + ", message=" + f.message + ")";
+        return "cohort.PeerFailure(process_id=" + std::to_string(f.process_id) +
+               ", cause=" + dist::FailureCauseName(f.cause) + ", message=" + f.message + ")";
       });
 
   m.def(
@@ -557,9 +554,7 @@ NB_MODULE(_cohort, m) {
       "key_value_dir_get, values as bytes.");
   m.def(
       "key_value_delete",
-      [](const std::string& key) {
-        Check(WithoutGil([&] { return dist::KeyValueDelete(key); }));
-      },
+      [](const std::string& key) { Check(WithoutGil([&] { return dist::KeyValueDelete(key); })); },
       nb::arg("key"), "Deletes key and everything below it.");
   m.def(
       "key_value_increment",
@@ -626,30 +621,26 @@ NB_MODULE(_cohort, m) {
       .def("split", &PyCommunicator::Split)
       .def("abort", &PyCommunicator::Abort);
 
-  m.def(
-      "broadcast_one_to_all",
-      [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, int root) {
-        return FromHostArray(ValueInterruptible<dist::HostArray>(
-            [comm = c.comm(), in = ToHostArray(b, shape), root] {
-              return dist::BroadcastOneToAll(*comm, in, root);
-            },
-            c.AbortOnInterrupt()));
-      });
-  m.def(
-      "process_allgather",
-      [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, bool tiled) {
-        return FromHostArray(ValueInterruptible<dist::HostArray>(
-            [comm = c.comm(), in = ToHostArray(b, shape), tiled] {
-              return dist::ProcessAllgather(*comm, in, tiled);
-            },
-            c.AbortOnInterrupt()));
-      });
+  m.def("broadcast_one_to_all",
+        [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, int root) {
+          return FromHostArray(ValueInterruptible<dist::HostArray>(
+              [comm = c.comm(), in = ToHostArray(b, shape), root] {
+                return dist::BroadcastOneToAll(*comm, in, root);
+              },
+              c.AbortOnInterrupt()));
+        });
+  m.def("process_allgather",
+        [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape, bool tiled) {
+          return FromHostArray(ValueInterruptible<dist::HostArray>(
+              [comm = c.comm(), in = ToHostArray(b, shape), tiled] {
+                return dist::ProcessAllgather(*comm, in, tiled);
+              },
+              c.AbortOnInterrupt()));
+        });
   m.def("assert_equal", [](PyCommunicator& c, const Buffer& b, const std::vector<int64_t>& shape,
                            const std::string& fail_message) {
-    Check(RunInterruptible(
-        [comm = c.comm(), in = ToHostArray(b, shape), fail_message] {
-          return dist::AssertEqual(*comm, in, fail_message);
-        },
-        c.AbortOnInterrupt()));
+    Check(RunInterruptible([comm = c.comm(), in = ToHostArray(b, shape),
+                            fail_message] { return dist::AssertEqual(*comm, in, fail_message); },
+                           c.AbortOnInterrupt()));
   });
 }

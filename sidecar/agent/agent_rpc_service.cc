@@ -130,10 +130,10 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
   }
   if (req->has_restart_attempt() && options_.restart_attempt &&
       req->restart_attempt() != *options_.restart_attempt) {
-    sink->FinishWith(absl::InvalidArgumentError(absl::StrCat(
-        "the trainer says it belongs to restart attempt ", req->restart_attempt(),
-        " of the job but its sidecar to attempt ", *options_.restart_attempt,
-        "; the trainer and the sidecar must see the same COHORT_RESTART_ATTEMPT")));
+    sink->FinishWith(absl::InvalidArgumentError(
+        absl::StrCat("the trainer says it belongs to restart attempt ", req->restart_attempt(),
+                     " of the job but its sidecar to attempt ", *options_.restart_attempt,
+                     "; the trainer and the sidecar must see the same COHORT_RESTART_ATTEMPT")));
     return stream;
   }
   std::shared_ptr<Agent> agent;
@@ -182,7 +182,8 @@ grpc::ServerWriteReactor<agentpb::AgentEvent>* AgentRpcService::Attach(
         retired = retired_;
       }
       if (retired) {
-        LogInfo("rank ", options_.task, " of an earlier restart attempt stopped joining: ", s.message());
+        LogInfo("rank ", options_.task,
+                " of an earlier restart attempt stopped joining: ", s.message());
       } else {
         LogError("rank ", options_.task, " could not join the job: ", s.message());
       }
@@ -259,7 +260,8 @@ void AgentRpcService::OnTrainerGone(int64_t pid) {
                        "crashed or was killed",
                        [this](absl::Status s) {
                          // The failure ends the registration still waiting in the service.
-                         if (!s.ok()) LogWarning("could not report the trainer's exit: ", s.message());
+                         if (!s.ok())
+                           LogWarning("could not report the trainer's exit: ", s.message());
                          SetOutcome(TrainerOutcome::kFailed);
                        });
     return;
@@ -333,8 +335,8 @@ grpc::ServerUnaryReactor* AgentRpcService::Forward(grpc::CallbackServerContext* 
     // CANCELLED or UNAVAILABLE, which may reach the trainer before the failure event on its
     // attach stream. Aborted says what happened, and libdist waits for the event to tell it.
     if (!s.ok() && !absl::IsAborted(s) && agent->job_failed()) {
-      s = absl::AbortedError(absl::StrCat("the job failed while this call waited (", s.message(),
-                                          ")"));
+      s = absl::AbortedError(
+          absl::StrCat("the job failed while this call waited (", s.message(), ")"));
     }
     if (metrics_ != nullptr && metric_op != nullptr) metrics_->CountKeyValue(metric_op, s);
     reactor->Finish(ToGrpcStatus(s));
@@ -370,14 +372,14 @@ grpc::ServerUnaryReactor* AgentRpcService::TryGetKeyValue(grpc::CallbackServerCo
                                                           const pb::TryGetKeyValueRequest* req,
                                                           pb::TryGetKeyValueResponse* resp) {
   return Forward(ctx, "try_get", [req, resp](Agent& agent, Finish finish) {
-    agent.TryGetKeyValue(req->key(), [req, resp, finish = std::move(finish)](
-                                         absl::StatusOr<std::string> v) {
-      if (v.ok()) {
-        resp->mutable_kv()->set_key(req->key());
-        resp->mutable_kv()->set_value(*std::move(v));
-      }
-      finish(v.status());
-    });
+    agent.TryGetKeyValue(req->key(),
+                         [req, resp, finish = std::move(finish)](absl::StatusOr<std::string> v) {
+                           if (v.ok()) {
+                             resp->mutable_kv()->set_key(req->key());
+                             resp->mutable_kv()->set_value(*std::move(v));
+                           }
+                           finish(v.status());
+                         });
   });
 }
 
@@ -448,8 +450,10 @@ grpc::ServerUnaryReactor* AgentRpcService::ReportProgress(grpc::CallbackServerCo
                                                           const agentpb::ReportProgressRequest* req,
                                                           agentpb::ReportProgressResponse*) {
   return Forward(ctx, nullptr, [this, req](Agent& agent, Finish finish) {
-    std::vector<coordination::CollectiveProgress> progress = coordination::FromProto(req->progress());
-    if (metrics_ != nullptr) metrics_->ObserveCollectives(progress, absl::Now());  // The hang detector's.
+    std::vector<coordination::CollectiveProgress> progress =
+        coordination::FromProto(req->progress());
+    if (metrics_ != nullptr)
+      metrics_->ObserveCollectives(progress, absl::Now());  // The hang detector's.
     agent.ReportProgress(std::move(progress), std::move(finish));
   });
 }
@@ -458,21 +462,19 @@ grpc::ServerUnaryReactor* AgentRpcService::GetJobProgress(grpc::CallbackServerCo
                                                           const pb::GetJobProgressRequest*,
                                                           pb::GetJobProgressResponse* resp) {
   return Forward(ctx, nullptr, [resp](Agent& agent, Finish finish) {
-    agent.GetJobProgress(
-        [resp, finish = std::move(finish)](
-            absl::StatusOr<std::vector<coordination::TaskProgress>> tasks) {
-          if (tasks.ok()) coordination::ToProto(*tasks, resp);
-          finish(tasks.status());
-        });
+    agent.GetJobProgress([resp, finish = std::move(finish)](
+                             absl::StatusOr<std::vector<coordination::TaskProgress>> tasks) {
+      if (tasks.ok()) coordination::ToProto(*tasks, resp);
+      finish(tasks.status());
+    });
   });
 }
 
 grpc::ServerUnaryReactor* AgentRpcService::ReportPreemption(grpc::CallbackServerContext* ctx,
                                                             const pb::ReportPreemptionRequest*,
                                                             pb::ReportPreemptionResponse*) {
-  return Forward(ctx, nullptr, [](Agent& agent, Finish finish) {
-    agent.ReportPreemption(std::move(finish));
-  });
+  return Forward(ctx, nullptr,
+                 [](Agent& agent, Finish finish) { agent.ReportPreemption(std::move(finish)); });
 }
 
 grpc::ServerUnaryReactor* AgentRpcService::ReportError(grpc::CallbackServerContext* ctx,

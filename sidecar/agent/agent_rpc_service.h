@@ -35,8 +35,8 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   AgentRpcService(AgentOptions options, SidecarMetrics* metrics);
   ~AgentRpcService() override;
 
-  grpc::ServerWriteReactor<agentpb::AgentEvent>* Attach(
-      grpc::CallbackServerContext* ctx, const agentpb::AttachRequest* req) override;
+  grpc::ServerWriteReactor<agentpb::AgentEvent>* Attach(grpc::CallbackServerContext* ctx,
+                                                        const agentpb::AttachRequest* req) override;
   grpc::ServerUnaryReactor* ShutdownTask(grpc::CallbackServerContext* ctx,
                                          const pb::ShutdownTaskRequest* req,
                                          pb::ShutdownTaskResponse* resp) override;
@@ -61,8 +61,7 @@ class AgentRpcService final : public agentpb::Agent::CallbackService {
   grpc::ServerUnaryReactor* IncrementKeyValue(grpc::CallbackServerContext* ctx,
                                               const pb::IncrementKeyValueRequest* req,
                                               pb::IncrementKeyValueResponse* resp) override;
-  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
-                                    const pb::BarrierRequest* req,
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx, const pb::BarrierRequest* req,
                                     pb::BarrierResponse* resp) override;
   grpc::ServerUnaryReactor* CancelBarrier(grpc::CallbackServerContext* ctx,
                                           const pb::CancelBarrierRequest* req,

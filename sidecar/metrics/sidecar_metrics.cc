@@ -8,7 +8,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-
 namespace cohort::sidecar {
 namespace {
 
@@ -18,7 +17,8 @@ std::string CodeLabel(const absl::Status& status) {
   return name;
 }
 
-prometheus::ClientMetric GaugeSample(double value, std::vector<prometheus::ClientMetric::Label> labels) {
+prometheus::ClientMetric GaugeSample(double value,
+                                     std::vector<prometheus::ClientMetric::Label> labels) {
   prometheus::ClientMetric m;
   m.label = std::move(labels);
   m.gauge.value = value;
@@ -60,10 +60,11 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                       .Name("cohort_world_size")
                       .Help("Ranks in the job")
                       .Register(registry)),
-      heartbeat_timeout_(prometheus::BuildGauge()
-                             .Name("cohort_heartbeat_timeout_seconds")
-                             .Help("The job's heartbeat timeout: a rank silent this long has failed")
-                             .Register(registry)),
+      heartbeat_timeout_(
+          prometheus::BuildGauge()
+              .Name("cohort_heartbeat_timeout_seconds")
+              .Help("The job's heartbeat timeout: a rank silent this long has failed")
+              .Register(registry)),
       step_(prometheus::BuildGauge()
                 .Name("cohort_trainer_step")
                 .Help("The last training step the program reported (dist::ReportProgress)")
@@ -72,17 +73,20 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
                           .Name("cohort_trainer_last_progress_timestamp_seconds")
                           .Help("Unix time of the program's last step report")
                           .Register(registry)),
-      step_seconds_(prometheus::BuildHistogram()
-                        .Name("cohort_trainer_step_seconds")
-                        .Help("Wall time per training step, between successive step reports")
-                        .Register(registry)
-                        .Add({{"rank", rank_}}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.25,
-                                                                         0.5, 1, 2.5, 5, 10, 30, 60, 300})),
-      productive_seconds_(prometheus::BuildCounter()
-                              .Name("cohort_trainer_productive_seconds_total")
-                              .Help("Wall time covered by steps that advanced (goodput's numerator)")
-                              .Register(registry)
-                              .Add({{"rank", rank_}})) {
+      step_seconds_(
+          prometheus::BuildHistogram()
+              .Name("cohort_trainer_step_seconds")
+              .Help("Wall time per training step, between successive step reports")
+              .Register(registry)
+              .Add({{"rank", rank_}},
+                   prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5,
+                                                           1, 2.5, 5, 10, 30, 60, 300})),
+      productive_seconds_(
+          prometheus::BuildCounter()
+              .Name("cohort_trainer_productive_seconds_total")
+              .Help("Wall time covered by steps that advanced (goodput's numerator)")
+              .Register(registry)
+              .Add({{"rank", rank_}})) {
   // Known series start at zero, so rate() and alerts work before the first event.
   for (const char* op : {"set", "get", "try_get", "dir", "delete", "increment"}) {
     kv_operations_.Add({{"operation", op}, {"result", "ok"}, {"rank", rank_}});
@@ -100,7 +104,8 @@ SidecarMetrics::SidecarMetrics(prometheus::Registry& registry, int32_t rank)
 }
 
 void SidecarMetrics::CountKeyValue(absl::string_view operation, const absl::Status& status) {
-  kv_operations_.Add({{"operation", std::string(operation)}, {"result", CodeLabel(status)}, {"rank", rank_}})
+  kv_operations_
+      .Add({{"operation", std::string(operation)}, {"result", CodeLabel(status)}, {"rank", rank_}})
       .Increment();
 }
 
@@ -135,7 +140,8 @@ void SidecarMetrics::ObserveStep(int64_t step, absl::Time now) {
     if (recent_step_times_.size() > 32) recent_step_times_.pop_front();
   }
   if (!last_step_ || step != *last_step_) ++step_advances_;
-  if (last_step_ && step == *last_step_) return;  // A repeat: the step's time stays its first report's.
+  if (last_step_ && step == *last_step_)
+    return;  // A repeat: the step's time stays its first report's.
   last_step_ = step;
   last_step_at_ = now;
   step_.Add({{"rank", rank_}}).Set(static_cast<double>(step));
@@ -157,8 +163,8 @@ SidecarMetrics::StepSummary SidecarMetrics::Steps() {
   return s;
 }
 
-void SidecarMetrics::ObserveCollectives(const std::vector<coordination::CollectiveProgress>& progress,
-                                        absl::Time now) {
+void SidecarMetrics::ObserveCollectives(
+    const std::vector<coordination::CollectiveProgress>& progress, absl::Time now) {
   absl::MutexLock lock(&step_mu_);
   reported_at_ = now;
   pending_.clear();
@@ -202,8 +208,9 @@ void JaxPortMetrics::Count(absl::string_view protocol, absl::string_view method,
     if (waited) {
       prometheus::Histogram*& h = histograms_[absl::StrCat(protocol, "/", method)];
       if (h == nullptr) {
-        h = &waits_.Add({{"protocol", std::string(protocol)}, {"method", std::string(method)}},
-                        prometheus::Histogram::BucketBoundaries{0.001, 0.01, 0.1, 1, 10, 60, 300, 1800});
+        h = &waits_.Add(
+            {{"protocol", std::string(protocol)}, {"method", std::string(method)}},
+            prometheus::Histogram::BucketBoundaries{0.001, 0.01, 0.1, 1, 10, 60, 300, 1800});
       }
       histogram = h;
     }
@@ -221,8 +228,10 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
   }
   std::vector<prometheus::MetricFamily> out;
 
-  prometheus::MetricFamily by_state{"cohort_tasks", "Tasks by state, as the coordinator sees them",
-                                    prometheus::MetricType::Gauge, {}};
+  prometheus::MetricFamily by_state{"cohort_tasks",
+                                    "Tasks by state, as the coordinator sees them",
+                                    prometheus::MetricType::Gauge,
+                                    {}};
   std::map<std::string, int> counts;
   for (auto state : {coordination::TaskState::kDisconnected, coordination::TaskState::kConnecting,
                      coordination::TaskState::kConnected, coordination::TaskState::kFailed,
@@ -230,55 +239,69 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
     counts[std::string(coordination::TaskStateName(state))] = 0;
   }
   for (const auto& t : snap.tasks) ++counts[std::string(coordination::TaskStateName(t.state))];
-  for (const auto& [state, n] : counts) by_state.metric.push_back(GaugeSample(n, {{"state", state}}));
+  for (const auto& [state, n] : counts)
+    by_state.metric.push_back(GaugeSample(n, {{"state", state}}));
   out.push_back(std::move(by_state));
 
   if (snap.tasks.size() <= per_rank_limit_) {
     prometheus::MetricFamily up{"cohort_task_up",
                                 "1 if the rank is connected and heartbeating, else 0",
-                                prometheus::MetricType::Gauge, {}};
+                                prometheus::MetricType::Gauge,
+                                {}};
     prometheus::MetricFamily age{"cohort_task_heartbeat_age_seconds",
                                  "Seconds since the coordinator last heard from the rank",
-                                 prometheus::MetricType::Gauge, {}};
+                                 prometheus::MetricType::Gauge,
+                                 {}};
     prometheus::MetricFamily step{"cohort_task_step",
                                   "Each rank's last reported training step (dist::ReportProgress)",
-                                  prometheus::MetricType::Gauge, {}};
-    prometheus::MetricFamily progress_age{"cohort_task_progress_age_seconds",
-                                          "Seconds since the connected rank's program last reported a new step",
-                                          prometheus::MetricType::Gauge, {}};
-    prometheus::MetricFamily report_age{"cohort_task_program_report_age_seconds",
-                                        "Seconds since the connected rank's program last reported collective progress",
-                                        prometheus::MetricType::Gauge, {}};
-    prometheus::MetricFamily in_barrier{"cohort_task_in_oldest_barrier",
-                                        "1 if the rank has arrived at the oldest open barrier, else 0",
-                                        prometheus::MetricType::Gauge, {}};
+                                  prometheus::MetricType::Gauge,
+                                  {}};
+    prometheus::MetricFamily progress_age{
+        "cohort_task_progress_age_seconds",
+        "Seconds since the connected rank's program last reported a new step",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::MetricFamily report_age{
+        "cohort_task_program_report_age_seconds",
+        "Seconds since the connected rank's program last reported collective progress",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::MetricFamily in_barrier{
+        "cohort_task_in_oldest_barrier",
+        "1 if the rank has arrived at the oldest open barrier, else 0",
+        prometheus::MetricType::Gauge,
+        {}};
     prometheus::MetricFamily state{"cohort_task_state",
                                    "1 for each rank's current state, labelled with the protocol "
                                    "it registered with",
-                                   prometheus::MetricType::Gauge, {}};
+                                   prometheus::MetricType::Gauge,
+                                   {}};
     for (size_t i = 0; i < snap.tasks.size(); ++i) {
       const auto& t = snap.tasks[i];
       std::string rank = absl::StrCat(i);
       up.metric.push_back(
           GaugeSample(t.state == coordination::TaskState::kConnected ? 1 : 0, {{"rank", rank}}));
-      state.metric.push_back(
-          GaugeSample(1, {{"rank", rank},
-                          {"state", std::string(coordination::TaskStateName(t.state))},
-                          {"protocol", t.state == coordination::TaskState::kDisconnected
-                                           ? std::string("none")
-                                           : t.protocol}}));
+      state.metric.push_back(GaugeSample(
+          1, {{"rank", rank},
+              {"state", std::string(coordination::TaskStateName(t.state))},
+              {"protocol", t.state == coordination::TaskState::kDisconnected ? std::string("none")
+                                                                             : t.protocol}}));
       if (t.state == coordination::TaskState::kConnected) {
-        age.metric.push_back(GaugeSample(absl::ToDoubleSeconds(snap.now - t.last_heartbeat),
-                                         {{"rank", rank}}));
+        age.metric.push_back(
+            GaugeSample(absl::ToDoubleSeconds(snap.now - t.last_heartbeat), {{"rank", rank}}));
       }
-      if (t.step) step.metric.push_back(GaugeSample(static_cast<double>(*t.step), {{"rank", rank}}));
-      if (t.step && t.state == coordination::TaskState::kConnected) {  // A finished rank is not stuck.
-        progress_age.metric.push_back(GaugeSample(
-            absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - t.step_at)), {{"rank", rank}}));
+      if (t.step)
+        step.metric.push_back(GaugeSample(static_cast<double>(*t.step), {{"rank", rank}}));
+      if (t.step &&
+          t.state == coordination::TaskState::kConnected) {  // A finished rank is not stuck.
+        progress_age.metric.push_back(
+            GaugeSample(absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - t.step_at)),
+                        {{"rank", rank}}));
       }
       if (t.report_at != absl::InfinitePast() && t.state == coordination::TaskState::kConnected) {
         report_age.metric.push_back(GaugeSample(
-            absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - t.report_at)), {{"rank", rank}}));
+            absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - t.report_at)),
+            {{"rank", rank}}));
       }
       in_barrier.metric.push_back(GaugeSample(t.in_oldest_barrier ? 1 : 0, {{"rank", rank}}));
     }
@@ -290,24 +313,35 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
     out.push_back(std::move(report_age));
     out.push_back(std::move(in_barrier));
   }
-  out.push_back({"cohort_job_failed", "1 once any rank failed and the job is failing",
-                 prometheus::MetricType::Gauge, {GaugeSample(snap.job_failed ? 1 : 0, {})}});
-  out.push_back({"cohort_kv_entries", "Entries in the coordinator's key-value store",
-                 prometheus::MetricType::Gauge, {GaugeSample(snap.kv_entries, {})}});
-  out.push_back({"cohort_kv_blocking_gets", "Blocking gets waiting for a key",
-                 prometheus::MetricType::Gauge, {GaugeSample(snap.kv_waiters, {})}});
-  out.push_back({"cohort_barriers_in_progress", "Barriers waiting for participants",
-                 prometheus::MetricType::Gauge, {GaugeSample(snap.barriers_in_progress, {})}});
+  out.push_back({"cohort_job_failed",
+                 "1 once any rank failed and the job is failing",
+                 prometheus::MetricType::Gauge,
+                 {GaugeSample(snap.job_failed ? 1 : 0, {})}});
+  out.push_back({"cohort_kv_entries",
+                 "Entries in the coordinator's key-value store",
+                 prometheus::MetricType::Gauge,
+                 {GaugeSample(snap.kv_entries, {})}});
+  out.push_back({"cohort_kv_blocking_gets",
+                 "Blocking gets waiting for a key",
+                 prometheus::MetricType::Gauge,
+                 {GaugeSample(snap.kv_waiters, {})}});
+  out.push_back({"cohort_barriers_in_progress",
+                 "Barriers waiting for participants",
+                 prometheus::MetricType::Gauge,
+                 {GaugeSample(snap.barriers_in_progress, {})}});
   double oldest = snap.oldest_barrier_since == absl::InfiniteFuture()
                       ? 0
-                      : absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), snap.now - snap.oldest_barrier_since));
-  out.push_back({"cohort_barrier_oldest_open_seconds", "Age of the oldest open barrier; 0 when none is open",
-                 prometheus::MetricType::Gauge, {GaugeSample(oldest, {})}});
+                      : absl::ToDoubleSeconds(
+                            std::max(absl::ZeroDuration(), snap.now - snap.oldest_barrier_since));
+  out.push_back({"cohort_barrier_oldest_open_seconds",
+                 "Age of the oldest open barrier; 0 when none is open",
+                 prometheus::MetricType::Gauge,
+                 {GaugeSample(oldest, {})}});
   out.push_back({"cohort_event_streams",
                  "Open event streams: libdist agents' WatchJob and JAX processes' PollForError",
-                 prometheus::MetricType::Gauge, {GaugeSample(snap.event_watchers, {})}});
+                 prometheus::MetricType::Gauge,
+                 {GaugeSample(snap.event_watchers, {})}});
   return out;
 }
-
 
 }  // namespace cohort::sidecar

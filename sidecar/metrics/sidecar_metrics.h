@@ -56,7 +56,8 @@ class SidecarMetrics {
   };
   StepSummary Steps();
   // The trainer's collectives, as libdist reports them every 500 ms (dist's ProgressReporter).
-  void ObserveCollectives(const std::vector<coordination::CollectiveProgress>& progress, absl::Time now);
+  void ObserveCollectives(const std::vector<coordination::CollectiveProgress>& progress,
+                          absl::Time now);
 
  private:
   prometheus::Histogram& ObserveBarrierBuckets(std::map<std::string, std::string> labels);
@@ -123,6 +124,5 @@ class CoordinatorCollector final : public prometheus::Collectable {
   const coordination::CoordinationService* service_ ABSL_GUARDED_BY(mu_);
   size_t per_rank_limit_;
 };
-
 
 }  // namespace cohort::sidecar

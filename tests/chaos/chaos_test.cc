@@ -124,7 +124,7 @@ struct Trial {
   bool victim_found = false;
   bool initialized_before = false;  // The victim's rank printed INITIALIZED before the signal.
   int exit_code = -1;
-  double end_s = -1;  // From the signal to cohort-run's exit.
+  double end_s = -1;           // From the signal to cohort-run's exit.
   std::vector<double> told_s;  // From the signal to each survivor's fate-sharing line.
   std::vector<std::string> problems;
   std::vector<Line> lines;
@@ -148,16 +148,26 @@ bool HasLine(const Trial& t, const std::string& text) {
 }
 
 void RunTrial(const Flags& f, Trial& t) {
-  std::string work_dir =
-      (std::filesystem::temp_directory_path() / absl::StrCat("cohort-chaos-", getpid(), "-", t.index))
-          .string();
+  std::string work_dir = (std::filesystem::temp_directory_path() /
+                          absl::StrCat("cohort-chaos-", getpid(), "-", t.index))
+                             .string();
   std::filesystem::remove_all(work_dir);
   std::string token_file = work_dir + "/token";
-  std::vector<std::string> argv = {f.bin_dir + "/cohort-run", "-n", absl::StrCat(t.ranks),
-                                   "--processes-per-pod", absl::StrCat(t.per_pod),
-                                   "--work-dir", work_dir, "--grace-period", "10s",
-                                   "--initialization-timeout", "60s", "--",
-                                   f.bin_dir + "/test-trainer", "chaos", absl::StrCat(f.steps)};
+  std::vector<std::string> argv = {f.bin_dir + "/cohort-run",
+                                   "-n",
+                                   absl::StrCat(t.ranks),
+                                   "--processes-per-pod",
+                                   absl::StrCat(t.per_pod),
+                                   "--work-dir",
+                                   work_dir,
+                                   "--grace-period",
+                                   "10s",
+                                   "--initialization-timeout",
+                                   "60s",
+                                   "--",
+                                   f.bin_dir + "/test-trainer",
+                                   "chaos",
+                                   absl::StrCat(f.steps)};
   if (t.per_pod == 1) argv.erase(argv.begin() + 3, argv.begin() + 5);  // A sidecar per rank.
   absl::StatusOr<Subprocess> launcher = Subprocess::Start(Subprocess::Options{argv, {}});
   if (!launcher.ok()) {
@@ -286,9 +296,8 @@ void Judge(const Flags& f, Trial& t) {
   }
   for (double told : t.told_s) {
     if (told > f.max_told_s) {
-      t.problems.push_back(
-          absl::StrFormat("a rank was told %.3f s after the signal (bound %.1f s)", told,
-                          f.max_told_s));
+      t.problems.push_back(absl::StrFormat("a rank was told %.3f s after the signal (bound %.1f s)",
+                                           told, f.max_told_s));
     }
   }
 }

@@ -11,8 +11,9 @@ namespace {
 // the operator's restart backoff, are this sequence.
 TEST(DoublingDelay, DoublesFromTheFirstAttemptUpToTheCap) {
   const absl::Duration initial = absl::Seconds(10), cap = absl::Minutes(5);
-  const absl::Duration want[] = {absl::Seconds(10), absl::Seconds(20), absl::Seconds(40), absl::Seconds(80),
-                                 absl::Seconds(160), absl::Minutes(5), absl::Minutes(5)};
+  const absl::Duration want[] = {absl::Seconds(10), absl::Seconds(20),  absl::Seconds(40),
+                                 absl::Seconds(80), absl::Seconds(160), absl::Minutes(5),
+                                 absl::Minutes(5)};
   for (int attempt = 1; attempt <= 7; ++attempt) {
     EXPECT_EQ(DoublingDelay(initial, cap, attempt), want[attempt - 1]) << "attempt " << attempt;
   }
@@ -27,7 +28,8 @@ TEST(DoublingDelay, DoublesFromTheFirstAttemptUpToTheCap) {
 TEST(Backoff, EachWaitInTheUpperHalfOfItsDoublingStep_ResetStartsOver) {
   Backoff backoff(absl::Milliseconds(100), absl::Seconds(1));
   for (int attempt = 1; attempt <= 8; ++attempt) {
-    const absl::Duration ceiling = DoublingDelay(absl::Milliseconds(100), absl::Seconds(1), attempt);
+    const absl::Duration ceiling =
+        DoublingDelay(absl::Milliseconds(100), absl::Seconds(1), attempt);
     const absl::Duration wait = backoff.Next();
     EXPECT_GE(wait, ceiling / 2) << "attempt " << attempt;
     EXPECT_LE(wait, ceiling) << "attempt " << attempt;

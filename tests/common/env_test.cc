@@ -42,13 +42,15 @@ TEST(ProcessVariables, TwoPodsOfFour_EachProcessItsRankLocalIndexAndPod) {
     int pod, local;
     std::string rank, local_rank, node_rank;
   };
-  const std::vector<Row> rows = {{0, 0, "0", "0", "0"}, {0, 3, "3", "3", "0"},
-                                 {1, 0, "4", "0", "1"}, {1, 1, "5", "1", "1"},
+  const std::vector<Row> rows = {{0, 0, "0", "0", "0"},
+                                 {0, 3, "3", "3", "0"},
+                                 {1, 0, "4", "0", "1"},
+                                 {1, 1, "5", "1", "1"},
                                  {1, 3, "7", "3", "1"}};
   for (const Row& row : rows) {
     SCOPED_TRACE(absl::StrCat("pod ", row.pod, " local ", row.local));
-    ProcessPlacement p{.pod_index = row.pod, .local_index = row.local, .processes_per_pod = 4,
-                       .num_pods = 2};
+    ProcessPlacement p{
+        .pod_index = row.pod, .local_index = row.local, .processes_per_pod = 4, .num_pods = 2};
     std::vector<std::pair<std::string, std::string>> list = ProcessVariables(p, /*gpus=*/true);
     std::map<std::string, std::string> vars(list.begin(), list.end());
     EXPECT_EQ(vars.size(), list.size()) << "a variable is set twice";
@@ -106,87 +108,84 @@ JobInputs OperatorPod() {  // Pod 1 of a 2 x 2 job "train" in namespace "ml", re
 
 class JobVariablesTable : public ::testing::TestWithParam<JobVariablesCase> {};
 
-TEST_P(JobVariablesTable, Row) {
-  EXPECT_EQ(JobVariables(GetParam().in), GetParam().want);
-}
+TEST_P(JobVariablesTable, Row) { EXPECT_EQ(JobVariables(GetParam().in), GetParam().want); }
 
 INSTANTIATE_TEST_SUITE_P(
     Callers, JobVariablesTable,
-    ::testing::Values(
-        JobVariablesCase{
-            "OperatorPod_PodIpAndNameComeFromTheFieldRefs", OperatorPod(),
-            {{"COHORT_COORDINATOR_ADDRESS", "train-0.train.ml.svc:8476"},
-             {"COHORT_RESTART_ATTEMPT", "3"},
-             {"COHORT_AGENT_SOCKET", "/var/run/cohort/agent.sock"},
-             {"COHORT_JOB_NAME", "train"},
-             {"COHORT_NAMESPACE", "ml"},
-             {"COHORT_TOKEN_FILE", "/var/run/cohort/token/token"},
-             {"COHORT_HEARTBEAT_TIMEOUT", "10s"},
-             {"JAX_COORDINATOR_ADDRESS", "train-0.train.ml.svc:8477"},
-             {"JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0"},
-             {"MASTER_ADDR", "train-0.train.ml.svc"},
-             {"MASTER_PORT", "8478"}}},
-        JobVariablesCase{"OperatorTorchrunPod_PetVariablesForTorchrunsFlags",
-                         [] {
-                           JobInputs in = OperatorPod();
-                           in.torchrun = true;
-                           in.heartbeat_timeout.reset();
-                           in.jax_port = 0;
-                           return in;
-                         }(),
-                         {{"COHORT_COORDINATOR_ADDRESS", "train-0.train.ml.svc:8476"},
-                          {"COHORT_RESTART_ATTEMPT", "3"},
-                          {"COHORT_AGENT_SOCKET", "/var/run/cohort/agent.sock"},
-                          {"COHORT_JOB_NAME", "train"},
-                          {"COHORT_NAMESPACE", "ml"},
-                          {"COHORT_TOKEN_FILE", "/var/run/cohort/token/token"},
-                          {"MASTER_ADDR", "train-0.train.ml.svc"},
-                          {"MASTER_PORT", "8478"},
-                          {"PET_NNODES", "2"},
-                          {"PET_NPROC_PER_NODE", "2"},
-                          {"PET_NODE_RANK", "1"},
-                          {"PET_MASTER_ADDR", "train-0.train.ml.svc"},
-                          {"PET_MASTER_PORT", "8478"}}},
-        JobVariablesCase{"CohortRun_EveryTimeoutAndTheLoopbackAddresses",
-                         [] {
-                           JobInputs in;
-                           in.coordinator_address = "127.0.0.1:4000";
-                           in.job_name = "local";
-                           in.namespace_name = "local";
-                           in.pod_ip = "127.0.0.1";
-                           in.token_file = "/tmp/w/token";
-                           in.heartbeat_timeout = absl::Milliseconds(1500);
-                           in.initialization_timeout = absl::Minutes(5);
-                           in.shutdown_timeout = absl::Seconds(30);
-                           in.rank0_host = "127.0.0.1";
-                           in.jax_port = 4001;
-                           in.master_port = 4002;
-                           return in;
-                         }(),
-                         {{"COHORT_COORDINATOR_ADDRESS", "127.0.0.1:4000"},
-                          {"COHORT_RESTART_ATTEMPT", "0"},
-                          {"COHORT_JOB_NAME", "local"},
-                          {"COHORT_NAMESPACE", "local"},
-                          {"COHORT_TOKEN_FILE", "/tmp/w/token"},
-                          {"COHORT_POD_IP", "127.0.0.1"},
-                          {"COHORT_HEARTBEAT_TIMEOUT", "1.5s"},
-                          {"COHORT_INITIALIZATION_TIMEOUT", "5m"},
-                          {"COHORT_SHUTDOWN_TIMEOUT", "30s"},
-                          {"JAX_COORDINATOR_ADDRESS", "127.0.0.1:4001"},
-                          {"JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0"},
-                          {"MASTER_ADDR", "127.0.0.1"},
-                          {"MASTER_PORT", "4002"}}},
-        JobVariablesCase{"NothingButTheCoordinator_NoEmptyVariable",
-                         [] {
-                           JobInputs in;
-                           in.coordinator_address = "h:1";
-                           in.pod_name = "p-0";
-                           in.jax_port = 2;  // No rank 0 host: nothing to dial.
-                           return in;
-                         }(),
-                         {{"COHORT_COORDINATOR_ADDRESS", "h:1"},
-                          {"COHORT_RESTART_ATTEMPT", "0"},
-                          {"COHORT_POD_NAME", "p-0"}}}),
+    ::testing::Values(JobVariablesCase{"OperatorPod_PodIpAndNameComeFromTheFieldRefs",
+                                       OperatorPod(),
+                                       {{"COHORT_COORDINATOR_ADDRESS", "train-0.train.ml.svc:8476"},
+                                        {"COHORT_RESTART_ATTEMPT", "3"},
+                                        {"COHORT_AGENT_SOCKET", "/var/run/cohort/agent.sock"},
+                                        {"COHORT_JOB_NAME", "train"},
+                                        {"COHORT_NAMESPACE", "ml"},
+                                        {"COHORT_TOKEN_FILE", "/var/run/cohort/token/token"},
+                                        {"COHORT_HEARTBEAT_TIMEOUT", "10s"},
+                                        {"JAX_COORDINATOR_ADDRESS", "train-0.train.ml.svc:8477"},
+                                        {"JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0"},
+                                        {"MASTER_ADDR", "train-0.train.ml.svc"},
+                                        {"MASTER_PORT", "8478"}}},
+                      JobVariablesCase{"OperatorTorchrunPod_PetVariablesForTorchrunsFlags",
+                                       [] {
+                                         JobInputs in = OperatorPod();
+                                         in.torchrun = true;
+                                         in.heartbeat_timeout.reset();
+                                         in.jax_port = 0;
+                                         return in;
+                                       }(),
+                                       {{"COHORT_COORDINATOR_ADDRESS", "train-0.train.ml.svc:8476"},
+                                        {"COHORT_RESTART_ATTEMPT", "3"},
+                                        {"COHORT_AGENT_SOCKET", "/var/run/cohort/agent.sock"},
+                                        {"COHORT_JOB_NAME", "train"},
+                                        {"COHORT_NAMESPACE", "ml"},
+                                        {"COHORT_TOKEN_FILE", "/var/run/cohort/token/token"},
+                                        {"MASTER_ADDR", "train-0.train.ml.svc"},
+                                        {"MASTER_PORT", "8478"},
+                                        {"PET_NNODES", "2"},
+                                        {"PET_NPROC_PER_NODE", "2"},
+                                        {"PET_NODE_RANK", "1"},
+                                        {"PET_MASTER_ADDR", "train-0.train.ml.svc"},
+                                        {"PET_MASTER_PORT", "8478"}}},
+                      JobVariablesCase{"CohortRun_EveryTimeoutAndTheLoopbackAddresses",
+                                       [] {
+                                         JobInputs in;
+                                         in.coordinator_address = "127.0.0.1:4000";
+                                         in.job_name = "local";
+                                         in.namespace_name = "local";
+                                         in.pod_ip = "127.0.0.1";
+                                         in.token_file = "/tmp/w/token";
+                                         in.heartbeat_timeout = absl::Milliseconds(1500);
+                                         in.initialization_timeout = absl::Minutes(5);
+                                         in.shutdown_timeout = absl::Seconds(30);
+                                         in.rank0_host = "127.0.0.1";
+                                         in.jax_port = 4001;
+                                         in.master_port = 4002;
+                                         return in;
+                                       }(),
+                                       {{"COHORT_COORDINATOR_ADDRESS", "127.0.0.1:4000"},
+                                        {"COHORT_RESTART_ATTEMPT", "0"},
+                                        {"COHORT_JOB_NAME", "local"},
+                                        {"COHORT_NAMESPACE", "local"},
+                                        {"COHORT_TOKEN_FILE", "/tmp/w/token"},
+                                        {"COHORT_POD_IP", "127.0.0.1"},
+                                        {"COHORT_HEARTBEAT_TIMEOUT", "1.5s"},
+                                        {"COHORT_INITIALIZATION_TIMEOUT", "5m"},
+                                        {"COHORT_SHUTDOWN_TIMEOUT", "30s"},
+                                        {"JAX_COORDINATOR_ADDRESS", "127.0.0.1:4001"},
+                                        {"JAX_COORDINATOR_BIND_ADDRESS", "127.0.0.1:0"},
+                                        {"MASTER_ADDR", "127.0.0.1"},
+                                        {"MASTER_PORT", "4002"}}},
+                      JobVariablesCase{"NothingButTheCoordinator_NoEmptyVariable",
+                                       [] {
+                                         JobInputs in;
+                                         in.coordinator_address = "h:1";
+                                         in.pod_name = "p-0";
+                                         in.jax_port = 2;  // No rank 0 host: nothing to dial.
+                                         return in;
+                                       }(),
+                                       {{"COHORT_COORDINATOR_ADDRESS", "h:1"},
+                                        {"COHORT_RESTART_ATTEMPT", "0"},
+                                        {"COHORT_POD_NAME", "p-0"}}}),
     [](const ::testing::TestParamInfo<JobVariablesCase>& info) { return info.param.name; });
 
 // Every variable of the contract (a job's and a process's) is in docs/operator.md's table.

@@ -88,15 +88,17 @@ INSTANTIATE_TEST_SUITE_P(
         RootCaseRow{"None_NoCause", {}, std::nullopt},
         RootCaseRow{"AllSucceeded_NoCause", {K::kSucceeded, K::kSucceeded}, std::nullopt},
         RootCaseRow{"FollowersThenTheErrorTheyFollowed_TheError",
-                    {K::kFollowed, K::kFollowed, K::kError}, 2},
+                    {K::kFollowed, K::kFollowed, K::kError},
+                    2},
         RootCaseRow{"ErrorThenAKill_TheKill", {K::kError, K::kKilled}, 1},
         RootCaseRow{"OomBeforeAKill_TheFirstOfTheMostLikely", {K::kKilled, K::kOutOfMemory}, 1},
         RootCaseRow{"TwoErrors_TheFirst", {K::kSucceeded, K::kError, K::kError}, 1},
         RootCaseRow{"PreemptedAndACrashDuringTheCheckpoint_TheCrash",
-                    {K::kPreempted, K::kPreempted, K::kError}, 2},
+                    {K::kPreempted, K::kPreempted, K::kError},
+                    2},
         RootCaseRow{"PreemptedAndFollowers_ThePreemption", {K::kFollowed, K::kPreempted}, 1},
-        RootCaseRow{"OnlyStoppedOnes_TheFirstStopped", {K::kSucceeded, K::kStopped, K::kStopped},
-                    1},
+        RootCaseRow{
+            "OnlyStoppedOnes_TheFirstStopped", {K::kSucceeded, K::kStopped, K::kStopped}, 1},
         RootCaseRow{"FollowerBeforeStopped_TheFollower", {K::kStopped, K::kFollowed}, 1}),
     [](const ::testing::TestParamInfo<RootCaseRow>& info) { return info.param.name; });
 

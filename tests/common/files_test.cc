@@ -22,7 +22,8 @@ TEST(Files, MissingDirectory_ReadIsNothing_WriteNamesTheFile) {
   EXPECT_EQ(ReadFile("/nonexistent-dir/x"), std::nullopt);
   absl::Status s = WriteFileAtomically("/nonexistent-dir/x", "text");
   EXPECT_FALSE(s.ok());
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("cannot write /nonexistent-dir/x.tmp"));
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("cannot write /nonexistent-dir/x.tmp"));
 }
 
 }  // namespace

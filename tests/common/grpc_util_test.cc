@@ -23,7 +23,8 @@ TEST(GrpcStatus, CodeMessageAndPayloadsSurviveTheRoundTrip) {
 TEST(GrpcStatus, NoPayloadsNoDetails_ForeignDetailsIgnored) {
   EXPECT_TRUE(ToGrpcStatus(absl::NotFoundError("x")).error_details().empty());
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
-  absl::Status foreign = FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down", "\xff\xff not a proto"));
+  absl::Status foreign =
+      FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down", "\xff\xff not a proto"));
   EXPECT_TRUE(absl::IsUnavailable(foreign));
   EXPECT_EQ(foreign.message(), "down");
   EXPECT_FALSE(foreign.GetPayload("type.cohort.dev/a").has_value());

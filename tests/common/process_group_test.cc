@@ -20,8 +20,10 @@ ProcessGroup::Child Named(const std::string& label) {
 // debugger) cannot, so it is killed at once rather than at the deadline, and the job ends then.
 TEST(ProcessGroup, KillDeadlineSet_AStoppedChildIsKilledAtOnce_TheOthersKeepTheirTime) {
   ProcessGroup group("test", {.take_signals = false});
-  ProcessGroup::Child* stopped = group.Start(Named("stopped"), Subprocess::Options({"sleep", "600"}));
-  ProcessGroup::Child* running = group.Start(Named("running"), Subprocess::Options({"sleep", "600"}));
+  ProcessGroup::Child* stopped =
+      group.Start(Named("stopped"), Subprocess::Options({"sleep", "600"}));
+  ProcessGroup::Child* running =
+      group.Start(Named("running"), Subprocess::Options({"sleep", "600"}));
   ASSERT_NE(stopped, nullptr);
   ASSERT_NE(running, nullptr);
   ASSERT_EQ(kill(stopped->process.pid(), SIGSTOP), 0);
@@ -29,7 +31,8 @@ TEST(ProcessGroup, KillDeadlineSet_AStoppedChildIsKilledAtOnce_TheOthersKeepThei
 
   const ProcessGroup::Hooks hooks;
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (stopped->process.running() && absl::Now() < give_up) group.Step(hooks, absl::Milliseconds(50));
+  while (stopped->process.running() && absl::Now() < give_up)
+    group.Step(hooks, absl::Milliseconds(50));
   EXPECT_FALSE(stopped->process.running());
   EXPECT_TRUE(stopped->killed);
   EXPECT_TRUE(running->process.running());
@@ -42,7 +45,8 @@ TEST(ProcessGroup, KillDeadlineSet_AStoppedChildIsKilledAtOnce_TheOthersKeepThei
 // Without a deadline, a stopped child is left alone: stopping a process is no failure.
 TEST(ProcessGroup, NoKillDeadline_AStoppedChildIsLeftAlone) {
   ProcessGroup group("test", {.take_signals = false});
-  ProcessGroup::Child* stopped = group.Start(Named("stopped"), Subprocess::Options({"sleep", "600"}));
+  ProcessGroup::Child* stopped =
+      group.Start(Named("stopped"), Subprocess::Options({"sleep", "600"}));
   ASSERT_NE(stopped, nullptr);
   ASSERT_EQ(kill(stopped->process.pid(), SIGSTOP), 0);
   const ProcessGroup::Hooks hooks;

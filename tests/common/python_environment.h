@@ -33,9 +33,11 @@ inline std::string PythonEnvironment(const std::string& name, const std::string&
 }
 
 // The pinned versions the tests use.
-inline std::string JaxEnvironment(const std::string& version, const std::string& python = "python3") {
+inline std::string JaxEnvironment(const std::string& version,
+                                  const std::string& python = "python3") {
   return PythonEnvironment(absl::StrCat("jax-", version), "jax",
-                           {absl::StrCat("jax==", version), absl::StrCat("jaxlib==", version)}, python);
+                           {absl::StrCat("jax==", version), absl::StrCat("jaxlib==", version)},
+                           python);
 }
 inline std::string TorchEnvironment() {
   return PythonEnvironment("torch-2.15.0", "torch.distributed", {"torch==2.15.0", "numpy==2.4.6"});
@@ -47,9 +49,11 @@ inline std::string TorchEnvironment() {
 // CohortJaxEnvironment(version). "" when PyPI cannot be reached (the caller skips and says so); a
 // test failure when the setup fails otherwise.
 inline std::string CohortPythonEnvironment(const std::string& name = "cohort-test") {
-  std::vector<std::string> argv = {"bash", absl::StrCat(COHORT_SOURCE_DIR, "/python/tests/run_tests.sh"),
+  std::vector<std::string> argv = {"bash",
+                                   absl::StrCat(COHORT_SOURCE_DIR, "/python/tests/run_tests.sh"),
                                    COHORT_SOURCE_DIR, COHORT_BUILD_DIR, "--environment-only"};
-  absl::StatusOr<Subprocess> setup = Subprocess::Start(Subprocess::Options{argv, {}, /*capture_output=*/false});
+  absl::StatusOr<Subprocess> setup =
+      Subprocess::Start(Subprocess::Options{argv, {}, /*capture_output=*/false});
   EXPECT_TRUE(setup.ok()) << setup.status();
   if (!setup.ok()) return "";
   int code = Subprocess::ExitCodeOf(setup->Wait());

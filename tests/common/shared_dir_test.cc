@@ -36,7 +36,8 @@ TEST(MakeSharedDirectories, OpensTheDirectoryAndItsParentsUpToTop_NotAbove) {
   EXPECT_EQ(ModeOf(top), 0777u);
   EXPECT_EQ(ModeOf(base), 0700u) << "above `top`: left as it was";
   std::ofstream((base / "file").string()) << "x";
-  EXPECT_FALSE(MakeSharedDirectories((base / "file" / "sub").string(), base.string())) << "a file in the way";
+  EXPECT_FALSE(MakeSharedDirectories((base / "file" / "sub").string(), base.string()))
+      << "a file in the way";
   fs::remove_all(base);
 }
 

@@ -32,7 +32,8 @@ bool Binds(int port) {
 TEST(PickFreePort, BelowTheEphemeralRange_AndFree) {
   int ephemeral_low = 0, ephemeral_high = 0;
   std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low >> ephemeral_high;
-  if (ephemeral_low - 10000 < 1000) GTEST_SKIP() << "the ephemeral range starts at " << ephemeral_low;
+  if (ephemeral_low - 10000 < 1000)
+    GTEST_SKIP() << "the ephemeral range starts at " << ephemeral_low;
   for (int i = 0; i < 20; ++i) {
     absl::StatusOr<int> port = PickFreePort();
     ASSERT_TRUE(port.ok()) << port.status();

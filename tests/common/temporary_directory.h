@@ -15,7 +15,8 @@ class TemporaryDirectory {
  public:
   explicit TemporaryDirectory(const std::string& prefix) {
     std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "cannot make a directory like " << pattern;
+    if (mkdtemp(pattern.data()) == nullptr)
+      ADD_FAILURE() << "cannot make a directory like " << pattern;
     path_ = pattern;
   }
   ~TemporaryDirectory() {

@@ -18,7 +18,8 @@ using ::testing::HasSubstr;
 
 TEST(TerminationMessage, EveryCauseRoundTrips) {
   for (const FailureCauseInfo& info : kFailureCauses) {
-    std::string line = FormatPeerFailureLine("rank 2 (pod demo-2) failed because its process died", info.cause);
+    std::string line =
+        FormatPeerFailureLine("rank 2 (pod demo-2) failed because its process died", info.cause);
     EXPECT_THAT(line, HasSubstr(absl::StrCat("Exiting with code ", kPeerFailureExitCode)));
     EXPECT_EQ(line.back(), '\n');
     EXPECT_EQ(ParsePeerFailureCause(line), info.cause) << line;
@@ -28,8 +29,9 @@ TEST(TerminationMessage, EveryCauseRoundTrips) {
 TEST(TerminationMessage, TheLastMarkerCountsWhateverTheMessageSays) {
   // A termination message is the log's tail: earlier lines, and a message that itself quotes
   // a marker, come before the handler's own.
-  std::string tail = absl::StrCat("step 7\n",
-                                  FormatPeerFailureLine("peer said \"[cause: crash]\"", FailureCause::kHeartbeatTimeout));
+  std::string tail = absl::StrCat(
+      "step 7\n",
+      FormatPeerFailureLine("peer said \"[cause: crash]\"", FailureCause::kHeartbeatTimeout));
   EXPECT_EQ(ParsePeerFailureCause(tail), FailureCause::kHeartbeatTimeout);
   EXPECT_EQ(ParsePeerFailureCause("Traceback (most recent call last): ..."), std::nullopt);
   EXPECT_EQ(ParsePeerFailureCause("[cause: something new]"), std::nullopt);

@@ -39,8 +39,10 @@ int SecondsLeft(absl::Time deadline) {
 }
 
 // Starts `argv` with its output echoed under `label`; fails the current test if it cannot.
-std::unique_ptr<WatchedProcess> StartWatched(const std::string& label, std::vector<std::string> argv) {
-  absl::StatusOr<std::unique_ptr<WatchedProcess>> p = WatchedProcess::Start(std::move(argv), {}, label);
+std::unique_ptr<WatchedProcess> StartWatched(const std::string& label,
+                                             std::vector<std::string> argv) {
+  absl::StatusOr<std::unique_ptr<WatchedProcess>> p =
+      WatchedProcess::Start(std::move(argv), {}, label);
   EXPECT_TRUE(p.ok()) << label << ": " << p.status();
   return p.ok() ? *std::move(p) : nullptr;
 }
@@ -80,7 +82,8 @@ LocalControlPlane::~LocalControlPlane() {
   if (cluster_) {
     // SIGTERM: the kubelet stops every pod's processes before the cluster exits.
     cluster_->Signal(SIGTERM);
-    EXPECT_TRUE(cluster_->WaitForExit(absl::Seconds(30)).has_value()) << "cohort-local-cluster did not stop";
+    EXPECT_TRUE(cluster_->WaitForExit(absl::Seconds(30)).has_value())
+        << "cohort-local-cluster did not stop";
     cluster_.reset();
   }
   if (!dir_.empty() && !::testing::Test::HasFailure()) {
@@ -91,9 +94,12 @@ LocalControlPlane::~LocalControlPlane() {
   }
 }
 
-absl::Status LocalControlPlane::LoseNode(const std::string& node) { return LoseLocalNode(dir_, node); }
+absl::Status LocalControlPlane::LoseNode(const std::string& node) {
+  return LoseLocalNode(dir_, node);
+}
 
-LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> args, const std::string& stdin_text) {
+LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> args,
+                                                     const std::string& stdin_text) {
   static int files = 0;
   if (!stdin_text.empty()) {
     std::string path = absl::StrCat(dir_, "/manifest-", ++files, ".yaml");
@@ -106,7 +112,7 @@ LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> ar
 }
 
 LocalControlPlane::Result LocalControlPlane::Run(const std::vector<std::string>& args,
-                                                const std::map<std::string, std::string>& env) {
+                                                 const std::map<std::string, std::string>& env) {
   Result result;
   absl::StatusOr<Subprocess> p = Subprocess::Start(Subprocess::Options{args, env});
   if (!p.ok()) {
@@ -124,21 +130,28 @@ LocalControlPlane::Result LocalControlPlane::Run(const std::vector<std::string>&
 
 LocalControlPlane::Result LocalControlPlane::Command(const std::vector<std::string>& args) {
   Result result = Run(args, {{"KUBECONFIG", kubeconfig_}});
-  std::fprintf(stderr, "[kubectl %s] exit %d\n%s", absl::StrJoin(args.begin() + 1, args.end(), " ").c_str(),
-               result.exit_code, result.output.c_str());
+  std::fprintf(stderr, "[kubectl %s] exit %d\n%s",
+               absl::StrJoin(args.begin() + 1, args.end(), " ").c_str(), result.exit_code,
+               result.output.c_str());
   return result;
 }
 
-std::unique_ptr<WatchedProcess> LocalControlPlane::StartOperator(const std::string& label,
-                                                                std::vector<std::string> extra_flags) {
-  std::vector<std::string> argv = {BinPath("cohort-operator"), "--kubeconfig", kubeconfig_,
-                                   "--metrics-address", "127.0.0.1", "--metrics-port", "0"};
+std::unique_ptr<WatchedProcess> LocalControlPlane::StartOperator(
+    const std::string& label, std::vector<std::string> extra_flags) {
+  std::vector<std::string> argv = {BinPath("cohort-operator"),
+                                   "--kubeconfig",
+                                   kubeconfig_,
+                                   "--metrics-address",
+                                   "127.0.0.1",
+                                   "--metrics-port",
+                                   "0"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   return StartWatched(label, argv);
 }
 
 json LocalControlPlane::WaitForJob(const std::string& ns, const std::string& name,
-                                   const std::function<bool(const json&)>& done, absl::Duration timeout) {
+                                   const std::function<bool(const json&)>& done,
+                                   absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   json last;
   while (absl::Now() < deadline) {
@@ -151,16 +164,22 @@ json LocalControlPlane::WaitForJob(const std::string& ns, const std::string& nam
     options.resource_version = job.ok() ? (*job)["metadata"].value("resourceVersion", "") : "";
     options.timeout = absl::Seconds(SecondsLeft(deadline));
     bool matched = false;
-    client_->Watch(op::kDistributedJobs, ns, options, [&](const json& event) {
-      const json& object = event["object"];
-      if (event.value("type", "") == "BOOKMARK" || object["metadata"].value("name", "") != name) return true;
-      last = object;
-      matched = done(object);
-      return !matched;
-    }).IgnoreError();
+    client_
+        ->Watch(op::kDistributedJobs, ns, options,
+                [&](const json& event) {
+                  const json& object = event["object"];
+                  if (event.value("type", "") == "BOOKMARK" ||
+                      object["metadata"].value("name", "") != name)
+                    return true;
+                  last = object;
+                  matched = done(object);
+                  return !matched;
+                })
+        .IgnoreError();
     if (matched) return last;
   }
-  std::fprintf(stderr, "job %s/%s, last seen: %s\n", ns.c_str(), name.c_str(), last.dump(2).c_str());
+  std::fprintf(stderr, "job %s/%s, last seen: %s\n", ns.c_str(), name.c_str(),
+               last.dump(2).c_str());
   return json();
 }
 
@@ -184,24 +203,28 @@ bool LocalControlPlane::WaitForPods(const std::string& ns, const std::string& se
     options.resource_version = (*list)["metadata"].value("resourceVersion", "");
     options.timeout = absl::Seconds(SecondsLeft(deadline));
     bool matched = false;
-    client_->Watch(kube::kPods, ns, options, [&](const json& event) {
-      std::string type = event.value("type", "");
-      if (type == "BOOKMARK") return true;
-      std::string name = event["object"]["metadata"].value("name", "");
-      if (type == "DELETED") {
-        pods.erase(name);
-      } else {
-        pods[name] = event["object"];
-      }
-      matched = holds();
-      return !matched;
-    }).IgnoreError();
+    client_
+        ->Watch(kube::kPods, ns, options,
+                [&](const json& event) {
+                  std::string type = event.value("type", "");
+                  if (type == "BOOKMARK") return true;
+                  std::string name = event["object"]["metadata"].value("name", "");
+                  if (type == "DELETED") {
+                    pods.erase(name);
+                  } else {
+                    pods[name] = event["object"];
+                  }
+                  matched = holds();
+                  return !matched;
+                })
+        .IgnoreError();
     if (matched) return true;
   }
   return false;
 }
 
-pid_t LocalControlPlane::FindProcess(const std::string& program, const std::vector<std::string>& env) {
+pid_t LocalControlPlane::FindProcess(const std::string& program,
+                                     const std::vector<std::string>& env) {
   for (const fs::directory_entry& entry : fs::directory_iterator("/proc")) {
     std::string pid = entry.path().filename();
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -220,7 +243,8 @@ pid_t LocalControlPlane::FindProcess(const std::string& program, const std::vect
   return -1;
 }
 
-pid_t LocalControlPlane::WaitForProcess(const std::string& program, const std::vector<std::string>& env,
+pid_t LocalControlPlane::WaitForProcess(const std::string& program,
+                                        const std::vector<std::string>& env,
                                         absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   pid_t pid = FindProcess(program, env);
@@ -231,8 +255,8 @@ pid_t LocalControlPlane::WaitForProcess(const std::string& program, const std::v
   return pid;
 }
 
-LocalControlPlane::Result LocalControlPlane::CreateConfigMap(const std::string& name,
-                                                            const std::vector<std::string>& from_files) {
+LocalControlPlane::Result LocalControlPlane::CreateConfigMap(
+    const std::string& name, const std::vector<std::string>& from_files) {
   std::vector<std::string> create = {"create", "configmap", name};
   for (const std::string& f : from_files) create.push_back(absl::StrCat("--from-file=", f));
   create.insert(create.end(), {"--dry-run=client", "-o", "yaml"});
@@ -242,11 +266,12 @@ LocalControlPlane::Result LocalControlPlane::CreateConfigMap(const std::string& 
 }
 
 LocalControlPlane::Result LocalControlPlane::Evict(const std::string& ns, const std::string& pod) {
-  return Kubectl({"create", "--raw", absl::StrCat("/api/v1/namespaces/", ns, "/pods/", pod, "/eviction")},
-                 json{{"apiVersion", "policy/v1"},
-                      {"kind", "Eviction"},
-                      {"metadata", {{"name", pod}, {"namespace", ns}}}}
-                     .dump());
+  return Kubectl(
+      {"create", "--raw", absl::StrCat("/api/v1/namespaces/", ns, "/pods/", pod, "/eviction")},
+      json{{"apiVersion", "policy/v1"},
+           {"kind", "Eviction"},
+           {"metadata", {{"name", pod}, {"namespace", ns}}}}
+          .dump());
 }
 
 int MetricsPort(const json& pod) {

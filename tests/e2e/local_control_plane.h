@@ -43,7 +43,8 @@ class LocalControlPlane {
   // Runs any command (helm, a script) to its end with KUBECONFIG pointing at this cluster.
   Result Command(const std::vector<std::string>& argv);
   // Runs a command to its end, `env` added to ours (no cluster needed, e.g. `podman info`).
-  static Result Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
+  static Result Run(const std::vector<std::string>& argv,
+                    const std::map<std::string, std::string>& env = {});
   // `kubectl create configmap NAME --from-file=F...` as a manifest's header tells a user to run
   // it, made with --dry-run=client and sent through apply (as JSON). The result of the apply (or
   // of the create when that failed).
@@ -58,15 +59,18 @@ class LocalControlPlane {
 
   // A cohort-operator with its metrics on a free port; `label` names it in the log. Fails the
   // current test (and returns nullptr) when it cannot start.
-  std::unique_ptr<WatchedProcess> StartOperator(const std::string& label, std::vector<std::string> extra_flags = {});
+  std::unique_ptr<WatchedProcess> StartOperator(const std::string& label,
+                                                std::vector<std::string> extra_flags = {});
 
   // Watches DistributedJob ns/name until `done` holds for it; returns the object (null on
   // timeout, with `timeout` reported by the caller's assertion).
   nlohmann::json WaitForJob(const std::string& ns, const std::string& name,
-                            const std::function<bool(const nlohmann::json&)>& done, absl::Duration timeout);
+                            const std::function<bool(const nlohmann::json&)>& done,
+                            absl::Duration timeout);
   // Watches pods with `selector` until `done` holds for the list of their current objects.
   bool WaitForPods(const std::string& ns, const std::string& selector,
-                   const std::function<bool(const std::vector<nlohmann::json>&)>& done, absl::Duration timeout);
+                   const std::function<bool(const std::vector<nlohmann::json>&)>& done,
+                   absl::Duration timeout);
 
   // The pid of the running container process whose command line contains `program` and whose
   // environment has every `VAR=value` in `env` (not the cohort-launch that started it); -1 if none.

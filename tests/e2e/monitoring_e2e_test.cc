@@ -17,8 +17,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <set>
 #include <string>
@@ -58,7 +58,8 @@ class Prometheus {
   Prometheus(const std::string& dir, int operator_port) : dir_(dir) {
     fs::create_directories(dir_);
     WriteTargets(json::array());
-    std::ofstream(dir_ + "/prometheus.yml") << absl::StrReplaceAll(R"(global:
+    std::ofstream(dir_ + "/prometheus.yml") << absl::StrReplaceAll(
+        R"(global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files:
@@ -72,12 +73,12 @@ scrape_configs:
       - targets: ["127.0.0.1:OPERATOR_PORT"]
         labels: {namespace: cohort-system}
 )",
-                                                                   {{"RULES", COHORT_SOURCE_DIR "/charts/cohort/rules/cohort-rules.yaml"},
-                                                                    {"DIR", dir_},
-                                                                    {"OPERATOR_PORT", absl::StrCat(operator_port)}});
+        {{"RULES", COHORT_SOURCE_DIR "/charts/cohort/rules/cohort-rules.yaml"},
+         {"DIR", dir_},
+         {"OPERATOR_PORT", absl::StrCat(operator_port)}});
     absl::StatusOr<std::unique_ptr<WatchedProcess>> p = WatchedProcess::Start(
-        {"prometheus", "--config.file=" + dir_ + "/prometheus.yml", "--storage.tsdb.path=" + dir_ + "/data",
-         "--web.listen-address=127.0.0.1:0"},
+        {"prometheus", "--config.file=" + dir_ + "/prometheus.yml",
+         "--storage.tsdb.path=" + dir_ + "/data", "--web.listen-address=127.0.0.1:0"},
         {}, "prometheus");
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return;
@@ -97,7 +98,8 @@ scrape_configs:
       const json& meta = pod["metadata"];
       json labels = meta.value("labels", json::object());
       if (labels.value("app.kubernetes.io/managed-by", "") != "cohort-operator") continue;
-      if (pod["status"].value("phase", "") != "Running" || pod["status"].value("podIP", "").empty()) continue;
+      if (pod["status"].value("phase", "") != "Running" || pod["status"].value("podIP", "").empty())
+        continue;
       const int port = MetricsPort(pod);
       if (port == 0) continue;
       groups.push_back({{"targets", {absl::StrCat(pod["status"].value("podIP", ""), ":", port)}},
@@ -139,7 +141,8 @@ scrape_configs:
     json data = Api("alerts");
     if (!data.is_object()) return out;
     for (const json& a : data["alerts"]) {
-      if (a.value("state", "") == "firing" && a["labels"].value("alertname", "") == name) out.push_back(a);
+      if (a.value("state", "") == "firing" && a["labels"].value("alertname", "") == name)
+        out.push_back(a);
     }
     return out;
   }
@@ -163,7 +166,8 @@ scrape_configs:
 
 // Every PromQL expression of a dashboard, by panel title, with the variables a Grafana user
 // would have picked substituted.
-std::vector<std::pair<std::string, std::string>> PanelQueries(const std::string& path, const std::string& ns) {
+std::vector<std::pair<std::string, std::string>> PanelQueries(const std::string& path,
+                                                              const std::string& ns) {
   json dashboard = json::parse(ReadFile(path), nullptr, false);
   std::vector<std::pair<std::string, std::string>> out;
   if (dashboard.is_discarded()) return out;
@@ -192,7 +196,8 @@ class MonitoringE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system("command -v prometheus >/dev/null 2>&1") != 0) {
-      GTEST_SKIP() << "prometheus not found: install Debian's 'prometheus' package (make deps does)";
+      GTEST_SKIP()
+          << "prometheus not found: install Debian's 'prometheus' package (make deps does)";
     }
     ASSERT_NE(cluster_.kubeconfig(), "") << "the local control plane did not start";
     operator_ = cluster_.StartOperator("operator");
@@ -210,7 +215,8 @@ class MonitoringE2E : public ::testing::Test {
 
   // The job's pods as the API server has them, fed to Prometheus as targets.
   void RefreshTargets() {
-    absl::StatusOr<json> pods = cluster_.client().List(kube::kPods, "default", "app.kubernetes.io/managed-by=cohort-operator");
+    absl::StatusOr<json> pods = cluster_.client().List(
+        kube::kPods, "default", "app.kubernetes.io/managed-by=cohort-operator");
     if (!pods.ok()) return;
     std::vector<json> items((*pods)["items"].begin(), (*pods)["items"].end());
     prometheus_->Targets(items);
@@ -236,12 +242,14 @@ class MonitoringE2E : public ::testing::Test {
   }
   bool RunningAttempt(int attempt) {
     json job = Job();
-    return Phase(job) == "Running" && StatusInt(job, "ready") == kRanks && StatusInt(job, "restartAttempt") == attempt;
+    return Phase(job) == "Running" && StatusInt(job, "ready") == kRanks &&
+           StatusInt(job, "restartAttempt") == attempt;
   }
   pid_t Trainer(int rank, int attempt) {
     return LocalControlPlane::FindProcess(
-        "demo-trainer", {absl::StrCat("COHORT_JOB_NAME=", kJob), absl::StrCat("COHORT_PROCESS_ID=", rank),
-                         absl::StrCat("COHORT_RESTART_ATTEMPT=", attempt)});
+        "demo-trainer",
+        {absl::StrCat("COHORT_JOB_NAME=", kJob), absl::StrCat("COHORT_PROCESS_ID=", rank),
+         absl::StrCat("COHORT_RESTART_ATTEMPT=", attempt)});
   }
   std::string Alerts() {
     json data = prometheus_->Api("alerts");
@@ -260,12 +268,14 @@ class MonitoringE2E : public ::testing::Test {
 bool MayBeEmptyWhileHealthy(const std::string& title) {
   static const std::set<std::string> kTitles = {
       // cohort-job.json
-      "Gang restarts by cause", "Ranks not up", "Ranks not in the oldest barrier", "Barrier errors by result",
-      "Gang restarts by cause (cumulative)", "Failure detect time p50 / p99", "Recovery time p50 / p99",
-      "Recovery by restart kind and stage p50",
-      "JAX port RPCs by method / code", "JAX waits p99 by method", "Barrier deadlines exceeded",
+      "Gang restarts by cause", "Ranks not up", "Ranks not in the oldest barrier",
+      "Barrier errors by result", "Gang restarts by cause (cumulative)",
+      "Failure detect time p50 / p99", "Recovery time p50 / p99",
+      "Recovery by restart kind and stage p50", "JAX port RPCs by method / code",
+      "JAX waits p99 by method", "Barrier deadlines exceeded",
       // cohort-operator.json
-      "Jobs not running", "Most restarted jobs", "Restarts by cause", "Detect / recover / time to running p99"};
+      "Jobs not running", "Most restarted jobs", "Restarts by cause",
+      "Detect / recover / time to running p99"};
   return kTitles.count(title) > 0;
 }
 
@@ -273,8 +283,10 @@ TEST_F(MonitoringE2E, HealthyJob_Failure_Eviction_StalledRank_AsTheDashboardsAnd
   const absl::Time start = absl::Now();
   const std::string ckpt = cluster_.dir() + "/ckpt";
   fs::create_directories(ckpt);
-  ASSERT_EQ(cluster_
-                .Kubectl({"apply"}, absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1
+  ASSERT_EQ(
+      cluster_
+          .Kubectl({"apply"}, absl::StrReplaceAll(
+                                  R"(apiVersion: cohort.dev/v1alpha1
 kind: DistributedJob
 metadata:
   name: JOB
@@ -291,26 +303,31 @@ spec:
           command: ["demo-trainer", "--steps", "1000000", "--step-ms", "50", "--barrier-every", "5",
                     "--barrier-timeout-s", "600", "--checkpoint-dir", "CKPT"]
 )",
-                                                        {{"JOB", kJob}, {"RANKS", absl::StrCat(kRanks)}, {"CKPT", ckpt}}))
-                .exit_code,
-            0);
+                                  {{"JOB", kJob}, {"RANKS", absl::StrCat(kRanks)}, {"CKPT", ckpt}}))
+          .exit_code,
+      0);
 
   // 1. Healthy: every target up, every rank stepping, every panel with data, no alert firing.
   ASSERT_TRUE(WaitUntil([&] { return RunningAttempt(0); }, absl::Seconds(90))) << Job().dump(2);
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return ValueIs(R"(count(up{job="cohort-sidecars",cohort_job="mon"} == 1))", [](double v) { return v == kRanks; }) &&
+        return ValueIs(R"(count(up{job="cohort-sidecars",cohort_job="mon"} == 1))",
+                       [](double v) { return v == kRanks; }) &&
                ValueIs(R"(up{job="cohort-operator"})", [](double v) { return v == 1; }) &&
-               ValueIs(R"(count(cohort_task_step{cohort_job="mon"} > 0))", [](double v) { return v == kRanks; }) &&
-               ValueIs(R"(cohort_job:goodput:ratio_rate1h{cohort_job="mon"})", [](double v) { return v > 0; });
+               ValueIs(R"(count(cohort_task_step{cohort_job="mon"} > 0))",
+                       [](double v) { return v == kRanks; }) &&
+               ValueIs(R"(cohort_job:goodput:ratio_rate1h{cohort_job="mon"})",
+                       [](double v) { return v > 0; });
       },
       absl::Seconds(60)))
-      << "targets:\n" << prometheus_->Api("targets").dump(1);
+      << "targets:\n"
+      << prometheus_->Api("targets").dump(1);
   json targets = prometheus_->Api("targets");
   ASSERT_TRUE(targets.is_object());
   for (const json& t : targets["activeTargets"]) {
     EXPECT_EQ(t.value("health", ""), "up") << t.dump(1);
-    EXPECT_FALSE(t["labels"].contains("exported_rank")) << "a target label clobbered rank: " << t.dump(1);
+    EXPECT_FALSE(t["labels"].contains("exported_rank"))
+        << "a target label clobbered rank: " << t.dump(1);
   }
   EXPECT_EQ(targets["activeTargets"].size(), static_cast<size_t>(kRanks + 1));
 
@@ -320,7 +337,8 @@ spec:
   // does (or the time is up, and say which do not).
   std::vector<std::pair<std::string, std::string>> panels =
       PanelQueries(COHORT_SOURCE_DIR "/charts/cohort/dashboards/cohort-job.json", "default");
-  for (auto& panel : PanelQueries(COHORT_SOURCE_DIR "/charts/cohort/dashboards/cohort-operator.json", "cohort-system")) {
+  for (auto& panel : PanelQueries(
+           COHORT_SOURCE_DIR "/charts/cohort/dashboards/cohort-operator.json", "cohort-system")) {
     panels.push_back(panel);
   }
   EXPECT_GT(panels.size(), 20u) << "the dashboards were not read";
@@ -349,9 +367,10 @@ spec:
   auto steady = [&] {
     return WaitUntil(
         [&] {
-          return ValueIs(R"(count(rate(cohort_trainer_step_seconds_count{cohort_job="mon"}[15s]) > 2 )"
-                         R"(and on (pod, restart_attempt) (cohort_rank offset 15s)))",
-                         [](double v) { return v == kRanks; });
+          return ValueIs(
+              R"(count(rate(cohort_trainer_step_seconds_count{cohort_job="mon"}[15s]) > 2 )"
+              R"(and on (pod, restart_attempt) (cohort_rank offset 15s)))",
+              [](double v) { return v == kRanks; });
         },
         absl::Seconds(60));
   };
@@ -377,18 +396,24 @@ spec:
   ASSERT_TRUE(WaitUntil([&] { return RunningAttempt(1); }, absl::Seconds(90))) << Job().dump(2);
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return ValueIs(R"(cohort_operator_job_restarts_total{cohort_job="mon",job_namespace="default",cause="signal"})",
+        return ValueIs(
+                   R"(cohort_operator_job_restarts_total{cohort_job="mon",job_namespace="default",cause="signal"})",
+                   [](double v) { return v == 1; }) &&
+               ValueIs(R"(cohort_operator_job_failure_detect_seconds_count{cohort_job="mon"})",
                        [](double v) { return v == 1; }) &&
-               ValueIs(R"(cohort_operator_job_failure_detect_seconds_count{cohort_job="mon"})", [](double v) { return v == 1; }) &&
-               ValueIs(R"(cohort_operator_job_recovery_seconds_count{cohort_job="mon"})", [](double v) { return v == 1; }) &&
-               ValueIs(R"(cohort_operator_job_recovery_stage_seconds_count{cohort_job="mon",restart="in_place",stage="running"})",
+               ValueIs(R"(cohort_operator_job_recovery_seconds_count{cohort_job="mon"})",
                        [](double v) { return v == 1; }) &&
-               ValueIs(R"(cohort_operator_job_time_to_running_seconds_count{cohort_job="mon"})", [](double v) { return v == 1; }) &&
+               ValueIs(
+                   R"(cohort_operator_job_recovery_stage_seconds_count{cohort_job="mon",restart="in_place",stage="running"})",
+                   [](double v) { return v == 1; }) &&
+               ValueIs(R"(cohort_operator_job_time_to_running_seconds_count{cohort_job="mon"})",
+                       [](double v) { return v == 1; }) &&
                !prometheus_->Firing("CohortJobRestarted").empty();
       },
       absl::Seconds(30)))
       << Alerts();
-  std::optional<double> detect = prometheus_->Value(R"(cohort_operator_job_failure_detect_seconds_sum{cohort_job="mon"})");
+  std::optional<double> detect =
+      prometheus_->Value(R"(cohort_operator_job_failure_detect_seconds_sum{cohort_job="mon"})");
   ASSERT_TRUE(detect.has_value());
   EXPECT_LT(*detect, 10) << "a killed trainer is detected in seconds";
   for (const json& a : prometheus_->Firing("CohortJobRestarted")) {
@@ -403,29 +428,37 @@ spec:
   ASSERT_TRUE(WaitUntil([&] { return RunningAttempt(2); }, absl::Seconds(90))) << Job().dump(2);
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return ValueIs(R"(cohort_operator_job_restarts_total{cohort_job="mon",cause="preempted"})", [](double v) { return v == 1; }) &&
-               ValueIs(R"(cohort_operator_job_recovery_seconds_count{cohort_job="mon"})", [](double v) { return v == 2; }) &&
+        return ValueIs(R"(cohort_operator_job_restarts_total{cohort_job="mon",cause="preempted"})",
+                       [](double v) { return v == 1; }) &&
+               ValueIs(R"(cohort_operator_job_recovery_seconds_count{cohort_job="mon"})",
+                       [](double v) { return v == 2; }) &&
                !prometheus_->Firing("CohortJobPreempted").empty();
       },
       absl::Seconds(30)))
       << Alerts();
-  EXPECT_TRUE(ValueIs(R"(sum(cohort_operator_job_restarts_total{cohort_job="mon"}))", [](double v) { return v == 2; }));
-  EXPECT_TRUE(ValueIs(R"(cohort_operator_job_phase{cohort_job="mon",phase="Running"})", [](double v) { return v == 1; }));
+  EXPECT_TRUE(ValueIs(R"(sum(cohort_operator_job_restarts_total{cohort_job="mon"}))",
+                      [](double v) { return v == 2; }));
+  EXPECT_TRUE(ValueIs(R"(cohort_operator_job_phase{cohort_job="mon",phase="Running"})",
+                      [](double v) { return v == 1; }));
 
   // 4. A trainer stopped (alive, heartbeating through its sidecar, making no progress): the
   // no-progress alert names its rank, not the ranks that then wait for it. The others wait for
   // it in the all-reduce or, when it stopped just before a barrier step, at the barrier: hence
   // --barrier-timeout-s 600 above, since the default 60 s would fail the job (cause crash)
   // before the alert's 60 s without progress plus its 1 m `for` have passed.
-  ASSERT_TRUE(WaitUntil([&] { return ValueIs(R"(count(cohort_task_step{cohort_job="mon"}))",
-                                             [](double v) { return v == kRanks; }); },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ValueIs(R"(count(cohort_task_step{cohort_job="mon"}))",
+                       [](double v) { return v == kRanks; });
+      },
+      absl::Seconds(30)));
   EXPECT_TRUE(steady());
   pid_t stalled = Trainer(1, 2);
   ASSERT_GT(stalled, 0);
   stopped_.push_back(stalled);
   ASSERT_EQ(kill(stalled, SIGSTOP), 0);
-  EXPECT_TRUE(WaitUntil([&] { return !prometheus_->Firing("CohortRankNoProgress").empty(); }, absl::Minutes(4)))
+  EXPECT_TRUE(WaitUntil([&] { return !prometheus_->Firing("CohortRankNoProgress").empty(); },
+                        absl::Minutes(4)))
       << Alerts();
   for (const json& a : prometheus_->Firing("CohortRankNoProgress")) {
     EXPECT_EQ(a["labels"].value("rank", ""), "1") << a.dump(1);
@@ -437,7 +470,8 @@ spec:
   // condition, its gauge (the dashboard's hung panel) and CohortJobHung, naming the stopped rank.
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return ValueIs(R"(cohort_operator_job_hung{cohort_job="mon"})", [](double v) { return v == 1; }) &&
+        return ValueIs(R"(cohort_operator_job_hung{cohort_job="mon"})",
+                       [](double v) { return v == 1; }) &&
                !prometheus_->Firing("CohortJobHung").empty();
       },
       absl::Minutes(2)))
@@ -450,7 +484,8 @@ spec:
   for (const json& c : hung["status"].value("conditions", json::array())) {
     if (c.value("type", "") == "Hung") hung_message = c.value("message", "");
   }
-  EXPECT_THAT(hung_message, ::testing::StartsWith(absl::StrCat("rank 1 (pod ", kJob, "-1, local 0): stopped reporting")))
+  EXPECT_THAT(hung_message, ::testing::StartsWith(absl::StrCat("rank 1 (pod ", kJob,
+                                                               "-1, local 0): stopped reporting")))
       << hung.dump(2);
   // The evidence (docs/faults.md, "Hung ranks"): each waiting rank's own native stacks, inside
   // libdist, and its flight recorder; the stopped rank can write none, and its sidecar says so.
@@ -468,14 +503,16 @@ spec:
               ::testing::HasSubstr("cohort flight recorder"));
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return absl::StrContains(cluster_.ReadPodFile(absl::StrCat(kJob, "-1"), "cohort-sidecar.log"),
-                                 "rank 1 wrote no stacks");
+        return absl::StrContains(
+            cluster_.ReadPodFile(absl::StrCat(kJob, "-1"), "cohort-sidecar.log"),
+            "rank 1 wrote no stacks");
       },
       absl::Seconds(40)));
 
   // 5. The job dashboard as a picture of this run (docs/observability.md shows one), drawn by
   // scripts/render_dashboard.py from this Prometheus: every panel query must succeed.
-  std::string venv = PythonEnvironment("render-matplotlib-3.11.2", "matplotlib", {"matplotlib==3.11.2", "numpy==2.4.6"});
+  std::string venv = PythonEnvironment("render-matplotlib-3.11.2", "matplotlib",
+                                       {"matplotlib==3.11.2", "numpy==2.4.6"});
   if (venv.empty()) {
     std::cout << "PyPI unreachable: the dashboard picture is not drawn\n";
   } else {
@@ -483,10 +520,11 @@ spec:
     fs::create_directories(fs::path(png).parent_path());
     fs::remove(png);
     absl::StatusOr<Subprocess> render = Subprocess::Start(Subprocess::Options{
-        {absl::StrCat(venv, "/bin/python"), COHORT_SOURCE_DIR "/scripts/render_dashboard.py", "--prometheus",
-         absl::StrCat("http://127.0.0.1:", prometheus_->port()), "--dashboard",
-         COHORT_SOURCE_DIR "/charts/cohort/dashboards/cohort-job.json", "--var", "namespace=default", "--var",
-         absl::StrCat("job=", kJob), "--start", absl::StrCat(absl::ToUnixSeconds(start)), "--end",
+        {absl::StrCat(venv, "/bin/python"), COHORT_SOURCE_DIR "/scripts/render_dashboard.py",
+         "--prometheus", absl::StrCat("http://127.0.0.1:", prometheus_->port()), "--dashboard",
+         COHORT_SOURCE_DIR "/charts/cohort/dashboards/cohort-job.json", "--var",
+         "namespace=default", "--var", absl::StrCat("job=", kJob), "--start",
+         absl::StrCat(absl::ToUnixSeconds(start)), "--end",
          absl::StrCat(absl::ToUnixSeconds(absl::Now())), "--strict", "--out", png},
         {},
         /*capture_output=*/false});

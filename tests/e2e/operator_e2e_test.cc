@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <set>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,7 +70,8 @@ EXTRA_POD_SPEC      containers:
 // A spec.failurePolicy of one rule, for JobYaml's extra_spec: `matcher` is the rule's matcher
 // line, e.g. "onExitCodes: {operator: In, values: [3]}".
 std::string OneRule(const std::string& action, const std::string& matcher) {
-  return absl::StrCat("  failurePolicy:\n    rules:\n      - action: ", action, "\n        ", matcher, "\n");
+  return absl::StrCat("  failurePolicy:\n    rules:\n      - action: ", action, "\n        ",
+                      matcher, "\n");
 }
 
 bool Finished(const json& job) { return Phase(job) == "Succeeded" || Phase(job) == "Failed"; }
@@ -83,14 +84,17 @@ std::string Events(LocalControlPlane& cluster, const std::string& job) {
   std::string out;
   if (!events.ok()) return out;
   for (const json& e : (*events)["items"]) {
-    if (e["involvedObject"].value("name", "") == job) absl::StrAppend(&out, e.value("lastTimestamp", ""), " ", e.value("reason", ""), ": ", e.value("message", ""), "\n");
+    if (e["involvedObject"].value("name", "") == job)
+      absl::StrAppend(&out, e.value("lastTimestamp", ""), " ", e.value("reason", ""), ": ",
+                      e.value("message", ""), "\n");
   }
   return out;
 }
 
 // The job's Events once one contains `text` (the operator emits a pass's Events after its status
 // write, so a test that saw the status may look a moment early); what there is after 10 s.
-std::string EventsOnceThereIs(LocalControlPlane& cluster, const std::string& job, const std::string& text) {
+std::string EventsOnceThereIs(LocalControlPlane& cluster, const std::string& job,
+                              const std::string& text) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   std::string events = Events(cluster, job);
   while (!absl::StrContains(events, text) && absl::Now() < deadline) {
@@ -111,7 +115,8 @@ std::string TrainerLog(LocalControlPlane& cluster, const std::string& job, int r
 
 // Whether rank `rank`'s trainer of `job` writes `text` within kJobTimeout (its log is a file the
 // kubelet appends to: looked at every 50 ms).
-bool TrainerLogOnceItHas(LocalControlPlane& cluster, const std::string& job, int rank, const std::string& text) {
+bool TrainerLogOnceItHas(LocalControlPlane& cluster, const std::string& job, int rank,
+                         const std::string& text) {
   const absl::Time deadline = absl::Now() + kJobTimeout;
   while (!absl::StrContains(TrainerLog(cluster, job, rank), text)) {
     if (absl::Now() > deadline) return false;
@@ -128,15 +133,23 @@ class OperatorE2E : public ::testing::Test {
     delete cluster_;
     cluster_ = nullptr;
   }
-  void SetUp() override { ASSERT_NE(cluster_->kubeconfig(), "") << "the local control plane did not start"; }
+  void SetUp() override {
+    ASSERT_NE(cluster_->kubeconfig(), "") << "the local control plane did not start";
+  }
 
   // An operator with this test's own Lease (a killed operator of an earlier test still holds
   // its own) and short leader-election timings.
   // On the suite's cluster, or on `cluster`.
-  std::unique_ptr<WatchedProcess> StartOperator(const std::string& label, std::vector<std::string> flags = {},
+  std::unique_ptr<WatchedProcess> StartOperator(const std::string& label,
+                                                std::vector<std::string> flags = {},
                                                 LocalControlPlane* cluster = nullptr) {
-    std::vector<std::string> all = {"--leader-election-id", Lease(), "--leader-election-lease-duration", "2",
-                                    "--leader-election-renew-deadline", "1.5", "--leader-election-retry-period",
+    std::vector<std::string> all = {"--leader-election-id",
+                                    Lease(),
+                                    "--leader-election-lease-duration",
+                                    "2",
+                                    "--leader-election-renew-deadline",
+                                    "1.5",
+                                    "--leader-election-retry-period",
                                     "0.2"};
     all.insert(all.end(), flags.begin(), flags.end());
     return (cluster ? cluster : cluster_)->StartOperator(label, all);
@@ -148,12 +161,14 @@ class OperatorE2E : public ::testing::Test {
     std::unique_ptr<WatchedProcess> op = StartOperator(label, std::move(flags), cluster);
     EXPECT_NE(op, nullptr);
     if (op) {
-      EXPECT_NE(op->WaitForLine("informers synced", absl::Seconds(30)), "") << label << " did not start";
+      EXPECT_NE(op->WaitForLine("informers synced", absl::Seconds(30)), "")
+          << label << " did not start";
     }
     return op;
   }
   static std::string Lease() {
-    std::string name = absl::AsciiStrToLower(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::string name =
+        absl::AsciiStrToLower(::testing::UnitTest::GetInstance()->current_test_info()->name());
     return absl::StrCat("e2e-", absl::StrReplaceAll(name, {{"_", "-"}}));
   }
 
@@ -191,10 +206,12 @@ TEST_F(OperatorE2E, FourRankJob_RendezvousThroughSidecarsAndSucceeds) {
   // Deleting the job removes everything it created.
   LocalControlPlane::Result deleted = cluster_->Kubectl({"delete", "djob", "e2e-ok"});
   ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
-  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-ok",
-                                    [](const std::vector<json>& pods) { return pods.empty(); }, kJobTimeout));
+  EXPECT_TRUE(cluster_->WaitForPods(
+      "default", "cohort.dev/job-name=e2e-ok",
+      [](const std::vector<json>& pods) { return pods.empty(); }, kJobTimeout));
   for (const kube::Resource* r : {&kube::kServices, &kube::kSecrets}) {
-    absl::StatusOr<json> left = cluster_->client().List(*r, "default", "cohort.dev/job-name=e2e-ok");
+    absl::StatusOr<json> left =
+        cluster_->client().List(*r, "default", "cohort.dev/job-name=e2e-ok");
     ASSERT_TRUE(left.ok());
     EXPECT_TRUE((*left)["items"].empty()) << r->plural << " left: " << (*left)["items"].dump();
   }
@@ -205,7 +222,8 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-kill", 4, "k8s-hold")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-kill", AllReady, kJobTimeout)));
   pid_t pid = LocalControlPlane::WaitForProcess(
-      "test-trainer", {"COHORT_JOB_NAME=e2e-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+      "test-trainer",
+      {"COHORT_JOB_NAME=e2e-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's trainer process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
 
@@ -214,10 +232,12 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-kill");
   EXPECT_EQ(StatusInt(job, "restartAttempt"), 1);
   EXPECT_EQ(StatusInt(job, "preemptions"), 0);
-  EXPECT_THAT(Events(*cluster_, "e2e-kill"), HasSubstr("rank 1 (pod e2e-kill-1) exited with code 137"));
+  EXPECT_THAT(Events(*cluster_, "e2e-kill"),
+              HasSubstr("rank 1 (pod e2e-kill-1) exited with code 137"));
   // The second gang knows it is restart attempt 1: the operator says so and libdist reports it.
   for (int rank = 0; rank < 4; ++rank) {
-    std::string log = absl::StrCat(cluster_->dir(), "/pods/default_e2e-kill-", rank, "/trainer.log");
+    std::string log =
+        absl::StrCat(cluster_->dir(), "/pods/default_e2e-kill-", rank, "/trainer.log");
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_THAT(text, HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1"))) << log;
@@ -227,9 +247,11 @@ TEST_F(OperatorE2E, TrainerKilled_GangRestartsOnceAndSucceeds) {
 // Every pod's uid, by name.
 std::map<std::string, std::string> PodUids(LocalControlPlane& cluster, const std::string& job) {
   std::map<std::string, std::string> uids;
-  absl::StatusOr<json> pods = cluster.client().List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
+  absl::StatusOr<json> pods =
+      cluster.client().List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job));
   if (!pods.ok()) return uids;
-  for (const json& p : (*pods)["items"]) uids[p["metadata"].value("name", "")] = p["metadata"].value("uid", "");
+  for (const json& p : (*pods)["items"])
+    uids[p["metadata"].value("name", "")] = p["metadata"].value("uid", "");
   return uids;
 }
 
@@ -239,14 +261,18 @@ TEST_F(OperatorE2E, RestartStrategy_InPlaceKeepsEveryPod_RecreateReplacesThem) {
   auto op = Operator();
   for (const std::string strategy : {"InPlace", "Recreate"}) {
     const std::string name = absl::StrCat("e2e-", absl::AsciiStrToLower(strategy));
-    ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 3, "k8s-hold", absl::StrCat("  restartStrategy: ", strategy, "\n")))
+    ASSERT_EQ(cluster_
+                  ->Kubectl({"apply"}, JobYaml(name, 3, "k8s-hold",
+                                               absl::StrCat("  restartStrategy: ", strategy, "\n")))
                   .exit_code,
               0);
-    ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout))) << Events(*cluster_, name);
+    ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout)))
+        << Events(*cluster_, name);
     const std::map<std::string, std::string> before = PodUids(*cluster_, name);
     ASSERT_EQ(before.size(), 3u);
     pid_t pid = LocalControlPlane::WaitForProcess(
-        "test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name), "COHORT_PROCESS_ID=2", "COHORT_RESTART_ATTEMPT=0"});
+        "test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name), "COHORT_PROCESS_ID=2",
+                         "COHORT_RESTART_ATTEMPT=0"});
     ASSERT_GT(pid, 0) << "rank 2's trainer process";
     ASSERT_EQ(kill(pid, SIGKILL), 0);
 
@@ -267,7 +293,8 @@ TEST_F(OperatorE2E, RestartStrategy_InPlaceKeepsEveryPod_RecreateReplacesThem) {
       }
     }
     if (strategy == "InPlace") {
-      EXPECT_THAT(events, HasSubstr("RestartedInPlace: rank 2 (pod " + name + "-2) exited with code 137"));
+      EXPECT_THAT(events,
+                  HasSubstr("RestartedInPlace: rank 2 (pod " + name + "-2) exited with code 137"));
       EXPECT_THAT(events, ::testing::Not(HasSubstr("GangRestart")));
     }
     for (int rank = 0; rank < 3; ++rank) {
@@ -278,7 +305,9 @@ TEST_F(OperatorE2E, RestartStrategy_InPlaceKeepsEveryPod_RecreateReplacesThem) {
         EXPECT_THAT(log, HasSubstr("starting restart attempt 1 in place")) << log;
       }
     }
-    EXPECT_EQ(LocalControlPlane::FindProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name)}), -1)
+    EXPECT_EQ(
+        LocalControlPlane::FindProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name)}),
+        -1)
         << "a trainer process outlived its job";
   }
 }
@@ -287,14 +316,17 @@ TEST_F(OperatorE2E, RestartStrategy_InPlaceKeepsEveryPod_RecreateReplacesThem) {
 // in place fails it too.
 TEST_F(OperatorE2E, RestartStrategy_InPlace_FailJobRuleAndMaxRestartsEndTheJobWithNoProcessLeft) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ip-rule", 2, "k8s-hold",
-                                                 OneRule("FailJob", "onExitCodes: {operator: In, values: [137]}")))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"},
+                          JobYaml("e2e-ip-rule", 2, "k8s-hold",
+                                  OneRule("FailJob", "onExitCodes: {operator: In, values: [137]}")))
                 .exit_code,
             0);
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ip-max", 2, "rank1-exits-7")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ip-rule", AllReady, kJobTimeout)));
   pid_t pid = LocalControlPlane::WaitForProcess(
-      "test-trainer", {"COHORT_JOB_NAME=e2e-ip-rule", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+      "test-trainer",
+      {"COHORT_JOB_NAME=e2e-ip-rule", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   json ruled = cluster_->WaitForJob("default", "e2e-ip-rule", Finished, kJobTimeout);
@@ -306,12 +338,14 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_FailJobRuleAndMaxRestartsEndTheJobWi
   EXPECT_EQ(Phase(maxed), "Failed") << maxed.dump(2) << Events(*cluster_, "e2e-ip-max");
   EXPECT_EQ(StatusInt(maxed, "restarts"), 2) << Events(*cluster_, "e2e-ip-max");
   EXPECT_EQ(maxed["status"].value("lastRestartStrategy", ""), "InPlace");
-  EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-ip-max", "MaxRestartsExceeded"), HasSubstr("MaxRestartsExceeded"));
+  EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-ip-max", "MaxRestartsExceeded"),
+              HasSubstr("MaxRestartsExceeded"));
   for (const std::string job : {"e2e-ip-rule", "e2e-ip-max"}) {
     EXPECT_TRUE(cluster_->WaitForPods(
         "default", absl::StrCat("cohort.dev/job-name=", job),
         [](const std::vector<json>& pods) { return pods.empty(); }, kJobTimeout));
-    EXPECT_EQ(LocalControlPlane::FindProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", job)}), -1)
+    EXPECT_EQ(
+        LocalControlPlane::FindProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", job)}), -1)
         << job << ": a trainer process outlived its job";
   }
 }
@@ -324,16 +358,19 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_RankZerosSidecarKilled_EveryPodRecre
   auto op = Operator();
   const std::string name = "e2e-ip-hub";
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 3, "k8s-hold")).exit_code, 0);
-  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout))) << Events(*cluster_, name);
+  ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", name, AllReady, kJobTimeout)))
+      << Events(*cluster_, name);
   // Every rank trains: the hub has run attempt 0, every sidecar follows it, and every rank
   // registered with rank 0's coordination service (killed before that, the sidecar comes back,
   // restarted by the kubelet, and the ranks register with the new one as if nothing happened).
   for (int rank = 0; rank < 3; ++rank) {
-    ASSERT_GT(LocalControlPlane::WaitForProcess("test-trainer", {absl::StrCat("COHORT_JOB_NAME=", name),
-                                                                 absl::StrCat("COHORT_PROCESS_ID=", rank)}),
+    ASSERT_GT(LocalControlPlane::WaitForProcess("test-trainer",
+                                                {absl::StrCat("COHORT_JOB_NAME=", name),
+                                                 absl::StrCat("COHORT_PROCESS_ID=", rank)}),
               0)
         << "rank " << rank << "'s trainer process";
-    ASSERT_TRUE(TrainerLogOnceItHas(*cluster_, name, rank, "TRAINING")) << "rank " << rank << " does not train";
+    ASSERT_TRUE(TrainerLogOnceItHas(*cluster_, name, rank, "TRAINING"))
+        << "rank " << rank << " does not train";
   }
   const std::map<std::string, std::string> before = PodUids(*cluster_, name);
   ASSERT_EQ(before.size(), 3u);
@@ -352,13 +389,17 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_RankZerosSidecarKilled_EveryPodRecre
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << events;
   EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "Recreate") << events;
   // Either way the docs name: the hub unreachable, or restarted without the job's attempts.
-  EXPECT_THAT(events, ::testing::ContainsRegex("RecreatingGang: .*the attempt hub on rank 0's sidecar")) << events;
+  EXPECT_THAT(events,
+              ::testing::ContainsRegex("RecreatingGang: .*the attempt hub on rank 0's sidecar"))
+      << events;
   const std::map<std::string, std::string> after = PodUids(*cluster_, name);
   for (const auto& [pod, uid] : before) {
-    EXPECT_TRUE(after.count(pod) && after.at(pod) != uid) << pod << " was not recreated\n" << events;
+    EXPECT_TRUE(after.count(pod) && after.at(pod) != uid) << pod << " was not recreated\n"
+                                                          << events;
   }
   for (int rank = 0; rank < 3; ++rank) {
-    EXPECT_THAT(TrainerLog(*cluster_, name, rank), HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1")));
+    EXPECT_THAT(TrainerLog(*cluster_, name, rank),
+                HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1")));
   }
 }
 
@@ -367,18 +408,22 @@ TEST_F(OperatorE2E, RestartStrategy_InPlace_RankZerosSidecarKilled_EveryPodRecre
 TEST_F(OperatorE2E, StalledRankExample_WatchdogNamesTheStalledRankAndTheJobFails) {
   auto op = Operator();
   std::ifstream manifest(COHORT_SOURCE_DIR "/manifests/examples/stalled-rank.yaml");
-  const std::string yaml((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+  const std::string yaml((std::istreambuf_iterator<char>(manifest)),
+                         std::istreambuf_iterator<char>());
   ASSERT_FALSE(yaml.empty());
   ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
   json job = cluster_->WaitForJob("default", "stalled-rank", Finished, kJobTimeout);
   EXPECT_EQ(Phase(job), "Failed") << job.dump(2) << Events(*cluster_, "stalled-rank");
   for (int rank = 0; rank < 2; ++rank) {
-    std::string log = absl::StrCat(cluster_->dir(), "/pods/default_stalled-rank-", rank, "/trainer.log");
+    std::string log =
+        absl::StrCat(cluster_->dir(), "/pods/default_stalled-rank-", rank, "/trainer.log");
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_THAT(text, HasSubstr("process 1 is alive (heartbeat")) << log;
-    EXPECT_THAT(text, HasSubstr("but never entered all_reduce #21 (int64 sum, 1 element), which the "
-                                "other 1 process entered")) << log;
+    EXPECT_THAT(text,
+                HasSubstr("but never entered all_reduce #21 (int64 sum, 1 element), which the "
+                          "other 1 process entered"))
+        << log;
     EXPECT_THAT(text, HasSubstr("its last completed collective is #20")) << log;
     EXPECT_THAT(text, HasSubstr("cause: collective timeout")) << log;
   }
@@ -404,10 +449,13 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure_OnlyTha
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
   EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << events;
-  EXPECT_THAT(events, HasSubstr("RestartedInPlace: rank 1 (pod e2e-evict-1) was preempted or evicted")) << events;
+  EXPECT_THAT(events,
+              HasSubstr("RestartedInPlace: rank 1 (pod e2e-evict-1) was preempted or evicted"))
+      << events;
   // "is being deleted" or "was evicted or preempted": whichever of the two the operator saw first.
-  EXPECT_THAT(events, ::testing::ContainsRegex("in place: pod e2e-evict-1 (is being deleted|was evicted or preempted): "
-                                               "it is replaced alone"))
+  EXPECT_THAT(events, ::testing::ContainsRegex(
+                          "in place: pod e2e-evict-1 (is being deleted|was evicted or preempted): "
+                          "it is replaced alone"))
       << events;
   const std::map<std::string, std::string> after = PodUids(*cluster_, name);
   for (const std::string stayed : {"e2e-evict-0", "e2e-evict-2"}) {
@@ -415,7 +463,8 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure_OnlyTha
     EXPECT_EQ(after.at(stayed), before.at(stayed)) << stayed << " was replaced\n" << events;
   }
   ASSERT_TRUE(after.count("e2e-evict-1-r1")) << "no replacement of e2e-evict-1\n" << events;
-  EXPECT_THAT(PodTrainerLog(*cluster_, "e2e-evict-1-r1"), HasSubstr("INITIALIZED rank=1 attempt=1"));
+  EXPECT_THAT(PodTrainerLog(*cluster_, "e2e-evict-1-r1"),
+              HasSubstr("INITIALIZED rank=1 attempt=1"));
   for (int rank : {0, 2}) {
     const std::string log = TrainerLog(*cluster_, name, rank);
     EXPECT_THAT(log, HasSubstr("starting restart attempt 1 in place")) << log;
@@ -425,7 +474,8 @@ TEST_F(OperatorE2E, PodEvicted_PreemptionRestartsWithoutCountingAFailure_OnlyTha
 
 // A job in Kueue's queue `queue`, its pods as Kueue's webhook leaves them: gated by
 // kueue.x-k8s.io/admission (the template's schedulingGates play the webhook).
-std::string QueuedJobYaml(const std::string& name, int replicas, const std::string& scenario, const std::string& queue) {
+std::string QueuedJobYaml(const std::string& name, int replicas, const std::string& scenario,
+                          const std::string& queue) {
   return JobYaml(name, replicas, scenario, absl::StrCat("  scheduling: {queueName: ", queue, "}\n"),
                  "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n");
 }
@@ -442,29 +492,41 @@ json JobCondition(const json& job, const std::string& type) {
 // spec.scheduling.queueName through real kubectl, the test playing Kueue: its webhook (which
 // gives every pod of a queue the gate kueue.x-k8s.io/admission) through the template's
 // schedulingGates, and its admission (which removes the gates of a whole pod group at once).
-TEST_F(OperatorE2E, KueueQueue_OnePodGroupPerAttempt_GatedPodsWaitWithoutARestart_TheTestAdmitsTheGroup) {
+TEST_F(OperatorE2E,
+       KueueQueue_OnePodGroupPerAttempt_GatedPodsWaitWithoutARestart_TheTestAdmitsTheGroup) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, QueuedJobYaml("e2e-queue", 2, "k8s", "team-a")).exit_code, 0);
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, QueuedJobYaml("e2e-queue", 2, "k8s", "team-a")).exit_code,
+            0);
   std::vector<json> pods;
-  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue", [&](const std::vector<json>& seen) {
-    pods = seen;
-    return seen.size() == 2;
-  }, kJobTimeout));
+  ASSERT_TRUE(cluster_->WaitForPods(
+      "default", "cohort.dev/job-name=e2e-queue",
+      [&](const std::vector<json>& seen) {
+        pods = seen;
+        return seen.size() == 2;
+      },
+      kJobTimeout));
   for (const json& pod : pods) {
     const json& meta = pod["metadata"];
     EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/queue-name", ""), "team-a") << meta.dump();
-    EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/pod-group-name", ""), "e2e-queue-0") << meta.dump();
-    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-total-count", ""), "2") << meta.dump();
-    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-pod-index-label", ""), "cohort.dev/rank");
+    EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/pod-group-name", ""), "e2e-queue-0")
+        << meta.dump();
+    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-total-count", ""), "2")
+        << meta.dump();
+    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-pod-index-label", ""),
+              "cohort.dev/rank");
   }
   // Held: the job says it waits for admission (once the operator has seen both pods), and
   // nothing counts as a failure.
-  json job = cluster_->WaitForJob("default", "e2e-queue", [](const json& j) {
-    const json condition = JobCondition(j, "Scheduled");
-    return condition.value("reason", "") == "SchedulingGated" &&
-           absl::StrContains(condition.value("message", ""),
-                             "waiting for admission: 0 of 2 pods placed, 2 held by scheduling gates");
-  }, kJobTimeout);
+  json job = cluster_->WaitForJob(
+      "default", "e2e-queue",
+      [](const json& j) {
+        const json condition = JobCondition(j, "Scheduled");
+        return condition.value("reason", "") == "SchedulingGated" &&
+               absl::StrContains(
+                   condition.value("message", ""),
+                   "waiting for admission: 0 of 2 pods placed, 2 held by scheduling gates");
+      },
+      kJobTimeout);
   ASSERT_FALSE(job.is_null()) << Events(*cluster_, "e2e-queue");
   EXPECT_EQ(Phase(job), "Pending");
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
@@ -486,14 +548,15 @@ TEST_F(OperatorE2E, KueueQueue_OnePodGroupPerAttempt_GatedPodsWaitWithoutARestar
 // when it admits their group); returns how many it admitted.
 int AdmitGroup(LocalControlPlane& cluster, const std::string& job, int attempt) {
   int admitted = 0;
-  absl::StatusOr<json> pods =
-      cluster.client().List(kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job,
-                                                               ",cohort.dev/restart-attempt=", attempt));
+  absl::StatusOr<json> pods = cluster.client().List(
+      kube::kPods, "default",
+      absl::StrCat("cohort.dev/job-name=", job, ",cohort.dev/restart-attempt=", attempt));
   if (!pods.ok()) return 0;
   for (const json& pod : (*pods)["items"]) {
     if (pod["spec"].value("schedulingGates", json::array()).empty()) continue;
-    LocalControlPlane::Result r = cluster.Kubectl({"patch", "pod", pod["metadata"].value("name", ""), "--type=json",
-                                                   "-p", R"([{"op": "remove", "path": "/spec/schedulingGates"}])"});
+    LocalControlPlane::Result r =
+        cluster.Kubectl({"patch", "pod", pod["metadata"].value("name", ""), "--type=json", "-p",
+                         R"([{"op": "remove", "path": "/spec/schedulingGates"}])"});
     admitted += r.exit_code == 0;
   }
   return admitted;
@@ -504,20 +567,29 @@ int AdmitGroup(LocalControlPlane& cluster, const std::string& job, int attempt) 
 TEST_F(OperatorE2E, KueueQueue_JobWithASpare_TheSpareCountsInTheGroupsTotal_AdmittedWithIt) {
   auto op = Operator();
   const std::string name = "e2e-queue-spare";
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(name, 2, "k8s", "  spares: 1\n  scheduling: {queueName: team-a}\n",
-                                                 "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      cluster_
+          ->Kubectl({"apply"},
+                    JobYaml(name, 2, "k8s", "  spares: 1\n  scheduling: {queueName: team-a}\n",
+                            "      schedulingGates: [{name: kueue.x-k8s.io/admission}]\n"))
+          .exit_code,
+      0);
   std::vector<json> pods;
-  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=" + name, [&](const std::vector<json>& seen) {
-    pods = seen;
-    return seen.size() == 3;
-  }, kJobTimeout)) << pods.size() << " pods";
+  ASSERT_TRUE(cluster_->WaitForPods(
+      "default", "cohort.dev/job-name=" + name,
+      [&](const std::vector<json>& seen) {
+        pods = seen;
+        return seen.size() == 3;
+      },
+      kJobTimeout))
+      << pods.size() << " pods";
   int spares = 0;
   for (const json& pod : pods) {
     const json& meta = pod["metadata"];
-    EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/pod-group-name", ""), name + "-0") << meta.dump();
-    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-total-count", ""), "3") << meta.dump();
+    EXPECT_EQ(meta["labels"].value("kueue.x-k8s.io/pod-group-name", ""), name + "-0")
+        << meta.dump();
+    EXPECT_EQ(meta["annotations"].value("kueue.x-k8s.io/pod-group-total-count", ""), "3")
+        << meta.dump();
     spares += meta["labels"].contains("cohort.dev/spare");
   }
   EXPECT_EQ(spares, 1);
@@ -525,41 +597,54 @@ TEST_F(OperatorE2E, KueueQueue_JobWithASpare_TheSpareCountsInTheGroupsTotal_Admi
   json job = cluster_->WaitForJob("default", name, Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, name);
   // A finished job's spare goes; its pods stay.
-  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/spare", [](const std::vector<json>& seen) {
-    return std::none_of(seen.begin(), seen.end(), [](const json& p) {
-      return p["metadata"]["labels"].value("cohort.dev/job-name", "") == "e2e-queue-spare";
-    });
-  }, kJobTimeout));
+  EXPECT_TRUE(cluster_->WaitForPods(
+      "default", "cohort.dev/spare",
+      [](const std::vector<json>& seen) {
+        return std::none_of(seen.begin(), seen.end(), [](const json& p) {
+          return p["metadata"]["labels"].value("cohort.dev/job-name", "") == "e2e-queue-spare";
+        });
+      },
+      kJobTimeout));
 }
 
 // A queued job evicted (as Kueue preempts a group: its pods go) restarts as a preemption, its
 // next attempt a pod group of its own, held again until admitted.
-TEST_F(OperatorE2E, KueueQueue_GroupEvicted_CountedAsPreemption_TheNextAttemptIsANewGroupHeldUntilAdmitted) {
+TEST_F(OperatorE2E,
+       KueueQueue_GroupEvicted_CountedAsPreemption_TheNextAttemptIsANewGroupHeldUntilAdmitted) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, QueuedJobYaml("e2e-queue-evict", 2, "k8s-hold", "team-a")).exit_code, 0);
-  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue-evict",
-                                    [](const std::vector<json>& seen) { return seen.size() == 2; }, kJobTimeout));
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, QueuedJobYaml("e2e-queue-evict", 2, "k8s-hold", "team-a"))
+                .exit_code,
+            0);
+  ASSERT_TRUE(cluster_->WaitForPods(
+      "default", "cohort.dev/job-name=e2e-queue-evict",
+      [](const std::vector<json>& seen) { return seen.size() == 2; }, kJobTimeout));
   ASSERT_EQ(AdmitGroup(*cluster_, "e2e-queue-evict", 0), 2);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-queue-evict", AllReady, kJobTimeout)));
   LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-queue-evict-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
 
   // Attempt 1: a new group, held; the job waits, one preemption and no restart counted.
-  json job = cluster_->WaitForJob("default", "e2e-queue-evict", [](const json& j) {
-    return StatusInt(j, "restartAttempt") == 1 && JobCondition(j, "Scheduled").value("reason", "") == "SchedulingGated";
-  }, kJobTimeout);
+  json job = cluster_->WaitForJob(
+      "default", "e2e-queue-evict",
+      [](const json& j) {
+        return StatusInt(j, "restartAttempt") == 1 &&
+               JobCondition(j, "Scheduled").value("reason", "") == "SchedulingGated";
+      },
+      kJobTimeout);
   ASSERT_FALSE(job.is_null()) << Events(*cluster_, "e2e-queue-evict");
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
   std::vector<json> pods;
-  ASSERT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-queue-evict,cohort.dev/restart-attempt=1",
-                                    [&](const std::vector<json>& seen) {
-                                      pods = seen;
-                                      return seen.size() == 2;
-                                    },
-                                    kJobTimeout));
+  ASSERT_TRUE(cluster_->WaitForPods(
+      "default", "cohort.dev/job-name=e2e-queue-evict,cohort.dev/restart-attempt=1",
+      [&](const std::vector<json>& seen) {
+        pods = seen;
+        return seen.size() == 2;
+      },
+      kJobTimeout));
   for (const json& pod : pods) {
-    EXPECT_EQ(pod["metadata"]["labels"].value("kueue.x-k8s.io/pod-group-name", ""), "e2e-queue-evict-1");
+    EXPECT_EQ(pod["metadata"]["labels"].value("kueue.x-k8s.io/pod-group-name", ""),
+              "e2e-queue-evict-1");
   }
   ASSERT_EQ(AdmitGroup(*cluster_, "e2e-queue-evict", 1), 2);
   job = cluster_->WaitForJob("default", "e2e-queue-evict", Finished, kJobTimeout);
@@ -572,22 +657,25 @@ TEST_F(OperatorE2E, KueueQueue_GroupEvicted_CountedAsPreemption_TheNextAttemptIs
 // admission controller (a group is admitted only when the node has room for all of it): one job
 // runs, the other waits whole (never 4 + 2, where both could wait for ever), and runs once the
 // first has finished.
-TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsTheOtherWaitsThenRuns) {
+TEST_F(OperatorE2E,
+       NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsTheOtherWaitsThenRuns) {
   LocalControlPlane small({"--max-pods", "6"});
   ASSERT_NE(small.kubeconfig(), "");
   auto op = Operator("operator", {}, &small);
   for (const char* name : {"e2e-room-a", "e2e-room-b"}) {
     ASSERT_EQ(small.Kubectl({"apply"}, QueuedJobYaml(name, 4, "k8s", "team-b")).exit_code, 0);
   }
-  ASSERT_TRUE(small.WaitForPods("default", "kueue.x-k8s.io/queue-name=team-b",
-                                [](const std::vector<json>& seen) { return seen.size() == 8; }, kJobTimeout));
+  ASSERT_TRUE(small.WaitForPods(
+      "default", "kueue.x-k8s.io/queue-name=team-b",
+      [](const std::vector<json>& seen) { return seen.size() == 8; }, kJobTimeout));
   // The node's room: 6 less its pods that have not finished.
   auto room = [&small] {
     int used = 0;
     absl::StatusOr<json> pods = small.client().List(kube::kPods, "default", "");
     for (const json& pod : pods.ok() ? (*pods)["items"] : json::array()) {
       const std::string phase = pod["status"].value("phase", "");
-      used += !pod["spec"].value("nodeName", "").empty() && phase != "Succeeded" && phase != "Failed";
+      used +=
+          !pod["spec"].value("nodeName", "").empty() && phase != "Succeeded" && phase != "Failed";
     }
     return 6 - used;
   };
@@ -595,9 +683,13 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
   ASSERT_EQ(AdmitGroup(small, "e2e-room-a", 0), 4);
 
   // The second waits whole, saying so, while the first runs to its end.
-  json waiting = small.WaitForJob("default", "e2e-room-b", [](const json& j) {
-    return absl::StrContains(JobCondition(j, "Scheduled").value("message", ""), "0 of 4 pods placed, 4 held");
-  }, kJobTimeout);
+  json waiting = small.WaitForJob(
+      "default", "e2e-room-b",
+      [](const json& j) {
+        return absl::StrContains(JobCondition(j, "Scheduled").value("message", ""),
+                                 "0 of 4 pods placed, 4 held");
+      },
+      kJobTimeout);
   ASSERT_FALSE(waiting.is_null()) << Events(small, "e2e-room-b");
   json first = small.WaitForJob("default", "e2e-room-a", Finished, kJobTimeout);
   ASSERT_EQ(Phase(first), "Succeeded") << first.dump(2);
@@ -620,11 +712,15 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
   ASSERT_EQ(small.Kubectl({"apply"}, JobYaml("e2e-room-d", 4, "k8s")).exit_code, 0);
   // The scheduler marks the two pods left over one at a time, and the job's condition follows
   // each mark: wait for the state with both marked.
-  json split = small.WaitForJob("default", "e2e-room-d", [](const json& j) {
-    const json condition = JobCondition(j, "Scheduled");
-    return condition.value("reason", "") == "Unschedulable" &&
-           absl::StrContains(condition.value("message", ""), "2 of 4 pods placed, 2 unschedulable");
-  }, kJobTimeout);
+  json split = small.WaitForJob(
+      "default", "e2e-room-d",
+      [](const json& j) {
+        const json condition = JobCondition(j, "Scheduled");
+        return condition.value("reason", "") == "Unschedulable" &&
+               absl::StrContains(condition.value("message", ""),
+                                 "2 of 4 pods placed, 2 unschedulable");
+      },
+      kJobTimeout);
   ASSERT_FALSE(split.is_null()) << Events(small, "e2e-room-d")
                                 << small.Kubectl({"get", "pods", "-o", "wide"}).output;
   EXPECT_EQ(StatusInt(split, "restarts"), 0);
@@ -640,11 +736,11 @@ TEST_F(OperatorE2E, NodeWithRoomForOneJob_TheTestsAllOrNothingAdmission_OneRunsT
 // errors). Exit 77: PyPI, where the tool comes from, cannot be reached.
 LocalControlPlane::Result ValidateWithKubernetesSchema(const std::vector<json>& objects) {
   LocalControlPlane::Result venv = LocalControlPlane::Run(
-      {"bash", COHORT_SOURCE_DIR "/tests/setup_python_venv.sh", COHORT_BUILD_DIR "/tools-venv", "kubernetes_validate",
-       "kubernetes-validate"});
+      {"bash", COHORT_SOURCE_DIR "/tests/setup_python_venv.sh", COHORT_BUILD_DIR "/tools-venv",
+       "kubernetes_validate", "kubernetes-validate"});
   if (venv.exit_code != 0) return venv;
-  const std::string file = absl::StrCat(std::filesystem::temp_directory_path().string(), "/cohort-e2e-validate-",
-                                        getpid(), ".yaml");
+  const std::string file = absl::StrCat(std::filesystem::temp_directory_path().string(),
+                                        "/cohort-e2e-validate-", getpid(), ".yaml");
   {
     std::ofstream out(file);
     for (const json& object : objects) {
@@ -653,13 +749,17 @@ LocalControlPlane::Result ValidateWithKubernetesSchema(const std::vector<json>& 
         if (object["metadata"].contains(key)) meta[key] = object["metadata"][key];
       }
       out << "---\n"
-          << json{{"apiVersion", object["apiVersion"]}, {"kind", object["kind"]}, {"metadata", meta}, {"spec", object["spec"]}}
+          << json{{"apiVersion", object["apiVersion"]},
+                  {"kind", object["kind"]},
+                  {"metadata", meta},
+                  {"spec", object["spec"]}}
                  .dump()
           << "\n";
     }
   }
-  LocalControlPlane::Result result = LocalControlPlane::Run(
-      {COHORT_BUILD_DIR "/tools-venv/bin/kubernetes-validate", "-k", "1.37.0", "--strict", "--no-warn", file});
+  LocalControlPlane::Result result =
+      LocalControlPlane::Run({COHORT_BUILD_DIR "/tools-venv/bin/kubernetes-validate", "-k",
+                              "1.37.0", "--strict", "--no-warn", file});
   std::filesystem::remove(file);
   return result;
 }
@@ -669,8 +769,11 @@ LocalControlPlane::Result ValidateWithKubernetesSchema(const std::vector<json>& 
 // group against the real schema; Kubernetes' built-in PodGroup, which the local API server serves
 // from a stand-in, is validated with Kubernetes' own schema, with the pods that name it. The
 // group exists before each pod, is replaced on a restart, and goes with the job.
-TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCrd_ReplacedOnARestart_GoneWithTheJob) {
-  LocalControlPlane::Result crds = cluster_->Kubectl({"apply", "-f", COHORT_SOURCE_DIR "/tests/manifests/podgroups/"});
+TEST_F(
+    OperatorE2E,
+    PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCrd_ReplacedOnARestart_GoneWithTheJob) {
+  LocalControlPlane::Result crds =
+      cluster_->Kubectl({"apply", "-f", COHORT_SOURCE_DIR "/tests/manifests/podgroups/"});
   ASSERT_EQ(crds.exit_code, 0) << crds.output;
   auto op = Operator();
   struct Case {
@@ -678,27 +781,33 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     kube::Resource groups;
     const char* job;
   };
-  for (const Case& c : {Case{"coscheduling", {"scheduling.x-k8s.io", "v1alpha1", "podgroups"}, "e2e-pg-cosched"},
-                        Case{"volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "e2e-pg-volcano"},
-                        Case{"workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "e2e-pg-workload"}}) {
+  for (const Case& c :
+       {Case{"coscheduling", {"scheduling.x-k8s.io", "v1alpha1", "podgroups"}, "e2e-pg-cosched"},
+        Case{"volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "e2e-pg-volcano"},
+        Case{"workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "e2e-pg-workload"}}) {
     SCOPED_TRACE(c.provider);
     // The real schema is in force: a group it refuses is refused. (Without PyPI there is no
     // kubernetes-validate: Kubernetes' schema checks are left out, saying so, the rest runs.)
     bool kubernetes_schema = false;
     if (std::string(c.provider) == "workload") {
       LocalControlPlane::Result invalid = ValidateWithKubernetesSchema(
-          {{{"apiVersion", "scheduling.k8s.io/v1beta1"}, {"kind", "PodGroup"}, {"metadata", {{"name", "invalid"}}},
+          {{{"apiVersion", "scheduling.k8s.io/v1beta1"},
+            {"kind", "PodGroup"},
+            {"metadata", {{"name", "invalid"}}},
             {"spec", {{"schedulingPolicy", {{"gang", {{"minCount", "two"}}}}}}}}});
       kubernetes_schema = invalid.exit_code != 77;
-      if (!kubernetes_schema) std::fprintf(stderr, "not validated (no kubernetes-validate without PyPI): %s", invalid.output.c_str());
+      if (!kubernetes_schema)
+        std::fprintf(stderr, "not validated (no kubernetes-validate without PyPI): %s",
+                     invalid.output.c_str());
       if (kubernetes_schema) {
         EXPECT_EQ(invalid.exit_code, 1) << invalid.output;
         EXPECT_THAT(invalid.output, HasSubstr("'two' is not of type 'integer'"));
       }
     } else {
       LocalControlPlane::Result invalid = cluster_->Kubectl(
-          {"apply"}, absl::StrCat("apiVersion: ", c.groups.group, "/", c.groups.version,
-                                  "\nkind: PodGroup\nmetadata: {name: invalid}\nspec: {minMember: two}\n"));
+          {"apply"},
+          absl::StrCat("apiVersion: ", c.groups.group, "/", c.groups.version,
+                       "\nkind: PodGroup\nmetadata: {name: invalid}\nspec: {minMember: two}\n"));
       EXPECT_NE(invalid.exit_code, 0) << invalid.output;
     }
     // Every pod of the job, as it appears, finds its group already there.
@@ -707,7 +816,8 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     kube::WatchOptions watch;
     watch.label_selector = absl::StrCat("cohort.dev/job-name=", c.job);
     watch.timeout = kJobTimeout;
-    absl::StatusOr<json> list = cluster_->client().List(kube::kPods, "default", watch.label_selector);
+    absl::StatusOr<json> list =
+        cluster_->client().List(kube::kPods, "default", watch.label_selector);
     ASSERT_TRUE(list.ok());
     watch.resource_version = (*list)["metadata"].value("resourceVersion", "");
     std::thread watcher([&] {
@@ -716,8 +826,10 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
                  [&](const json& event) {
                    if (event.value("type", "") != "ADDED") return true;
                    const json& meta = event["object"]["metadata"];
-                   const std::string group = absl::StrCat(c.job, "-", meta["labels"].value("cohort.dev/restart-attempt", ""));
-                   if (!cluster_->client().Get(c.groups, "default", group).ok()) missing.push_back(meta.value("name", ""));
+                   const std::string group = absl::StrCat(
+                       c.job, "-", meta["labels"].value("cohort.dev/restart-attempt", ""));
+                   if (!cluster_->client().Get(c.groups, "default", group).ok())
+                     missing.push_back(meta.value("name", ""));
                    return ++seen < 4;  // Two pods in each of two attempts.
                  })
           .IgnoreError();
@@ -725,11 +837,16 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     absl::Cleanup join_watcher = [&watcher] { watcher.join(); };  // Also when an assertion returns.
     // Recreate: each attempt's pods are new, and so is their group (in place, the pods and their
     // group stay).
-    ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml(c.job, 2, "k8s-rank1-exits-3",
-                                                  absl::StrCat("  restartStrategy: Recreate\n  scheduling: {podGroup: {provider: ",
-                                                               c.provider, "}}\n")))
-                  .exit_code,
-              0);
+    ASSERT_EQ(
+        cluster_
+            ->Kubectl(
+                {"apply"},
+                JobYaml(c.job, 2, "k8s-rank1-exits-3",
+                        absl::StrCat(
+                            "  restartStrategy: Recreate\n  scheduling: {podGroup: {provider: ",
+                            c.provider, "}}\n")))
+            .exit_code,
+        0);
     json job = cluster_->WaitForJob("default", c.job, Finished, kJobTimeout);
     std::move(join_watcher).Invoke();
     ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, c.job);
@@ -737,14 +854,18 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     EXPECT_EQ(seen, 4);
     EXPECT_THAT(missing, ::testing::IsEmpty()) << "pods created before their PodGroup";
     // Attempt 1's group replaced attempt 0's.
-    EXPECT_TRUE(absl::IsNotFound(cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-0")).status()));
-    absl::StatusOr<json> group = cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1"));
+    EXPECT_TRUE(absl::IsNotFound(
+        cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-0")).status()));
+    absl::StatusOr<json> group =
+        cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1"));
     ASSERT_TRUE(group.ok()) << group.status();
-    absl::StatusOr<json> pod = cluster_->client().Get(kube::kPods, "default", absl::StrCat(c.job, "-0"));
+    absl::StatusOr<json> pod =
+        cluster_->client().Get(kube::kPods, "default", absl::StrCat(c.job, "-0"));
     ASSERT_TRUE(pod.ok());
     if (std::string(c.provider) == "workload") {
       EXPECT_EQ((*group)["spec"], json({{"schedulingPolicy", {{"gang", {{"minCount", 2}}}}}}));
-      EXPECT_EQ((*pod)["spec"]["schedulingGroup"].value("podGroupName", ""), absl::StrCat(c.job, "-1"));
+      EXPECT_EQ((*pod)["spec"]["schedulingGroup"].value("podGroupName", ""),
+                absl::StrCat(c.job, "-1"));
       EXPECT_FALSE((*pod)["spec"].contains("schedulerName"));
       (*pod)["apiVersion"] = "v1";
       (*pod)["kind"] = "Pod";
@@ -757,19 +878,22 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
     }
     if (std::string(c.provider) == "coscheduling") {
       EXPECT_EQ((*group)["spec"].value("scheduleTimeoutSeconds", 0), 60);
-      EXPECT_EQ((*pod)["metadata"]["labels"].value("scheduling.x-k8s.io/pod-group", ""), absl::StrCat(c.job, "-1"));
+      EXPECT_EQ((*pod)["metadata"]["labels"].value("scheduling.x-k8s.io/pod-group", ""),
+                absl::StrCat(c.job, "-1"));
       EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), "scheduler-plugins-scheduler");
     } else if (std::string(c.provider) == "volcano") {
-      EXPECT_EQ((*pod)["metadata"]["annotations"].value("scheduling.k8s.io/group-name", ""), absl::StrCat(c.job, "-1"));
+      EXPECT_EQ((*pod)["metadata"]["annotations"].value("scheduling.k8s.io/group-name", ""),
+                absl::StrCat(c.job, "-1"));
       EXPECT_EQ((*pod)["spec"].value("schedulerName", ""), "volcano");
     }
     // Deleting the job deletes its group (owner references); kubectl watches for it.
     ASSERT_EQ(cluster_->Kubectl({"delete", "djob", c.job, "--wait=true"}).exit_code, 0);
-    LocalControlPlane::Result gone =
-        cluster_->Kubectl({"wait", "--for=delete", absl::StrCat("podgroups.", c.groups.group, "/", c.job, "-1"),
-                           "--timeout=30s"});
+    LocalControlPlane::Result gone = cluster_->Kubectl(
+        {"wait", "--for=delete", absl::StrCat("podgroups.", c.groups.group, "/", c.job, "-1"),
+         "--timeout=30s"});
     EXPECT_EQ(gone.exit_code, 0) << gone.output;
-    EXPECT_TRUE(absl::IsNotFound(cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1")).status()));
+    EXPECT_TRUE(absl::IsNotFound(
+        cluster_->client().Get(c.groups, "default", absl::StrCat(c.job, "-1")).status()));
   }
 }
 
@@ -779,8 +903,11 @@ TEST_F(OperatorE2E, PodGroupProviders_TheGroupBeforeEachPod_ValidatedByTheRealCr
 TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesRestarts) {
   auto op = Operator();
   const std::string rules = OneRule("FailJob", R"(onExitCodes: {operator: In, values: [3]})");
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-fail", 2, "k8s-rank1-exits-3", rules)).exit_code, 0);
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-none", 2, "k8s-rank1-exits-3")).exit_code, 0);
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-fail", 2, "k8s-rank1-exits-3", rules))
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-none", 2, "k8s-rank1-exits-3")).exit_code, 0);
 
   json failed = cluster_->WaitForJob("default", "e2e-rule-fail", Finished, kJobTimeout);
   ASSERT_EQ(Phase(failed), "Failed") << failed.dump(2) << Events(*cluster_, "e2e-rule-fail");
@@ -788,7 +915,8 @@ TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesResta
   EXPECT_EQ(StatusInt(failed, "restartAttempt"), 0);
   const std::string events = EventsOnceThereIs(*cluster_, "e2e-rule-fail", "FailurePolicy");
   EXPECT_THAT(events, HasSubstr("FailurePolicy: rank 1 (pod e2e-rule-fail-1) exited with code 3"));
-  EXPECT_THAT(events, HasSubstr("rule 0 (FailJob, exit code 3 of container trainer): the job fails"));
+  EXPECT_THAT(events,
+              HasSubstr("rule 0 (FailJob, exit code 3 of container trainer): the job fails"));
   bool condition = false;
   for (const json& c : failed["status"].value("conditions", json::array())) {
     if (c.value("type", "") == "Failed" && c.value("reason", "") == "FailurePolicy") {
@@ -798,7 +926,8 @@ TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesResta
   EXPECT_TRUE(condition) << failed.dump(2);
 
   json restarted = cluster_->WaitForJob("default", "e2e-rule-none", Finished, kJobTimeout);
-  ASSERT_EQ(Phase(restarted), "Succeeded") << restarted.dump(2) << Events(*cluster_, "e2e-rule-none");
+  ASSERT_EQ(Phase(restarted), "Succeeded")
+      << restarted.dump(2) << Events(*cluster_, "e2e-rule-none");
   EXPECT_EQ(StatusInt(restarted, "restarts"), 1);
   EXPECT_EQ(restarted["status"].value("lastRestartKind", ""), "Failure");
 }
@@ -809,10 +938,10 @@ TEST_F(OperatorE2E, FailureRules_FailJobOnExitCode_FailsAtOnce_WithoutRulesResta
 TEST_F(OperatorE2E, FailureRules_OomKilledMatchedByReason_FailsTheJobNamingIt) {
   auto op = Operator();
   const std::string rules = OneRule("FailJob", "onTerminationReasons: [OOMKilled]");
-  std::string yaml = absl::StrReplaceAll(
-      JobYaml("e2e-rule-oom", 2, "k8s-rank1-oom", rules),
-      {{R"(command: ["test-trainer", "k8s-rank1-oom"])",
-        "command: [\"test-trainer\", \"k8s-rank1-oom\"]\n          resources: {limits: {memory: 100Mi}}"}});
+  std::string yaml = absl::StrReplaceAll(JobYaml("e2e-rule-oom", 2, "k8s-rank1-oom", rules),
+                                         {{R"(command: ["test-trainer", "k8s-rank1-oom"])",
+                                           "command: [\"test-trainer\", \"k8s-rank1-oom\"]\n       "
+                                           "   resources: {limits: {memory: 100Mi}}"}});
   ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
   json job = cluster_->WaitForJob("default", "e2e-rule-oom", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Failed") << job.dump(2) << Events(*cluster_, "e2e-rule-oom");
@@ -823,7 +952,8 @@ TEST_F(OperatorE2E, FailureRules_OomKilledMatchedByReason_FailsTheJobNamingIt) {
     if (c.value("type", "") == "Failed") failed = c.value("message", "");
   }
   EXPECT_THAT(failed, HasSubstr("rank 1 (pod e2e-rule-oom-1) exited with code 137"));
-  EXPECT_THAT(failed, HasSubstr("rule 0 (FailJob, reason OOMKilled of container trainer): the job fails"));
+  EXPECT_THAT(failed,
+              HasSubstr("rule 0 (FailJob, reason OOMKilled of container trainer): the job fails"));
   EXPECT_THAT(TrainerLog(*cluster_, "e2e-rule-oom", 1),
               HasSubstr("local kubelet: OOMKilled: resident memory"));
 }
@@ -832,7 +962,8 @@ TEST_F(OperatorE2E, FailureRules_OomKilledMatchedByReason_FailsTheJobNamingIt) {
 // counted apart, and the next attempt succeeds.
 TEST_F(OperatorE2E, FailureRules_IgnoreMaxRestarts_RestartsWithMaxRestartsZeroAndSucceeds) {
   auto op = Operator();
-  const std::string rules = OneRule("RestartJobAndIgnoreMaxRestarts", R"(onExitCodes: {operator: In, values: [4]})");
+  const std::string rules =
+      OneRule("RestartJobAndIgnoreMaxRestarts", R"(onExitCodes: {operator: In, values: [4]})");
   std::string yaml = absl::StrReplaceAll(JobYaml("e2e-rule-ignore", 2, "k8s-rank1-exits-4", rules),
                                          {{"maxRestarts: 2", "maxRestarts: 0"}});
   ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
@@ -841,16 +972,19 @@ TEST_F(OperatorE2E, FailureRules_IgnoreMaxRestarts_RestartsWithMaxRestartsZeroAn
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
   EXPECT_EQ(StatusInt(job, "uncountedRestarts"), 1);
   EXPECT_EQ(StatusInt(job, "restartAttempt"), 1);
-  EXPECT_THAT(Events(*cluster_, "e2e-rule-ignore"),
-              HasSubstr("rule 0 (RestartJobAndIgnoreMaxRestarts, exit code 4 of container trainer)"));
+  EXPECT_THAT(
+      Events(*cluster_, "e2e-rule-ignore"),
+      HasSubstr("rule 0 (RestartJobAndIgnoreMaxRestarts, exit code 4 of container trainer)"));
 }
 
 // A DisruptionTarget rule: an evicted pod (the eviction subresource, as kubectl drain) fails the
 // job instead of restarting it as a preemption.
 TEST_F(OperatorE2E, FailureRules_DisruptionTargetRule_EvictionFailsTheJob) {
   auto op = Operator();
-  const std::string rules = OneRule("FailJob", R"(onPodConditions: [{type: DisruptionTarget, status: "True"}])");
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-evict", 2, "k8s-hold", rules)).exit_code, 0);
+  const std::string rules =
+      OneRule("FailJob", R"(onPodConditions: [{type: DisruptionTarget, status: "True"}])");
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-evict", 2, "k8s-hold", rules)).exit_code,
+            0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-rule-evict", AllReady, kJobTimeout)));
   LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-rule-evict-1");
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
@@ -866,19 +1000,26 @@ TEST_F(OperatorE2E, FailureRules_DisruptionTargetRule_EvictionFailsTheJob) {
 TEST_F(OperatorE2E, FailureRules_Invalid_RefusedNamingTheField) {
   auto op = Operator();
   LocalControlPlane::Result refused = cluster_->Kubectl(
-      {"apply"}, JobYaml("e2e-rule-bad", 2, "k8s", OneRule("Explode", R"(onExitCodes: {operator: In, values: [3]})")));
+      {"apply"}, JobYaml("e2e-rule-bad", 2, "k8s",
+                         OneRule("Explode", R"(onExitCodes: {operator: In, values: [3]})")));
   EXPECT_NE(refused.exit_code, 0) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("action")) << refused.output;
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-rule-nomatcher", 2, "k8s", R"(  failurePolicy:
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, JobYaml("e2e-rule-nomatcher", 2, "k8s", R"(  failurePolicy:
     rules:
       - action: FailJob
-)")).exit_code, 0);
-  json job = cluster_->WaitForJob("default", "e2e-rule-nomatcher", [](const json& j) {
-    for (const json& c : j.value("status", json::object()).value("conditions", json::array())) {
-      if (c.value("type", "") == "SpecValid" && c.value("status", "") == "False") return true;
-    }
-    return false;
-  }, kJobTimeout);
+)"))
+                .exit_code,
+            0);
+  json job = cluster_->WaitForJob(
+      "default", "e2e-rule-nomatcher",
+      [](const json& j) {
+        for (const json& c : j.value("status", json::object()).value("conditions", json::array())) {
+          if (c.value("type", "") == "SpecValid" && c.value("status", "") == "False") return true;
+        }
+        return false;
+      },
+      kJobTimeout);
   EXPECT_THAT(job.dump(), HasSubstr("spec.failurePolicy.rules[0]: needs a matcher")) << job.dump(2);
 }
 
@@ -893,7 +1034,8 @@ TEST_F(OperatorE2E, SixtyFourRanks_TrainerKilled_EveryOldPodGoesAndTheGangRestar
   json ready = cluster_->WaitForJob("default", "e2e-scale", AllReady, absl::Minutes(4));
   ASSERT_TRUE(AllReady(ready)) << ready.dump(2) << Events(*cluster_, "e2e-scale");
   pid_t pid = LocalControlPlane::WaitForProcess(
-      "test-trainer", {"COHORT_JOB_NAME=e2e-scale", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+      "test-trainer",
+      {"COHORT_JOB_NAME=e2e-scale", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's trainer process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   json job = cluster_->WaitForJob("default", "e2e-scale", Finished, absl::Minutes(4));
@@ -915,12 +1057,15 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
   ASSERT_NE(cluster.kubeconfig(), "") << "the two-node control plane did not start";
   auto op = Operator("operator", {"--force-delete-after", "2"}, &cluster);
   const std::string name = "e2e-lost-node";
-  ASSERT_EQ(cluster.Kubectl({"apply"}, JobYaml(name, 4, "k8s-hold", "", "      terminationGracePeriodSeconds: 2\n"))
+  ASSERT_EQ(cluster
+                .Kubectl({"apply"}, JobYaml(name, 4, "k8s-hold", "",
+                                            "      terminationGracePeriodSeconds: 2\n"))
                 .exit_code,
             0);
   json ready = cluster.WaitForJob("default", name, AllReady, kJobTimeout);
   ASSERT_TRUE(AllReady(ready)) << ready.dump(2) << Events(cluster, name);
-  absl::StatusOr<json> pods = cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
+  absl::StatusOr<json> pods =
+      cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
   ASSERT_TRUE(pods.ok()) << pods.status();
   std::map<std::string, std::string> node_of;  // Pod -> node.
   std::set<std::string> nodes;
@@ -928,7 +1073,8 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
     node_of[pod["metadata"]["name"]] = pod["spec"].value("nodeName", "");
     nodes.insert(pod["spec"].value("nodeName", ""));
   }
-  ASSERT_EQ(nodes.size(), 2u) << "the scheduler spreads the pods over both nodes: " << (*pods).dump(2);
+  ASSERT_EQ(nodes.size(), 2u) << "the scheduler spreads the pods over both nodes: "
+                              << (*pods).dump(2);
   const std::string kept = node_of[name + "-0"];  // Rank 0's node, with the coordination service.
   const std::string lost = kept == "node-0" ? "node-1" : "node-0";
 
@@ -945,7 +1091,8 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
 
   // Every rank ran attempt 1 on the node left: the pods there stayed (same UIDs), the lost node's
   // were replaced by pods named <job>-<rank>-r1.
-  absl::StatusOr<json> now = cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
+  absl::StatusOr<json> now =
+      cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
   ASSERT_TRUE(now.ok()) << now.status();
   int replaced = 0;
   for (const auto& [pod, node] : node_of) {
@@ -955,17 +1102,21 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
     for (const json& p : (*now)["items"]) {
       const std::string pod_name = p["metadata"].value("name", "");
       if (pod_name == pod && node == kept) {
-        EXPECT_EQ(p["metadata"].value("uid", ""), before.at(pod)) << pod << " on the node left was replaced";
+        EXPECT_EQ(p["metadata"].value("uid", ""), before.at(pod))
+            << pod << " on the node left was replaced";
       }
       if (pod_name == replacement) {
         EXPECT_EQ(node, lost) << pod << " was replaced though its node was not lost";
-        EXPECT_EQ(p["spec"].value("nodeName", ""), kept) << replacement << ": nothing runs on a lost node";
+        EXPECT_EQ(p["spec"].value("nodeName", ""), kept)
+            << replacement << ": nothing runs on a lost node";
         ran_attempt_1 = replacement;
         ++replaced;
       }
     }
-    EXPECT_THAT(PodTrainerLog(cluster, ran_attempt_1), HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1")))
-        << ran_attempt_1 << "\n" << events;
+    EXPECT_THAT(PodTrainerLog(cluster, ran_attempt_1),
+                HasSubstr(absl::StrCat("INITIALIZED rank=", rank, " attempt=1")))
+        << ran_attempt_1 << "\n"
+        << events;
   }
   EXPECT_EQ(replaced, 2) << "the lost node's two pods, and only they, were replaced\n" << events;
   // kubectl shows the node lost.
@@ -984,14 +1135,15 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
 json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& name,
                                 const std::function<void(const std::string& node)>& lose) {
   json none;
-  EXPECT_EQ(cluster.Kubectl({"apply"}, JobYaml(name, 2, "k8s-hold", "  spares: 1\n",
-                                               "      terminationGracePeriodSeconds: 2\n"))
+  EXPECT_EQ(cluster
+                .Kubectl({"apply"}, JobYaml(name, 2, "k8s-hold", "  spares: 1\n",
+                                            "      terminationGracePeriodSeconds: 2\n"))
                 .exit_code,
             0);
   // Every rank trains and the spare is ready to take a slot.
-  json ready = cluster.WaitForJob("default", name, [](const json& j) {
-    return AllReady(j) && StatusInt(j, "readySpares") == 1;
-  }, kJobTimeout);
+  json ready = cluster.WaitForJob(
+      "default", name,
+      [](const json& j) { return AllReady(j) && StatusInt(j, "readySpares") == 1; }, kJobTimeout);
   if (!AllReady(ready)) {
     ADD_FAILURE() << ready.dump(2) << Events(cluster, name);
     return none;
@@ -1000,7 +1152,8 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
   // for rank 1 to register, attempt 0 ends in INIT_FAILED, never at a step both ranks SYNC at).
   for (int rank : {0, 1}) {
     if (!TrainerLogOnceItHas(cluster, name, rank, "TRAINING")) {
-      ADD_FAILURE() << "rank " << rank << " does not train\n" << TrainerLog(cluster, name, rank) << Events(cluster, name);
+      ADD_FAILURE() << "rank " << rank << " does not train\n"
+                    << TrainerLog(cluster, name, rank) << Events(cluster, name);
       return none;
     }
   }
@@ -1008,7 +1161,8 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
   absl::StatusOr<json> spare_pod = cluster.client().Get(kube::kPods, "default", spare);
   EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
   if (!spare_pod.ok()) return none;
-  EXPECT_FALSE((*spare_pod)["metadata"]["labels"].contains("cohort.dev/rank")) << spare_pod->dump(2);
+  EXPECT_FALSE((*spare_pod)["metadata"]["labels"].contains("cohort.dev/rank"))
+      << spare_pod->dump(2);
   const json spare_uid = (*spare_pod)["metadata"]["uid"];
   LocalControlPlane::Result table = cluster.Kubectl({"get", "djob", name});
   EXPECT_THAT(table.output, HasSubstr("SPARES")) << table.output;
@@ -1022,31 +1176,39 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
   EXPECT_EQ(Phase(job), "Succeeded") << job.dump(2) << events;
   EXPECT_EQ(StatusInt(job, "restartAttempt"), 1) << events;
   EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << events;
-  EXPECT_THAT(events, HasSubstr(absl::StrCat("SpareTakesSlot: spare pod ", spare, " takes the slot of rank 1 (pod ",
-                                             name, "-1) in restart attempt 1")))
+  EXPECT_THAT(events, HasSubstr(absl::StrCat("SpareTakesSlot: spare pod ", spare,
+                                             " takes the slot of rank 1 (pod ", name,
+                                             "-1) in restart attempt 1")))
       << events;
   // The spare holds slot 1: its labels and the job's status say so; it ran rank 1 in attempt 1.
-  EXPECT_EQ(job["status"]["slots"], json::array({{{"podIndex", 1}, {"pod", spare}}})) << job.dump(2);
+  EXPECT_EQ(job["status"]["slots"], json::array({{{"podIndex", 1}, {"pod", spare}}}))
+      << job.dump(2);
   spare_pod = cluster.client().Get(kube::kPods, "default", spare);
   EXPECT_TRUE(spare_pod.ok()) << spare_pod.status();
   if (spare_pod.ok()) {
-    EXPECT_EQ((*spare_pod)["metadata"]["labels"].value("cohort.dev/rank", ""), "1") << spare_pod->dump(2);
+    EXPECT_EQ((*spare_pod)["metadata"]["labels"].value("cohort.dev/rank", ""), "1")
+        << spare_pod->dump(2);
     EXPECT_EQ((*spare_pod)["metadata"]["uid"], spare_uid) << "the spare pod was replaced";
   }
   EXPECT_THAT(PodTrainerLog(cluster, spare), HasSubstr("INITIALIZED rank=1 attempt=1")) << events;
   EXPECT_THAT(TrainerLog(cluster, name, 0), HasSubstr("INITIALIZED rank=0 attempt=1")) << events;
   // No pod was created for the slot; a new spare was.
-  absl::StatusOr<json> pods = cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
+  absl::StatusOr<json> pods =
+      cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
   EXPECT_TRUE(pods.ok()) << pods.status();
   std::set<std::string> names;
-  for (const json& p : pods.ok() ? (*pods)["items"] : json::array()) names.insert(p["metadata"].value("name", ""));
+  for (const json& p : pods.ok() ? (*pods)["items"] : json::array())
+    names.insert(p["metadata"].value("name", ""));
   EXPECT_FALSE(names.count(name + "-1-r1")) << "a replacement pod was created\n" << events;
-  EXPECT_GE(StatusInt(job, "sparesCreated"), 2) << "no new spare was created\n" << job.dump(2) << events;
+  EXPECT_GE(StatusInt(job, "sparesCreated"), 2) << "no new spare was created\n"
+                                                << job.dump(2) << events;
   return job;
 }
 
-TEST_F(OperatorE2E, HotSpare_NodeOfPodOneLost_TheSpareRunsItsRankInTheNextAttempt_ANewSpareIsCreated) {
-  LocalControlPlane cluster({"--nodes", "3", "--max-pods", "1", "--node-monitor-grace-period", "2"});
+TEST_F(OperatorE2E,
+       HotSpare_NodeOfPodOneLost_TheSpareRunsItsRankInTheNextAttempt_ANewSpareIsCreated) {
+  LocalControlPlane cluster(
+      {"--nodes", "3", "--max-pods", "1", "--node-monitor-grace-period", "2"});
   ASSERT_NE(cluster.kubeconfig(), "") << "the three-node control plane did not start";
   auto op = Operator("operator", {"--force-delete-after", "2"}, &cluster);
   json job = RunWithASpareAndLosePodOne(cluster, "e2e-spare-node", [&](const std::string& node) {
@@ -1074,7 +1236,8 @@ TEST_F(OperatorE2E, HotSpare_PodOneEvicted_BothSyncAtOneStep_TheSpareRunsItsRank
     const std::string log = TrainerLog(cluster, name, rank);
     const size_t at = log.find(absl::StrCat("SYNC rank=", rank, " step="));
     ASSERT_NE(at, std::string::npos) << log;
-    const std::string seen = log.substr(log.find("step=", at), log.find('\n', at) - log.find("step=", at));
+    const std::string seen =
+        log.substr(log.find("step=", at), log.find('\n', at) - log.find("step=", at));
     if (step.empty()) step = seen;
     EXPECT_EQ(seen, step) << "rank " << rank;
   }
@@ -1082,41 +1245,59 @@ TEST_F(OperatorE2E, HotSpare_PodOneEvicted_BothSyncAtOneStep_TheSpareRunsItsRank
 
 TEST_F(OperatorE2E, SuspendResumeDeadlineAndTtl) {
   auto op = Operator();
-  bool (*has_no_pods)(const std::vector<json>&) = [](const std::vector<json>& pods) { return pods.empty(); };
+  bool (*has_no_pods)(const std::vector<json>&) = [](const std::vector<json>& pods) {
+    return pods.empty();
+  };
 
   // Created suspended: nothing runs; resumed: a new restart attempt runs to the end.
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-suspend", 2, "k8s", "  suspend: true\n")).exit_code, 0);
-  json job = cluster_->WaitForJob("default", "e2e-suspend", [](const json& j) { return Phase(j) == "Suspended"; },
-                                  kJobTimeout);
+  ASSERT_EQ(
+      cluster_->Kubectl({"apply"}, JobYaml("e2e-suspend", 2, "k8s", "  suspend: true\n")).exit_code,
+      0);
+  json job = cluster_->WaitForJob(
+      "default", "e2e-suspend", [](const json& j) { return Phase(j) == "Suspended"; }, kJobTimeout);
   ASSERT_EQ(Phase(job), "Suspended") << job.dump(2);
-  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-suspend", has_no_pods, absl::Seconds(1)));
-  ASSERT_EQ(cluster_->Kubectl({"patch", "djob", "e2e-suspend", "--type=merge", "-p", R"({"spec":{"suspend":false}})"})
+  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-suspend", has_no_pods,
+                                    absl::Seconds(1)));
+  ASSERT_EQ(cluster_
+                ->Kubectl({"patch", "djob", "e2e-suspend", "--type=merge", "-p",
+                           R"({"spec":{"suspend":false}})"})
                 .exit_code,
             0);
   job = cluster_->WaitForJob("default", "e2e-suspend", Finished, kJobTimeout);
   EXPECT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-suspend");
 
   // activeDeadlineSeconds fails a job that runs too long, and its pods go.
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-deadline", 2, "k8s-hold", "  activeDeadlineSeconds: 2\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"},
+                          JobYaml("e2e-deadline", 2, "k8s-hold", "  activeDeadlineSeconds: 2\n"))
                 .exit_code,
             0);
   job = cluster_->WaitForJob("default", "e2e-deadline", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Failed") << job.dump(2);
   EXPECT_THAT(job.dump(), HasSubstr("DeadlineExceeded"));
-  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-deadline", has_no_pods, kJobTimeout));
+  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-deadline", has_no_pods,
+                                    kJobTimeout));
 
   // ttlSecondsAfterFinished deletes the finished job, and with it everything it created.
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ttl", 2, "k8s", "  ttlSecondsAfterFinished: 1\n")).exit_code, 0);
+  ASSERT_EQ(
+      cluster_->Kubectl({"apply"}, JobYaml("e2e-ttl", 2, "k8s", "  ttlSecondsAfterFinished: 1\n"))
+          .exit_code,
+      0);
   LocalControlPlane::Result waited =
       cluster_->Kubectl({"wait", "--for=delete", "djob/e2e-ttl", "--timeout=90s"});
   EXPECT_EQ(waited.exit_code, 0) << waited.output;
-  EXPECT_TRUE(cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-ttl", has_no_pods, kJobTimeout));
+  EXPECT_TRUE(
+      cluster_->WaitForPods("default", "cohort.dev/job-name=e2e-ttl", has_no_pods, kJobTimeout));
 }
 
 TEST_F(OperatorE2E, InvalidSpec_ConditionAndEventAndNothingCreated) {
   auto op = Operator();
   // The CRD schema cannot know that the gang needs restartPolicy Never; the operator does.
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-invalid", 2, "k8s", "", "      restartPolicy: Always\n")).exit_code, 0);
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"},
+                          JobYaml("e2e-invalid", 2, "k8s", "", "      restartPolicy: Always\n"))
+                .exit_code,
+            0);
   auto invalid = [](const json& job) {
     if (!job.contains("status")) return false;
     for (const json& c : job["status"].value("conditions", json::array())) {
@@ -1128,7 +1309,8 @@ TEST_F(OperatorE2E, InvalidSpec_ConditionAndEventAndNothingCreated) {
   ASSERT_TRUE(invalid(job)) << job.dump(2);
   EXPECT_THAT(job.dump(), HasSubstr("restartPolicy"));
   EXPECT_THAT(EventsOnceThereIs(*cluster_, "e2e-invalid", "InvalidSpec"), HasSubstr("InvalidSpec"));
-  absl::StatusOr<json> pods = cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-invalid");
+  absl::StatusOr<json> pods =
+      cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-invalid");
   ASSERT_TRUE(pods.ok());
   EXPECT_TRUE((*pods)["items"].empty());
   EXPECT_EQ(cluster_->Kubectl({"delete", "djob", "e2e-invalid"}).exit_code, 0);
@@ -1138,14 +1320,16 @@ TEST_F(OperatorE2E, OperatorKilledAndRestartedMidJob_NoDuplicatePodsAndStatusCon
   auto first = Operator("operator 1");
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-resume", 2, "k8s-hold")).exit_code, 0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-resume", AllReady, kJobTimeout)));
-  absl::StatusOr<json> before = cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-resume");
+  absl::StatusOr<json> before =
+      cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-resume");
   ASSERT_TRUE(before.ok());
 
   first->Signal(SIGKILL);
   ASSERT_TRUE(first->WaitForExit(absl::Seconds(10)).has_value());
   // Without a graceful release the new replica waits out the killed one's Lease (short here).
   auto second = Operator("operator 2");
-  absl::StatusOr<json> after = cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-resume");
+  absl::StatusOr<json> after =
+      cluster_->client().List(kube::kPods, "default", "cohort.dev/job-name=e2e-resume");
   ASSERT_TRUE(after.ok());
   ASSERT_EQ((*after)["items"].size(), 2u) << "no duplicate pods";
   for (size_t i = 0; i < 2; ++i) {
@@ -1183,7 +1367,6 @@ TEST_F(OperatorE2E, TwoReplicas_OneLeadsAndTheOtherTakesOverOnShutdown) {
   EXPECT_NE(b->WaitForLine("informers synced", absl::Seconds(10)), "");
 }
 
-
 // promtool's verdict on a /metrics body: "" when it accepts it, else its complaint.
 std::string PromtoolProblems(const std::string& metrics) {
   std::string file = absl::StrCat(::testing::TempDir(), "/operator-metrics.txt");
@@ -1205,7 +1388,8 @@ TEST_F(OperatorE2E, Metrics_CountWhatTheOperatorDidAndPromtoolAcceptsThem) {
   int port = 0;
   ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.rfind(' ') + 1), &port)) << line;
   ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-metrics", 2, "k8s")).exit_code, 0);
-  ASSERT_EQ(Phase(cluster_->WaitForJob("default", "e2e-metrics", Finished, kJobTimeout)), "Succeeded");
+  ASSERT_EQ(Phase(cluster_->WaitForJob("default", "e2e-metrics", Finished, kJobTimeout)),
+            "Succeeded");
 
   httplib::Client http("127.0.0.1", port);
   auto ready = http.Get("/readyz");
@@ -1224,10 +1408,12 @@ TEST_F(OperatorE2E, Metrics_CountWhatTheOperatorDidAndPromtoolAcceptsThem) {
 
 // A DistributedJob of 2 pods running `program` (with `args`) under the environment's python;
 // `extra_spec` adds spec fields (processesPerPod), `command` replaces python (torchrun).
-std::string PythonJobYaml(const std::string& name, const std::string& venv, const std::string& program,
-                          const std::string& args, const std::string& env_yaml,
-                          const std::string& extra_spec = "", const std::string& command = "") {
-  return absl::StrReplaceAll(R"(apiVersion: cohort.dev/v1alpha1
+std::string PythonJobYaml(const std::string& name, const std::string& venv,
+                          const std::string& program, const std::string& args,
+                          const std::string& env_yaml, const std::string& extra_spec = "",
+                          const std::string& command = "") {
+  return absl::StrReplaceAll(
+      R"(apiVersion: cohort.dev/v1alpha1
 kind: DistributedJob
 metadata:
   name: NAME
@@ -1245,18 +1431,18 @@ EXTRA_SPEC  template:
             - name: JAX_PLATFORMS
               value: cpu
 ENV)",
-                             {{"NAME", name},
-                              {"EXTRA_SPEC", extra_spec},
-                              {"PYTHON", command.empty() ? absl::StrCat(venv, "/bin/python") : command},
-                              {"PROGRAM", absl::StrCat(COHORT_SOURCE_DIR, "/", program)},
-                              {"ARGS", args.empty() ? "" : absl::StrCat(", \"", args, "\"")},
-                              {"ENV", env_yaml}});
+      {{"NAME", name},
+       {"EXTRA_SPEC", extra_spec},
+       {"PYTHON", command.empty() ? absl::StrCat(venv, "/bin/python") : command},
+       {"PROGRAM", absl::StrCat(COHORT_SOURCE_DIR, "/", program)},
+       {"ARGS", args.empty() ? "" : absl::StrCat(", \"", args, "\"")},
+       {"ENV", env_yaml}});
 }
 
 // Waits until `rank`'s trainer log of `job` has a line containing `text`; returns the log then,
 // or "" at the deadline (a restarted pod's log starts afresh, so read it while it is there).
-std::string WaitForLog(LocalControlPlane& cluster, const std::string& job, int rank, const std::string& text,
-                       absl::Duration timeout) {
+std::string WaitForLog(LocalControlPlane& cluster, const std::string& job, int rank,
+                       const std::string& text, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     std::string log = TrainerLog(cluster, job, rank);
@@ -1275,28 +1461,32 @@ std::string ReadRecord(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// An unmodified JAX program (tests/frameworks/jax_program.py) whose processes register with rank 0's
-// sidecar, not with the service JAX's process 0 starts: the sidecar's metrics show both tasks.
+// An unmodified JAX program (tests/frameworks/jax_program.py) whose processes register with rank
+// 0's sidecar, not with the service JAX's process 0 starts: the sidecar's metrics show both tasks.
 TEST_F(OperatorE2E, JaxProgram_TwoRanksSucceedThroughRankZerosSidecar) {
   std::string venv = JaxEnvironment("0.10.2");
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jax", venv, "tests/frameworks/jax_program.py", "k8s",
-                                                      "            - name: COHORT_TEST_SIDECAR_METRICS\n"
-                                                      "              value: pod\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"},
+                          PythonJobYaml("e2e-jax", venv, "tests/frameworks/jax_program.py", "k8s",
+                                        "            - name: COHORT_TEST_SIDECAR_METRICS\n"
+                                        "              value: pod\n"))
                 .exit_code,
             0);
   json job = cluster_->WaitForJob("default", "e2e-jax", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax");
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_THAT(TrainerLog(*cluster_, "e2e-jax", rank),
-                HasSubstr(absl::StrCat("JAX process ", rank,
-                                       " of 2: kv, barrier, allgather, broadcast and live nodes ok")));
+    EXPECT_THAT(
+        TrainerLog(*cluster_, "e2e-jax", rank),
+        HasSubstr(absl::StrCat("JAX process ", rank,
+                               " of 2: kv, barrier, allgather, broadcast and live nodes ok")));
   }
   std::string log0 = TrainerLog(*cluster_, "e2e-jax", 0);
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_THAT(log0, HasSubstr(absl::StrCat("METRIC cohort_task_state{rank=\"", rank,
-                                             "\",state=\"shut_down\",protocol=\"xla_coordination\"} 1")));
+    EXPECT_THAT(log0,
+                HasSubstr(absl::StrCat("METRIC cohort_task_state{rank=\"", rank,
+                                       "\",state=\"shut_down\",protocol=\"xla_coordination\"} 1")));
   }
 }
 
@@ -1304,35 +1494,42 @@ TEST_F(OperatorE2E, JaxProgram_RankKilled_TheOtherIsToldAndTheGangRestarts) {
   std::string venv = JaxEnvironment("0.10.2");
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jax-kill", venv, "tests/frameworks/jax_program.py", "k8s",
-                                                      "            - name: COHORT_TEST_HOLD\n"
-                                                      "              value: \"1\"\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, PythonJobYaml("e2e-jax-kill", venv,
+                                                   "tests/frameworks/jax_program.py", "k8s",
+                                                   "            - name: COHORT_TEST_HOLD\n"
+                                                   "              value: \"1\"\n"))
                 .exit_code,
             0);
   ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-kill", 0, "JAX process 0 ready", absl::Minutes(2)), "");
   ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-kill", 1, "JAX process 1 ready", absl::Minutes(1)), "");
   pid_t pid = LocalControlPlane::WaitForProcess(
-      "jax_program.py", {"COHORT_JOB_NAME=e2e-jax-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+      "jax_program.py",
+      {"COHORT_JOB_NAME=e2e-jax-kill", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's JAX process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   absl::Time killed = absl::Now();
-  std::string told = WaitForLog(*cluster_, "e2e-jax-kill", 0,
-                                "Terminating process because the JAX distributed service detected fatal errors",
-                                absl::Seconds(10));
+  std::string told =
+      WaitForLog(*cluster_, "e2e-jax-kill", 0,
+                 "Terminating process because the JAX distributed service detected fatal errors",
+                 absl::Seconds(10));
   EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
   EXPECT_THAT(told, HasSubstr("rank 1 (JAX process at "));
   // Either path names the death: the PollForError stream of the killed process closing, or
   // cohort-launch reporting its pod's processes ended (whichever reaches the service first).
-  EXPECT_THAT(told, AnyOf(HasSubstr("its JAX process died or was killed"), HasSubstr("killed by signal 9")));
+  EXPECT_THAT(told, AnyOf(HasSubstr("its JAX process died or was killed"),
+                          HasSubstr("killed by signal 9")));
 
   json job = cluster_->WaitForJob("default", "e2e-jax-kill", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax-kill");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-jax-kill");
   // In place: the new JAX processes initialized again against rank 0's JAX port, which the
   // attempt's fresh coordination service serves.
-  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << Events(*cluster_, "e2e-jax-kill");
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace")
+      << Events(*cluster_, "e2e-jax-kill");
   EXPECT_EQ(StatusInt(job, "preemptions"), 0);
-  EXPECT_THAT(TrainerLog(*cluster_, "e2e-jax-kill", 0), HasSubstr("JAX process 0 restart attempt 1"));
+  EXPECT_THAT(TrainerLog(*cluster_, "e2e-jax-kill", 0),
+              HasSubstr("JAX process 0 restart attempt 1"));
 }
 
 // `kubectl drain`: the evicted pod's JAX process gets SIGTERM; JAX's handler sets the notice key
@@ -1343,10 +1540,12 @@ TEST_F(OperatorE2E, JaxProgram_PodEvicted_BothSyncAtOneStepAndTheGangRestartsAsA
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
   auto op = Operator();
   const std::string record = absl::StrCat(cluster_->dir(), "/e2e-jax-evict.record");
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jax-evict", venv, "tests/frameworks/jax_program.py", "k8s",
-                                                      "            - name: COHORT_TEST_HOLD\n"
-                                                      "              value: \"1\"\n" +
-                                                          RecordYaml(record)))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, PythonJobYaml("e2e-jax-evict", venv,
+                                                   "tests/frameworks/jax_program.py", "k8s",
+                                                   "            - name: COHORT_TEST_HOLD\n"
+                                                   "              value: \"1\"\n" +
+                                                       RecordYaml(record)))
                 .exit_code,
             0);
   ASSERT_NE(WaitForLog(*cluster_, "e2e-jax-evict", 0, "JAX process 0 ready", absl::Minutes(2)), "");
@@ -1357,12 +1556,13 @@ TEST_F(OperatorE2E, JaxProgram_PodEvicted_BothSyncAtOneStepAndTheGangRestartsAsA
   json job = cluster_->WaitForJob("default", "e2e-jax-evict", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jax-evict");
   EXPECT_EQ(StatusInt(job, "preemptions"), 1) << Events(*cluster_, "e2e-jax-evict");
-  EXPECT_EQ(StatusInt(job, "restarts"), 0) << Events(*cluster_, "e2e-jax-evict")
-                                           << TrainerLog(*cluster_, "e2e-jax-evict", 0)
-                                           << PodTrainerLog(*cluster_, "e2e-jax-evict-1-r1");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0)
+      << Events(*cluster_, "e2e-jax-evict") << TrainerLog(*cluster_, "e2e-jax-evict", 0)
+      << PodTrainerLog(*cluster_, "e2e-jax-evict-1-r1");
   const std::string recorded = ReadRecord(record);
   auto sync_step = [&](int rank) {
-    size_t at = recorded.find(absl::StrCat("JAX process ", rank, " preemption sync point at step "));
+    size_t at =
+        recorded.find(absl::StrCat("JAX process ", rank, " preemption sync point at step "));
     if (at == std::string::npos) return std::string("none");
     at = recorded.find("at step ", at);
     return recorded.substr(at, recorded.find(';', at) - at);
@@ -1375,24 +1575,31 @@ TEST_F(OperatorE2E, JaxProgram_PodEvicted_BothSyncAtOneStepAndTheGangRestartsAsA
 // A documented example (manifests/examples/), applied as a user would, except that its command
 // (pip install, then python on the program) becomes the test environment's python on the program:
 // pods here have no image and no network.
-std::string ExampleYaml(const std::string& file, const std::string& pip_install, const std::string& venv) {
+std::string ExampleYaml(const std::string& file, const std::string& pip_install,
+                        const std::string& venv) {
   std::ifstream manifest(absl::StrCat(COHORT_SOURCE_DIR, "/manifests/examples/", file));
   std::string yaml((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
   const std::string command =
       absl::StrCat("[\"sh\", \"-c\", \"", pip_install, " && exec python /program/train.py\"]");
   EXPECT_THAT(yaml, HasSubstr(command));
-  return absl::StrReplaceAll(yaml, {{command, absl::StrCat("[\"", venv, "/bin/python\", \"/program/train.py\"]")}});
+  return absl::StrReplaceAll(
+      yaml, {{command, absl::StrCat("[\"", venv, "/bin/python\", \"/program/train.py\"]")}});
 }
 
 TEST_F(OperatorE2E, JaxExample_RunsToTheEnd) {
   std::string venv = JaxEnvironment("0.10.2");
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX example";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, ExampleYaml("jax-job.yaml", "pip install --quiet jax==0.10.2", venv)).exit_code, 0);
+  ASSERT_EQ(
+      cluster_
+          ->Kubectl({"apply"}, ExampleYaml("jax-job.yaml", "pip install --quiet jax==0.10.2", venv))
+          .exit_code,
+      0);
   json job = cluster_->WaitForJob("default", "jax-example", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "jax-example");
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_THAT(TrainerLog(*cluster_, "jax-example", rank), HasSubstr(absl::StrCat("process ", rank, ": done")));
+    EXPECT_THAT(TrainerLog(*cluster_, "jax-example", rank),
+                HasSubstr(absl::StrCat("process ", rank, ": done")));
   }
 }
 
@@ -1400,11 +1607,16 @@ TEST_F(OperatorE2E, PytorchExample_RunsToTheEnd) {
   std::string venv = TorchEnvironment();
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch example";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, ExampleYaml("pytorch-job.yaml", "pip install --quiet torch==2.15.0", venv)).exit_code, 0);
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, ExampleYaml("pytorch-job.yaml",
+                                                 "pip install --quiet torch==2.15.0", venv))
+                .exit_code,
+            0);
   json job = cluster_->WaitForJob("default", "pytorch-example", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "pytorch-example");
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_THAT(TrainerLog(*cluster_, "pytorch-example", rank), HasSubstr(absl::StrCat("rank ", rank, ": done")));
+    EXPECT_THAT(TrainerLog(*cluster_, "pytorch-example", rank),
+                HasSubstr(absl::StrCat("rank ", rank, ": done")));
   }
 }
 
@@ -1415,14 +1627,16 @@ TEST_F(OperatorE2E, PytorchExample_RunsToTheEnd) {
 // preemption and every rank resumes from that step.
 TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResumes) {
   std::string venv = CohortPythonEnvironment();
-  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the cohort package's example";
+  if (venv.empty())
+    GTEST_SKIP() << "PyPI cannot be reached: no torch for the cohort package's example";
   auto op = Operator();
-  const std::string program = absl::StrCat(COHORT_SOURCE_DIR, "/examples/python/pytorch_preemptible.py");
+  const std::string program =
+      absl::StrCat(COHORT_SOURCE_DIR, "/examples/python/pytorch_preemptible.py");
   // The ConfigMaps the manifest's header says to create (the wheel's is left empty: the test
   // environment has it installed).
-  for (const auto& [name, files] : {std::pair<std::string, std::vector<std::string>>{
-                                        "pytorch-preemptible-program", {program}},
-                                    {"cohort-wheel", {}}}) {
+  for (const auto& [name, files] :
+       {std::pair<std::string, std::vector<std::string>>{"pytorch-preemptible-program", {program}},
+        {"cohort-wheel", {}}}) {
     LocalControlPlane::Result made = cluster_->CreateConfigMap(name, files);
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
@@ -1435,13 +1649,18 @@ TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResu
   ASSERT_THAT(yaml, HasSubstr(command));
   ASSERT_THAT(yaml, HasSubstr(volume));
   yaml = absl::StrReplaceAll(
-      yaml, {{command, absl::StrCat(R"([")", venv, R"(/bin/python", "/program/pytorch_preemptible.py", "--steps", "1000"])")},
-             {volume, absl::StrCat("          hostPath:\n            path: ", checkpoints)}});
+      yaml,
+      {{command,
+        absl::StrCat(R"([")", venv,
+                     R"(/bin/python", "/program/pytorch_preemptible.py", "--steps", "1000"])")},
+       {volume, absl::StrCat("          hostPath:\n            path: ", checkpoints)}});
   ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
-  ASSERT_NE(WaitForLog(*cluster_, "pytorch-preemptible", 0, "rank 0/2 step 50 ", absl::Minutes(3)), "");
+  ASSERT_NE(WaitForLog(*cluster_, "pytorch-preemptible", 0, "rank 0/2 step 50 ", absl::Minutes(3)),
+            "");
   // The steps the program reports (cohort.report_progress) are on rank 0's sidecar's /metrics:
   // its own (cohort_trainer_step) and every rank's (cohort_task_step).
-  LocalControlPlane::Result pod = cluster_->Kubectl({"get", "pod", "pytorch-preemptible-0", "-o", "json"});
+  LocalControlPlane::Result pod =
+      cluster_->Kubectl({"get", "pod", "pytorch-preemptible-0", "-o", "json"});
   ASSERT_EQ(pod.exit_code, 0) << pod.output;
   const json pod0 = json::parse(pod.output);
   const int metrics_port = MetricsPort(pod0);
@@ -1451,7 +1670,8 @@ TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResu
     double best = -1;
     for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
       if (!absl::StartsWith(line, name) || line.size() <= name.size() ||
-          (line[name.size()] != ' ' && line[name.size()] != '{') || !absl::StrContains(line, label)) {
+          (line[name.size()] != ' ' && line[name.size()] != '{') ||
+          !absl::StrContains(line, label)) {
         continue;  // another series (cohort_trainer_step_seconds_...), or another rank's
       }
       double v;
@@ -1499,12 +1719,13 @@ TEST_F(OperatorE2E, PythonPreemptibleExample_Evicted_CheckpointsAtOneStepAndResu
 // `import cohort.jax`, then jax.distributed.initialize() with no arguments in each pod.
 TEST_F(OperatorE2E, JaxZeroArgExample_InitializesWithoutArgumentsInEveryPod) {
   std::string venv = CohortJaxEnvironment("0.10.2");
-  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the cohort package's JAX example";
+  if (venv.empty())
+    GTEST_SKIP() << "PyPI cannot be reached: no jax for the cohort package's JAX example";
   auto op = Operator();
   const std::string program = absl::StrCat(COHORT_SOURCE_DIR, "/examples/python/jax_zero_arg.py");
-  for (const auto& [name, files] : {std::pair<std::string, std::vector<std::string>>{
-                                        "jax-zero-arg-program", {program}},
-                                    {"cohort-wheel", {}}}) {
+  for (const auto& [name, files] :
+       {std::pair<std::string, std::vector<std::string>>{"jax-zero-arg-program", {program}},
+        {"cohort-wheel", {}}}) {
     LocalControlPlane::Result made = cluster_->CreateConfigMap(name, files);
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
@@ -1513,7 +1734,9 @@ TEST_F(OperatorE2E, JaxZeroArgExample_InitializesWithoutArgumentsInEveryPod) {
   const std::string command =
       R"(["sh", "-c", "pip install --quiet jax==0.10.2 /wheels/cohort-*.whl && exec python /program/jax_zero_arg.py"])";
   ASSERT_THAT(yaml, HasSubstr(command));
-  yaml = absl::StrReplaceAll(yaml, {{command, absl::StrCat(R"([")", venv, R"(/bin/python", "/program/jax_zero_arg.py"])")}});
+  yaml = absl::StrReplaceAll(
+      yaml,
+      {{command, absl::StrCat(R"([")", venv, R"(/bin/python", "/program/jax_zero_arg.py"])")}});
   ASSERT_EQ(cluster_->Kubectl({"apply"}, yaml).exit_code, 0);
   json job = cluster_->WaitForJob("default", "jax-zero-arg", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "jax-zero-arg");
@@ -1526,17 +1749,25 @@ TEST_F(OperatorE2E, JaxZeroArgExample_InitializesWithoutArgumentsInEveryPod) {
 // An unmodified PyTorch DDP program: init_process_group("gloo") with no arguments.
 TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheGang) {
   std::string venv = TorchEnvironment();
-  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  if (venv.empty())
+    GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-torch", venv, "tests/frameworks/torch_ddp_program.py", "",
-                                                      "            - name: COHORT_TEST_HOLD\n"
-                                                      "              value: \"1\"\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, PythonJobYaml("e2e-torch", venv,
+                                                   "tests/frameworks/torch_ddp_program.py", "",
+                                                   "            - name: COHORT_TEST_HOLD\n"
+                                                   "              value: \"1\"\n"))
                 .exit_code,
             0);
-  ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 0, "torch rank 0 of 2 ready (attempt 0)", absl::Minutes(2)), "");
-  ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 1, "torch rank 1 of 2 ready (attempt 0)", absl::Minutes(1)), "");
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 0, "torch rank 0 of 2 ready (attempt 0)",
+                       absl::Minutes(2)),
+            "");
+  ASSERT_NE(WaitForLog(*cluster_, "e2e-torch", 1, "torch rank 1 of 2 ready (attempt 0)",
+                       absl::Minutes(1)),
+            "");
   pid_t pid = LocalControlPlane::WaitForProcess(
-      "torch_ddp_program.py", {"COHORT_JOB_NAME=e2e-torch", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
+      "torch_ddp_program.py",
+      {"COHORT_JOB_NAME=e2e-torch", "COHORT_PROCESS_ID=1", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 1's torch process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
 
@@ -1544,10 +1775,12 @@ TEST_F(OperatorE2E, TorchDdpProgram_TrainsAndSucceeds_AndAKilledRankRestartsTheG
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-torch");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-torch");
   // In place: rank 0's new process brought its TCPStore back on MASTER_PORT in the same pod.
-  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << Events(*cluster_, "e2e-torch");
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace")
+      << Events(*cluster_, "e2e-torch");
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-torch", rank),
-                HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
+                HasSubstr(absl::StrCat("torch rank ", rank,
+                                       ": 5 DDP steps, parameters equal on every rank")));
   }
 }
 
@@ -1556,16 +1789,18 @@ std::string SourceLine(const std::string& program, const std::string& text) {
   std::ifstream in(absl::StrCat(COHORT_SOURCE_DIR, "/", program));
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    if (absl::StrContains(line, text)) return absl::StrCat(program.substr(program.rfind('/') + 1), ":", n);
+    if (absl::StrContains(line, text))
+      return absl::StrCat(program.substr(program.rfind('/') + 1), ":", n);
   }
   return "";
 }
 
 // The job's Hung condition once it is True (within 3 minutes; else as it is then).
 json WaitForHung(LocalControlPlane& cluster, const std::string& job) {
-  json seen = cluster.WaitForJob("default", job, [](const json& j) {
-    return JobCondition(j, "Hung").value("status", "") == "True";
-  }, absl::Minutes(3));
+  json seen = cluster.WaitForJob(
+      "default", job,
+      [](const json& j) { return JobCondition(j, "Hung").value("status", "") == "True"; },
+      absl::Minutes(3));
   return JobCondition(seen, "Hung");
 }
 
@@ -1576,26 +1811,33 @@ json WaitForHung(LocalControlPlane& cluster, const std::string& job) {
 // Beside it, no false alarm: a healthy job whose steps take 30 s (each rank asleep in its own code
 // between them, the other waiting in the all-reduce) runs 3 minutes without a hang, while the
 // hook did report its steps (one test, so that the two share the time).
-TEST_F(OperatorE2E, TorchDdpPrograms_RankSleepsForever_HungNamesItsLine_StacksKept_Restarted_ASlowJobBesideRaisesNothing) {
+TEST_F(
+    OperatorE2E,
+    TorchDdpPrograms_RankSleepsForever_HungNamesItsLine_StacksKept_Restarted_ASlowJobBesideRaisesNothing) {
   std::string venv = TorchEnvironment();
-  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  if (venv.empty())
+    GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
   const std::string program = "tests/frameworks/torch_ddp_program.py";
   const std::string sleep_line = SourceLine(program, "time.sleep(1e9)");
   ASSERT_NE(sleep_line, "");
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-slow", venv, program, "",
-                                                      "            - name: COHORT_TEST_STEP_S\n"
-                                                      "              value: \"30\"\n"
-                                                      "            - name: COHORT_TEST_STEPS\n"
-                                                      "              value: \"6\"\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, PythonJobYaml("e2e-slow", venv, program, "",
+                                                   "            - name: COHORT_TEST_STEP_S\n"
+                                                   "              value: \"30\"\n"
+                                                   "            - name: COHORT_TEST_STEPS\n"
+                                                   "              value: \"6\"\n"))
                 .exit_code,
             0);
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-hang", venv, program, "",
-                                                      "            - name: COHORT_TEST_HANG_AT\n"
-                                                      "              value: \"20\"\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, PythonJobYaml("e2e-hang", venv, program, "",
+                                                   "            - name: COHORT_TEST_HANG_AT\n"
+                                                   "              value: \"20\"\n"))
                 .exit_code,
             0);
-  ASSERT_NE(WaitForLog(*cluster_, "e2e-hang", 1, "torch rank 1 of 2 ready (attempt 0)", absl::Minutes(2)), "");
+  ASSERT_NE(
+      WaitForLog(*cluster_, "e2e-hang", 1, "torch rank 1 of 2 ready (attempt 0)", absl::Minutes(2)),
+      "");
   const absl::Time ready = absl::Now();
   const json condition = WaitForHung(*cluster_, "e2e-hang");
   ASSERT_EQ(condition.value("status", ""), "True") << Events(*cluster_, "e2e-hang");
@@ -1610,11 +1852,13 @@ TEST_F(OperatorE2E, TorchDdpPrograms_RankSleepsForever_HungNamesItsLine_StacksKe
   json job = cluster_->WaitForJob("default", "e2e-hang", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-hang");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-hang");
-  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace") << Events(*cluster_, "e2e-hang");
+  EXPECT_EQ(job["status"].value("lastRestartStrategy", ""), "InPlace")
+      << Events(*cluster_, "e2e-hang");
   EXPECT_EQ(JobCondition(job, "Hung").value("status", ""), "False") << job.dump(2);
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-hang", rank),
-                HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
+                HasSubstr(absl::StrCat("torch rank ", rank,
+                                       ": 5 DDP steps, parameters equal on every rank")));
   }
   // The evidence outlives the restart: every thread's stacks, the sleeper's at its line, rank
   // 0's inside the backward pass that waits for the all-reduce; and the sidecars' logs.
@@ -1624,7 +1868,8 @@ TEST_F(OperatorE2E, TorchDdpPrograms_RankSleepsForever_HungNamesItsLine_StacksKe
   const std::string stacks0 =
       cluster_->ReadPodFile("e2e-hang-0", "volumes/cohort-agent/dumps/attempt-0/rank-0/stacks.txt");
   EXPECT_THAT(stacks0, HasSubstr("loss.backward()"));
-  EXPECT_THAT(cluster_->ReadPodFile("e2e-hang-1", "cohort-sidecar.log"), HasSubstr("time.sleep(1e9)"));
+  EXPECT_THAT(cluster_->ReadPodFile("e2e-hang-1", "cohort-sidecar.log"),
+              HasSubstr("time.sleep(1e9)"));
 
   json slow = cluster_->WaitForJob("default", "e2e-slow", Finished, absl::Minutes(4));
   ASSERT_EQ(Phase(slow), "Succeeded") << slow.dump(2) << Events(*cluster_, "e2e-slow");
@@ -1632,25 +1877,32 @@ TEST_F(OperatorE2E, TorchDdpPrograms_RankSleepsForever_HungNamesItsLine_StacksKe
   EXPECT_EQ(StatusInt(slow, "lastHangId"), 0) << slow.dump(2);
   EXPECT_NE(JobCondition(slow, "Hung").value("status", ""), "True") << slow.dump(2);
   EXPECT_THAT(Events(*cluster_, "e2e-slow"), Not(HasSubstr("HangDetected")));
-  EXPECT_THAT(cluster_->ReadPodFile("e2e-slow-0", "cohort-sidecar.log"), Not(HasSubstr("attempt hub: hang")));
+  EXPECT_THAT(cluster_->ReadPodFile("e2e-slow-0", "cohort-sidecar.log"),
+              Not(HasSubstr("attempt hub: hang")));
   // The detector was told: the hook counted every step.
-  const json status = json::parse(cluster_->ReadPodFile("e2e-slow-1", "volumes/cohort-agent/probe/rank-1/status.json"),
-                                  nullptr, /*allow_exceptions=*/false);
+  const json status = json::parse(
+      cluster_->ReadPodFile("e2e-slow-1", "volumes/cohort-agent/probe/rank-1/status.json"), nullptr,
+      /*allow_exceptions=*/false);
   EXPECT_EQ(status.is_object() ? status.value("steps", -1) : -1, 6) << status.dump();
 }
 
 // jax#38503 on CPU JAX: one process blocks while the other waits for it in a cross-process
 // collective, which JAX never gives up on. Hang detection names the blocked process and its line
 // and the job restarts in place.
-TEST_F(OperatorE2E, JaxProgram_OneProcessBlocks_TheOtherWaitsInACollective_HungNamesIt_RestartedAndSucceeds) {
+TEST_F(OperatorE2E,
+       JaxProgram_OneProcessBlocks_TheOtherWaitsInACollective_HungNamesIt_RestartedAndSucceeds) {
   std::string venv = JaxEnvironment("0.10.2");
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
   const std::string program = "tests/frameworks/jax_hang_program.py";
   const std::string sleep_line = SourceLine(program, "time.sleep(1e9)");
   ASSERT_NE(sleep_line, "");
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jaxhang", venv, program, "", "")).exit_code, 0);
-  ASSERT_NE(WaitForLog(*cluster_, "e2e-jaxhang", 1, "JAX process 1 ready (attempt 0)", absl::Minutes(2)), "");
+  ASSERT_EQ(
+      cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jaxhang", venv, program, "", "")).exit_code,
+      0);
+  ASSERT_NE(
+      WaitForLog(*cluster_, "e2e-jaxhang", 1, "JAX process 1 ready (attempt 0)", absl::Minutes(2)),
+      "");
   const absl::Time ready = absl::Now();
   const json condition = WaitForHung(*cluster_, "e2e-jaxhang");
   ASSERT_EQ(condition.value("status", ""), "True") << Events(*cluster_, "e2e-jaxhang");
@@ -1661,7 +1913,8 @@ TEST_F(OperatorE2E, JaxProgram_OneProcessBlocks_TheOtherWaitsInACollective_HungN
   json job = cluster_->WaitForJob("default", "e2e-jaxhang", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jaxhang");
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << Events(*cluster_, "e2e-jaxhang");
-  EXPECT_THAT(cluster_->ReadPodFile("e2e-jaxhang-1", "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt"),
+  EXPECT_THAT(cluster_->ReadPodFile("e2e-jaxhang-1",
+                                    "volumes/cohort-agent/dumps/attempt-0/rank-1/stacks.txt"),
               HasSubstr("time.sleep(1e9)"));
 }
 
@@ -1669,13 +1922,16 @@ TEST_F(OperatorE2E, JaxProgram_OneProcessBlocks_TheOtherWaitsInACollective_HungN
 // one sidecar per pod serving both.
 TEST_F(OperatorE2E, TwoPodsOfTwoProcesses_RanksZeroToThreeWithLocalIndicesSucceed) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-pp", 2, "k8s", "  processesPerPod: 2\n")).exit_code, 0);
+  ASSERT_EQ(
+      cluster_->Kubectl({"apply"}, JobYaml("e2e-pp", 2, "k8s", "  processesPerPod: 2\n")).exit_code,
+      0);
   json job = cluster_->WaitForJob("default", "e2e-pp", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-pp");
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
   for (int rank = 0; rank < 4; ++rank) {
     std::string log = TrainerLog(*cluster_, "e2e-pp", rank / 2);
-    EXPECT_THAT(log, HasSubstr(absl::StrCat("[rank ", rank, "] ENVIRONMENT ok: rank ", rank, " of 4")));
+    EXPECT_THAT(log,
+                HasSubstr(absl::StrCat("[rank ", rank, "] ENVIRONMENT ok: rank ", rank, " of 4")));
     EXPECT_THAT(log, HasSubstr(absl::StrCat("[rank ", rank, "] RENDEZVOUS rank=", rank,
                                             " keys=4 count=4 local=", rank % 2, "/2")));
   }
@@ -1686,17 +1942,21 @@ TEST_F(OperatorE2E, TwoPodsOfTwoProcesses_RanksZeroToThreeWithLocalIndicesSuccee
 
 TEST_F(OperatorE2E, TwoPodsOfTwo_OneProcessKilled_EveryRankToldAndTheGangRestartsOnce) {
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ppkill", 2, "k8s-hold", "  processesPerPod: 2\n")).exit_code, 0);
+  ASSERT_EQ(
+      cluster_->Kubectl({"apply"}, JobYaml("e2e-ppkill", 2, "k8s-hold", "  processesPerPod: 2\n"))
+          .exit_code,
+      0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ppkill", AllReady, kJobTimeout)));
   for (int rank = 0; rank < 4; ++rank) {
-    ASSERT_NE(WaitForLog(*cluster_, "e2e-ppkill", rank / 2, absl::StrCat("[rank ", rank, "] TRAINING"),
-                         kJobTimeout),
+    ASSERT_NE(WaitForLog(*cluster_, "e2e-ppkill", rank / 2,
+                         absl::StrCat("[rank ", rank, "] TRAINING"), kJobTimeout),
               "")
         << "rank " << rank << " never trained";
   }
   // Rank 3 is local process 1 of pod e2e-ppkill-1: one process, not the pod.
   pid_t pid = LocalControlPlane::WaitForProcess(
-      "test-trainer", {"COHORT_JOB_NAME=e2e-ppkill", "COHORT_PROCESS_ID=3", "COHORT_RESTART_ATTEMPT=0"});
+      "test-trainer",
+      {"COHORT_JOB_NAME=e2e-ppkill", "COHORT_PROCESS_ID=3", "COHORT_RESTART_ATTEMPT=0"});
   ASSERT_GT(pid, 0) << "rank 3's trainer process";
   ASSERT_EQ(kill(pid, SIGKILL), 0);
 
@@ -1720,14 +1980,16 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestart
   auto op = Operator();
   // The pods' logs start afresh with the restart: the processes also record their lines here.
   const std::string record = absl::StrCat(cluster_->dir(), "/ppevict-record.txt");
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("e2e-ppevict", 2, "k8s-hold", "  processesPerPod: 2\n") +
-                                             "          env:\n" + RecordYaml(record))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      cluster_
+          ->Kubectl({"apply"}, JobYaml("e2e-ppevict", 2, "k8s-hold", "  processesPerPod: 2\n") +
+                                   "          env:\n" + RecordYaml(record))
+          .exit_code,
+      0);
   ASSERT_TRUE(AllReady(cluster_->WaitForJob("default", "e2e-ppevict", AllReady, kJobTimeout)));
   for (int rank = 0; rank < 4; ++rank) {
-    ASSERT_NE(WaitForLog(*cluster_, "e2e-ppevict", rank / 2, absl::StrCat("[rank ", rank, "] TRAINING"),
-                         kJobTimeout),
+    ASSERT_NE(WaitForLog(*cluster_, "e2e-ppevict", rank / 2,
+                         absl::StrCat("[rank ", rank, "] TRAINING"), kJobTimeout),
               "");
   }
   LocalControlPlane::Result evicted = cluster_->Evict("default", "e2e-ppevict-1");
@@ -1736,7 +1998,8 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestart
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ppevict");
   EXPECT_EQ(StatusInt(job, "preemptions"), 1);
   EXPECT_EQ(StatusInt(job, "restarts"), 0);
-  EXPECT_THAT(Events(*cluster_, "e2e-ppevict"), HasSubstr("pod e2e-ppevict-1 (ranks 2-3) was preempted"));
+  EXPECT_THAT(Events(*cluster_, "e2e-ppevict"),
+              HasSubstr("pod e2e-ppevict-1 (ranks 2-3) was preempted"));
   // Every process of both pods reached the same sync step (the evicted pod's through
   // cohort-launch forwarding the SIGTERM, the other pod's through the job).
   const std::string lines = ReadRecord(record);
@@ -1754,10 +2017,13 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestart
 // each process its RANK and LOCAL_RANK, one TCPStore on rank 0's process.
 TEST_F(OperatorE2E, TorchDdpProgram_TwoPodsOfTwoProcesses_Trains) {
   std::string venv = TorchEnvironment();
-  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  if (venv.empty())
+    GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-torchpp", venv, "tests/frameworks/torch_ddp_program.py",
-                                                      "", "", "  processesPerPod: 2\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, PythonJobYaml("e2e-torchpp", venv,
+                                                   "tests/frameworks/torch_ddp_program.py", "", "",
+                                                   "  processesPerPod: 2\n"))
                 .exit_code,
             0);
   json job = cluster_->WaitForJob("default", "e2e-torchpp", Finished, absl::Minutes(3));
@@ -1773,11 +2039,14 @@ TEST_F(OperatorE2E, TorchDdpProgram_TwoPodsOfTwoProcesses_Trains) {
 // Kubeflow Trainer runs it: torchrun starts the pod's 2 processes from the PET_* variables.
 TEST_F(OperatorE2E, TorchrunCommand_TwoPodsOfTwoProcesses_Trains) {
   std::string venv = TorchEnvironment();
-  if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
+  if (venv.empty())
+    GTEST_SKIP() << "PyPI cannot be reached: no torch for the PyTorch end-to-end test";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-torchrun", venv, "tests/frameworks/torch_ddp_program.py",
-                                                      "", "", "  processesPerPod: 2\n  launcher: Torchrun\n",
-                                                      absl::StrCat(venv, "/bin/torchrun")))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"}, PythonJobYaml("e2e-torchrun", venv,
+                                                   "tests/frameworks/torch_ddp_program.py", "", "",
+                                                   "  processesPerPod: 2\n  launcher: Torchrun\n",
+                                                   absl::StrCat(venv, "/bin/torchrun")))
                 .exit_code,
             0);
   json job = cluster_->WaitForJob("default", "e2e-torchrun", Finished, absl::Minutes(3));
@@ -1785,7 +2054,8 @@ TEST_F(OperatorE2E, TorchrunCommand_TwoPodsOfTwoProcesses_Trains) {
                                      << TrainerLog(*cluster_, "e2e-torchrun", 0);
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(TrainerLog(*cluster_, "e2e-torchrun", rank / 2),
-                HasSubstr(absl::StrCat("torch rank ", rank, ": 5 DDP steps, parameters equal on every rank")));
+                HasSubstr(absl::StrCat("torch rank ", rank,
+                                       ": 5 DDP steps, parameters equal on every rank")));
   }
 }
 
@@ -1794,23 +2064,27 @@ TEST_F(OperatorE2E, JaxProgram_TwoPodsOfTwoProcesses_FourTasksRegisterAndFinish)
   std::string venv = JaxEnvironment("0.10.2");
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no jax for the JAX end-to-end test";
   auto op = Operator();
-  ASSERT_EQ(cluster_->Kubectl({"apply"}, PythonJobYaml("e2e-jaxpp", venv, "tests/frameworks/jax_program.py", "k8s",
-                                                      "            - name: COHORT_TEST_SIDECAR_METRICS\n"
-                                                      "              value: pod\n",
-                                                      "  processesPerPod: 2\n"))
+  ASSERT_EQ(cluster_
+                ->Kubectl({"apply"},
+                          PythonJobYaml("e2e-jaxpp", venv, "tests/frameworks/jax_program.py", "k8s",
+                                        "            - name: COHORT_TEST_SIDECAR_METRICS\n"
+                                        "              value: pod\n",
+                                        "  processesPerPod: 2\n"))
                 .exit_code,
             0);
   json job = cluster_->WaitForJob("default", "e2e-jaxpp", Finished, absl::Minutes(3));
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-jaxpp");
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_THAT(TrainerLog(*cluster_, "e2e-jaxpp", rank / 2),
-                HasSubstr(absl::StrCat("[rank ", rank, "] JAX process ", rank,
-                                       " of 4: kv, barrier, allgather, broadcast and live nodes ok")));
+    EXPECT_THAT(
+        TrainerLog(*cluster_, "e2e-jaxpp", rank / 2),
+        HasSubstr(absl::StrCat("[rank ", rank, "] JAX process ", rank,
+                               " of 4: kv, barrier, allgather, broadcast and live nodes ok")));
   }
   std::string log0 = TrainerLog(*cluster_, "e2e-jaxpp", 0);
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_THAT(log0, HasSubstr(absl::StrCat("METRIC cohort_task_state{rank=\"", rank,
-                                             "\",state=\"shut_down\",protocol=\"xla_coordination\"} 1")));
+    EXPECT_THAT(log0,
+                HasSubstr(absl::StrCat("METRIC cohort_task_state{rank=\"", rank,
+                                       "\",state=\"shut_down\",protocol=\"xla_coordination\"} 1")));
   }
 }
 

@@ -1,8 +1,8 @@
-// Unmodified JAX programs (tests/frameworks/jax_program.py, jax from PyPI, CPU) under cohort-run: every
-// process dials rank 0's sidecar, which speaks XLA's coordination protocol (docs/jax.md). Each
-// test runs for every supported jaxlib generation that this machine can install:
-// jax 0.10.2 (xla.coordination) and 0.9.2 (tensorflow.CoordinationService) on Python 3.11, and
-// 0.12.0.1 where a Python >= 3.12 exists.
+// Unmodified JAX programs (tests/frameworks/jax_program.py, jax from PyPI, CPU) under cohort-run:
+// every process dials rank 0's sidecar, which speaks XLA's coordination protocol (docs/jax.md).
+// Each test runs for every supported jaxlib generation that this machine can install: jax 0.10.2
+// (xla.coordination) and 0.9.2 (tensorflow.CoordinationService) on Python 3.11, and 0.12.0.1 where
+// a Python >= 3.12 exists.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -33,7 +33,9 @@ struct JaxVersion {
   std::string python;    // The interpreter the environment is made with.
 };
 
-std::string ProgramPath() { return absl::StrCat(COHORT_SOURCE_DIR, "/tests/frameworks/jax_program.py"); }
+std::string ProgramPath() {
+  return absl::StrCat(COHORT_SOURCE_DIR, "/tests/frameworks/jax_program.py");
+}
 
 // A Python >= 3.12 interpreter (jax 0.11+ needs one): python3.13 or python3.12 in PATH, else
 // one that pyenv installed; "" when there is none.
@@ -42,8 +44,9 @@ std::string FindPython312() {
   const char* pyenv_root = getenv("PYENV_ROOT");
   const char* home = getenv("HOME");
   std::filesystem::path versions =
-      pyenv_root != nullptr ? std::filesystem::path(pyenv_root) / "versions"
-                            : std::filesystem::path(home != nullptr ? home : "/root") / ".pyenv/versions";
+      pyenv_root != nullptr
+          ? std::filesystem::path(pyenv_root) / "versions"
+          : std::filesystem::path(home != nullptr ? home : "/root") / ".pyenv/versions";
   std::error_code ec;
   std::vector<std::string> installed;
   for (const auto& entry : std::filesystem::directory_iterator(versions, ec)) {
@@ -82,8 +85,9 @@ class JaxProgramTest : public ::testing::TestWithParam<JaxVersion> {
     args.push_back(absl::StrCat(venv_, "/bin/python"));
     args.push_back(ProgramPath());
     args.push_back(mode);
-    return Launch(args, {{"JAX_PLATFORMS", "cpu"},
-                         {"COHORT_TEST_SIDECAR_PORT_FILE", absl::StrCat(work_dir_, "/rank-0/http-port")}});
+    return Launch(
+        args, {{"JAX_PLATFORMS", "cpu"},
+               {"COHORT_TEST_SIDECAR_PORT_FILE", absl::StrCat(work_dir_, "/rank-0/http-port")}});
   }
 
   // The pid of `rank`'s process whose command line contains `text`, or 0.
@@ -135,9 +139,9 @@ TEST_P(JaxProgramTest, TwoRanks_EveryCallWorksAndRankZerosSidecarServedBothTasks
   int status = run.Finish();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(run.Has(absl::StrCat(
-        "[rank ", rank, "] JAX process ", rank,
-        " of 2: kv, barrier, allgather, broadcast and live nodes ok")));
+    EXPECT_TRUE(
+        run.Has(absl::StrCat("[rank ", rank, "] JAX process ", rank,
+                             " of 2: kv, barrier, allgather, broadcast and live nodes ok")));
   }
   // Both JAX tasks registered with, and shut down through, the sidecar's service: neither talked
   // to the service JAX's process 0 started on its own (its registration barrier needs both).
@@ -146,10 +150,12 @@ TEST_P(JaxProgramTest, TwoRanks_EveryCallWorksAndRankZerosSidecarServedBothTasks
                                      "\",state=\"shut_down\",protocol=\"", protocol(), "\"} 1")))
         << "rank " << rank;
   }
-  EXPECT_TRUE(run.Has(absl::StrCat("METRIC cohort_jax_rpcs_total{code=\"ok\",method=\"RegisterTask\",protocol=\"",
-                                   protocol(), "\"} 2")));
-  EXPECT_TRUE(run.Has(absl::StrCat("METRIC cohort_jax_rpcs_total{code=\"ok\",method=\"ShutdownTask\",protocol=\"",
-                                   protocol(), "\"} 2")));
+  EXPECT_TRUE(run.Has(
+      absl::StrCat("METRIC cohort_jax_rpcs_total{code=\"ok\",method=\"RegisterTask\",protocol=\"",
+                   protocol(), "\"} 2")));
+  EXPECT_TRUE(run.Has(
+      absl::StrCat("METRIC cohort_jax_rpcs_total{code=\"ok\",method=\"ShutdownTask\",protocol=\"",
+                   protocol(), "\"} 2")));
 }
 
 TEST_P(JaxProgramTest, OneRankKilled_TheOtherIsTerminatedWithinTwoSecondsNamingIt) {
@@ -230,8 +236,9 @@ TEST(TorchProgramTest, DdpWithNoArguments_TrainsOnTwoRanksUnderCohortRun) {
   std::string venv = TorchEnvironment();
   if (HasFailure()) return;
   if (venv.empty()) GTEST_SKIP() << "PyPI cannot be reached: no torch";
-  LauncherRun run = Launch({"-n", "2", "--", absl::StrCat(venv, "/bin/python"),
-                            absl::StrCat(COHORT_SOURCE_DIR, "/tests/frameworks/torch_ddp_program.py")});
+  LauncherRun run =
+      Launch({"-n", "2", "--", absl::StrCat(venv, "/bin/python"),
+              absl::StrCat(COHORT_SOURCE_DIR, "/tests/frameworks/torch_ddp_program.py")});
   int status = run.Finish();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   for (int rank = 0; rank < 2; ++rank) {
@@ -240,18 +247,18 @@ TEST(TorchProgramTest, DdpWithNoArguments_TrainsOnTwoRanksUnderCohortRun) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Jaxlib, JaxProgramTest,
-    ::testing::Values(JaxVersion{"0.10.2", "xla_coordination", "python3"},
-                      JaxVersion{"0.9.2", "tensorflow", "python3"},
-                      JaxVersion{"0.12.0.1", "xla_coordination", FindPython312()}),
-    [](const ::testing::TestParamInfo<JaxVersion>& info) {
-      std::string name = absl::StrCat("jax_", info.param.jax);
-      for (char& c : name) {
-        if (c == '.') c = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Jaxlib, JaxProgramTest,
+                         ::testing::Values(JaxVersion{"0.10.2", "xla_coordination", "python3"},
+                                           JaxVersion{"0.9.2", "tensorflow", "python3"},
+                                           JaxVersion{"0.12.0.1", "xla_coordination",
+                                                      FindPython312()}),
+                         [](const ::testing::TestParamInfo<JaxVersion>& info) {
+                           std::string name = absl::StrCat("jax_", info.param.jax);
+                           for (char& c : name) {
+                             if (c == '.') c = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace cohort::testing

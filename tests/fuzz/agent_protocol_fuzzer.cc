@@ -83,8 +83,8 @@ bool ParseRequest(const std::string& text, Message* out) {
   // A proto3 string that is not UTF-8 is refused when parsed (gRPC answers INTERNAL): such a
   // request never reaches the sidecar's handlers.
   if (!reread->ParseFromString(wire)) return false;
-  FUZZ_CHECK(MessageDifferencer::Equals(*out, *reread), out->GetTypeName(), " changed on the wire: ",
-             out->ShortDebugString(), " -> ", reread->ShortDebugString());
+  FUZZ_CHECK(MessageDifferencer::Equals(*out, *reread), out->GetTypeName(),
+             " changed on the wire: ", out->ShortDebugString(), " -> ", reread->ShortDebugString());
   return true;
 }
 
@@ -95,13 +95,17 @@ void CheckSessionRequest(const Request& request) {
   framed.set_call_id(7);
   SetCall(&framed, request);
   pb::SessionRequest received;
-  FUZZ_CHECK(received.ParseFromString(framed.SerializeAsString()), "a SessionRequest does not parse");
+  FUZZ_CHECK(received.ParseFromString(framed.SerializeAsString()),
+             "a SessionRequest does not parse");
   const google::protobuf::OneofDescriptor* call = received.GetDescriptor()->FindOneofByName("call");
-  const google::protobuf::FieldDescriptor* field = received.GetReflection()->GetOneofFieldDescriptor(received, call);
-  FUZZ_CHECK(field != nullptr && field->message_type() == Request::descriptor(), Request::descriptor()->name(),
-             " travels in the Session stream's field ", field ? field->name() : "(none)");
-  FUZZ_CHECK(MessageDifferencer::Equals(received.GetReflection()->GetMessage(received, field), request),
-             Request::descriptor()->name(), " changed in the Session stream");
+  const google::protobuf::FieldDescriptor* field =
+      received.GetReflection()->GetOneofFieldDescriptor(received, call);
+  FUZZ_CHECK(field != nullptr && field->message_type() == Request::descriptor(),
+             Request::descriptor()->name(), " travels in the Session stream's field ",
+             field ? field->name() : "(none)");
+  FUZZ_CHECK(
+      MessageDifferencer::Equals(received.GetReflection()->GetMessage(received, field), request),
+      Request::descriptor()->name(), " changed in the Session stream");
 }
 
 // ... and its result comes back in the response's.
@@ -110,7 +114,8 @@ void CheckSessionResponse(const Response& response) {
   pb::SessionResponse framed;
   PutResult(&framed, response);
   pb::SessionResponse received;
-  FUZZ_CHECK(received.ParseFromString(framed.SerializeAsString()), "a SessionResponse does not parse");
+  FUZZ_CHECK(received.ParseFromString(framed.SerializeAsString()),
+             "a SessionResponse does not parse");
   Response out;
   TakeResult(&received, &out);
   if constexpr (std::is_same_v<Response, pb::InsertKeyValueResponse> ||
@@ -119,7 +124,8 @@ void CheckSessionResponse(const Response& response) {
     return;  // No result travels.
   } else {
     FUZZ_CHECK(MessageDifferencer::Equals(out, response), Response::descriptor()->name(),
-               " changed in the Session stream: ", response.ShortDebugString(), " -> ", out.ShortDebugString());
+               " changed in the Session stream: ", response.ShortDebugString(), " -> ",
+               out.ShortDebugString());
   }
 }
 
@@ -236,9 +242,11 @@ class Harness {
             std::string prefix = Normalize(dir);
             if (!prefix.empty()) prefix += "/";
             for (const auto& [k, v] : *e) {
-              FUZZ_CHECK(k.compare(0, prefix.size(), prefix) == 0, "dir '", dir, "' listed '", k, "'");
+              FUZZ_CHECK(k.compare(0, prefix.size(), prefix) == 0, "dir '", dir, "' listed '", k,
+                         "'");
               auto it = kv_.find(k);
-              FUZZ_CHECK(it != kv_.end() && it->second == v, "dir listed '", k, "' with a value nobody wrote");
+              FUZZ_CHECK(it != kv_.end() && it->second == v, "dir listed '", k,
+                         "' with a value nobody wrote");
             }
             ToProto(*std::move(e), resp.mutable_kvs());
           }
@@ -255,7 +263,8 @@ class Harness {
           if (s.ok() && !key.empty()) {
             kv_.erase(key);
             std::string prefix = key + "/";
-            for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.rfind(prefix, 0) == 0;) {
+            for (auto it = kv_.lower_bound(prefix);
+                 it != kv_.end() && it->first.rfind(prefix, 0) == 0;) {
               it = kv_.erase(it);
             }
           }
@@ -267,28 +276,32 @@ class Harness {
         CheckSessionRequest(req);
         std::string key = Normalize(req.key());
         in_flight_[key] = std::nullopt;  // Its value is known only when it completes.
-        agent_->IncrementKeyValue(req.key(), req.increment(), [this, call, key](absl::StatusOr<int64_t> v) {
-          in_flight_.erase(key);
-          pb::IncrementKeyValueResponse resp;
-          if (v.ok()) {
-            resp.set_value(*v);
-            kv_[key] = absl::StrCat(*v);
-          }
-          CheckSessionResponse(resp);
-          Complete(call, v.status());
-        });
+        agent_->IncrementKeyValue(req.key(), req.increment(),
+                                  [this, call, key](absl::StatusOr<int64_t> v) {
+                                    in_flight_.erase(key);
+                                    pb::IncrementKeyValueResponse resp;
+                                    if (v.ok()) {
+                                      resp.set_value(*v);
+                                      kv_[key] = absl::StrCat(*v);
+                                    }
+                                    CheckSessionResponse(resp);
+                                    Complete(call, v.status());
+                                  });
       });
     } else if (method == "Barrier") {
-      Forward<pb::BarrierRequest>(method, rest, [&](const auto& req, const auto& call) { Barrier(req, call); });
+      Forward<pb::BarrierRequest>(method, rest,
+                                  [&](const auto& req, const auto& call) { Barrier(req, call); });
     } else if (method == "CancelBarrier") {
       Forward<pb::CancelBarrierRequest>(method, rest, [&](const auto& req, const auto& call) {
         CheckSessionRequest(req);
         CheckSessionResponse(pb::CancelBarrierResponse());
-        agent_->CancelBarrier(req.barrier_id(), [this, call](absl::Status s) { Complete(call, s); });
+        agent_->CancelBarrier(req.barrier_id(),
+                              [this, call](absl::Status s) { Complete(call, s); });
       });
     } else if (method == "ReportProgress") {
       Forward<agentpb::ReportProgressRequest>(method, rest, [&](const auto& req, const auto& call) {
-        agent_->ReportProgress(FromProto(req.progress()), [this, call](absl::Status s) { Complete(call, s); });
+        agent_->ReportProgress(FromProto(req.progress()),
+                               [this, call](absl::Status s) { Complete(call, s); });
       });
     } else if (method == "ReportStep") {
       Forward<agentpb::ReportStepRequest>(method, rest, [&](const auto& req, const auto& call) {
@@ -298,10 +311,12 @@ class Harness {
       Forward<pb::GetJobProgressRequest>(method, rest, [&](const auto&, const auto& call) {
         agent_->GetJobProgress([this, call](absl::StatusOr<std::vector<TaskProgress>> tasks) {
           if (tasks.ok()) {
-            FUZZ_CHECK(tasks->size() == static_cast<size_t>(n_), "GetJobProgress lists ", tasks->size(), " tasks");
+            FUZZ_CHECK(tasks->size() == static_cast<size_t>(n_), "GetJobProgress lists ",
+                       tasks->size(), " tasks");
             pb::GetJobProgressResponse resp;
             ToProto(*tasks, &resp);
-            FUZZ_CHECK(FromProto(resp).size() == tasks->size(), "GetJobProgress lost tasks on the wire");
+            FUZZ_CHECK(FromProto(resp).size() == tasks->size(),
+                       "GetJobProgress lost tasks on the wire");
           }
           Complete(call, tasks.status());
         });
@@ -312,7 +327,8 @@ class Harness {
       });
     } else if (method == "ReportError") {
       Forward<pb::ReportErrorRequest>(method, rest, [&](const auto& req, const auto& call) {
-        agent_->ReportError(FromProto(req.cause()), req.message(), [this, call](absl::Status s) { Complete(call, s); });
+        agent_->ReportError(FromProto(req.cause()), req.message(),
+                            [this, call](absl::Status s) { Complete(call, s); });
       });
     } else if (method == "ShutdownTask") {
       Forward<pb::ShutdownTaskRequest>(method, rest, [&](const auto&, const auto& call) {
@@ -333,7 +349,8 @@ class Harness {
   void Forward(const std::string& method, const std::string& text, Body body) {
     Request req;
     if (!ParseRequest(text, &req)) return;
-    std::shared_ptr<Call> call = NewCall(absl::StrCat(method, " ", req.ShortDebugString().substr(0, 200)));
+    std::shared_ptr<Call> call =
+        NewCall(absl::StrCat(method, " ", req.ShortDebugString().substr(0, 200)));
     if (agent_ == nullptr || !agent_->connected()) {
       Complete(call, absl::FailedPreconditionError("this rank is not connected to the job yet"));
       return;
@@ -352,7 +369,8 @@ class Harness {
       for (TaskId t = 0; t < n_; ++t) call->participants.insert(t);
     }
     ++barriers_waiting_[id];
-    agent_->Barrier(id, absl::Milliseconds(req.timeout_ms()), {req.task_ids().begin(), req.task_ids().end()},
+    agent_->Barrier(id, absl::Milliseconds(req.timeout_ms()),
+                    {req.task_ids().begin(), req.task_ids().end()},
                     [this, call, id](absl::Status s) {
                       pb::BarrierResponse resp;
                       resp.set_counter(call->barrier_instance);
@@ -361,8 +379,8 @@ class Harness {
                       Complete(call, s);
                     });
     if (in_progress) {
-      FUZZ_CHECK(call->completions == 1 && absl::IsFailedPrecondition(call->status), "a second wait in barrier '",
-                 id, "' got ", call->status.ToString());
+      FUZZ_CHECK(call->completions == 1 && absl::IsFailedPrecondition(call->status),
+                 "a second wait in barrier '", id, "' got ", call->status.ToString());
     } else {
       ++barrier_calls_[{0, id}];
     }
@@ -376,23 +394,24 @@ class Harness {
   }
 
   void Complete(const std::shared_ptr<Call>& call, const absl::Status& s) {
-    FUZZ_CHECK(call->completions == 0, call->what, " completed twice: ", call->status.ToString(), ", then ",
-               s.ToString());
+    FUZZ_CHECK(call->completions == 0, call->what, " completed twice: ", call->status.ToString(),
+               ", then ", s.ToString());
     ++call->completions;
     call->status = s;
     if (s.ok() && call->value.has_value()) {
       auto it = kv_.find(call->key);
       auto writing = in_flight_.find(call->key);
-      bool written = (it != kv_.end() && it->second == *call->value) ||
-                     (writing != in_flight_.end() && (!writing->second || *writing->second == *call->value));
+      bool written =
+          (it != kv_.end() && it->second == *call->value) ||
+          (writing != in_flight_.end() && (!writing->second || *writing->second == *call->value));
       FUZZ_CHECK(written, call->what, " read ", call->value->size(), " bytes that nobody wrote");
     }
     if (s.ok() && call->barrier_instance >= 0) {
       for (TaskId t : call->participants) {
         if (t == 0) continue;
         const int64_t peer_calls = barrier_calls_[std::pair(t, call->barrier_id)];
-        FUZZ_CHECK(peer_calls > call->barrier_instance, call->what, " passed, but rank ", t, " called it only ",
-                   peer_calls, " times");
+        FUZZ_CHECK(peer_calls > call->barrier_instance, call->what, " passed, but rank ", t,
+                   " called it only ", peer_calls, " times");
       }
     }
   }
@@ -400,7 +419,8 @@ class Harness {
   // AgentRpcService::Attach: the trainer's view of its rank must match the sidecar's.
   void Attach(const agentpb::AttachRequest& req) {
     if (req.process_id() != 0 || req.num_processes() != n_ ||
-        (req.has_restart_attempt() && attempt_ && req.restart_attempt() != *attempt_) || attached_) {
+        (req.has_restart_attempt() && attempt_ && req.restart_attempt() != *attempt_) ||
+        attached_) {
       return;  // Refused (InvalidArgument, AlreadyExists): no agent.
     }
     attached_ = true;
@@ -415,8 +435,8 @@ class Harness {
     }
     // The real clock: the heartbeat thread waits a quarter of the heartbeat timeout before its
     // first beat, longer than a fuzz input runs, and stops at once when the agent does.
-    agent_ = std::make_unique<Agent>(options, std::make_unique<testing::InProcessStub>(handler_.get()),
-                                     Clock::Real());
+    agent_ = std::make_unique<Agent>(
+        options, std::make_unique<testing::InProcessStub>(handler_.get()), Clock::Real());
     connect_status_ = agent_->Connect([this](const JobEvent& e) { OnEvent(e); });
     if (!connect_status_->ok()) return;
     // The Connected event AgentRpcService sends first.
@@ -424,7 +444,8 @@ class Harness {
     connected.mutable_connected()->set_process_id(0);
     connected.mutable_connected()->set_num_processes(n_);
     connected.mutable_connected()->set_incarnation(agent_->incarnation());
-    FUZZ_CHECK(connected.connected().incarnation() != 0, "the Connected event carries incarnation 0");
+    FUZZ_CHECK(connected.connected().incarnation() != 0,
+               "the Connected event carries incarnation 0");
   }
 
   void OnEvent(const JobEvent& e) {
@@ -434,10 +455,12 @@ class Harness {
     if (std::holds_alternative<TaskFailure>(e)) {
       FUZZ_CHECK(++failures_ == 1, "the trainer was told of ", failures_, " failures");
     } else {
-      FUZZ_CHECK(++preemptions_ == 1, "the trainer was told of ", preemptions_, " preemption notices");
+      FUZZ_CHECK(++preemptions_ == 1, "the trainer was told of ", preemptions_,
+                 " preemption notices");
     }
     agentpb::AgentEvent received;
-    FUZZ_CHECK(received.ParseFromString(event.SerializeAsString()) && MessageDifferencer::Equals(event, received),
+    FUZZ_CHECK(received.ParseFromString(event.SerializeAsString()) &&
+                   MessageDifferencer::Equals(event, received),
                "an AgentEvent changed on the wire");
   }
 
@@ -445,8 +468,10 @@ class Harness {
   void Detach() {
     if (agent_ == nullptr || shut_down_) return;
     auto call = NewCall("report of the trainer's exit");
-    agent_->ReportError(agent_->preemption_reported() ? FailureCause::kPreempted : FailureCause::kProcessExited,
-                        "it exited without calling shutdown()", [this, call](absl::Status s) { Complete(call, s); });
+    agent_->ReportError(
+        agent_->preemption_reported() ? FailureCause::kPreempted : FailureCause::kProcessExited,
+        "it exited without calling shutdown()",
+        [this, call](absl::Status s) { Complete(call, s); });
   }
 
   void Peer(const fuzz::Words& w) {
@@ -456,8 +481,10 @@ class Harness {
     const Incarnation inc = PeerIncarnation(t);
     if (op == "barrier") {
       std::string id = fuzz::Word(w, 3);
-      const int64_t counter = barrier_calls_[{t, id}]++;  // Counted before the call completes rank 0's.
-      service_->Barrier(BarrierArgs{t, inc, id, counter, absl::Seconds(60), {}}, [](absl::Status) {});
+      const int64_t counter =
+          barrier_calls_[{t, id}]++;  // Counted before the call completes rank 0's.
+      service_->Barrier(BarrierArgs{t, inc, id, counter, absl::Seconds(60), {}},
+                        [](absl::Status) {});
     } else if (op == "set") {
       std::string key = fuzz::Word(w, 3), value = fuzz::Word(w, 4);
       // A peer's key came over gRPC too: one that is not UTF-8 never reaches the store.
@@ -486,8 +513,8 @@ class Harness {
   bool shut_down_ = false;
   std::optional<absl::Status> connect_status_;  // Of the attached trainer's agent.
   std::vector<std::shared_ptr<Call>> calls_;
-  std::map<std::string, std::string> kv_;                          // What was written.
-  std::map<std::string, std::optional<std::string>> in_flight_;    // Writes not yet answered.
+  std::map<std::string, std::string> kv_;                            // What was written.
+  std::map<std::string, std::optional<std::string>> in_flight_;      // Writes not yet answered.
   std::map<std::pair<TaskId, std::string>, int64_t> barrier_calls_;  // Calls per rank and id.
   std::map<std::string, int> barriers_waiting_;                      // Rank 0's waits per id.
   absl::Mutex events_mu_;  // Events come on the agent's watch thread.

@@ -58,8 +58,8 @@ using fuzz::Words;
 
 constexpr int kMaxTasks = 8;
 constexpr size_t kMaxLines = 300;
-constexpr size_t kMaxKeyBytes = 4 << 10;     // docs/protocol.md
-constexpr size_t kMaxValueBytes = 1 << 20;   // docs/protocol.md
+constexpr size_t kMaxKeyBytes = 4 << 10;    // docs/protocol.md
+constexpr size_t kMaxValueBytes = 1 << 20;  // docs/protocol.md
 constexpr int64_t kMaxAdvanceMs = 24 * 3600 * 1000;
 
 // The documented normalization, written independently of KeyValueStore::NormalizeKey: leading and
@@ -106,7 +106,8 @@ bool AllowedTransition(TaskState from, TaskState to) {
   switch (from) {
     case TaskState::kDisconnected:
       // One call can take the last task straight to CONNECTED (it completes the connect barrier).
-      return to == TaskState::kConnecting || to == TaskState::kConnected || to == TaskState::kFailed;
+      return to == TaskState::kConnecting || to == TaskState::kConnected ||
+             to == TaskState::kFailed;
     case TaskState::kConnecting:
       return to == TaskState::kConnected || to == TaskState::kFailed ||
              to == TaskState::kDisconnected;  // Its registration was withdrawn.
@@ -171,10 +172,11 @@ class Harness {
     auto expect_validated = [&](const absl::Status& s, const std::string& what) {
       Check(s, what);
       if (!in_range) {
-        FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument, what, " for a task out of range: ",
-                   s.ToString());
+        FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument, what,
+                   " for a task out of range: ", s.ToString());
       } else if (failed_before) {
-        FUZZ_CHECK(s.code() == absl::StatusCode::kAborted, what, " after the job failed: ", s.ToString());
+        FUZZ_CHECK(s.code() == absl::StatusCode::kAborted, what,
+                   " after the job failed: ", s.ToString());
       }
     };
 
@@ -205,8 +207,11 @@ class Harness {
       absl::Status s;
       handler_->HeartbeatAsync(&req, &resp, [&](absl::Status st) { s = st; });
       Check(s, "heartbeat");
-      if (!in_range) FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument, "heartbeat out of range: ", s.ToString());
-      if (in_range && failed_before) FUZZ_CHECK(absl::IsAborted(s), "heartbeat after the job failed: ", s.ToString());
+      if (!in_range)
+        FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument,
+                   "heartbeat out of range: ", s.ToString());
+      if (in_range && failed_before)
+        FUZZ_CHECK(absl::IsAborted(s), "heartbeat after the job failed: ", s.ToString());
     } else if (op == "watch") {
       pb::WatchJobRequest req;
       req.set_task_id(t.task);
@@ -238,9 +243,11 @@ class Harness {
       handler_->GetJobProgressAsync(&req, &resp, [&](absl::Status st) { s = st; });
       Check(s, "progress");
       if (s.ok()) {
-        FUZZ_CHECK(resp.tasks_size() == n_, "GetJobProgress lists ", resp.tasks_size(), " of ", n_, " tasks");
+        FUZZ_CHECK(resp.tasks_size() == n_, "GetJobProgress lists ", resp.tasks_size(), " of ", n_,
+                   " tasks");
         for (int i = 0; i < resp.tasks_size(); ++i) {
-          FUZZ_CHECK(resp.tasks(i).task_id() == i, "GetJobProgress entry ", i, " is task ", resp.tasks(i).task_id());
+          FUZZ_CHECK(resp.tasks(i).task_id() == i, "GetJobProgress entry ", i, " is task ",
+                     resp.tasks(i).task_id());
         }
       }
     } else if (op == "set") {
@@ -265,7 +272,8 @@ class Harness {
                    " bytes, overwrite=", overwrite, ", exists=", exists, ") succeeded");
         kv_[k] = value;
       } else if (absl::IsAlreadyExists(s)) {
-        FUZZ_CHECK(exists && !overwrite, "set '", k, "': ALREADY_EXISTS but the model says exists=", exists);
+        FUZZ_CHECK(exists && !overwrite, "set '", k,
+                   "': ALREADY_EXISTS but the model says exists=", exists);
       } else if (in_range && absl::IsInvalidArgument(s)) {
         FUZZ_CHECK(!valid, "set '", k, "' (", value.size(), " bytes) refused: ", s.ToString());
       }
@@ -283,10 +291,12 @@ class Harness {
       OpId id = handler_->GetKeyValueAsync(&req, resp.get(), Callback(waiting, resp));
       Track(waiting, id);
       if (waiting->completions == 1 && waiting->status.ok()) {
-        FUZZ_CHECK(resp->kv().key() == key, "get answered for key '", resp->kv().key(), "', asked '", key, "'");
+        FUZZ_CHECK(resp->kv().key() == key, "get answered for key '", resp->kv().key(),
+                   "', asked '", key, "'");
       }
       if (id != 0) {
-        FUZZ_CHECK(!kv_.contains(waiting->key), "get of '", waiting->key, "' waits but the key is set");
+        FUZZ_CHECK(!kv_.contains(waiting->key), "get of '", waiting->key,
+                   "' waits but the key is set");
       }
     } else if (op == "tryget") {
       std::string key = Word(w, 2);
@@ -301,8 +311,8 @@ class Harness {
       auto it = kv_.find(Normalize(key));
       if (s.ok()) {
         FUZZ_CHECK(it != kv_.end(), "tryget '", key, "' found a value the model does not have");
-        FUZZ_CHECK(resp.kv().value() == it->second, "tryget '", key, "' read ", resp.kv().value().size(),
-                   " bytes, the model holds ", it->second.size());
+        FUZZ_CHECK(resp.kv().value() == it->second, "tryget '", key, "' read ",
+                   resp.kv().value().size(), " bytes, the model holds ", it->second.size());
       } else if (absl::IsNotFound(s)) {
         FUZZ_CHECK(it == kv_.end(), "tryget '", key, "': NOT_FOUND but the model holds it");
       }
@@ -316,7 +326,8 @@ class Harness {
       std::optional<absl::Status> s;
       handler_->GetKeyValueDirAsync(&req, resp.get(),
                                     [&s](absl::Status st, ReplyBudget::Charge) { s = st; });
-      FUZZ_CHECK(s.has_value(), "a directory read waits for the reply budget with nothing in flight");
+      FUZZ_CHECK(s.has_value(),
+                 "a directory read waits for the reply budget with nothing in flight");
       expect_validated(*s, "dir");
       if (s->ok()) {
         std::string prefix = Normalize(dir);
@@ -325,12 +336,13 @@ class Harness {
         for (const auto& [k, v] : kv_) {
           if (k.compare(0, prefix.size(), prefix) == 0) expected.emplace_back(k, v);
         }
-        FUZZ_CHECK(static_cast<size_t>(resp->kvs_size()) == expected.size(), "dir '", dir, "' listed ",
-                   resp->kvs_size(), " entries, the model has ", expected.size());
+        FUZZ_CHECK(static_cast<size_t>(resp->kvs_size()) == expected.size(), "dir '", dir,
+                   "' listed ", resp->kvs_size(), " entries, the model has ", expected.size());
         for (size_t i = 0; i < expected.size(); ++i) {
-          FUZZ_CHECK(resp->kvs(i).key() == expected[i].first && resp->kvs(i).value() == expected[i].second,
-                     "dir '", dir, "' entry ", i, " is '", resp->kvs(i).key(), "', expected '",
-                     expected[i].first, "'");
+          FUZZ_CHECK(
+              resp->kvs(i).key() == expected[i].first && resp->kvs(i).value() == expected[i].second,
+              "dir '", dir, "' entry ", i, " is '", resp->kvs(i).key(), "', expected '",
+              expected[i].first, "'");
         }
       }
     } else if (op == "delete") {
@@ -347,7 +359,8 @@ class Harness {
       if (s.ok() && !k.empty()) {
         kv_.erase(k);
         std::string prefix = k + "/";
-        for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+        for (auto it = kv_.lower_bound(prefix);
+             it != kv_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
           it = kv_.erase(it);
         }
       }
@@ -371,9 +384,10 @@ class Harness {
       bool overflow = __builtin_add_overflow(old, delta, &sum);
       if (s.ok()) {
         FUZZ_CHECK(!k.empty() && k.size() <= kMaxKeyBytes && integer, "incr '", k, "' succeeded");
-        FUZZ_CHECK(!overflow, "incr '", k, "': ", old, " + ", delta, " overflows but succeeded with ",
+        FUZZ_CHECK(!overflow, "incr '", k, "': ", old, " + ", delta,
+                   " overflows but succeeded with ", resp.value());
+        FUZZ_CHECK(resp.value() == sum, "incr '", k, "': ", old, " + ", delta, " gave ",
                    resp.value());
-        FUZZ_CHECK(resp.value() == sum, "incr '", k, "': ", old, " + ", delta, " gave ", resp.value());
         kv_[k] = absl::StrCat(sum);
       }
     } else if (op == "barrier") {
@@ -397,7 +411,8 @@ class Harness {
       participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
       if (static_cast<int>(participants.size()) == n_) participants.clear();
       called_[{req.barrier_id(), req.counter()}].insert(t.task);
-      auto waiting = NewWaiting(absl::StrCat("barrier ", Word(w, 1), " '", req.barrier_id(), "' #", req.counter()));
+      auto waiting = NewWaiting(
+          absl::StrCat("barrier ", Word(w, 1), " '", req.barrier_id(), "' #", req.counter()));
       waiting->is_barrier = true;
       waiting->barrier_id = req.barrier_id();
       waiting->counter = req.counter();
@@ -488,10 +503,11 @@ class Harness {
   }
 
   template <typename Response>
-  std::function<void(absl::Status)> Callback(std::shared_ptr<Waiting> w, std::shared_ptr<Response> resp) {
+  std::function<void(absl::Status)> Callback(std::shared_ptr<Waiting> w,
+                                             std::shared_ptr<Response> resp) {
     return [this, w, resp](absl::Status s) {
-      FUZZ_CHECK(w->completions == 0, w->what, " completed twice: ", w->status.ToString(), ", then ",
-                 s.ToString());
+      FUZZ_CHECK(w->completions == 0, w->what, " completed twice: ", w->status.ToString(),
+                 ", then ", s.ToString());
       ++w->completions;
       w->status = s;
       if constexpr (std::is_same_v<Response, pb::GetKeyValueResponse>) {
@@ -528,23 +544,26 @@ class Harness {
           for (TaskId i = 0; i < n_; ++i) everyone.push_back(i);
         }
         for (TaskId p : w->participants.empty() ? everyone : w->participants) {
-          FUZZ_CHECK(called.contains(p), w->what, " passed but participant ", p, " never called it");
+          FUZZ_CHECK(called.contains(p), w->what, " passed but participant ", p,
+                     " never called it");
         }
       }
     }
     // The task lifecycle.
-    FUZZ_CHECK(now.tasks.size() == static_cast<size_t>(n_), "snapshot lists ", now.tasks.size(), " tasks");
+    FUZZ_CHECK(now.tasks.size() == static_cast<size_t>(n_), "snapshot lists ", now.tasks.size(),
+               " tasks");
     for (int i = 0; i < n_; ++i) {
-      FUZZ_CHECK(AllowedTransition(previous_.tasks[i].state, now.tasks[i].state), "task ", i, " went from ",
-                 TaskStateName(previous_.tasks[i].state), " to ", TaskStateName(now.tasks[i].state));
+      FUZZ_CHECK(AllowedTransition(previous_.tasks[i].state, now.tasks[i].state), "task ", i,
+                 " went from ", TaskStateName(previous_.tasks[i].state), " to ",
+                 TaskStateName(now.tasks[i].state));
     }
     // Fate sharing.
     absl::Status job = service_->JobStatus();
     FUZZ_CHECK(now.job_failed == !job.ok(), "snapshot and JobStatus disagree: ", job.ToString());
     if (previous_.job_failed) {
       FUZZ_CHECK(now.job_failed, "a failed job is no longer failed");
-      FUZZ_CHECK(job == job_status_, "the job's failure changed from '", job_status_.message(), "' to '",
-                 job.message(), "'");
+      FUZZ_CHECK(job == job_status_, "the job's failure changed from '", job_status_.message(),
+                 "' to '", job.message(), "'");
     }
     job_status_ = job;
     if (now.job_failed) {
@@ -552,26 +571,27 @@ class Harness {
       for (const auto& w : waiting_) {
         FUZZ_CHECK(w->completions == 1, w->what, " still waits after the job failed");
       }
-      FUZZ_CHECK(now.kv_waiters == 0 && now.barriers_in_progress == 0, "after the job failed ", now.kv_waiters,
-                 " gets and ", now.barriers_in_progress, " barriers still wait");
+      FUZZ_CHECK(now.kv_waiters == 0 && now.barriers_in_progress == 0, "after the job failed ",
+                 now.kv_waiters, " gets and ", now.barriers_in_progress, " barriers still wait");
     }
-    FUZZ_CHECK(now.preemption_notices >= previous_.preemption_notices, "a preemption notice was forgotten");
+    FUZZ_CHECK(now.preemption_notices >= previous_.preemption_notices,
+               "a preemption notice was forgotten");
     for (const auto& watcher : watchers_) {
-      FUZZ_CHECK(watcher->failures <= 1 && watcher->preemptions <= 1, "a watcher was told ", watcher->failures,
-                 " failures and ", watcher->preemptions, " preemptions");
+      FUZZ_CHECK(watcher->failures <= 1 && watcher->preemptions <= 1, "a watcher was told ",
+                 watcher->failures, " failures and ", watcher->preemptions, " preemptions");
       if (watcher->cancelled) continue;
       if (now.job_failed) {
         FUZZ_CHECK(watcher->failures == 1, "a watcher was not told of the job's failure");
-        FUZZ_CHECK(watcher->failure_message == job.message(), "a watcher was told '", watcher->failure_message,
-                   "', the job failed with '", job.message(), "'");
+        FUZZ_CHECK(watcher->failure_message == job.message(), "a watcher was told '",
+                   watcher->failure_message, "', the job failed with '", job.message(), "'");
       }
       if (now.preemption_notices > 0) {
         FUZZ_CHECK(watcher->preemptions == 1, "a watcher was not told of the preemption notice");
       }
     }
     // The key-value store.
-    FUZZ_CHECK(now.kv_entries == kv_.size(), "the store holds ", now.kv_entries, " entries, the model ",
-               kv_.size());
+    FUZZ_CHECK(now.kv_entries == kv_.size(), "the store holds ", now.kv_entries,
+               " entries, the model ", kv_.size());
     size_t gets_waiting = 0;
     std::set<std::string> barriers_waiting;
     for (const auto& w : waiting_) {
@@ -619,10 +639,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t first = 0;
   if (!script.empty() && script[0][0] == "job") {
     const cohort::fuzz::Words& w = script[0];
-    config.num_tasks = static_cast<int32_t>(std::clamp<int64_t>(cohort::fuzz::Int(w, 1, 3), 1, kMaxTasks));
-    config.heartbeat_timeout = absl::Milliseconds(std::clamp<int64_t>(cohort::fuzz::Int(w, 2, 10'000), 1, kMaxAdvanceMs));
-    config.register_timeout = absl::Milliseconds(std::clamp<int64_t>(cohort::fuzz::Int(w, 3, 300'000), 1, kMaxAdvanceMs));
-    config.shutdown_timeout = absl::Milliseconds(std::clamp<int64_t>(cohort::fuzz::Int(w, 4, 300'000), 1, kMaxAdvanceMs));
+    config.num_tasks =
+        static_cast<int32_t>(std::clamp<int64_t>(cohort::fuzz::Int(w, 1, 3), 1, kMaxTasks));
+    config.heartbeat_timeout =
+        absl::Milliseconds(std::clamp<int64_t>(cohort::fuzz::Int(w, 2, 10'000), 1, kMaxAdvanceMs));
+    config.register_timeout =
+        absl::Milliseconds(std::clamp<int64_t>(cohort::fuzz::Int(w, 3, 300'000), 1, kMaxAdvanceMs));
+    config.shutdown_timeout =
+        absl::Milliseconds(std::clamp<int64_t>(cohort::fuzz::Int(w, 4, 300'000), 1, kMaxAdvanceMs));
     if (w.size() > 5) config.restart_attempt = static_cast<int32_t>(cohort::fuzz::Int(w, 5, 0));
     first = 1;
   }

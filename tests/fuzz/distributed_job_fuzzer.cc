@@ -75,13 +75,15 @@ std::vector<const json*> EnvNamed(const json& container, const std::string& name
   return out;
 }
 
-void CheckContract(const json& container, const DistributedJob& job, int32_t rank, int32_t attempt) {
+void CheckContract(const json& container, const DistributedJob& job, int32_t rank,
+                   int32_t attempt) {
   auto expect = [&](const char* name, const std::string& value) {
     std::vector<const json*> entries = EnvNamed(container, name);
-    FUZZ_CHECK(entries.size() == 1, "container ", container.value("name", "?"), " has ", entries.size(),
-               " ", name, " entries");
-    FUZZ_CHECK((*entries[0]).value("value", "") == value, "container ", container.value("name", "?"), ": ",
-               name, "=", entries[0]->dump(), ", expected ", value);
+    FUZZ_CHECK(entries.size() == 1, "container ", container.value("name", "?"), " has ",
+               entries.size(), " ", name, " entries");
+    FUZZ_CHECK((*entries[0]).value("value", "") == value, "container ",
+               container.value("name", "?"), ": ", name, "=", entries[0]->dump(), ", expected ",
+               value);
   };
   expect(env::kProcessId, absl::StrCat(rank));
   expect(env::kNumProcesses, absl::StrCat(job.spec.replicas));
@@ -92,7 +94,8 @@ void CheckContract(const json& container, const DistributedJob& job, int32_t ran
 void CheckPod(const json& pod, const DistributedJob& job, int32_t rank, int32_t attempt) {
   CheckSerializes(pod, "a pod's JSON");
   const std::string name = PodName(job, rank);
-  FUZZ_CHECK(name.size() <= 63, "pod name '", name, "' of a valid job is longer than 63 characters");
+  FUZZ_CHECK(name.size() <= 63, "pod name '", name,
+             "' of a valid job is longer than 63 characters");
   FUZZ_CHECK(pod["metadata"]["name"] == name, "pod named ", pod["metadata"]["name"].dump());
   const json& labels = pod["metadata"]["labels"];
   FUZZ_CHECK(labels[kRankLabel] == absl::StrCat(rank), "rank label ", labels[kRankLabel].dump());
@@ -101,19 +104,21 @@ void CheckPod(const json& pod, const DistributedJob& job, int32_t rank, int32_t 
   FUZZ_CHECK(labels[kJobNameLabel] == job.name, "job label ", labels[kJobNameLabel].dump());
   const json& spec = pod["spec"];
   FUZZ_CHECK(spec["restartPolicy"] == "Never", "restartPolicy ", spec["restartPolicy"].dump());
-  FUZZ_CHECK(spec["hostname"] == name && spec["subdomain"] == job.name, "hostname ", spec["hostname"].dump(),
-             " subdomain ", spec["subdomain"].dump());
+  FUZZ_CHECK(spec["hostname"] == name && spec["subdomain"] == job.name, "hostname ",
+             spec["hostname"].dump(), " subdomain ", spec["subdomain"].dump());
   FUZZ_CHECK(spec["initContainers"].is_array() && !spec["initContainers"].empty() &&
                  spec["initContainers"][0]["name"] == "cohort-sidecar",
              "the sidecar is not the first init container: ", spec["initContainers"].dump());
   CheckContract(spec["initContainers"][0], job, rank, attempt);
-  FUZZ_CHECK(spec["containers"].is_array() && !spec["containers"].empty(), "a pod without containers");
+  FUZZ_CHECK(spec["containers"].is_array() && !spec["containers"].empty(),
+             "a pod without containers");
   for (const json& c : spec["containers"]) CheckContract(c, job, rank, attempt);
 
   std::optional<ObservedPod> seen = NoThrow("ObservePod", [&] { return ObservePod(pod); });
   FUZZ_CHECK(seen.has_value(), "ObservePod does not recognize a pod the operator built");
-  FUZZ_CHECK(seen->rank == rank && seen->restart_attempt == attempt, "ObservePod read rank ", seen->rank,
-             " attempt ", seen->restart_attempt, " from a pod built for rank ", rank, " attempt ", attempt);
+  FUZZ_CHECK(seen->rank == rank && seen->restart_attempt == attempt, "ObservePod read rank ",
+             seen->rank, " attempt ", seen->restart_attempt, " from a pod built for rank ", rank,
+             " attempt ", attempt);
   FUZZ_CHECK(seen->name == name, "ObservePod read name ", seen->name);
 }
 
@@ -121,7 +126,8 @@ void CheckDecision(const DistributedJob& job, const std::vector<ObservedPod>& po
   Decision d = NoThrow("Decide", [&] { return Decide(job, pods, kNow); });
   std::set<int32_t> ranks;
   for (int32_t r : d.create_ranks) {
-    FUZZ_CHECK(r >= 0 && r < job.spec.replicas, "Decide creates rank ", r, " of ", job.spec.replicas);
+    FUZZ_CHECK(r >= 0 && r < job.spec.replicas, "Decide creates rank ", r, " of ",
+               job.spec.replicas);
     FUZZ_CHECK(ranks.insert(r).second, "Decide creates rank ", r, " twice");
   }
   DistributedJob updated = job;
@@ -134,8 +140,10 @@ void CheckDecision(const DistributedJob& job, const std::vector<ObservedPod>& po
 }
 
 void Fuzz(const json& object) {
-  absl::StatusOr<DistributedJob> parsed = NoThrow("ParseDistributedJob", [&] { return ParseDistributedJob(object); });
-  absl::StatusOr<DistributedJob> again = NoThrow("ParseDistributedJob", [&] { return ParseDistributedJob(object); });
+  absl::StatusOr<DistributedJob> parsed =
+      NoThrow("ParseDistributedJob", [&] { return ParseDistributedJob(object); });
+  absl::StatusOr<DistributedJob> again =
+      NoThrow("ParseDistributedJob", [&] { return ParseDistributedJob(object); });
   FUZZ_CHECK(parsed.ok() == again.ok(), "parsing the same object twice disagrees");
   if (!parsed.ok()) {
     FUZZ_CHECK(absl::IsInvalidArgument(parsed.status()) && !parsed.status().message().empty(),
@@ -144,7 +152,8 @@ void Fuzz(const json& object) {
   }
   const DistributedJob& job = *parsed;
   std::vector<std::string> errors = NoThrow("Validate", [&] { return Validate(job); });
-  FUZZ_CHECK(errors == NoThrow("Validate", [&] { return Validate(*again); }), "Validate is not deterministic");
+  FUZZ_CHECK(errors == NoThrow("Validate", [&] { return Validate(*again); }),
+             "Validate is not deterministic");
   for (const std::string& e : errors) {
     FUZZ_CHECK(absl::StartsWith(e, "metadata") || absl::StartsWith(e, "spec"),
                "a validation error that names no field: ", e);
@@ -154,17 +163,20 @@ void Fuzz(const json& object) {
   json status = NoThrow("StatusToJson", [&] { return StatusToJson(job); });
   CheckSerializes(status, "StatusToJson");
   json written = {{"metadata", {{"name", job.name}}}, {"status", status}};
-  absl::StatusOr<DistributedJob> reread = NoThrow("ParseDistributedJob", [&] { return ParseDistributedJob(written); });
+  absl::StatusOr<DistributedJob> reread =
+      NoThrow("ParseDistributedJob", [&] { return ParseDistributedJob(written); });
   FUZZ_CHECK(reread.ok(), "the written status does not parse: ", reread.status().ToString());
-  FUZZ_CHECK(SameStatus(reread->status, job.status), "the status does not round-trip: ", status.dump());
+  FUZZ_CHECK(SameStatus(reread->status, job.status),
+             "the status does not round-trip: ", status.dump());
 
   CheckDecision(job, {});
   if (!errors.empty()) return;
 
-  FUZZ_CHECK(CoordinatorAddress(job) == absl::StrCat(job.name, "-0.", job.name, ".",
-                                                     job.namespace_.empty() ? "default" : job.namespace_,
-                                                     ".svc:", job.spec.coordinator_port),
-             "coordinator address ", CoordinatorAddress(job));
+  FUZZ_CHECK(
+      CoordinatorAddress(job) == absl::StrCat(job.name, "-0.", job.name, ".",
+                                              job.namespace_.empty() ? "default" : job.namespace_,
+                                              ".svc:", job.spec.coordinator_port),
+      "coordinator address ", CoordinatorAddress(job));
   CheckSerializes(NoThrow("BuildService", [&] { return BuildService(job); }), "BuildService");
   CheckSerializes(NoThrow("BuildTokenSecret", [&] { return BuildTokenSecret(job, "token"); }),
                   "BuildTokenSecret");
@@ -191,7 +203,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  nlohmann::json object = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json object =
+      nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (object.is_discarded()) return 0;
   cohort::op::Fuzz(object);
   return 0;

@@ -25,8 +25,8 @@ namespace cohort::fuzz {
 
 // FUZZ_CHECK(condition, message parts...): an invariant of the code under test. Active in every
 // build type (unlike assert).
-#define FUZZ_CHECK(cond, ...)                                                                  \
-  do {                                                                                         \
+#define FUZZ_CHECK(cond, ...)                                                                      \
+  do {                                                                                             \
     if (!(cond)) ::cohort::fuzz::Fail(__FILE__, __LINE__, absl::StrCat(#cond, ": ", __VA_ARGS__)); \
   } while (0)
 

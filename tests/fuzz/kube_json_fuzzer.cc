@@ -89,13 +89,21 @@ std::vector<Section> ParseSections(absl::string_view input) {
 absl::StatusCode ExpectedCode(const std::string& method, int code) {
   switch (code) {
     case 400:
-    case 422: return absl::StatusCode::kInvalidArgument;
-    case 401: return absl::StatusCode::kUnauthenticated;
-    case 403: return absl::StatusCode::kPermissionDenied;
-    case 404: return absl::StatusCode::kNotFound;
-    case 409: return method == "POST" ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kAborted;
-    case 410: return absl::StatusCode::kOutOfRange;
-    default: return code == 429 || code >= 500 ? absl::StatusCode::kUnavailable : absl::StatusCode::kUnknown;
+    case 422:
+      return absl::StatusCode::kInvalidArgument;
+    case 401:
+      return absl::StatusCode::kUnauthenticated;
+    case 403:
+      return absl::StatusCode::kPermissionDenied;
+    case 404:
+      return absl::StatusCode::kNotFound;
+    case 409:
+      return method == "POST" ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kAborted;
+    case 410:
+      return absl::StatusCode::kOutOfRange;
+    default:
+      return code == 429 || code >= 500 ? absl::StatusCode::kUnavailable
+                                        : absl::StatusCode::kUnknown;
   }
 }
 
@@ -103,11 +111,14 @@ void FuzzStatus(const Section& s) {
   int code = 500;
   if (s.header.size() > 1 && !absl::SimpleAtoi(s.header[1], &code)) code = 500;
   std::string method = s.header.size() > 2 ? s.header[2] : "GET";
-  absl::Status st = NoThrow("StatusFromResponse", [&] { return kube::StatusFromResponse(method, "/api/v1/x", code, s.body); });
+  absl::Status st = NoThrow("StatusFromResponse", [&] {
+    return kube::StatusFromResponse(method, "/api/v1/x", code, s.body);
+  });
   FUZZ_CHECK(!st.ok(), "HTTP ", code, " read as OK");
-  FUZZ_CHECK(st.code() == ExpectedCode(method, code), "HTTP ", code, " ", method, " read as ", st.ToString());
-  FUZZ_CHECK(absl::StrContains(st.message(), absl::StrCat("(HTTP ", code, ")")), "the error does not name HTTP ",
-             code, ": ", st.message());
+  FUZZ_CHECK(st.code() == ExpectedCode(method, code), "HTTP ", code, " ", method, " read as ",
+             st.ToString());
+  FUZZ_CHECK(absl::StrContains(st.message(), absl::StrCat("(HTTP ", code, ")")),
+             "the error does not name HTTP ", code, ": ", st.message());
   json body = json::parse(s.body, nullptr, false);
   if (body.is_object() && body.contains("message") && body["message"].is_string()) {
     FUZZ_CHECK(absl::StrContains(st.message(), body["message"].get<std::string>()),
@@ -174,8 +185,9 @@ std::vector<json> FuzzWatch(const std::string& body) {
     Decoded d = Decode(body, c, 0);
     FUZZ_CHECK(d.events == whole.events, "a watch stream split differently gives ", d.events.size(),
                " events instead of ", whole.events.size());
-    FUZZ_CHECK(d.status == whole.status && d.ended == whole.ended, "a watch stream split differently ends with ",
-               d.status.ToString(), " instead of ", whole.status.ToString());
+    FUZZ_CHECK(d.status == whole.status && d.ended == whole.ended,
+               "a watch stream split differently ends with ", d.status.ToString(), " instead of ",
+               whole.status.ToString());
   }
   if (!whole.status.ok()) {
     FUZZ_CHECK(whole.ended, "an ERROR event did not end the stream");
@@ -197,7 +209,8 @@ void CheckGone(const std::string& body, const absl::Status& status) {
     json e = json::parse(line, nullptr, false);
     if (!e.is_object() || kube::StringMember(e, "type") != "ERROR") continue;
     if (kube::IntMember(kube::Member(e, "object"), "code") == 410) {
-      FUZZ_CHECK(kube::IsGone(status), "a 410 ERROR event does not read as Gone: ", status.ToString());
+      FUZZ_CHECK(kube::IsGone(status),
+                 "a 410 ERROR event does not read as Gone: ", status.ToString());
     }
     break;
   }
@@ -214,35 +227,42 @@ class FuzzKubeClient final : public kube::KubeClient {
   absl::Status watch_end;
   int status_writes = 0;
 
-  absl::StatusOr<json> Get(const kube::Resource& r, const std::string& ns, const std::string& name) override {
+  absl::StatusOr<json> Get(const kube::Resource& r, const std::string& ns,
+                           const std::string& name) override {
     if (r.plural == kDistributedJobs.plural && job.has_value()) return *job;
     return absl::NotFoundError(absl::StrCat(r.plural, "/", name, " not found"));
   }
-  absl::StatusOr<json> List(const kube::Resource& r, const std::string& ns, const std::string& selector,
-                            ListFields fields) override {
+  absl::StatusOr<json> List(const kube::Resource& r, const std::string& ns,
+                            const std::string& selector, ListFields fields) override {
     return pods;
   }
-  absl::StatusOr<json> Create(const kube::Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> Create(const kube::Resource& r, const std::string& ns,
+                              const json& object) override {
     return Write("create", r, object);
   }
-  absl::StatusOr<json> Update(const kube::Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> Update(const kube::Resource& r, const std::string& ns,
+                              const json& object) override {
     return Write("update", r, object);
   }
-  absl::StatusOr<json> UpdateStatus(const kube::Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> UpdateStatus(const kube::Resource& r, const std::string& ns,
+                                    const json& object) override {
     ++status_writes;
     return Write("update status of", r, object);
   }
-  absl::StatusOr<json> MergePatch(const kube::Resource& r, const std::string& ns, const std::string& name,
-                                  const json& patch, bool status) override {
+  absl::StatusOr<json> MergePatch(const kube::Resource& r, const std::string& ns,
+                                  const std::string& name, const json& patch,
+                                  bool status) override {
     FUZZ_CHECK(!name.empty(), "a patch of ", r.plural, " without a name");
     return Write("patch", r, patch);
   }
   absl::Status Delete(const kube::Resource& r, const std::string& ns, const std::string& name,
                       std::optional<int64_t> grace_period_seconds) override {
-    FUZZ_CHECK(!name.empty(), "a delete of ", r.plural, " without a name (that addresses the collection)");
+    FUZZ_CHECK(!name.empty(), "a delete of ", r.plural,
+               " without a name (that addresses the collection)");
     return absl::OkStatus();
   }
-  absl::Status Watch(const kube::Resource& r, const std::string& ns, const kube::WatchOptions& options,
+  absl::Status Watch(const kube::Resource& r, const std::string& ns,
+                     const kube::WatchOptions& options,
                      const std::function<bool(const json&)>& on_event) override {
     for (const json& e : events) {
       if (!on_event(e)) return absl::CancelledError("watch cancelled");
@@ -255,18 +275,19 @@ class FuzzKubeClient final : public kube::KubeClient {
     // What the HTTP client sends: dump() throws on a string that is not UTF-8.
     std::string text = NoThrow("serializing a written object", [&] { return object.dump(); });
     if (r.plural != kube::kEvents.plural) {
-      FUZZ_CHECK(!kube::StringMember(kube::Member(object, "metadata"), "name").empty(), verb, " ", r.plural,
-                 " without a name: ", text.substr(0, 200));
+      FUZZ_CHECK(!kube::StringMember(kube::Member(object, "metadata"), "name").empty(), verb, " ",
+                 r.plural, " without a name: ", text.substr(0, 200));
     }
     return object;
   }
 };
 
 void FuzzInformer(FuzzKubeClient& client) {
-  kube::Informer informer(&client, kube::kPods, "ml", "", [&](const std::string& type, const json& object) {
-    (void)NoThrow("ObservePod", [&] { return ObservePod(object); });
-    (void)kube::ObjectKey(object);
-  });
+  kube::Informer informer(&client, kube::kPods, "ml", "",
+                          [&](const std::string& type, const json& object) {
+                            (void)NoThrow("ObservePod", [&] { return ObservePod(object); });
+                            (void)kube::ObjectKey(object);
+                          });
   for (int i = 0; i < 2; ++i) {
     absl::Status s = NoThrow("Informer::RunOnce", [&] { return informer.RunOnce(); });
     (void)s;
@@ -289,7 +310,8 @@ void CapReplicas(nlohmann::json& job) {
 
 void FuzzReconcile(FuzzKubeClient& client) {
   FakeClock clock;
-  Reconciler reconciler(&client, &clock, [] { return std::string("token"); }, /*pod_create_parallelism=*/1);
+  Reconciler reconciler(
+      &client, &clock, [] { return std::string("token"); }, /*pod_create_parallelism=*/1);
   for (int pass = 0; pass < 2; ++pass) {
     int writes = client.status_writes;
     ReconcileReport report;
@@ -312,7 +334,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cohort::op;
   namespace kube = cohort::kube;
-  std::vector<Section> sections = ParseSections(absl::string_view(reinterpret_cast<const char*>(data), size));
+  std::vector<Section> sections =
+      ParseSections(absl::string_view(reinterpret_cast<const char*>(data), size));
   FuzzKubeClient client;
   for (const Section& s : sections) {
     if (s.header.empty()) continue;

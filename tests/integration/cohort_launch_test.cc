@@ -5,13 +5,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -60,7 +60,8 @@ TEST(CohortLaunchTest, TwoProcesses_EachItsRanksEnvironmentAndPrefixedOutput) {
 }
 
 // The pod's CPUs (here: cohort-launch's affinity mask) are shared out between its processes;
-// COHORT_CPU_BIND=none leaves each all of them; an unknown value stops the pod before anything runs.
+// COHORT_CPU_BIND=none leaves each all of them; an unknown value stops the pod before anything
+// runs.
 TEST(CohortLaunchTest, CpuBinding_ProcessesShareThePodsCpusUnlessTurnedOff) {
   cpu_set_t set;
   ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
@@ -110,8 +111,9 @@ TEST(CohortLaunchTest, OneProcessFails_OthersStoppedAfterTheWindowAndItsStatusRe
 }
 
 TEST(CohortLaunchTest, ProcessKilledBySignal_ExitsWith128PlusTheSignal) {
-  LauncherRun run = LaunchPod({"--grace-period", "1s", "--", "/bin/sh", "-c",
-                               "if [ \"$LOCAL_RANK\" = 0 ]; then kill -KILL $$; fi; exec sleep 60"});
+  LauncherRun run =
+      LaunchPod({"--grace-period", "1s", "--", "/bin/sh", "-c",
+                 "if [ \"$LOCAL_RANK\" = 0 ]; then kill -KILL $$; fi; exec sleep 60"});
   int status = run.Finish();
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
@@ -119,9 +121,9 @@ TEST(CohortLaunchTest, ProcessKilledBySignal_ExitsWith128PlusTheSignal) {
 }
 
 TEST(CohortLaunchTest, Sigterm_ForwardedToEveryProcess) {
-  LauncherRun run = LaunchPod(
-      {"--", "/bin/sh", "-c",
-       "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.1; done"});
+  LauncherRun run =
+      LaunchPod({"--", "/bin/sh", "-c",
+                 "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.1; done"});
   ASSERT_TRUE(run.ReadUntil("[rank 2] ready", absl::Seconds(30)));
   ASSERT_TRUE(run.ReadUntil("[rank 3] ready", absl::Seconds(30)));
   kill(run.process.pid(), SIGTERM);
@@ -154,15 +156,16 @@ TEST(CohortLaunchTest, InconsistentEnvironment_ClearErrorAndNothingStarted) {
   int status = run.Finish();
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
-  EXPECT_TRUE(run.Has("COHORT_NUM_PROCESSES=5 is not a positive multiple of "
-                      "COHORT_PROCESSES_PER_POD=2"));
+  EXPECT_TRUE(
+      run.Has("COHORT_NUM_PROCESSES=5 is not a positive multiple of "
+              "COHORT_PROCESSES_PER_POD=2"));
   EXPECT_FALSE(run.Has("started"));
 }
 
 TEST(CohortLaunchTest, Install_CopiesAnExecutableThatRuns) {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     absl::StrCat("cohort-launch-install-", getpid()))
-                        .string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / absl::StrCat("cohort-launch-install-", getpid()))
+          .string();
   std::filesystem::remove_all(dir);
   std::string dest = dir + "/bin/cohort-launch";
   LauncherRun install = LaunchPod({"--install", dest});
@@ -170,7 +173,8 @@ TEST(CohortLaunchTest, Install_CopiesAnExecutableThatRuns) {
   struct stat st {};
   ASSERT_EQ(stat(dest.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0755u);
-  LauncherRun run = StartLauncher({dest, "--", "/bin/sh", "-c", "echo hi $RANK"}, PodOneOfTwoByTwo());
+  LauncherRun run =
+      StartLauncher({dest, "--", "/bin/sh", "-c", "echo hi $RANK"}, PodOneOfTwoByTwo());
   EXPECT_EQ(run.Finish(), 0);
   EXPECT_TRUE(run.Has("[rank 3] hi 3"));
   std::filesystem::remove_all(dir);
@@ -236,7 +240,8 @@ struct InPlacePod {
     EXPECT_NE(mkdtemp(pattern), nullptr);
     return pattern;
   }
-  explicit InPlacePod(int attempt) : dir(MakeDir()), sidecar(dir + "/launch.sock"), env(PodOneOfTwoByTwo()) {
+  explicit InPlacePod(int attempt)
+      : dir(MakeDir()), sidecar(dir + "/launch.sock"), env(PodOneOfTwoByTwo()) {
     env["COHORT_LAUNCH_SOCKET"] = dir + "/launch.sock";
     env["COHORT_RESTART_ATTEMPT"] = absl::StrCat(attempt);
   }
@@ -261,11 +266,12 @@ TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsW
   env["SHM"] = shm;
   // Attempt 0: rank 3 fails, rank 2 would sleep (and is killed after the window); attempt 1:
   // both succeed. Each leaves a file in the shared-memory directory.
-  LauncherRun run = LaunchPod(
-      {"--grace-period", "1s", "--", "/bin/sh", "-c",
-       "touch $SHM/seg-$COHORT_RESTART_ATTEMPT-$LOCAL_RANK; echo attempt $COHORT_RESTART_ATTEMPT pid $$; "
-       "if [ $COHORT_RESTART_ATTEMPT = 0 ]; then if [ $LOCAL_RANK = 1 ]; then exit 3; fi; exec sleep 60; fi"},
-      env);
+  LauncherRun run = LaunchPod({"--grace-period", "1s", "--", "/bin/sh", "-c",
+                               "touch $SHM/seg-$COHORT_RESTART_ATTEMPT-$LOCAL_RANK; echo attempt "
+                               "$COHORT_RESTART_ATTEMPT pid $$; "
+                               "if [ $COHORT_RESTART_ATTEMPT = 0 ]; then if [ $LOCAL_RANK = 1 ]; "
+                               "then exit 3; fi; exec sleep 60; fi"},
+                              env);
   ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
   sidecar.Order(0);
 
@@ -276,7 +282,8 @@ TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsW
   EXPECT_EQ(ended->attempt, 0);
   EXPECT_EQ(ended->exit_code, 3);
   EXPECT_EQ(ended->reason, "Error");
-  EXPECT_THAT(ended->message, ::testing::HasSubstr("restart attempt 0 ended with rank 3's status (exit code 3)"));
+  EXPECT_THAT(ended->message,
+              ::testing::HasSubstr("restart attempt 0 ended with rank 3's status (exit code 3)"));
   // Reported only once every process of the attempt was gone, its files with them.
   EXPECT_TRUE(run.ReadUntil("stopping rank 2 (SIGKILL)", absl::Seconds(5)));
   const std::string sleeper = run.Find("[rank 2] attempt 0 pid ");
@@ -284,7 +291,8 @@ TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsW
   ASSERT_TRUE(absl::SimpleAtoi(sleeper.substr(sleeper.rfind(' ') + 1), &pid)) << sleeper;
   EXPECT_NE(kill(pid, 0), 0) << "rank 2's process of attempt 0 is still there";
   std::set<std::string> left;
-  for (const auto& e : std::filesystem::directory_iterator(shm)) left.insert(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(shm))
+    left.insert(e.path().filename().string());
   EXPECT_EQ(left, std::set<std::string>({"before-the-pod"}));
 
   sidecar.Order(1);
@@ -299,14 +307,16 @@ TEST(CohortLaunchTest, InPlace_FailedAttemptReportedShmEmptiedNextAttemptStartsW
 // A process that outlives its attempt (it ignored its peers' failure: the operator waited for the
 // pod's end and then ordered the next attempt anyway) is killed when the next is ordered, and the
 // next attempt starts without waiting for it.
-TEST(CohortLaunchTest, InPlace_LaterAttemptOrderedWhileOneRuns_ItsProcessesKilledAndTheOrderedOneStarts) {
+TEST(CohortLaunchTest,
+     InPlace_LaterAttemptOrderedWhileOneRuns_ItsProcessesKilledAndTheOrderedOneStarts) {
   InPlacePod pod(/*attempt=*/0);
   FakeSidecar& sidecar = pod.sidecar;
   // Attempt 0 never ends by itself (SIGTERM ignored too); attempt 2 succeeds.
-  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c",
-                               "echo attempt $COHORT_RESTART_ATTEMPT pid $$; "
-                               "if [ $COHORT_RESTART_ATTEMPT = 0 ]; then trap '' TERM; exec sleep 600; fi"},
-                              pod.env);
+  LauncherRun run =
+      LaunchPod({"--", "/bin/sh", "-c",
+                 "echo attempt $COHORT_RESTART_ATTEMPT pid $$; "
+                 "if [ $COHORT_RESTART_ATTEMPT = 0 ]; then trap '' TERM; exec sleep 600; fi"},
+                pod.env);
   ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
   sidecar.Order(0);
   ASSERT_TRUE(run.ReadUntil("[rank 3] attempt 0 pid ", absl::Seconds(10)));
@@ -317,7 +327,8 @@ TEST(CohortLaunchTest, InPlace_LaterAttemptOrderedWhileOneRuns_ItsProcessesKille
   int status = run.Finish();
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_TRUE(run.Has("restart attempt 2 was ordered while attempt 0 still runs here: stopping its processes"));
+  EXPECT_TRUE(run.Has(
+      "restart attempt 2 was ordered while attempt 0 still runs here: stopping its processes"));
   for (const char* rank : {"[rank 2] attempt 0 pid ", "[rank 3] attempt 0 pid "}) {
     const std::string line = run.Find(rank);
     int pid = 0;
@@ -335,15 +346,18 @@ TEST(CohortLaunchTest, InPlace_OrderedAsAnotherPod_ItsProcessesTakeThatPodsRanks
   InPlacePod pod(/*attempt=*/1);
   pod.env["COHORT_NUM_PROCESSES"] = "6";
   FakeSidecar& sidecar = pod.sidecar;
-  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c",
-                               "echo attempt $COHORT_RESTART_ATTEMPT id $COHORT_PROCESS_ID rank $RANK node $NODE_RANK; "
-                               "[ $COHORT_RESTART_ATTEMPT = 2 ] || exit 1"},
-                              pod.env);
+  LauncherRun run = LaunchPod(
+      {"--", "/bin/sh", "-c",
+       "echo attempt $COHORT_RESTART_ATTEMPT id $COHORT_PROCESS_ID rank $RANK node $NODE_RANK; "
+       "[ $COHORT_RESTART_ATTEMPT = 2 ] || exit 1"},
+      pod.env);
   ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
   sidecar.Order(1, 7);
-  ASSERT_TRUE(run.ReadUntil("ordered restart attempt 1 as pod 7, but the job has 3 pods: ignored", absl::Seconds(10)));
+  ASSERT_TRUE(run.ReadUntil("ordered restart attempt 1 as pod 7, but the job has 3 pods: ignored",
+                            absl::Seconds(10)));
   sidecar.Order(1, 2);
-  ASSERT_TRUE(run.ReadUntil("this pod holds pod index 2 (ranks 4-5) from restart attempt 1 on", absl::Seconds(10)));
+  ASSERT_TRUE(run.ReadUntil("this pod holds pod index 2 (ranks 4-5) from restart attempt 1 on",
+                            absl::Seconds(10)));
   std::optional<std::string> line = sidecar.Next(absl::Seconds(20));
   ASSERT_TRUE(line.has_value()) << "no end of attempt 1 reported";
   sidecar.Order(2);  // A later order without an index: the pod keeps the one it holds.
@@ -351,8 +365,10 @@ TEST(CohortLaunchTest, InPlace_OrderedAsAnotherPod_ItsProcessesTakeThatPodsRanks
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
   for (int attempt : {1, 2}) {
-    EXPECT_TRUE(run.Has(absl::StrCat("[rank 4] attempt ", attempt, " id 4 rank 4 node 2"))) << attempt;
-    EXPECT_TRUE(run.Has(absl::StrCat("[rank 5] attempt ", attempt, " id 5 rank 5 node 2"))) << attempt;
+    EXPECT_TRUE(run.Has(absl::StrCat("[rank 4] attempt ", attempt, " id 4 rank 4 node 2")))
+        << attempt;
+    EXPECT_TRUE(run.Has(absl::StrCat("[rank 5] attempt ", attempt, " id 5 rank 5 node 2")))
+        << attempt;
   }
   EXPECT_FALSE(run.Has("[rank 2]")) << "a process ran as the pod it was before";
 }
@@ -365,7 +381,8 @@ TEST(CohortLaunchTest, InPlace_OneProcessOrderedAsAnotherPod_TorchrunHearsItsNod
   pod.env["COHORT_SPARE"] = "job-spare0";
   pod.env["COHORT_NUM_PROCESSES"] = "6";
   FakeSidecar& sidecar = pod.sidecar;
-  LauncherRun run = LaunchPod({"--one-process", "--", "/bin/sh", "-c", "echo torchrun node $PET_NODE_RANK"}, pod.env);
+  LauncherRun run = LaunchPod(
+      {"--one-process", "--", "/bin/sh", "-c", "echo torchrun node $PET_NODE_RANK"}, pod.env);
   ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
   sidecar.Order(1);  // No slot yet: a spare runs nothing.
   sidecar.Order(1, 2);
@@ -373,8 +390,9 @@ TEST(CohortLaunchTest, InPlace_OneProcessOrderedAsAnotherPod_TorchrunHearsItsNod
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(run.Has("torchrun node 2"));
-  EXPECT_EQ(std::count_if(run.lines.begin(), run.lines.end(),
-                          [](const std::string& l) { return l.find("torchrun node") != std::string::npos; }),
+  EXPECT_EQ(std::count_if(
+                run.lines.begin(), run.lines.end(),
+                [](const std::string& l) { return l.find("torchrun node") != std::string::npos; }),
             1)
       << "it ran once, as pod 2";
 }
@@ -384,9 +402,11 @@ TEST(CohortLaunchTest, InPlace_OneProcessOrderedAsAnotherPod_TorchrunHearsItsNod
 TEST(CohortLaunchTest, InPlace_FirstAttemptStartsOnlyWhenOrdered) {
   InPlacePod pod(/*attempt=*/1);
   FakeSidecar& sidecar = pod.sidecar;
-  LauncherRun run = LaunchPod({"--", "/bin/sh", "-c", "echo attempt $COHORT_RESTART_ATTEMPT"}, pod.env);
+  LauncherRun run =
+      LaunchPod({"--", "/bin/sh", "-c", "echo attempt $COHORT_RESTART_ATTEMPT"}, pod.env);
   ASSERT_TRUE(sidecar.Accept(absl::Seconds(10))) << "cohort-launch never connected";
-  ASSERT_TRUE(run.ReadUntil("restart attempt 1 waits for its order from the sidecar", absl::Seconds(10)));
+  ASSERT_TRUE(
+      run.ReadUntil("restart attempt 1 waits for its order from the sidecar", absl::Seconds(10)));
   EXPECT_FALSE(run.Has("[rank 2]")) << "a process started before its order";
   sidecar.Order(0);  // An earlier attempt's order (the hub's, as it was) is not this pod's.
   sidecar.Order(1);

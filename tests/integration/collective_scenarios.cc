@@ -56,8 +56,8 @@ void ExpectSameOnEveryRank(Checker& c, const std::string& name, const void* data
   const int rank = dist::ProcessIndex();
   const std::string mine = absl::StrCat(Fnv(data, len));
   c.Ok(dist::KeyValueSet(absl::StrCat("hash/", name, "/", rank), mine), "publish hash");
-  absl::StatusOr<std::string> first = dist::KeyValueGet(absl::StrCat("hash/", name, "/0"),
-                                                        absl::Seconds(60));
+  absl::StatusOr<std::string> first =
+      dist::KeyValueGet(absl::StrCat("hash/", name, "/0"), absl::Seconds(60));
   if (c.Ok(first.status(), "read hash")) {
     c.Expect(*first == mine, absl::StrCat(name, ": rank ", rank, " differs from rank 0"));
   }
@@ -83,7 +83,8 @@ int Collectives() {
     c.Ok(comm->AllReduce(x.data(), x.data(), n, dist::DataType::kFloat32, dist::ReduceOp::kSum),
          "all_reduce");
     bool right = true;
-    for (size_t i = 0; i < n; ++i) right &= x[i] == static_cast<float>(p * (p + 1) / 2 * ((i % 5) + 1));
+    for (size_t i = 0; i < n; ++i)
+      right &= x[i] == static_cast<float>(p * (p + 1) / 2 * ((i % 5) + 1));
     c.Expect(right, absl::StrCat("all_reduce of ", n, " floats: wrong result"));
     ExpectSameOnEveryRank(c, absl::StrCat("allreduce", n), x.data(), n * 4);
 
@@ -129,8 +130,8 @@ int Collectives() {
   }
 
   // Multihost utilities.
-  dist::HostArray a = dist::HostArray::Of(dist::DataType::kFloat32, {2},
-                                          std::vector<float>{float(r), 1.5f});
+  dist::HostArray a =
+      dist::HostArray::Of(dist::DataType::kFloat32, {2}, std::vector<float>{float(r), 1.5f});
   absl::StatusOr<dist::HostArray> b = dist::BroadcastOneToAll(*comm, a, p - 1);
   if (c.Ok(b.status(), "broadcast_one_to_all")) {
     float got[2];
@@ -145,10 +146,11 @@ int Collectives() {
   if (c.Ok(tiled.status(), "process_allgather tiled")) {
     c.Expect(tiled->shape == std::vector<int64_t>{2 * p}, "process_allgather tiled: wrong shape");
   }
-  dist::HostArray same = dist::HostArray::Of(dist::DataType::kInt32, {3}, std::vector<int32_t>{1, 2, 3});
+  dist::HostArray same =
+      dist::HostArray::Of(dist::DataType::kInt32, {3}, std::vector<int32_t>{1, 2, 3});
   c.Ok(dist::AssertEqual(*comm, same, "params"), "assert_equal of equal arrays");
-  dist::HostArray differs = dist::HostArray::Of(dist::DataType::kInt32, {3},
-                                                std::vector<int32_t>{1, 2, r == 1 ? 9 : 3});
+  dist::HostArray differs =
+      dist::HostArray::Of(dist::DataType::kInt32, {3}, std::vector<int32_t>{1, 2, r == 1 ? 9 : 3});
   absl::Status s = dist::AssertEqual(*comm, differs, "params diverged.");
   if (r == 1) {
     c.Expect(absl::IsFailedPrecondition(s), "assert_equal: rank 1 must fail");
@@ -169,7 +171,8 @@ int Collectives() {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   bool memfd = false;
-  while (std::getline(maps, line)) memfd |= line.find("memfd:cohort-collectives") != std::string::npos;
+  while (std::getline(maps, line))
+    memfd |= line.find("memfd:cohort-collectives") != std::string::npos;
   Say(absl::StrCat("SEGMENTS memfd=", memfd ? "yes" : "no"));
 
   comm.reset();
@@ -182,8 +185,8 @@ int Collectives() {
 int EnterAllReduce(dist::Communicator& comm, std::vector<float>& x) {
   Say("IN_COLLECTIVE");
   const absl::Time start = absl::Now();
-  absl::Status s = comm.AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32,
-                                  dist::ReduceOp::kSum);
+  absl::Status s =
+      comm.AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum);
   Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
                    " ms: ", s.ToString()));
   return s.ok() ? 0 : 5;
@@ -212,9 +215,8 @@ int EnterAllReduceAsync(dist::Communicator& comm, std::vector<float>& x, bool wa
   std::vector<std::vector<float>> bufs(3, x);
   std::vector<dist::Work> works;
   for (auto& b : bufs) {
-    absl::StatusOr<dist::Work> w = comm.AllReduceAsync(b.data(), b.data(), b.size(),
-                                                       dist::DataType::kFloat32,
-                                                       dist::ReduceOp::kSum);
+    absl::StatusOr<dist::Work> w = comm.AllReduceAsync(
+        b.data(), b.data(), b.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum);
     if (!w.ok()) {
       Say(absl::StrCat("ENQUEUE_FAILED ", w.status().ToString()));
       return 5;
@@ -268,7 +270,8 @@ std::optional<NcclRank> NcclWarmedUp(Checker& c, size_t count) {
   Say(absl::StrCat("PID ", getpid()));
   auto* buf = static_cast<float*>(DeviceBuffer(count * sizeof(float)));
   if (buf == nullptr) return std::nullopt;
-  if (!c.Ok((*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up")) {
+  if (!c.Ok((*comm)->AllReduce(buf, buf, count, dist::DataType::kFloat32, dist::ReduceOp::kSum),
+            "warm-up")) {
     return std::nullopt;
   }
   return NcclRank{*std::move(comm), buf, count};
@@ -288,8 +291,8 @@ int KillNcclAsync() {
   }
   std::vector<dist::Work> works;
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<dist::Work> w =
-        nccl->comm->AllReduceAsync(nccl->buf, nccl->buf, nccl->count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
+    absl::StatusOr<dist::Work> w = nccl->comm->AllReduceAsync(
+        nccl->buf, nccl->buf, nccl->count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
     if (!c.Ok(w.status(), "enqueue")) return 5;
     works.push_back(*w);
   }
@@ -305,7 +308,9 @@ int StopInside() {
   if (!comm) return 3;
   const int r = comm->rank(), p = comm->size();
   std::vector<float> x(1 << 16, 1.0f);
-  c.Ok(comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up");
+  c.Ok(
+      comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum),
+      "warm-up");
   if (r != p - 1) std::this_thread::sleep_for(std::chrono::seconds(1));
   return EnterAllReduce(*comm, x);
 }
@@ -320,7 +325,9 @@ int Stall(bool async = false, bool wait = true) {
   const int r = comm->rank(), p = comm->size();
   std::vector<float> x(1 << 16, 1.0f);
   // One collective that everybody completes first, so that the stall is at #2.
-  c.Ok(comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum), "warm-up");
+  c.Ok(
+      comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum),
+      "warm-up");
   if (r == p - 1) {
     Say("STALLING");
     std::this_thread::sleep_for(std::chrono::minutes(10));
@@ -337,10 +344,9 @@ int Mismatch() {
   if (!comm) return 3;
   const int r = comm->rank(), p = comm->size();
   std::vector<float> x(1000 * p, 1.0f), y(1000 * p);
-  absl::Status s = r == p - 1
-                       ? comm->AllGather(x.data(), y.data(), 1000, dist::DataType::kFloat32)
-                       : comm->AllReduce(x.data(), x.data(), 1000, dist::DataType::kFloat32,
-                                         dist::ReduceOp::kSum);
+  absl::Status s = r == p - 1 ? comm->AllGather(x.data(), y.data(), 1000, dist::DataType::kFloat32)
+                              : comm->AllReduce(x.data(), x.data(), 1000, dist::DataType::kFloat32,
+                                                dist::ReduceOp::kSum);
   Say(absl::StrCat("COLLECTIVE_RETURNED ", s.ToString()));
   // The job fails (cause: collective timeout); the default handler ends the process.
   std::this_thread::sleep_for(std::chrono::seconds(30));
@@ -354,13 +360,14 @@ int StopInsideNccl() {
   Checker c;
   std::optional<NcclRank> nccl = NcclWarmedUp(c, 1 << 18);
   if (!nccl) return 3;
-  if (nccl->comm->rank() != nccl->comm->size() - 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (nccl->comm->rank() != nccl->comm->size() - 1)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   Say("IN_COLLECTIVE");
   const absl::Time start = absl::Now();
-  absl::Status s =
-      nccl->comm->AllReduce(nccl->buf, nccl->buf, nccl->count, dist::DataType::kFloat32, dist::ReduceOp::kSum);
-  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start), " ms: ",
-                   s.ToString()));
+  absl::Status s = nccl->comm->AllReduce(nccl->buf, nccl->buf, nccl->count,
+                                         dist::DataType::kFloat32, dist::ReduceOp::kSum);
+  Say(absl::StrCat("COLLECTIVE_RETURNED after ", absl::ToInt64Milliseconds(absl::Now() - start),
+                   " ms: ", s.ToString()));
   return s.ok() ? 0 : 5;
 }
 
@@ -371,14 +378,14 @@ bool IsCollectiveScenario(const std::string& scenario, dist::Options* options) {
       scenario == "collective-kill-nccl-async") {
     // Handle the failure without exiting, so that the blocked collective's return is seen.
     options->on_peer_failure = [](const dist::PeerFailure& f) {
-      Say(absl::StrCat("HANDLED failed=", f.process_id, " cause=", dist::FailureCauseName(f.cause)));
+      Say(absl::StrCat("HANDLED failed=", f.process_id,
+                       " cause=", dist::FailureCauseName(f.cause)));
     };
     return true;
   }
   return scenario == "collectives" || scenario == "collective-stall" ||
-         scenario == "collective-stall-async" ||
-         scenario == "collective-mismatch" || scenario == "collective-stop-inside" ||
-         scenario == "collective-stop-inside-nccl";
+         scenario == "collective-stall-async" || scenario == "collective-mismatch" ||
+         scenario == "collective-stop-inside" || scenario == "collective-stop-inside-nccl";
 }
 
 int RunCollectiveScenario(const std::string& scenario) {

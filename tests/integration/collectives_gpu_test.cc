@@ -40,10 +40,10 @@ std::string NoGpu() {
 // Aborted naming rank 1, through the failure hook, the watch thread and ncclCommAbort.
 TEST(CollectivesGpuTest, TwoRanksOnOneGpu_KillOneWithWorkInFlight_EveryWorkAbortedNamingIt) {
   if (std::string why = NoGpu(); !why.empty()) GTEST_SKIP() << why;
-  LauncherRun run = StartLauncher(
-      {BinPath("cohort-run"), "-n", "2", "--", "sh", "-c",
-       absl::StrCat("NCCL_HOSTID=host$COHORT_PROCESS_ID exec ", BinPath("test-trainer"),
-                    " collective-kill-nccl-async")});
+  LauncherRun run =
+      StartLauncher({BinPath("cohort-run"), "-n", "2", "--", "sh", "-c",
+                     absl::StrCat("NCCL_HOSTID=host$COHORT_PROCESS_ID exec ",
+                                  BinPath("test-trainer"), " collective-kill-nccl-async")});
   ASSERT_TRUE(run.ReadUntil("[rank 1] STALLING", absl::Seconds(120)));
   ASSERT_TRUE(run.ReadUntil("[rank 0] IN_COLLECTIVE", absl::Seconds(60)));
   const std::string pid_line = run.Find("[rank 1] PID ");
@@ -66,13 +66,14 @@ TEST(CollectivesGpuTest, TwoRanksOnOneGpu_KillOneWithWorkInFlight_EveryWorkAbort
 // SIGSTOP of rank 1 while it waits inside an NCCL all-reduce (its kernel on the GPU, its host
 // thread waiting for it): the watchdog names it within the collective timeout + 1 s of rank 0
 // entering, and the job has ended within the timeout + 2 s (docs/faults.md, "Hung ranks").
-TEST(CollectivesGpuTest, TwoRanksOnOneGpu_OneStoppedInsideAnAllReduce_NamedWithinTheTimeoutPlusOneSecond) {
+TEST(CollectivesGpuTest,
+     TwoRanksOnOneGpu_OneStoppedInsideAnAllReduce_NamedWithinTheTimeoutPlusOneSecond) {
   if (std::string why = NoGpu(); !why.empty()) GTEST_SKIP() << why;
-  LauncherRun run = StartLauncher(
-      {BinPath("cohort-run"), "-n", "2", "--", "sh", "-c",
-       absl::StrCat("NCCL_HOSTID=host$COHORT_PROCESS_ID exec ", BinPath("test-trainer"),
-                    " collective-stop-inside-nccl")},
-      {{"COHORT_COLLECTIVE_TIMEOUT", "3s"}});
+  LauncherRun run =
+      StartLauncher({BinPath("cohort-run"), "-n", "2", "--", "sh", "-c",
+                     absl::StrCat("NCCL_HOSTID=host$COHORT_PROCESS_ID exec ",
+                                  BinPath("test-trainer"), " collective-stop-inside-nccl")},
+                    {{"COHORT_COLLECTIVE_TIMEOUT", "3s"}});
   ASSERT_TRUE(run.ReadUntil("[rank 1] IN_COLLECTIVE", absl::Seconds(120)));
   const std::string pid_line = run.Find("[rank 1] PID ");
   int pid = 0;

@@ -29,7 +29,8 @@ int ExitCode(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
 }
 
-void StartJob(JobHarness& job, const std::string& scenario, std::map<std::string, std::string> env) {
+void StartJob(JobHarness& job, const std::string& scenario,
+              std::map<std::string, std::string> env) {
   for (int r = 0; r < job.config().num_processes; ++r) job.StartSidecar(r);
   for (int r = 0; r < job.config().num_processes; ++r) job.StartTrainer(r, scenario, env);
 }
@@ -96,15 +97,16 @@ void KillRankTwoWhileTheOthersWait(
     const absl::Time killed = absl::Now();
     for (int r : {0, 1}) {
       const std::string label = absl::StrCat("rank ", r);
-      ASSERT_TRUE(job.WaitForLine(label, "COLLECTIVE_RETURNED",
-                                  absl::Seconds(1) - (absl::Now() - killed)))
+      ASSERT_TRUE(
+          job.WaitForLine(label, "COLLECTIVE_RETURNED", absl::Seconds(1) - (absl::Now() - killed)))
           << label << " still waiting in its collective 1 s after rank 2 was killed";
       check(job, label);
     }
   }
 }
 
-TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNamingItWithinOneSecond) {
+TEST(CollectivesTest,
+     RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNamingItWithinOneSecond) {
   KillRankTwoWhileTheOthersWait("collective-kill", [](JobHarness& job, const std::string& label) {
     const std::string line = job.FindLine(label, "COLLECTIVE_RETURNED");
     EXPECT_THAT(line, HasSubstr("ABORTED")) << label;
@@ -113,7 +115,8 @@ TEST(CollectivesTest, RankKilledWhileOthersWaitInAllReduce_TheyReturnAbortedNami
   });
 }
 
-TEST(CollectivesTest, RankKilledWithThreeAsyncAllReducesInFlight_EachEndsAbortedNamingItWithinOneSecond) {
+TEST(CollectivesTest,
+     RankKilledWithThreeAsyncAllReducesInFlight_EachEndsAbortedNamingItWithinOneSecond) {
   KillRankTwoWhileTheOthersWait(
       "collective-kill-async", [](JobHarness& job, const std::string& label) {
         EXPECT_THAT(job.FindLine(label, "COLLECTIVE_RETURNED"), HasSubstr("3 of 3 failed"));
@@ -142,7 +145,8 @@ void ExpectStalledRankTwoNamedByEveryRank(const std::string& scenario,
     const std::string line = job.FindLine(absl::StrCat("rank ", r), "the job failed");
     EXPECT_THAT(line, HasSubstr("process 2 is alive (heartbeat")) << r;
     EXPECT_THAT(line, HasSubstr("but never entered all_reduce #2 (float32 sum, 65536 elements), "
-                                "which the other 2 processes entered")) << r;
+                                "which the other 2 processes entered"))
+        << r;
     for (const std::string& text : also) EXPECT_THAT(line, HasSubstr(text)) << r;
     EXPECT_THAT(line, HasSubstr("cause: collective timeout")) << r;
   }
@@ -179,13 +183,16 @@ TEST(CollectivesTest, RankStalledOutsideTheCollective_TimeoutNamesItAndEveryRank
 }
 
 // SIGSTOP freezes the whole program, libdist's threads included; its sidecar keeps heartbeating.
-TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCollective_WithinTheTimeoutPlusOneSecond) {
+TEST(
+    CollectivesTest,
+    RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCollective_WithinTheTimeoutPlusOneSecond) {
   for (const bool inside : {false, true}) {
     SCOPED_TRACE(inside ? "stopped inside the all-reduce" : "stopped outside it");
     JobHarness job({.num_processes = 3, .heartbeat_timeout = "2s"});
     StartJob(job, inside ? "collective-stop-inside" : "collective-stall",
              {{"COHORT_COLLECTIVE_TIMEOUT", "3s"}});
-    ASSERT_TRUE(job.WaitForLine("rank 2", inside ? "IN_COLLECTIVE" : "STALLING", absl::Seconds(60)));
+    ASSERT_TRUE(
+        job.WaitForLine("rank 2", inside ? "IN_COLLECTIVE" : "STALLING", absl::Seconds(60)));
     job.Process("rank 2").Signal(SIGSTOP);
     // The peers wait in all-reduce #2 since the stop (outside: they entered before it) or since
     // they enter it a second later (inside): the rank is named within the collective timeout +
@@ -207,7 +214,9 @@ TEST(CollectivesTest, RankStoppedWithSigstop_WatchdogNamesItInsideOrOutsideTheCo
       // "stopped reporting" once its report of all-reduce #1 reached the sidecar; "never
       // reported" when SIGSTOP came first (the report goes out asynchronously, moments after
       // the call returned).
-      EXPECT_THAT(line, ContainsRegex("but its program (stopped reporting|never reported) progress")) << label;
+      EXPECT_THAT(line,
+                  ContainsRegex("but its program (stopped reporting|never reported) progress"))
+          << label;
       EXPECT_THAT(line, HasSubstr("it is stopped (SIGSTOP, a debugger)")) << label;
     }
     job.Process("rank 2").Signal(SIGKILL);

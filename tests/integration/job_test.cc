@@ -104,11 +104,12 @@ TEST(JobTest, ProgramInstalledFailureHandler_CalledWithRankAndCause) {
 
 // Waits until every rank in `ranks` exited with `code` within `bound` of `since`, and its
 // failure line names `cause_text`.
-void ExpectToldWithin(JobHarness& job, std::vector<int> ranks, absl::Time since, absl::Duration bound,
-                      const std::string& cause_text) {
+void ExpectToldWithin(JobHarness& job, std::vector<int> ranks, absl::Time since,
+                      absl::Duration bound, const std::string& cause_text) {
   for (int r : ranks) {
     std::string label = absl::StrCat("rank ", r);
-    int status = job.WaitForExit(label, std::max(bound - (absl::Now() - since), absl::ZeroDuration()));
+    int status =
+        job.WaitForExit(label, std::max(bound - (absl::Now() - since), absl::ZeroDuration()));
     ASSERT_NE(status, -1) << label << " still running " << bound << " after the fault";
     EXPECT_EQ(ExitCode(status), kPeerFailureExit) << label;
     std::string line = job.FindLine(label, "the job failed");
@@ -171,8 +172,8 @@ TEST(JobTest, AfterAFailure_EverySidecarExitsByItselfPromptly) {
   absl::Time killed = absl::Now();
   for (int r = 0; r < 4; ++r) {
     std::string label = absl::StrCat("sidecar ", r);
-    int status = job.WaitForExit(label, std::max(absl::Seconds(2) - (absl::Now() - killed),
-                                                 absl::ZeroDuration()));
+    int status = job.WaitForExit(
+        label, std::max(absl::Seconds(2) - (absl::Now() - killed), absl::ZeroDuration()));
     ASSERT_NE(status, -1) << label << " still running 2 s after the failure";
     EXPECT_EQ(ExitCode(status), 1) << label;
   }
@@ -332,7 +333,8 @@ std::string MetricsWith(int port, const std::vector<std::string>& wanted, absl::
   while (absl::Now() < deadline) {
     if (auto res = http.Get("/metrics"); res && res->status == 200) {
       body = res->body;
-      if (std::all_of(wanted.begin(), wanted.end(), [&](const std::string& w) { return body.find(w) != std::string::npos; })) {
+      if (std::all_of(wanted.begin(), wanted.end(),
+                      [&](const std::string& w) { return body.find(w) != std::string::npos; })) {
         break;
       }
     }
@@ -344,10 +346,12 @@ std::string MetricsWith(int port, const std::vector<std::string>& wanted, absl::
 TEST(JobTest, Metrics_StepsAndTheRankMissingAtTheOldestBarrier) {
   JobHarness job({.num_processes = 3});
   job.StartAll("wait");  // Steps 7 everywhere; ranks 0 and 1 in barrier "hang", rank 2 not.
-  for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(30)));
-  std::string coordinator = MetricsWith(job.http_port(0),
-                                        {"cohort_task_step{rank=\"2\"} 7", "cohort_task_in_oldest_barrier{rank=\"1\"} 1"},
-                                        absl::Seconds(20));
+  for (int r = 0; r < 3; ++r)
+    ASSERT_TRUE(job.WaitForLine(absl::StrCat("rank ", r), "WAITING", absl::Seconds(30)));
+  std::string coordinator =
+      MetricsWith(job.http_port(0),
+                  {"cohort_task_step{rank=\"2\"} 7", "cohort_task_in_oldest_barrier{rank=\"1\"} 1"},
+                  absl::Seconds(20));
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_step{rank=\"0\"} 7"));
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_step{rank=\"2\"} 7"));
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_progress_age_seconds{rank=\"2\"}"));
@@ -358,7 +362,8 @@ TEST(JobTest, Metrics_StepsAndTheRankMissingAtTheOldestBarrier) {
   EXPECT_THAT(coordinator, HasSubstr("cohort_task_in_oldest_barrier{rank=\"2\"} 0"));
   EXPECT_THAT(coordinator, Not(HasSubstr("cohort_barrier_oldest_open_seconds 0\n")));
   EXPECT_THAT(coordinator, HasSubstr("cohort_world_size 3"));
-  std::string rank2 = MetricsWith(job.http_port(2), {"cohort_trainer_step{rank=\"2\"} 7"}, absl::Seconds(5));
+  std::string rank2 =
+      MetricsWith(job.http_port(2), {"cohort_trainer_step{rank=\"2\"} 7"}, absl::Seconds(5));
   EXPECT_THAT(rank2, HasSubstr("cohort_trainer_step{rank=\"2\"} 7"));
   EXPECT_THAT(rank2, HasSubstr("cohort_trainer_last_progress_timestamp_seconds{rank=\"2\"} "));
   EXPECT_THAT(rank2, HasSubstr("cohort_heartbeat_timeout_seconds "));

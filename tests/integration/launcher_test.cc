@@ -42,14 +42,14 @@ TEST(CohortRunTest, ThreeRanks_PrefixedOutputAndSuccess) {
 }
 
 TEST(CohortRunTest, ProcessesPerPod_PodsOfTwoShareASidecarWithThePodsEnvironment) {
-  LauncherRun run = Launch({"-n", "4", "--processes-per-pod", "2", "--", BinPath("test-trainer"),
-                            "rendezvous"});
+  LauncherRun run =
+      Launch({"-n", "4", "--processes-per-pod", "2", "--", BinPath("test-trainer"), "rendezvous"});
   int status = run.Finish();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(run.Has("2 pods of 2 with a sidecar each"));
   for (int r = 0; r < 4; ++r) {
-    EXPECT_TRUE(run.Has(absl::StrCat("[rank ", r, "] RENDEZVOUS rank=", r,
-                                     " keys=4 count=4 local=", r % 2, "/2")));
+    EXPECT_TRUE(run.Has(
+        absl::StrCat("[rank ", r, "] RENDEZVOUS rank=", r, " keys=4 count=4 local=", r % 2, "/2")));
   }
 }
 
@@ -101,7 +101,8 @@ TEST(CohortRunTest, ProcessesPerPodNotADivisor_ClearError) {
 }
 
 TEST(CohortRunTest, StandaloneMode_NoSidecars) {
-  LauncherRun run = Launch({"-n", "3", "--standalone", "--", BinPath("test-trainer"), "rendezvous"});
+  LauncherRun run =
+      Launch({"-n", "3", "--standalone", "--", BinPath("test-trainer"), "rendezvous"});
   int status = run.Finish();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(run.Has("[rank 2] RENDEZVOUS rank=2 keys=3 count=3"));
@@ -237,7 +238,8 @@ TEST(CohortRunTest, RankDiesBeforeRegistering_JobFailsAtOnceNamingIt) {
 // The preemption notice cohort-run forwards, reaching a rank before its program could take it
 // (no handler yet), is a preemption (exit 76), not a rank killed by signal 15.
 TEST(CohortRunTest, ForwardedSigtermBeforeAHandler_APreemptionNotAFailure) {
-  LauncherRun run = Launch({"-n", "2", "--grace-period", "5s", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"});
+  LauncherRun run = Launch(
+      {"-n", "2", "--grace-period", "5s", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"});
   ASSERT_TRUE(run.ReadUntil("[rank 0] ready", absl::Seconds(30)));
   ASSERT_TRUE(run.ReadUntil("[rank 1] ready", absl::Seconds(30)));
   kill(run.process.pid(), SIGTERM);
@@ -245,7 +247,8 @@ TEST(CohortRunTest, ForwardedSigtermBeforeAHandler_APreemptionNotAFailure) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 76);
   EXPECT_TRUE(run.Has("cohort-run: PREEMPTED: rank "));
-  EXPECT_TRUE(run.Has("exit code 76 (the preemption notice, SIGTERM, ended it before its program could take it)"));
+  EXPECT_TRUE(run.Has(
+      "exit code 76 (the preemption notice, SIGTERM, ended it before its program could take it)"));
   EXPECT_FALSE(run.Has("killed by signal 15"));
 }
 
@@ -271,7 +274,8 @@ TEST(CohortRunTest, SidecarKilledAtStartup_JobEndsWithinTwoSecondsNamingIt) {
     for (pid_t pid : JobProcesses(work_dir)) {
       std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
       std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (absl::StrContains(cmd, "cohort-sidecar") && absl::StrContains(cmd, "rank-2/")) victim = pid;
+      if (absl::StrContains(cmd, "cohort-sidecar") && absl::StrContains(cmd, "rank-2/"))
+        victim = pid;
     }
   }
   ASSERT_TRUE(victim.has_value());
@@ -284,7 +288,8 @@ TEST(CohortRunTest, SidecarKilledAtStartup_JobEndsWithinTwoSecondsNamingIt) {
 
 TEST(CohortRunTest, LauncherKilled_NoProcessOfTheJobOutlivesIt) {
   std::string work_dir = FreshWorkDir("launcher-killed");
-  LauncherRun run = Launch({"-n", "3", "--work-dir", work_dir, "--", BinPath("test-trainer"), "wait"});
+  LauncherRun run =
+      Launch({"-n", "3", "--work-dir", work_dir, "--", BinPath("test-trainer"), "wait"});
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(run.ReadUntil(absl::StrCat("[rank ", r, "] WAITING"), absl::Seconds(60)));
   }

@@ -39,7 +39,9 @@ class HubState {
     last_ = s;
   }
   bool WaitFor(const std::function<bool(const attemptspb::AttemptState&)>& pred) {
-    auto holds = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return last_.has_value() && pred(*last_); };
+    auto holds = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return last_.has_value() && pred(*last_);
+    };
     absl::MutexLock lock(&mu_);
     return mu_.AwaitWithTimeout(absl::Condition(&holds), kWait);
   }
@@ -68,16 +70,18 @@ TEST(SparePodTest, GivenTheSlotOfAPodThatIsGone_RunsThatPodsRanksFromTheNextAtte
   absl::StatusOr<std::unique_ptr<WatchedProcess>> sidecar =
       WatchedProcess::Start({BinPath("cohort-sidecar"), "--http-port", "0"}, env, "sidecar");
   ASSERT_TRUE(sidecar.ok()) << sidecar.status();
-  LauncherRun launch = StartLauncher(
-      {BinPath("cohort-launch"), "--", "/bin/sh", "-c",
-       "echo attempt $COHORT_RESTART_ATTEMPT id $COHORT_PROCESS_ID rank $RANK of $WORLD_SIZE node $NODE_RANK"},
-      env);
+  LauncherRun launch = StartLauncher({BinPath("cohort-launch"), "--", "/bin/sh", "-c",
+                                      "echo attempt $COHORT_RESTART_ATTEMPT id $COHORT_PROCESS_ID "
+                                      "rank $RANK of $WORLD_SIZE node $NODE_RANK"},
+                                     env);
 
   HubState state;
-  coordination::AttemptObserver observer(absl::StrCat("127.0.0.1:", (*hub)->port()), kToken,
-                                         [&](const attemptspb::AttemptState& s) { state.Set(s); }, nullptr);
-  ASSERT_TRUE(state.WaitFor([](const auto& s) { return s.spares_size() == 1 && s.spares(0) == "job-spare0"; }))
-      << (*sidecar)->Output();
+  coordination::AttemptObserver observer(
+      absl::StrCat("127.0.0.1:", (*hub)->port()), kToken,
+      [&](const attemptspb::AttemptState& s) { state.Set(s); }, nullptr);
+  ASSERT_TRUE(state.WaitFor([](const auto& s) {
+    return s.spares_size() == 1 && s.spares(0) == "job-spare0";
+  })) << (*sidecar)->Output();
   ASSERT_TRUE(launch.ReadUntil("a spare pod: waiting for the sidecar to give it the slot", kWait));
   EXPECT_FALSE(launch.Has("[rank")) << "a spare ran a process before it held a slot";
 
@@ -93,7 +97,8 @@ TEST(SparePodTest, GivenTheSlotOfAPodThatIsGone_RunsThatPodsRanksFromTheNextAtte
   EXPECT_TRUE(launch.Has("this pod holds pod index 1 (ranks 2-3) from restart attempt 1 on"));
   EXPECT_TRUE(launch.Has("[rank 2] attempt 1 id 2 rank 2 of 4 node 1"));
   EXPECT_TRUE(launch.Has("[rank 3] attempt 1 id 3 rank 3 of 4 node 1"));
-  EXPECT_NE((*sidecar)->WaitForLine("takes pod index 1 (ranks 2-3) in restart attempt 1", kWait), "");
+  EXPECT_NE((*sidecar)->WaitForLine("takes pod index 1 (ranks 2-3) in restart attempt 1", kWait),
+            "");
   // The sidecar is pod 1's now, following the hub as the spare that holds index 1.
   EXPECT_TRUE(state.WaitFor([](const auto& s) {
     return s.spares_size() == 0 && s.following_size() == 1 && s.following(0) == 1;

@@ -47,15 +47,18 @@ int Check(const absl::Status& s, const char* what) {
   return absl::IsAborted(s) || absl::IsUnavailable(s) ? dist::kPeerFailureExitCode : 3;
 }
 
-// Initialize, pass a barrier, exchange keys, pass a reusable barrier several times, count, list, shut down.
+// Initialize, pass a barrier, exchange keys, pass a reusable barrier several times, count, list,
+// shut down.
 int Rendezvous() {
   const int rank = dist::ProcessIndex(), n = dist::ProcessCount();
   // First a barrier alone: recovery-bench times a restart until every rank passed it.
   if (int rc = Check(dist::Barrier("start", absl::Seconds(60)), "barrier")) return rc;
   Say(absl::StrCat("BARRIER rank=", rank));
-  if (int rc = Check(dist::KeyValueSet(absl::StrCat("rdv/", rank), absl::StrCat("v", rank)), "set")) return rc;
+  if (int rc = Check(dist::KeyValueSet(absl::StrCat("rdv/", rank), absl::StrCat("v", rank)), "set"))
+    return rc;
   for (int peer = 0; peer < n; ++peer) {
-    absl::StatusOr<std::string> v = dist::KeyValueGet(absl::StrCat("rdv/", peer), absl::Seconds(30));
+    absl::StatusOr<std::string> v =
+        dist::KeyValueGet(absl::StrCat("rdv/", peer), absl::Seconds(30));
     if (int rc = Check(v.status(), "get")) return rc;
     if (*v != absl::StrCat("v", peer)) {
       Say(absl::StrCat("ERROR wrong value for rdv/", peer, ": ", *v));
@@ -82,7 +85,8 @@ int Rendezvous() {
 bool g_handles_failures = false;
 
 // Every rank reports training step 7; then every rank but the last waits in a barrier that
-// cannot pass, because the last rank waits for a key nobody sets. Only a failure (injected by the test) ends the wait.
+// cannot pass, because the last rank waits for a key nobody sets. Only a failure (injected by the
+// test) ends the wait.
 int Wait() {
   if (int rc = Check(dist::ReportProgress(7), "report progress")) return rc;
   Say("WAITING");
@@ -93,7 +97,8 @@ int Wait() {
     s = dist::Barrier("hang", absl::Minutes(10));
   }
   Say(absl::StrCat("WAIT_RETURNED ", s.ToString()));
-  if (g_handles_failures) std::this_thread::sleep_for(std::chrono::seconds(10));  // The handler exits.
+  if (g_handles_failures)
+    std::this_thread::sleep_for(std::chrono::seconds(10));  // The handler exits.
   return 4;
 }
 
@@ -103,7 +108,8 @@ int Wait() {
 int Preempt() {
   Say("TRAINING");
   int step_ms = 5;
-  if (const char* v = std::getenv("TEST_TRAINER_STEP_MS"); v != nullptr && !absl::SimpleAtoi(v, &step_ms)) {
+  if (const char* v = std::getenv("TEST_TRAINER_STEP_MS");
+      v != nullptr && !absl::SimpleAtoi(v, &step_ms)) {
     step_ms = 5;
   }
   for (int64_t step = 0; step < 100000; ++step) {
@@ -125,7 +131,8 @@ int Preempt() {
 int Chaos(int steps) {
   const int rank = dist::ProcessIndex(), n = dist::ProcessCount();
   for (int step = 0; step < steps; ++step) {
-    if (int rc = Check(dist::KeyValueSet(absl::StrCat("chaos/", step, "/", rank), "x"), "set")) return rc;
+    if (int rc = Check(dist::KeyValueSet(absl::StrCat("chaos/", step, "/", rank), "x"), "set"))
+      return rc;
     absl::StatusOr<std::string> peer =
         dist::KeyValueGet(absl::StrCat("chaos/", step, "/", (rank + 1) % n), absl::Seconds(60));
     if (int rc = Check(peer.status(), "get")) return rc;
@@ -143,7 +150,8 @@ int Chaos(int steps) {
 }
 
 // What the operator injects (the environment contract of docs/operator.md), checked before
-// libdist reads it: the JAX_* names agree with the COHORT_* ones and the coordinator is rank 0's DNS name.
+// libdist reads it: the JAX_* names agree with the COHORT_* ones and the coordinator is rank 0's
+// DNS name.
 int CheckPodEnvironment() {
   auto get = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
@@ -155,7 +163,8 @@ int CheckPodEnvironment() {
   std::vector<std::string> problems;
   if (job.empty() || ns.empty()) problems.push_back("COHORT_JOB_NAME or COHORT_NAMESPACE unset");
   if (coordinator.rfind(expected_prefix, 0) != 0) {
-    problems.push_back(absl::StrCat("COHORT_COORDINATOR_ADDRESS=", coordinator, " is not ", expected_prefix, "PORT"));
+    problems.push_back(absl::StrCat("COHORT_COORDINATOR_ADDRESS=", coordinator, " is not ",
+                                    expected_prefix, "PORT"));
   }
   // JAX's own service on rank 0 listens on the port after ours.
   std::string port = coordinator.substr(coordinator.rfind(':') + 1);
@@ -163,7 +172,8 @@ int CheckPodEnvironment() {
   if (!absl::SimpleAtoi(port, &jax_port)) jax_port = -1;
   std::string jax_coordinator = absl::StrCat(expected_prefix, jax_port + 1);
   if (get("JAX_COORDINATOR_ADDRESS") != jax_coordinator) {
-    problems.push_back(absl::StrCat("JAX_COORDINATOR_ADDRESS=", get("JAX_COORDINATOR_ADDRESS"), " is not ", jax_coordinator));
+    problems.push_back(absl::StrCat("JAX_COORDINATOR_ADDRESS=", get("JAX_COORDINATOR_ADDRESS"),
+                                    " is not ", jax_coordinator));
   }
   for (auto [jax, cohort] : {std::pair{"JAX_NUM_PROCESSES", "COHORT_NUM_PROCESSES"},
                              std::pair{"JAX_PROCESS_ID", "COHORT_PROCESS_ID"}}) {
@@ -178,8 +188,9 @@ int CheckPodEnvironment() {
     Say(absl::StrCat("ERROR environment: ", absl::StrJoin(problems, "; ")));
     return 3;
   }
-  Say(absl::StrCat("ENVIRONMENT ok: rank ", get("COHORT_PROCESS_ID"), " of ", get("COHORT_NUM_PROCESSES"),
-                   ", coordinator ", coordinator, ", restart attempt ", get("COHORT_RESTART_ATTEMPT")));
+  Say(absl::StrCat("ENVIRONMENT ok: rank ", get("COHORT_PROCESS_ID"), " of ",
+                   get("COHORT_NUM_PROCESSES"), ", coordinator ", coordinator, ", restart attempt ",
+                   get("COHORT_RESTART_ATTEMPT")));
   return 0;
 }
 
@@ -191,7 +202,8 @@ int main(int argc, char** argv) {
   if (scenario == "wait-with-handler") {
     // The program handles peer failures itself instead of the default exit(75).
     options.on_peer_failure = [](const dist::PeerFailure& f) {
-      Say(absl::StrCat("HANDLED failed=", f.process_id, " cause=", dist::FailureCauseName(f.cause)));
+      Say(absl::StrCat("HANDLED failed=", f.process_id,
+                       " cause=", dist::FailureCauseName(f.cause)));
       std::_Exit(9);
     };
     g_handles_failures = true;

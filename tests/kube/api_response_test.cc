@@ -15,15 +15,18 @@ using ::testing::HasSubstr;
 
 TEST(StatusFromResponse, MapsCodesAndQuotesTheStatusMessage) {
   absl::Status conflict = StatusFromResponse(
-      "PUT", "/apis/x", 409, R"({"kind":"Status","message":"the object has been modified","code":409})");
+      "PUT", "/apis/x", 409,
+      R"({"kind":"Status","message":"the object has been modified","code":409})");
   EXPECT_TRUE(absl::IsAborted(conflict));
   EXPECT_THAT(conflict.message(), HasSubstr("the object has been modified (HTTP 409)"));
   EXPECT_TRUE(absl::IsAlreadyExists(StatusFromResponse("POST", "/p", 409, "{}")));
   EXPECT_TRUE(IsGone(StatusFromResponse("GET", "/p", 410, "")));
   EXPECT_TRUE(absl::IsUnavailable(StatusFromResponse("GET", "/p", 503, "<html>busy</html>")));
-  EXPECT_THAT(StatusFromResponse("GET", "/p", 503, "<html>busy</html>").message(), HasSubstr("<html>busy"));
+  EXPECT_THAT(StatusFromResponse("GET", "/p", 503, "<html>busy</html>").message(),
+              HasSubstr("<html>busy"));
   // A message that is not a string is no message.
-  EXPECT_THAT(StatusFromResponse("GET", "/p", 404, R"({"message": 7})").message(), HasSubstr(R"({"message": 7})"));
+  EXPECT_THAT(StatusFromResponse("GET", "/p", 404, R"({"message": 7})").message(),
+              HasSubstr(R"({"message": 7})"));
 }
 
 std::vector<json> Feed(WatchStreamDecoder& decoder, const std::vector<std::string>& chunks) {
@@ -41,8 +44,11 @@ std::vector<json> Feed(WatchStreamDecoder& decoder, const std::vector<std::strin
 
 TEST(WatchStreamDecoder, EventsSplitAcrossChunks) {
   WatchStreamDecoder decoder("/w");
-  std::vector<json> events =
-      Feed(decoder, {R"({"type":"ADDED","obj)", R"(ect":{}})" "\n" R"({"type":"BOOK)", "MARK\"}\n", "{\"partial\""});
+  std::vector<json> events = Feed(decoder, {R"({"type":"ADDED","obj)",
+                                            R"(ect":{}})"
+                                            "\n"
+                                            R"({"type":"BOOK)",
+                                            "MARK\"}\n", "{\"partial\""});
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0]["type"], "ADDED");
   EXPECT_EQ(events[1]["type"], "BOOKMARK");
@@ -51,11 +57,12 @@ TEST(WatchStreamDecoder, EventsSplitAcrossChunks) {
 
 TEST(WatchStreamDecoder, ErrorEvent410_EndsTheStreamAsGone) {
   WatchStreamDecoder decoder("/w");
-  std::vector<json> events = Feed(decoder, {"not json\n7\n"
-                                            R"({"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}})"
-                                            "\n"
-                                            R"({"type":"ADDED"})"
-                                            "\n"});
+  std::vector<json> events =
+      Feed(decoder, {"not json\n7\n"
+                     R"({"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}})"
+                     "\n"
+                     R"({"type":"ADDED"})"
+                     "\n"});
   EXPECT_TRUE(events.empty());
   EXPECT_TRUE(IsGone(decoder.status())) << decoder.status();
   EXPECT_THAT(decoder.status().message(), HasSubstr("too old"));
@@ -73,7 +80,8 @@ TEST(WatchStreamDecoder, UnexpectedShapes_NoThrow) {
     EXPECT_TRUE(absl::IsUnavailable(decoder.status())) << line << ": " << decoder.status();
   }
   WatchStreamDecoder decoder("/w");
-  std::vector<json> events = Feed(decoder, {R"({"type":1,"object":[]})" "\n"});
+  std::vector<json> events = Feed(decoder, {R"({"type":1,"object":[]})"
+                                            "\n"});
   EXPECT_EQ(events.size(), 1u);
 }
 

@@ -15,9 +15,11 @@ TEST(SetConditionTest, ANewTypeIsAppendedWithTheTransitionTimeNow) {
   json conditions;  // Not an array yet: made one.
   EXPECT_TRUE(SetCondition(conditions, Condition("Ready", "True", "KubeletReady", "ready"), kT0));
   ASSERT_EQ(conditions.size(), 1u);
-  EXPECT_EQ(conditions[0],
-            (json{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}, {"message", "ready"},
-                  {"lastTransitionTime", FormatRfc3339(kT0)}}));
+  EXPECT_EQ(conditions[0], (json{{"type", "Ready"},
+                                 {"status", "True"},
+                                 {"reason", "KubeletReady"},
+                                 {"message", "ready"},
+                                 {"lastTransitionTime", FormatRfc3339(kT0)}}));
   EXPECT_TRUE(SetCondition(conditions, Condition("DisruptionTarget", "True", "", ""), kT1));
   ASSERT_EQ(conditions.size(), 2u);
   EXPECT_FALSE(conditions[1].contains("reason")) << "an empty reason is left out";
@@ -34,7 +36,8 @@ TEST(SetConditionTest, TheSameConditionAgainChangesNothing) {
 TEST(SetConditionTest, ANewReasonKeepsTheTransitionTimeWhileTheStatusIsUnchanged) {
   json conditions = json::array();
   SetCondition(conditions, Condition("Progressing", "True", "ReplicaSetUpdated", "a"), kT0);
-  EXPECT_TRUE(SetCondition(conditions, Condition("Progressing", "True", "NewReplicaSetAvailable", "b"), kT1));
+  EXPECT_TRUE(SetCondition(conditions,
+                           Condition("Progressing", "True", "NewReplicaSetAvailable", "b"), kT1));
   ASSERT_EQ(conditions.size(), 1u);
   EXPECT_EQ(conditions[0]["reason"], "NewReplicaSetAvailable");
   EXPECT_EQ(conditions[0]["message"], "b");
@@ -45,7 +48,8 @@ TEST(SetConditionTest, ANewStatusMovesTheTransitionTimeAndKeepsOtherTypes) {
   json conditions = json::array();
   SetCondition(conditions, Condition("PodScheduled", "True", "", ""), kT0);
   SetCondition(conditions, Condition("Ready", "True", "", ""), kT0);
-  EXPECT_TRUE(SetCondition(conditions, Condition("Ready", "False", "NodeNotReady", "node n is not ready"), kT1));
+  EXPECT_TRUE(SetCondition(
+      conditions, Condition("Ready", "False", "NodeNotReady", "node n is not ready"), kT1));
   ASSERT_EQ(conditions.size(), 2u);
   EXPECT_EQ(conditions[0]["type"], "PodScheduled");
   EXPECT_EQ(conditions[1]["status"], "False");

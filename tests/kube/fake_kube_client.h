@@ -35,7 +35,8 @@ class FakeKubeClient final : public KubeClient {
     store_.AcceptGivenUids(true);  // Fixtures name their owners by uid.
   }
 
-  absl::StatusOr<json> Get(const Resource& r, const std::string& ns, const std::string& name) override {
+  absl::StatusOr<json> Get(const Resource& r, const std::string& ns,
+                           const std::string& name) override {
     if (absl::Status s = Call("get", r); !s.ok()) return s;
     return store_.Get(TypeOf(r), ns, name);
   }
@@ -61,14 +62,16 @@ class FakeKubeClient final : public KubeClient {
     return list;
   }
 
-  absl::StatusOr<json> Create(const Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> Create(const Resource& r, const std::string& ns,
+                              const json& object) override {
     if (absl::Status s = Call("create", r); !s.ok()) return s;
     absl::StatusOr<json> created = store_.Create(TypeOf(r, &object), ns, object);
     if (created.ok()) Remember(created_, r, *created);
     return created;
   }
 
-  absl::StatusOr<json> UpdateStatus(const Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> UpdateStatus(const Resource& r, const std::string& ns,
+                                    const json& object) override {
     if (absl::Status s = Call("update", r, "/status"); !s.ok()) return s;
     {
       absl::MutexLock lock(&mu_);
@@ -77,7 +80,8 @@ class FakeKubeClient final : public KubeClient {
     return store_.Update(TypeOf(r), ns, NameOf(object), object, /*status_only=*/true);
   }
 
-  absl::StatusOr<json> Update(const Resource& r, const std::string& ns, const json& object) override {
+  absl::StatusOr<json> Update(const Resource& r, const std::string& ns,
+                              const json& object) override {
     if (absl::Status s = Call("update", r); !s.ok()) return s;
     return store_.Update(TypeOf(r), ns, NameOf(object), object, /*status_only=*/false);
   }
@@ -110,17 +114,20 @@ class FakeKubeClient final : public KubeClient {
     if (!labels.ok()) return labels.status();
     int64_t after = store_.CurrentVersion();
     if (!options.resource_version.empty() && !absl::SimpleAtoi(options.resource_version, &after)) {
-      return absl::InvalidArgumentError(absl::StrCat("resourceVersion '", options.resource_version, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("resourceVersion '", options.resource_version, "'"));
     }
     absl::StatusOr<std::vector<local::ObjectStore::WatchEvent>> events =
         store_.WaitForEvents(TypeOf(r), ns, &after, options.timeout);
     if (!events.ok()) return events.status();
     for (const local::ObjectStore::WatchEvent& e : *events) {
       if (!labels->Matches(*e.object)) continue;
-      if (!on_event(json{{"type", e.type}, {"object", *e.object}})) return absl::CancelledError("watch cancelled");
+      if (!on_event(json{{"type", e.type}, {"object", *e.object}}))
+        return absl::CancelledError("watch cancelled");
     }
     if (options.bookmarks &&
-        !on_event(json{{"type", "BOOKMARK"}, {"object", {{"metadata", {{"resourceVersion", absl::StrCat(after)}}}}}})) {
+        !on_event(json{{"type", "BOOKMARK"},
+                       {"object", {{"metadata", {{"resourceVersion", absl::StrCat(after)}}}}}})) {
       return absl::CancelledError("watch cancelled");
     }
     return absl::OkStatus();
@@ -157,16 +164,30 @@ class FakeKubeClient final : public KubeClient {
   void Compact() { store_.Compact(); }
   // Ends every waiting watch at once (and makes later ones return without waiting).
   void CloseWatches() { store_.WakeWatches(); }
-  int watches() { absl::MutexLock lock(&mu_); return watches_; }
+  int watches() {
+    absl::MutexLock lock(&mu_);
+    return watches_;
+  }
   size_t Count(const Resource& r) {
-    return store_.List(TypeOf(r), "", *local::Selector::ParseLabels(""), *local::Selector::ParseFields(""))["items"]
+    return store_
+        .List(TypeOf(r), "", *local::Selector::ParseLabels(""),
+              *local::Selector::ParseFields(""))["items"]
         .size();
   }
   // "<plural>/<name>" of every object created, and of every object deleted (a dependent the
   // garbage collector took is not listed).
-  std::vector<std::string> created() { absl::MutexLock lock(&mu_); return created_; }
-  std::vector<std::string> deleted() { absl::MutexLock lock(&mu_); return deleted_; }
-  int status_writes() { absl::MutexLock lock(&mu_); return status_writes_; }
+  std::vector<std::string> created() {
+    absl::MutexLock lock(&mu_);
+    return created_;
+  }
+  std::vector<std::string> deleted() {
+    absl::MutexLock lock(&mu_);
+    return deleted_;
+  }
+  int status_writes() {
+    absl::MutexLock lock(&mu_);
+    return status_writes_;
+  }
   // The API calls made since the last TakeCalls(), as "verb group/resource[/status]" (core
   // group ""), for checking RBAC rules against what the code does.
   std::set<std::string> TakeCalls() {
@@ -195,10 +216,18 @@ class FakeKubeClient final : public KubeClient {
   // The store's kind for `r`; a kind it does not know is added (named after `object`'s kind when
   // one is created).
   local::ResourceType TypeOf(const Resource& r, const json* object = nullptr) {
-    if (std::optional<local::ResourceType> known = store_.FindType(r.group, r.plural); known) return *known;
-    local::ResourceType added{r.group, r.version, r.plural, r.plural, r.plural, /*namespaced=*/true,
-                              /*status_subresource=*/true, {}};
-    if (object != nullptr && object->is_object() && (*object).value("kind", "") != "") added.kind = (*object)["kind"];
+    if (std::optional<local::ResourceType> known = store_.FindType(r.group, r.plural); known)
+      return *known;
+    local::ResourceType added{r.group,
+                              r.version,
+                              r.plural,
+                              r.plural,
+                              r.plural,
+                              /*namespaced=*/true,
+                              /*status_subresource=*/true,
+                              {}};
+    if (object != nullptr && object->is_object() && (*object).value("kind", "") != "")
+      added.kind = (*object)["kind"];
     store_.AddType(added);
     return added;
   }

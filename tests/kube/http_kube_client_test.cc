@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -40,7 +40,7 @@ class OneRequestPerConnectionServer {
     thread_ = std::thread([this] { Serve(); });
   }
   ~OneRequestPerConnectionServer() {
-    shutdown(fd_, SHUT_RDWR);  // Wakes accept().
+    shutdown(fd_, SHUT_RDWR);                                     // Wakes accept().
     if (int c = current_.load(); c >= 0) shutdown(c, SHUT_RDWR);  // Wakes a read of a connection.
     if (thread_.joinable()) thread_.join();
     close(fd_);
@@ -58,7 +58,8 @@ class OneRequestPerConnectionServer {
       ++connections_;
       current_ = c;
       if (ReadRequest(c)) {
-        const std::string reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+        const std::string reply =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
         if (write(c, reply.data(), reply.size()) == static_cast<ssize_t>(reply.size())) ++answered_;
         ReadRequest(c);  // The next one on this connection is dropped.
       }
@@ -86,11 +87,12 @@ class OneRequestPerConnectionServer {
   std::thread thread_;
 };
 
-TEST(HttpKubeClient, AKeptConnectionTheServerClosed_TheRequestGoesAgainAtOnceOnANewOne_NotCountedAsARetry) {
+TEST(HttpKubeClient,
+     AKeptConnectionTheServerClosed_TheRequestGoesAgainAtOnceOnANewOne_NotCountedAsARetry) {
   OneRequestPerConnectionServer server;
   // No retries: a request sent on a dead pooled connection must still succeed.
-  absl::StatusOr<std::unique_ptr<HttpKubeClient>> client =
-      HttpKubeClient::Create(KubeConfig{.server = server.url()}, {.qps = 0, .max_retries = 0}, Clock::Real());
+  absl::StatusOr<std::unique_ptr<HttpKubeClient>> client = HttpKubeClient::Create(
+      KubeConfig{.server = server.url()}, {.qps = 0, .max_retries = 0}, Clock::Real());
   ASSERT_TRUE(client.ok()) << client.status();
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<nlohmann::json> pod = (*client)->Get(kPods, "default", "p");
@@ -104,11 +106,11 @@ TEST(HttpKubeClient, TheServerGone_ThePooledConnectionAndTheRetriesFail_TheError
   std::optional<OneRequestPerConnectionServer> server(std::in_place);
   const std::string url = server->url();
   absl::StatusOr<std::unique_ptr<HttpKubeClient>> client = HttpKubeClient::Create(
-      KubeConfig{.server = url}, {.qps = 0, .max_retries = 2, .initial_backoff = absl::Milliseconds(1)},
-      Clock::Real());
+      KubeConfig{.server = url},
+      {.qps = 0, .max_retries = 2, .initial_backoff = absl::Milliseconds(1)}, Clock::Real());
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->Get(kPods, "default", "p").ok());  // A connection in the pool now.
-  server.reset();                                          // Nothing listens any more.
+  server.reset();                                           // Nothing listens any more.
   absl::StatusOr<nlohmann::json> pod = (*client)->Get(kPods, "default", "p");
   ASSERT_FALSE(pod.ok());
   EXPECT_EQ(pod.status().code(), absl::StatusCode::kUnavailable) << pod.status();

@@ -23,11 +23,12 @@ json Pod(const std::string& name, const std::string& job = "train") {
 class InformerTest : public ::testing::Test {
  protected:
   InformerTest()
-      : informer_(&kube_, kPods, "ml", "cohort.dev/job-name=train",
-                  [this](const std::string& type, const json& pod) {
-                    seen_.push_back(absl::StrCat(type, " ", pod["metadata"].value("name", "")));
-                  },
-                  absl::Milliseconds(1)) {}
+      : informer_(
+            &kube_, kPods, "ml", "cohort.dev/job-name=train",
+            [this](const std::string& type, const json& pod) {
+              seen_.push_back(absl::StrCat(type, " ", pod["metadata"].value("name", "")));
+            },
+            absl::Milliseconds(1)) {}
 
   std::vector<std::string> Take() { return std::exchange(seen_, {}); }
 
@@ -40,7 +41,8 @@ TEST_F(InformerTest, FirstCycleListsWhatExistsThenWatchesOnlyChanges) {
   ASSERT_TRUE(kube_.Create(kPods, "ml", Pod("train-0")).ok());
   ASSERT_TRUE(kube_.Create(kPods, "ml", Pod("other-0", "other")).ok());
   ASSERT_TRUE(informer_.RunOnce().ok());
-  EXPECT_THAT(Take(), ElementsAre("ADDED train-0")) << "the label selector leaves other jobs' pods out";
+  EXPECT_THAT(Take(), ElementsAre("ADDED train-0"))
+      << "the label selector leaves other jobs' pods out";
   EXPECT_EQ(informer_.lists(), 1);
 
   kube_.Modify(kPods, "ml", "train-0", [](json& p) { p["status"]["phase"] = "Running"; });

@@ -38,7 +38,8 @@ clusters:
 - name: cohort
   cluster:
     server: https://127.0.0.1:6443
-    certificate-authority-data: )" + absl::Base64Escape("CA PEM") + R"(
+    certificate-authority-data: )" + absl::Base64Escape("CA PEM") +
+                                         R"(
 contexts:
 - name: local
   context: {cluster: cohort, user: admin, namespace: ml}
@@ -46,8 +47,10 @@ users:
 - name: admin
   user:
     token: abc
-    client-certificate-data: )" + absl::Base64Escape("CERT") + R"(
-    client-key-data: )" + absl::Base64Escape("KEY") + "\n");
+    client-certificate-data: )" + absl::Base64Escape("CERT") +
+                                         R"(
+    client-key-data: )" + absl::Base64Escape("KEY") +
+                                         "\n");
   absl::StatusOr<KubeConfig> cfg = LoadKubeConfig(path);
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->server, "https://127.0.0.1:6443");

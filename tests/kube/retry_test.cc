@@ -12,7 +12,9 @@ using ::testing::HasSubstr;
 
 TEST(RetryOnConflictTest, RetriesConflictsOnlyAndReturnsTheFirstOtherResult) {
   int calls = 0;
-  EXPECT_TRUE(RetryOnConflict([&] { return ++calls < 3 ? absl::AbortedError("conflict") : absl::OkStatus(); }).ok());
+  EXPECT_TRUE(RetryOnConflict([&] {
+                return ++calls < 3 ? absl::AbortedError("conflict") : absl::OkStatus();
+              }).ok());
   EXPECT_EQ(calls, 3);
   calls = 0;
   EXPECT_TRUE(absl::IsNotFound(RetryOnConflict([&] {
@@ -24,18 +26,22 @@ TEST(RetryOnConflictTest, RetriesConflictsOnlyAndReturnsTheFirstOtherResult) {
 
 TEST(RetryOnConflictTest, GivesUpAfterTheAttemptsWithTheLastConflict) {
   int calls = 0;
-  absl::Status s = RetryOnConflict([&] { return absl::AbortedError(absl::StrCat("conflict ", ++calls)); });
+  absl::Status s =
+      RetryOnConflict([&] { return absl::AbortedError(absl::StrCat("conflict ", ++calls)); });
   EXPECT_EQ(calls, kConflictAttempts);
   EXPECT_EQ(s, absl::AbortedError(absl::StrCat("conflict ", kConflictAttempts)));
   calls = 0;
-  RetryOnConflict([&] { return absl::AbortedError(absl::StrCat("conflict ", ++calls)); }, 2).IgnoreError();
+  RetryOnConflict([&] { return absl::AbortedError(absl::StrCat("conflict ", ++calls)); }, 2)
+      .IgnoreError();
   EXPECT_EQ(calls, 2);
 }
 
 class UpdateStatusWithTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(client_.Create(kNodes, "", {{"metadata", {{"name", "n"}}}, {"status", {{"phase", "a"}}}}).ok());
+    ASSERT_TRUE(
+        client_.Create(kNodes, "", {{"metadata", {{"name", "n"}}}, {"status", {{"phase", "a"}}}})
+            .ok());
   }
   testing::FakeKubeClient client_;
 };
@@ -43,7 +49,8 @@ class UpdateStatusWithTest : public ::testing::Test {
 TEST_F(UpdateStatusWithTest, ReadsAgainWhenAnotherWriterCameInBetween) {
   int reads = 0;
   absl::Status s = UpdateStatusWith(&client_, kNodes, "", "n", [&](json& node) {
-    if (++reads < 3) client_.Modify(kNodes, "", "n", [&](json& n) { n["status"]["other"] = reads; });
+    if (++reads < 3)
+      client_.Modify(kNodes, "", "n", [&](json& n) { n["status"]["other"] = reads; });
     node["status"]["phase"] = "b";
     return true;
   });
@@ -72,7 +79,8 @@ TEST_F(UpdateStatusWithTest, AnObjectThatKeepsChangingIsAbortedNamingIt) {
 }
 
 TEST_F(UpdateStatusWithTest, AMissingObjectIsNotFound) {
-  EXPECT_TRUE(absl::IsNotFound(UpdateStatusWith(&client_, kNodes, "", "gone", [](json&) { return true; })));
+  EXPECT_TRUE(
+      absl::IsNotFound(UpdateStatusWith(&client_, kNodes, "", "gone", [](json&) { return true; })));
 }
 
 }  // namespace

@@ -40,9 +40,7 @@ TEST(CpuShare, MoreProcessesThanCpus_RoundRobinOneEach) {
   EXPECT_THAT(CpuShare(cpus, 3, 4), ElementsAre(1));
 }
 
-TEST(CpuShare, NothingKnown_NoBinding) {
-  EXPECT_TRUE(CpuShare({}, 0, 2).empty());
-}
+TEST(CpuShare, NothingKnown_NoBinding) { EXPECT_TRUE(CpuShare({}, 0, 2).empty()); }
 
 TEST(AllowedCpus, MatchesTheAffinityMask) {
   cpu_set_t set;
@@ -60,7 +58,8 @@ TEST(CpuBind, ParsesTheTwoValuesAndNamesTheVariableOtherwise) {
   EXPECT_EQ(*ParseCpuBind("cores"), CpuBind::kCores);
   absl::StatusOr<CpuBind> bad = ParseCpuBind("core");
   ASSERT_TRUE(absl::IsInvalidArgument(bad.status()));
-  EXPECT_THAT(bad.status().message(), HasSubstr("COHORT_CPU_BIND='core' is not one of none, cores"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("COHORT_CPU_BIND='core' is not one of none, cores"));
 }
 
 TEST(CpuBind, EnvironmentOverridesTheFallback) {

@@ -6,8 +6,13 @@ namespace cohort::launch {
 namespace {
 
 TEST(LaunchProtocol, EndedRoundTripsAMessageOfSeveralLines) {
-  AttemptEnded e{.attempt = 4, .exit_code = 137, .finished_unix_ms = 1700000000123, .reason = "OOMKilled",
-                 .message = "Traceback:\n  x = y\ncohort-launch: restart attempt 4 ended with rank 3's status"};
+  AttemptEnded e{
+      .attempt = 4,
+      .exit_code = 137,
+      .finished_unix_ms = 1700000000123,
+      .reason = "OOMKilled",
+      .message =
+          "Traceback:\n  x = y\ncohort-launch: restart attempt 4 ended with rank 3's status"};
   const std::string line = FormatEnded(e);
   ASSERT_EQ(line.back(), '\n');
   EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line";
@@ -39,8 +44,8 @@ TEST(LaunchProtocol, AttemptLines) {
   ASSERT_TRUE(as_pod.has_value());
   EXPECT_EQ(as_pod->attempt, 12);
   EXPECT_EQ(as_pod->pod_index, 3);
-  for (const char* bad : {"attempt -1", "attempt x", "attempt 1 pod", "attempt 1 pod -2", "attempt 1 pad 2",
-                          "attempt 1 pod 2 extra", "ended 1 2 3 Error m"}) {
+  for (const char* bad : {"attempt -1", "attempt x", "attempt 1 pod", "attempt 1 pod -2",
+                          "attempt 1 pad 2", "attempt 1 pod 2 extra", "ended 1 2 3 Error m"}) {
     EXPECT_EQ(ParseOrder(bad).has_value(), false) << bad;
   }
   EXPECT_EQ(ParseEnded("ended 1 two 3 Error m"), std::nullopt);

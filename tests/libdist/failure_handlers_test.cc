@@ -37,9 +37,8 @@ TEST(FailureHandlers, RunAll_InTheOrderAdded_WithTheFailure) {
   handlers.Add("first", absl::Seconds(5), [&](const PeerFailure& f) {
     trace.Add(absl::StrCat("first saw rank ", f.process_id));
   });
-  FailureHandlers::Id removed = handlers.Add("removed", absl::Seconds(5), [&](const PeerFailure&) {
-    trace.Add("removed");
-  });
+  FailureHandlers::Id removed =
+      handlers.Add("removed", absl::Seconds(5), [&](const PeerFailure&) { trace.Add("removed"); });
   handlers.Add("second", absl::Seconds(5), [&](const PeerFailure& f) { trace.Add(f.message); });
   handlers.Remove(removed);
   handlers.RunAll(PeerFailure{3, FailureCause::kCrash, "rank 3 crashed"});
@@ -61,8 +60,7 @@ TEST(FailureHandlers, HandlerOverrunsItsBound_TheNextRunsAfterTheBound) {
     unstick->WaitForNotification();
   });
   handlers.Add("next", absl::Seconds(10), [&](const PeerFailure&) { trace.Add("next"); });
-  std::future<void> run =
-      std::async(std::launch::async, [&] { handlers.RunAll(PeerFailure{}); });
+  std::future<void> run = std::async(std::launch::async, [&] { handlers.RunAll(PeerFailure{}); });
   started->WaitForNotification();
   clock.AwaitWaiters(1);  // Waiting for "stuck", within its bound.
   clock.Advance(absl::Seconds(9));
@@ -106,8 +104,7 @@ TEST(FailureHandlers, JobFails_InternalHandlersRunBeforeTheProgramsOffTheEventTh
               }).ok());
   ASSERT_TRUE(dist::ReportError("bad input shard").ok());
   program_handled.WaitForNotification();
-  EXPECT_THAT(trace.Get(),
-              ElementsAre("libdist: abort communicators", "program: reported error"));
+  EXPECT_THAT(trace.Get(), ElementsAre("libdist: abort communicators", "program: reported error"));
   EXPECT_EQ(program_thread, "dist-failure");
   EXPECT_EQ(dist::Shutdown().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(AddFailureHandler("late", absl::Seconds(1), [](const PeerFailure&) {}).status().code(),

@@ -71,7 +71,8 @@ TEST(HangDumpTest, ThreadStacks_EveryThreadByNameWithItsFrames) {
   const std::string stacks = ThreadStacks(kPerThread);
   EXPECT_THAT(stacks, HasSubstr(absl::StrCat("native stacks of process ", getpid())));
   EXPECT_THAT(stacks, HasSubstr("(parked-here)"));
-  EXPECT_THAT(stacks, HasSubstr("ParkedInsideAKnownFunction")) << "the parked thread's own frame, symbolized";
+  EXPECT_THAT(stacks, HasSubstr("ParkedInsideAKnownFunction"))
+      << "the parked thread's own frame, symbolized";
   EXPECT_THAT(stacks, HasSubstr(", the main thread")) << stacks;
   EXPECT_THAT(stacks, Not(HasSubstr("no answer within"))) << stacks;
 }
@@ -84,7 +85,8 @@ TEST(HangDumpTest, ThreadStacks_TwentyFourThreads_EveryOneWithItsFrames) {
   for (int run = 0; run < 7; ++run) {
     const absl::Time start = absl::Now();
     const std::string stacks = ThreadStacks(kPerThread);
-    std::cout << "dump " << run << " of 24 threads: " << absl::FormatDuration(absl::Now() - start) << "\n";
+    std::cout << "dump " << run << " of 24 threads: " << absl::FormatDuration(absl::Now() - start)
+              << "\n";
     size_t frames = 0;
     for (size_t at = stacks.find("ParkedInsideAKnownFunction"); at != std::string::npos;
          at = stacks.find("ParkedInsideAKnownFunction", at + 1)) {
@@ -116,12 +118,14 @@ TEST(HangDumpTest, ThreadStacks_ARealTimeSignalTheProgramHandles_IsLeftToIt) {
   ParkedThread parked("parked-here");
 
   const std::string stacks = ThreadStacks(kPerThread);
-  EXPECT_THAT(stacks, HasSubstr("ParkedInsideAKnownFunction")) << "the one signal left (SIGRTMIN+2)";
+  EXPECT_THAT(stacks, HasSubstr("ParkedInsideAKnownFunction"))
+      << "the one signal left (SIGRTMIN+2)";
   EXPECT_EQ(g_program_signals, 0);
   for (int s = SIGRTMIN + 3; s <= SIGRTMAX - 2; ++s) {
     struct sigaction now {};
     ASSERT_EQ(sigaction(s, nullptr, &now), 0);
-    EXPECT_EQ(now.sa_handler, &ProgramsOwnHandler) << "signal " << s << " was taken from the program";
+    EXPECT_EQ(now.sa_handler, &ProgramsOwnHandler)
+        << "signal " << s << " was taken from the program";
   }
 }
 

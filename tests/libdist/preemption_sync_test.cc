@@ -64,8 +64,10 @@ TEST(PreemptionSync, PeerFailsDuringTheProtocol_EveryLaterStepReportsTheError) {
   FakeJob job(2);
   PreemptionSync p0(&job.client(0), 0);
   p0.OnNotice();  // Process 1 never joins the barrier: it fails instead.
-  ASSERT_TRUE(job.service().ReportError(1, 1001, cohort::coordination::FailureCause::kReportedError,
-                                        "out of memory").ok());
+  ASSERT_TRUE(
+      job.service()
+          .ReportError(1, 1001, cohort::coordination::FailureCause::kReportedError, "out of memory")
+          .ok());
   absl::StatusOr<bool> reached = p0.ReachedSyncPoint(0);
   EXPECT_EQ(reached.status().code(), absl::StatusCode::kAborted);
   EXPECT_THAT(reached.status().message(), HasSubstr("preemption sync protocol failed"));

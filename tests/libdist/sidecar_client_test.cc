@@ -93,7 +93,8 @@ class FakeSidecar final : public agentpb::Agent::CallbackService {
     return attach_stream_->Push(std::move(event));
   }
 
-  // The job's hang detector asks for evidence, as the real sidecar does (AgentRpcService::RequestDump).
+  // The job's hang detector asks for evidence, as the real sidecar does
+  // (AgentRpcService::RequestDump).
   bool PushDump(uint64_t id, const std::string& directory) {
     absl::MutexLock lock(&mu_);
     if (attach_stream_ == nullptr) return false;
@@ -228,8 +229,8 @@ class FakeSidecar final : public agentpb::Agent::CallbackService {
         resp->mutable_kv()->set_value(it->second);
       } else {
         // The service enforces the get's own timeout (the client's deadline has slack on top).
-        waiting_.push_back(Waiter{reactor, req->key(), resp,
-                                  now + absl::Milliseconds(req->timeout_ms())});
+        waiting_.push_back(
+            Waiter{reactor, req->key(), resp, now + absl::Milliseconds(req->timeout_ms())});
         wake_.Signal();
         return reactor;
       }
@@ -496,9 +497,8 @@ class SidecarClientTest : public ::testing::Test {
 
   absl::Status Insert(const std::string& key, const std::string& value,
                       bool allow_overwrite = false) {
-    return Await<absl::Status>([&](auto done) {
-      client_->InsertKeyValue(key, value, allow_overwrite, std::move(done));
-    });
+    return Await<absl::Status>(
+        [&](auto done) { client_->InsertKeyValue(key, value, allow_overwrite, std::move(done)); });
   }
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) {
     return Await<absl::StatusOr<std::string>>(
@@ -580,7 +580,8 @@ TEST_F(SidecarClientTest, DumpRequested_StacksAndFlightRecorderWrittenThenDumped
 
   const std::string dumped = dump_dir + "/dumped";
   const absl::Time deadline = absl::Now() + kWait;
-  while (!std::filesystem::exists(dumped) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  while (!std::filesystem::exists(dumped) && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
   ASSERT_TRUE(std::filesystem::exists(dumped)) << "no answer within " << kWait;
   auto read = [](const std::string& path) {
     std::ifstream in(path);
@@ -713,11 +714,11 @@ TEST_F(SidecarClientTest, GetKeyValue_KeyNeverSet_IsDeadlineExceeded) {
   EXPECT_EQ(gets[0].request.timeout_ms(), 200);
   // The call's own deadline leaves the sidecar time to answer first.
   const absl::Duration transport_deadline = gets[0].deadline - gets[0].received;
-  EXPECT_GT(transport_deadline, absl::Milliseconds(200) + cohort::coordination::kWaitingCallSlack -
-                                    absl::Seconds(2));
+  EXPECT_GT(transport_deadline,
+            absl::Milliseconds(200) + cohort::coordination::kWaitingCallSlack - absl::Seconds(2));
   // (gRPC's timeout header rounds up.)
-  EXPECT_LT(transport_deadline, absl::Milliseconds(200) + cohort::coordination::kWaitingCallSlack +
-                                    absl::Seconds(1));
+  EXPECT_LT(transport_deadline,
+            absl::Milliseconds(200) + cohort::coordination::kWaitingCallSlack + absl::Seconds(1));
 }
 
 TEST_F(SidecarClientTest, SidecarGone_ArrivesAsServiceUnreachable) {

@@ -87,7 +87,8 @@ TEST_F(ApiServerTest, ListWithoutSpec_KeepsOnlyTheNodeName) {
   bound["spec"]["nodeName"] = "node-b";
   ASSERT_TRUE(client_->Create(kPods, "default", bound).ok());
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("unbound", {{"app", "z"}})).ok());
-  absl::StatusOr<json> list = client_->List(kPods, "default", "app=z", kube::KubeClient::ListFields::kWithoutSpec);
+  absl::StatusOr<json> list =
+      client_->List(kPods, "default", "app=z", kube::KubeClient::ListFields::kWithoutSpec);
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ((*list)["items"].size(), 2u);
   for (const json& item : (*list)["items"]) {
@@ -107,10 +108,12 @@ TEST_F(ApiServerTest, ErrorsMapToOneMeaningEach) {
   EXPECT_THAT(again.status().message(), HasSubstr("already exists"));
 
   json stale = *client_->Get(kPods, "default", "a");
-  ASSERT_TRUE(client_->MergePatch(kPods, "default", "a", {{"metadata", {{"labels", {{"k", "v"}}}}}}).ok());
+  ASSERT_TRUE(
+      client_->MergePatch(kPods, "default", "a", {{"metadata", {{"labels", {{"k", "v"}}}}}}).ok());
   stale["metadata"]["labels"] = {{"k", "stale"}};
   absl::StatusOr<json> conflict = client_->Update(kPods, "default", stale);
-  EXPECT_TRUE(absl::IsAborted(conflict.status())) << conflict.status();  // 409: re-read, never overwrite.
+  EXPECT_TRUE(absl::IsAborted(conflict.status()))
+      << conflict.status();  // 409: re-read, never overwrite.
   EXPECT_EQ((*client_->Get(kPods, "default", "a"))["metadata"]["labels"]["k"], "v");
 
   EXPECT_TRUE(absl::IsNotFound(client_->Get(op::kDistributedJobs, "default", "x").status()));
@@ -152,8 +155,8 @@ TEST_F(ApiServerTest, StatusSubresourceAndGeneration) {
   EXPECT_EQ((*written)["metadata"]["generation"], 1);
 
   // A spec change bumps the generation and keeps the status.
-  absl::StatusOr<json> patched =
-      client_->MergePatch(kPods, "default", "a", {{"spec", {{"hostname", "h"}}}, {"status", {{"phase", "x"}}}});
+  absl::StatusOr<json> patched = client_->MergePatch(
+      kPods, "default", "a", {{"spec", {{"hostname", "h"}}}, {"status", {{"phase", "x"}}}});
   ASSERT_TRUE(patched.ok());
   EXPECT_EQ((*patched)["metadata"]["generation"], 2);
   EXPECT_EQ((*patched)["status"]["phase"], "Running");
@@ -162,7 +165,8 @@ TEST_F(ApiServerTest, StatusSubresourceAndGeneration) {
 TEST_F(ApiServerTest, WatchDeliversChangesAfterAVersionInOrder) {
   std::string from = (*client_->List(kPods, "default", ""))["metadata"]["resourceVersion"];
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("a")).ok());
-  ASSERT_TRUE(client_->MergePatch(kPods, "default", "a", {{"metadata", {{"labels", {{"k", "v"}}}}}}).ok());
+  ASSERT_TRUE(
+      client_->MergePatch(kPods, "default", "a", {{"metadata", {{"labels", {{"k", "v"}}}}}}).ok());
   ASSERT_TRUE(client_->Delete(kPods, "default", "a").ok());
   std::vector<std::string> types;
   kube::WatchOptions options;
@@ -183,10 +187,13 @@ TEST_F(ApiServerTest, WatchSeesAChangeMadeWhileItWaits) {
     kube::WatchOptions options;
     options.resource_version = from;
     options.timeout = absl::Seconds(20);
-    client_->Watch(kPods, "default", options, [&](const json& e) {
-      if (e["type"] == "ADDED") seen.Notify();
-      return e["type"] != "ADDED";
-    }).IgnoreError();
+    client_
+        ->Watch(kPods, "default", options,
+                [&](const json& e) {
+                  if (e["type"] == "ADDED") seen.Notify();
+                  return e["type"] != "ADDED";
+                })
+        .IgnoreError();
   });
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("late")).ok());
   EXPECT_TRUE(seen.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -197,7 +204,8 @@ TEST_F(ApiServerTest, WatchFromAForgottenVersionIsGone) {
   ApiServerOptions server_options;
   server_options.watch_history = 2;
   Start(server_options);
-  for (const char* name : {"a", "b", "c", "d"}) ASSERT_TRUE(client_->Create(kPods, "default", Pod(name)).ok());
+  for (const char* name : {"a", "b", "c", "d"})
+    ASSERT_TRUE(client_->Create(kPods, "default", Pod(name)).ok());
   kube::WatchOptions options;
   options.resource_version = "1";
   options.timeout = absl::Seconds(1);
@@ -222,7 +230,8 @@ TEST_F(ApiServerTest, EvictionMarksDisruptionTargetThenDeletes) {
   json pod = Pod("a");
   pod["spec"]["nodeName"] = "local";
   ASSERT_TRUE(client_->Create(kPods, "default", pod).ok());
-  json eviction = {{"apiVersion", "policy/v1"}, {"kind", "Eviction"}, {"metadata", {{"name", "a"}}}};
+  json eviction = {
+      {"apiVersion", "policy/v1"}, {"kind", "Eviction"}, {"metadata", {{"name", "a"}}}};
   ASSERT_TRUE(client_->Call("POST", "/api/v1/namespaces/default/pods/a/eviction", &eviction).ok());
   json evicted = *client_->Get(kPods, "default", "a");
   EXPECT_TRUE(evicted["metadata"].contains("deletionTimestamp"));
@@ -232,10 +241,13 @@ TEST_F(ApiServerTest, EvictionMarksDisruptionTargetThenDeletes) {
 }
 
 TEST_F(ApiServerTest, DeletingAnOwnerCollectsItsDependents) {
-  absl::StatusOr<json> owner = client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "owner"}}}});
+  absl::StatusOr<json> owner =
+      client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "owner"}}}});
   ASSERT_TRUE(owner.ok());
   json child = Pod("child");
-  child["metadata"]["ownerReferences"] = {{{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", "owner"},
+  child["metadata"]["ownerReferences"] = {{{"apiVersion", "v1"},
+                                           {"kind", "Secret"},
+                                           {"name", "owner"},
                                            {"uid", (*owner)["metadata"]["uid"]}}};
   ASSERT_TRUE(client_->Create(kPods, "default", child).ok());
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("unrelated")).ok());
@@ -248,12 +260,17 @@ TEST_F(ApiServerTest, DeletingAnOwnerCollectsItsDependents) {
 // acting on a stale view): it is deleted. The create succeeds, then the object is gone; one with
 // a live owner among its owners stays.
 TEST_F(ApiServerTest, CreatedAfterEveryOwnerIsGone_CollectedAtOnce) {
-  absl::StatusOr<json> gone = client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "gone"}}}});
-  absl::StatusOr<json> live = client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "live"}}}});
+  absl::StatusOr<json> gone =
+      client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "gone"}}}});
+  absl::StatusOr<json> live =
+      client_->Create(kube::kSecrets, "default", {{"metadata", {{"name", "live"}}}});
   ASSERT_TRUE(gone.ok() && live.ok());
   ASSERT_TRUE(client_->Delete(kube::kSecrets, "default", "gone").ok());
   auto owner = [](const json& o) {
-    return json{{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", o["metadata"]["name"]}, {"uid", o["metadata"]["uid"]}};
+    return json{{"apiVersion", "v1"},
+                {"kind", "Secret"},
+                {"name", o["metadata"]["name"]},
+                {"uid", o["metadata"]["uid"]}};
   };
   json orphan = Pod("orphan");
   orphan["metadata"]["ownerReferences"] = {owner(*gone)};
@@ -264,7 +281,8 @@ TEST_F(ApiServerTest, CreatedAfterEveryOwnerIsGone_CollectedAtOnce) {
   ASSERT_TRUE(client_->Create(kPods, "default", kept).ok());
   EXPECT_TRUE(client_->Get(kPods, "default", "kept").ok());
   json unchecked = Pod("unchecked");  // An owner without a uid cannot be looked up: kept.
-  unchecked["metadata"]["ownerReferences"] = {{{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", "gone"}}};
+  unchecked["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "v1"}, {"kind", "Secret"}, {"name", "gone"}}};
   ASSERT_TRUE(client_->Create(kPods, "default", unchecked).ok());
   EXPECT_TRUE(client_->Get(kPods, "default", "unchecked").ok());
 }
@@ -278,17 +296,23 @@ TEST_F(ApiServerTest, CustomResourceDefinitionRegistersItsKind) {
                 {"scope", "Namespaced"},
                 {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}}},
                 {"versions",
-                 {{{"name", "v1"}, {"served", true}, {"storage", true},
+                 {{{"name", "v1"},
+                   {"served", true},
+                   {"storage", true},
                    {"subresources", {{"status", json::object()}}},
-                   {"additionalPrinterColumns", {{{"name", "Size"}, {"type", "integer"}, {"jsonPath", ".spec.size"}}}}}}}}}};
+                   {"additionalPrinterColumns",
+                    {{{"name", "Size"}, {"type", "integer"}, {"jsonPath", ".spec.size"}}}}}}}}}};
   const kube::Resource crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
   const kube::Resource widgets{"example.com", "v1", "widgets"};
-  EXPECT_TRUE(absl::IsNotFound(client_->Create(widgets, "default", {{"metadata", {{"name", "w"}}}}).status()));
+  EXPECT_TRUE(absl::IsNotFound(
+      client_->Create(widgets, "default", {{"metadata", {{"name", "w"}}}}).status()));
   absl::StatusOr<json> created = client_->Create(crds, "", crd);
   ASSERT_TRUE(created.ok()) << created.status();
   json established = *client_->Get(crds, "", "widgets.example.com");
   EXPECT_EQ(established["status"]["conditions"][1]["type"], "Established");
-  ASSERT_TRUE(client_->Create(widgets, "default", {{"metadata", {{"name", "w"}}}, {"spec", {{"size", 3}}}}).ok());
+  ASSERT_TRUE(
+      client_->Create(widgets, "default", {{"metadata", {{"name", "w"}}}, {"spec", {{"size", 3}}}})
+          .ok());
 
   // kubectl get asks for a Table with the printer columns.
   absl::StatusOr<json> discovery = client_->Call("GET", "/apis/example.com/v1");
@@ -386,9 +410,11 @@ TEST_F(CustomResourceTest, CreateWrongType_422WithTheRealServersStatusAndNothing
   EXPECT_EQ(r.body["reason"], "Invalid");
   EXPECT_EQ(r.body["code"], 422);
   EXPECT_EQ(r.body["message"],
-            "DistributedJob.cohort.dev \"four\" is invalid: spec.replicas: Invalid value: \"string\": spec.replicas "
+            "DistributedJob.cohort.dev \"four\" is invalid: spec.replicas: Invalid value: "
+            "\"string\": spec.replicas "
             "in body must be of type integer: \"string\"");
-  EXPECT_EQ(r.body["details"], json::parse(R"({"name":"four","group":"cohort.dev","kind":"DistributedJob",
+  EXPECT_EQ(r.body["details"],
+            json::parse(R"({"name":"four","group":"cohort.dev","kind":"DistributedJob",
       "causes":[{"reason":"FieldValueTypeInvalid","field":"spec.replicas",
                  "message":"Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""}]})"));
   EXPECT_TRUE(absl::IsNotFound(client_->Get(op::kDistributedJobs, "default", "four").status()));
@@ -401,7 +427,8 @@ TEST_F(CustomResourceTest, CreateUnknownField_StrictRejectsWarnAndIgnorePrune) {
   EXPECT_EQ(strict.status, 400);
   EXPECT_EQ(strict.body["reason"], "BadRequest");
   EXPECT_EQ(strict.body["message"],
-            "DistributedJob in version \"v1alpha1\" cannot be handled as a DistributedJob: strict decoding error: "
+            "DistributedJob in version \"v1alpha1\" cannot be handled as a DistributedJob: strict "
+            "decoding error: "
             "unknown field \"spec.replicaz\"");
   EXPECT_TRUE(absl::IsNotFound(client_->Get(op::kDistributedJobs, "default", "a").status()));
 
@@ -420,7 +447,8 @@ TEST_F(CustomResourceTest, CreateUnknownField_StrictRejectsWarnAndIgnorePrune) {
   Response bogus = Send("POST", absl::StrCat(kJobs, "?fieldValidation=Yes"), job);
   EXPECT_EQ(bogus.status, 422);
   EXPECT_EQ(bogus.body["message"],
-            "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Yes\": supported "
+            "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: "
+            "\"Yes\": supported "
             "values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
 }
 
@@ -444,15 +472,18 @@ TEST_F(CustomResourceTest, UpdatesAndPatches_ResultValidatedAndRefusedWritesChan
   put["spec"]["replicas"] = 0;
   Response r = Send("PUT", item, put);
   EXPECT_EQ(r.status, 422);
-  EXPECT_EQ(r.body["message"], "DistributedJob.cohort.dev \"u\" is invalid: spec.replicas: Invalid value: 0: "
-                               "spec.replicas in body should be greater than or equal to 1");
+  EXPECT_EQ(r.body["message"],
+            "DistributedJob.cohort.dev \"u\" is invalid: spec.replicas: Invalid value: 0: "
+            "spec.replicas in body should be greater than or equal to 1");
 
   r = Send("PATCH", item, {{"spec", {{"replicas", "x"}}}}, "application/merge-patch+json");
   EXPECT_EQ(r.status, 422);
   EXPECT_EQ(r.body["details"]["causes"][0]["field"], "spec.replicas");
 
-  r = Send("PATCH", item, json::parse(R"([{"op":"replace","path":"/spec/sidecar/imagePullPolicy","value":"Often"}])"),
-           "application/json-patch+json");
+  r = Send(
+      "PATCH", item,
+      json::parse(R"([{"op":"replace","path":"/spec/sidecar/imagePullPolicy","value":"Often"}])"),
+      "application/json-patch+json");
   EXPECT_EQ(r.status, 422);
   EXPECT_EQ(r.body["details"]["causes"][0]["reason"], "FieldValueNotSupported");
 
@@ -478,8 +509,8 @@ TEST_F(CustomResourceTest, StatusWrites_CheckedAgainstTheStatusSchema) {
   job["status"] = {{"phase", "Bogus"}, {"ready", 1}};
   absl::StatusOr<json> written = client_->UpdateStatus(op::kDistributedJobs, "default", job);
   EXPECT_TRUE(absl::IsInvalidArgument(written.status())) << written.status();
-  EXPECT_THAT(written.status().message(),
-              HasSubstr("DistributedJob.cohort.dev \"s\" is invalid: status.phase: Unsupported value: \"Bogus\""));
+  EXPECT_THAT(written.status().message(), HasSubstr("DistributedJob.cohort.dev \"s\" is invalid: "
+                                                    "status.phase: Unsupported value: \"Bogus\""));
   job["status"]["phase"] = "Running";
   written = client_->UpdateStatus(op::kDistributedJobs, "default", job);
   ASSERT_TRUE(written.ok()) << written.status();
@@ -495,15 +526,18 @@ TEST_F(CustomResourceTest, OpenApiV3_TheCrdSchemaForExplainAndFieldValidationFor
   Response doc = Send("GET", "/openapi/v3/apis/cohort.dev/v1alpha1", json());
   ASSERT_EQ(doc.status, 200);
   const json& schema = doc.body["components"]["schemas"]["dev.cohort.v1alpha1.DistributedJob"];
-  EXPECT_EQ(schema["x-kubernetes-group-version-kind"],
-            json::parse(R"([{"group":"cohort.dev","version":"v1alpha1","kind":"DistributedJob"}])"));
+  EXPECT_EQ(
+      schema["x-kubernetes-group-version-kind"],
+      json::parse(R"([{"group":"cohort.dev","version":"v1alpha1","kind":"DistributedJob"}])"));
   EXPECT_EQ(schema["properties"]["spec"]["properties"]["replicas"]["type"], "integer");
   EXPECT_EQ(schema["properties"]["spec"]["required"], json::array({"template"}));
   EXPECT_EQ(schema["properties"]["metadata"]["allOf"][0]["$ref"],
             "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
-  EXPECT_TRUE(doc.body["components"]["schemas"].contains("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+  EXPECT_TRUE(doc.body["components"]["schemas"].contains(
+      "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
   const json& patch =
-      doc.body["paths"]["/apis/cohort.dev/v1alpha1/namespaces/{namespace}/distributedjobs/{name}"]["patch"];
+      doc.body["paths"]["/apis/cohort.dev/v1alpha1/namespaces/{namespace}/distributedjobs/{name}"]
+              ["patch"];
   EXPECT_EQ(patch["x-kubernetes-group-version-kind"]["kind"], "DistributedJob");
   std::vector<std::string> parameters;
   for (const json& p : patch["parameters"]) parameters.push_back(p["name"]);
@@ -530,30 +564,32 @@ TEST_F(CustomResourceTest, WatchAsTable_EventsAreTablesWithThePrinterColumns) {
   ASSERT_EQ(Send("POST", kJobs, testing::Job("w2")).status, 201);
   std::vector<json> events;
   std::string buffer;
-  httplib::Headers accept = {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
-  http_->Get(absl::StrCat(kJobs, "?watch=true&resourceVersion=0&timeoutSeconds=20"), accept,
-             [&](const char* data, size_t length) {
-               buffer.append(data, length);
-               for (size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1)) {
-                 events.push_back(json::parse(buffer.substr(0, nl)));
-                 if (events.size() == 2) {  // Both ADDED: now a change, as the operator makes one.
-                   EXPECT_TRUE(client_
-                                   ->MergePatch(op::kDistributedJobs, "default", "w1",
-                                                {{"status", {{"phase", "Running"}, {"readyText", "2/2"}}}},
-                                                /*status=*/true)
-                                   .ok());
-                 }
-               }
-               return events.size() < 3;
-             });
+  httplib::Headers accept = {
+      {"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
+  http_->Get(
+      absl::StrCat(kJobs, "?watch=true&resourceVersion=0&timeoutSeconds=20"), accept,
+      [&](const char* data, size_t length) {
+        buffer.append(data, length);
+        for (size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1)) {
+          events.push_back(json::parse(buffer.substr(0, nl)));
+          if (events.size() == 2) {  // Both ADDED: now a change, as the operator makes one.
+            EXPECT_TRUE(client_
+                            ->MergePatch(op::kDistributedJobs, "default", "w1",
+                                         {{"status", {{"phase", "Running"}, {"readyText", "2/2"}}}},
+                                         /*status=*/true)
+                            .ok());
+          }
+        }
+        return events.size() < 3;
+      });
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0]["type"], "ADDED");
   const json& first = events[0]["object"];
   EXPECT_EQ(first["kind"], "Table");
   std::vector<std::string> columns;
   for (const json& c : first["columnDefinitions"]) columns.push_back(c["name"]);
-  EXPECT_THAT(columns, ElementsAre("Name", "Phase", "Ready", "Spares", "Restarts", "Preemptions", "Processes/Pod",
-                                   "Coordinator", "Age"));
+  EXPECT_THAT(columns, ElementsAre("Name", "Phase", "Ready", "Spares", "Restarts", "Preemptions",
+                                   "Processes/Pod", "Coordinator", "Age"));
   EXPECT_EQ(first["rows"][0]["cells"][0], "w1");
   EXPECT_EQ(first["rows"][0]["object"]["kind"], "PartialObjectMetadata");
   EXPECT_TRUE(events[1]["object"]["columnDefinitions"].empty()) << "sent with the first event only";

@@ -49,8 +49,9 @@ class LocalControllersTest : public ::testing::Test {
         kube::HttpKubeClient::Create(config, kube::HttpKubeClientOptions{.qps = 0}, Clock::Real());
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           absl::StrCat("scheduler-", ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        std::filesystem::path(::testing::TempDir()) /
+        absl::StrCat("scheduler-", ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
@@ -91,7 +92,10 @@ class LocalControllersTest : public ::testing::Test {
     return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
   }
   void CreatePod(const std::string& name) {
-    ASSERT_TRUE(client_->Create(kube::kPods, "default", PodObject(name, {{"hostname", name}, {"subdomain", "s"}})).ok());
+    ASSERT_TRUE(client_
+                    ->Create(kube::kPods, "default",
+                             PodObject(name, {{"hostname", name}, {"subdomain", "s"}}))
+                    .ok());
   }
 
   // The object once `done` holds for it (null after kWait): read, then watched from there.
@@ -114,9 +118,13 @@ class LocalControllersTest : public ::testing::Test {
         .IgnoreError();
     return found;
   }
-  static std::string NodeOf(const json& pod) { return pod.value("spec", json::object()).value("nodeName", ""); }
+  static std::string NodeOf(const json& pod) {
+    return pod.value("spec", json::object()).value("nodeName", "");
+  }
   static std::string AddressOf(const json& pod) {
-    return pod["metadata"].value("annotations", json::object()).value(Scheduler::kPodAddressAnnotation, "");
+    return pod["metadata"]
+        .value("annotations", json::object())
+        .value(Scheduler::kPodAddressAnnotation, "");
   }
 
   std::unique_ptr<ApiServer> server_;
@@ -134,7 +142,8 @@ TEST_F(LocalControllersTest, PodsSpreadOverReadyNodes_EachNodeItsOwnSubnet_Hosts
   for (int i = 0; i < 4; ++i) {
     const std::string name = absl::StrCat("p", i);
     CreatePod(name);
-    json pod = Await(kube::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); });
+    json pod =
+        Await(kube::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); });
     ASSERT_FALSE(pod.is_null()) << name << " was not bound";
     ++per_node[NodeOf(pod)];
     // node-0 hands out 127.0.10-11.x, node-1 127.0.20-21.x.
@@ -156,7 +165,8 @@ TEST_F(LocalControllersTest, PodsSpreadOverReadyNodes_EachNodeItsOwnSubnet_Hosts
   // it until then.)
   ASSERT_TRUE(client_->Delete(kube::kPods, "default", "p0", 0).ok());
   const absl::Time deadline = absl::Now() + kWait;
-  while (absl::StrContains(Hosts(), "p0.") && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  while (absl::StrContains(Hosts(), "p0.") && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
   EXPECT_THAT(Hosts(), ::testing::Not(HasSubstr("p0.s.default.svc")));
   EXPECT_THAT(Hosts(), HasSubstr("p1.s.default.svc"));
 }
@@ -175,7 +185,8 @@ TEST_F(LocalControllersTest, NoReadyNode_PodWaitsUnschedulable_ThenGoesToTheNode
   ASSERT_FALSE(pod.is_null()) << "no PodScheduled=False";
   EXPECT_EQ(NodeOf(pod), "");
   EXPECT_THAT(pod["status"].dump(), HasSubstr("Unschedulable"));
-  EXPECT_THAT(pod["status"].dump(), HasSubstr("0/2 nodes are available: 2 node(s) were not ready."));
+  EXPECT_THAT(pod["status"].dump(),
+              HasSubstr("0/2 nodes are available: 2 node(s) were not ready."));
 
   SetNodeReady("node-1", "True");
   pod = Await(kube::kPods, "default", "waits", [](const json& p) { return !NodeOf(p).empty(); });
@@ -188,63 +199,94 @@ TEST_F(LocalControllersTest, NoReadyNode_PodWaitsUnschedulable_ThenGoesToTheNode
 std::string Scheduled(const json& pod) {
   for (const json& c : pod.value("status", json::object()).value("conditions", json::array())) {
     if (c.value("type", "") == "PodScheduled") {
-      return absl::StrCat(c.value("status", ""), "/", c.value("reason", ""), ": ", c.value("message", ""));
+      return absl::StrCat(c.value("status", ""), "/", c.value("reason", ""), ": ",
+                          c.value("message", ""));
     }
   }
   return "";
 }
 
-TEST_F(LocalControllersTest, SchedulingGates_PodWaitsSchedulingGated_GatesOnlyRemoved_PlacedOnceTheLastGoes) {
+TEST_F(LocalControllersTest,
+       SchedulingGates_PodWaitsSchedulingGated_GatesOnlyRemoved_PlacedOnceTheLastGoes) {
   CreateNode("node-0", "True");
   StartScheduler();
-  json pod = PodObject("gated", {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/topology"}}}}});
+  json pod = PodObject(
+      "gated",
+      {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/topology"}}}}});
   ASSERT_TRUE(client_->Create(kube::kPods, "default", pod).ok());
-  json got = Await(kube::kPods, "default", "gated",
-                   [](const json& p) { return absl::StartsWith(Scheduled(p), "False/SchedulingGated"); });
+  json got = Await(kube::kPods, "default", "gated", [](const json& p) {
+    return absl::StartsWith(Scheduled(p), "False/SchedulingGated");
+  });
   ASSERT_FALSE(got.is_null()) << "no PodScheduled=False/SchedulingGated";
-  EXPECT_EQ(Scheduled(got), "False/SchedulingGated: Scheduling is blocked due to non-empty scheduling gates");
+  EXPECT_EQ(Scheduled(got),
+            "False/SchedulingGated: Scheduling is blocked due to non-empty scheduling gates");
   EXPECT_EQ(NodeOf(got), "");
 
   // A gate cannot be added, nor the pod bound while it has one, as Kubernetes' API server says.
-  json add = {{"spec", {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/new"}}}}}}};
+  json add = {
+      {"spec",
+       {{"schedulingGates", {{{"name", "example.com/quota"}}, {{"name", "example.com/new"}}}}}}};
   absl::StatusOr<json> added = client_->MergePatch(kube::kPods, "default", "gated", add);
   ASSERT_FALSE(added.ok());
-  EXPECT_THAT(added.status().message(), HasSubstr("only deletion is allowed, but found new scheduling gate 'example.com/new'"));
-  absl::StatusOr<json> bound = client_->MergePatch(kube::kPods, "default", "gated", {{"spec", {{"nodeName", "node-0"}}}});
+  EXPECT_THAT(
+      added.status().message(),
+      HasSubstr("only deletion is allowed, but found new scheduling gate 'example.com/new'"));
+  absl::StatusOr<json> bound =
+      client_->MergePatch(kube::kPods, "default", "gated", {{"spec", {{"nodeName", "node-0"}}}});
   ASSERT_FALSE(bound.ok());
-  EXPECT_THAT(bound.status().message(), HasSubstr("cannot be set until all schedulingGates have been cleared"));
+  EXPECT_THAT(bound.status().message(),
+              HasSubstr("cannot be set until all schedulingGates have been cleared"));
 
   // One gate off: still gated. The last off: placed.
-  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "gated",
-                                  {{"spec", {{"schedulingGates", {{{"name", "example.com/topology"}}}}}}}).ok());
+  ASSERT_TRUE(
+      client_
+          ->MergePatch(kube::kPods, "default", "gated",
+                       {{"spec", {{"schedulingGates", {{{"name", "example.com/topology"}}}}}}})
+          .ok());
   ASSERT_TRUE(client_->Get(kube::kPods, "default", "gated").ok());
   EXPECT_EQ(NodeOf(*client_->Get(kube::kPods, "default", "gated")), "");
-  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "gated", {{"spec", {{"schedulingGates", nullptr}}}}).ok());
+  ASSERT_TRUE(
+      client_
+          ->MergePatch(kube::kPods, "default", "gated", {{"spec", {{"schedulingGates", nullptr}}}})
+          .ok());
   got = Await(kube::kPods, "default", "gated", [](const json& p) { return !NodeOf(p).empty(); });
   ASSERT_FALSE(got.is_null()) << "not placed once its gates were gone";
   EXPECT_EQ(NodeOf(got), "node-0");
 }
 
-TEST_F(LocalControllersTest, NodeCapacity_PodsBeyondItWaitUnschedulable_PlacedWhenAPodFinishesOrGoes) {
+TEST_F(LocalControllersTest,
+       NodeCapacity_PodsBeyondItWaitUnschedulable_PlacedWhenAPodFinishesOrGoes) {
   CreateNode("node-0", "True");
   CreateNode("node-1", "False");
-  ASSERT_TRUE(client_->MergePatch(kube::kNodes, "", "node-0", {{"status", {{"allocatable", {{"pods", "2"}}}}}},
-                                  /*status=*/true)
+  ASSERT_TRUE(client_
+                  ->MergePatch(kube::kNodes, "", "node-0",
+                               {{"status", {{"allocatable", {{"pods", "2"}}}}}},
+                               /*status=*/true)
                   .ok());
   StartScheduler();
   for (const char* name : {"a", "b", "c", "d"}) CreatePod(name);
   for (const char* name : {"a", "b"}) {
-    EXPECT_FALSE(Await(kube::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); }).is_null()) << name;
+    EXPECT_FALSE(
+        Await(kube::kPods, "default", name, [](const json& p) { return !NodeOf(p).empty(); })
+            .is_null())
+        << name;
   }
   for (const char* name : {"c", "d"}) {
-    json waits = Await(kube::kPods, "default", name, [](const json& p) { return absl::StartsWith(Scheduled(p), "False/"); });
-    EXPECT_EQ(Scheduled(waits), "False/Unschedulable: 0/2 nodes are available: 1 node(s) were not ready, 1 Too many pods.")
+    json waits = Await(kube::kPods, "default", name,
+                       [](const json& p) { return absl::StartsWith(Scheduled(p), "False/"); });
+    EXPECT_EQ(
+        Scheduled(waits),
+        "False/Unschedulable: 0/2 nodes are available: 1 node(s) were not ready, 1 Too many pods.")
         << name;
     EXPECT_EQ(NodeOf(waits), "") << name;
   }
   // One finishes: one more fits. One goes: the last fits.
-  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "a", {{"status", {{"phase", "Succeeded"}}}}, /*status=*/true).ok());
-  json placed = Await(kube::kPods, "default", "c", [](const json& p) { return !NodeOf(p).empty(); });
+  ASSERT_TRUE(client_
+                  ->MergePatch(kube::kPods, "default", "a", {{"status", {{"phase", "Succeeded"}}}},
+                               /*status=*/true)
+                  .ok());
+  json placed =
+      Await(kube::kPods, "default", "c", [](const json& p) { return !NodeOf(p).empty(); });
   EXPECT_EQ(NodeOf(placed), "node-0");
   EXPECT_EQ(NodeOf(*client_->Get(kube::kPods, "default", "d")), "");
   ASSERT_TRUE(client_->Delete(kube::kPods, "default", "b", 0).ok());
@@ -255,8 +297,10 @@ TEST_F(LocalControllersTest, NodeCapacity_PodsBeyondItWaitUnschedulable_PlacedWh
 TEST_F(LocalControllersTest, PodBoundByItsAuthor_GetsAnAddressOnItsNode) {
   CreateNode("node-0", "True");
   StartScheduler();
-  ASSERT_TRUE(client_->Create(kube::kPods, "default", PodObject("pinned", {{"nodeName", "node-1"}})).ok());
-  json got = Await(kube::kPods, "default", "pinned", [](const json& p) { return !AddressOf(p).empty(); });
+  ASSERT_TRUE(
+      client_->Create(kube::kPods, "default", PodObject("pinned", {{"nodeName", "node-1"}})).ok());
+  json got =
+      Await(kube::kPods, "default", "pinned", [](const json& p) { return !AddressOf(p).empty(); });
   ASSERT_FALSE(got.is_null());
   EXPECT_TRUE(absl::StartsWith(AddressOf(got), "127.0.20.")) << AddressOf(got);
   EXPECT_EQ(NodeOf(got), "node-1");
@@ -273,13 +317,13 @@ TEST(NodeLeaseMonitorTest, SilentOnlyAfterTheGraceWithoutAChangeSeen) {
   };
   // A renewal is any change of renewTime, whatever time it names (clocks may disagree).
   const Step steps[] = {
-      {absl::Seconds(0), "", false},      // First seen, no Lease yet: the clock starts.
-      {absl::Seconds(10), "", false},     // Exactly the grace: not yet.
-      {absl::Seconds(11), "", true},      // Past it.
-      {absl::Seconds(12), "T1", false},   // Renewed.
-      {absl::Seconds(21), "T1", false},   // 9 s after the renewal.
-      {absl::Seconds(23), "T1", true},    // 11 s after.
-      {absl::Seconds(24), "T0", false},   // A renewal naming an earlier time still counts.
+      {absl::Seconds(0), "", false},     // First seen, no Lease yet: the clock starts.
+      {absl::Seconds(10), "", false},    // Exactly the grace: not yet.
+      {absl::Seconds(11), "", true},     // Past it.
+      {absl::Seconds(12), "T1", false},  // Renewed.
+      {absl::Seconds(21), "T1", false},  // 9 s after the renewal.
+      {absl::Seconds(23), "T1", true},   // 11 s after.
+      {absl::Seconds(24), "T0", false},  // A renewal naming an earlier time still counts.
   };
   for (const Step& s : steps) {
     m.Observe("a", s.renew_time, t0 + s.at);
@@ -289,23 +333,32 @@ TEST(NodeLeaseMonitorTest, SilentOnlyAfterTheGraceWithoutAChangeSeen) {
   EXPECT_FALSE(m.Silent("a", t0 + absl::Hours(1)));
 }
 
-TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotReady_LeaseBack_TaintsGo) {
+TEST_F(LocalControllersTest,
+       NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotReady_LeaseBack_TaintsGo) {
   CreateNode("node-0", "True");
   json lease = {{"apiVersion", "coordination.k8s.io/v1"},
                 {"kind", "Lease"},
                 {"metadata", {{"name", "node-0"}, {"namespace", kNodeLeaseNamespace}}},
                 {"spec", {{"renewTime", FormatRfc3339Micro(absl::Now())}}}};
   ASSERT_TRUE(client_->Create(kube::kLeases, kNodeLeaseNamespace, lease).ok());
-  ASSERT_TRUE(client_->Create(kube::kPods, "default", PodObject("on-node-0", {{"nodeName", "node-0"}})).ok());
-  json running = {{"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-  ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", "on-node-0", running, /*status=*/true).ok());
+  ASSERT_TRUE(
+      client_->Create(kube::kPods, "default", PodObject("on-node-0", {{"nodeName", "node-0"}}))
+          .ok());
+  json running = {
+      {"status",
+       {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  ASSERT_TRUE(
+      client_->MergePatch(kube::kPods, "default", "on-node-0", running, /*status=*/true).ok());
 
   NodeLifecycleController controller(client_.get(), absl::Milliseconds(300));
   controller.Start();
-  json node = Await(kube::kNodes, "", "node-0", [](const json& n) { return kube::ConditionStatus(n, "Ready") == "Unknown"; });
+  json node = Await(kube::kNodes, "", "node-0",
+                    [](const json& n) { return kube::ConditionStatus(n, "Ready") == "Unknown"; });
   ASSERT_FALSE(node.is_null()) << "the node was not marked lost";
   EXPECT_THAT(node["status"].dump(), HasSubstr("NodeStatusUnknown"));
-  node = Await(kube::kNodes, "", "node-0", [](const json& n) { return n["spec"].dump().find(kUnreachableTaint) != std::string::npos; });
+  node = Await(kube::kNodes, "", "node-0", [](const json& n) {
+    return n["spec"].dump().find(kUnreachableTaint) != std::string::npos;
+  });
   ASSERT_FALSE(node.is_null()) << "no unreachable taint";
   EXPECT_THAT(node["spec"]["taints"].dump(), HasSubstr("NoExecute"));
   json p = Await(kube::kPods, "default", "on-node-0", [](const json& p) {
@@ -330,7 +383,8 @@ TEST_F(LocalControllersTest, NodeLifecycle_LeaseStops_NodeUnknownTaintedPodsNotR
   });
   SetNodeReady("node-0", "True");
   node = Await(kube::kNodes, "", "node-0", [](const json& n) {
-    return kube::ConditionStatus(n, "Ready") == "True" && (!n["spec"].contains("taints") || n["spec"]["taints"].empty());
+    return kube::ConditionStatus(n, "Ready") == "True" &&
+           (!n["spec"].contains("taints") || n["spec"]["taints"].empty());
   });
   back.Notify();
   kubelet.join();
@@ -349,7 +403,8 @@ std::vector<json> PodsOf(kube::KubeClient& client, const json& rs) {
   return out;
 }
 
-TEST_F(LocalControllersTest, Deployment_ReplicaSetAndPods_ThenANewTemplateRollsWithoutDroppingBelowTheCount) {
+TEST_F(LocalControllersTest,
+       Deployment_ReplicaSetAndPods_ThenANewTemplateRollsWithoutDroppingBelowTheCount) {
   DeploymentController controller(client_.get());
   json deployment = json::parse(R"({
     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "op", "namespace": "default"},
@@ -360,10 +415,12 @@ TEST_F(LocalControllersTest, Deployment_ReplicaSetAndPods_ThenANewTemplateRollsW
   auto replica_sets = [&] { return (*client_->List(kReplicaSets, "default", ""))["items"]; };
   auto mark_ready = [&](const json& rs) {
     for (const json& pod : PodsOf(*client_, rs)) {
-      ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", pod["metadata"]["name"],
-                                      {{"status", {{"phase", "Running"},
-                                                   {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}},
-                                      /*status=*/true)
+      ASSERT_TRUE(client_
+                      ->MergePatch(kube::kPods, "default", pod["metadata"]["name"],
+                                   {{"status",
+                                     {{"phase", "Running"},
+                                      {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}},
+                                   /*status=*/true)
                       .ok());
     }
   };
@@ -389,7 +446,8 @@ TEST_F(LocalControllersTest, Deployment_ReplicaSetAndPods_ThenANewTemplateRollsW
   EXPECT_EQ(d["status"]["conditions"][1]["reason"], "NewReplicaSetAvailable") << d.dump(2);
 
   // A new image: a second ReplicaSet at the full count; the first stays until it is all ready.
-  json new_image = json::parse(R"({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x:2"}]}}}})");
+  json new_image = json::parse(
+      R"({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x:2"}]}}}})");
   ASSERT_TRUE(client_->MergePatch(kDeployments, "default", "op", new_image).ok());
   controller.Sync();
   controller.Sync();
@@ -427,12 +485,15 @@ TEST_F(LocalControllersTest, ReplicaSet_PodsThatFailed_NoReplacementStorm) {
   std::vector<json> pods = PodsOf(*client_, rs);
   ASSERT_EQ(pods.size(), 2u);
   for (const json& pod : pods) {
-    ASSERT_TRUE(client_->MergePatch(kube::kPods, "default", pod["metadata"]["name"], {{"status", {{"phase", "Failed"}}}},
-                                    /*status=*/true)
+    ASSERT_TRUE(client_
+                    ->MergePatch(kube::kPods, "default", pod["metadata"]["name"],
+                                 {{"status", {{"phase", "Failed"}}}},
+                                 /*status=*/true)
                     .ok());
   }
   for (int i = 0; i < 5; ++i) controller.Sync();
-  EXPECT_EQ(PodsOf(*client_, rs).size(), 2u) << "the failures are 0 s old: nothing new within the back-off";
+  EXPECT_EQ(PodsOf(*client_, rs).size(), 2u)
+      << "the failures are 0 s old: nothing new within the back-off";
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 namespace cohort::local::testing {
 
@@ -33,12 +33,14 @@ inline nlohmann::json YamlToJson(const YAML::Node& node) {
       if (!number.is_discarded() && number.is_number()) return number;
       return text;
     }
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
 inline nlohmann::json DistributedJobCrd() {
-  return YamlToJson(YAML::LoadFile(std::string(COHORT_SOURCE_DIR) + "/manifests/crd/cohort.dev_distributedjobs.yaml"));
+  return YamlToJson(YAML::LoadFile(std::string(COHORT_SOURCE_DIR) +
+                                   "/manifests/crd/cohort.dev_distributedjobs.yaml"));
 }
 
 // The CRD's openAPIV3Schema (of its one version).
@@ -53,7 +55,8 @@ inline nlohmann::json Job(const std::string& name = "train") {
           {"metadata", {{"name", name}}},
           {"spec",
            {{"replicas", 2},
-            {"template", {{"spec", {{"containers", {{{"name", "trainer"}, {"image", "trainer:1"}}}}}}}}}}};
+            {"template",
+             {{"spec", {{"containers", {{{"name", "trainer"}, {"image", "trainer:1"}}}}}}}}}}};
 }
 
 }  // namespace cohort::local::testing

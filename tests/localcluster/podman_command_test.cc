@@ -63,7 +63,8 @@ TEST_F(PodmanCommandTest, Succeeds_ItsOutput_WarningsLeftOutByLogLevel) {
 }
 
 TEST_F(PodmanCommandTest, Fails_PodmansOwnReasonAndTheExitCode) {
-  FakePodman("echo 'Error: no container with name or ID \"c1\" found: no such container' >&2\nexit 125");
+  FakePodman(
+      "echo 'Error: no container with name or ID \"c1\" found: no such container' >&2\nexit 125");
   absl::StatusOr<std::string> out = Podman({"kill", "c1"});
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(out.status().message(), HasSubstr("podman kill failed (exit code 125)"));
@@ -90,7 +91,8 @@ TEST_F(PodmanCommandTest, Hung_KilledAtItsDeadline_NamingTheCommand) {
 // Podman ended, but something it started still holds its output open (as conmon may): what it
 // said and its exit status stand; it is not reported as hung.
 TEST_F(PodmanCommandTest, EndedWhileItsChildHoldsTheOutput_ItsStatusStands) {
-  FakePodman(absl::StrCat("tail -f /dev/null &\necho $! > ", (dir_ / "pid").string(), "\necho created\nexit 0"));
+  FakePodman(absl::StrCat("tail -f /dev/null &\necho $! > ", (dir_ / "pid").string(),
+                          "\necho created\nexit 0"));
   absl::StatusOr<std::string> out = Podman({"create", "c1"}, absl::Seconds(1));
   pid_t child = 0;
   ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(Read("pid")), &child)) << Read("pid");

@@ -12,10 +12,10 @@ namespace cohort::local {
 namespace {
 
 using json = nlohmann::json;
+using testing::DistributedJobSchema;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::DistributedJobSchema;
 using testing::Job;
 
 FieldError TypeError(const std::string& field, const std::string& detail) {
@@ -35,7 +35,8 @@ TEST(PruneUnknownFields, UndeclaredFieldsRemovedAndNamedByPath) {
   job["metadata"]["labelz"] = {{"a", "b"}};
   job["metadata"]["labels"] = {{"a", "b"}};
   std::vector<std::string> pruned = PruneUnknownFields(DistributedJobSchema(), job);
-  EXPECT_THAT(pruned, ElementsAre("metadata.labelz", "spec.replicaz", "spec.sidecar.imagee", "specc"));
+  EXPECT_THAT(pruned,
+              ElementsAre("metadata.labelz", "spec.replicaz", "spec.sidecar.imagee", "specc"));
   EXPECT_FALSE(job["spec"].contains("replicaz"));
   EXPECT_FALSE(job.contains("specc"));
   EXPECT_EQ(job["spec"]["sidecar"], json({{"image", "s:1"}}));
@@ -54,10 +55,12 @@ TEST(PruneUnknownFields, PreserveUnknownFieldsKeepsTheWholeSubtree) {
 }
 
 TEST(PruneUnknownFields, ListItemsAreNamedByIndex) {
-  json schema = {{"type", "object"},
-                 {"properties",
-                  {{"items", {{"type", "array"},
-                              {"items", {{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}}}}}}}};
+  json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"items",
+         {{"type", "array"},
+          {"items", {{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}}}}}}}};
   json object = {{"items", {{{"a", "x"}}, {{"a", "y"}, {"b", 1}}}}};
   EXPECT_THAT(PruneUnknownFields(schema, object), ElementsAre("items[1].b"));
   EXPECT_EQ(object["items"][1], json({{"a", "y"}}));
@@ -66,12 +69,18 @@ TEST(PruneUnknownFields, ListItemsAreNamedByIndex) {
 TEST(PruneUnknownFields, EmbeddedResourceKeepsApiVersionKindAndObjectMeta) {
   json schema = {{"type", "object"},
                  {"properties",
-                  {{"child", {{"type", "object"},
-                              {"x-kubernetes-embedded-resource", true},
-                              {"properties", {{"spec", {{"type", "object"}}}}}}}}}};
-  json object = {{"child", {{"apiVersion", "v1"}, {"kind", "ConfigMap"},
-                            {"metadata", {{"name", "c"}, {"bogus", 1}}}, {"spec", json::object()}, {"extra", 1}}}};
-  EXPECT_THAT(PruneUnknownFields(schema, object), ElementsAre("child.extra", "child.metadata.bogus"));
+                  {{"child",
+                    {{"type", "object"},
+                     {"x-kubernetes-embedded-resource", true},
+                     {"properties", {{"spec", {{"type", "object"}}}}}}}}}};
+  json object = {{"child",
+                  {{"apiVersion", "v1"},
+                   {"kind", "ConfigMap"},
+                   {"metadata", {{"name", "c"}, {"bogus", 1}}},
+                   {"spec", json::object()},
+                   {"extra", 1}}}};
+  EXPECT_THAT(PruneUnknownFields(schema, object),
+              ElementsAre("child.extra", "child.metadata.bogus"));
   EXPECT_EQ(object["child"]["kind"], "ConfigMap");
   EXPECT_EQ(object["child"]["metadata"], json({{"name", "c"}}));
 }
@@ -137,48 +146,77 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{"Valid", [](json&) {}, {}},
         Case{"IntegralFloatIsAnInteger", [](json& j) { j["spec"]["replicas"] = 4.0; }, {}},
-        Case{"ReplicasString", [](json& j) { j["spec"]["replicas"] = "four"; },
+        Case{"ReplicasString",
+             [](json& j) { j["spec"]["replicas"] = "four"; },
              {TypeError("spec.replicas",
-                        "Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"")}},
-        Case{"ReplicasFraction", [](json& j) { j["spec"]["replicas"] = 2.5; },
+                        "Invalid value: \"string\": spec.replicas in body must be of type integer: "
+                        "\"string\"")}},
+        Case{"ReplicasFraction",
+             [](json& j) { j["spec"]["replicas"] = 2.5; },
              {TypeError("spec.replicas",
-                        "Invalid value: \"number\": spec.replicas in body must be of type integer: \"number\"")}},
-        Case{"ReplicasZero", [](json& j) { j["spec"]["replicas"] = 0; },
+                        "Invalid value: \"number\": spec.replicas in body must be of type integer: "
+                        "\"number\"")}},
+        Case{"ReplicasZero",
+             [](json& j) { j["spec"]["replicas"] = 0; },
+             {InvalidError(
+                 "spec.replicas",
+                 "Invalid value: 0: spec.replicas in body should be greater than or equal to 1")}},
+        Case{"ReplicasTooMany",
+             [](json& j) { j["spec"]["replicas"] = 100001; },
              {InvalidError("spec.replicas",
-                           "Invalid value: 0: spec.replicas in body should be greater than or equal to 1")}},
-        Case{"ReplicasTooMany", [](json& j) { j["spec"]["replicas"] = 100001; },
-             {InvalidError("spec.replicas",
-                           "Invalid value: 100001: spec.replicas in body should be less than or equal to 100000")}},
-        Case{"SuspendString", [](json& j) { j["spec"]["suspend"] = "yes"; },
+                           "Invalid value: 100001: spec.replicas in body should be less than or "
+                           "equal to 100000")}},
+        Case{"SuspendString",
+             [](json& j) { j["spec"]["suspend"] = "yes"; },
              {TypeError("spec.suspend",
-                        "Invalid value: \"string\": spec.suspend in body must be of type boolean: \"string\"")}},
-        Case{"TemplateNotObject", [](json& j) { j["spec"]["template"] = 3; },
+                        "Invalid value: \"string\": spec.suspend in body must be of type boolean: "
+                        "\"string\"")}},
+        Case{"TemplateNotObject",
+             [](json& j) { j["spec"]["template"] = 3; },
              {TypeError("spec.template",
-                        "Invalid value: \"integer\": spec.template in body must be of type object: \"integer\"")}},
-        Case{"NoTemplate", [](json& j) { j["spec"].erase("template"); },
+                        "Invalid value: \"integer\": spec.template in body must be of type object: "
+                        "\"integer\"")}},
+        Case{"NoTemplate",
+             [](json& j) { j["spec"].erase("template"); },
              {{"FieldValueRequired", "spec.template", "Required value"}}},
-        Case{"NoSpec", [](json& j) { j.erase("spec"); }, {{"FieldValueRequired", "spec", "Required value"}}},
-        Case{"PullPolicyNotInEnum", [](json& j) { j["spec"]["sidecar"] = {{"imagePullPolicy", "Sometimes"}}; },
+        Case{"NoSpec",
+             [](json& j) { j.erase("spec"); },
+             {{"FieldValueRequired", "spec", "Required value"}}},
+        Case{"PullPolicyNotInEnum",
+             [](json& j) {
+               j["spec"]["sidecar"] = {{"imagePullPolicy", "Sometimes"}};
+             },
              {{"FieldValueNotSupported", "spec.sidecar.imagePullPolicy",
-               "Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\""}}},
-        Case{"EmptySidecarImage", [](json& j) { j["spec"]["sidecar"] = {{"image", ""}}; },
+               "Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", "
+               "\"Never\""}}},
+        Case{"EmptySidecarImage",
+             [](json& j) {
+               j["spec"]["sidecar"] = {{"image", ""}};
+             },
              {InvalidError("spec.sidecar.image",
-                           "Invalid value: \"\": spec.sidecar.image in body should be at least 1 chars long")}},
+                           "Invalid value: \"\": spec.sidecar.image in body should be at least 1 "
+                           "chars long")}},
         Case{"BadTransitionTime",
              [](json& j) {
-               j["status"] = {{"conditions", {{{"type", "Running"}, {"status", "True"},
-                                               {"lastTransitionTime", "yesterday"}}}}};
+               j["status"] = {{"conditions",
+                               {{{"type", "Running"},
+                                 {"status", "True"},
+                                 {"lastTransitionTime", "yesterday"}}}}};
              },
              {TypeError("status.conditions[0].lastTransitionTime",
-                        "Invalid value: \"yesterday\": status.conditions[0].lastTransitionTime in body must be of "
+                        "Invalid value: \"yesterday\": status.conditions[0].lastTransitionTime in "
+                        "body must be of "
                         "type date-time: \"yesterday\"")}},
         Case{"ConditionWithoutStatus",
-             [](json& j) { j["status"] = {{"conditions", {{{"type", "Running"}}}}}; },
+             [](json& j) {
+               j["status"] = {{"conditions", {{{"type", "Running"}}}}};
+             },
              {{"FieldValueRequired", "status.conditions[0].status", "Required value"}}},
         Case{"DuplicateConditionType",
              [](json& j) {
-               j["status"] = {{"conditions", {{{"type", "Running"}, {"status", "True"}},
-                                              {{"type", "Running"}, {"status", "False"}}}}};
+               j["status"] = {{"conditions",
+                               {{{"type", "Running"}, {"status", "True"}},
+                                {{"type", "Running"}, {"status", "False"}}}}};
              },
              {{"FieldValueDuplicate", "status.conditions[1]",
                "Duplicate value: map[string]interface {}{\"type\":\"Running\"}"}}},
@@ -188,10 +226,12 @@ INSTANTIATE_TEST_SUITE_P(
                j["spec"]["suspend"] = 1;
                j["spec"].erase("template");
              },
-             {InvalidError("spec.replicas",
-                           "Invalid value: 0: spec.replicas in body should be greater than or equal to 1"),
+             {InvalidError(
+                  "spec.replicas",
+                  "Invalid value: 0: spec.replicas in body should be greater than or equal to 1"),
               TypeError("spec.suspend",
-                        "Invalid value: \"integer\": spec.suspend in body must be of type boolean: \"integer\""),
+                        "Invalid value: \"integer\": spec.suspend in body must be of type boolean: "
+                        "\"integer\""),
               {"FieldValueRequired", "spec.template", "Required value"}}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
@@ -202,19 +242,23 @@ TEST(ValidateAgainstSchema, StatusWrite_FieldsPrefixedMessagesRelativeToStatus) 
   std::vector<FieldError> errors =
       ValidateAgainstSchema(status_schema, {{"phase", "Bogus"}, {"ready", "x"}}, "status");
   ASSERT_EQ(errors.size(), 2u);
-  EXPECT_EQ(errors[0].ToString(),
-            "status.phase: Unsupported value: \"Bogus\": supported values: \"Pending\", \"Running\", "
-            "\"Restarting\", \"Succeeded\", \"Failed\", \"Suspended\"");
-  EXPECT_EQ(errors[1].ToString(),
-            "status.ready: Invalid value: \"string\": ready in body must be of type integer: \"string\"");
+  EXPECT_EQ(
+      errors[0].ToString(),
+      "status.phase: Unsupported value: \"Bogus\": supported values: \"Pending\", \"Running\", "
+      "\"Restarting\", \"Succeeded\", \"Failed\", \"Suspended\"");
+  EXPECT_EQ(
+      errors[1].ToString(),
+      "status.ready: Invalid value: \"string\": ready in body must be of type integer: \"string\"");
 }
 
 // --- The remaining keywords, on small schemas ---
 
 std::vector<std::string> Errors(const json& schema, const json& value) {
   std::vector<std::string> out;
-  for (const FieldError& e : ValidateAgainstSchema(schema, value)) out.push_back(e.reason + " " + e.ToString());
-  for (const FieldError& e : ValidateStructure(schema, value)) out.push_back(e.reason + " " + e.ToString());
+  for (const FieldError& e : ValidateAgainstSchema(schema, value))
+    out.push_back(e.reason + " " + e.ToString());
+  for (const FieldError& e : ValidateStructure(schema, value))
+    out.push_back(e.reason + " " + e.ToString());
   return out;
 }
 json Object(const std::string& field, json property) {
@@ -225,66 +269,89 @@ TEST(ValidateAgainstSchema, IntOrString) {
   json schema = Object("port", {{"x-kubernetes-int-or-string", true}});
   EXPECT_THAT(Errors(schema, {{"port", 80}}), IsEmpty());
   EXPECT_THAT(Errors(schema, {{"port", "http"}}), IsEmpty());
-  EXPECT_THAT(Errors(schema, {{"port", true}}),
-              ElementsAre("FieldValueTypeInvalid port: Invalid value: \"boolean\": port in body must be of type "
-                          "integer,string: \"boolean\""));
+  EXPECT_THAT(
+      Errors(schema, {{"port", true}}),
+      ElementsAre(
+          "FieldValueTypeInvalid port: Invalid value: \"boolean\": port in body must be of type "
+          "integer,string: \"boolean\""));
 }
 
 TEST(ValidateAgainstSchema, StringsPatternAndLength) {
   json schema = Object("code", {{"type", "string"}, {"pattern", "^[a-z]+$"}, {"maxLength", 3}});
   EXPECT_THAT(Errors(schema, {{"code", "abc"}}), IsEmpty());
-  EXPECT_THAT(Errors(schema, {{"code", "ABCD"}}),
-              ElementsAre("FieldValueTooLong code: Too long: may not be more than 3 bytes",
-                          "FieldValueInvalid code: Invalid value: \"ABCD\": code in body should match '^[a-z]+$'"));
+  EXPECT_THAT(
+      Errors(schema, {{"code", "ABCD"}}),
+      ElementsAre(
+          "FieldValueTooLong code: Too long: may not be more than 3 bytes",
+          "FieldValueInvalid code: Invalid value: \"ABCD\": code in body should match '^[a-z]+$'"));
   EXPECT_THAT(Errors(Object("one", {{"type", "string"}, {"maxLength", 1}}), {{"one", "ab"}}),
               ElementsAre("FieldValueTooLong one: Too long: may not be more than 1 byte"));
 }
 
 TEST(ValidateAgainstSchema, NumbersExclusiveBoundsMultipleOfAndFloats) {
-  EXPECT_THAT(Errors(Object("n", {{"type", "integer"}, {"minimum", 0}, {"exclusiveMinimum", true}}), {{"n", 0}}),
-              ElementsAre("FieldValueInvalid n: Invalid value: 0: n in body should be greater than 0"));
-  EXPECT_THAT(Errors(Object("n", {{"type", "integer"}, {"multipleOf", 4}}), {{"n", 6}}),
-              ElementsAre("FieldValueInvalid n: Invalid value: 6: n in body should be a multiple of 4"));
-  EXPECT_THAT(Errors(Object("x", {{"type", "number"}, {"maximum", 1000000}}), {{"x", 2500000.5}}),
-              ElementsAre("FieldValueInvalid x: Invalid value: 2.5000005e+06: x in body should be less than or "
-                          "equal to 1e+06"));
+  EXPECT_THAT(
+      Errors(Object("n", {{"type", "integer"}, {"minimum", 0}, {"exclusiveMinimum", true}}),
+             {{"n", 0}}),
+      ElementsAre("FieldValueInvalid n: Invalid value: 0: n in body should be greater than 0"));
+  EXPECT_THAT(
+      Errors(Object("n", {{"type", "integer"}, {"multipleOf", 4}}), {{"n", 6}}),
+      ElementsAre("FieldValueInvalid n: Invalid value: 6: n in body should be a multiple of 4"));
+  EXPECT_THAT(
+      Errors(Object("x", {{"type", "number"}, {"maximum", 1000000}}), {{"x", 2500000.5}}),
+      ElementsAre(
+          "FieldValueInvalid x: Invalid value: 2.5000005e+06: x in body should be less than or "
+          "equal to 1e+06"));
   EXPECT_THAT(Errors(Object("x", {{"type", "number"}, {"maximum", 0.5}}), {{"x", 0.75}}),
-              ElementsAre("FieldValueInvalid x: Invalid value: 0.75: x in body should be less than or equal to 0.5"));
+              ElementsAre("FieldValueInvalid x: Invalid value: 0.75: x in body should be less than "
+                          "or equal to 0.5"));
 }
 
 TEST(ValidateAgainstSchema, ListsItemsBoundsUniquenessAndSets) {
-  json schema = Object("l", {{"type", "array"}, {"items", {{"type", "integer"}}}, {"minItems", 1}, {"maxItems", 2}});
+  json schema = Object(
+      "l", {{"type", "array"}, {"items", {{"type", "integer"}}}, {"minItems", 1}, {"maxItems", 2}});
   EXPECT_THAT(Errors(schema, {{"l", {1, 2}}}), IsEmpty());
-  EXPECT_THAT(Errors(schema, {{"l", json::array()}}),
-              ElementsAre("FieldValueInvalid l: Invalid value: 0: l in body should have at least 1 items"));
-  EXPECT_THAT(Errors(schema, {{"l", {1, "x", 3}}}),
-              ElementsAre("FieldValueTypeInvalid l[1]: Invalid value: \"string\": l[1] in body must be of type "
-                          "integer: \"string\"",
-                          "FieldValueTooMany l: Too many: 3: must have at most 2 items"));
-  EXPECT_THAT(Errors(Object("u", {{"type", "array"}, {"uniqueItems", true}}), {{"u", {1, 1}}}),
-              ElementsAre("FieldValueInvalid u: Invalid value: \"\": u in body shouldn't contain duplicates"));
-  EXPECT_THAT(Errors(Object("s", {{"type", "array"}, {"x-kubernetes-list-type", "set"},
+  EXPECT_THAT(
+      Errors(schema, {{"l", json::array()}}),
+      ElementsAre("FieldValueInvalid l: Invalid value: 0: l in body should have at least 1 items"));
+  EXPECT_THAT(
+      Errors(schema, {{"l", {1, "x", 3}}}),
+      ElementsAre(
+          "FieldValueTypeInvalid l[1]: Invalid value: \"string\": l[1] in body must be of type "
+          "integer: \"string\"",
+          "FieldValueTooMany l: Too many: 3: must have at most 2 items"));
+  EXPECT_THAT(
+      Errors(Object("u", {{"type", "array"}, {"uniqueItems", true}}), {{"u", {1, 1}}}),
+      ElementsAre(
+          "FieldValueInvalid u: Invalid value: \"\": u in body shouldn't contain duplicates"));
+  EXPECT_THAT(Errors(Object("s", {{"type", "array"},
+                                  {"x-kubernetes-list-type", "set"},
                                   {"items", {{"type", "string"}}}}),
                      {{"s", {"a", "b", "a"}}}),
               ElementsAre("FieldValueDuplicate s[2]: Duplicate value: \"a\""));
 }
 
 TEST(ValidateAgainstSchema, NullOnlyWhereNullable) {
-  EXPECT_THAT(Errors(Object("n", {{"type", "string"}, {"nullable", true}}), {{"n", nullptr}}), IsEmpty());
-  EXPECT_THAT(Errors(Object("n", {{"type", "string"}}), {{"n", nullptr}}),
-              ElementsAre("FieldValueTypeInvalid n: Invalid value: \"null\": n in body must be of type string: "
-                          "\"null\""));
+  EXPECT_THAT(Errors(Object("n", {{"type", "string"}, {"nullable", true}}), {{"n", nullptr}}),
+              IsEmpty());
+  EXPECT_THAT(
+      Errors(Object("n", {{"type", "string"}}), {{"n", nullptr}}),
+      ElementsAre(
+          "FieldValueTypeInvalid n: Invalid value: \"null\": n in body must be of type string: "
+          "\"null\""));
 }
 
 TEST(ValidateAgainstSchema, AdditionalPropertiesSchemaChecksEveryValue) {
   json schema = Object("m", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}});
-  EXPECT_THAT(Errors(schema, {{"m", {{"a", 1}, {"b", "two"}}}}),
-              ElementsAre("FieldValueTypeInvalid m.b: Invalid value: \"string\": m.b in body must be of type "
-                          "integer: \"string\""));
+  EXPECT_THAT(
+      Errors(schema, {{"m", {{"a", 1}, {"b", "two"}}}}),
+      ElementsAre(
+          "FieldValueTypeInvalid m.b: Invalid value: \"string\": m.b in body must be of type "
+          "integer: \"string\""));
 }
 
 TEST(ValidateAgainstSchema, EmbeddedResourceNeedsApiVersionAndKind) {
-  json schema = Object("child", {{"type", "object"}, {"x-kubernetes-embedded-resource", true},
+  json schema = Object("child", {{"type", "object"},
+                                 {"x-kubernetes-embedded-resource", true},
                                  {"x-kubernetes-preserve-unknown-fields", true}});
   EXPECT_THAT(Errors(schema, {{"child", {{"apiVersion", "v1"}, {"kind", "Pod"}}}}), IsEmpty());
   EXPECT_THAT(Errors(schema, {{"child", {{"kind", ""}}}}),
@@ -296,15 +363,18 @@ TEST(ValidateAgainstSchema, EmbeddedResourceNeedsApiVersionAndKind) {
 
 TEST(InvalidStatus, OneErrorInTheMessageCausesInTheDetails) {
   json status = InvalidStatus("cohort.dev", "DistributedJob", "train",
-                              {TypeError("spec.replicas", "Invalid value: \"string\": spec.replicas in body must be "
-                                                          "of type integer: \"string\"")});
-  EXPECT_EQ(status["message"],
-            "DistributedJob.cohort.dev \"train\" is invalid: spec.replicas: Invalid value: \"string\": "
-            "spec.replicas in body must be of type integer: \"string\"");
+                              {TypeError("spec.replicas",
+                                         "Invalid value: \"string\": spec.replicas in body must be "
+                                         "of type integer: \"string\"")});
+  EXPECT_EQ(
+      status["message"],
+      "DistributedJob.cohort.dev \"train\" is invalid: spec.replicas: Invalid value: \"string\": "
+      "spec.replicas in body must be of type integer: \"string\"");
   EXPECT_EQ(status["code"], 422);
   EXPECT_EQ(status["reason"], "Invalid");
   EXPECT_EQ(status["status"], "Failure");
-  EXPECT_EQ(status["details"], json::parse(R"({"name":"train","group":"cohort.dev","kind":"DistributedJob",
+  EXPECT_EQ(status["details"],
+            json::parse(R"({"name":"train","group":"cohort.dev","kind":"DistributedJob",
       "causes":[{"reason":"FieldValueTypeInvalid","field":"spec.replicas",
                  "message":"Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""}]})"));
 }
@@ -314,7 +384,8 @@ TEST(InvalidStatus, SeveralErrorsInBracketsOnce) {
   FieldError b = {"FieldValueRequired", "spec", "Required value"};
   json status = InvalidStatus("cohort.dev", "DistributedJob", "x", {a, b, a});
   EXPECT_EQ(status["message"],
-            "DistributedJob.cohort.dev \"x\" is invalid: [spec.template: Required value, spec: Required value]");
+            "DistributedJob.cohort.dev \"x\" is invalid: [spec.template: Required value, spec: "
+            "Required value]");
   EXPECT_EQ(status["details"]["causes"].size(), 3u);
 }
 
@@ -335,14 +406,17 @@ TEST(ParseFieldValidation, DefaultWarnAndUnknownValuesRejected) {
   absl::StatusOr<FieldValidation> bad = ParseFieldValidation("strict", "PatchOptions");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"strict\": supported "
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: "
+            "\"strict\": supported "
             "values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
 }
 
 // --- The whole write ---
 
 ResourceType DistributedJobs() {
-  ResourceType t{"cohort.dev", "v1alpha1", "distributedjobs", "distributedjob", "DistributedJob", true, true, {}};
+  ResourceType t{
+      "cohort.dev", "v1alpha1", "distributedjobs", "distributedjob", "DistributedJob", true,
+      true,         {}};
   t.schema = std::make_shared<const json>(DistributedJobSchema());
   return t;
 }
@@ -353,29 +427,32 @@ TEST(AdmitCustomResource, UnknownFieldPerFieldValidation) {
   std::vector<std::string> warnings;
 
   json strict = job;
-  absl::Status s = AdmitCustomResource(DistributedJobs(), {CustomResourceWrite::Verb::kCreate, false,
-                                                           FieldValidation::kStrict},
-                                       strict, &warnings);
+  absl::Status s = AdmitCustomResource(
+      DistributedJobs(), {CustomResourceWrite::Verb::kCreate, false, FieldValidation::kStrict},
+      strict, &warnings);
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;  // 400 BadRequest.
   EXPECT_EQ(s.message(),
-            "DistributedJob in version \"v1alpha1\" cannot be handled as a DistributedJob: strict decoding error: "
+            "DistributedJob in version \"v1alpha1\" cannot be handled as a DistributedJob: strict "
+            "decoding error: "
             "unknown field \"spec.replicaz\"");
 
   json warned = job;
-  ASSERT_TRUE(AdmitCustomResource(DistributedJobs(), {CustomResourceWrite::Verb::kCreate, false,
-                                                      FieldValidation::kWarn},
-                                  warned, &warnings)
-                  .ok());
+  ASSERT_TRUE(
+      AdmitCustomResource(DistributedJobs(),
+                          {CustomResourceWrite::Verb::kCreate, false, FieldValidation::kWarn},
+                          warned, &warnings)
+          .ok());
   EXPECT_THAT(warnings, ElementsAre("unknown field \"spec.replicaz\""));
   EXPECT_FALSE(warned["spec"].contains("replicaz"));
   EXPECT_EQ(warned["spec"]["coordinatorPort"], 8476) << "defaults applied";
 
   warnings.clear();
   json ignored = job;
-  ASSERT_TRUE(AdmitCustomResource(DistributedJobs(), {CustomResourceWrite::Verb::kUpdate, false,
-                                                      FieldValidation::kIgnore},
-                                  ignored, &warnings)
-                  .ok());
+  ASSERT_TRUE(
+      AdmitCustomResource(DistributedJobs(),
+                          {CustomResourceWrite::Verb::kUpdate, false, FieldValidation::kIgnore},
+                          ignored, &warnings)
+          .ok());
   EXPECT_THAT(warnings, IsEmpty());
   EXPECT_FALSE(ignored["spec"].contains("replicaz"));
 }
@@ -384,9 +461,9 @@ TEST(AdmitCustomResource, StrictPatch_InvalidQuotingThePatchedObject) {
   json job = Job();
   job["spec"]["replicaz"] = 3;
   json patched = job;
-  absl::Status s = AdmitCustomResource(DistributedJobs(), {CustomResourceWrite::Verb::kPatch, false,
-                                                           FieldValidation::kStrict},
-                                       patched, nullptr);
+  absl::Status s = AdmitCustomResource(
+      DistributedJobs(), {CustomResourceWrite::Verb::kPatch, false, FieldValidation::kStrict},
+      patched, nullptr);
   ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;
   std::optional<json> body = StatusBody(s);
   ASSERT_TRUE(body.has_value());
@@ -396,7 +473,8 @@ TEST(AdmitCustomResource, StrictPatch_InvalidQuotingThePatchedObject) {
   EXPECT_THAT(cause["message"].get<std::string>(), HasSubstr("\\\"replicaz\\\":3"));
   EXPECT_THAT(cause["message"].get<std::string>(),
               HasSubstr("\": strict decoding error: unknown field \"spec.replicaz\""));
-  EXPECT_THAT((*body)["message"].get<std::string>(), ::testing::StartsWith(" \"\" is invalid: patch: Invalid value: "));
+  EXPECT_THAT((*body)["message"].get<std::string>(),
+              ::testing::StartsWith(" \"\" is invalid: patch: Invalid value: "));
 }
 
 TEST(AdmitCustomResource, InvalidValue_422NamingTheObject) {
@@ -405,27 +483,34 @@ TEST(AdmitCustomResource, InvalidValue_422NamingTheObject) {
   absl::Status s = AdmitCustomResource(DistributedJobs(), {}, job, nullptr);
   ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_EQ(s.message(),
-            "DistributedJob.cohort.dev \"bad\" is invalid: spec.replicas: Invalid value: \"string\": spec.replicas in "
+            "DistributedJob.cohort.dev \"bad\" is invalid: spec.replicas: Invalid value: "
+            "\"string\": spec.replicas in "
             "body must be of type integer: \"string\"");
 }
 
 TEST(AdmitCustomResource, StatusWriteChecksOnlyTheStatus) {
   json job = Job();
   job["status"] = {{"phase", "Running"}, {"ready", 2}};
-  EXPECT_TRUE(AdmitCustomResource(DistributedJobs(), {CustomResourceWrite::Verb::kUpdate, true}, job, nullptr).ok());
+  EXPECT_TRUE(AdmitCustomResource(DistributedJobs(), {CustomResourceWrite::Verb::kUpdate, true},
+                                  job, nullptr)
+                  .ok());
   job["status"]["ready"] = "two";
-  absl::Status s = AdmitCustomResource(DistributedJobs(), {CustomResourceWrite::Verb::kUpdate, true}, job, nullptr);
+  absl::Status s = AdmitCustomResource(DistributedJobs(),
+                                       {CustomResourceWrite::Verb::kUpdate, true}, job, nullptr);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("status.ready: Invalid value: \"string\": ready in body must be of type integer"));
+  EXPECT_THAT(
+      s.message(),
+      HasSubstr("status.ready: Invalid value: \"string\": ready in body must be of type integer"));
 }
 
 TEST(AdmitCustomResource, NoSchemaNoChecks) {
   ResourceType pods{"", "v1", "pods", "pod", "Pod", true, true, {}};
   json pod = {{"metadata", {{"name", "p"}}}, {"spec", {{"whatever", 1}}}};
   json before = pod;
-  EXPECT_TRUE(AdmitCustomResource(pods, {CustomResourceWrite::Verb::kCreate, false, FieldValidation::kStrict}, pod,
-                                  nullptr)
-                  .ok());
+  EXPECT_TRUE(
+      AdmitCustomResource(
+          pods, {CustomResourceWrite::Verb::kCreate, false, FieldValidation::kStrict}, pod, nullptr)
+          .ok());
   EXPECT_EQ(pod, before);
 }
 

@@ -16,7 +16,9 @@ using ::testing::HasSubstr;
 const absl::Time kNow = absl::FromUnixSeconds(1800000000);
 
 json Deployment(json spec) {
-  return {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"metadata", {{"name", "op"}, {"namespace", "ns"}}},
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "Deployment"},
+          {"metadata", {{"name", "op"}, {"namespace", "ns"}}},
           {"spec", std::move(spec)}};
 }
 
@@ -30,15 +32,18 @@ json Managers(const json& object) {
 }
 
 TEST(ServerSideApply, Create_TheManagerOwnsEveryFieldItApplied_NotTheBookkeeping) {
-  absl::StatusOr<json> created =
-      ServerSideApply(nullptr, Deployment({{"replicas", 2}, {"template", {{"spec", {{"containers", {{{"name", "a"}}}}}}}}}),
-                      "helm", false, /*status_subresource=*/true, kNow);
+  absl::StatusOr<json> created = ServerSideApply(
+      nullptr,
+      Deployment({{"replicas", 2}, {"template", {{"spec", {{"containers", {{{"name", "a"}}}}}}}}}),
+      "helm", false, /*status_subresource=*/true, kNow);
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ((*created)["spec"]["replicas"], 2);
   const json managers = Managers(*created);
   ASSERT_TRUE(managers.contains("helm/Apply")) << managers.dump();
   EXPECT_EQ(managers["helm/Apply"],
-            json({{"f:spec", {{"f:replicas", json::object()}, {"f:template", {{"f:spec", {{"f:containers", json::object()}}}}}}}}));
+            json({{"f:spec",
+                   {{"f:replicas", json::object()},
+                    {"f:template", {{"f:spec", {{"f:containers", json::object()}}}}}}}}));
   const json& entry = (*created)["metadata"]["managedFields"][0];
   EXPECT_EQ(entry["apiVersion"], "apps/v1");
   EXPECT_EQ(entry["fieldsType"], "FieldsV1");
@@ -46,19 +51,23 @@ TEST(ServerSideApply, Create_TheManagerOwnsEveryFieldItApplied_NotTheBookkeeping
 }
 
 TEST(ServerSideApply, ReApply_AFieldLeftOutIsRemoved_UnlessAnotherManagerOwnsIt) {
-  json object = *ServerSideApply(nullptr, Deployment({{"replicas", 2}, {"paused", true}, {"minReadySeconds", 5}}),
-                                 "helm", false, true, kNow);
+  json object = *ServerSideApply(
+      nullptr, Deployment({{"replicas", 2}, {"paused", true}, {"minReadySeconds", 5}}), "helm",
+      false, true, kNow);
   // kubectl edit changes minReadySeconds: it owns that field from then on.
   json edited = object;
   edited["spec"]["minReadySeconds"] = 7;
   RecordUpdate(&object, edited, "kubectl-edit", true, kNow);
-  EXPECT_TRUE(Managers(edited)["kubectl-edit/Update"].contains("f:spec")) << Managers(edited).dump();
+  EXPECT_TRUE(Managers(edited)["kubectl-edit/Update"].contains("f:spec"))
+      << Managers(edited).dump();
 
-  absl::StatusOr<json> reapplied = ServerSideApply(&edited, Deployment({{"replicas", 3}}), "helm", false, true, kNow);
+  absl::StatusOr<json> reapplied =
+      ServerSideApply(&edited, Deployment({{"replicas", 3}}), "helm", false, true, kNow);
   ASSERT_TRUE(reapplied.ok()) << reapplied.status();
   EXPECT_EQ((*reapplied)["spec"]["replicas"], 3);
   EXPECT_FALSE((*reapplied)["spec"].contains("paused")) << "helm left it out and owned it alone";
-  EXPECT_EQ((*reapplied)["spec"]["minReadySeconds"], 7) << "kubectl-edit owns it since it changed it";
+  EXPECT_EQ((*reapplied)["spec"]["minReadySeconds"], 7)
+      << "kubectl-edit owns it since it changed it";
 }
 
 TEST(ServerSideApply, ChangingAFieldAnotherManagerOwns_ConflictNamingBoth_ForceTakesItOver) {
@@ -72,7 +81,8 @@ TEST(ServerSideApply, ChangingAFieldAnotherManagerOwns_ConflictNamingBoth_ForceT
   absl::StatusOr<json> refused = ServerSideApply(&scaled, wanted, "cohort-ci", false, true, kNow);
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::IsAborted(refused.status()));
-  EXPECT_THAT(refused.status().message(), HasSubstr("conflict with \"kubectl\" using apps/v1: .spec.replicas"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("conflict with \"kubectl\" using apps/v1: .spec.replicas"));
   EXPECT_THAT(refused.status().message(), HasSubstr("--force-conflicts"));
 
   absl::StatusOr<json> forced = ServerSideApply(&scaled, wanted, "cohort-ci", true, true, kNow);
@@ -85,7 +95,8 @@ TEST(ServerSideApply, ChangingAFieldAnotherManagerOwns_ConflictNamingBoth_ForceT
 
 TEST(ServerSideApply, TheSameValueAnotherManagerOwns_NoConflict_BothOwnIt) {
   json object = *ServerSideApply(nullptr, Deployment({{"replicas", 2}}), "helm", false, true, kNow);
-  absl::StatusOr<json> second = ServerSideApply(&object, Deployment({{"replicas", 2}}), "other", false, true, kNow);
+  absl::StatusOr<json> second =
+      ServerSideApply(&object, Deployment({{"replicas", 2}}), "other", false, true, kNow);
   ASSERT_TRUE(second.ok()) << second.status();
   const json managers = Managers(*second);
   EXPECT_TRUE(managers.contains("helm/Apply"));
@@ -93,7 +104,9 @@ TEST(ServerSideApply, TheSameValueAnotherManagerOwns_NoConflict_BothOwnIt) {
 }
 
 TEST(ServerSideApply, AnEmptyMapApplied_SaysTheMapExists_OtherManagersKeepTheirKeys) {
-  json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "c"}}},
+  json cm = {{"apiVersion", "v1"},
+             {"kind", "ConfigMap"},
+             {"metadata", {{"name", "c"}}},
              {"data", {{"size", "1"}, {"mine", "a"}}}};
   json object = *ServerSideApply(nullptr, cm, "alice", false, false, kNow);
   cm["data"] = {{"size", "2"}};
@@ -109,16 +122,19 @@ TEST(ServerSideApply, StatusOfAKindWithAStatusSubresourceIsNobodys) {
   d["status"] = {{"replicas", 1}};
   json object = *ServerSideApply(nullptr, d, "helm", false, /*status_subresource=*/true, kNow);
   EXPECT_FALSE(Managers(object)["helm/Apply"].contains("f:status"));
-  json same_without = *ServerSideApply(nullptr, d, "helm", false, /*status_subresource=*/false, kNow);
+  json same_without =
+      *ServerSideApply(nullptr, d, "helm", false, /*status_subresource=*/false, kNow);
   EXPECT_TRUE(Managers(same_without)["helm/Apply"].contains("f:status"));
 }
 
 TEST(ServerSideApply, ApplyPatchNotAnObject_InvalidArgument) {
-  EXPECT_TRUE(absl::IsInvalidArgument(ServerSideApply(nullptr, json::array(), "helm", false, true, kNow).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ServerSideApply(nullptr, json::array(), "helm", false, true, kNow).status()));
 }
 
 TEST(ServerSideApply, RecordUpdate_FieldsGoneFromTheObjectAreNobodys) {
-  json object = *ServerSideApply(nullptr, Deployment({{"replicas", 2}, {"paused", true}}), "helm", false, true, kNow);
+  json object = *ServerSideApply(nullptr, Deployment({{"replicas", 2}, {"paused", true}}), "helm",
+                                 false, true, kNow);
   json updated = object;
   updated["spec"].erase("paused");
   RecordUpdate(&object, updated, "kubectl", true, kNow);

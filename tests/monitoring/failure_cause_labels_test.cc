@@ -25,8 +25,8 @@ TEST(FailureCauseLabels, SidecarAndOperatorNameEachCauseAlike) {
     sidecar::SidecarMetrics sidecar(*registry, 1);
     sidecar.CountFailure(info.cause);
     const std::string text = prometheus::TextSerializer().Serialize(registry->Collect());
-    EXPECT_THAT(text, ::testing::HasSubstr(absl::StrCat("cohort_task_failures_total{cause=\"", info.label,
-                                                       "\",rank=\"1\"} 1")))
+    EXPECT_THAT(text, ::testing::HasSubstr(absl::StrCat("cohort_task_failures_total{cause=\"",
+                                                        info.label, "\",rank=\"1\"} 1")))
         << info.label;
 
     op::ObservedPod follower;

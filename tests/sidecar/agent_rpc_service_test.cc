@@ -103,8 +103,8 @@ class AgentRpcServiceTest : public ::testing::Test {
     while (absl::Now() < deadline) {
       absl::Notification changed;
       absl::StatusOr<CoordinationService::TaskStates> states;
-      const coordination::OpId op =
-          coordination().WatchTaskStates(version, [&](absl::StatusOr<CoordinationService::TaskStates> s) {
+      const coordination::OpId op = coordination().WatchTaskStates(
+          version, [&](absl::StatusOr<CoordinationService::TaskStates> s) {
             states = std::move(s);
             changed.Notify();
           });
@@ -133,7 +133,8 @@ class AgentRpcServiceTest : public ::testing::Test {
   };
   std::unique_ptr<Trainer> Attach(int attempt) {
     auto t = std::make_unique<Trainer>();
-    t->stub = agentpb::Agent::NewStub(grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
+    t->stub = agentpb::Agent::NewStub(
+        grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
     agentpb::AttachRequest req;
     req.set_process_id(1);
     req.set_num_processes(coordinator_->service().config().num_tasks);
@@ -172,14 +173,16 @@ TEST_F(AgentRpcServiceTest, Retire_TrainerWaitingInRegistration_ItsGoingIsNotRep
     ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
 
     ReplaceService(/*attempt=*/1);
-    const absl::Status why = absl::AbortedError("restart attempt 1 began: this process belongs to an older one");
+    const absl::Status why =
+        absl::AbortedError("restart attempt 1 began: this process belongs to an older one");
     if (retire) {
       service_->Retire(why);
     } else {
       service_->DetachTrainer(why);
     }
     trainer->thread.join();
-    EXPECT_EQ(trainer->ended.error_code(), grpc::StatusCode::ABORTED) << trainer->ended.error_message();
+    EXPECT_EQ(trainer->ended.error_code(), grpc::StatusCode::ABORTED)
+        << trainer->ended.error_message();
     // The trainer's going is settled: reported (and answered) or let go.
     EXPECT_EQ(service_->WaitForTrainer(absl::Now() + kWait), TrainerOutcome::kFailed);
     const CoordinationService::Snapshot snapshot = coordination().GetSnapshot();
@@ -199,7 +202,8 @@ TEST_F(AgentRpcServiceTest, Retire_TrainerWaitingInRegistration_ItsGoingIsNotRep
 // (rank 0's sidecar killed): its going is reported with the patience of a call that waits for the
 // service, but no process is attached any more, so the sidecar's SIGTERM (the pod deleted) does not
 // wait for one until the grace period ends (a pod deleted thus held on for 30 s).
-TEST_F(AgentRpcServiceTest, TrainerGoneWhileTheServiceIsUnreachable_NotAttachedAtOnce_ItsReportStillPending) {
+TEST_F(AgentRpcServiceTest,
+       TrainerGoneWhileTheServiceIsUnreachable_NotAttachedAtOnce_ItsReportStillPending) {
   Start(/*num_tasks=*/2, /*attempt=*/0);
   std::unique_ptr<Trainer> trainer = Attach(/*attempt=*/0);
   ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
@@ -209,7 +213,8 @@ TEST_F(AgentRpcServiceTest, TrainerGoneWhileTheServiceIsUnreachable_NotAttachedA
   trainer->ctx.TryCancel();  // The trainer dies.
   trainer->thread.join();
   const absl::Time deadline = absl::Now() + kWait;
-  while (service_->trainer_attached() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  while (service_->trainer_attached() && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
   EXPECT_FALSE(service_->trainer_attached());
   EXPECT_TRUE(service_->trainer_ever_attached());
   // Its end is not settled yet: the report waits for a service that is not there.
@@ -224,7 +229,8 @@ TEST_F(AgentRpcServiceTest, RequestDump_OnlyAfterConnected_ThenDownTheAttachStre
   EXPECT_FALSE(service_->RequestDump(7, dir_ + "/dumps")) << "no trainer attached";
   std::unique_ptr<Trainer> trainer = Attach(/*attempt=*/0);
   ASSERT_TRUE(AwaitTaskState(1, TaskState::kConnecting));
-  EXPECT_FALSE(service_->RequestDump(7, dir_ + "/dumps")) << "the trainer still waits for 'connected'";
+  EXPECT_FALSE(service_->RequestDump(7, dir_ + "/dumps"))
+      << "the trainer still waits for 'connected'";
 
   // Rank 0 joins: every rank registered.
   coordination::AgentOptions rank0;
@@ -242,7 +248,8 @@ TEST_F(AgentRpcServiceTest, RequestDump_OnlyAfterConnected_ThenDownTheAttachStre
   while (!connected_heard() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
   ASSERT_TRUE(connected_heard());
   // The flag is set just after the push: the first tries may still be refused.
-  while (!service_->RequestDump(7, dir_ + "/dumps") && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  while (!service_->RequestDump(7, dir_ + "/dumps") && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
 
   auto events = [&] {
     absl::MutexLock lock(&trainer->mu);
@@ -259,7 +266,8 @@ TEST_F(AgentRpcServiceTest, RequestDump_OnlyAfterConnected_ThenDownTheAttachStre
   service_->DetachTrainer(absl::CancelledError("the test ends"));
   trainer->thread.join();
   const absl::Time gone_by = absl::Now() + kWait;
-  while (service_->RequestDump(8, dir_ + "/dumps") && absl::Now() < gone_by) absl::SleepFor(absl::Milliseconds(10));
+  while (service_->RequestDump(8, dir_ + "/dumps") && absl::Now() < gone_by)
+    absl::SleepFor(absl::Milliseconds(10));
   EXPECT_FALSE(service_->RequestDump(8, dir_ + "/dumps")) << "the trainer is gone";
 }
 

@@ -87,8 +87,13 @@ class HealthWatchTest : public ::testing::Test {
 TEST_F(HealthWatchTest, Collect_HookStatus_ReportedAsTheRankWithItsProgress) {
   const absl::Time now = absl::Now();
   WriteStatus(5, absl::Seconds(1),
-              {{"steps", 20}, {"last_step_unix_ms", absl::ToUnixMillis(now - absl::Seconds(3))}, {"median_step_ms", 1000},
-               {"phase", "run"}, {"waiting", true}, {"op", "all_reduce"}, {"where", "train.py:91 in step"}});
+              {{"steps", 20},
+               {"last_step_unix_ms", absl::ToUnixMillis(now - absl::Seconds(3))},
+               {"median_step_ms", 1000},
+               {"phase", "run"},
+               {"waiting", true},
+               {"op", "all_reduce"},
+               {"where", "train.py:91 in step"}});
   HealthWatch watch(options_);
 
   attemptspb::ReportHealthRequest r = watch.Collect(now);
@@ -159,7 +164,8 @@ TEST_F(HealthWatchTest, Dump_NoRankAnswers_CompleteAfterThePatience_EachOrderAsk
   watch_->Dump(11, /*attempt=*/2);
   watch_->Dump(11, /*attempt=*/2);  // The hub repeats its order on every report until answered.
   ASSERT_TRUE(AwaitDumped(11));
-  EXPECT_GE(absl::Now() - asked, options_.dump_patience) << "no rank answered: it waited its patience";
+  EXPECT_GE(absl::Now() - asked, options_.dump_patience)
+      << "no rank answered: it waited its patience";
   EXPECT_EQ(asks.load(), 2) << "each of the pod's two ranks, once";
 
   watch_->Dump(11, /*attempt=*/2);

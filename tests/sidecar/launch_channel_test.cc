@@ -52,7 +52,9 @@ class Launcher {
     buffer_.erase(0, end + 1);
     return line;
   }
-  bool Send(const std::string& line) { return write(fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size()); }
+  bool Send(const std::string& line) {
+    return write(fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  }
 
  private:
   int fd_ = -1;
@@ -88,7 +90,8 @@ TEST_F(LaunchChannelTest, OrdersOnConnectAndAfter_APodIndexOnceGivenIsRepeated) 
   (*channel)->Order(3);
   EXPECT_EQ(first->Next(), "attempt 3 pod 3\n");
 
-  ASSERT_TRUE(first->Send(launch::FormatEnded({3, 1, 1'700'000'000'000, "Error", "rank 7 failed"})));
+  ASSERT_TRUE(
+      first->Send(launch::FormatEnded({3, 1, 1'700'000'000'000, "Error", "rank 7 failed"})));
   ASSERT_TRUE(ended.WaitForNotificationWithTimeout(kWait));
   EXPECT_EQ(got.attempt, 3);
   EXPECT_EQ(got.message, "rank 7 failed");

@@ -99,14 +99,16 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         ExitCase{"ShutDown_Ok", {kShutDown}, std::nullopt, kExitOk},
         ExitCase{"Failed_Failed", {kFailed}, std::nullopt, kExitFailed},
-        ExitCase{"DiedBeforeAttachCompleted_Failed", {kFailedNeverAttached}, std::nullopt,
-                 kExitFailed},
+        ExitCase{
+            "DiedBeforeAttachCompleted_Failed", {kFailedNeverAttached}, std::nullopt, kExitFailed},
         // A program that does not use libdist, stopped by a signal: nothing failed.
         ExitCase{"StoppedNeverAttached_Ok", {kStoppedIdle}, std::nullopt, kExitOk},
         // Stopped while a trainer was attached: it did not finish.
         ExitCase{"StoppedWhileAttached_Failed", {kStoppedAttached}, std::nullopt, kExitFailed},
         ExitCase{"EveryRankShutDown_Ok", {kShutDown, kShutDown, kShutDown}, std::nullopt, kExitOk},
-        ExitCase{"OneRankOfThePodFailed_Failed", {kShutDown, kFailed, kShutDown}, std::nullopt,
+        ExitCase{"OneRankOfThePodFailed_Failed",
+                 {kShutDown, kFailed, kShutDown},
+                 std::nullopt,
                  kExitFailed},
         ExitCase{"ShutDownAndIdle_Ok", {kShutDown, kStoppedIdle}, std::nullopt, kExitOk},
         ExitCase{"NoRanks_Ok", {}, std::nullopt, kExitOk},

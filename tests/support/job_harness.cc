@@ -62,7 +62,8 @@ std::map<std::string, std::string> JobHarness::Env(int rank, bool with_sidecar) 
   if (with_sidecar) in.agent_socket = absl::StrCat(work_dir_, "/rank-", rank, ".sock");
   std::map<std::string, std::string> vars;
   for (auto& [name, value] : env::JobVariables(in)) vars[name] = std::move(value);
-  const env::ProcessPlacement placement{.pod_index = rank, .local_index = 0,
+  const env::ProcessPlacement placement{.pod_index = rank,
+                                        .local_index = 0,
                                         .processes_per_pod = 1,
                                         .num_pods = config_.num_processes};
   for (auto& [name, value] : env::ProcessVariables(placement, false)) vars[name] = value;
@@ -90,7 +91,7 @@ void JobHarness::StartSidecar(int rank, std::map<std::string, std::string> extra
 }
 
 void JobHarness::StartTrainer(int rank, const std::string& scenario,
-                            std::map<std::string, std::string> extra_env, std::string label) {
+                              std::map<std::string, std::string> extra_env, std::string label) {
   bool with_sidecar = group_.Find(absl::StrCat("sidecar ", rank)) != nullptr;
   std::map<std::string, std::string> env = Env(rank, with_sidecar);
   for (auto& [k, v] : extra_env) env[k] = v;

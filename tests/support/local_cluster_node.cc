@@ -25,7 +25,9 @@ absl::Status LoseLocalNode(const std::string& cluster_dir, const std::string& no
   }
   // A pidfd tells when the process is gone (it is the cluster's child, not ours to wait for).
   int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("kubelet of ", node, " (pid ", pid, ") is not running"));
+  if (fd < 0)
+    return absl::NotFoundError(
+        absl::StrCat("kubelet of ", node, " (pid ", pid, ") is not running"));
   if (kill(pid, SIGKILL) != 0) {
     close(fd);
     return absl::InternalError(absl::StrCat("kill -9 ", pid, ": ", strerror(errno)));
@@ -33,7 +35,9 @@ absl::Status LoseLocalNode(const std::string& cluster_dir, const std::string& no
   pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
   int ready = poll(&p, 1, 10000);
   close(fd);
-  if (ready != 1) return absl::DeadlineExceededError(absl::StrCat("kubelet ", pid, " still running 10 s after SIGKILL"));
+  if (ready != 1)
+    return absl::DeadlineExceededError(
+        absl::StrCat("kubelet ", pid, " still running 10 s after SIGKILL"));
   return absl::OkStatus();
 }
 

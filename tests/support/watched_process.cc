@@ -9,9 +9,8 @@
 
 namespace cohort {
 
-absl::StatusOr<std::unique_ptr<WatchedProcess>> WatchedProcess::Start(std::vector<std::string> argv,
-                                                                      std::map<std::string, std::string> env,
-                                                                      std::string echo_label) {
+absl::StatusOr<std::unique_ptr<WatchedProcess>> WatchedProcess::Start(
+    std::vector<std::string> argv, std::map<std::string, std::string> env, std::string echo_label) {
   Subprocess::Options options{std::move(argv), std::move(env)};
   options.die_with_parent = true;
   absl::StatusOr<Subprocess> p = Subprocess::Start(options);
@@ -28,7 +27,8 @@ absl::StatusOr<std::unique_ptr<WatchedProcess>> WatchedProcess::Start(std::vecto
       open = reader.Read(&lines);  // Blocks for output.
       absl::MutexLock lock(&self->mu_);
       for (std::string& line : lines) {
-        if (!self->echo_label_.empty()) std::fprintf(stderr, "[%s] %s\n", self->echo_label_.c_str(), line.c_str());
+        if (!self->echo_label_.empty())
+          std::fprintf(stderr, "[%s] %s\n", self->echo_label_.c_str(), line.c_str());
         self->lines_.push_back(std::move(line));
       }
     }

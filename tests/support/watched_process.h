@@ -25,9 +25,9 @@ namespace cohort {
 // Thread-safe, except that one thread signals and waits.
 class WatchedProcess {
  public:
-  static absl::StatusOr<std::unique_ptr<WatchedProcess>> Start(std::vector<std::string> argv,
-                                                              std::map<std::string, std::string> env = {},
-                                                              std::string echo_label = "");
+  static absl::StatusOr<std::unique_ptr<WatchedProcess>> Start(
+      std::vector<std::string> argv, std::map<std::string, std::string> env = {},
+      std::string echo_label = "");
   ~WatchedProcess();
   WatchedProcess(const WatchedProcess&) = delete;
   WatchedProcess& operator=(const WatchedProcess&) = delete;

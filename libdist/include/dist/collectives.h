@@ -92,10 +92,10 @@ struct CommunicatorOptions {
   std::optional<HostTransport> host_transport;  // [COHORT_HOST_TRANSPORT] auto|shm|tcp
   std::optional<absl::Duration> timeout;        // [COHORT_COLLECTIVE_TIMEOUT] 10 min
   // How long creation may wait for the other ranks (they create theirs at different times).
-  std::optional<absl::Duration> init_timeout;   // [COHORT_INITIALIZATION_TIMEOUT] 5 min
+  std::optional<absl::Duration> init_timeout;  // [COHORT_INITIALIZATION_TIMEOUT] 5 min
   // The address other hosts reach this process's TCP transport at; default: the address this
   // host uses to reach the coordinator (127.0.0.1 when the coordinator is on loopback).
-  std::optional<std::string> tcp_host;          // [COHORT_COLLECTIVES_HOST]
+  std::optional<std::string> tcp_host;  // [COHORT_COLLECTIVES_HOST]
   // The CUDA device of the NCCL backend (default: dist::LocalProcessIndex() modulo the devices
   // the process sees: one GPU per process of a multi-GPU pod).
   std::optional<int> cuda_device;
@@ -118,7 +118,7 @@ namespace internal {
 class CommunicatorImpl;
 struct WorkState;
 struct WorkAccess;
-}
+}  // namespace internal
 
 // One asynchronous collective call (AllReduceAsync, ...): a copyable handle to its state.
 //
@@ -245,22 +245,19 @@ struct HostArray {
 // broadcast_one_to_all, but with an explicit source instead of jax's is_source flags.
 // InvalidArgument when root is out of range.
 absl::StatusOr<HostArray> BroadcastOneToAll(Communicator& comm, const HostArray& array,
-                                            int root = 0,
-                                            const CallOptions& options = {});
+                                            int root = 0, const CallOptions& options = {});
 
 // Every rank's array, in rank order: shape (size(), *shape), or with `tiled` (size() * d0, ...)
 // (a scalar is always stacked). Every rank must pass the same type and shape: InvalidArgument
 // naming the ranks that differ otherwise (on every rank).
 absl::StatusOr<HostArray> ProcessAllgather(Communicator& comm, const HostArray& array,
-                                           bool tiled = false,
-                                           const CallOptions& options = {});
+                                           bool tiled = false, const CallOptions& options = {});
 
 // Checks that `array` equals rank 0's (type, shape and bytes). As in jax, only the ranks that
 // differ fail: FailedPrecondition "<fail_message> Expected: <rank 0's>; got: <this rank's>."
 // Rank 0 never fails for a difference.
 absl::Status AssertEqual(Communicator& comm, const HostArray& array,
-                         absl::string_view fail_message = "",
-                         const CallOptions& options = {});
+                         absl::string_view fail_message = "", const CallOptions& options = {});
 
 template <typename T>
 HostArray HostArray::Of(DataType type, std::vector<int64_t> shape, const std::vector<T>& values) {

@@ -34,8 +34,8 @@ namespace dist {
 
 // How libdist reaches the job.
 enum class Mode {
-  kAuto,        // COHORT_MODE, else agent when COHORT_AGENT_SOCKET is set, else standalone.
-  kAgent,       // Through this pod's cohort-sidecar on COHORT_AGENT_SOCKET (Kubernetes, cohort-run).
+  kAuto,   // COHORT_MODE, else agent when COHORT_AGENT_SOCKET is set, else standalone.
+  kAgent,  // Through this pod's cohort-sidecar on COHORT_AGENT_SOCKET (Kubernetes, cohort-run).
   kStandalone,  // Agent in-process; process 0 also hosts the coordination service.
 };
 
@@ -79,15 +79,15 @@ inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(5);
 
 // Every unset field falls back to the environment (name in brackets), then to the default.
 struct Options {
-  std::optional<std::string> coordinator_address;       // [COHORT_COORDINATOR_ADDRESS] host:port
-  std::optional<int> num_processes;                     // [COHORT_NUM_PROCESSES]
-  std::optional<int> process_id;                        // [COHORT_PROCESS_ID]
-  std::optional<absl::Duration> initialization_timeout; // [COHORT_INITIALIZATION_TIMEOUT] 5 min
-  std::optional<absl::Duration> heartbeat_timeout;      // [COHORT_HEARTBEAT_TIMEOUT] 10 s
-  std::optional<absl::Duration> shutdown_timeout;       // [COHORT_SHUTDOWN_TIMEOUT] 5 min
-  Mode mode = Mode::kAuto;                              // [COHORT_MODE] agent|standalone
-  std::optional<std::string> agent_socket;              // [COHORT_AGENT_SOCKET]
-  std::optional<std::string> token;                     // [COHORT_TOKEN_FILE, COHORT_TOKEN]
+  std::optional<std::string> coordinator_address;        // [COHORT_COORDINATOR_ADDRESS] host:port
+  std::optional<int> num_processes;                      // [COHORT_NUM_PROCESSES]
+  std::optional<int> process_id;                         // [COHORT_PROCESS_ID]
+  std::optional<absl::Duration> initialization_timeout;  // [COHORT_INITIALIZATION_TIMEOUT] 5 min
+  std::optional<absl::Duration> heartbeat_timeout;       // [COHORT_HEARTBEAT_TIMEOUT] 10 s
+  std::optional<absl::Duration> shutdown_timeout;        // [COHORT_SHUTDOWN_TIMEOUT] 5 min
+  Mode mode = Mode::kAuto;                               // [COHORT_MODE] agent|standalone
+  std::optional<std::string> agent_socket;               // [COHORT_AGENT_SOCKET]
+  std::optional<std::string> token;                      // [COHORT_TOKEN_FILE, COHORT_TOKEN]
   // Turn SIGTERM into a preemption notice for the whole job (see ReachedPreemptionSyncPoint).
   bool install_preemption_handler = true;
   // Called once, on a libdist thread, when any process of the job fails. Default: print the

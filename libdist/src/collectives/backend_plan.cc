@@ -44,8 +44,7 @@ PeerInfo PeerInfo::Decode(const std::string& s) {
 }
 
 absl::StatusOr<BackendPlan> PlanBackends(const std::vector<PeerInfo>& peers, int rank,
-                                         const std::string& communicator,
-                                         const RankNames& names) {
+                                         const std::string& communicator, const RankNames& names) {
   const int size = static_cast<int>(peers.size());
   const PeerInfo& mine = peers[rank];
   for (int r = 0; r < size; ++r) {
@@ -66,9 +65,9 @@ absl::StatusOr<BackendPlan> PlanBackends(const std::vector<PeerInfo>& peers, int
   if (mine.backend == "nccl") {
     if (!plan.nccl) {
       const int first = without_nccl.front();
-      return absl::UnavailableError(absl::StrCat(
-          "COHORT_COLLECTIVES=nccl, but ", names.List(without_nccl), " cannot run NCCL (",
-          names.Name(first), ": ", peers[first].nccl, ")"));
+      return absl::UnavailableError(absl::StrCat("COHORT_COLLECTIVES=nccl, but ",
+                                                 names.List(without_nccl), " cannot run NCCL (",
+                                                 names.Name(first), ": ", peers[first].nccl, ")"));
     }
     return plan;  // No host backend.
   }
@@ -102,13 +101,12 @@ absl::StatusOr<BackendPlan> PlanBackends(const std::vector<PeerInfo>& peers, int
       groups.hosts[0].size() > 1) {
     plan.host = BackendPlan::Host::kHybrid;
     plan.local = groups.hosts[groups.host_of[rank]];
-    const int local_rank = static_cast<int>(
-        std::find(plan.local.begin(), plan.local.end(), rank) - plan.local.begin());
+    const int local_rank = static_cast<int>(std::find(plan.local.begin(), plan.local.end(), rank) -
+                                            plan.local.begin());
     for (const std::vector<int>& h : groups.hosts) plan.rail.push_back(h[local_rank]);
     plan.num_hosts = static_cast<int>(groups.hosts.size());
-    plan.transport = absl::StrCat("shared memory within each of ", groups.hosts.size(),
-                                  " hosts (", plan.local.size(),
-                                  " ranks each) and TCP between them");
+    plan.transport = absl::StrCat("shared memory within each of ", groups.hosts.size(), " hosts (",
+                                  plan.local.size(), " ranks each) and TCP between them");
   }
   return plan;
 }

@@ -48,7 +48,6 @@ struct BackendPlan {
 // COHORT_COLLECTIVES=nccl and a rank cannot run NCCL, or COHORT_HOST_TRANSPORT=shm and a rank is
 // on another host (each message names the ranks and says what to set).
 absl::StatusOr<BackendPlan> PlanBackends(const std::vector<PeerInfo>& peers, int rank,
-                                         const std::string& communicator,
-                                         const RankNames& names);
+                                         const std::string& communicator, const RankNames& names);
 
 }  // namespace dist::internal

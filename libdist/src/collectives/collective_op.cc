@@ -7,12 +7,18 @@ namespace dist {
 
 const char* DataTypeName(DataType type) {
   switch (type) {
-    case DataType::kFloat32: return "float32";
-    case DataType::kFloat64: return "float64";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kBFloat16: return "bfloat16";
-    case DataType::kFloat16: return "float16";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kFloat16:
+      return "float16";
   }
   return "unknown";
 }
@@ -20,40 +26,54 @@ const char* DataTypeName(DataType type) {
 size_t DataTypeSize(DataType type) {
   switch (type) {
     case DataType::kFloat32:
-    case DataType::kInt32: return 4;
+    case DataType::kInt32:
+      return 4;
     case DataType::kFloat64:
-    case DataType::kInt64: return 8;
+    case DataType::kInt64:
+      return 8;
     case DataType::kBFloat16:
-    case DataType::kFloat16: return 2;
+    case DataType::kFloat16:
+      return 2;
   }
   return 1;
 }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kProd: return "prod";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProd:
+      return "prod";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kAvg:
+      return "avg";
   }
   return "unknown";
 }
 
 const char* BackendName(Backend backend) {
   switch (backend) {
-    case Backend::kAuto: return "auto";
-    case Backend::kNccl: return "nccl";
-    case Backend::kHost: return "host";
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kNccl:
+      return "nccl";
+    case Backend::kHost:
+      return "host";
   }
   return "unknown";
 }
 
 const char* HostTransportName(HostTransport transport) {
   switch (transport) {
-    case HostTransport::kAuto: return "auto";
-    case HostTransport::kShm: return "shm";
-    case HostTransport::kTcp: return "tcp";
+    case HostTransport::kAuto:
+      return "auto";
+    case HostTransport::kShm:
+      return "shm";
+    case HostTransport::kTcp:
+      return "tcp";
   }
   return "unknown";
 }
@@ -62,12 +82,18 @@ namespace internal {
 
 const char* CollectiveKindName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kAllToAll: return "all_to_all";
-    case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kBarrier:
+      return "barrier";
   }
   return "unknown";
 }
@@ -85,8 +111,12 @@ std::string OpSignature::ToString() const {
 }
 
 WireSignature ToWire(const OpSignature& sig) {
-  return WireSignature{sig.seq, static_cast<uint32_t>(sig.kind), static_cast<uint32_t>(sig.type),
-                       static_cast<uint32_t>(sig.op), sig.root, sig.count};
+  return WireSignature{sig.seq,
+                       static_cast<uint32_t>(sig.kind),
+                       static_cast<uint32_t>(sig.type),
+                       static_cast<uint32_t>(sig.op),
+                       sig.root,
+                       sig.count};
 }
 
 OpSignature FromWire(const WireSignature& w) {
@@ -101,8 +131,8 @@ OpSignature FromWire(const WireSignature& w) {
 }
 
 std::string RankNames::Name(int rank) const {
-  const int process = rank >= 0 && rank < static_cast<int>(processes.size()) ? processes[rank]
-                                                                             : rank;
+  const int process =
+      rank >= 0 && rank < static_cast<int>(processes.size()) ? processes[rank] : rank;
   return absl::StrCat("process ", process);
 }
 
@@ -111,8 +141,8 @@ std::string RankNames::List(const std::vector<int>& ranks) const {
   std::vector<std::string> ids;
   for (size_t i = 0; i < ranks.size() && i < kShown; ++i) {
     const int r = ranks[i];
-    ids.push_back(absl::StrCat(r >= 0 && r < static_cast<int>(processes.size()) ? processes[r]
-                                                                                : r));
+    ids.push_back(
+        absl::StrCat(r >= 0 && r < static_cast<int>(processes.size()) ? processes[r] : r));
   }
   std::string s = ranks.size() == 1 ? "process " : "processes ";
   if (ranks.size() <= kShown) {

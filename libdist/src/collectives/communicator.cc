@@ -44,8 +44,8 @@ absl::StatusOr<Enum> ParseChoice(const char* variable, const std::string& value,
     if (value == name) return e;
     names.push_back(name);
   }
-  return absl::InvalidArgumentError(absl::StrCat(variable, "='", value, "' is not one of ",
-                                                 absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat(variable, "='", value, "' is not one of ", absl::StrJoin(names, ", ")));
 }
 
 // A key-value store path component from a user-given name.
@@ -66,8 +66,7 @@ int NextInstance(const std::string& key) {
 // names the processes that never published.
 absl::StatusOr<std::vector<std::string>> ExchangeAll(Store store, int rank,
                                                      const std::string& value,
-                                                     const RankNames& names,
-                                                     absl::Time deadline,
+                                                     const RankNames& names, absl::Time deadline,
                                                      const std::string& what) {
   const int size = static_cast<int>(names.processes.size());
   if (absl::Status set = store.Set(absl::StrCat(rank), value); !set.ok()) return set;
@@ -83,9 +82,9 @@ absl::StatusOr<std::vector<std::string>> ExchangeAll(Store store, int rank,
       for (int q = r; q < size; ++q) {
         if (!store.TryGet(absl::StrCat(q)).ok()) missing.push_back(q);
       }
-      return absl::DeadlineExceededError(absl::StrCat(
-          names.List(missing), " did not ", what,
-          " in time; every process must create its communicators in the same order"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(names.List(missing), " did not ", what,
+                       " in time; every process must create its communicators in the same order"));
     }
     if (!v.ok()) return v.status();
     values[r] = *v;
@@ -122,9 +121,10 @@ absl::StatusOr<ResolvedCommunicatorOptions> ResolveCommunicatorOptions(
   if (options.host_transport) {
     r.host_transport = *options.host_transport;
   } else if (auto v = env::Get(env::kHostTransport)) {
-    absl::StatusOr<HostTransport> t = ParseChoice<HostTransport>(
-        env::kHostTransport, *v,
-        {{"auto", HostTransport::kAuto}, {"shm", HostTransport::kShm}, {"tcp", HostTransport::kTcp}});
+    absl::StatusOr<HostTransport> t = ParseChoice<HostTransport>(env::kHostTransport, *v,
+                                                                 {{"auto", HostTransport::kAuto},
+                                                                  {"shm", HostTransport::kShm},
+                                                                  {"tcp", HostTransport::kTcp}});
     if (!t.ok()) return t.status();
     r.host_transport = *t;
   }
@@ -185,9 +185,9 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
   const bool want_host = options.backend != Backend::kNccl;
   if (want_host && options.host_transport != HostTransport::kTcp && size > 1) {
     absl::StatusOr<SegmentServer> server = SegmentServer::Start();
-    absl::StatusOr<SharedSegment> seg =
-        server.ok() ? SharedSegment::Create(ShmBackend::SegmentBytes())
-                    : absl::StatusOr<SharedSegment>(server.status());
+    absl::StatusOr<SharedSegment> seg = server.ok()
+                                            ? SharedSegment::Create(ShmBackend::SegmentBytes())
+                                            : absl::StatusOr<SharedSegment>(server.status());
     if (server.ok() && seg.ok()) {
       resources.segment_server = std::move(*server);
       resources.segment = std::move(*seg);
@@ -217,8 +217,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
   if (!plan.ok()) return plan.status();
 
   // 4. The backends the plan names, then 5. the job's hooks.
-  if (absl::Status s = c->AssembleBackends(*plan, peers, resources, nccl_api, deadline);
-      !s.ok()) {
+  if (absl::Status s = c->AssembleBackends(*plan, peers, resources, nccl_api, deadline); !s.ok()) {
     return s;
   }
   c->AttachToJob();
@@ -227,8 +226,8 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Build(
 
 absl::Status CommunicatorImpl::AssembleBackends(const BackendPlan& plan,
                                                 const std::vector<PeerInfo>& peers,
-                                                LocalResources& resources,
-                                                const NcclApi* nccl_api, absl::Time deadline) {
+                                                LocalResources& resources, const NcclApi* nccl_api,
+                                                absl::Time deadline) {
   const int size = this->size();
   std::vector<std::string> servers(size);
   for (int r : plan.local) servers[r] = peers[r].shm;
@@ -294,12 +293,12 @@ void CommunicatorImpl::AttachToJob() {
   }
   // Abort on a job failure, before the program's own handler runs.
   std::shared_ptr<CommunicatorAnchor> anchor = anchor_;
-  absl::StatusOr<FailureHandlers::Id> hook = AddFailureHandler(
-      absl::StrCat("abort communicator '", name_, "'"), kAbortHookBound,
-      [anchor](const PeerFailure& failure) {
-        absl::ReaderMutexLock lock(&anchor->mu);
-        if (anchor->impl) anchor->impl->Abort(JobAborted(failure));
-      });
+  absl::StatusOr<FailureHandlers::Id> hook =
+      AddFailureHandler(absl::StrCat("abort communicator '", name_, "'"), kAbortHookBound,
+                        [anchor](const PeerFailure& failure) {
+                          absl::ReaderMutexLock lock(&anchor->mu);
+                          if (anchor->impl) anchor->impl->Abort(JobAborted(failure));
+                        });
   if (hook.ok()) failure_hook_ = *hook;
   // The watchdog's view of this communicator, reported with its heartbeats.
   std::shared_ptr<CollectiveProgress> progress = progress_;
@@ -383,13 +382,12 @@ absl::Status CommunicatorImpl::Validate(CollectiveKind kind, const void* send, v
                                         size_t count, int root) const {
   const bool has_data = kind != CollectiveKind::kBarrier && count > 0;
   if (has_data && recv == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(kind),
-                                                   ": the receive buffer is null"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(kind), ": the receive buffer is null"));
   }
-  if (has_data && send == nullptr &&
-      !(kind == CollectiveKind::kBroadcast && rank_ != root)) {
-    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(kind),
-                                                   ": the send buffer is null"));
+  if (has_data && send == nullptr && !(kind == CollectiveKind::kBroadcast && rank_ != root)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(kind), ": the send buffer is null"));
   }
   if (kind == CollectiveKind::kBroadcast && (root < 0 || root >= size())) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root,
@@ -412,9 +410,8 @@ absl::Status CommunicatorImpl::Refusal(const OpSignature& sig) const {
                                                       "' aborted: ", aborted_.message()));
   }
   if (!broken_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("communicator '", name_, "' cannot be used after an earlier failure: ",
-                     broken_.message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "communicator '", name_, "' cannot be used after an earlier failure: ", broken_.message()));
   }
   return absl::OkStatus();
 }
@@ -452,9 +449,9 @@ bool CommunicatorImpl::PollNccl(bool watch_thread) {
       }
       absl::StatusOr<bool> done = nccl_->Query(event);
       if (!done.ok()) {
-        failure = absl::InternalError(absl::StrCat(w->call.sig.ToString(), " failed on ",
-                                                   names_.Name(rank_), ": ",
-                                                   done.status().message()));
+        failure =
+            absl::InternalError(absl::StrCat(w->call.sig.ToString(), " failed on ",
+                                             names_.Name(rank_), ": ", done.status().message()));
         failed = w.get();
         break;
       }
@@ -516,11 +513,11 @@ void CommunicatorImpl::HandleNcclFailure(absl::Status failure) {
     }
   }
   for (const std::shared_ptr<WorkState>& w : works) {
-    Finish(*w, w->call.sig.seq == sig.seq
-                   ? first
-                   : absl::Status(first.code(), absl::StrCat(w->call.sig.ToString(),
-                                                             " did not complete: ",
-                                                             first.message())));
+    Finish(*w,
+           w->call.sig.seq == sig.seq
+               ? first
+               : absl::Status(first.code(), absl::StrCat(w->call.sig.ToString(),
+                                                         " did not complete: ", first.message())));
   }
 }
 
@@ -536,8 +533,10 @@ std::optional<std::string> CommunicatorImpl::Diagnose(const OpSignature& sig,
   ProgressReporter::Get().PushNow();
   const absl::Duration heartbeat = cohort::coordination::HeartbeatInterval(job_.heartbeat_timeout);
   const absl::Duration settle = ProgressReporter::kInterval + heartbeat + absl::Milliseconds(200);
-  const absl::Duration stale_after = 2 * (ProgressReporter::kInterval + heartbeat) + absl::Seconds(1);
-  absl::Duration wait = std::clamp(stale_after + absl::Milliseconds(200) - waited, absl::ZeroDuration(), settle);
+  const absl::Duration stale_after =
+      2 * (ProgressReporter::kInterval + heartbeat) + absl::Seconds(1);
+  absl::Duration wait =
+      std::clamp(stale_after + absl::Milliseconds(200) - waited, absl::ZeroDuration(), settle);
   if (waited < 2 * settle) wait = settle;
   absl::SleepFor(wait);
   absl::StatusOr<std::vector<cohort::coordination::TaskProgress>> table = store_.JobProgress();
@@ -571,8 +570,8 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
     aborted = aborted_;
   }
   if (!aborted.ok()) {
-    status = absl::Status(aborted.code(), absl::StrCat(sig.ToString(), " on communicator '",
-                                                       name_, "' aborted: ", aborted.message()));
+    status = absl::Status(aborted.code(), absl::StrCat(sig.ToString(), " on communicator '", name_,
+                                                       "' aborted: ", aborted.message()));
   } else if (absl::IsDeadlineExceeded(status)) {
     // The watchdog: name who held the call up from the cross-rank picture, when it can.
     std::optional<std::string> diagnosis = Diagnose(sig, waited);
@@ -581,8 +580,8 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
         absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(100))), " on ",
         names_.Name(rank_), ": ", diagnosis ? *diagnosis : std::string(status.message())));
   } else {
-    status = absl::Status(status.code(), absl::StrCat("communicator '", name_, "': ",
-                                                      status.message()));
+    status =
+        absl::Status(status.code(), absl::StrCat("communicator '", name_, "': ", status.message()));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -593,7 +592,8 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
   if (absl::IsDeadlineExceeded(status) || absl::IsFailedPrecondition(status)) {
     // The ranks no longer agree on what comes next: fail the job, naming what was seen.
     // Best effort: if the report does not get through, the job fails through this process's exit.
-    store_.ReportError(cohort::coordination::FailureCause::kCollectiveTimeout, status.message()).IgnoreError();
+    store_.ReportError(cohort::coordination::FailureCause::kCollectiveTimeout, status.message())
+        .IgnoreError();
   }
   if (JobFailure().has_value() || absl::IsDeadlineExceeded(status) ||
       absl::IsFailedPrecondition(status)) {
@@ -606,10 +606,9 @@ absl::Status CommunicatorImpl::Fail(const OpSignature& sig, absl::Status status,
 
 absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Split(int color, int key) {
   const std::string split = absl::StrCat("split", splits_++);
-  absl::StatusOr<std::vector<std::string>> all =
-      ExchangeAll(store_.WithPrefix(split + "/members"), rank_, absl::StrCat(color, ",", key),
-                  names_, absl::Now() + options_.init_timeout,
-                  absl::StrCat("split communicator '", name_, "'"));
+  absl::StatusOr<std::vector<std::string>> all = ExchangeAll(
+      store_.WithPrefix(split + "/members"), rank_, absl::StrCat(color, ",", key), names_,
+      absl::Now() + options_.init_timeout, absl::StrCat("split communicator '", name_, "'"));
   if (!all.ok()) return all.status();
   if (color < 0) return std::unique_ptr<CommunicatorImpl>();
   std::vector<std::tuple<int, int, int>> members;  // (key, parent rank, process)
@@ -651,8 +650,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   const std::string name = options.name.empty() ? "world" : options.name;
   const std::string key = internal::KeySafe(name);
   const std::string id = absl::StrCat(key, "#", internal::NextInstance(key));
-  internal::Store store = internal::Store(job->client).WithPrefix(
-      absl::StrCat("collectives/attempt", job->restart_attempt, "/", id));
+  internal::Store store =
+      internal::Store(job->client)
+          .WithPrefix(absl::StrCat("collectives/attempt", job->restart_attempt, "/", id));
   std::vector<int> processes(job->num_processes);
   for (int p = 0; p < job->num_processes; ++p) processes[p] = p;
   absl::StatusOr<std::unique_ptr<internal::CommunicatorImpl>> impl =
@@ -684,15 +684,15 @@ void Communicator::Abort(absl::string_view reason) {
 }
 
 // Each collective twice: blocking, and asynchronous (a Work).
-#define COHORT_COLLECTIVE(Name, Kind, Params, Args)                                   \
-  absl::Status Communicator::Name Params {                                            \
-    return impl_->Run(internal::CollectiveKind::Kind, Args, options);                 \
-  }                                                                                   \
-  absl::StatusOr<Work> Communicator::Name##Async Params {                             \
-    absl::StatusOr<std::shared_ptr<internal::WorkState>> work =                       \
-        impl_->Submit(internal::CollectiveKind::Kind, Args, options);                 \
-    if (!work.ok()) return work.status();                                             \
-    return internal::WorkAccess::Wrap(std::move(*work));                              \
+#define COHORT_COLLECTIVE(Name, Kind, Params, Args)                   \
+  absl::Status Communicator::Name Params {                            \
+    return impl_->Run(internal::CollectiveKind::Kind, Args, options); \
+  }                                                                   \
+  absl::StatusOr<Work> Communicator::Name##Async Params {             \
+    absl::StatusOr<std::shared_ptr<internal::WorkState>> work =       \
+        impl_->Submit(internal::CollectiveKind::Kind, Args, options); \
+    if (!work.ok()) return work.status();                             \
+    return internal::WorkAccess::Wrap(std::move(*work));              \
   }
 #define COHORT_PARAMS(...) (__VA_ARGS__)
 #define COHORT_ARGS(...) __VA_ARGS__
@@ -710,8 +710,8 @@ COHORT_COLLECTIVE(ReduceScatter, kReduceScatter,
                                 ReduceOp op, const CallOptions& options),
                   COHORT_ARGS(send, recv, recv_count, type, op, -1))
 COHORT_COLLECTIVE(Broadcast, kBroadcast,
-                  COHORT_PARAMS(const void* send, void* recv, size_t count, DataType type,
-                                int root, const CallOptions& options),
+                  COHORT_PARAMS(const void* send, void* recv, size_t count, DataType type, int root,
+                                const CallOptions& options),
                   COHORT_ARGS(send, recv, count, type, ReduceOp::kSum, root))
 COHORT_COLLECTIVE(AllToAll, kAllToAll,
                   COHORT_PARAMS(const void* send, void* recv, size_t count, DataType type,

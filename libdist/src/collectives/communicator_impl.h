@@ -114,8 +114,8 @@ class CommunicatorImpl {
                                                     const CallOptions& options,
                                                     bool run_here = false);
   // A blocking call: Submit + Wait, or the host call on this thread when nothing is queued.
-  absl::Status Run(CollectiveKind kind, const void* send, void* recv, size_t count,
-                   DataType type, ReduceOp op, int root, const CallOptions& options);
+  absl::Status Run(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
+                   ReduceOp op, int root, const CallOptions& options);
   void Abort(absl::Status reason);
   absl::StatusOr<std::unique_ptr<CommunicatorImpl>> Split(int color, int key);
 

@@ -28,7 +28,8 @@ void OnSigusr2(int signo, siginfo_t* info, void* context) {
   const struct sigaction& previous = g_previous_sigusr2;
   if (previous.sa_flags & SA_SIGINFO) {
     if (previous.sa_sigaction != nullptr) previous.sa_sigaction(signo, info, context);
-  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN && previous.sa_handler != nullptr) {
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN &&
+             previous.sa_handler != nullptr) {
     previous.sa_handler(signo);
   }
 }
@@ -60,7 +61,8 @@ void InstallDumpOnSigusr2(FlightRecorder* recorder) {
 FlightRecorder& FlightRecorder::Get() {
   static FlightRecorder* recorder = [] {
     size_t capacity = 2000;
-    absl::StatusOr<std::optional<int64_t>> n = cohort::env::GetInt(cohort::env::kFlightRecorderEntries);
+    absl::StatusOr<std::optional<int64_t>> n =
+        cohort::env::GetInt(cohort::env::kFlightRecorderEntries);
     if (n.ok() && n->has_value() && **n >= 0) capacity = static_cast<size_t>(**n);
     auto* r = new FlightRecorder(capacity);
     InstallDumpOnSigusr2(r);
@@ -115,21 +117,22 @@ std::vector<FlightRecorder::Entry> FlightRecorder::Last(size_t n) const {
 std::string FlightRecorder::Dump(size_t n) const {
   const std::vector<Entry> entries = Last(n);
   const absl::Time now = absl::Now();
-  std::string out = absl::StrCat("cohort flight recorder: process ", dist::ProcessIndex(),
-                                 " (pid ", getpid(), "), the last ", entries.size(),
-                                 " collectives, oldest first\n");
+  std::string out =
+      absl::StrCat("cohort flight recorder: process ", dist::ProcessIndex(), " (pid ", getpid(),
+                   "), the last ", entries.size(), " collectives, oldest first\n");
   for (const Entry& e : entries) {
     absl::StrAppend(&out, "  [", e.comm, "] ", e.sig.ToString(), ": ", e.result);
     if (e.result == "ok") {
-      absl::StrAppend(&out, ", started ", absl::FormatDuration(absl::Trunc(now - e.started,
-                                                                           absl::Milliseconds(1))),
+      absl::StrAppend(&out, ", started ",
+                      absl::FormatDuration(absl::Trunc(now - e.started, absl::Milliseconds(1))),
                       " ago");
     } else if (e.ended == absl::InfinitePast()) {
-      absl::StrAppend(&out, " for ", absl::FormatDuration(absl::Trunc(now - e.started,
-                                                                      absl::Milliseconds(1))));
+      absl::StrAppend(&out, " for ",
+                      absl::FormatDuration(absl::Trunc(now - e.started, absl::Milliseconds(1))));
     } else {
-      absl::StrAppend(&out, " in ", absl::FormatDuration(absl::Trunc(e.ended - e.started,
-                                                                     absl::Microseconds(1))));
+      absl::StrAppend(
+          &out, " in ",
+          absl::FormatDuration(absl::Trunc(e.ended - e.started, absl::Microseconds(1))));
     }
     absl::StrAppend(&out, "\n");
   }

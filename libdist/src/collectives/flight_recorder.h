@@ -22,8 +22,8 @@ class FlightRecorder {
     std::string comm;
     OpSignature sig;
     absl::Time started;
-    absl::Time ended;         // InfinitePast while pending, and for calls that succeeded.
-    std::string result;       // "pending", "ok" or the error.
+    absl::Time ended;    // InfinitePast while pending, and for calls that succeeded.
+    std::string result;  // "pending", "ok" or the error.
   };
 
   // The process's recorder; the first call also installs the SIGUSR2 dump.

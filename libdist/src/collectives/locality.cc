@@ -32,8 +32,8 @@ std::string TcpHost(const std::string& configured, const std::string& coordinato
   if (!configured.empty()) return configured;
   if (auto pod_ip = cohort::env::Get(cohort::env::kPodIp)) return *pod_ip;
   const size_t colon = coordinator_address.rfind(':');
-  std::string host = colon == std::string::npos ? coordinator_address
-                                                : coordinator_address.substr(0, colon);
+  std::string host =
+      colon == std::string::npos ? coordinator_address : coordinator_address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   if (host.empty() || host == "localhost" || absl::StartsWith(host, "127.") || host == "::1") {
     return "127.0.0.1";
@@ -53,8 +53,7 @@ std::string TcpHost(const std::string& configured, const std::string& coordinato
       if (local.ss_family == AF_INET) {
         inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, buf, sizeof(buf));
       } else {
-        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, buf,
-                  sizeof(buf));
+        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, buf, sizeof(buf));
       }
       result = buf;
     }

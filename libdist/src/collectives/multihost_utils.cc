@@ -61,12 +61,42 @@ std::string FormatValues(const HostArray& a) {
   for (size_t i = 0; i < n && i < kShown; ++i) {
     const uint8_t* p = a.bytes.data() + i * DataTypeSize(a.type);
     switch (a.type) {
-      case DataType::kFloat32: { float v; std::memcpy(&v, p, 4); parts.push_back(absl::StrCat(v)); break; }
-      case DataType::kFloat64: { double v; std::memcpy(&v, p, 8); parts.push_back(absl::StrCat(v)); break; }
-      case DataType::kInt32: { int32_t v; std::memcpy(&v, p, 4); parts.push_back(absl::StrCat(v)); break; }
-      case DataType::kInt64: { int64_t v; std::memcpy(&v, p, 8); parts.push_back(absl::StrCat(v)); break; }
-      case DataType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); parts.push_back(absl::StrCat(internal::BFloat16ToFloat32(v))); break; }
-      case DataType::kFloat16: { uint16_t v; std::memcpy(&v, p, 2); parts.push_back(absl::StrCat(internal::Float16ToFloat32(v))); break; }
+      case DataType::kFloat32: {
+        float v;
+        std::memcpy(&v, p, 4);
+        parts.push_back(absl::StrCat(v));
+        break;
+      }
+      case DataType::kFloat64: {
+        double v;
+        std::memcpy(&v, p, 8);
+        parts.push_back(absl::StrCat(v));
+        break;
+      }
+      case DataType::kInt32: {
+        int32_t v;
+        std::memcpy(&v, p, 4);
+        parts.push_back(absl::StrCat(v));
+        break;
+      }
+      case DataType::kInt64: {
+        int64_t v;
+        std::memcpy(&v, p, 8);
+        parts.push_back(absl::StrCat(v));
+        break;
+      }
+      case DataType::kBFloat16: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        parts.push_back(absl::StrCat(internal::BFloat16ToFloat32(v)));
+        break;
+      }
+      case DataType::kFloat16: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        parts.push_back(absl::StrCat(internal::Float16ToFloat32(v)));
+        break;
+      }
     }
   }
   if (n > kShown) parts.push_back(absl::StrCat("... (", n, " elements)"));
@@ -75,16 +105,16 @@ std::string FormatValues(const HostArray& a) {
 
 absl::Status CheckArray(const HostArray& a, const char* what) {
   if (a.shape.size() > kMaxDims) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": at most ", kMaxDims,
-                                                   " dimensions are supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": at most ", kMaxDims, " dimensions are supported"));
   }
   for (int64_t d : a.shape) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative dimension"));
   }
   if (a.bytes.size() != a.num_elements() * DataTypeSize(a.type)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the array holds ", a.bytes.size(), " bytes, but ",
-        TypeAndShape(a.type, a.shape), " needs ", a.num_elements() * DataTypeSize(a.type)));
+        what, ": the array holds ", a.bytes.size(), " bytes, but ", TypeAndShape(a.type, a.shape),
+        " needs ", a.num_elements() * DataTypeSize(a.type)));
   }
   return absl::OkStatus();
 }
@@ -108,8 +138,8 @@ absl::StatusOr<HostArray> BroadcastOneToAll(Communicator& comm, const HostArray&
     if (absl::Status s = CheckArray(array, "BroadcastOneToAll"); !s.ok()) return s;
   }
   Descriptor d = is_root ? Descriptor::Of(array) : Descriptor();
-  if (absl::Status s = comm.Broadcast(d.values, d.values, kDescriptorCount, DataType::kInt64,
-                                      root, options);
+  if (absl::Status s =
+          comm.Broadcast(d.values, d.values, kDescriptorCount, DataType::kInt64, root, options);
       !s.ok()) {
     return s;
   }
@@ -129,8 +159,8 @@ absl::StatusOr<HostArray> BroadcastOneToAll(Communicator& comm, const HostArray&
   return out;
 }
 
-absl::StatusOr<HostArray> ProcessAllgather(Communicator& comm, const HostArray& array,
-                                           bool tiled, const CallOptions& options) {
+absl::StatusOr<HostArray> ProcessAllgather(Communicator& comm, const HostArray& array, bool tiled,
+                                           const CallOptions& options) {
   // Every rank takes part in the descriptor exchange, even with a bad array, so that the
   // others learn of it instead of waiting.
   const absl::Status local = CheckArray(array, "ProcessAllgather");
@@ -138,8 +168,8 @@ absl::StatusOr<HostArray> ProcessAllgather(Communicator& comm, const HostArray& 
   if (!local.ok()) mine.values[0] = -1;
   const int p = comm.size();
   std::vector<int64_t> all(kDescriptorCount * p);
-  if (absl::Status s = comm.AllGather(mine.values, all.data(), kDescriptorCount,
-                                      DataType::kInt64, options);
+  if (absl::Status s =
+          comm.AllGather(mine.values, all.data(), kDescriptorCount, DataType::kInt64, options);
       !s.ok()) {
     return s;
   }
@@ -149,10 +179,10 @@ absl::StatusOr<HostArray> ProcessAllgather(Communicator& comm, const HostArray& 
     Descriptor d;
     std::memcpy(d.values, &all[r * kDescriptorCount], sizeof(d.values));
     if (!(d == mine)) {
-      differing.push_back(d.valid() ? absl::StrCat("process ", comm.processes()[r], " has ",
-                                                   TypeAndShape(d.type(), d.shape()))
-                                    : absl::StrCat("process ", comm.processes()[r],
-                                                   " passed an invalid array"));
+      differing.push_back(
+          d.valid() ? absl::StrCat("process ", comm.processes()[r], " has ",
+                                   TypeAndShape(d.type(), d.shape()))
+                    : absl::StrCat("process ", comm.processes()[r], " passed an invalid array"));
     }
   }
   if (!differing.empty()) {
@@ -161,16 +191,16 @@ absl::StatusOr<HostArray> ProcessAllgather(Communicator& comm, const HostArray& 
       differing.resize(3);
       differing.push_back(absl::StrCat("and ", more, " more"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ProcessAllgather needs the same type and shape on every process: process ",
-        comm.processes()[comm.rank()], " has ", TypeAndShape(array.type, array.shape), ", ",
-        absl::StrJoin(differing, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProcessAllgather needs the same type and shape on every process: process ",
+                     comm.processes()[comm.rank()], " has ", TypeAndShape(array.type, array.shape),
+                     ", ", absl::StrJoin(differing, ", ")));
   }
   HostArray out;
   out.type = array.type;
   out.bytes.resize(array.bytes.size() * p);
-  if (absl::Status s = comm.AllGather(array.bytes.data(), out.bytes.data(),
-                                      array.num_elements(), array.type, options);
+  if (absl::Status s = comm.AllGather(array.bytes.data(), out.bytes.data(), array.num_elements(),
+                                      array.type, options);
       !s.ok()) {
     return s;
   }
@@ -184,8 +214,8 @@ absl::StatusOr<HostArray> ProcessAllgather(Communicator& comm, const HostArray& 
   return out;
 }
 
-absl::Status AssertEqual(Communicator& comm, const HostArray& array,
-                         absl::string_view fail_message, const CallOptions& options) {
+absl::Status AssertEqual(Communicator& comm, const HostArray& array, absl::string_view fail_message,
+                         const CallOptions& options) {
   if (comm.rank() == 0) {
     if (absl::Status s = CheckArray(array, "AssertEqual"); !s.ok()) return s;
   }
@@ -196,9 +226,9 @@ absl::Status AssertEqual(Communicator& comm, const HostArray& array,
       expected->bytes == array.bytes) {
     return absl::OkStatus();
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      fail_message, fail_message.empty() ? "" : " ", "Expected: ", FormatValues(*expected),
-      "; got: ", FormatValues(array), "."));
+  return absl::FailedPreconditionError(absl::StrCat(fail_message, fail_message.empty() ? "" : " ",
+                                                    "Expected: ", FormatValues(*expected),
+                                                    "; got: ", FormatValues(array), "."));
 }
 
 }  // namespace dist

@@ -50,8 +50,15 @@ NcclResult InitRankNonBlocking(NcclComm* comm, int nranks, NcclUniqueId id, int 
   config.blocking = 0;
   return g_init_rank_config(comm, nranks, id, rank, &config);
 #else
-  MinimalConfig config{sizeof(MinimalConfig), 0xcafebeef, static_cast<unsigned>(g_loaded_version),
-                       0, INT_MIN, INT_MIN, INT_MIN, nullptr, INT_MIN};
+  MinimalConfig config{sizeof(MinimalConfig),
+                       0xcafebeef,
+                       static_cast<unsigned>(g_loaded_version),
+                       0,
+                       INT_MIN,
+                       INT_MIN,
+                       INT_MIN,
+                       nullptr,
+                       INT_MIN};
   return g_init_rank_config(comm, nranks, id, rank, &config);
 #endif
 }
@@ -141,9 +148,9 @@ absl::StatusOr<NcclApi> LoadNcclFrom(const std::string& nccl_library,
   Bind(cudart, "cudaFree", &api.Free, &missing);
   Bind(cudart, "cudaMemcpy", &api.Memcpy, &missing);
   if (!missing.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        "the NCCL backend is unavailable: ", nccl_library, " / ", cudart_library,
-        " lack ", missing, " (NCCL >= 2.14 is needed); use COHORT_COLLECTIVES=host"));
+    return absl::UnavailableError(
+        absl::StrCat("the NCCL backend is unavailable: ", nccl_library, " / ", cudart_library,
+                     " lack ", missing, " (NCCL >= 2.14 is needed); use COHORT_COLLECTIVES=host"));
   }
   api.GetVersion(&api.version);
   g_loaded_version = api.version;
@@ -182,23 +189,34 @@ absl::StatusOr<const NcclApi*> LoadNccl() {
 
 int NcclDataType(DataType type) {
   switch (type) {
-    case DataType::kInt32: return 2;
-    case DataType::kInt64: return 4;
-    case DataType::kFloat16: return 6;
-    case DataType::kFloat32: return 7;
-    case DataType::kFloat64: return 8;
-    case DataType::kBFloat16: return 9;
+    case DataType::kInt32:
+      return 2;
+    case DataType::kInt64:
+      return 4;
+    case DataType::kFloat16:
+      return 6;
+    case DataType::kFloat32:
+      return 7;
+    case DataType::kFloat64:
+      return 8;
+    case DataType::kBFloat16:
+      return 9;
   }
   return 7;
 }
 
 int NcclReduceOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return 0;
-    case ReduceOp::kProd: return 1;
-    case ReduceOp::kMax: return 2;
-    case ReduceOp::kMin: return 3;
-    case ReduceOp::kAvg: return 4;
+    case ReduceOp::kSum:
+      return 0;
+    case ReduceOp::kProd:
+      return 1;
+    case ReduceOp::kMax:
+      return 2;
+    case ReduceOp::kMin:
+      return 3;
+    case ReduceOp::kAvg:
+      return 4;
   }
   return 0;
 }

@@ -64,8 +64,8 @@ struct NcclApi {
   const char* (*GetLastError)(NcclComm comm);
   NcclResult (*AllReduce)(const void* send, void* recv, size_t count, int type, int op,
                           NcclComm comm, CudaStream stream);
-  NcclResult (*AllGather)(const void* send, void* recv, size_t send_count, int type,
-                          NcclComm comm, CudaStream stream);
+  NcclResult (*AllGather)(const void* send, void* recv, size_t send_count, int type, NcclComm comm,
+                          CudaStream stream);
   NcclResult (*ReduceScatter)(const void* send, void* recv, size_t recv_count, int type, int op,
                               NcclComm comm, CudaStream stream);
   NcclResult (*Broadcast)(const void* send, void* recv, size_t count, int type, int root,
@@ -99,7 +99,7 @@ struct NcclApi {
   CudaError (*Memcpy)(void* dst, const void* src, size_t bytes, int kind);  // kind 4: default
   const char* (*CudaGetErrorString)(CudaError error);
 
-  int version = 0;  // NCCL_VERSION_CODE of the loaded library, e.g. 22809.
+  int version = 0;               // NCCL_VERSION_CODE of the loaded library, e.g. 22809.
   std::string Describe() const;  // "NCCL 2.28.9"
 };
 

@@ -22,22 +22,21 @@ int NcclBackend::DefaultDevice(const NcclApi* api, int local_process_index) {
 
 absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclApi* api, int rank,
                                                                  RankNames names, int device,
-                                                                 Store store,
-                                                                 absl::Time deadline) {
+                                                                 Store store, absl::Time deadline) {
   const int size = static_cast<int>(names.processes.size());
   if (device < 0) api->GetDevice(&device);
   if (CudaError e = api->SetDevice(device); e != kCudaSuccess) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot use CUDA device ", device, ": ",
-                                                   api->CudaGetErrorString(e)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot use CUDA device ", device, ": ", api->CudaGetErrorString(e)));
   }
   std::unique_ptr<NcclBackend> b(new NcclBackend(api, rank, size, names, device));
   if (CudaError e = api->StreamCreate(&b->stream_); e != kCudaSuccess) {
-    return absl::InternalError(absl::StrCat("cannot create a CUDA stream: ",
-                                            api->CudaGetErrorString(e)));
+    return absl::InternalError(
+        absl::StrCat("cannot create a CUDA stream: ", api->CudaGetErrorString(e)));
   }
   if (CudaError e = api->Malloc(&b->barrier_buffer_, sizeof(float)); e != kCudaSuccess) {
-    return absl::InternalError(absl::StrCat("cannot allocate device memory: ",
-                                            api->CudaGetErrorString(e)));
+    return absl::InternalError(
+        absl::StrCat("cannot allocate device memory: ", api->CudaGetErrorString(e)));
   }
   NcclUniqueId id{};
   if (rank == 0) {
@@ -60,8 +59,8 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclApi* 
   b->comm_ = comm;
   if (r != kNcclSuccess && r != kNcclInProgress) {
     b->failed_ = true;
-    return absl::UnavailableError(absl::StrCat("ncclCommInitRankConfig failed on ",
-                                               names.Name(rank), ": ", b->NcclError(r)));
+    return absl::UnavailableError(
+        absl::StrCat("ncclCommInitRankConfig failed on ", names.Name(rank), ": ", b->NcclError(r)));
   }
   absl::Status init = b->Poll([] { return true; }, "NCCL communicator init", deadline);
   if (absl::IsDeadlineExceeded(init)) {
@@ -89,10 +88,10 @@ NcclBackend::~NcclBackend() {
     if (!released && !failed_.load() && !aborted_.load()) {
       // The clean, collective shutdown: finalize (flushes), then destroy.
       NcclResult r = api_->CommFinalize(comm_);
-      absl::Status s = r == kNcclSuccess || r == kNcclInProgress
-                           ? Poll([] { return true; }, "NCCL communicator finalize",
-                                  absl::Now() + kAbortBound)
-                           : absl::InternalError(NcclError(r));
+      absl::Status s =
+          r == kNcclSuccess || r == kNcclInProgress
+              ? Poll([] { return true; }, "NCCL communicator finalize", absl::Now() + kAbortBound)
+              : absl::InternalError(NcclError(r));
       if (s.ok()) {
         absl::MutexLock lock(&comm_mu_);
         comm_released_ = true;
@@ -170,8 +169,8 @@ absl::Status NcclBackend::Poll(const std::function<bool()>& done, const std::str
       failed_ = true;
       const std::string error = NcclError(async);
       AbortComm();
-      return absl::InternalError(absl::StrCat(what, " failed on ", names_.Name(rank_), ": ",
-                                              error));
+      return absl::InternalError(
+          absl::StrCat(what, " failed on ", names_.Name(rank_), ": ", error));
     }
     if (async == kNcclSuccess && done()) return absl::OkStatus();
     if (absl::Now() >= deadline) {
@@ -209,46 +208,45 @@ absl::StatusOr<CudaEvent> NcclBackend::Enqueue(const CollectiveCall& call) {
   NcclResult r = kNcclSuccess;
   std::string error;
   {
-  absl::ReaderMutexLock comm_lock(&comm_mu_);
-  if (comm_released_) return absl::FailedPreconditionError("the NCCL communicator failed before");
-  switch (sig.kind) {
-    case CollectiveKind::kAllReduce:
-      r = api_->AllReduce(call.send, call.recv, sig.count, type, op, comm_, stream);
-      break;
-    case CollectiveKind::kAllGather:
-      r = api_->AllGather(call.send, call.recv, sig.count, type, comm_, stream);
-      break;
-    case CollectiveKind::kReduceScatter:
-      r = api_->ReduceScatter(call.send, call.recv, sig.count, type, op, comm_, stream);
-      break;
-    case CollectiveKind::kBroadcast:
-      r = api_->Broadcast(call.send, call.recv, sig.count, type, sig.root, comm_, stream);
-      break;
-    case CollectiveKind::kAllToAll: {
-      const size_t block = sig.count * DataTypeSize(sig.type);
-      r = api_->GroupStart();
-      for (int p = 0; p < size_ && (r == kNcclSuccess || r == kNcclInProgress); ++p) {
-        r = api_->Send(static_cast<const uint8_t*>(call.send) + p * block, sig.count, type, p,
-                       comm_, stream);
-        if (r == kNcclSuccess || r == kNcclInProgress) {
-          r = api_->Recv(static_cast<uint8_t*>(call.recv) + p * block, sig.count, type, p, comm_,
-                         stream);
+    absl::ReaderMutexLock comm_lock(&comm_mu_);
+    if (comm_released_) return absl::FailedPreconditionError("the NCCL communicator failed before");
+    switch (sig.kind) {
+      case CollectiveKind::kAllReduce:
+        r = api_->AllReduce(call.send, call.recv, sig.count, type, op, comm_, stream);
+        break;
+      case CollectiveKind::kAllGather:
+        r = api_->AllGather(call.send, call.recv, sig.count, type, comm_, stream);
+        break;
+      case CollectiveKind::kReduceScatter:
+        r = api_->ReduceScatter(call.send, call.recv, sig.count, type, op, comm_, stream);
+        break;
+      case CollectiveKind::kBroadcast:
+        r = api_->Broadcast(call.send, call.recv, sig.count, type, sig.root, comm_, stream);
+        break;
+      case CollectiveKind::kAllToAll: {
+        const size_t block = sig.count * DataTypeSize(sig.type);
+        r = api_->GroupStart();
+        for (int p = 0; p < size_ && (r == kNcclSuccess || r == kNcclInProgress); ++p) {
+          r = api_->Send(static_cast<const uint8_t*>(call.send) + p * block, sig.count, type, p,
+                         comm_, stream);
+          if (r == kNcclSuccess || r == kNcclInProgress) {
+            r = api_->Recv(static_cast<uint8_t*>(call.recv) + p * block, sig.count, type, p, comm_,
+                           stream);
+          }
         }
+        const NcclResult end = api_->GroupEnd();
+        if (r == kNcclSuccess || r == kNcclInProgress) r = end;
+        break;
       }
-      const NcclResult end = api_->GroupEnd();
-      if (r == kNcclSuccess || r == kNcclInProgress) r = end;
-      break;
+      case CollectiveKind::kBarrier:
+        r = api_->AllReduce(barrier_buffer_, barrier_buffer_, 1, NcclDataType(DataType::kFloat32),
+                            NcclReduceOp(ReduceOp::kSum), comm_, stream);
+        break;
     }
-    case CollectiveKind::kBarrier:
-      r = api_->AllReduce(barrier_buffer_, barrier_buffer_, 1, NcclDataType(DataType::kFloat32),
-                          NcclReduceOp(ReduceOp::kSum), comm_, stream);
-      break;
-  }
-  if (r != kNcclSuccess && r != kNcclInProgress) error = NcclErrorLocked(r);
+    if (r != kNcclSuccess && r != kNcclInProgress) error = NcclErrorLocked(r);
   }
   if (r == kNcclInvalidArgument || r == kNcclInvalidUsage) {
-    return absl::InvalidArgumentError(absl::StrCat("NCCL rejected ", sig.ToString(), ": ",
-                                                   error));
+    return absl::InvalidArgumentError(absl::StrCat("NCCL rejected ", sig.ToString(), ": ", error));
   }
   if (r != kNcclSuccess && r != kNcclInProgress) {
     failed_ = true;
@@ -275,8 +273,8 @@ absl::StatusOr<CudaEvent> NcclBackend::Enqueue(const CollectiveCall& call) {
     if (CudaError e = api_->EventCreate(&event); e != kCudaSuccess) {
       failed_ = true;
       AbortComm();
-      return absl::InternalError(absl::StrCat("cannot create a CUDA event: ",
-                                              api_->CudaGetErrorString(e)));
+      return absl::InternalError(
+          absl::StrCat("cannot create a CUDA event: ", api_->CudaGetErrorString(e)));
     }
     absl::MutexLock lock(&events_mu_);
     all_events_.push_back(event);
@@ -285,8 +283,8 @@ absl::StatusOr<CudaEvent> NcclBackend::Enqueue(const CollectiveCall& call) {
     ReleaseEvent(event);
     failed_ = true;
     AbortComm();
-    return absl::InternalError(absl::StrCat(sig.ToString(), ": cudaEventRecord failed: ",
-                                            api_->CudaGetErrorString(e)));
+    return absl::InternalError(
+        absl::StrCat(sig.ToString(), ": cudaEventRecord failed: ", api_->CudaGetErrorString(e)));
   }
   return event;
 }
@@ -319,8 +317,9 @@ absl::Status NcclBackend::CheckNotCapturing(CudaStream stream) const {
   return absl::FailedPreconditionError(absl::StrCat(
       "the stream is being captured into a CUDA graph, and capturing Cohort's collectives is "
       "not supported yet",
-      e == kCudaSuccess ? "" : absl::StrCat(" (cudaStreamIsCapturing: ",
-                                             api_->CudaGetErrorString(e), ")"),
+      e == kCudaSuccess
+          ? ""
+          : absl::StrCat(" (cudaStreamIsCapturing: ", api_->CudaGetErrorString(e), ")"),
       "; run the collective outside the capture"));
 }
 
@@ -335,8 +334,8 @@ absl::StatusOr<bool> NcclBackend::Query(CudaEvent event) {
 absl::Status NcclBackend::Health() {
   if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
   if (failed_.load()) {
-    return absl::InternalError(absl::StrCat("the NCCL communicator failed on ",
-                                            names_.Name(rank_)));
+    return absl::InternalError(
+        absl::StrCat("the NCCL communicator failed on ", names_.Name(rank_)));
   }
   const NcclResult async = AsyncError();
   if (async == kNcclSuccess || async == kNcclInProgress) return absl::OkStatus();
@@ -347,8 +346,8 @@ absl::Status NcclBackend::Health() {
 
 absl::Status NcclBackend::StreamWait(CudaStream stream, CudaEvent event) {
   if (CudaError e = api_->StreamWaitEvent(stream, event); e != kCudaSuccess) {
-    return absl::InternalError(absl::StrCat("cudaStreamWaitEvent failed: ",
-                                            api_->CudaGetErrorString(e)));
+    return absl::InternalError(
+        absl::StrCat("cudaStreamWaitEvent failed: ", api_->CudaGetErrorString(e)));
   }
   return absl::OkStatus();
 }

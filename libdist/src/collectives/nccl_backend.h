@@ -22,7 +22,6 @@ namespace dist::internal {
 // thread for a bounded time (abort itself can hang in NCCL: NVIDIA/nccl#1777).
 class NcclBackend final : public CollectiveBackend {
  public:
-
   // The device a process uses unless told otherwise: its index among its pod's processes
   // (COHORT_LOCAL_PROCESS_ID) modulo the devices it sees, so the processes of an 8-GPU pod take
   // one GPU each while every GPU stays visible to all of them (NCCL's P2P needs that).

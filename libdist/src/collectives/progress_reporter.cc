@@ -12,9 +12,9 @@ using cohort::coordination::CollectiveProgress;
 
 uint64_t SignatureHash(const OpSignature& sig) {
   uint64_t h = 1469598103934665603ull;
-  for (uint64_t v : {static_cast<uint64_t>(sig.kind), static_cast<uint64_t>(sig.type),
-                     static_cast<uint64_t>(sig.op), static_cast<uint64_t>(sig.root + 1),
-                     sig.count}) {
+  for (uint64_t v :
+       {static_cast<uint64_t>(sig.kind), static_cast<uint64_t>(sig.type),
+        static_cast<uint64_t>(sig.op), static_cast<uint64_t>(sig.root + 1), sig.count}) {
     h = (h ^ v) * 1099511628211ull;
   }
   return h;

@@ -12,20 +12,33 @@ namespace {
 constexpr size_t kTile = 1024;
 
 struct Sum {
-  template <typename A> static A Apply(A a, A b) { return a + b; }
+  template <typename A>
+  static A Apply(A a, A b) {
+    return a + b;
+  }
 };
 struct Prod {
-  template <typename A> static A Apply(A a, A b) { return a * b; }
+  template <typename A>
+  static A Apply(A a, A b) {
+    return a * b;
+  }
 };
 struct Min {
-  template <typename A> static A Apply(A a, A b) { return b < a ? b : a; }
+  template <typename A>
+  static A Apply(A a, A b) {
+    return b < a ? b : a;
+  }
 };
 struct Max {
-  template <typename A> static A Apply(A a, A b) { return a < b ? b : a; }
+  template <typename A>
+  static A Apply(A a, A b) {
+    return a < b ? b : a;
+  }
 };
 
 // T: the stored type; A: what it is reduced in. Load/Store convert between them.
-template <typename T, typename A> struct Plain {
+template <typename T, typename A>
+struct Plain {
   static A Load(T v) { return static_cast<A>(v); }
   static T Store(A v) { return static_cast<T>(v); }
 };
@@ -99,11 +112,16 @@ template <typename T, typename A, typename Conv>
 void ReduceWithOp(ReduceOp op, const void* const* inputs, int n, void* out, size_t count,
                   int num_ranks) {
   switch (op) {
-    case ReduceOp::kSum: return ReduceTyped<T, A, Conv, Sum>(inputs, n, out, count, 0);
-    case ReduceOp::kAvg: return ReduceTyped<T, A, Conv, Sum>(inputs, n, out, count, num_ranks);
-    case ReduceOp::kProd: return ReduceTyped<T, A, Conv, Prod>(inputs, n, out, count, 0);
-    case ReduceOp::kMin: return ReduceTyped<T, A, Conv, Min>(inputs, n, out, count, 0);
-    case ReduceOp::kMax: return ReduceTyped<T, A, Conv, Max>(inputs, n, out, count, 0);
+    case ReduceOp::kSum:
+      return ReduceTyped<T, A, Conv, Sum>(inputs, n, out, count, 0);
+    case ReduceOp::kAvg:
+      return ReduceTyped<T, A, Conv, Sum>(inputs, n, out, count, num_ranks);
+    case ReduceOp::kProd:
+      return ReduceTyped<T, A, Conv, Prod>(inputs, n, out, count, 0);
+    case ReduceOp::kMin:
+      return ReduceTyped<T, A, Conv, Min>(inputs, n, out, count, 0);
+    case ReduceOp::kMax:
+      return ReduceTyped<T, A, Conv, Max>(inputs, n, out, count, 0);
   }
 }
 
@@ -215,10 +233,14 @@ void DivideInPlace(DataType type, void* data, size_t count, int divisor) {
     for (size_t i = 0; i < count; ++i) p[i] = p[i] / d;
   };
   switch (type) {
-    case DataType::kFloat32: return divide(static_cast<float*>(data));
-    case DataType::kFloat64: return divide(static_cast<double*>(data));
-    case DataType::kInt32: return divide(static_cast<int32_t*>(data));
-    case DataType::kInt64: return divide(static_cast<int64_t*>(data));
+    case DataType::kFloat32:
+      return divide(static_cast<float*>(data));
+    case DataType::kFloat64:
+      return divide(static_cast<double*>(data));
+    case DataType::kInt32:
+      return divide(static_cast<int32_t*>(data));
+    case DataType::kInt64:
+      return divide(static_cast<int64_t*>(data));
     case DataType::kBFloat16:
     case DataType::kFloat16: {
       auto* p = static_cast<uint16_t*>(data);

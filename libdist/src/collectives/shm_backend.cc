@@ -50,9 +50,7 @@ namespace {
 
 constexpr size_t kDataOffset = 4096;
 
-bool Reached(uint32_t value, uint32_t target) {
-  return static_cast<int32_t>(value - target) >= 0;
-}
+bool Reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
 
 void FutexWake(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
@@ -119,8 +117,8 @@ void ShmBackend::Publish(CounterField field, uint32_t value) {
 void ShmBackend::Abort() {
   aborted_.store(true);
   for (int q = 0; q < size_; ++q) {
-    for (CounterField f : {&Segment::posted, &Segment::consumed, &Segment::reduced,
-                           &Segment::result_consumed}) {
+    for (CounterField f :
+         {&Segment::posted, &Segment::consumed, &Segment::reduced, &Segment::result_consumed}) {
       FutexWake(&(Seg(q).*f).value);
     }
   }
@@ -164,8 +162,8 @@ absl::Status ShmBackend::WaitPeers(CounterField field, uint32_t target, const Op
           if (Reached((Seg(p).*field).value.load(), target)) continue;
           (Reached(Seg(p).posted.value.load(), first_chunk) ? inside : not_entered).push_back(p);
         }
-        std::string msg = absl::StrCat(sig.ToString(), " did not complete in time on ",
-                                       names_.Name(rank_), ":");
+        std::string msg =
+            absl::StrCat(sig.ToString(), " did not complete in time on ", names_.Name(rank_), ":");
         if (!not_entered.empty()) {
           absl::StrAppend(&msg, " ", names_.List(not_entered),
                           not_entered.size() == 1 ? " has" : " have", " not entered it");
@@ -195,10 +193,10 @@ absl::Status ShmBackend::CheckSignatures(uint32_t chunk, const OpSignature& sig)
     if (std::memcmp(&wire, &mine, sizeof(mine)) == 0) continue;
     const OpSignature theirs = FromWire(wire);
     if (!theirs.SameCall(sig)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "collective mismatch: ", names_.Name(q), " called ", theirs.ToString(), " while ",
-          names_.Name(rank_), " called ", sig.ToString(),
-          "; every rank must call the same collectives in the same order"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("collective mismatch: ", names_.Name(q), " called ", theirs.ToString(),
+                       " while ", names_.Name(rank_), " called ", sig.ToString(),
+                       "; every rank must call the same collectives in the same order"));
     }
   }
   return absl::OkStatus();
@@ -210,8 +208,7 @@ absl::Status ShmBackend::Step(const OpSignature& sig, uint32_t first_chunk, absl
   const uint32_t c = ++chunk_;
   // Both the in- and the out-slot of c % kSlots are free once every peer is done reading the
   // chunks kSlots back (result_consumed comes after consumed in either kind of step).
-  if (absl::Status s =
-          WaitPeers(&Segment::result_consumed, c - kSlots, sig, first_chunk, deadline);
+  if (absl::Status s = WaitPeers(&Segment::result_consumed, c - kSlots, sig, first_chunk, deadline);
       !s.ok()) {
     return s;
   }
@@ -240,12 +237,18 @@ absl::Status ShmBackend::Step(const OpSignature& sig, uint32_t first_chunk, absl
 absl::Status ShmBackend::Run(const CollectiveCall& call) {
   if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
   switch (call.sig.kind) {
-    case CollectiveKind::kAllReduce: return AllReduce(call);
-    case CollectiveKind::kAllGather: return AllGather(call);
-    case CollectiveKind::kReduceScatter: return ReduceScatter(call);
-    case CollectiveKind::kBroadcast: return Broadcast(call);
-    case CollectiveKind::kAllToAll: return AllToAll(call);
-    case CollectiveKind::kBarrier: return Barrier(call);
+    case CollectiveKind::kAllReduce:
+      return AllReduce(call);
+    case CollectiveKind::kAllGather:
+      return AllGather(call);
+    case CollectiveKind::kReduceScatter:
+      return ReduceScatter(call);
+    case CollectiveKind::kBroadcast:
+      return Broadcast(call);
+    case CollectiveKind::kAllToAll:
+      return AllToAll(call);
+    case CollectiveKind::kBarrier:
+      return Barrier(call);
   }
   return absl::InvalidArgumentError("unknown collective");
 }
@@ -256,7 +259,7 @@ absl::Status ShmBackend::AllReduce(const CollectiveCall& call) {
   // Two ranks reduce a slot's worth in one step: reading both inputs costs less than the two
   // extra rounds of synchronisation. More ranks read more; they split the work sooner, and
   // sooner still when they share cores (then computing, not waiting, is what is scarce).
-  const size_t one_shot = size_ == 2         ? kSlotBytes
+  const size_t one_shot = size_ == 2        ? kSlotBytes
                           : oversubscribed_ ? kOneShotBytes / 4
                                             : kOneShotBytes;
   if (count * esize > one_shot && size_ > 1) return AllReduceTwoPhase(call);
@@ -302,8 +305,8 @@ absl::Status ShmBackend::AllReduceTwoPhase(const CollectiveCall& call) {
       const uint32_t c = base + 1 + static_cast<uint32_t>(j);
       const Range chunk = chunk_range(j);
       const Range mine = PartOf(chunk.size, size_, rank_);
-      if (absl::Status s = WaitPeers(&Segment::consumed, c - kSlots, call.sig, first,
-                                     call.deadline);
+      if (absl::Status s =
+              WaitPeers(&Segment::consumed, c - kSlots, call.sig, first, call.deadline);
           !s.ok()) {
         return s;
       }
@@ -325,8 +328,8 @@ absl::Status ShmBackend::AllReduceTwoPhase(const CollectiveCall& call) {
         return s;
       }
       if (absl::Status s = CheckSignatures(c, call.sig); !s.ok()) return s;
-      if (absl::Status s = WaitPeers(&Segment::result_consumed, c - kSlots, call.sig, first,
-                                     call.deadline);
+      if (absl::Status s =
+              WaitPeers(&Segment::result_consumed, c - kSlots, call.sig, first, call.deadline);
           !s.ok()) {
         return s;
       }
@@ -385,11 +388,13 @@ absl::Status ShmBackend::ReduceScatter(const CollectiveCall& call) {
   auto* recv = static_cast<uint8_t*>(call.recv);
   return Chunked(
       call, std::max<size_t>(1, kSlotBytes / (esize * size_)),
-      [&](uint8_t* slot, size_t offset, size_t len) { PostBlocks(slot, send, count, offset, len, esize); },
+      [&](uint8_t* slot, size_t offset, size_t len) {
+        PostBlocks(slot, send, count, offset, len, esize);
+      },
       [&](const uint8_t* const* slots, size_t offset, size_t len) {
         for (int q = 0; q < size_; ++q) {
-          inputs_[q] = q == rank_ ? send + (rank_ * count + offset) * esize
-                                  : slots[q] + rank_ * len * esize;
+          inputs_[q] =
+              q == rank_ ? send + (rank_ * count + offset) * esize : slots[q] + rank_ * len * esize;
         }
         ReduceInto(call.sig.type, call.sig.op, inputs_.data(), size_, recv + offset * esize, len,
                    size_);
@@ -419,11 +424,13 @@ absl::Status ShmBackend::AllToAll(const CollectiveCall& call) {
   auto* recv = static_cast<uint8_t*>(call.recv);
   return Chunked(
       call, std::max<size_t>(1, kSlotBytes / (esize * size_)),
-      [&](uint8_t* slot, size_t offset, size_t len) { PostBlocks(slot, send, count, offset, len, esize); },
+      [&](uint8_t* slot, size_t offset, size_t len) {
+        PostBlocks(slot, send, count, offset, len, esize);
+      },
       [&](const uint8_t* const* slots, size_t offset, size_t len) {
         for (int q = 0; q < size_; ++q) {
-          const uint8_t* from = q == rank_ ? send + (rank_ * count + offset) * esize
-                                           : slots[q] + rank_ * len * esize;
+          const uint8_t* from =
+              q == rank_ ? send + (rank_ * count + offset) * esize : slots[q] + rank_ * len * esize;
           Copy(recv + (q * count + offset) * esize, from, len * esize);
         }
       });
@@ -437,8 +444,8 @@ void ShmBackend::PostBlocks(uint8_t* slot, const uint8_t* send, size_t count, si
 }
 
 absl::Status ShmBackend::Barrier(const CollectiveCall& call) {
-  return Chunked(call, 1, [](uint8_t*, size_t, size_t) {},
-                 [](const uint8_t* const*, size_t, size_t) {});
+  return Chunked(
+      call, 1, [](uint8_t*, size_t, size_t) {}, [](const uint8_t* const*, size_t, size_t) {});
 }
 
 template <typename Post, typename Consume>

@@ -89,8 +89,8 @@ absl::StatusOr<SharedSegment> SharedSegment::Map(int fd, size_t bytes) {
   if (p == MAP_FAILED) {
     const int e = errno;
     close(fd);
-    return absl::InternalError(absl::StrCat("could not map a ", bytes,
-                                            "-byte shared-memory segment: ", std::strerror(e)));
+    return absl::InternalError(
+        absl::StrCat("could not map a ", bytes, "-byte shared-memory segment: ", std::strerror(e)));
   }
   SharedSegment s;
   s.data_ = static_cast<uint8_t*>(p);
@@ -131,9 +131,9 @@ absl::StatusOr<SegmentServer> SegmentServer::Start() {
   sockaddr_un addr = AbstractAddress(s.name_, &len);
   if (s.fd_ < 0 || bind(s.fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
       listen(s.fd_, 4096) != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on an abstract Unix socket for shared memory (", std::strerror(errno),
-        "); set COHORT_HOST_TRANSPORT=tcp"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on an abstract Unix socket for shared memory (",
+                     std::strerror(errno), "); set COHORT_HOST_TRANSPORT=tcp"));
   }
   return s;
 }
@@ -153,8 +153,7 @@ SegmentServer::~SegmentServer() {
 
 absl::StatusOr<std::vector<SharedSegment>> ExchangeSegments(
     int rank, const std::vector<int>& local, const std::vector<std::string>& names,
-    SegmentServer& server, SharedSegment mine, const RankNames& rank_names,
-    absl::Time deadline) {
+    SegmentServer& server, SharedSegment mine, const RankNames& rank_names, absl::Time deadline) {
   std::vector<SharedSegment> segments(names.size());
   std::vector<int> outgoing(names.size(), -1);
   auto close_all = [&] {
@@ -183,9 +182,9 @@ absl::StatusOr<std::vector<SharedSegment>> ExchangeSegments(
   for (size_t handed = 0; handed + 1 < local.size();) {
     if (!WaitFd(server.fd(), POLLIN, deadline)) {
       close_all();
-      return absl::DeadlineExceededError(absl::StrCat(
-          "not every rank on this host connected to ", rank_names.Name(rank),
-          "'s shared-memory socket in time"));
+      return absl::DeadlineExceededError(absl::StrCat("not every rank on this host connected to ",
+                                                      rank_names.Name(rank),
+                                                      "'s shared-memory socket in time"));
     }
     int fd = accept4(server.fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
@@ -206,8 +205,8 @@ absl::StatusOr<std::vector<SharedSegment>> ExchangeSegments(
     if (fd < 0 || sender != static_cast<uint32_t>(peer)) {
       if (fd >= 0) close(fd);
       close_all();
-      return absl::InternalError(absl::StrCat("bad shared-memory handover from ",
-                                              rank_names.Name(peer)));
+      return absl::InternalError(
+          absl::StrCat("bad shared-memory handover from ", rank_names.Name(peer)));
     }
     absl::StatusOr<SharedSegment> seg = SharedSegment::Map(fd, ShmBackend::SegmentBytes());
     if (!seg.ok()) {

@@ -63,7 +63,6 @@ class SegmentServer {
 // in `local`). DeadlineExceeded naming the ranks that did not answer.
 absl::StatusOr<std::vector<SharedSegment>> ExchangeSegments(
     int rank, const std::vector<int>& local, const std::vector<std::string>& names,
-    SegmentServer& server, SharedSegment mine, const RankNames& rank_names,
-    absl::Time deadline);
+    SegmentServer& server, SharedSegment mine, const RankNames& rank_names, absl::Time deadline);
 
 }  // namespace dist::internal

@@ -64,8 +64,7 @@ absl::StatusOr<sockaddr_storage> Resolve(const std::string& address, socklen_t* 
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
   }
   sockaddr_storage ss{};
   std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
@@ -215,18 +214,17 @@ absl::StatusOr<std::unique_ptr<TcpBackend>> TcpBackend::Connect(
         if (fds[peer] < 0) absent.push_back(peer);
       }
       close_all();
-      return absl::DeadlineExceededError(absl::StrCat(
-          names.List(absent), " did not connect to ", names.Name(rank),
-          "'s collectives transport at ", listener.address(),
-          " in time; check that hosts can reach each other on ephemeral TCP ports"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(names.List(absent), " did not connect to ", names.Name(rank),
+                       "'s collectives transport at ", listener.address(),
+                       " in time; check that hosts can reach each other on ephemeral TCP ports"));
     }
     int fd = accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
     Hello hello{};
     const absl::Time hello_deadline = std::min(deadline, absl::Now() + absl::Seconds(10));
     if (!ReadAll(fd, &hello, sizeof(hello), hello_deadline) || hello.magic != kHelloMagic ||
-        hello.nonce != nonce || hello.rank >= static_cast<uint32_t>(rank) ||
-        fds[hello.rank] >= 0) {
+        hello.nonce != nonce || hello.rank >= static_cast<uint32_t>(rank) || fds[hello.rank] >= 0) {
       close(fd);  // A stray or stale connection.
       continue;
     }
@@ -295,9 +293,9 @@ struct TcpBackend::Transfer {
   uint8_t* data = nullptr;
   size_t len = 0;
   size_t done = 0;
-  const Transfer* source = nullptr;                    // A send that relays this receive.
-  const size_t* available = nullptr;                   // A send of bytes still being produced.
-  const Transfer* after = nullptr;                     // Starts once this one completed.
+  const Transfer* source = nullptr;                     // A send that relays this receive.
+  const size_t* available = nullptr;                    // A send of bytes still being produced.
+  const Transfer* after = nullptr;                      // Starts once this one completed.
   std::function<void(size_t from, size_t to)> on_data;  // A receive's newly arrived bytes.
 
   bool complete() const { return header_done == sizeof(header) && done == len; }
@@ -339,12 +337,11 @@ absl::Status TcpBackend::Drive(std::vector<Transfer*> transfers, const OpSignatu
       }
       return absl::DeadlineExceededError(
           waiting_for.empty()
-              ? absl::StrCat(sig.ToString(), " did not complete in time on ",
-                             names_.Name(rank_), ": ", names_.List(not_reading),
+              ? absl::StrCat(sig.ToString(), " did not complete in time on ", names_.Name(rank_),
+                             ": ", names_.List(not_reading),
                              " did not read what this rank sent (stuck before or in it)")
-              : absl::StrCat(sig.ToString(), " did not complete in time on ",
-                             names_.Name(rank_), ": waiting for data from ",
-                             names_.List(waiting_for),
+              : absl::StrCat(sig.ToString(), " did not complete in time on ", names_.Name(rank_),
+                             ": waiting for data from ", names_.List(waiting_for),
                              " (not in this collective yet, or stuck in it)"));
     }
     for (Transfer* t : transfers) {
@@ -374,9 +371,8 @@ absl::Status TcpBackend::Drive(std::vector<Transfer*> transfers, const OpSignatu
                 const OpSignature theirs = FromWire(t->header.sig);
                 if (!theirs.SameCall(sig) || t->header.len != t->len) {
                   return absl::FailedPreconditionError(absl::StrCat(
-                      "collective mismatch: ", names_.Name(t->peer), " called ",
-                      theirs.ToString(), " while ", names_.Name(rank_), " called ",
-                      sig.ToString(),
+                      "collective mismatch: ", names_.Name(t->peer), " called ", theirs.ToString(),
+                      " while ", names_.Name(rank_), " called ", sig.ToString(),
                       "; every rank must call the same collectives in the same order"));
                 }
               }
@@ -391,9 +387,9 @@ absl::Status TcpBackend::Drive(std::vector<Transfer*> transfers, const OpSignatu
           }
         }
         if (n == 0 && !t->is_send) {
-          return absl::InternalError(absl::StrCat(
-              "the connection to ", names_.Name(t->peer), " closed during ", sig.ToString(),
-              " (did it exit?)"));
+          return absl::InternalError(absl::StrCat("the connection to ", names_.Name(t->peer),
+                                                  " closed during ", sig.ToString(),
+                                                  " (did it exit?)"));
         }
         if (n < 0) {
           if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -407,9 +403,8 @@ absl::Status TcpBackend::Drive(std::vector<Transfer*> transfers, const OpSignatu
   }
 }
 
-absl::Status TcpBackend::SendRecv(int to, const void* send, size_t send_len, int from,
-                                  void* recv, size_t recv_len, const OpSignature& sig,
-                                  absl::Time deadline) {
+absl::Status TcpBackend::SendRecv(int to, const void* send, size_t send_len, int from, void* recv,
+                                  size_t recv_len, const OpSignature& sig, absl::Time deadline) {
   Transfer out, in;
   out.peer = to;
   out.is_send = true;
@@ -427,19 +422,25 @@ absl::Status TcpBackend::SendRecv(int to, const void* send, size_t send_len, int
 absl::Status TcpBackend::Run(const CollectiveCall& call) {
   if (aborted_.load()) return absl::AbortedError("the communicator was aborted");
   switch (call.sig.kind) {
-    case CollectiveKind::kAllReduce: return AllReduce(call);
-    case CollectiveKind::kAllGather: return AllGather(call);
-    case CollectiveKind::kReduceScatter: return ReduceScatter(call);
-    case CollectiveKind::kBroadcast: return Broadcast(call);
-    case CollectiveKind::kAllToAll: return AllToAll(call);
-    case CollectiveKind::kBarrier: return Barrier(call);
+    case CollectiveKind::kAllReduce:
+      return AllReduce(call);
+    case CollectiveKind::kAllGather:
+      return AllGather(call);
+    case CollectiveKind::kReduceScatter:
+      return ReduceScatter(call);
+    case CollectiveKind::kBroadcast:
+      return Broadcast(call);
+    case CollectiveKind::kAllToAll:
+      return AllToAll(call);
+    case CollectiveKind::kBarrier:
+      return Barrier(call);
   }
   return absl::InvalidArgumentError("unknown collective");
 }
 
 absl::Status TcpBackend::RingReduceScatter(uint8_t* work, const std::vector<Range>& blocks,
-                                           DataType acc_type, ReduceOp op,
-                                           const OpSignature& sig, absl::Time deadline) {
+                                           DataType acc_type, ReduceOp op, const OpSignature& sig,
+                                           absl::Time deadline) {
   if (size_ == 1) return absl::OkStatus();
   const size_t aes = DataTypeSize(acc_type);
   size_t largest = 0;
@@ -479,8 +480,7 @@ absl::Status TcpBackend::RingReduceScatter(uint8_t* work, const std::vector<Rang
       const size_t ready = to / aes;
       if (ready > reduced[i]) {
         const void* inputs[2] = {tmp + reduced[i] * aes, acc + reduced[i] * aes};
-        ReduceInto(acc_type, step_op, inputs, 2, acc + reduced[i] * aes, ready - reduced[i],
-                   size_);
+        ReduceInto(acc_type, step_op, inputs, 2, acc + reduced[i] * aes, ready - reduced[i], size_);
         reduced[i] = ready;
         reduced_bytes[i] = ready * aes;
       }
@@ -492,8 +492,7 @@ absl::Status TcpBackend::RingReduceScatter(uint8_t* work, const std::vector<Rang
 }
 
 absl::Status TcpBackend::RingAllGather(uint8_t* data, const std::vector<Range>& blocks,
-                                       DataType type, const OpSignature& sig,
-                                       absl::Time deadline) {
+                                       DataType type, const OpSignature& sig, absl::Time deadline) {
   if (size_ == 1) return absl::OkStatus();
   const size_t es = DataTypeSize(type);
   // Pipelined like the reduce-scatter: step i+1 forwards what step i receives as it arrives.
@@ -628,8 +627,8 @@ absl::Status TcpBackend::AllToAll(const CollectiveCall& call) {
 
 absl::Status TcpBackend::Barrier(const CollectiveCall& call) {
   for (int k = 1; k < size_; k *= 2) {
-    if (absl::Status s = SendRecv(Next(k), nullptr, 0, Prev(k), nullptr, 0, call.sig,
-                                  call.deadline);
+    if (absl::Status s =
+            SendRecv(Next(k), nullptr, 0, Prev(k), nullptr, 0, call.sig, call.deadline);
         !s.ok()) {
       return s;
     }

@@ -1,7 +1,7 @@
 #pragma once
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,10 +39,9 @@ class TcpBackend final : public CollectiveBackend {
   // Connects every pair: rank r dials every higher rank and accepts every lower one.
   // `addresses[r]` is rank r's listener address; `nonce` identifies this communicator so that a
   // stray or stale connection is turned away. DeadlineExceeded names the ranks not connected.
-  static absl::StatusOr<std::unique_ptr<TcpBackend>> Connect(int rank, RankNames names,
-                                                             TcpListener listener,
-                                                             const std::vector<std::string>& addresses,
-                                                             uint64_t nonce, absl::Time deadline);
+  static absl::StatusOr<std::unique_ptr<TcpBackend>> Connect(
+      int rank, RankNames names, TcpListener listener, const std::vector<std::string>& addresses,
+      uint64_t nonce, absl::Time deadline);
   // A backend among `members` (ranks of `full`, in the order given, this rank among them) over
   // copies of full's connections. Calls on the two must not overlap (one caller thread).
   static std::unique_ptr<TcpBackend> Subset(const TcpBackend& full,
@@ -58,8 +57,7 @@ class TcpBackend final : public CollectiveBackend {
 
  private:
   TcpBackend(int rank, RankNames names, std::vector<int> fds);
-  absl::Status Drive(std::vector<Transfer*> transfers, const OpSignature& sig,
-                     absl::Time deadline);
+  absl::Status Drive(std::vector<Transfer*> transfers, const OpSignature& sig, absl::Time deadline);
   absl::Status SendRecv(int to, const void* send, size_t send_len, int from, void* recv,
                         size_t recv_len, const OpSignature& sig, absl::Time deadline);
   int Next(int step = 1) const { return (rank_ + step) % size_; }
@@ -67,9 +65,8 @@ class TcpBackend final : public CollectiveBackend {
   uint8_t* Scratch(size_t bytes);
 
   // After it, rank r's block r of `work` (in acc_type) holds the reduction over every rank.
-  absl::Status RingReduceScatter(uint8_t* work, const std::vector<Range>& blocks,
-                                 DataType acc_type, ReduceOp op, const OpSignature& sig,
-                                 absl::Time deadline);
+  absl::Status RingReduceScatter(uint8_t* work, const std::vector<Range>& blocks, DataType acc_type,
+                                 ReduceOp op, const OpSignature& sig, absl::Time deadline);
   // Every rank's block r of `data` to every rank.
   absl::Status RingAllGather(uint8_t* data, const std::vector<Range>& blocks, DataType type,
                              const OpSignature& sig, absl::Time deadline);

@@ -70,11 +70,10 @@ std::optional<std::string> DiagnoseTimeout(const TimeoutContext& ctx,
       // Its last report is old: say what it had done by then, not what it is doing now.
       stopped.push_back(absl::StrCat(
           name, " is alive (", heartbeat, ") but its program ",
-          t.since_report ? absl::StrCat("stopped reporting progress ", Seconds(*t.since_report),
-                                        " ago")
-                         : "never reported progress",
-          p ? absl::StrCat(", when it had entered #", started, " and completed #", completed)
-            : "",
+          t.since_report
+              ? absl::StrCat("stopped reporting progress ", Seconds(*t.since_report), " ago")
+              : "never reported progress",
+          p ? absl::StrCat(", when it had entered #", started, " and completed #", completed) : "",
           ": it is stopped (SIGSTOP, a debugger) or stuck outside libdist"));
       if (started >= k) ++entered;
       continue;
@@ -112,23 +111,23 @@ std::optional<std::string> DiagnoseTimeout(const TimeoutContext& ctx,
                         " entered ", call, " ", Seconds(entered_for), " ago");
   }
   if (!not_entered.empty()) {
-    const std::string others = absl::StrCat(
-        "the other ", entered, entered == 1 ? " process" : " processes", " entered ",
-        Seconds(entered_for), " ago");
+    const std::string others =
+        absl::StrCat("the other ", entered, entered == 1 ? " process" : " processes", " entered ",
+                     Seconds(entered_for), " ago");
     if (not_entered.size() == 1) {
       // "process 7 is alive (heartbeat 0.4 s ago) but never entered all_reduce #183, which the
       // other 7 processes entered 600 s ago; its last completed collective is #182"
-      return absl::StrCat(not_entered[0].who, " but never entered ", call, ", which ", others,
-                          "; ", not_entered[0].last);
+      return absl::StrCat(not_entered[0].who, " but never entered ", call, ", which ", others, "; ",
+                          not_entered[0].last);
     }
     std::vector<std::string> each;
     for (const NotEntered& n : not_entered) each.push_back(absl::StrCat(n.who, ", ", n.last));
-    return absl::StrCat(not_entered.size(), " processes never entered ", call, ", which ",
-                        others, ": ", capped(each));
+    return absl::StrCat(not_entered.size(), " processes never entered ", call, ", which ", others,
+                        ": ", capped(each));
   }
   if (!other_call.empty()) {
-    return absl::StrCat("collective mismatch at #", k, ": ", ctx.names.Name(ctx.rank),
-                        " called ", call, ", but ", capped(other_call));
+    return absl::StrCat("collective mismatch at #", k, ": ", ctx.names.Name(ctx.rank), " called ",
+                        call, ", but ", capped(other_call));
   }
   if (reported == size) {
     return absl::StrCat("every process entered ", call, " and none completed it in ",

@@ -20,7 +20,7 @@ struct TimeoutContext {
   OpSignature sig;           // The call that timed out.
   int rank = 0;              // This rank.
   RankNames names;
-  absl::Duration waited;     // How long this rank waited in it.
+  absl::Duration waited;  // How long this rank waited in it.
   // A program that has not reported progress for longer is called stopped.
   absl::Duration stale_after;
 };

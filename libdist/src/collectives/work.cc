@@ -55,9 +55,9 @@ absl::Status Work::Wait(std::optional<absl::Duration> timeout) {
   }
   absl::MutexLock lock(&state_->mu);
   if (!state_->mu.AwaitWithDeadline(absl::Condition(&state_->done), deadline)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        state_->call.sig.ToString(), " is still in flight after waiting ",
-        absl::FormatDuration(*timeout), "; it keeps running under its own timeout"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(state_->call.sig.ToString(), " is still in flight after waiting ",
+                     absl::FormatDuration(*timeout), "; it keeps running under its own timeout"));
   }
   return state_->status;
 }

@@ -42,9 +42,9 @@ absl::StatusOr<std::shared_ptr<WorkState>> CommunicatorImpl::Submit(
     // A broken communicator refuses new calls with its first failure (an abort too, once a
     // call saw it).
     if (!broken_.ok() || (work->on_nccl && nccl_failed_)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "communicator '", name_, "' cannot be used after an earlier failure: ",
-          broken_.ok() ? nccl_failure_message_ : std::string(broken_.message())));
+      return absl::FailedPreconditionError(
+          absl::StrCat("communicator '", name_, "' cannot be used after an earlier failure: ",
+                       broken_.ok() ? nccl_failure_message_ : std::string(broken_.message())));
     }
     call.sig.seq = next_seq_++;
     // One clock read per call (absl::Now() costs ~100 ns on some VMs: a tenth of a small op).
@@ -96,8 +96,8 @@ absl::StatusOr<std::shared_ptr<WorkState>> CommunicatorImpl::Submit(
   return work;
 }
 
-absl::Status CommunicatorImpl::Run(CollectiveKind kind, const void* send, void* recv,
-                                   size_t count, DataType type, ReduceOp op, int root,
+absl::Status CommunicatorImpl::Run(CollectiveKind kind, const void* send, void* recv, size_t count,
+                                   DataType type, ReduceOp op, int root,
                                    const CallOptions& options) {
   // The host's fast path: nothing queued, so this call runs here, in order.
   if (!UseNccl(send, recv)) {
@@ -136,7 +136,8 @@ void CommunicatorImpl::RunHostCall(WorkState& work) {
     return;
   }
   absl::Status s = host_->Run(work.call);
-  if (!s.ok() && !absl::IsInvalidArgument(s)) s = Fail(work.call.sig, s, absl::Now() - work.enqueued);
+  if (!s.ok() && !absl::IsInvalidArgument(s))
+    s = Fail(work.call.sig, s, absl::Now() - work.enqueued);
   Finish(work, s);
 }
 

@@ -54,7 +54,8 @@ class Received {
 class AttemptHubTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<AttemptHubServer>> s = AttemptHubServer::Start("127.0.0.1:0", 2, kToken);
+    absl::StatusOr<std::unique_ptr<AttemptHubServer>> s =
+        AttemptHubServer::Start("127.0.0.1:0", 2, kToken);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
     address_ = absl::StrCat("127.0.0.1:", server_->port());
@@ -65,13 +66,16 @@ class AttemptHubTest : public ::testing::Test {
 
 TEST_F(AttemptHubTest, FollowersHearEveryAttemptAndTheObserverEveryEnd) {
   Received<attemptspb::AttemptOrder> pod1;
-  AttemptFollower follower(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  AttemptFollower follower(address_, kToken, 1,
+                           [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
   Received<attemptspb::AttemptState> op;
-  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  AttemptObserver observer(
+      address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
 
   // At once: the pods' first attempt, and the observer sees the follower.
   ASSERT_TRUE(pod1.WaitFor([](const auto& o) { return o.attempt() == 2; }));
-  ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.attempt() == 2 && s.pods_following() == 1; }));
+  ASSERT_TRUE(
+      op.WaitFor([](const auto& s) { return s.attempt() == 2 && s.pods_following() == 1; }));
 
   attemptspb::AttemptEnd end;
   end.set_pod_index(1);
@@ -120,14 +124,16 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
   Received<attemptspb::AttemptOrder> pod1, spare;
   auto old_pod1 = std::make_unique<AttemptFollower>(
       address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); }, "job-1");
-  std::unique_ptr<AttemptFollower> follower =
-      AttemptFollower::Spare(address_, kToken, "job-spare0", [&](const attemptspb::AttemptOrder& o) { spare.Add(o); });
+  std::unique_ptr<AttemptFollower> follower = AttemptFollower::Spare(
+      address_, kToken, "job-spare0", [&](const attemptspb::AttemptOrder& o) { spare.Add(o); });
   Received<attemptspb::AttemptState> op;
-  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  AttemptObserver observer(
+      address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
   ASSERT_TRUE(op.WaitFor([](const auto& s) {
     return s.spares_size() == 1 && s.spares(0) == "job-spare0" && s.pods_following() == 1;
   })) << "the spare is listed apart, not as a pod that follows";
-  std::optional<attemptspb::AttemptOrder> waiting = spare.WaitFor([](const auto& o) { return o.attempt() == 2; });
+  std::optional<attemptspb::AttemptOrder> waiting =
+      spare.WaitFor([](const auto& o) { return o.attempt() == 2; });
   ASSERT_TRUE(waiting.has_value());
   EXPECT_FALSE(waiting->has_pod_index()) << "a spare runs nothing until it holds a slot";
 
@@ -135,12 +141,14 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
   take.set_pod_index(1);
   take.set_spare("job-spare0");
   ASSERT_TRUE(observer.Start(3, {take}).ok());
-  std::optional<attemptspb::AttemptOrder> taken = spare.WaitFor([](const auto& o) { return o.attempt() == 3; });
+  std::optional<attemptspb::AttemptOrder> taken =
+      spare.WaitFor([](const auto& o) { return o.attempt() == 3; });
   ASSERT_TRUE(taken.has_value());
   ASSERT_TRUE(taken->has_pod_index());
   EXPECT_EQ(taken->pod_index(), 1);
-  std::optional<attemptspb::AttemptState> after =
-      op.WaitFor([](const auto& s) { return s.attempt() == 3 && s.spares_size() == 0 && s.pods_following() == 1; });
+  std::optional<attemptspb::AttemptState> after = op.WaitFor([](const auto& s) {
+    return s.attempt() == 3 && s.spares_size() == 0 && s.pods_following() == 1;
+  });
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->following(0), 1);
   // The pod that held index 1 is let go, and cannot follow with it while the spare holds it.
@@ -160,9 +168,10 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
   for (const std::string name : {"job-1", "job-1-r3"}) {
     const grpc::Status refused = follow_as_pod1(name);
     EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << name;
-    EXPECT_NE(refused.error_message().find(name == "job-1" ? "pod job-1 no longer holds pod index 1"
-                                                           : "pod index 1 is held by spare job-spare0"),
-              std::string::npos)
+    EXPECT_NE(
+        refused.error_message().find(name == "job-1" ? "pod job-1 no longer holds pod index 1"
+                                                     : "pod index 1 is held by spare job-spare0"),
+        std::string::npos)
         << refused.error_message();
   }
 
@@ -170,25 +179,30 @@ TEST_F(AttemptHubTest, ASpareTakesASlot_HearsTheAttemptWithItsIndex_AndIsThatPod
   // index (it holds it already), and its going leaves index 1 unfollowed.
   old_pod1.reset();
   ASSERT_TRUE(observer.Start(4).ok());
-  std::optional<attemptspb::AttemptOrder> next = spare.WaitFor([](const auto& o) { return o.attempt() == 4; });
+  std::optional<attemptspb::AttemptOrder> next =
+      spare.WaitFor([](const auto& o) { return o.attempt() == 4; });
   ASSERT_TRUE(next.has_value());
   EXPECT_FALSE(next->has_pod_index());
   follower.reset();
-  EXPECT_TRUE(op.WaitFor([](const auto& s) { return s.attempt() == 4 && s.pods_following() == 0; }));
+  EXPECT_TRUE(
+      op.WaitFor([](const auto& s) { return s.attempt() == 4 && s.pods_following() == 0; }));
   // The spare gone, the pod it displaced still may not follow with index 1 (its node may come
   // back), but a pod of its own (a replacement) may; and the spare then no longer holds it.
   const grpc::Status displaced = follow_as_pod1("job-1");
-  EXPECT_NE(displaced.error_message().find("pod job-1 no longer holds pod index 1"), std::string::npos)
+  EXPECT_NE(displaced.error_message().find("pod job-1 no longer holds pod index 1"),
+            std::string::npos)
       << displaced.error_message();
   Received<attemptspb::AttemptOrder> replacement;
   AttemptFollower pod1_again(
-      address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { replacement.Add(o); }, "job-1-r4");
+      address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { replacement.Add(o); },
+      "job-1-r4");
   EXPECT_TRUE(replacement.WaitFor([](const auto& o) { return o.attempt() == 4; }));
 }
 
 TEST_F(AttemptHubTest, AnAssignmentThatCannotBeCarriedOut_StartsNothingAndSaysWhy) {
   Received<attemptspb::AttemptState> op;
-  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  AttemptObserver observer(
+      address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
   std::unique_ptr<AttemptFollower> a = AttemptFollower::Spare(address_, kToken, "spare-a", nullptr);
   std::unique_ptr<AttemptFollower> b = AttemptFollower::Spare(address_, kToken, "spare-b", nullptr);
   ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.spares_size() == 2; }));
@@ -230,12 +244,16 @@ TEST_F(AttemptHubTest, AHangIsPublished_EveryPodAskedForEvidence_ClearedByTheNex
   AttemptHub& hub = server_->hub();
   std::vector<std::pair<uint64_t, int32_t>> asked_locally;
   hub.set_hang_detection(*ParseHangTimeout("60"), "/run/cohort/dumps",
-                         [&](uint64_t id, int32_t attempt) { asked_locally.push_back({id, attempt}); });
+                         [&](uint64_t id, int32_t attempt) {
+                           asked_locally.push_back({id, attempt});
+                         });
   hub.FollowLocally([](int32_t) {});
   Received<attemptspb::AttemptOrder> pod1;
-  AttemptFollower follower(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  AttemptFollower follower(address_, kToken, 1,
+                           [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
   Received<attemptspb::AttemptState> op;
-  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  AttemptObserver observer(
+      address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
   ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.pods_following() == 2; }));
 
   auto report = [](int32_t pod, int64_t since_ms, bool waiting, uint64_t dumped) {
@@ -250,7 +268,8 @@ TEST_F(AttemptHubTest, AHangIsPublished_EveryPodAskedForEvidence_ClearedByTheNex
     h.set_progress_age_ms(since_ms);
     h.set_waiting(waiting);
     h.set_op(waiting ? "all_reduce" : "");
-    h.set_where(waiting ? "t.py:35 in <module>: loss.backward()" : "t.py:40 in <module>: time.sleep(1e9)");
+    h.set_where(waiting ? "t.py:35 in <module>: loss.backward()"
+                        : "t.py:40 in <module>: time.sleep(1e9)");
     return r;
   };
   const absl::Time now = absl::Now();
@@ -262,7 +281,8 @@ TEST_F(AttemptHubTest, AHangIsPublished_EveryPodAskedForEvidence_ClearedByTheNex
   ASSERT_TRUE(follower.ReportHealth(report(1, 61'000, false, 0)).ok());
   hub.CheckHang(now);
 
-  std::optional<attemptspb::AttemptState> hung = op.WaitFor([](const auto& s) { return s.has_hang(); });
+  std::optional<attemptspb::AttemptState> hung =
+      op.WaitFor([](const auto& s) { return s.has_hang(); });
   ASSERT_TRUE(hung.has_value());
   const uint64_t id = hung->hang().id();
   ASSERT_EQ(hung->hang().outliers_size(), 1);
@@ -292,9 +312,11 @@ TEST_F(AttemptHubTest, APodThatNeverCollects_TheEvidenceIsCompleteAfterThePatien
   AttemptHub& hub = server_->hub();
   hub.set_hang_detection(*ParseHangTimeout("60"), "/d", nullptr);
   Received<attemptspb::AttemptOrder> pod1;
-  AttemptFollower follower(address_, kToken, 1, [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
+  AttemptFollower follower(address_, kToken, 1,
+                           [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
   Received<attemptspb::AttemptState> op;
-  AttemptObserver observer(address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
+  AttemptObserver observer(
+      address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); }, nullptr);
   ASSERT_TRUE(op.WaitFor([](const auto& s) { return s.pods_following() == 1; }));
   attemptspb::ReportHealthRequest r;
   r.set_pod_index(1);

@@ -67,7 +67,8 @@ TEST(ParseHangTimeout, AutoSecondsDurationsAndOff) {
   EXPECT_TRUE(ParseHangTimeout("0")->off());
   absl::StatusOr<HangTimeout> bad = ParseHangTimeout("soon");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("COHORT_HANG_TIMEOUT=soon"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("COHORT_HANG_TIMEOUT=soon"));
   EXPECT_FALSE(ParseHangTimeout("-5").ok());
 }
 
@@ -80,7 +81,8 @@ TEST(HangDetector, AutomaticTimeout_TenMinutesUntilTwoSteps_ThenFiveMediansAtLea
   d.Update(0, Report(0, {{.rank = 0, .steps = 5, .step = absl::Seconds(30)}}), kT0);
   EXPECT_EQ(d.TimeoutOf(0), absl::Seconds(150));
   // A long phase gets the warm-up's ten minutes whatever the steps say.
-  d.Update(0, Report(0, {{.rank = 0, .steps = 5, .step = absl::Seconds(1), .phase = "checkpoint"}}), kT0);
+  d.Update(0, Report(0, {{.rank = 0, .steps = 5, .step = absl::Seconds(1), .phase = "checkpoint"}}),
+           kT0);
   EXPECT_EQ(d.TimeoutOf(0), kWarmUpTimeout);
   EXPECT_EQ(HangDetector(*ParseHangTimeout("0")).TimeoutOf(0), absl::InfiniteDuration());
 }
@@ -88,9 +90,16 @@ TEST(HangDetector, AutomaticTimeout_TenMinutesUntilTwoSteps_ThenFiveMediansAtLea
 TEST(HangDetector, RankSleepsWhileTheOtherWaitsInAllReduce_TheSleeperIsNamedAfterTheTimeout) {
   HangDetector d{HangTimeout{}};
   const std::vector<Rank> ranks = {
-      {.rank = 0, .steps = 20, .since_progress = absl::Seconds(59), .waiting = true, .op = "all_reduce",
+      {.rank = 0,
+       .steps = 20,
+       .since_progress = absl::Seconds(59),
+       .waiting = true,
+       .op = "all_reduce",
        .where = "train.py:35 in <module>: loss.backward()"},
-      {.rank = 1, .steps = 20, .since_progress = absl::Seconds(59), .where = "train.py:40 in <module>: time.sleep(1e9)"},
+      {.rank = 1,
+       .steps = 20,
+       .since_progress = absl::Seconds(59),
+       .where = "train.py:40 in <module>: time.sleep(1e9)"},
   };
   d.Update(0, Report(0, {ranks[0]}), kT0);
   d.Update(1, Report(1, {ranks[1]}), kT0);
@@ -108,9 +117,17 @@ TEST(HangDetector, RankSleepsWhileTheOtherWaitsInAllReduce_TheSleeperIsNamedAfte
 TEST(HangDetector, SlowStepsWithinFiveMedians_NoHang) {
   HangDetector d{HangTimeout{}};
   // 30 s steps: 140 s without a step is within 5 x 30 s.
-  d.Update(0, Report(0, {{.rank = 0, .steps = 6, .since_progress = absl::Seconds(140), .step = absl::Seconds(30),
-                          .waiting = true, .op = "all_reduce"},
-                         {.rank = 1, .steps = 6, .since_progress = absl::Seconds(140), .step = absl::Seconds(30)}}),
+  d.Update(0,
+           Report(0, {{.rank = 0,
+                       .steps = 6,
+                       .since_progress = absl::Seconds(140),
+                       .step = absl::Seconds(30),
+                       .waiting = true,
+                       .op = "all_reduce"},
+                      {.rank = 1,
+                       .steps = 6,
+                       .since_progress = absl::Seconds(140),
+                       .step = absl::Seconds(30)}}),
            kT0);
   EXPECT_FALSE(d.Check(kT0).has_value());
   EXPECT_TRUE(d.Check(kT0 + absl::Seconds(11)).has_value());
@@ -118,22 +135,38 @@ TEST(HangDetector, SlowStepsWithinFiveMedians_NoHang) {
 
 TEST(HangDetector, OthersWaitForARankThatComputes_NoHang) {
   HangDetector d{*ParseHangTimeout("60")};
-  d.Update(0, Report(0, {{.rank = 0, .steps = 9, .since_progress = absl::Minutes(5), .busy = true,
-                          .where = "eval.py:12 in evaluate: acc += score(batch)"},
-                         {.rank = 1, .steps = 9, .since_progress = absl::Minutes(5), .waiting = true, .op = "barrier"}}),
+  d.Update(0,
+           Report(0, {{.rank = 0,
+                       .steps = 9,
+                       .since_progress = absl::Minutes(5),
+                       .busy = true,
+                       .where = "eval.py:12 in evaluate: acc += score(batch)"},
+                      {.rank = 1,
+                       .steps = 9,
+                       .since_progress = absl::Minutes(5),
+                       .waiting = true,
+                       .op = "barrier"}}),
            kT0);
   EXPECT_FALSE(d.Check(kT0).has_value());
 }
 
 TEST(HangDetector, AFrozenRankIsNotBusyAndIsNamedFirst) {
   HangDetector d{*ParseHangTimeout("60")};
-  d.Update(0, Report(0, {{.rank = 0, .steps = 9, .since_progress = absl::Minutes(2), .where = "a.py:1 in f: g()"},
-                         {.rank = 1, .steps = 9, .since_progress = absl::Minutes(2), .busy = true,
-                          .report_age = absl::Minutes(2)}}),
-           kT0);
+  d.Update(
+      0,
+      Report(
+          0,
+          {{.rank = 0, .steps = 9, .since_progress = absl::Minutes(2), .where = "a.py:1 in f: g()"},
+           {.rank = 1,
+            .steps = 9,
+            .since_progress = absl::Minutes(2),
+            .busy = true,
+            .report_age = absl::Minutes(2)}}),
+      kT0);
   std::optional<HangFinding> f = d.Check(kT0);
   EXPECT_THAT(Named(f), ElementsAre(1, 0));
-  EXPECT_EQ(f->outliers[0].where(), "stopped reporting 120 s ago (stopped, or holding Python's lock in C code)");
+  EXPECT_EQ(f->outliers[0].where(),
+            "stopped reporting 120 s ago (stopped, or holding Python's lock in C code)");
 }
 
 // libdist ranks: what they wait in is their collective in flight (no source line); the one
@@ -141,15 +174,29 @@ TEST(HangDetector, AFrozenRankIsNotBusyAndIsNamedFirst) {
 TEST(HangDetector, LibdistRankStoppedInsideTheAllReduce_ItIsNamed_TheOthersGroupedByTheCall) {
   HangDetector d{*ParseHangTimeout("60")};
   const std::string call = "all_reduce #2 (float32 sum, 65536 elements)";
-  d.Update(0, Report(0, {{.rank = 0, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = call},
-                         {.rank = 1, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = call,
-                          .report_age = absl::Seconds(90)},
-                         {.rank = 2, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = call}}),
-           kT0);
+  d.Update(
+      0,
+      Report(
+          0,
+          {{.rank = 0, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = call},
+           {.rank = 1,
+            .steps = 9,
+            .since_progress = absl::Minutes(2),
+            .waiting = true,
+            .op = call,
+            .report_age = absl::Seconds(90)},
+           {.rank = 2,
+            .steps = 9,
+            .since_progress = absl::Minutes(2),
+            .waiting = true,
+            .op = call}}),
+      kT0);
   std::optional<HangFinding> f = d.Check(kT0);
   EXPECT_THAT(Named(f), ElementsAre(1));
-  EXPECT_EQ(f->outliers[0].where(), absl::StrCat("stopped reporting 90 s ago (stopped, or holding Python's lock in C "
-                                                 "code); last: in ", call));
+  EXPECT_EQ(f->outliers[0].where(),
+            absl::StrCat("stopped reporting 90 s ago (stopped, or holding Python's lock in C "
+                         "code); last: in ",
+                         call));
   ASSERT_EQ(f->groups.size(), 1);
   EXPECT_EQ(f->groups[0].where(), call);
   EXPECT_THAT(f->groups[0].ranks(), ElementsAre(0, 2));
@@ -157,12 +204,25 @@ TEST(HangDetector, LibdistRankStoppedInsideTheAllReduce_ItIsNamed_TheOthersGroup
 
 TEST(HangDetector, EveryRankWaitsInTheFramework_TheFewestStepsAreNamed) {
   HangDetector d{*ParseHangTimeout("60")};
-  d.Update(0, Report(0, {{.rank = 0, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = "all_reduce",
-                          .where = "t.py:5 in step: x.sum()"},
-                         {.rank = 1, .steps = 8, .since_progress = absl::Minutes(2), .waiting = true, .op = "all_gather",
-                          .where = "t.py:9 in step: y.sum()"},
-                         {.rank = 2, .steps = 9, .since_progress = absl::Minutes(2), .waiting = true, .op = "all_reduce",
-                          .where = "t.py:5 in step: x.sum()"}}),
+  d.Update(0,
+           Report(0, {{.rank = 0,
+                       .steps = 9,
+                       .since_progress = absl::Minutes(2),
+                       .waiting = true,
+                       .op = "all_reduce",
+                       .where = "t.py:5 in step: x.sum()"},
+                      {.rank = 1,
+                       .steps = 8,
+                       .since_progress = absl::Minutes(2),
+                       .waiting = true,
+                       .op = "all_gather",
+                       .where = "t.py:9 in step: y.sum()"},
+                      {.rank = 2,
+                       .steps = 9,
+                       .since_progress = absl::Minutes(2),
+                       .waiting = true,
+                       .op = "all_reduce",
+                       .where = "t.py:5 in step: x.sum()"}}),
            kT0);
   std::optional<HangFinding> f = d.Check(kT0);
   EXPECT_THAT(Named(f), ElementsAre(1));

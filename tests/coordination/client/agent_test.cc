@@ -82,9 +82,8 @@ class AgentTest : public ::testing::Test {
     }
     std::vector<std::future<absl::Status>> connected;
     for (int t = 0; t < n; ++t) {
-      connected.push_back(std::async(std::launch::async, [this, t] {
-        return agents_[t]->Connect(events_[t].callback());
-      }));
+      connected.push_back(std::async(
+          std::launch::async, [this, t] { return agents_[t]->Connect(events_[t].callback()); }));
     }
     for (auto& c : connected) ASSERT_TRUE(c.get().ok());
   }
@@ -132,7 +131,7 @@ TEST_F(AgentTest, Connect_EveryTaskRegisters_KeyValueAndReusableBarrierWork) {
   for (int round = 0; round < 3; ++round) {
     std::promise<absl::Status> first;
     agents_[0]->Barrier("step", absl::Seconds(10), {},
-                       [&first](absl::Status s) { first.set_value(s); });
+                        [&first](absl::Status s) { first.set_value(s); });
     EXPECT_TRUE(Await<absl::Status>([&](auto done) {
                   agents_[1]->Barrier("step", absl::Seconds(10), {}, done);
                 }).ok());
@@ -264,9 +263,8 @@ TEST_F(AgentTest, Heartbeat_ConnectionRefused_ServiceLostAtOnce) {
   EXPECT_THAT(f.message, HasSubstr("refused or reset"));
   EXPECT_THAT(f.message, HasSubstr("Connection refused"));
   // Later calls fail at once, naming the loss, instead of waiting for a channel.
-  absl::Status later = Await<absl::Status>([&](auto done) {
-    agents_[0]->InsertKeyValue("k", "v", false, done);
-  });
+  absl::Status later =
+      Await<absl::Status>([&](auto done) { agents_[0]->InsertKeyValue("k", "v", false, done); });
   EXPECT_EQ(later.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(later.message(), HasSubstr("lost the coordination service"));
 }
@@ -287,7 +285,7 @@ TEST_F(AgentTest, ServiceLost_WaitingCallsFailAtOnceWithUnavailable) {
   JoinAll();
   std::promise<absl::StatusOr<std::string>> get;
   agents_[0]->GetKeyValue("never-set", absl::Minutes(10),
-                         [&](absl::StatusOr<std::string> v) { get.set_value(std::move(v)); });
+                          [&](absl::StatusOr<std::string> v) { get.set_value(std::move(v)); });
   stubs_[0]->FailHeartbeats(absl::UnavailableError("connection refused"));
   HeartbeatRounds(1, absl::Seconds(1));
   absl::StatusOr<std::string> v = get.get_future().get();

@@ -77,9 +77,10 @@ class FakeJobClient final : public JobClient {
       absl::MutexLock lock(&mu_);
       counter = counters_[id]++;
     }
-    auto start = [this, args = BarrierArgs{task_, incarnation_, id, counter, timeout,
-                                           std::move(participants)},
-                  done = std::move(done)] { service_->Barrier(args, done); };
+    auto start =
+        [this,
+         args = BarrierArgs{task_, incarnation_, id, counter, timeout, std::move(participants)},
+         done = std::move(done)] { service_->Barrier(args, done); };
     {
       absl::MutexLock lock(&mu_);
       if (hold_barriers_) {
@@ -104,7 +105,8 @@ class FakeJobClient final : public JobClient {
     done(service_->ReportError(task_, incarnation_, cause, message));
   }
   void ReportStep(int64_t step, DoneCallback done) override {
-    done(service_->Heartbeat(task_, incarnation_, nullptr, absl::ZeroDuration(), StepReport{step, absl::ZeroDuration()}));
+    done(service_->Heartbeat(task_, incarnation_, nullptr, absl::ZeroDuration(),
+                             StepReport{step, absl::ZeroDuration()}));
   }
   // As if the agent's next heartbeat carried it at once.
   void ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) override {
@@ -137,8 +139,9 @@ class FakeJob {
     service_ = std::make_unique<CoordinationService>(config, &clock_);
     for (TaskId t = 0; t < num_tasks; ++t) {
       Incarnation incarnation = 1000 + t;
-      service_->RegisterTask(RegisterArgs{t, incarnation, num_tasks, "fake-host", 100 + t, {}, {}, {}},
-                             [](absl::Status) {});
+      service_->RegisterTask(
+          RegisterArgs{t, incarnation, num_tasks, "fake-host", 100 + t, {}, {}, {}},
+          [](absl::Status) {});
       clients_.push_back(std::make_unique<FakeJobClient>(service_.get(), t, incarnation));
     }
   }

@@ -107,14 +107,17 @@ class InProcessStub final : public CoordinationStub {
       absl::MutexLock lock(&mu_);
       ++heartbeats_;
       fail = fail_heartbeats_;
-      if (replacement_ != nullptr && replacing_) fail = absl::UnavailableError("Connection refused");
+      if (replacement_ != nullptr && replacing_)
+        fail = absl::UnavailableError("Connection refused");
       incarnation = fake_incarnation_;
     }
     if (fail) return done(*fail);
-    handler_.load()->HeartbeatAsync(&request, response, [=, done = std::move(done)](absl::Status s) {
-      if (incarnation) response->set_service_incarnation(*incarnation);
-      done(std::move(s));
-    });
+    handler_.load()->HeartbeatAsync(&request, response,
+                                    [=, done = std::move(done)](absl::Status s) {
+                                      if (incarnation)
+                                        response->set_service_incarnation(*incarnation);
+                                      done(std::move(s));
+                                    });
   }
   void ReportError(const pb::ReportErrorRequest& request, pb::ReportErrorResponse* response,
                    absl::Duration, StatusCallback done) override {
@@ -155,10 +158,9 @@ class InProcessStub final : public CoordinationStub {
   }
   void GetKeyValueDir(const pb::GetKeyValueDirRequest& request,
                       pb::GetKeyValueDirResponse* response, StatusCallback done) override {
-    handler_.load()->GetKeyValueDirAsync(&request, response,
-                                  [done = std::move(done)](absl::Status s, ReplyBudget::Charge) {
-                                    done(std::move(s));
-                                  });
+    handler_.load()->GetKeyValueDirAsync(
+        &request, response,
+        [done = std::move(done)](absl::Status s, ReplyBudget::Charge) { done(std::move(s)); });
   }
   void DeleteKeyValue(const pb::DeleteKeyValueRequest& request,
                       pb::DeleteKeyValueResponse* response, StatusCallback done) override {
@@ -179,7 +181,8 @@ class InProcessStub final : public CoordinationStub {
 
   std::unique_ptr<Watch> WatchJob(const pb::WatchJobRequest& request, EventCallback on_event,
                                   StatusCallback on_end) override {
-    auto watch = std::make_unique<InProcessWatch>(handler_.load(), std::move(on_event), std::move(on_end));
+    auto watch =
+        std::make_unique<InProcessWatch>(handler_.load(), std::move(on_event), std::move(on_end));
     watch->Start(request);
     return watch;
   }
@@ -216,10 +219,11 @@ class InProcessStub final : public CoordinationStub {
     }
     ~InProcessWatch() override { Cancel(); }
     void Start(const pb::WatchJobRequest& request) {
-      absl::StatusOr<OpId> op = handler_->WatchJob(&request, [state = state_](const pb::JobEvent& e) {
-        absl::MutexLock lock(&state->mu);
-        if (!state->ended) state->on_event(e);
-      });
+      absl::StatusOr<OpId> op =
+          handler_->WatchJob(&request, [state = state_](const pb::JobEvent& e) {
+            absl::MutexLock lock(&state->mu);
+            if (!state->ended) state->on_event(e);
+          });
       if (!op.ok()) {
         End(op.status());
         return;

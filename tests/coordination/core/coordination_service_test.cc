@@ -50,7 +50,8 @@ class CoordinationServiceTest : public ::testing::Test {
   Incarnation Inc(TaskId t) const { return 1000 + t; }
   OpId Register(TaskId t, Result* r, Incarnation inc = 0) {
     return service_->RegisterTask(
-        RegisterArgs{t, inc ? inc : Inc(t), service_->config().num_tasks, "host", 100 + t, {}, {}, {}},
+        RegisterArgs{
+            t, inc ? inc : Inc(t), service_->config().num_tasks, "host", 100 + t, {}, {}, {}},
         r->Callback());
   }
   void ConnectAll(int n) {
@@ -68,7 +69,8 @@ class CoordinationServiceTest : public ::testing::Test {
   void WatchEvents(TaskId t) {
     auto events = std::make_shared<std::vector<JobEvent>>();
     watched_.push_back(events);
-    EXPECT_TRUE(service_->Watch(t, Inc(t), [events](const JobEvent& e) { events->push_back(e); }).ok());
+    EXPECT_TRUE(
+        service_->Watch(t, Inc(t), [events](const JobEvent& e) { events->push_back(e); }).ok());
   }
 
   FakeClock clock_;
@@ -348,16 +350,17 @@ TEST_F(CoordinationServiceTest, ReportError_FromAnObserver_HoldsForARegisteredRa
   Start(2);
   ConnectAll(2);
   WatchEvents(0);
-  ASSERT_TRUE(service_->ReportError(1, kObserverIncarnation, FailureCause::kProcessExited,
-                                    "sidecar 1 killed by signal 9 (seen by cohort-run)")
+  ASSERT_TRUE(service_
+                  ->ReportError(1, kObserverIncarnation, FailureCause::kProcessExited,
+                                "sidecar 1 killed by signal 9 (seen by cohort-run)")
                   .ok());
   ASSERT_EQ(watched_[0]->size(), 1u);
   EXPECT_EQ(std::get<TaskFailure>((*watched_[0])[0]).task, 1);
   // A report from another incarnation of the process itself is still refused.
   Start(2);
   ConnectAll(2);
-  EXPECT_TRUE(absl::IsAborted(
-      service_->ReportError(1, Inc(1) + 7, FailureCause::kReportedError, "stale")));
+  EXPECT_TRUE(
+      absl::IsAborted(service_->ReportError(1, Inc(1) + 7, FailureCause::kReportedError, "stale")));
   EXPECT_TRUE(service_->JobStatus().ok());
 }
 
@@ -477,8 +480,10 @@ TEST_F(CoordinationServiceTest, Heartbeat_CarriesTheTrainingStepAndWhenItWasRepo
   ConnectAll(2);
   EXPECT_FALSE(service_->GetSnapshot().tasks[1].step.has_value());
   clock_.Advance(absl::Seconds(10));
-  ASSERT_TRUE(service_->Heartbeat(1, Inc(1), nullptr, absl::ZeroDuration(),
-                                  StepReport{42, absl::Seconds(2)}).ok());
+  ASSERT_TRUE(
+      service_
+          ->Heartbeat(1, Inc(1), nullptr, absl::ZeroDuration(), StepReport{42, absl::Seconds(2)})
+          .ok());
   auto snap = service_->GetSnapshot();
   EXPECT_EQ(snap.tasks[1].step, 42);
   EXPECT_EQ(snap.tasks[1].step_at, clock_.Now() - absl::Seconds(2));
@@ -627,7 +632,8 @@ TEST_F(CoordinationServiceTest, Barrier_ConflictingParticipants_FailsForEveryone
 
 // Found by tests/fuzz (coordination_service): a completed call repeated with other participants
 // was taken for a retry and passed, although the other participants never called it.
-TEST_F(CoordinationServiceTest, Barrier_CompletedCallRepeatedWithOtherParticipants_InvalidArgument) {
+TEST_F(CoordinationServiceTest,
+       Barrier_CompletedCallRepeatedWithOtherParticipants_InvalidArgument) {
   Start(3);
   ConnectAll(3);
   Result alone, everyone, retry;
@@ -756,7 +762,8 @@ TEST_F(CoordinationServiceTest, GetAliveTasks_ATaskThatFailsIsNoLongerWaitedFor)
   EXPECT_EQ(a1.Tasks(), (std::vector<TaskId>{0, 1}));
 }
 
-TEST_F(CoordinationServiceTest, GetAliveTasks_CallerNotNamed_InvalidArgument_TasksNotInTheJobNeverAlive) {
+TEST_F(CoordinationServiceTest,
+       GetAliveTasks_CallerNotNamed_InvalidArgument_TasksNotInTheJobNeverAlive) {
   Start(3);
   ConnectAll(3);
   AliveResult outside, unknown;

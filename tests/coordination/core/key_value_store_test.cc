@@ -39,7 +39,8 @@ TEST(KeyValueStore, NoLimits_BigValuesLongKeysAndTheEmptyKey) {
   Deferred d;
   const std::string long_key(KeyValueStore::kMaxKeyBytes + 1, 'k');
   EXPECT_TRUE(kv.Insert("big", std::string(2 * KeyValueStore::kMaxValueBytes, 'x'), false, &d,
-                        KeyValueStore::kNoLimits).ok());
+                        KeyValueStore::kNoLimits)
+                  .ok());
   EXPECT_TRUE(kv.Insert(long_key, "v", false, &d, KeyValueStore::kNoLimits).ok());
   EXPECT_TRUE(kv.Insert("/", "root", false, &d, KeyValueStore::kNoLimits).ok());
   EXPECT_EQ(*kv.Get(""), "root");
@@ -47,7 +48,8 @@ TEST(KeyValueStore, NoLimits_BigValuesLongKeysAndTheEmptyKey) {
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(kv.Insert("", "x", false, &d).code(), absl::StatusCode::kInvalidArgument)
       << "Cohort's protocol refuses the empty key";
-  EXPECT_EQ(kv.Delete("", KeyValueStore::kNoLimits), 1u) << "the empty key alone, not the whole store";
+  EXPECT_EQ(kv.Delete("", KeyValueStore::kNoLimits), 1u)
+      << "the empty key alone, not the whole store";
   EXPECT_FALSE(kv.Get("").has_value());
   EXPECT_TRUE(kv.Get("big").has_value());
 }
@@ -69,7 +71,8 @@ TEST(KeyValueStore, Refusals_CarryTheDetailsOtherProtocolsWordThemFrom) {
 TEST(KeyValueStore, GetDir_ReturnsOnlyEntriesBelowDirectory) {
   KeyValueStore kv;
   Deferred d;
-  for (const char* k : {"a/1", "a/2", "a/b/3", "ab/4", "a"}) ASSERT_TRUE(kv.Insert(k, k, false, &d).ok());
+  for (const char* k : {"a/1", "a/2", "a/b/3", "ab/4", "a"})
+    ASSERT_TRUE(kv.Insert(k, k, false, &d).ok());
   KeyValueStore::Entries dir = kv.GetDir("/a/");
   ASSERT_EQ(dir.size(), 3u);
   EXPECT_EQ(dir[0].first, "a/1");

@@ -13,9 +13,9 @@
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "coordination/client/session_client.h"
-#include "tests/coordination/server/loopback_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordination/server/loopback_server.h"
 
 namespace cohort::coordination {
 namespace {
@@ -104,14 +104,18 @@ TEST_F(CoordinationServerTest, StopFromTwoThreads_TheSecondWaitsAndReturnsTheFir
 // (the agent retries on the mark, never on the words); the retry is the one that completes.
 TEST_F(CoordinationServerTest, RegistrationRetried_TheFirstCallIsMarkedSupersededOverTheWire) {
   Start(2);
-  std::future<grpc::Status> first = std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
+  std::future<grpc::Status> first =
+      std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
   // The first call is in when task 0 is connecting (the service has no notification for it).
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (server_->service().GetSnapshot().tasks[0].state != TaskState::kConnecting && absl::Now() < deadline) {
+  while (server_->service().GetSnapshot().tasks[0].state != TaskState::kConnecting &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  ASSERT_EQ(server_->service().GetSnapshot().tasks[0].state, TaskState::kConnecting) << "the first call never arrived";
-  std::future<grpc::Status> retry = std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
+  ASSERT_EQ(server_->service().GetSnapshot().tasks[0].state, TaskState::kConnecting)
+      << "the first call never arrived";
+  std::future<grpc::Status> retry =
+      std::async(std::launch::async, [&] { return loopback_.Register(0, 7, 2); });
   absl::Status superseded = FromGrpcStatus(first.get());
   EXPECT_TRUE(IsSuperseded(superseded)) << superseded;
   EXPECT_TRUE(absl::IsAborted(superseded));

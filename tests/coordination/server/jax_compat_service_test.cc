@@ -39,7 +39,8 @@ constexpr char kCoordinationErrorUrl[] = "type.googleapis.com/tensorflow.Coordin
 // The payloads an error carries, as XLA's client reads them; empty when it carries none.
 std::map<std::string, std::string> Payloads(const grpc::Status& status) {
   tensorflow::distributed_runtime::GrpcPayloadContainer container;
-  if (status.error_details().empty() || !container.ParseFromString(status.error_details())) return {};
+  if (status.error_details().empty() || !container.ParseFromString(status.error_details()))
+    return {};
   return {container.payloads().begin(), container.payloads().end()};
 }
 
@@ -189,7 +190,8 @@ TEST_F(JaxPortTest, UnknownMethod_AnsweredAtOnceNamingTheSupportedVersionsWithTh
                     });
   done.WaitForNotification();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(status.error_message(), HasSubstr("/xla.coordination.CoordinationService/RegisterTaskV2"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("/xla.coordination.CoordinationService/RegisterTaskV2"));
   EXPECT_THAT(status.error_message(), HasSubstr(std::string(kSupportedJaxlibVersions)));
   // The payload is what stops XLA's client from retrying its registration until its timeout.
   EXPECT_EQ(Payloads(status).count(kCoordinationErrorUrl), 1u);
@@ -278,7 +280,8 @@ TEST_F(JaxPortTest, WatchTasks_LongPollAnsweredWhenATaskFails) {
     watch.status = std::move(s);
     watch.done.Notify();
   });
-  EXPECT_FALSE(watch.done.WaitForNotificationWithTimeout(absl::Milliseconds(200))) << "answered with nothing new";
+  EXPECT_FALSE(watch.done.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
+      << "answered with nothing new";
   // Task 1's process dies (its PollForError call goes away before ShutdownTask).
   std::unique_ptr<Poll> poll1 = OpenPoll(1);
   AwaitWatchers(1);
@@ -354,7 +357,8 @@ TEST_F(JaxPortTest, GetKeyValueDir_WaitsForTheSharedReplyBudget) {
     grpc::Status s = xla_->GetKeyValueDir(&ctx, req, &resp);
     return std::pair(s, resp.kv_size());
   });
-  ASSERT_TRUE(budget.AwaitWaiting(1, absl::Seconds(30))) << "the read was not queued behind the full budget";
+  ASSERT_TRUE(budget.AwaitWaiting(1, absl::Seconds(30)))
+      << "the read was not queued behind the full budget";
   EXPECT_EQ(read.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
   full.Reset();
   auto [status, keys] = read.get();
@@ -423,7 +427,8 @@ TEST_F(JaxPortTest, PreemptionNoticeFromTheSidecar_SetsJaxsNoticeKey) {
   ASSERT_TRUE(xla_->GetKeyValue(&ctx, req, &resp).ok());  // Blocks until the key is set.
   absl::Time when;
   std::string err;
-  EXPECT_TRUE(absl::ParseTime(absl::RFC3339_full, resp.kv().value(), &when, &err)) << resp.kv().value();
+  EXPECT_TRUE(absl::ParseTime(absl::RFC3339_full, resp.kv().value(), &when, &err))
+      << resp.kv().value();
   EXPECT_FALSE(server_->service().GetSnapshot().job_failed);
 }
 

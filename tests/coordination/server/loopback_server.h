@@ -31,9 +31,8 @@ struct LoopbackServer {
         CoordinationServer::Start(options);
     ASSERT_TRUE(started.ok()) << started.status();
     server = *std::move(started);
-    stub = pb::CoordinationService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server->port()),
-                            grpc::InsecureChannelCredentials()));
+    stub = pb::CoordinationService::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", server->port()), grpc::InsecureChannelCredentials()));
   }
 
   // Registers `task` of a `num_tasks`-task job with a unary call; returns when every task did.

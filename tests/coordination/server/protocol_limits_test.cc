@@ -13,9 +13,9 @@
 #include "coordination/client/session_client.h"
 #include "coordination/core/key_value_store.h"
 #include "coordination/server/coordination_server.h"
-#include "tests/coordination/server/loopback_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordination/server/loopback_server.h"
 
 namespace cohort::coordination {
 namespace {
@@ -64,10 +64,10 @@ class ProtocolLimitsTest : public ::testing::TestWithParam<Path> {
       auto result = std::make_shared<std::promise<std::pair<absl::Status, int>>>();
       auto call = std::make_shared<std::pair<grpc::ClientContext, pb::GetKeyValueDirResponse>>();
       AddToken(&call->first, "the-token");
-      stub_->async()->GetKeyValueDir(&call->first, &req, &call->second,
-                                     [result, call](grpc::Status s) {
-                                       result->set_value({FromGrpcStatus(s), call->second.kvs_size()});
-                                     });
+      stub_->async()->GetKeyValueDir(
+          &call->first, &req, &call->second, [result, call](grpc::Status s) {
+            result->set_value({FromGrpcStatus(s), call->second.kvs_size()});
+          });
       return result->get_future();
     }
     pb::SessionRequest call;

@@ -51,13 +51,22 @@ TEST(ReplyBudget, NewWorkQueuesBehindWaitingWork_EvenWithRoom) {
   auto budget = ReplyBudget::Create(10);
   std::vector<int> order;
   std::vector<Charge> charges(4);
-  budget->Admit([&] { order.push_back(0); charges[0] = budget->Take(10); });
+  budget->Admit([&] {
+    order.push_back(0);
+    charges[0] = budget->Take(10);
+  });
   budget->Admit([&] {
     order.push_back(1);
     charges[1] = budget->Take(1);  // 1 of 10 in flight: room, but #2 still waits.
-    budget->Admit([&] { order.push_back(3); charges[3] = budget->Take(1); });
+    budget->Admit([&] {
+      order.push_back(3);
+      charges[3] = budget->Take(1);
+    });
   });
-  budget->Admit([&] { order.push_back(2); charges[2] = budget->Take(1); });
+  budget->Admit([&] {
+    order.push_back(2);
+    charges[2] = budget->Take(1);
+  });
   EXPECT_EQ(budget->waiting(), 2u);
   charges[0].Reset();
   EXPECT_EQ(order, std::vector<int>({0, 1, 2, 3}));

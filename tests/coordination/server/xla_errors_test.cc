@@ -23,8 +23,8 @@ struct Case {
   absl::Status core;  // What the core answered.
   XlaCall call;
   absl::StatusCode code;
-  std::string message;           // XLA's text: the whole message, or
-  bool prefix_only = false;      // its start (Cohort's sentence follows on a line "Cohort: ...").
+  std::string message;       // XLA's text: the whole message, or
+  bool prefix_only = false;  // its start (Cohort's sentence follows on a line "Cohort: ...").
   bool coordination_error = true;
   std::optional<std::pair<std::string, int64_t>> barrier = std::nullopt;
 };
@@ -57,14 +57,16 @@ absl::Status With(absl::Status s, ErrorDetails d) { return WithDetails(std::move
 std::vector<Case> Cases() {
   const absl::Status cohort_says = absl::UnknownError("Cohort's sentence");
   return {
-      {"TryGetMissing", absl::NotFoundError("key 'a/b' is not set"), KeyCall("TryGetKeyValue", "/a//b"),
-       absl::StatusCode::kNotFound, "Config key /a//b not found."},
+      {"TryGetMissing", absl::NotFoundError("key 'a/b' is not set"),
+       KeyCall("TryGetKeyValue", "/a//b"), absl::StatusCode::kNotFound,
+       "Config key /a//b not found."},
       {"InsertExisting",
        With(absl::AlreadyExistsError("x"), {.kind = ErrorKind::kKeyExists, .key = "a/b"}),
-       KeyCall("InsertKeyValue", "//a/b"), absl::StatusCode::kAlreadyExists, "key a/b already exists.",
-       false, /*coordination_error=*/false},
+       KeyCall("InsertKeyValue", "//a/b"), absl::StatusCode::kAlreadyExists,
+       "key a/b already exists.", false, /*coordination_error=*/false},
       {"IncrementText",
-       With(absl::InvalidArgumentError("x"), {.kind = ErrorKind::kNotAnInteger, .key = "n", .value = "seven"}),
+       With(absl::InvalidArgumentError("x"),
+            {.kind = ErrorKind::kNotAnInteger, .key = "n", .value = "seven"}),
        KeyCall("IncrementKeyValue", "n"), absl::StatusCode::kFailedPrecondition,
        "Failed to parse value \"seven\" as an integer."},
       {"BarrierTimedOut",
@@ -73,62 +75,73 @@ std::vector<Case> Cases() {
        BarrierCall("b", 0), absl::StatusCode::kDeadlineExceeded,
        "Barrier timed out. Id: b::0. This usually happens because a task triggered the barrier too "
        "early or too slowly. Please look at the task logs (both timed out and first task) to debug "
-       "further.\n# of tasks that reached the barrier: 1/4.\nThe first task at the barrier: 2. Some "
+       "further.\n# of tasks that reached the barrier: 1/4.\nThe first task at the barrier: 2. "
+       "Some "
        "timed out task names:\n0\n1\n\nCohort: barrier 'b' (call #1) timed out",
        false, true, std::make_pair("b", 0)},
       {"BarrierNonParticipant",
-       With(absl::InvalidArgumentError("x"),
-            {.kind = ErrorKind::kBarrierNonParticipant, .barrier = Report("np", 3, 2, 0, 2, {0, 1}), .task = 2}),
+       With(absl::InvalidArgumentError("x"), {.kind = ErrorKind::kBarrierNonParticipant,
+                                              .barrier = Report("np", 3, 2, 0, 2, {0, 1}),
+                                              .task = 2}),
        BarrierCall("np", 3, 0), absl::StatusCode::kInvalidArgument,
-       "A non-participating task (2) called the barrier: np::3", false, true, std::make_pair("np", 3)},
+       "A non-participating task (2) called the barrier: np::3", false, true,
+       std::make_pair("np", 3)},
       {"BarrierUnknownTask",
-       With(absl::InvalidArgumentError("x"),
-            {.kind = ErrorKind::kBarrierUnknownTask, .barrier = Report("u", 0, 0, 0, 2, {}), .task = 7}),
+       With(absl::InvalidArgumentError("x"), {.kind = ErrorKind::kBarrierUnknownTask,
+                                              .barrier = Report("u", 0, 0, 0, 2, {}),
+                                              .task = 7}),
        BarrierCall("u", 0, 0), absl::StatusCode::kInvalidArgument,
-       "Unexpected task (7) that is not in the cluster called the barrier. Barrier Id: u::0", false, true,
-       std::make_pair("u", 0)},
+       "Unexpected task (7) that is not in the cluster called the barrier. Barrier Id: u::0", false,
+       true, std::make_pair("u", 0)},
       {"BarrierConflicting",
        With(absl::InvalidArgumentError("x"),
             {.kind = ErrorKind::kBarrierConflictingTasks, .barrier = Report("c", 1, 0, 1, 2, {1})}),
        BarrierCall("c", 1), absl::StatusCode::kInvalidArgument,
-       "Conflicting tasks specified by different processes for the same barrier: c::1. Check that the "
+       "Conflicting tasks specified by different processes for the same barrier: c::1. Check that "
+       "the "
        "callers are invoking the barrier with the same arguments.",
        false, true, std::make_pair("c", 1)},
       {"BarrierConflictingCallerNamedNone",
-       With(absl::InvalidArgumentError("x"),
-            {.kind = ErrorKind::kBarrierConflictingTasks, .barrier = Report("c", 0, 0, 1, 2, {1}),
-             .caller_named_every_task = true}),
+       With(absl::InvalidArgumentError("x"), {.kind = ErrorKind::kBarrierConflictingTasks,
+                                              .barrier = Report("c", 0, 0, 1, 2, {1}),
+                                              .caller_named_every_task = true}),
        BarrierCall("c", 0), absl::StatusCode::kInvalidArgument,
        "c::0: No tasks were specified by the client, which implies that the entire cluster is "
        "participating in the barrier. However, the service disagrees. Check that the callers are "
        "invoking the barrier with the same arguments.",
        false, true, std::make_pair("c", 0)},
       {"BarrierCounterMismatch_Restart",
-       With(absl::FailedPreconditionError("x"),
-            {.kind = ErrorKind::kBarrierCounterMismatch, .barrier = Report("s", 4, 0, 1, 2, {1}), .counter = 0}),
+       With(absl::FailedPreconditionError("x"), {.kind = ErrorKind::kBarrierCounterMismatch,
+                                                 .barrier = Report("s", 4, 0, 1, 2, {1}),
+                                                 .counter = 0}),
        BarrierCall("s", 0), absl::StatusCode::kInternal,
        "Barrier (s::0) is invoked by the task, but the service thinks it is the 4-th instance. The "
        "service or task probably restarted, check the earlier logs to debug further. Usually, a "
        "restart on the stale tasks will resolve the issue.",
        false, true, std::make_pair("s", 4)},
       {"BarrierCounterMismatch_OutOfStep",
-       With(absl::FailedPreconditionError("x"),
-            {.kind = ErrorKind::kBarrierCounterMismatch, .barrier = Report("s", 1, 0, 1, 2, {1}), .counter = 3}),
+       With(absl::FailedPreconditionError("x"), {.kind = ErrorKind::kBarrierCounterMismatch,
+                                                 .barrier = Report("s", 1, 0, 1, 2, {1}),
+                                                 .counter = 3}),
        BarrierCall("s", 3), absl::StatusCode::kInternal,
-       "Barrier (s::3) is invoked by the task, but the service thinks it is the 1-th instance. One task "
+       "Barrier (s::3) is invoked by the task, but the service thinks it is the 1-th instance. One "
+       "task "
        "is probably way too quick / slow in its execution. For example, one task started a barrier "
-       "early, which timed out, and started a second barrier before the late task even joined once.",
+       "early, which timed out, and started a second barrier before the late task even joined "
+       "once.",
        false, true, std::make_pair("s", 1)},
       {"BarrierCancelled",
-       With(absl::CancelledError("x"),
-            {.kind = ErrorKind::kBarrierCancelled, .barrier = Report("p", 0, 0, 1, 2, {1}), .task = 1}),
-       BarrierCall("p", 0), absl::StatusCode::kCancelled, "Barrier (p::0) is cancelled by task: 1", false,
-       true, std::make_pair("p", 0)},
+       With(absl::CancelledError("x"), {.kind = ErrorKind::kBarrierCancelled,
+                                        .barrier = Report("p", 0, 0, 1, 2, {1}),
+                                        .task = 1}),
+       BarrierCall("p", 0), absl::StatusCode::kCancelled, "Barrier (p::0) is cancelled by task: 1",
+       false, true, std::make_pair("p", 0)},
       {"BarrierJobFailed_KeepsTheCoresWords", absl::AbortedError("rank 3 failed because ..."),
        BarrierCall("b", 2), absl::StatusCode::kAborted, "rank 3 failed because ...", false, true,
        std::make_pair("b", 2)},
       {"CancelNotStarted",
-       With(absl::NotFoundError("x"), {.kind = ErrorKind::kCancelNotInProgress, .barrier = Report("p", 0, -1, 0, 0, {}),
+       With(absl::NotFoundError("x"), {.kind = ErrorKind::kCancelNotInProgress,
+                                       .barrier = Report("p", 0, -1, 0, 0, {}),
                                        .counter = 1}),
        [] {
          XlaCall c = BarrierCall("p", 1);
@@ -136,19 +149,22 @@ std::vector<Case> Cases() {
          return c;
        }(),
        absl::StatusCode::kFailedPrecondition,
-       "Barrier (p::1) is cancelled by task, but the service thinks it is the 0-th instance. This is "
+       "Barrier (p::1) is cancelled by task, but the service thinks it is the 0-th instance. This "
+       "is "
        "likely due to a restart in the task or service.",
        false, true, std::make_pair("p", 0)},
       {"CancelPassed",
-       With(absl::FailedPreconditionError("x"),
-            {.kind = ErrorKind::kCancelAlreadyPassed, .barrier = Report("p", 0, 0, 2, 2, {}), .code = 4}),
+       With(absl::FailedPreconditionError("x"), {.kind = ErrorKind::kCancelAlreadyPassed,
+                                                 .barrier = Report("p", 0, 0, 2, 2, {}),
+                                                 .code = 4}),
        [] {
          XlaCall c = BarrierCall("p", 0);
          c.method = "CancelBarrier";
          return c;
        }(),
-       absl::StatusCode::kFailedPrecondition, "Barrier (p::0) has already been passed with status code: 4",
-       false, true, std::make_pair("p", 0)},
+       absl::StatusCode::kFailedPrecondition,
+       "Barrier (p::0) has already been passed with status code: 4", false, true,
+       std::make_pair("p", 0)},
       {"AliveTasksWithoutTheCaller", absl::InvalidArgumentError("x"), Call("GetAliveTasks", 2),
        absl::StatusCode::kInvalidArgument,
        "Requesting task 2 is not one of the tasks specified in a GetAliveTasks request.", false,
@@ -158,31 +174,35 @@ std::vector<Case> Cases() {
             {.kind = ErrorKind::kShutdownTimedOut, .barrier = Report("", 0, 1, 3, 4, {3})}),
        Call("ShutdownTask"), absl::StatusCode::kInternal,
        "Shutdown barrier has failed.\nBarrier result: 'DEADLINE_EXCEEDED: Barrier timed out. Id: "
-       "Shutdown::77::0. This usually happens because a task triggered the barrier too early or too "
-       "slowly. Please look at the task logs (both timed out and first task) to debug further.\n# of "
-       "tasks that reached the barrier: 3/4.\nThe first task at the barrier: 1. Some timed out task "
+       "Shutdown::77::0. This usually happens because a task triggered the barrier too early or "
+       "too "
+       "slowly. Please look at the task logs (both timed out and first task) to debug further.\n# "
+       "of "
+       "tasks that reached the barrier: 3/4.\nThe first task at the barrier: 1. Some timed out "
+       "task "
        "names:\n3\n [type.googleapis.com/tensorflow.CoordinationServiceError=''] "
-       "[type.googleapis.com/tensorflow.BarrierError='\\n\\x0cShutdown::77']\nCohort: shutdown barrier "
+       "[type.googleapis.com/tensorflow.BarrierError='\\n\\x0cShutdown::77']\nCohort: shutdown "
+       "barrier "
        "timed out after 2s"},
       {"RegistrationTimedOut",
        With(absl::DeadlineExceededError("registration timed out"),
             {.kind = ErrorKind::kRegistrationTimedOut, .barrier = Report("", 0, 0, 3, 4, {2})}),
        Call("RegisterTask"), absl::StatusCode::kDeadlineExceeded,
-       "Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0. This usually happens", true, true,
-       std::make_pair("[Init]Wait_for_all_tasks_to_register", 0)},
+       "Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0. This usually happens", true,
+       true, std::make_pair("[Init]Wait_for_all_tasks_to_register", 0)},
       {"RegisterOutOfRange", absl::InvalidArgumentError("x"), Call("RegisterTask", 9),
        absl::StatusCode::kInvalidArgument, "Unexpected task registered with task=9"},
       {"HeartbeatOutOfRange", absl::InvalidArgumentError("x"), Call("Heartbeat", 9),
        absl::StatusCode::kInvalidArgument,
        "Unexpected heartbeat request from task: 9. This usually implies a configuration error."},
       {"HeartbeatBeforeRegistering", absl::FailedPreconditionError("x"), Call("Heartbeat", 1),
-       absl::StatusCode::kInvalidArgument, "Task with task=1 must be registered before sending heartbeat messages.",
-       true},
+       absl::StatusCode::kInvalidArgument,
+       "Task with task=1 must be registered before sending heartbeat messages.", true},
       {"PollBeforeRegistering", absl::FailedPreconditionError("x"), Call("PollForError", 1),
        absl::StatusCode::kFailedPrecondition,
        "Task (1) that has not been registered or has disconnected polling for errors."},
-      {"AnythingElse_TheCoresWords", cohort_says, Call("DeleteKeyValue"), absl::StatusCode::kUnknown,
-       "Cohort's sentence"},
+      {"AnythingElse_TheCoresWords", cohort_says, Call("DeleteKeyValue"),
+       absl::StatusCode::kUnknown, "Cohort's sentence"},
   };
 }
 
@@ -203,7 +223,9 @@ TEST_P(XlaErrorsTest, AnswersAsXlasService) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryCase, XlaErrorsTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 TEST(XlaErrorsTest, Ok_StaysOkWithNoPayload) {
   XlaError e = ToXlaError(absl::OkStatus(), Call("Barrier"));
@@ -244,24 +266,28 @@ TEST(XlaErrorsTest, JobFailure_XlasWordsWhereXlaHasThem_ThenCohortsSentence) {
   TaskFailure heartbeat{3, FailureCause::kHeartbeatTimeout, "rank 3 (host) failed because ..."};
   XlaError e = JobFailureError(heartbeat, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(e.status.message(),
-            "The following tasks are unhealthy (stopped sending heartbeats):\n3\nThe tasks have crashed. "
-            "Check the task logs for an earlier error, or scheduler events (e.g. preemption, eviction) "
-            "to debug further.\nCohort: rank 3 (host) failed because ...");
+  EXPECT_EQ(
+      e.status.message(),
+      "The following tasks are unhealthy (stopped sending heartbeats):\n3\nThe tasks have crashed. "
+      "Check the task logs for an earlier error, or scheduler events (e.g. preemption, eviction) "
+      "to debug further.\nCohort: rank 3 (host) failed because ...");
   EXPECT_EQ(e.source_task, -1);
 
   TaskFailure shutdown{3, FailureCause::kShutdownTimeout, "shutdown barrier timed out"};
   shutdown.barrier = Report("", 0, 0, 3, 4, {3});
   e = JobFailureError(shutdown, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(e.status.message()),
-              StartsWith("Shutdown barrier has failed.\nBarrier result: 'DEADLINE_EXCEEDED: Barrier "
-                         "timed out. Id: Shutdown::77::0."));
+  EXPECT_THAT(
+      std::string(e.status.message()),
+      StartsWith("Shutdown barrier has failed.\nBarrier result: 'DEADLINE_EXCEEDED: Barrier "
+                 "timed out. Id: Shutdown::77::0."));
 
-  TaskFailure reported{1, FailureCause::kReportedError, "rank 1 failed because it reported an error"};
+  TaskFailure reported{1, FailureCause::kReportedError,
+                       "rank 1 failed because it reported an error"};
   e = JobFailureError(reported, 77, absl::DataLossError("checkpoint gone"));
   EXPECT_EQ(e.status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(e.status.message(), "checkpoint gone\nCohort: rank 1 failed because it reported an error");
+  EXPECT_EQ(e.status.message(),
+            "checkpoint gone\nCohort: rank 1 failed because it reported an error");
   EXPECT_EQ(e.source_task, 1);
   EXPECT_TRUE(e.reported);
 
@@ -269,9 +295,11 @@ TEST(XlaErrorsTest, JobFailure_XlasWordsWhereXlaHasThem_ThenCohortsSentence) {
   e = JobFailureError(restarted, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(std::string(e.status.message()),
-              StartsWith("2 unexpectedly tried to connect with a different incarnation. It has likely restarted."));
+              StartsWith("2 unexpectedly tried to connect with a different incarnation. It has "
+                         "likely restarted."));
 
-  TaskFailure died{1, FailureCause::kProcessExited, "rank 1 (JAX process at 10.0.0.1:4) failed because its process died"};
+  TaskFailure died{1, FailureCause::kProcessExited,
+                   "rank 1 (JAX process at 10.0.0.1:4) failed because its process died"};
   e = JobFailureError(died, 77, std::nullopt);
   EXPECT_EQ(e.status.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(e.status.message(), "Cohort coordination service: " + died.message);
@@ -282,7 +310,8 @@ TEST(XlaErrorsTest, TaskState_HeartbeatTimeoutNamesTheTask) {
   TaskFailure heartbeat{3, FailureCause::kHeartbeatTimeout, "rank 3 failed"};
   absl::Status s = TaskStateError(heartbeat, 77, std::nullopt);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(s.message()), StartsWith("Task 3 heartbeat timeout. This indicates that the remote task"));
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("Task 3 heartbeat timeout. This indicates that the remote task"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("\nCohort: rank 3 failed"));
 }
 

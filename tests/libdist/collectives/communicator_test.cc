@@ -29,14 +29,14 @@ namespace dist::internal {
 namespace {
 
 using cohort::coordination::testing::FakeJob;
-using ::testing::HasSubstr;
 using testing::FakeDeviceBuffer;
 using testing::FakeNccl;
+using ::testing::HasSubstr;
 
 // ---- The plan: one row per branch ---------------------------------------------------------
 
-PeerInfo Peer(std::string locality, std::string transport = "auto",
-              std::string backend = "auto", std::string nccl = "no GPU") {
+PeerInfo Peer(std::string locality, std::string transport = "auto", std::string backend = "auto",
+              std::string nccl = "no GPU") {
   PeerInfo p;
   p.locality = locality;
   p.transport = transport;
@@ -79,8 +79,7 @@ TEST(PlanBackends, TcpAskedFor_TcpAlsoOnOneHost) {
 
 TEST(PlanBackends, ShmForcedWithARemoteRank_UnavailableNamingIt) {
   absl::StatusOr<BackendPlan> plan =
-      PlanBackends({Peer("a", "shm"), Peer("a", "shm"), Peer("b", "shm")}, 0, "world",
-                   Names(3));
+      PlanBackends({Peer("a", "shm"), Peer("a", "shm"), Peer("b", "shm")}, 0, "world", Names(3));
   ASSERT_TRUE(absl::IsUnavailable(plan.status())) << plan.status();
   EXPECT_THAT(plan.status().message(), HasSubstr("process 2 cannot share memory"));
   EXPECT_THAT(plan.status().message(), HasSubstr("use auto or tcp"));
@@ -115,9 +114,8 @@ TEST(PlanBackends, NcclAskedForAndMissingOnOneRank_UnavailableNamingItAndWhy) {
 }
 
 TEST(PlanBackends, AutoWithNcclEverywhere_NcclAndTheHostBackend) {
-  absl::StatusOr<BackendPlan> plan =
-      PlanBackends({Peer("a", "auto", "auto", ""), Peer("a", "auto", "auto", "")}, 0, "world",
-                   Names(2));
+  absl::StatusOr<BackendPlan> plan = PlanBackends(
+      {Peer("a", "auto", "auto", ""), Peer("a", "auto", "auto", "")}, 0, "world", Names(2));
   ASSERT_TRUE(plan.ok());
   EXPECT_TRUE(plan->nccl);
   EXPECT_EQ(plan->host, BackendPlan::Host::kShm);
@@ -165,8 +163,8 @@ std::vector<std::unique_ptr<CommunicatorImpl>> BuildAll(FakeJob& job, int n,
       std::vector<int> processes(n);
       std::iota(processes.begin(), processes.end(), 0);
       auto c = CommunicatorImpl::Build(Handle(job, r, n), options, "world",
-                                       Store(&job.client(r)).WithPrefix("collectives/" + id),
-                                       id, processes);
+                                       Store(&job.client(r)).WithPrefix("collectives/" + id), id,
+                                       processes);
       ASSERT_TRUE(c.ok()) << c.status();
       comms[r] = std::move(*c);
     });
@@ -184,19 +182,16 @@ void OnEveryRank(int n, const std::function<void(int)>& fn) {
 
 struct OpCase {
   CollectiveKind kind;
-  size_t count;        // The call's count argument.
-  size_t send_elems;   // Elements in send, per rank.
-  size_t recv_elems;   // Elements in recv, per rank.
+  size_t count;       // The call's count argument.
+  size_t send_elems;  // Elements in send, per rank.
+  size_t recv_elems;  // Elements in recv, per rank.
 };
 
 std::vector<OpCase> Cases(int n) {
   const size_t c = 1000;
-  return {{CollectiveKind::kAllReduce, c, c, c},
-          {CollectiveKind::kAllGather, c, c, c * n},
-          {CollectiveKind::kReduceScatter, c, c * n, c},
-          {CollectiveKind::kBroadcast, c, c, c},
-          {CollectiveKind::kAllToAll, c, c * n, c * n},
-          {CollectiveKind::kBarrier, 0, 0, 0}};
+  return {{CollectiveKind::kAllReduce, c, c, c},         {CollectiveKind::kAllGather, c, c, c * n},
+          {CollectiveKind::kReduceScatter, c, c * n, c}, {CollectiveKind::kBroadcast, c, c, c},
+          {CollectiveKind::kAllToAll, c, c * n, c * n},  {CollectiveKind::kBarrier, 0, 0, 0}};
 }
 
 std::vector<float> RandomFloats(size_t n, int seed) {
@@ -234,8 +229,8 @@ TEST_P(CommunicatorTest, HostAsync_EveryOpAllInFlight_BitwiseEqualToBlocking) {
     i = 0;
     for (const OpCase& op : Cases(kRanks)) {
       absl::StatusOr<std::shared_ptr<WorkState>> w =
-          c.Submit(op.kind, inputs[i].data(), async_out[i].data(), op.count,
-                   DataType::kFloat32, ReduceOp::kSum, 1, {});
+          c.Submit(op.kind, inputs[i].data(), async_out[i].data(), op.count, DataType::kFloat32,
+                   ReduceOp::kSum, 1, {});
       ASSERT_TRUE(w.ok()) << w.status();
       works.push_back(WorkAccess::Wrap(std::move(*w)));
       ++i;
@@ -285,8 +280,9 @@ TEST(Communicator, Split_ByColorOrderedByKey) {
   std::vector<int32_t> sums(kRanks);
   OnEveryRank(3, [&](int r) {
     int32_t v = r + 1;
-    ASSERT_TRUE(children[r]->Run(CollectiveKind::kAllReduce, &v, &sums[r], 1, DataType::kInt32,
-                                 ReduceOp::kSum, -1, {})
+    ASSERT_TRUE(children[r]
+                    ->Run(CollectiveKind::kAllReduce, &v, &sums[r], 1, DataType::kInt32,
+                          ReduceOp::kSum, -1, {})
                     .ok());
   });
   EXPECT_EQ(sums[0], 4);  // Processes 0 and 2: 1 + 3.
@@ -310,7 +306,8 @@ TEST(Communicator, HostAsync_AbortWithThreeInFlight_AllAbortedWithinASecond) {
   EXPECT_FALSE(works[0].Test());
   absl::Status timed_out = works[2].Wait(absl::Milliseconds(20));
   EXPECT_TRUE(absl::IsDeadlineExceeded(timed_out)) << timed_out;
-  EXPECT_THAT(timed_out.message(), HasSubstr("all_reduce #3 (float32 sum, 1000 elements) is still in flight"));
+  EXPECT_THAT(timed_out.message(),
+              HasSubstr("all_reduce #3 (float32 sum, 1000 elements) is still in flight"));
   const absl::Time start = absl::Now();
   comms[0]->Abort(absl::AbortedError("the job failed: process 1 was killed by signal 9"));
   for (Work& w : works) {
@@ -322,9 +319,8 @@ TEST(Communicator, HostAsync_AbortWithThreeInFlight_AllAbortedWithinASecond) {
   EXPECT_THAT(works[1].Wait().message(), HasSubstr("all_reduce #2"));
   // Later calls: the communicator is broken.
   float x = 0;
-  EXPECT_TRUE(absl::IsFailedPrecondition(comms[0]->Run(CollectiveKind::kAllReduce, &x, &x, 1,
-                                                       DataType::kFloat32, ReduceOp::kSum, -1,
-                                                       {})));
+  EXPECT_TRUE(absl::IsFailedPrecondition(comms[0]->Run(
+      CollectiveKind::kAllReduce, &x, &x, 1, DataType::kFloat32, ReduceOp::kSum, -1, {})));
 }
 
 TEST(Communicator, HostAsync_DestroyedWithWorkInFlight_ReturnsAndTheWorkIsAborted) {
@@ -361,8 +357,8 @@ class NcclCommunicatorTest : public ::testing::Test {
   }
 
   Work AllReduce(const CallOptions& options = {}) {
-    auto w = comm_->Submit(CollectiveKind::kAllReduce, FakeDeviceBuffer(), FakeDeviceBuffer(),
-                           256, DataType::kFloat32, ReduceOp::kSum, -1, options);
+    auto w = comm_->Submit(CollectiveKind::kAllReduce, FakeDeviceBuffer(), FakeDeviceBuffer(), 256,
+                           DataType::kFloat32, ReduceOp::kSum, -1, options);
     EXPECT_TRUE(w.ok()) << w.status();
     return w.ok() ? WorkAccess::Wrap(std::move(*w)) : Work();
   }
@@ -436,8 +432,8 @@ TEST_F(NcclCommunicatorTest, Async_ErrorWithNoWaiter_WorkFailsInternalOneAbortLa
   EXPECT_TRUE(absl::IsInternal(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("remote process exited"));
   EXPECT_EQ(fake_.aborts, 1);
-  auto later = comm_->Submit(CollectiveKind::kAllReduce, FakeDeviceBuffer(), FakeDeviceBuffer(),
-                             1, DataType::kFloat32, ReduceOp::kSum, -1, {});
+  auto later = comm_->Submit(CollectiveKind::kAllReduce, FakeDeviceBuffer(), FakeDeviceBuffer(), 1,
+                             DataType::kFloat32, ReduceOp::kSum, -1, {});
   EXPECT_TRUE(absl::IsFailedPrecondition(later.status())) << later.status();
   // With the first failure's own words, not "failed before".
   EXPECT_THAT(later.status().message(), HasSubstr("remote process exited"));
@@ -505,8 +501,9 @@ TEST_F(NcclCommunicatorTest, DestroyedWithWorkInFlight_ReturnsAndTheWorkIsAborte
 
 TEST_F(NcclCommunicatorTest, Blocking_IsAsyncThenWait) {
   fake_.stream_done = true;
-  EXPECT_TRUE(comm_->Run(CollectiveKind::kAllGather, FakeDeviceBuffer(), FakeDeviceBuffer(), 4,
-                         DataType::kFloat32, ReduceOp::kSum, -1, {})
+  EXPECT_TRUE(comm_
+                  ->Run(CollectiveKind::kAllGather, FakeDeviceBuffer(), FakeDeviceBuffer(), 4,
+                        DataType::kFloat32, ReduceOp::kSum, -1, {})
                   .ok());
   EXPECT_EQ(fake_.last_call, "all_gather");
   EXPECT_EQ(fake_.event_queries.load() > 0, true);

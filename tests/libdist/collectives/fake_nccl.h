@@ -33,12 +33,12 @@ struct FakeNccl {
   absl::Notification aborted;  // At the first ncclCommAbort.
   std::atomic<int> event_queries{0}, stream_waits{0}, stream_queries{0};
   absl::Notification relaxed_capture_mode;  // A thread set the relaxed capture mode.
-  std::atomic<int> collectives{0};  // Collective calls enqueued.
+  std::atomic<int> collectives{0};          // Collective calls enqueued.
   // Collective calls return ncclInProgress and leave the async error in progress until the
   // test sets it (a nonblocking communicator still launching); an event recorded meanwhile
   // would come before the kernels.
   std::atomic<bool> launch_in_progress{false};
-  absl::Notification launched;        // At the first collective call.
+  absl::Notification launched;  // At the first collective call.
   std::atomic<bool> event_recorded_while_launching{false};
   NcclUniqueId issued{};
   int last_type = -1, last_op = -1, last_root = -1;
@@ -78,7 +78,10 @@ inline NcclApi FakeNccl::Api() {
   Current() = this;
   NcclApi api{};
   api.version = 22809;
-  api.GetVersion = [](int* v) { *v = 22809; return kNcclSuccess; };
+  api.GetVersion = [](int* v) {
+    *v = 22809;
+    return kNcclSuccess;
+  };
   api.GetUniqueId = [](NcclUniqueId* id) {
     std::memset(id->internal, 0x5a, sizeof(id->internal));
     Current()->issued = *id;
@@ -94,8 +97,14 @@ inline NcclApi FakeNccl::Api() {
     *e = Current()->async_error.load();
     return kNcclSuccess;
   };
-  api.CommFinalize = [](NcclComm) { ++Current()->finalizes; return kNcclSuccess; };
-  api.CommDestroy = [](NcclComm) { ++Current()->destroys; return kNcclSuccess; };
+  api.CommFinalize = [](NcclComm) {
+    ++Current()->finalizes;
+    return kNcclSuccess;
+  };
+  api.CommDestroy = [](NcclComm) {
+    ++Current()->destroys;
+    return kNcclSuccess;
+  };
   api.CommAbort = [](NcclComm) {
     FakeNccl* f = Current();
     if (++f->aborts == 1) f->aborted.Notify();
@@ -128,8 +137,7 @@ inline NcclApi FakeNccl::Api() {
     ++f->collectives;
     return kNcclSuccess;
   };
-  api.ReduceScatter = [](const void*, void*, size_t count, int type, int op, NcclComm,
-                         CudaStream) {
+  api.ReduceScatter = [](const void*, void*, size_t count, int type, int op, NcclComm, CudaStream) {
     FakeNccl* f = Current();
     f->last_call = "reduce_scatter";
     f->last_count = count;
@@ -138,8 +146,7 @@ inline NcclApi FakeNccl::Api() {
     ++f->collectives;
     return kNcclSuccess;
   };
-  api.Broadcast = [](const void*, void*, size_t count, int type, int root, NcclComm,
-                     CudaStream) {
+  api.Broadcast = [](const void*, void*, size_t count, int type, int root, NcclComm, CudaStream) {
     FakeNccl* f = Current();
     f->last_call = "broadcast";
     f->last_count = count;
@@ -158,8 +165,14 @@ inline NcclApi FakeNccl::Api() {
   };
   api.GroupStart = [] { return kNcclSuccess; };
   api.GroupEnd = [] { return kNcclSuccess; };
-  api.GetDeviceCount = [](int* n) { *n = 1; return kCudaSuccess; };
-  api.GetDevice = [](int* d) { *d = 0; return kCudaSuccess; };
+  api.GetDeviceCount = [](int* n) {
+    *n = 1;
+    return kCudaSuccess;
+  };
+  api.GetDevice = [](int* d) {
+    *d = 0;
+    return kCudaSuccess;
+  };
   api.SetDevice = [](int) { return kCudaSuccess; };
   api.StreamCreate = [](CudaStream* s) {
     *s = reinterpret_cast<CudaStream>(0x1);

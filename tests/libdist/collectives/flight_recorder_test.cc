@@ -30,7 +30,7 @@ using ::testing::StartsWith;
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
 OpSignature AllReduce(uint64_t seq, uint64_t count = 1000) {
-  return OpSignature{seq, CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1,
+  return OpSignature{seq,  CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1,
                      count};
 }
 
@@ -148,7 +148,8 @@ TEST(FlightRecorderTest, Last_AfterWrapping_IsOldestFirst) {
 TEST(FlightRecorderTest, Dump_NamesProcessAndEachEntrysSignature) {
   FlightRecorder recorder(10);
   const OpSignature reduce = AllReduce(1);
-  const OpSignature broadcast{4, CollectiveKind::kBroadcast, DataType::kInt64, ReduceOp::kSum, 2, 1};
+  const OpSignature broadcast{4, CollectiveKind::kBroadcast, DataType::kInt64, ReduceOp::kSum, 2,
+                              1};
   const OpSignature barrier{9, CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, -1, 0};
   const absl::Time now = absl::Now();
   recorder.End(recorder.Start("dp", reduce, now));
@@ -164,7 +165,8 @@ TEST(FlightRecorderTest, Dump_NamesProcessAndEachEntrysSignature) {
   EXPECT_THAT(lines[1], HasSubstr(" ago"));
   EXPECT_EQ(lines[2], absl::StrCat("  [tp] ", broadcast.ToString(),
                                    ": ABORTED: communicator aborted in 1.5ms"));
-  EXPECT_THAT(lines[3], StartsWith(absl::StrCat("  [world#0] ", barrier.ToString(), ": pending for ")));
+  EXPECT_THAT(lines[3],
+              StartsWith(absl::StrCat("  [world#0] ", barrier.ToString(), ": pending for ")));
   // ToString's own form, so that the dump reads as documented.
   EXPECT_THAT(lines[2], HasSubstr("broadcast #4 (int64, 1 element, root 2)"));
   EXPECT_THAT(lines[3], HasSubstr("barrier #9: pending"));

@@ -41,7 +41,8 @@ std::vector<std::unique_ptr<CollectiveBackend>> MakeGroup(Transport transport, i
   std::vector<std::unique_ptr<CollectiveBackend>> group(p);
   if (transport == Transport::kShm) {
     std::vector<SharedSegment> owners;
-    for (int r = 0; r < p; ++r) owners.push_back(*SharedSegment::Create(ShmBackend::SegmentBytes()));
+    for (int r = 0; r < p; ++r)
+      owners.push_back(*SharedSegment::Create(ShmBackend::SegmentBytes()));
     for (int r = 0; r < p; ++r) {
       std::vector<SharedSegment> segs;
       for (int q = 0; q < p; ++q) {
@@ -78,7 +79,8 @@ std::vector<std::unique_ptr<CollectiveBackend>> MakeHybridGroup(int hosts, int l
   std::vector<std::unique_ptr<CollectiveBackend>> group(p);
   for (int h = 0; h < hosts; ++h) {
     std::vector<SharedSegment> owners;
-    for (int l = 0; l < local; ++l) owners.push_back(*SharedSegment::Create(ShmBackend::SegmentBytes()));
+    for (int l = 0; l < local; ++l)
+      owners.push_back(*SharedSegment::Create(ShmBackend::SegmentBytes()));
     std::vector<int> members;
     for (int l = 0; l < local; ++l) members.push_back(h * local + l);
     for (int l = 0; l < local; ++l) {
@@ -90,8 +92,8 @@ std::vector<std::unique_ptr<CollectiveBackend>> MakeHybridGroup(int hosts, int l
       std::vector<int> rail;
       for (int g = 0; g < hosts; ++g) rail.push_back(g * local + l);
       std::unique_ptr<TcpBackend> tcp(static_cast<TcpBackend*>(flat[r].release()));
-      group[r] = HybridBackend::Assemble(r, members, rail, std::move(segs), Names(p),
-                                         std::move(tcp));
+      group[r] =
+          HybridBackend::Assemble(r, members, rail, std::move(segs), Names(p), std::move(tcp));
     }
   }
   return group;
@@ -100,8 +102,8 @@ std::vector<std::unique_ptr<CollectiveBackend>> MakeHybridGroup(int hosts, int l
 // Small integers, so that every order of summation (and products of +-1, +-2) is exact in every
 // type: the reference does not depend on the backend's order, only the rounding of avg does.
 double Input(CollectiveKind kind, ReduceOp op, int rank, size_t i) {
-  if (op == ReduceOp::kProd && (kind == CollectiveKind::kAllReduce ||
-                                kind == CollectiveKind::kReduceScatter)) {
+  if (op == ReduceOp::kProd &&
+      (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter)) {
     static const double kFactors[] = {-2, -1, 1, 2, 1};
     return kFactors[(rank * 3 + i) % 5];
   }
@@ -110,10 +112,18 @@ double Input(CollectiveKind kind, ReduceOp op, int rank, size_t i) {
 
 void Store(DataType type, void* base, size_t i, double v) {
   switch (type) {
-    case DataType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DataType::kFloat64: static_cast<double*>(base)[i] = v; break;
-    case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    case DataType::kFloat32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      static_cast<double*>(base)[i] = v;
+      break;
+    case DataType::kInt32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+      break;
+    case DataType::kInt64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
+      break;
     case DataType::kBFloat16:
       static_cast<uint16_t*>(base)[i] = Float32ToBFloat16(static_cast<float>(v));
       break;
@@ -130,19 +140,33 @@ void StoreReduced(DataType type, ReduceOp op, void* base, size_t i, const std::v
   for (size_t k = 1; k < xs.size(); ++k) {
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += xs[k]; break;
-      case ReduceOp::kProd: acc *= xs[k]; break;
-      case ReduceOp::kMin: acc = std::min(acc, xs[k]); break;
-      case ReduceOp::kMax: acc = std::max(acc, xs[k]); break;
+      case ReduceOp::kAvg:
+        acc += xs[k];
+        break;
+      case ReduceOp::kProd:
+        acc *= xs[k];
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, xs[k]);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, xs[k]);
+        break;
     }
   }
   if (op == ReduceOp::kAvg) {
     const int p = static_cast<int>(xs.size());
     switch (type) {
-      case DataType::kFloat64: acc = acc / p; break;
+      case DataType::kFloat64:
+        acc = acc / p;
+        break;
       case DataType::kInt32:
-      case DataType::kInt64: acc = static_cast<double>(static_cast<int64_t>(acc) / p); break;
-      default: acc = static_cast<double>(static_cast<float>(acc) / static_cast<float>(p)); break;
+      case DataType::kInt64:
+        acc = static_cast<double>(static_cast<int64_t>(acc) / p);
+        break;
+      default:
+        acc = static_cast<double>(static_cast<float>(acc) / static_cast<float>(p));
+        break;
     }
   }
   Store(type, base, i, acc);
@@ -171,10 +195,17 @@ void RunCase(std::vector<std::unique_ptr<CollectiveBackend>>& group, const Case&
   const size_t es = DataTypeSize(c.type);
   size_t send_elems = c.count, recv_elems = c.count;
   switch (c.kind) {
-    case CollectiveKind::kAllGather: recv_elems = c.count * p; break;
-    case CollectiveKind::kReduceScatter: send_elems = c.count * p; break;
-    case CollectiveKind::kAllToAll: send_elems = recv_elems = c.count * p; break;
-    default: break;
+    case CollectiveKind::kAllGather:
+      recv_elems = c.count * p;
+      break;
+    case CollectiveKind::kReduceScatter:
+      send_elems = c.count * p;
+      break;
+    case CollectiveKind::kAllToAll:
+      send_elems = recv_elems = c.count * p;
+      break;
+    default:
+      break;
   }
   // Buffers: in place, recv holds send (all-gather: at its block; reduce-scatter: send is the
   // whole buffer and recv points into it).
@@ -183,7 +214,8 @@ void RunCase(std::vector<std::unique_ptr<CollectiveBackend>>& group, const Case&
   std::vector<void*> recv(p);
   for (int r = 0; r < p; ++r) {
     std::vector<uint8_t> input(send_elems * es + 1);
-    for (size_t i = 0; i < send_elems; ++i) Store(c.type, input.data(), i, Input(c.kind, c.op, r, i));
+    for (size_t i = 0; i < send_elems; ++i)
+      Store(c.type, input.data(), i, Input(c.kind, c.op, r, i));
     if (!c.in_place) {
       outside[r] = input;
       storage[r].assign(recv_elems * es + 1, 0xAB);
@@ -209,8 +241,8 @@ void RunCase(std::vector<std::unique_ptr<CollectiveBackend>>& group, const Case&
   for (int r = 0; r < p; ++r) {
     threads.emplace_back([&, r] {
       CollectiveCall call;
-      call.sig = OpSignature{seq, c.kind, c.type, c.op,
-                             c.kind == CollectiveKind::kBroadcast ? c.root : -1, c.count};
+      call.sig = OpSignature{
+          seq, c.kind, c.type, c.op, c.kind == CollectiveKind::kBroadcast ? c.root : -1, c.count};
       call.send = send[r];
       call.recv = recv[r];
       call.deadline = absl::Now() + absl::Seconds(60);
@@ -219,7 +251,8 @@ void RunCase(std::vector<std::unique_ptr<CollectiveBackend>>& group, const Case&
   }
   for (auto& t : threads) t.join();
   const std::string what = Describe(c, p, transport);
-  for (int r = 0; r < p; ++r) ASSERT_TRUE(status[r].ok()) << what << ": rank " << r << ": " << status[r];
+  for (int r = 0; r < p; ++r)
+    ASSERT_TRUE(status[r].ok()) << what << ": rank " << r << ": " << status[r];
 
   // The reference.
   std::vector<uint8_t> expected(recv_elems * es);
@@ -234,9 +267,11 @@ void RunCase(std::vector<std::unique_ptr<CollectiveBackend>>& group, const Case&
         Store(c.type, expected.data(), i, Input(c.kind, c.op, c.root, i));
         break;
       case CollectiveKind::kAllGather:
-        for (int r = 0; r < p; ++r) Store(c.type, expected.data(), r * c.count + i, Input(c.kind, c.op, r, i));
+        for (int r = 0; r < p; ++r)
+          Store(c.type, expected.data(), r * c.count + i, Input(c.kind, c.op, r, i));
         break;
-      default: break;
+      default:
+        break;
     }
   }
   for (int r = 0; r < p; ++r) {
@@ -250,17 +285,20 @@ void RunCase(std::vector<std::unique_ptr<CollectiveBackend>>& group, const Case&
     } else if (c.kind == CollectiveKind::kAllToAll) {
       want.assign(c.count * p * es, 0);
       for (int q = 0; q < p; ++q) {
-        for (size_t i = 0; i < c.count; ++i) Store(c.type, want.data(), q * c.count + i, Input(c.kind, c.op, q, r * c.count + i));
+        for (size_t i = 0; i < c.count; ++i)
+          Store(c.type, want.data(), q * c.count + i, Input(c.kind, c.op, q, r * c.count + i));
       }
     }
     const auto* got = static_cast<const uint8_t*>(recv[r]);
     const size_t n = want.size();
-    ASSERT_EQ(std::memcmp(got, want.data(), n), 0) << what << ": rank " << r << " differs from the reference";
+    ASSERT_EQ(std::memcmp(got, want.data(), n), 0)
+        << what << ": rank " << r << " differs from the reference";
     if (!c.in_place) {
       EXPECT_EQ(storage[r][recv_elems * es], 0xAB) << what << ": wrote past the end of recv";
     }
     if (r > 0 && c.kind != CollectiveKind::kReduceScatter && c.kind != CollectiveKind::kAllToAll) {
-      ASSERT_EQ(std::memcmp(got, recv[0], n), 0) << what << ": rank " << r << " differs from rank 0";
+      ASSERT_EQ(std::memcmp(got, recv[0], n), 0)
+          << what << ": rank " << r << " differs from rank 0";
     }
   }
 }
@@ -273,29 +311,36 @@ TEST_P(HostBackendTest, EveryOpTypeAndSize_MatchesReferenceOnEveryRank) {
   ASSERT_EQ(group.size(), static_cast<size_t>(p));
   uint64_t seq = 0;
   const std::vector<size_t> sizes = {0, 1, 7, 1001, 70001};
-  const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
-                            DataType::kInt64, DataType::kBFloat16, DataType::kFloat16};
+  const DataType types[] = {DataType::kFloat32, DataType::kFloat64,  DataType::kInt32,
+                            DataType::kInt64,   DataType::kBFloat16, DataType::kFloat16};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kAvg};
   for (DataType type : types) {
     for (size_t count : sizes) {
       for (bool in_place : {false, true}) {
         for (ReduceOp op : ops) {
-          RunCase(group, {CollectiveKind::kAllReduce, type, op, count, in_place, -1}, transport, ++seq);
-          RunCase(group, {CollectiveKind::kReduceScatter, type, op, count, in_place, -1}, transport, ++seq);
+          RunCase(group, {CollectiveKind::kAllReduce, type, op, count, in_place, -1}, transport,
+                  ++seq);
+          RunCase(group, {CollectiveKind::kReduceScatter, type, op, count, in_place, -1}, transport,
+                  ++seq);
           if (HasFatalFailure()) return;
         }
-        RunCase(group, {CollectiveKind::kAllGather, type, ReduceOp::kSum, count, in_place, -1}, transport, ++seq);
-        RunCase(group, {CollectiveKind::kBroadcast, type, ReduceOp::kSum, count, in_place, p - 1}, transport, ++seq);
-        RunCase(group, {CollectiveKind::kBroadcast, type, ReduceOp::kSum, count, in_place, 0}, transport, ++seq);
+        RunCase(group, {CollectiveKind::kAllGather, type, ReduceOp::kSum, count, in_place, -1},
+                transport, ++seq);
+        RunCase(group, {CollectiveKind::kBroadcast, type, ReduceOp::kSum, count, in_place, p - 1},
+                transport, ++seq);
+        RunCase(group, {CollectiveKind::kBroadcast, type, ReduceOp::kSum, count, in_place, 0},
+                transport, ++seq);
         if (!in_place) {
-          RunCase(group, {CollectiveKind::kAllToAll, type, ReduceOp::kSum, count, false, -1}, transport, ++seq);
+          RunCase(group, {CollectiveKind::kAllToAll, type, ReduceOp::kSum, count, false, -1},
+                  transport, ++seq);
         }
         if (HasFatalFailure()) return;
       }
     }
   }
-  RunCase(group, {CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, 0, false, -1}, transport, ++seq);
+  RunCase(group, {CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, 0, false, -1},
+          transport, ++seq);
 }
 
 TEST_P(HostBackendTest, SixtyFourMebibytes_EveryOpAndEveryTypeOfAllReduce) {
@@ -305,28 +350,43 @@ TEST_P(HostBackendTest, SixtyFourMebibytes_EveryOpAndEveryTypeOfAllReduce) {
   if (p > 3) {
     // 5 and 8 ranks on 2 cores: the all-reduce and the all-gather (the full set runs on 1-3).
     const size_t n = (64u << 20) / 4;
-    RunCase(group, {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, n, true, -1}, transport, ++seq);
-    RunCase(group, {CollectiveKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, n / p, false, -1}, transport, ++seq);
+    RunCase(group, {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, n, true, -1},
+            transport, ++seq);
+    RunCase(group,
+            {CollectiveKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, n / p, false, -1},
+            transport, ++seq);
     return;
   }
   // Every op at 64 MiB per rank (float32), in and out of place ...
   const size_t n = (64u << 20) / 4;
   for (bool in_place : {true, false}) {
-    RunCase(group, {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, n, in_place, -1}, transport, ++seq);
-    RunCase(group, {CollectiveKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum, n, in_place, p - 1}, transport, ++seq);
+    RunCase(group,
+            {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, n, in_place, -1},
+            transport, ++seq);
+    RunCase(group,
+            {CollectiveKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum, n, in_place, p - 1},
+            transport, ++seq);
     // Per-rank blocks of the gathering ops: 64 MiB in all (not divisible by every P).
-    RunCase(group, {CollectiveKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, n / p, in_place, -1}, transport, ++seq);
-    RunCase(group, {CollectiveKind::kReduceScatter, DataType::kFloat32, ReduceOp::kMax, n / p, in_place, -1}, transport, ++seq);
+    RunCase(group,
+            {CollectiveKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, n / p, in_place, -1},
+            transport, ++seq);
+    RunCase(
+        group,
+        {CollectiveKind::kReduceScatter, DataType::kFloat32, ReduceOp::kMax, n / p, in_place, -1},
+        transport, ++seq);
     if (!in_place) {
-      RunCase(group, {CollectiveKind::kAllToAll, DataType::kFloat32, ReduceOp::kSum, n / p, false, -1}, transport, ++seq);
+      RunCase(group,
+              {CollectiveKind::kAllToAll, DataType::kFloat32, ReduceOp::kSum, n / p, false, -1},
+              transport, ++seq);
     }
     if (HasFatalFailure()) return;
   }
   // ... and the all-reduce of 64 MiB in every other type.
-  for (DataType type : {DataType::kFloat64, DataType::kInt32, DataType::kInt64,
-                        DataType::kBFloat16, DataType::kFloat16}) {
+  for (DataType type : {DataType::kFloat64, DataType::kInt32, DataType::kInt64, DataType::kBFloat16,
+                        DataType::kFloat16}) {
     const size_t count = (64u << 20) / DataTypeSize(type);
-    RunCase(group, {CollectiveKind::kAllReduce, type, ReduceOp::kAvg, count, false, -1}, transport, ++seq);
+    RunCase(group, {CollectiveKind::kAllReduce, type, ReduceOp::kAvg, count, false, -1}, transport,
+            ++seq);
     if (HasFatalFailure()) return;
   }
 }
@@ -359,8 +419,12 @@ TEST_P(HostBackendTest, MixedSizesBackToBack_EveryResultExact) {
           buf.resize(per_rank);
           gathered.assign(per_rank * p, -1.0f);
           for (size_t i = 0; i < per_rank; ++i) buf[i] = input(r, i);
-          call.sig = OpSignature{static_cast<uint64_t>(k + 1), CollectiveKind::kAllGather,
-                                 DataType::kFloat32, ReduceOp::kSum, -1, per_rank};
+          call.sig = OpSignature{static_cast<uint64_t>(k + 1),
+                                 CollectiveKind::kAllGather,
+                                 DataType::kFloat32,
+                                 ReduceOp::kSum,
+                                 -1,
+                                 per_rank};
           call.send = buf.data();
           call.recv = gathered.data();
           if (absl::Status s = group[r]->Run(call); !s.ok()) {
@@ -380,8 +444,12 @@ TEST_P(HostBackendTest, MixedSizesBackToBack_EveryResultExact) {
         }
         buf.resize(n);
         for (size_t i = 0; i < n; ++i) buf[i] = input(r, i);
-        call.sig = OpSignature{static_cast<uint64_t>(k + 1), CollectiveKind::kAllReduce,
-                               DataType::kFloat32, ReduceOp::kSum, -1, n};
+        call.sig = OpSignature{static_cast<uint64_t>(k + 1),
+                               CollectiveKind::kAllReduce,
+                               DataType::kFloat32,
+                               ReduceOp::kSum,
+                               -1,
+                               n};
         call.send = call.recv = buf.data();
         if (absl::Status s = group[r]->Run(call); !s.ok()) {
           errors[r] = absl::StrCat("call ", k, ": ", s.ToString());
@@ -403,14 +471,14 @@ TEST_P(HostBackendTest, MixedSizesBackToBack_EveryResultExact) {
   for (int r = 0; r < p; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    RanksAndTransports, HostBackendTest,
-    ::testing::Combine(::testing::Values(Transport::kShm, Transport::kTcp),
-                       ::testing::Values(1, 2, 3, 5, 8)),
-    [](const auto& info) {
-      return absl::StrCat(std::get<0>(info.param) == Transport::kShm ? "Shm" : "Tcp",
-                          std::get<1>(info.param), "Ranks");
-    });
+INSTANTIATE_TEST_SUITE_P(RanksAndTransports, HostBackendTest,
+                         ::testing::Combine(::testing::Values(Transport::kShm, Transport::kTcp),
+                                            ::testing::Values(1, 2, 3, 5, 8)),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               std::get<0>(info.param) == Transport::kShm ? "Shm" : "Tcp",
+                               std::get<1>(info.param), "Ranks");
+                         });
 
 class HybridBackendTest : public ::testing::TestWithParam<std::pair<int, int>> {};
 
@@ -419,24 +487,32 @@ TEST_P(HybridBackendTest, EveryOpTypeAndSize_MatchesReferenceOnEveryRank) {
   const int p = hosts * local;
   auto group = MakeHybridGroup(hosts, local);
   uint64_t seq = 0;
-  for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
-                        DataType::kInt64, DataType::kBFloat16, DataType::kFloat16}) {
+  for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64,
+                        DataType::kBFloat16, DataType::kFloat16}) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}, size_t{70001}}) {
       for (bool in_place : {false, true}) {
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                            ReduceOp::kAvg}) {
-          RunCase(group, {CollectiveKind::kAllReduce, type, op, count, in_place, -1}, Transport::kTcp, ++seq);
+        for (ReduceOp op :
+             {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+          RunCase(group, {CollectiveKind::kAllReduce, type, op, count, in_place, -1},
+                  Transport::kTcp, ++seq);
           if (HasFatalFailure()) return;
         }
-        RunCase(group, {CollectiveKind::kAllGather, type, ReduceOp::kSum, count, in_place, -1}, Transport::kTcp, ++seq);
-        RunCase(group, {CollectiveKind::kBroadcast, type, ReduceOp::kSum, count, in_place, p - 1}, Transport::kTcp, ++seq);
-        RunCase(group, {CollectiveKind::kReduceScatter, type, ReduceOp::kSum, count, in_place, -1}, Transport::kTcp, ++seq);
+        RunCase(group, {CollectiveKind::kAllGather, type, ReduceOp::kSum, count, in_place, -1},
+                Transport::kTcp, ++seq);
+        RunCase(group, {CollectiveKind::kBroadcast, type, ReduceOp::kSum, count, in_place, p - 1},
+                Transport::kTcp, ++seq);
+        RunCase(group, {CollectiveKind::kReduceScatter, type, ReduceOp::kSum, count, in_place, -1},
+                Transport::kTcp, ++seq);
         if (HasFatalFailure()) return;
       }
     }
   }
-  RunCase(group, {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, (64u << 20) / 4, true, -1}, Transport::kTcp, ++seq);
-  RunCase(group, {CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, 0, false, -1}, Transport::kTcp, ++seq);
+  RunCase(
+      group,
+      {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, (64u << 20) / 4, true, -1},
+      Transport::kTcp, ++seq);
+  RunCase(group, {CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum, 0, false, -1},
+          Transport::kTcp, ++seq);
 }
 
 INSTANTIATE_TEST_SUITE_P(HostsTimesRanks, HybridBackendTest,
@@ -456,7 +532,8 @@ TEST_P(HostBackendFailureTest, RankThatNeverCalls_DeadlineNamesIt) {
     threads.emplace_back([&, r] {
       std::vector<float> buf(1000, 1.0f);
       CollectiveCall call;
-      call.sig = OpSignature{1, CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1, 1000};
+      call.sig =
+          OpSignature{1, CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1, 1000};
       call.send = call.recv = buf.data();
       call.deadline = absl::Now() + absl::Milliseconds(300);
       status[r] = group[r]->Run(call);
@@ -481,7 +558,8 @@ TEST_P(HostBackendFailureTest, DifferentCalls_MismatchNamesBoth) {
   std::thread t0([&] {
     std::vector<float> buf(10, 1.0f);
     CollectiveCall call;
-    call.sig = OpSignature{1, CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1, 10};
+    call.sig =
+        OpSignature{1, CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1, 10};
     call.send = call.recv = buf.data();
     call.deadline = absl::Now() + absl::Seconds(5);
     status[0] = group[0]->Run(call);
@@ -489,7 +567,8 @@ TEST_P(HostBackendFailureTest, DifferentCalls_MismatchNamesBoth) {
   std::thread t1([&] {
     std::vector<float> buf(40, 1.0f);
     CollectiveCall call;
-    call.sig = OpSignature{1, CollectiveKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, -1, 20};
+    call.sig =
+        OpSignature{1, CollectiveKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, -1, 20};
     call.send = buf.data();
     call.recv = buf.data();
     call.deadline = absl::Now() + absl::Seconds(5);
@@ -516,7 +595,8 @@ TEST_P(HostBackendFailureTest, AbortFromAnotherThread_BlockedCallReturnsAbortedA
   std::thread t([&] {
     std::vector<float> buf(1000, 1.0f);
     CollectiveCall call;
-    call.sig = OpSignature{1, CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1, 1000};
+    call.sig =
+        OpSignature{1, CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, -1, 1000};
     call.send = call.recv = buf.data();
     call.deadline = absl::Now() + absl::Seconds(60);
     status = group[0]->Run(call);
@@ -532,8 +612,7 @@ TEST_P(HostBackendFailureTest, AbortFromAnotherThread_BlockedCallReturnsAbortedA
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, HostBackendFailureTest,
-                         ::testing::Values(Transport::kShm, Transport::kTcp),
-                         [](const auto& info) {
+                         ::testing::Values(Transport::kShm, Transport::kTcp), [](const auto& info) {
                            return std::string(info.param == Transport::kShm ? "Shm" : "Tcp");
                          });
 

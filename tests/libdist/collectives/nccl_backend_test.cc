@@ -73,11 +73,13 @@ TEST_F(NcclBackendTest, Create_RankZeroPublishesTheIdThroughTheStoreOthersFetchI
 TEST_F(NcclBackendTest, Run_MapsOpsAndTypesToNccl) {
   auto b = Make(0, 2, absl::Seconds(5));
   ASSERT_TRUE(b.ok());
-  ASSERT_TRUE((*b)->Run(Call(CollectiveKind::kAllReduce, 10, DataType::kBFloat16, ReduceOp::kAvg)).ok());
+  ASSERT_TRUE(
+      (*b)->Run(Call(CollectiveKind::kAllReduce, 10, DataType::kBFloat16, ReduceOp::kAvg)).ok());
   EXPECT_EQ(state_.last_call, "all_reduce");
   EXPECT_EQ(state_.last_type, 9);  // ncclBfloat16
   EXPECT_EQ(state_.last_op, 4);    // ncclAvg
-  ASSERT_TRUE((*b)->Run(Call(CollectiveKind::kReduceScatter, 3, DataType::kInt64, ReduceOp::kMin)).ok());
+  ASSERT_TRUE(
+      (*b)->Run(Call(CollectiveKind::kReduceScatter, 3, DataType::kInt64, ReduceOp::kMin)).ok());
   EXPECT_EQ(state_.last_type, 4);  // ncclInt64
   EXPECT_EQ(state_.last_op, 3);    // ncclMin
   ASSERT_TRUE((*b)->Run(Call(CollectiveKind::kBroadcast, 7, DataType::kFloat16)).ok());
@@ -166,11 +168,17 @@ TEST_F(NcclBackendTest, HealthyDestruction_FinalizesAndDestroysWithoutAbort) {
 }
 
 TEST_F(NcclBackendTest, DefaultDevice_LocalIndexModuloTheVisibleDevices) {
-  api_.GetDeviceCount = [](int* n) { *n = 4; return kCudaSuccess; };
+  api_.GetDeviceCount = [](int* n) {
+    *n = 4;
+    return kCudaSuccess;
+  };
   EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 0), 0);
   EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 3), 3);
   EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 5), 1);
-  api_.GetDeviceCount = [](int* n) { *n = 0; return kCudaSuccess; };
+  api_.GetDeviceCount = [](int* n) {
+    *n = 0;
+    return kCudaSuccess;
+  };
   EXPECT_EQ(NcclBackend::DefaultDevice(&api_, 5), 0);
 }
 

@@ -8,8 +8,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "libdist/src/collectives/nccl_api.h"
 #include "libdist/src/collectives/communicator_impl.h"
+#include "libdist/src/collectives/nccl_api.h"
 #include "libdist/src/collectives/nccl_backend.h"
 #include "tests/coordination/client/fake_job_client.h"
 
@@ -50,8 +50,12 @@ class NcclGpuTest : public ::testing::Test {
   }
   CollectiveCall Call(CollectiveKind kind, const void* send, void* recv, size_t count) {
     CollectiveCall c;
-    c.sig = OpSignature{++seq_, kind, DataType::kFloat32, ReduceOp::kSum,
-                        kind == CollectiveKind::kBroadcast ? 0 : -1, count};
+    c.sig = OpSignature{++seq_,
+                        kind,
+                        DataType::kFloat32,
+                        ReduceOp::kSum,
+                        kind == CollectiveKind::kBroadcast ? 0 : -1,
+                        count};
     c.send = send;
     c.recv = recv;
     c.deadline = absl::Now() + absl::Seconds(30);
@@ -73,9 +77,9 @@ TEST_F(NcclGpuTest, OneRank_EveryOpCopiesItsInput) {
   void* out = Device(std::vector<float>(n, -1));
   EXPECT_TRUE(NcclBackend::IsDevicePointer(api_, in));
   EXPECT_FALSE(NcclBackend::IsDevicePointer(api_, x.data()));
-  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
-                              CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast,
-                              CollectiveKind::kAllToAll}) {
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+        CollectiveKind::kBroadcast, CollectiveKind::kAllToAll}) {
     ASSERT_TRUE(backend_->Run(Call(kind, in, out, n)).ok()) << CollectiveKindName(kind);
     EXPECT_EQ(Host(out, n), x) << CollectiveKindName(kind);
   }

@@ -1,8 +1,8 @@
 // The collective watchdog's diagnosis: from the service's cross-rank table to a sentence naming
 // who held a call up.
 
-#include "libdist/src/collectives/progress_reporter.h"
 #include "libdist/src/collectives/timeout_diagnosis.h"
+#include "libdist/src/collectives/progress_reporter.h"
 
 #include <string>
 #include <vector>

@@ -40,7 +40,8 @@ void ExpectNoDuplicateKeys(const YAML::Node& node, const std::string& path) {
       ExpectNoDuplicateKeys(kv.second, path + "." + key);
     }
   } else if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i) ExpectNoDuplicateKeys(node[i], path + "[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < node.size(); ++i)
+      ExpectNoDuplicateKeys(node[i], path + "[" + std::to_string(i) + "]");
   }
 }
 
@@ -68,8 +69,8 @@ TEST_F(CrdTest, DefaultsMatchTheOperatorsDefaults) {
   auto job = ParseDistributedJob(
       testing::JobBuilder()
           .Spec("restartBackoff", spec_["restartBackoff"]["default"].as<std::string>())
-          .Spec("sidecar", {{"heartbeatTimeout",
-                             sidecar["heartbeatTimeout"]["default"].as<std::string>()}})
+          .Spec("sidecar",
+                {{"heartbeatTimeout", sidecar["heartbeatTimeout"]["default"].as<std::string>()}})
           .Build());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->spec.restart_backoff, defaults.restart_backoff);
@@ -84,8 +85,10 @@ TEST_F(CrdTest, BoundsMatchValidation) {
     EXPECT_FALSE(ValidateWith(field, min - 1).empty()) << field;
     EXPECT_FALSE(ValidateWith(field, max + 1).empty()) << field;
   }
-  EXPECT_TRUE(ValidateWith("coordinatorPort", spec_["coordinatorPort"]["maximum"].as<int64_t>()).empty());
-  EXPECT_FALSE(ValidateWith("maxRestarts", spec_["maxRestarts"]["minimum"].as<int64_t>() - 1).empty());
+  EXPECT_TRUE(
+      ValidateWith("coordinatorPort", spec_["coordinatorPort"]["maximum"].as<int64_t>()).empty());
+  EXPECT_FALSE(
+      ValidateWith("maxRestarts", spec_["maxRestarts"]["minimum"].as<int64_t>() - 1).empty());
 }
 
 TEST_F(CrdTest, SparesMatchValidation) {
@@ -104,7 +107,8 @@ TEST_F(CrdTest, SparesMatchValidation) {
   EXPECT_TRUE(validate(spec_["spares"]["maximum"].as<int64_t>()).empty());
   EXPECT_FALSE(validate(spec_["spares"]["minimum"].as<int64_t>() - 1).empty());
   EXPECT_FALSE(validate(spec_["spares"]["maximum"].as<int64_t>() + 1).empty());
-  const YAML::Node status = version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+  const YAML::Node status =
+      version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
   for (const char* field : {"spares", "readySpares", "sparesText", "sparesCreated", "slots"}) {
     EXPECT_TRUE(status[field].IsMap()) << field;
   }
@@ -115,22 +119,27 @@ TEST_F(CrdTest, HangFieldsMatch) {
   ASSERT_TRUE(policies.IsSequence());
   EXPECT_EQ(policies.size(), 3u);
   for (const auto& p : policies) {
-    auto job = ParseDistributedJob(testing::JobBuilder().Spec("hangPolicy", p.as<std::string>()).Build());
+    auto job =
+        ParseDistributedJob(testing::JobBuilder().Spec("hangPolicy", p.as<std::string>()).Build());
     ASSERT_TRUE(job.ok());
     EXPECT_TRUE(Validate(*job).empty()) << p.as<std::string>();
   }
-  EXPECT_EQ(spec_["hangPolicy"]["default"].as<std::string>(), HangPolicyName(DistributedJobSpec{}.hang_policy));
+  EXPECT_EQ(spec_["hangPolicy"]["default"].as<std::string>(),
+            HangPolicyName(DistributedJobSpec{}.hang_policy));
   const YAML::Node timeout = spec_["hangDetection"]["properties"]["timeoutSeconds"];
   EXPECT_FALSE(timeout["default"].IsDefined()) << "absent means automatic";
   const int64_t min = timeout["minimum"].as<int64_t>();
   auto validate = [](int64_t seconds) {
-    auto job = ParseDistributedJob(testing::JobBuilder().Spec("hangDetection", {{"timeoutSeconds", seconds}}).Build());
+    auto job = ParseDistributedJob(
+        testing::JobBuilder().Spec("hangDetection", {{"timeoutSeconds", seconds}}).Build());
     EXPECT_TRUE(job.ok());
     return Validate(*job);
   };
   EXPECT_TRUE(validate(min).empty());
   EXPECT_FALSE(validate(min - 1).empty());
-  EXPECT_TRUE(version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["lastHangId"].IsMap());
+  EXPECT_TRUE(
+      version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["lastHangId"]
+          .IsMap());
 }
 
 TEST_F(CrdTest, PhaseEnumMatches) {

@@ -37,7 +37,8 @@ TEST(ParseDistributedJob, EveryField) {
                  .Spec("suspend", true)
                  .Spec("ttlSecondsAfterFinished", 600)
                  .Spec("activeDeadlineSeconds", 3600)
-                 .Spec("sidecar", {{"image", "sidecar:2"}, {"heartbeatTimeout", "3s"},
+                 .Spec("sidecar", {{"image", "sidecar:2"},
+                                   {"heartbeatTimeout", "3s"},
                                    {"resources", {{"limits", {{"cpu", "1"}}}}}})
                  .Build();
   absl::StatusOr<DistributedJob> job = ParseDistributedJob(obj);
@@ -58,10 +59,14 @@ TEST(ParseDistributedJob, HangDetectionAndPolicy) {
   ASSERT_TRUE(defaults.ok());
   EXPECT_FALSE(defaults->spec.hang_detection.timeout_seconds.has_value());  // Automatic.
   EXPECT_EQ(defaults->spec.hang_policy, HangPolicy::kRestart);
-  for (auto [name, policy] : {std::pair{"Restart", HangPolicy::kRestart}, std::pair{"Fail", HangPolicy::kFail},
-                              std::pair{"Alert", HangPolicy::kAlert}}) {
-    absl::StatusOr<DistributedJob> job = ParseDistributedJob(
-        JobBuilder().Spec("hangPolicy", name).Spec("hangDetection", {{"timeoutSeconds", 900}}).Build());
+  for (auto [name, policy] :
+       {std::pair{"Restart", HangPolicy::kRestart}, std::pair{"Fail", HangPolicy::kFail},
+        std::pair{"Alert", HangPolicy::kAlert}}) {
+    absl::StatusOr<DistributedJob> job =
+        ParseDistributedJob(JobBuilder()
+                                .Spec("hangPolicy", name)
+                                .Spec("hangDetection", {{"timeoutSeconds", 900}})
+                                .Build());
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->spec.hang_policy, policy);
     EXPECT_EQ(HangPolicyName(policy), std::string(name));
@@ -73,7 +78,8 @@ TEST(ParseDistributedJob, HangDetectionAndPolicy) {
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->spec.hang_detection.timeout_seconds, 0);
   EXPECT_THAT(Validate(*off), IsEmpty());
-  absl::StatusOr<DistributedJob> empty = ParseDistributedJob(JobBuilder().Spec("hangDetection", json::object()).Build());
+  absl::StatusOr<DistributedJob> empty =
+      ParseDistributedJob(JobBuilder().Spec("hangDetection", json::object()).Build());
   ASSERT_TRUE(empty.ok());
   EXPECT_FALSE(empty->spec.hang_detection.timeout_seconds.has_value());
 }
@@ -95,12 +101,13 @@ TEST_P(ParseErrorTest, WrongShape_InvalidArgumentNamingField) {
 
 INSTANTIATE_TEST_SUITE_P(
     Table, ParseErrorTest,
-    ::testing::Values(
-        ParseErrorCase{"NotObject", json::array(), "JSON object"},
-        ParseErrorCase{"NoName", JobBuilder().Set("/metadata/name"_json_pointer, "").Build(),
-                       "metadata.name: required"},
-        ParseErrorCase{"MetadataNotObject", JobBuilder().Set("/metadata"_json_pointer, 3).Build(),
-                       "metadata: expected an object"}),
+    ::testing::Values(ParseErrorCase{"NotObject", json::array(), "JSON object"},
+                      ParseErrorCase{"NoName",
+                                     JobBuilder().Set("/metadata/name"_json_pointer, "").Build(),
+                                     "metadata.name: required"},
+                      ParseErrorCase{"MetadataNotObject",
+                                     JobBuilder().Set("/metadata"_json_pointer, 3).Build(),
+                                     "metadata: expected an object"}),
     [](const ::testing::TestParamInfo<ParseErrorCase>& info) { return info.param.name; });
 
 // A spec field of the wrong type does not stop the parse: the job is still reported on (a
@@ -125,19 +132,22 @@ TEST_P(SpecTypeTest, WrongType_ParsedAndOneErrorNamingFieldValueAndFix) {
 INSTANTIATE_TEST_SUITE_P(
     Table, SpecTypeTest,
     ::testing::Values(
-        SpecTypeCase{"ReplicasString", JobBuilder().Spec("replicas", "four").Build(),
-                     "spec.replicas: expected an integer, got \"four\"; write a whole number without "
-                     "quotes, e.g. replicas: 4"},
+        SpecTypeCase{
+            "ReplicasString", JobBuilder().Spec("replicas", "four").Build(),
+            "spec.replicas: expected an integer, got \"four\"; write a whole number without "
+            "quotes, e.g. replicas: 4"},
         SpecTypeCase{"ReplicasFraction", JobBuilder().Spec("replicas", 2.5).Build(),
                      "spec.replicas: expected an integer, got 2.5"},
         SpecTypeCase{"ReplicasOutOfRange", JobBuilder().Spec("replicas", 5'000'000'000).Build(),
                      "spec.replicas: 5000000000 is out of range"},
-        SpecTypeCase{"SuspendString", JobBuilder().Spec("suspend", "yes").Build(),
-                     "spec.suspend: expected true or false, got \"yes\"; write true or false without "
-                     "quotes"},
-        SpecTypeCase{"BadBackoff", JobBuilder().Spec("restartBackoff", "soon").Build(),
-                     "spec.restartBackoff: 'soon' is not a duration; write it like 30s, 250ms, 5m or a "
-                     "number of seconds"},
+        SpecTypeCase{
+            "SuspendString", JobBuilder().Spec("suspend", "yes").Build(),
+            "spec.suspend: expected true or false, got \"yes\"; write true or false without "
+            "quotes"},
+        SpecTypeCase{
+            "BadBackoff", JobBuilder().Spec("restartBackoff", "soon").Build(),
+            "spec.restartBackoff: 'soon' is not a duration; write it like 30s, 250ms, 5m or a "
+            "number of seconds"},
         SpecTypeCase{"BackoffObject", JobBuilder().Spec("restartBackoff", {{"s", 1}}).Build(),
                      "spec.restartBackoff: expected a duration like \"30s\", got {\"s\":1}"},
         SpecTypeCase{"TtlString", JobBuilder().Spec("ttlSecondsAfterFinished", "1h").Build(),
@@ -150,20 +160,25 @@ INSTANTIATE_TEST_SUITE_P(
                      "spec.sidecar.image: expected a string, got 5; put the value in quotes"},
         SpecTypeCase{"HangTimeoutString",
                      JobBuilder().Spec("hangDetection", {{"timeoutSeconds", "10m"}}).Build(),
-                     "spec.hangDetection.timeoutSeconds: expected an integer, got \"10m\"; write a whole number "
+                     "spec.hangDetection.timeoutSeconds: expected an integer, got \"10m\"; write a "
+                     "whole number "
                      "without quotes, e.g. timeoutSeconds: 4"},
         SpecTypeCase{"HangDetectionNotObject", JobBuilder().Spec("hangDetection", 600).Build(),
                      "spec.hangDetection: expected an object with timeoutSeconds, got 600"},
-        SpecTypeCase{"SidecarHeartbeat", JobBuilder().Spec("sidecar", {{"heartbeatTimeout", "often"}}).Build(),
+        SpecTypeCase{"SidecarHeartbeat",
+                     JobBuilder().Spec("sidecar", {{"heartbeatTimeout", "often"}}).Build(),
                      "spec.sidecar.heartbeatTimeout: 'often' is not a duration"}),
     [](const ::testing::TestParamInfo<SpecTypeCase>& info) { return info.param.name; });
 
 TEST(ParseDistributedJob, Scheduling_ParsedAndValidatedNamingTheField) {
   absl::StatusOr<DistributedJob> job = ParseDistributedJob(
       JobBuilder()
-          .Spec("scheduling", {{"queueName", "team-a"},
-                               {"schedulerName", "my-coscheduler"},
-                               {"podGroup", {{"provider", "coscheduling"}, {"minMember", 2}, {"scheduleTimeoutSeconds", 30}}}})
+          .Spec(
+              "scheduling",
+              {{"queueName", "team-a"},
+               {"schedulerName", "my-coscheduler"},
+               {"podGroup",
+                {{"provider", "coscheduling"}, {"minMember", 2}, {"scheduleTimeoutSeconds", 30}}}})
           .Build());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->spec.scheduling.queue_name, "team-a");
@@ -174,23 +189,28 @@ TEST(ParseDistributedJob, Scheduling_ParsedAndValidatedNamingTheField) {
   EXPECT_THAT(Validate(*job), IsEmpty());
   for (const auto& [name, provider] : {std::pair{"volcano", PodGroupProvider::kVolcano},
                                        std::pair{"workload", PodGroupProvider::kWorkload}}) {
-    absl::StatusOr<DistributedJob> j =
-        ParseDistributedJob(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", name}}}}).Build());
+    absl::StatusOr<DistributedJob> j = ParseDistributedJob(
+        JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", name}}}}).Build());
     ASSERT_TRUE(j.ok()) << j.status();
     EXPECT_EQ(j->spec.scheduling.pod_group.provider, provider) << name;
     EXPECT_THAT(Validate(*j), IsEmpty()) << name;
   }
 
   auto errors = [](json scheduling) {
-    absl::StatusOr<DistributedJob> j = ParseDistributedJob(JobBuilder().Spec("scheduling", scheduling).Build());
+    absl::StatusOr<DistributedJob> j =
+        ParseDistributedJob(JobBuilder().Spec("scheduling", scheduling).Build());
     return j.ok() ? ::testing::PrintToString(Validate(*j)) : std::string(j.status().message());
   };
-  EXPECT_THAT(errors({{"queueName", "-team"}}), HasSubstr("spec.scheduling.queueName: '-team' must be a label value"));
-  EXPECT_THAT(errors({{"schedulerName", "Volcano_2"}}), HasSubstr("spec.scheduling.schedulerName: 'Volcano_2'"));
+  EXPECT_THAT(errors({{"queueName", "-team"}}),
+              HasSubstr("spec.scheduling.queueName: '-team' must be a label value"));
+  EXPECT_THAT(errors({{"schedulerName", "Volcano_2"}}),
+              HasSubstr("spec.scheduling.schedulerName: 'Volcano_2'"));
   EXPECT_THAT(errors({{"podGroup", json::object()}}), HasSubstr("provider: '' is not a provider"));
-  EXPECT_THAT(errors({{"podGroup", {{"provider", "yunikorn"}}}}), HasSubstr("'yunikorn' is not a provider"));
-  EXPECT_THAT(errors({{"podGroup", {{"provider", "volcano"}, {"minMember", 5}}}}),
-              HasSubstr("spec.scheduling.podGroup.minMember: must be between 1 and replicas (4), got 5"));
+  EXPECT_THAT(errors({{"podGroup", {{"provider", "yunikorn"}}}}),
+              HasSubstr("'yunikorn' is not a provider"));
+  EXPECT_THAT(
+      errors({{"podGroup", {{"provider", "volcano"}, {"minMember", 5}}}}),
+      HasSubstr("spec.scheduling.podGroup.minMember: must be between 1 and replicas (4), got 5"));
   EXPECT_THAT(errors({{"podGroup", {{"provider", "coscheduling"}, {"scheduleTimeoutSeconds", 0}}}}),
               HasSubstr("scheduleTimeoutSeconds: must be at least 1"));
   // Only scheduler-plugins' PodGroup has a timeout: written for another provider, it is refused
@@ -203,15 +223,19 @@ TEST(ParseDistributedJob, Scheduling_ParsedAndValidatedNamingTheField) {
 
 TEST(ParseDistributedJob, IntegralFloat_AcceptedAsInteger) {
   // What a client that decodes JSON numbers as floating point writes back.
-  absl::StatusOr<DistributedJob> job = ParseDistributedJob(JobBuilder().Spec("replicas", 4.0).Build());
+  absl::StatusOr<DistributedJob> job =
+      ParseDistributedJob(JobBuilder().Spec("replicas", 4.0).Build());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->spec.replicas, 4);
   EXPECT_THAT(Validate(*job), IsEmpty());
 }
 
 TEST(ParseDistributedJob, SeveralWrongTypes_EveryOneReported) {
-  absl::StatusOr<DistributedJob> job = ParseDistributedJob(
-      JobBuilder().Spec("replicas", "four").Spec("restartBackoff", "soon").Spec("suspend", 1).Build());
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(JobBuilder()
+                                                               .Spec("replicas", "four")
+                                                               .Spec("restartBackoff", "soon")
+                                                               .Spec("suspend", 1)
+                                                               .Build());
   ASSERT_TRUE(job.ok()) << job.status();
   std::vector<std::string> errors = Validate(*job);
   ASSERT_EQ(errors.size(), 3u) << ::testing::PrintToString(errors);
@@ -251,37 +275,37 @@ INSTANTIATE_TEST_SUITE_P(
                        "spec.activeDeadlineSeconds: must be at least 1"},
         ValidationCase{"NoTemplate", JobBuilder().Erase("template").Build(),
                        "spec.template: required"},
-        ValidationCase{"NoContainers",
-                       JobBuilder().Spec("template", {{"spec", {{"containers", json::array()}}}}).Build(),
-                       "must list at least one container"},
-        ValidationCase{"ContainerWithoutImage",
-                       JobBuilder().Spec("template", {{"spec", {{"containers", {{{"name", "t"}}}}}}}).Build(),
-                       "containers[0].image: required"},
-        ValidationCase{"ReservedContainerName",
-                       JobBuilder()
-                           .Spec("template", {{"spec", {{"containers", {{{"name", "cohort-sidecar"},
-                                                                          {"image", "x"}}}}}}})
-                           .Build(),
-                       "reserved"},
-        ValidationCase{"RestartPolicyAlways",
-                       JobBuilder()
-                           .Set("/spec/template/spec/restartPolicy"_json_pointer, "Always")
-                           .Build(),
-                       "restartPolicy: must be Never or unset"},
+        ValidationCase{
+            "NoContainers",
+            JobBuilder().Spec("template", {{"spec", {{"containers", json::array()}}}}).Build(),
+            "must list at least one container"},
+        ValidationCase{
+            "ContainerWithoutImage",
+            JobBuilder().Spec("template", {{"spec", {{"containers", {{{"name", "t"}}}}}}}).Build(),
+            "containers[0].image: required"},
+        ValidationCase{
+            "ReservedContainerName",
+            JobBuilder()
+                .Spec("template",
+                      {{"spec", {{"containers", {{{"name", "cohort-sidecar"}, {"image", "x"}}}}}}})
+                .Build(),
+            "reserved"},
+        ValidationCase{
+            "RestartPolicyAlways",
+            JobBuilder().Set("/spec/template/spec/restartPolicy"_json_pointer, "Always").Build(),
+            "restartPolicy: must be Never or unset"},
         ValidationCase{"UpperCaseName", JobBuilder("Train").Build(), "must be a DNS label"},
-        ValidationCase{"PodNameTooLong", JobBuilder(std::string(60, 'a')).Spec("replicas", 1000).Build(),
+        ValidationCase{"PodNameTooLong",
+                       JobBuilder(std::string(60, 'a')).Spec("replicas", 1000).Build(),
                        "longer than 63 characters"},
         ValidationCase{"TinyHeartbeat",
                        JobBuilder().Spec("sidecar", {{"heartbeatTimeout", "10ms"}}).Build(),
                        "spec.sidecar.heartbeatTimeout: must be at least 100ms"},
-        ValidationCase{"ZeroProcessesPerPod",
-                       JobBuilder().Spec("processesPerPod", 0).Build(),
+        ValidationCase{"ZeroProcessesPerPod", JobBuilder().Spec("processesPerPod", 0).Build(),
                        "spec.processesPerPod: must be between 1 and 256, or \"auto\" (got 0)"},
-        ValidationCase{"NegativeProcessesPerPod",
-                       JobBuilder().Spec("processesPerPod", -2).Build(),
+        ValidationCase{"NegativeProcessesPerPod", JobBuilder().Spec("processesPerPod", -2).Build(),
                        "spec.processesPerPod: must be between 1 and 256"},
-        ValidationCase{"TooManyProcessesPerPod",
-                       JobBuilder().Spec("processesPerPod", 257).Build(),
+        ValidationCase{"TooManyProcessesPerPod", JobBuilder().Spec("processesPerPod", 257).Build(),
                        "(got 257)"},
         ValidationCase{"AutoMisspelled", JobBuilder().Spec("processesPerPod", "Auto").Build(),
                        "spec.processesPerPod: \"Auto\" is neither a whole number nor \"auto\""},
@@ -290,47 +314,62 @@ INSTANTIATE_TEST_SUITE_P(
                        "replicas x processesPerPod = 200000 processes"},
         ValidationCase{"UnknownLauncher", JobBuilder().Spec("launcher", "mpirun").Build(),
                        "spec.launcher: 'mpirun' is not a launcher; write Cohort"},
-        ValidationCase{"LabelNotAString",
-                       JobBuilder().Set("/spec/template/metadata"_json_pointer, {{"labels", {{"team", 7}}}}).Build(),
-                       "spec.template.metadata.labels.team: 7 is not a string; put the value in quotes"},
+        ValidationCase{
+            "LabelNotAString",
+            JobBuilder()
+                .Set("/spec/template/metadata"_json_pointer, {{"labels", {{"team", 7}}}})
+                .Build(),
+            "spec.template.metadata.labels.team: 7 is not a string; put the value in quotes"},
         ValidationCase{"AnnotationsNotAMap",
-                       JobBuilder().Set("/spec/template/metadata"_json_pointer, {{"annotations", "x=y"}}).Build(),
+                       JobBuilder()
+                           .Set("/spec/template/metadata"_json_pointer, {{"annotations", "x=y"}})
+                           .Build(),
                        "spec.template.metadata.annotations: expected a map of strings"},
-        ValidationCase{"EnvNotAList",
-                       JobBuilder().Set("/spec/template/spec/containers/0/env"_json_pointer, "A=1").Build(),
-                       "spec.template.spec.containers[0].env: expected a list of {name, value}"},
+        ValidationCase{
+            "EnvNotAList",
+            JobBuilder().Set("/spec/template/spec/containers/0/env"_json_pointer, "A=1").Build(),
+            "spec.template.spec.containers[0].env: expected a list of {name, value}"},
         ValidationCase{"EnvValueNotAString",
-                       JobBuilder().Set("/spec/template/spec/containers/0/env"_json_pointer,
-                                        {{{"name", "STEPS"}, {"value", 100}}}).Build(),
+                       JobBuilder()
+                           .Set("/spec/template/spec/containers/0/env"_json_pointer,
+                                {{{"name", "STEPS"}, {"value", 100}}})
+                           .Build(),
                        "spec.template.spec.containers[0].env[0].value: 100 is not a string"},
-        ValidationCase{"EnvWithoutName",
-                       JobBuilder().Set("/spec/template/spec/containers/0/env"_json_pointer,
-                                        {{{"value", "1"}}}).Build(),
-                       "spec.template.spec.containers[0].env[0]: needs a name"},
+        ValidationCase{
+            "EnvWithoutName",
+            JobBuilder()
+                .Set("/spec/template/spec/containers/0/env"_json_pointer, {{{"value", "1"}}})
+                .Build(),
+            "spec.template.spec.containers[0].env[0]: needs a name"},
         ValidationCase{"NegativeHangTimeout",
                        JobBuilder().Spec("hangDetection", {{"timeoutSeconds", -1}}).Build(),
-                       "spec.hangDetection.timeoutSeconds: must be 0 or more (got -1); leave it out for the automatic "
+                       "spec.hangDetection.timeoutSeconds: must be 0 or more (got -1); leave it "
+                       "out for the automatic "
                        "timeout, or write 0 to turn hang detection off"},
-        ValidationCase{"UnknownHangPolicy", JobBuilder().Spec("hangPolicy", "Kill").Build(),
-                       "spec.hangPolicy: 'Kill' is not a hang policy; write Restart (restart the gang, counted "
-                       "against maxRestarts), Fail (the job fails) or Alert (say so and keep running)"},
+        ValidationCase{
+            "UnknownHangPolicy", JobBuilder().Spec("hangPolicy", "Kill").Build(),
+            "spec.hangPolicy: 'Kill' is not a hang policy; write Restart (restart the gang, "
+            "counted "
+            "against maxRestarts), Fail (the job fails) or Alert (say so and keep running)"},
         ValidationCase{"SparesWithoutCommand", JobBuilder().Spec("spares", 1).Build(),
                        "spec.spares: 1 spares need the gang to restart in place"},
-        ValidationCase{"SparesWithRecreate",
-                       JobBuilder()
-                           .Spec("spares", 2)
-                           .Spec("restartStrategy", "Recreate")
-                           .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
-                           .Build(),
-                       "set spec.restartStrategy: InPlace"},
+        ValidationCase{
+            "SparesWithRecreate",
+            JobBuilder()
+                .Spec("spares", 2)
+                .Spec("restartStrategy", "Recreate")
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "set spec.restartStrategy: InPlace"},
         ValidationCase{"NegativeSpares", JobBuilder().Spec("spares", -1).Build(),
                        "spec.spares: must be between 0 and 1000 (got -1)"},
-        ValidationCase{"SpareNameTooLong",
-                       JobBuilder(std::string(52, 'a'))
-                           .Spec("spares", 1)
-                           .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
-                           .Build(),
-                       "spare pods are named '" + std::string(52, 'a') + "-spare0' onwards"},
+        ValidationCase{
+            "SpareNameTooLong",
+            JobBuilder(std::string(52, 'a'))
+                .Spec("spares", 1)
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "spare pods are named '" + std::string(52, 'a') + "-spare0' onwards"},
         ValidationCase{"SeveralProcessesWithoutCommand",
                        JobBuilder().Spec("processesPerPod", 2).Build(),
                        "containers[0].command: required when Cohort starts 2 processes per pod"}),
@@ -341,7 +380,8 @@ TEST(ProcessesPerPod, NumberAutoAndNumericString_Resolve) {
     JobBuilder b;
     b.Spec("processesPerPod", spec_value);
     b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
-    if (!limits.is_null()) b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, limits);
+    if (!limits.is_null())
+      b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, limits);
     absl::StatusOr<DistributedJob> job = ParseDistributedJob(b.Build());
     EXPECT_TRUE(job.ok());
     EXPECT_THAT(Validate(*job), ::testing::IsEmpty()) << spec_value;
@@ -385,8 +425,8 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   st.ready_spares = 1;
   st.spares_created = 3;
   st.slots = {{1, "train-spare2"}};
-  st.conditions.push_back(Condition{"Running", "False", "GangRestarting", "rank 2 exited with code 1",
-                                    "2026-11-22T13:00:00Z", 4});
+  st.conditions.push_back(Condition{"Running", "False", "GangRestarting",
+                                    "rank 2 exited with code 1", "2026-11-22T13:00:00Z", 4});
   json obj = JobBuilder().Build();
   obj["status"] = StatusToJson(written);
   EXPECT_EQ(obj["status"]["readyText"], "3/4");

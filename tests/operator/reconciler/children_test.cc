@@ -20,7 +20,8 @@ DistributedJob Job(json obj = JobBuilder().Build()) { return *ParseDistributedJo
 
 std::map<std::string, json> EnvOf(const json& container) {
   std::map<std::string, json> env;
-  for (const json& e : container["env"]) env[e["name"]] = e.contains("value") ? e["value"] : e["valueFrom"];
+  for (const json& e : container["env"])
+    env[e["name"]] = e.contains("value") ? e["value"] : e["valueFrom"];
   return env;
 }
 
@@ -53,7 +54,8 @@ TEST(BuildPod, IdentityLabelsAndDns) {
 }
 
 TEST(BuildPod, QueueName_KueuePodGroupOfTheAttempt_LabelsAndAnnotations) {
-  json pod = BuildPod(Job(JobBuilder().Spec("scheduling", {{"queueName", "team-a"}}).Build()), 2, 3);
+  json pod =
+      BuildPod(Job(JobBuilder().Spec("scheduling", {{"queueName", "team-a"}}).Build()), 2, 3);
   EXPECT_EQ(pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "team-a");
   EXPECT_EQ(pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"], "train-3");
   EXPECT_EQ(pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"], "4");
@@ -68,26 +70,37 @@ TEST(BuildPod, QueueName_KueuePodGroupOfTheAttempt_LabelsAndAnnotations) {
 }
 
 TEST(BuildPod, PodGroupProviders_TheGroupsNameAndScheduler_TheTemplatesSchedulerWins) {
-  json cosched = BuildPod(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "coscheduling"}}}}).Build()), 0, 1);
+  json cosched = BuildPod(
+      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "coscheduling"}}}}).Build()),
+      0, 1);
   EXPECT_EQ(cosched["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "train-1");
   EXPECT_EQ(cosched["spec"]["schedulerName"], "scheduler-plugins-scheduler");
-  json volcano = BuildPod(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}}).Build()), 0, 1);
+  json volcano = BuildPod(
+      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}}).Build()), 0,
+      1);
   EXPECT_EQ(volcano["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "train-1");
   EXPECT_EQ(volcano["spec"]["schedulerName"], "volcano");
   json own = JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}}).Build();
   own["spec"]["template"]["spec"]["schedulerName"] = "volcano-2";
   EXPECT_EQ(BuildPod(Job(own), 0, 1)["spec"]["schedulerName"], "volcano-2");
-  json named = JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}, {"schedulerName", "mine"}}).Build();
+  json named =
+      JobBuilder()
+          .Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}, {"schedulerName", "mine"}})
+          .Build();
   EXPECT_EQ(BuildPod(Job(named), 0, 1)["spec"]["schedulerName"], "mine");
   // Kubernetes' own: the pod field names the group; the default scheduler places it.
-  json workload = BuildPod(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "workload"}}}}).Build()), 0, 1);
+  json workload = BuildPod(
+      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "workload"}}}}).Build()), 0,
+      1);
   EXPECT_EQ(workload["spec"]["schedulingGroup"], json({{"podGroupName", "train-1"}}));
   EXPECT_FALSE(workload["spec"].contains("schedulerName"));
   EXPECT_FALSE(cosched["spec"].contains("schedulingGroup"));
 }
 
 TEST(BuildPodGroup, PerProvider_MinMemberDefaultsToEveryPod_OwnedByTheJob) {
-  json group = BuildPodGroup(Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "coscheduling"}}}}).Build()), 2);
+  json group = BuildPodGroup(
+      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "coscheduling"}}}}).Build()),
+      2);
   EXPECT_EQ(group["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
   EXPECT_EQ(group["kind"], "PodGroup");
   EXPECT_EQ(group["metadata"]["name"], "train-2");
@@ -96,12 +109,18 @@ TEST(BuildPodGroup, PerProvider_MinMemberDefaultsToEveryPod_OwnedByTheJob) {
   EXPECT_EQ(group["spec"]["minMember"], 4);
   EXPECT_EQ(group["spec"]["scheduleTimeoutSeconds"], 60);
   json volcano = BuildPodGroup(
-      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "volcano"}, {"minMember", 3}}}}).Build()), 0);
+      Job(JobBuilder()
+              .Spec("scheduling", {{"podGroup", {{"provider", "volcano"}, {"minMember", 3}}}})
+              .Build()),
+      0);
   EXPECT_EQ(volcano["apiVersion"], "scheduling.volcano.sh/v1beta1");
   EXPECT_EQ(volcano["spec"]["minMember"], 3);
   EXPECT_FALSE(volcano["spec"].contains("scheduleTimeoutSeconds"));  // Not a Volcano field.
   json workload = BuildPodGroup(
-      Job(JobBuilder().Spec("scheduling", {{"podGroup", {{"provider", "workload"}, {"minMember", 3}}}}).Build()), 1);
+      Job(JobBuilder()
+              .Spec("scheduling", {{"podGroup", {{"provider", "workload"}, {"minMember", 3}}}})
+              .Build()),
+      1);
   EXPECT_EQ(workload["apiVersion"], "scheduling.k8s.io/v1beta1");
   EXPECT_EQ(workload["metadata"]["name"], "train-1");
   EXPECT_EQ(workload["spec"], json({{"schedulingPolicy", {{"gang", {{"minCount", 3}}}}}}));
@@ -152,10 +171,13 @@ TEST(BuildPod, TrainerGetsTorchrunsEnvironment_OneProcessPerPod) {
 
 TEST(BuildPod, TemplateEnvKeptButContractWins) {
   json obj = JobBuilder()
-                 .Spec("template", {{"spec", {{"containers", {{{"name", "trainer"},
-                                                              {"image", "t:1"},
-                                                              {"env", {{{"name", "LR"}, {"value", "0.1"}},
-                                                                       {{"name", "COHORT_PROCESS_ID"}, {"value", "99"}}}}}}}}}})
+                 .Spec("template", {{"spec",
+                                     {{"containers",
+                                       {{{"name", "trainer"},
+                                         {"image", "t:1"},
+                                         {"env",
+                                          {{{"name", "LR"}, {"value", "0.1"}},
+                                           {{"name", "COHORT_PROCESS_ID"}, {"value", "99"}}}}}}}}}})
                  .Build();
   std::map<std::string, json> env = EnvOf(BuildPod(Job(obj), 1, 0)["spec"]["containers"][0]);
   EXPECT_EQ(env["LR"], "0.1");
@@ -170,7 +192,8 @@ TEST(BuildPod, HangTimeout_AutoUnlessSet_InTrainerAndSidecar) {
     if (!spec_hang.is_null()) b.Spec("hangDetection", spec_hang);
     json pod = BuildPod(Job(b.Build()), 1, 0);
     std::string trainer = EnvOf(pod["spec"]["containers"][0])["COHORT_HANG_TIMEOUT"];
-    EXPECT_EQ(EnvOf(pod["spec"]["initContainers"][0])["COHORT_HANG_TIMEOUT"], trainer) << "the sidecar's";
+    EXPECT_EQ(EnvOf(pod["spec"]["initContainers"][0])["COHORT_HANG_TIMEOUT"], trainer)
+        << "the sidecar's";
     return trainer;
   };
   EXPECT_EQ(timeout_in(json()), "auto");
@@ -183,7 +206,8 @@ TEST(BuildPod, FlightRecorderDefaults_InTheSharedDumpsDir_TrainerOnly) {
   json pod = BuildPod(Job(), 0, 0);
   std::map<std::string, json> env = EnvOf(pod["spec"]["containers"][0]);
   EXPECT_EQ(env["TORCH_NCCL_TRACE_BUFFER_SIZE"], "2000");
-  EXPECT_EQ(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], absl::StrCat(kAgentDir, "/dumps/nccl_trace_rank_"));
+  EXPECT_EQ(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"],
+            absl::StrCat(kAgentDir, "/dumps/nccl_trace_rank_"));
   EXPECT_EQ(env["TORCH_FR_DUMP_TEMP_FILE"], absl::StrCat(kAgentDir, "/dumps/fr_trace_rank_"));
   std::map<std::string, json> sidecar = EnvOf(pod["spec"]["initContainers"][0]);
   EXPECT_EQ(sidecar.count("TORCH_NCCL_TRACE_BUFFER_SIZE"), 0u);
@@ -196,30 +220,36 @@ TEST(BuildPod, FlightRecorderDefaults_TheTemplatesValueOrItsAliasWins) {
     b.Set("/spec/template/spec/containers/0/env"_json_pointer, std::move(env));
     return EnvOf(BuildPod(Job(b.Build()), 0, 0)["spec"]["containers"][0]);
   };
-  std::map<std::string, json> own = trainer_env({{{"name", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, {"value", "0"}},
-                                                 {{"name", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, {"value", "/tmp/t_"}}});
+  std::map<std::string, json> own =
+      trainer_env({{{"name", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, {"value", "0"}},
+                   {{"name", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, {"value", "/tmp/t_"}}});
   EXPECT_EQ(own["TORCH_NCCL_TRACE_BUFFER_SIZE"], "0");
   EXPECT_EQ(own["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], "/tmp/t_");
   // PyTorch reads the TORCH_FR_ name first: set beside the template's, it would override it.
   EXPECT_EQ(own.count("TORCH_FR_DUMP_TEMP_FILE"), 0u);
-  std::map<std::string, json> alias = trainer_env({{{"name", "TORCH_FR_BUFFER_SIZE"}, {"value", "100"}},
-                                                   {{"name", "TORCH_FR_DUMP_TEMP_FILE"}, {"value", "/data/fr_"}}});
+  std::map<std::string, json> alias =
+      trainer_env({{{"name", "TORCH_FR_BUFFER_SIZE"}, {"value", "100"}},
+                   {{"name", "TORCH_FR_DUMP_TEMP_FILE"}, {"value", "/data/fr_"}}});
   EXPECT_EQ(alias.count("TORCH_NCCL_TRACE_BUFFER_SIZE"), 0u);
   EXPECT_EQ(alias.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), 0u);
   EXPECT_EQ(alias["TORCH_FR_BUFFER_SIZE"], "100");
   EXPECT_EQ(alias["TORCH_FR_DUMP_TEMP_FILE"], "/data/fr_");
   // Each name once: the template's entry is not repeated.
   JobBuilder b;
-  b.Set("/spec/template/spec/containers/0/env"_json_pointer, {{{"name", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, {"value", "5"}}});
+  b.Set("/spec/template/spec/containers/0/env"_json_pointer,
+        {{{"name", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, {"value", "5"}}});
   const json pod = BuildPod(Job(b.Build()), 0, 0);
   const json& env = pod["spec"]["containers"][0]["env"];
-  EXPECT_EQ(std::count_if(env.begin(), env.end(),
-                          [](const json& e) { return e["name"] == "TORCH_NCCL_TRACE_BUFFER_SIZE"; }),
-            1);
+  EXPECT_EQ(
+      std::count_if(env.begin(), env.end(),
+                    [](const json& e) { return e["name"] == "TORCH_NCCL_TRACE_BUFFER_SIZE"; }),
+      1);
 }
 
 TEST(BuildPod, SidecarIsANativeSidecarSharingTheSocketAndToken) {
-  json pod = BuildPod(Job(JobBuilder().Spec("sidecar", {{"image", "sc:9"}, {"heartbeatTimeout", "3s"}}).Build()), 0, 0);
+  json pod = BuildPod(
+      Job(JobBuilder().Spec("sidecar", {{"image", "sc:9"}, {"heartbeatTimeout", "3s"}}).Build()), 0,
+      0);
   const json& sidecar = pod["spec"]["initContainers"][0];
   EXPECT_EQ(sidecar["name"], "cohort-sidecar");
   EXPECT_EQ(sidecar["image"], "sc:9");
@@ -253,11 +283,13 @@ TEST(BuildPod, TemplateInitContainersRunAfterTheSidecar) {
 // Found by tests/fuzz (distributed_job): a template whose labels are not an object, or whose env
 // holds entries that are not objects with a string name, made BuildPod throw (nlohmann's value()).
 TEST(BuildPod, TemplateMembersOfOtherTypes_NoThrowContractStillSet) {
-  json obj = JobBuilder()
-                 .Set("/spec/template/metadata"_json_pointer, {{"labels", "team=ml"}, {"annotations", {"a"}}})
-                 .Set("/spec/template/spec/containers/0/env"_json_pointer,
-                      {3, {{"name", 5}, {"value", "x"}}, {{"name", "COHORT_PROCESS_ID"}, {"value", "9"}}})
-                 .Build();
+  json obj =
+      JobBuilder()
+          .Set("/spec/template/metadata"_json_pointer,
+               {{"labels", "team=ml"}, {"annotations", {"a"}}})
+          .Set("/spec/template/spec/containers/0/env"_json_pointer,
+               {3, {{"name", 5}, {"value", "x"}}, {{"name", "COHORT_PROCESS_ID"}, {"value", "9"}}})
+          .Build();
   json pod;
   ASSERT_NO_THROW(pod = BuildPod(Job(obj), 1, 0));
   EXPECT_EQ(pod["metadata"]["labels"][kRankLabel], "1");
@@ -269,13 +301,14 @@ TEST(BuildPod, TemplateMembersOfOtherTypes_NoThrowContractStillSet) {
   EXPECT_EQ(env["COHORT_PROCESS_ID"], "1");
 }
 
-
 DistributedJob TwoProcessJob(json limits = json()) {
   JobBuilder b;
   b.Spec("replicas", 2).Spec("processesPerPod", 2);
-  b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+        json::array({"python", "train.py"}));
   b.Set("/spec/template/spec/containers/0/args"_json_pointer, json::array({"--lr", "0.1"}));
-  if (!limits.is_null()) b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, limits);
+  if (!limits.is_null())
+    b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, limits);
   return Job(b.Build());
 }
 
@@ -354,7 +387,8 @@ TEST(BuildPod, AutoWithEightGpus_EightProcessesEachSeesItsDevice) {
   JobBuilder b;
   b.Spec("processesPerPod", "auto");
   b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
-  b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer, json{{"nvidia.com/gpu", 8}});
+  b.Set("/spec/template/spec/containers/0/resources/limits"_json_pointer,
+        json{{"nvidia.com/gpu", 8}});
   json pod = BuildPod(Job(b.Build()), 1, 0);
   std::map<std::string, json> env = EnvOf(pod["spec"]["containers"][0]);
   EXPECT_EQ(env["COHORT_PROCESSES_PER_POD"], "8");
@@ -365,8 +399,12 @@ TEST(BuildPod, AutoWithEightGpus_EightProcessesEachSeesItsDevice) {
 
 TEST(BuildPod, TorchrunLauncher_PetVariablesAndTheCommandAsItIs) {
   JobBuilder b;
-  b.Spec("replicas", 2).Spec("processesPerPod", 2).Spec("launcher", "Torchrun").Spec("restartStrategy", "Recreate");
-  b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"torchrun", "train.py"}));
+  b.Spec("replicas", 2)
+      .Spec("processesPerPod", 2)
+      .Spec("launcher", "Torchrun")
+      .Spec("restartStrategy", "Recreate");
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+        json::array({"torchrun", "train.py"}));
   json pod = BuildPod(Job(b.Build()), 1, 0);
   const json& trainer = pod["spec"]["containers"][0];
   EXPECT_EQ(trainer["command"], json::array({"torchrun", "train.py"}));
@@ -387,15 +425,18 @@ TEST(BuildPod, InPlace_CohortLaunchSupervisesEveryTrainer_LaunchSocketAndShm) {
     SCOPED_TRACE(launcher);
     JobBuilder b;
     b.Spec("replicas", 2).Spec("launcher", launcher);
-    b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+    b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+          json::array({"python", "train.py"}));
     json pod = BuildPod(Job(b.Build()), 1, 0);
     const json& trainer = pod["spec"]["containers"][0];
     json want = launcher == "Cohort"
                     ? json::array({"/run/cohort/bin/cohort-launch", "--", "python", "train.py"})
-                    : json::array({"/run/cohort/bin/cohort-launch", "--one-process", "--", "python", "train.py"});
+                    : json::array({"/run/cohort/bin/cohort-launch", "--one-process", "--", "python",
+                                   "train.py"});
     EXPECT_EQ(trainer["command"], want);
     EXPECT_NE(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr);
-    for (const json* c : {&trainer, ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar")}) {
+    for (const json* c :
+         {&trainer, ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar")}) {
       ASSERT_NE(c, nullptr);
       std::map<std::string, json> env = EnvOf(*c);
       EXPECT_EQ(env["COHORT_LAUNCH_SOCKET"], "/run/cohort/launch.sock");
@@ -411,13 +452,15 @@ TEST(BuildPod, InPlace_CohortLaunchSupervisesEveryTrainer_LaunchSocketAndShm) {
     JobBuilder b;
     if (recreate) {
       b.Spec("restartStrategy", "Recreate");
-      b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+      b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+            json::array({"python", "train.py"}));
     } else {
       b.Set("/spec/template/spec/containers/0/command"_json_pointer, nullptr);
     }
     json pod = BuildPod(Job(b.Build()), 1, 0);
     EXPECT_EQ(EnvOf(pod["spec"]["containers"][0]).count("COHORT_LAUNCH_SOCKET"), 0u) << recreate;
-    EXPECT_EQ(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr) << recreate;
+    EXPECT_EQ(ContainerNamed(pod["spec"]["initContainers"], "cohort-launch-install"), nullptr)
+        << recreate;
   }
 }
 
@@ -428,7 +471,8 @@ TEST(BuildSparePod, NoRank_SpareLabelAndVariable_LaunchesThroughCohortLaunch) {
     SCOPED_TRACE(launcher);
     JobBuilder b;
     b.Spec("replicas", 2).Spec("spares", 1).Spec("processesPerPod", 2).Spec("launcher", launcher);
-    b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+    b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+          json::array({"python", "train.py"}));
     json pod = BuildSparePod(Job(b.Build()), 3, 1);
     EXPECT_EQ(pod["metadata"]["name"], "train-spare3");
     EXPECT_EQ(pod["metadata"]["labels"][kSpareLabel], "train-spare3");
@@ -437,23 +481,26 @@ TEST(BuildSparePod, NoRank_SpareLabelAndVariable_LaunchesThroughCohortLaunch) {
     EXPECT_EQ(pod["spec"]["hostname"], "train-spare3");
     EXPECT_EQ(pod["spec"]["containers"][0]["command"][0], "/run/cohort/bin/cohort-launch");
     const json* trainer = &pod["spec"]["containers"][0];
-    for (const json* c : {trainer, ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar")}) {
+    for (const json* c :
+         {trainer, ContainerNamed(pod["spec"]["initContainers"], "cohort-sidecar")}) {
       ASSERT_NE(c, nullptr);
       std::map<std::string, json> env = EnvOf(*c);
       EXPECT_EQ(env["COHORT_SPARE"], "train-spare3");
       EXPECT_EQ(env["COHORT_NUM_PROCESSES"], "4");
       EXPECT_EQ(env["COHORT_PROCESSES_PER_POD"], "2");
       EXPECT_EQ(env["COHORT_LAUNCH_SOCKET"], "/run/cohort/launch.sock");
-      for (const char* rank : {"COHORT_PROCESS_ID", "JAX_PROCESS_ID", "RANK", "NODE_RANK", "GROUP_RANK",
-                               "LOCAL_RANK", "PET_NODE_RANK"}) {
+      for (const char* rank : {"COHORT_PROCESS_ID", "JAX_PROCESS_ID", "RANK", "NODE_RANK",
+                               "GROUP_RANK", "LOCAL_RANK", "PET_NODE_RANK"}) {
         EXPECT_EQ(env.count(rank), 0u) << rank;
       }
     }
   }
   // A rank's pod has no COHORT_SPARE.
   JobBuilder b;
-  b.Spec("spares", 1).Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
-  EXPECT_EQ(EnvOf(BuildPod(Job(b.Build()), 1, 0)["spec"]["containers"][0]).count("COHORT_SPARE"), 0u);
+  b.Spec("spares", 1)
+      .Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
+  EXPECT_EQ(EnvOf(BuildPod(Job(b.Build()), 1, 0)["spec"]["containers"][0]).count("COHORT_SPARE"),
+            0u);
 }
 
 // Spares are pods of the gang's group: Kueue's total count and a PodGroup's default minMember
@@ -462,14 +509,17 @@ TEST(BuildSparePod, CountedInGangAdmission) {
   JobBuilder queued;
   queued.Spec("replicas", 4).Spec("spares", 2).Spec("scheduling", {{"queueName", "team-a"}});
   queued.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python"}));
-  for (const json& pod : {BuildPod(Job(queued.Build()), 1, 0), BuildSparePod(Job(queued.Build()), 0, 0)}) {
+  for (const json& pod :
+       {BuildPod(Job(queued.Build()), 1, 0), BuildSparePod(Job(queued.Build()), 0, 0)}) {
     EXPECT_EQ(pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"], "6");
     EXPECT_EQ(pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"], "train-0");
   }
   EXPECT_FALSE(BuildSparePod(Job(queued.Build()), 0, 0)["metadata"]["annotations"].contains(
       "kueue.x-k8s.io/pod-group-pod-index-label"));
   JobBuilder grouped;
-  grouped.Spec("replicas", 4).Spec("spares", 2).Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}});
+  grouped.Spec("replicas", 4)
+      .Spec("spares", 2)
+      .Spec("scheduling", {{"podGroup", {{"provider", "volcano"}}}});
   EXPECT_EQ(BuildPodGroup(Job(grouped.Build()), 0)["spec"]["minMember"], 6);
 }
 

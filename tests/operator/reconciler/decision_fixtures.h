@@ -43,7 +43,8 @@ inline std::function<void(DistributedJob&)> InPhase(Phase phase, int32_t restart
 }
 
 // Four running ranks of `restart_attempt`, each then changed by `each`.
-inline std::vector<ObservedPod> Gang(int32_t restart_attempt, std::function<void(int, PodBuilder&)> each) {
+inline std::vector<ObservedPod> Gang(int32_t restart_attempt,
+                                     std::function<void(int, PodBuilder&)> each) {
   std::vector<ObservedPod> pods;
   for (int r = 0; r < 4; ++r) {
     PodBuilder p(r, restart_attempt);
@@ -65,8 +66,8 @@ struct PolicyCase {
   Phase phase;
   size_t creates = 0;
   size_t deletes = 0;
-  std::string event_reason = "";   // Of the first Event; "" for none.
-  std::string event_message = "";  // A substring of it.
+  std::string event_reason = "";                         // Of the first Event; "" for none.
+  std::string event_message = "";                        // A substring of it.
   std::optional<absl::Duration> requeue = std::nullopt;  // nullopt: none asked for.
   int32_t restarts = 0;
   int32_t preemptions = 0;
@@ -93,6 +94,8 @@ inline void CheckPolicyCase(const PolicyCase& c) {
   }
 }
 
-inline std::string PolicyCaseName(const ::testing::TestParamInfo<PolicyCase>& info) { return info.param.name; }
+inline std::string PolicyCaseName(const ::testing::TestParamInfo<PolicyCase>& info) {
+  return info.param.name;
+}
 
 }  // namespace cohort::op::testing

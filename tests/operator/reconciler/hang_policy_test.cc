@@ -18,24 +18,27 @@ namespace cohort::op {
 namespace {
 
 using json = nlohmann::json;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using testing::AllRunning;
 using testing::Gang;
+using ::testing::HasSubstr;
 using testing::InPhase;
+using ::testing::IsEmpty;
 using testing::Job;
 using testing::JobBuilder;
 using testing::kNow;
 
 const char kMessage[] =
-    "rank 1 (pod train-1, local 0): train.py:40 in <module>: time.sleep(1e9); ranks 0, 2-3: all_reduce at "
+    "rank 1 (pod train-1, local 0): train.py:40 in <module>: time.sleep(1e9); ranks 0, 2-3: "
+    "all_reduce at "
     "train.py:35";
 
 // A running job that restarts in place (its trainer has a command), with spec.hangPolicy `policy`
 // ("" for the default) and these failure rules.
-DistributedJob HangJob(const std::string& policy = "", json rules = nullptr, int32_t restart_attempt = 0) {
+DistributedJob HangJob(const std::string& policy = "", json rules = nullptr,
+                       int32_t restart_attempt = 0) {
   JobBuilder b;
-  b.Set("/spec/template/spec/containers/0/command"_json_pointer, json::array({"python", "train.py"}));
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+        json::array({"python", "train.py"}));
   if (!policy.empty()) b.Spec("hangPolicy", policy);
   if (!rules.is_null()) b.Spec("failurePolicy", {{"rules", std::move(rules)}});
   DistributedJob job = Job(InPhase(Phase::kRunning, restart_attempt), b.Build());
@@ -139,7 +142,8 @@ TEST(HandleHang, ConditionAndOneEventPerHang) {
   job.status = first.decision.status;
   Result again = RunAlone(job, HungView(7), kNow + absl::Seconds(20));
   EXPECT_THAT(again.decision.events, IsEmpty());
-  EXPECT_EQ(FindCondition(again.decision.status.conditions, "Hung")->last_transition_time, FormatRfc3339(kNow));
+  EXPECT_EQ(FindCondition(again.decision.status.conditions, "Hung")->last_transition_time,
+            FormatRfc3339(kNow));
 
   // A new hang of the same attempt (the ranks moved, then stopped again) is told again.
   job.status = again.decision.status;
@@ -228,7 +232,8 @@ TEST(HandleHang, Restart_FailureRuleOnTerminationReasonHung_Decides) {
   EXPECT_THAT(condition->message, HasSubstr("rule 0 (FailJob, reason Hung of container trainer)"));
 
   // Not counted against maxRestarts, by a rule.
-  const json uncounted = {{"action", "RestartJobAndIgnoreMaxRestarts"}, {"onTerminationReasons", {"Hung"}}};
+  const json uncounted = {{"action", "RestartJobAndIgnoreMaxRestarts"},
+                          {"onTerminationReasons", {"Hung"}}};
   Result restarted = RunAlone(HangJob("Restart", {uncounted}), HungView(7, absl::Seconds(5), true));
   EXPECT_EQ(restarted.decision.status.phase, Phase::kRestarting);
   EXPECT_EQ(restarted.decision.status.restarts, 0);
@@ -236,7 +241,8 @@ TEST(HandleHang, Restart_FailureRuleOnTerminationReasonHung_Decides) {
   EXPECT_EQ(restarted.decision.restart->cause, "hung");
 
   // A rule on exit codes does not match a hang: it has none.
-  const json on_codes = {{"action", "FailJob"}, {"onExitCodes", {{"operator", "NotIn"}, {"values", {0}}}}};
+  const json on_codes = {{"action", "FailJob"},
+                         {"onExitCodes", {{"operator", "NotIn"}, {"values", {0}}}}};
   Result counted = RunAlone(HangJob("Restart", {on_codes}), HungView(7, absl::Seconds(5), true));
   EXPECT_EQ(counted.decision.status.phase, Phase::kRestarting);
   EXPECT_EQ(counted.decision.status.restarts, 1);
@@ -264,7 +270,8 @@ TEST(HandleHang, NextAttemptRuns_HungFalse) {
   job.status.phase = Phase::kPending;  // The backoff passed and attempt 1 was ordered.
   AttemptView view = HungView(7, absl::Seconds(40), true, /*attempt=*/1);
   view.hang->attempt = 0;
-  Decision running = Decide(job, Gang(0, AllRunning), kNow + absl::Minutes(1), DecideOptions{}, &view);
+  Decision running =
+      Decide(job, Gang(0, AllRunning), kNow + absl::Minutes(1), DecideOptions{}, &view);
   EXPECT_EQ(running.status.phase, Phase::kRunning);
   const Condition* hung = FindCondition(running.status.conditions, "Hung");
   ASSERT_NE(hung, nullptr);
@@ -278,8 +285,8 @@ TEST(HandleHang, HubNotHeardButALaterAttemptRuns_HungFalse) {
   DistributedJob job = HangJob("Alert");
   job.status = RunAlone(job, HungView(7)).decision.status;
   job.status.restart_attempt = 1;
-  SetCondition(job.status.conditions,
-               Condition{"Running", "True", "AllRanksRunning", "", FormatRfc3339(kNow + absl::Minutes(2)), 1});
+  SetCondition(job.status.conditions, Condition{"Running", "True", "AllRanksRunning", "",
+                                                FormatRfc3339(kNow + absl::Minutes(2)), 1});
   AttemptView silent;
   silent.heard = false;
   std::vector<ObservedPod> pods = Gang(1, AllRunning);

@@ -15,9 +15,9 @@
 namespace cohort::op {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::AllRunning;
 using testing::Gang;
+using ::testing::HasSubstr;
 using testing::InPhase;
 using testing::Job;
 using testing::JobBuilder;
@@ -27,10 +27,12 @@ using testing::PodBuilder;
 // A job that restarts in place (a trainer with a command), in `phase` of `attempt`; after an
 // in-place restart when `after_in_place`.
 DistributedJob InPlaceJob(Phase phase, int32_t attempt = 0, bool after_in_place = false,
-                          const std::string& strategy = "InPlace", absl::Duration ago = absl::Minutes(1)) {
+                          const std::string& strategy = "InPlace",
+                          absl::Duration ago = absl::Minutes(1)) {
   JobBuilder b;
   b.Spec("restartStrategy", strategy);
-  b.Set("/spec/template/spec/containers/0/command"_json_pointer, nlohmann::json::array({"python", "train.py"}));
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+        nlohmann::json::array({"python", "train.py"}));
   return Job(
       [&](DistributedJob& j) {
         InPhase(phase, attempt, ago)(j);
@@ -46,7 +48,8 @@ AttemptView View(int32_t attempt, std::vector<std::pair<int32_t, int>> ends = {}
   v.connected = true;
   v.following = {0, 1, 2, 3};
   v.followed = v.following;
-  for (auto [pod, code] : ends) v.ends[pod] = AttemptView::End{code, "Error", "the last line", kNow};
+  for (auto [pod, code] : ends)
+    v.ends[pod] = AttemptView::End{code, "Error", "the last line", kNow};
   return v;
 }
 
@@ -217,8 +220,8 @@ INSTANTIATE_TEST_SUITE_P(
 // The pods as the hub describes them.
 TEST(ApplyAttemptView, PodsOfTheGangRunTheHubsAttempt_TheirEndsReadAsTheTrainersExit) {
   std::vector<ObservedPod> pods = Gang(0, [](int r, PodBuilder& p) {
-    if (r == 1) p.Exited(0);        // Its container ended: not in place any more.
-    if (r == 3) p.Terminating();    // Going: not of the gang.
+    if (r == 1) p.Exited(0);      // Its container ended: not in place any more.
+    if (r == 3) p.Terminating();  // Going: not of the gang.
   });
   ObservedPod newer = PodBuilder(0, 5).Running();  // Created for a later attempt: not this hub's.
   pods.push_back(newer);

@@ -12,10 +12,10 @@
 namespace cohort::op {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::AllRunning;
+using ::testing::ElementsAre;
 using testing::Gang;
+using ::testing::HasSubstr;
 using testing::InPhase;
 using testing::Job;
 using testing::JobBuilder;
@@ -158,8 +158,8 @@ TEST(RestartCause, FromTheRootRanksExitOrTheCauseLibdistWasTold) {
   EXPECT_EQ(RestartCause(root(137, "", "Error")), "signal");
   EXPECT_EQ(RestartCause(root(kPreemptedExitCode)), "preempted");
   auto told = [&](const std::string& words) {
-    return RestartCause(root(kPeerFailureExitCode,
-                             "cohort: the job failed: rank 2 ... [cause: " + words + "]. Exiting with code 75"));
+    return RestartCause(root(kPeerFailureExitCode, "cohort: the job failed: rank 2 ... [cause: " +
+                                                       words + "]. Exiting with code 75"));
   };
   EXPECT_EQ(told("heartbeat timeout"), "heartbeat_timeout");
   EXPECT_EQ(told("reported error"), "reported_error");
@@ -171,34 +171,49 @@ TEST(RestartCause, FromTheRootRanksExitOrTheCauseLibdistWasTold) {
 }
 
 TEST(Decide, GangRestartSaysItsCauseAndWhenTheRankFailed) {
-  Decision crash = Decide(Job(InPhase(Phase::kRunning)), Gang(0, [](int r, PodBuilder& p) {
-                            if (r == 2) p.Exited(137).FinishedAt(kNow - absl::Seconds(3));
-                          }),
+  Decision crash = Decide(Job(InPhase(Phase::kRunning)),
+                          Gang(0,
+                               [](int r, PodBuilder& p) {
+                                 if (r == 2) p.Exited(137).FinishedAt(kNow - absl::Seconds(3));
+                               }),
                           kNow);
   ASSERT_TRUE(crash.restart.has_value());
   EXPECT_EQ(crash.restart->cause, "signal");
   EXPECT_EQ(crash.restart->failed_at, kNow - absl::Seconds(3));
 
   Decision evicted = Decide(Job(InPhase(Phase::kRunning)),
-                            Gang(0, [](int r, PodBuilder& p) { if (r == 1) p.Evicted(); }), kNow);
+                            Gang(0,
+                                 [](int r, PodBuilder& p) {
+                                   if (r == 1) p.Evicted();
+                                 }),
+                            kNow);
   ASSERT_TRUE(evicted.restart.has_value());
   EXPECT_EQ(evicted.restart->cause, "preempted");
   EXPECT_EQ(evicted.restart->failed_at, absl::InfinitePast());
 
-  EXPECT_FALSE(Decide(Job(InPhase(Phase::kRunning)), Gang(0, AllRunning), kNow).restart.has_value());
+  EXPECT_FALSE(
+      Decide(Job(InPhase(Phase::kRunning)), Gang(0, AllRunning), kNow).restart.has_value());
   // No restarts left: the job fails, which is no restart.
   Decision last = Decide(Job([](DistributedJob& j) {
                            InPhase(Phase::kRunning)(j);
                            j.status.restarts = j.spec.max_restarts;
                          }),
-                         Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Exited(1); }), kNow);
+                         Gang(0,
+                              [](int r, PodBuilder& p) {
+                                if (r == 0) p.Exited(1);
+                              }),
+                         kNow);
   EXPECT_EQ(last.status.phase, Phase::kFailed);
   EXPECT_FALSE(last.restart.has_value());
 }
 
 TEST(Decide, RestartRequeuesAfterBackoff) {
   Decision d = Decide(Job(InPhase(Phase::kRunning)),
-                      Gang(0, [](int r, PodBuilder& p) { if (r == 0) p.Exited(1); }), kNow);
+                      Gang(0,
+                           [](int r, PodBuilder& p) {
+                             if (r == 0) p.Exited(1);
+                           }),
+                      kNow);
   EXPECT_EQ(d.requeue_after, absl::Seconds(10));
   const Condition* running = FindCondition(d.status.conditions, "Running");
   ASSERT_NE(running, nullptr);
@@ -209,39 +224,52 @@ TEST(Decide, RestartRequeuesAfterBackoff) {
 // and how many are placed, read from the pods as the API server returns them.
 TEST(Decide, PodsWaitingToBePlaced_ConditionScheduledSaysWhyAndHowMany) {
   auto pod = [](int rank, nlohmann::json spec, nlohmann::json conditions) {
-    nlohmann::json p = {{"metadata",
-                         {{"name", absl::StrCat("train-", rank)},
-                          {"labels", {{"cohort.dev/rank", absl::StrCat(rank)}, {"cohort.dev/restart-attempt", "0"}}}}},
-                        {"spec", spec},
-                        {"status", {{"phase", "Pending"}, {"conditions", conditions}}}};
+    nlohmann::json p = {
+        {"metadata",
+         {{"name", absl::StrCat("train-", rank)},
+          {"labels",
+           {{"cohort.dev/rank", absl::StrCat(rank)}, {"cohort.dev/restart-attempt", "0"}}}}},
+        {"spec", spec},
+        {"status", {{"phase", "Pending"}, {"conditions", conditions}}}};
     return *ObservePod(p);
   };
   const nlohmann::json placed = {{"nodeName", "node-0"}};
   const nlohmann::json gates = {{"schedulingGates", {{{"name", "kueue.x-k8s.io/admission"}}}}};
   const nlohmann::json none = nlohmann::json::array();
-  const nlohmann::json unschedulable = {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}};
+  const nlohmann::json unschedulable = {
+      {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}};
   auto scheduled = [](const Decision& d) -> std::string {
     for (const Condition& c : d.status.conditions) {
       if (c.type == "Scheduled") return absl::StrCat(c.status, "/", c.reason, ": ", c.message);
     }
     return "";
   };
-  auto decide = [](std::vector<ObservedPod> pods) { return Decide(Job(InPhase(Phase::kPending)), pods, kNow); };
+  auto decide = [](std::vector<ObservedPod> pods) {
+    return Decide(Job(InPhase(Phase::kPending)), pods, kNow);
+  };
 
-  Decision gated = decide({pod(0, placed, none), pod(1, gates, none), pod(2, gates, none), pod(3, gates, none)});
-  EXPECT_THAT(scheduled(gated), HasSubstr("False/SchedulingGated: waiting for admission: 1 of 4 pods placed, 3 held"));
+  Decision gated =
+      decide({pod(0, placed, none), pod(1, gates, none), pod(2, gates, none), pod(3, gates, none)});
+  EXPECT_THAT(
+      scheduled(gated),
+      HasSubstr("False/SchedulingGated: waiting for admission: 1 of 4 pods placed, 3 held"));
   EXPECT_EQ(gated.status.phase, Phase::kPending);
   EXPECT_EQ(gated.status.restarts, 0);
   EXPECT_FALSE(gated.restart.has_value());
 
-  Decision full = decide({pod(0, placed, none), pod(1, placed, none), pod(2, nlohmann::json::object(), unschedulable),
+  Decision full = decide({pod(0, placed, none), pod(1, placed, none),
+                          pod(2, nlohmann::json::object(), unschedulable),
                           pod(3, nlohmann::json::object(), unschedulable)});
-  EXPECT_THAT(scheduled(full), HasSubstr("False/Unschedulable: waiting for room: 2 of 4 pods placed, 2 unschedulable"));
+  EXPECT_THAT(
+      scheduled(full),
+      HasSubstr("False/Unschedulable: waiting for room: 2 of 4 pods placed, 2 unschedulable"));
 
-  Decision fresh = decide({pod(0, nlohmann::json::object(), none), pod(1, placed, none), pod(2, placed, none), pod(3, placed, none)});
+  Decision fresh = decide({pod(0, nlohmann::json::object(), none), pod(1, placed, none),
+                           pod(2, placed, none), pod(3, placed, none)});
   EXPECT_EQ(scheduled(fresh), "False/WaitingForScheduler: 3 of 4 pods placed");
 
-  Decision all = decide({pod(0, placed, none), pod(1, placed, none), pod(2, placed, none), pod(3, placed, none)});
+  Decision all = decide(
+      {pod(0, placed, none), pod(1, placed, none), pod(2, placed, none), pod(3, placed, none)});
   EXPECT_EQ(scheduled(all), "True/AllPodsScheduled: all 4 pods are placed on nodes");
 }
 
@@ -254,8 +282,9 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
       {"status",
        {{"phase", "Failed"},
         {"startTime", "2026-11-22T12:00:00Z"},
-        {"conditions", {{{"type", "Ready"}, {"status", "False"}},
-                        {{"type", "DisruptionTarget"}, {"status", "True"}}}},
+        {"conditions",
+         {{{"type", "Ready"}, {"status", "False"}},
+          {{"type", "DisruptionTarget"}, {"status", "True"}}}},
         {"containerStatuses",
          {{{"name", "cohort-sidecar"}, {"state", {{"terminated", {{"exitCode", 1}}}}}},
           {{"name", "trainer"},
@@ -288,9 +317,11 @@ TEST(ObservePod, TheTrainerByNameAndTheNodeAndDeletionDeadline) {
       {"status",
        {{"phase", "Failed"},
         {"containerStatuses",
-         {{{"name", "aaa-helper"}, {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}},
+         {{{"name", "aaa-helper"},
+           {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}},
           {{"name", "cohort-sidecar"}, {"state", {{"terminated", {{"exitCode", 1}}}}}},
-          {{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 3}, {"reason", "Error"}}}}}}}}}}};
+          {{"name", "trainer"},
+           {"state", {{"terminated", {{"exitCode", 3}, {"reason", "Error"}}}}}}}}}}};
   std::optional<ObservedPod> p = ObservePod(pod, "trainer");
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->trainer_name, "trainer");
@@ -307,14 +338,18 @@ TEST(ObservePod, TheTrainerByNameAndTheNodeAndDeletionDeadline) {
 TEST(ObservePod, NotOursWithoutLabels) {
   EXPECT_FALSE(ObservePod({{"metadata", {{"name", "x"}}}}).has_value());
   EXPECT_FALSE(
-      ObservePod({{"metadata", {{"labels", {{"cohort.dev/rank", "a"}, {"cohort.dev/restart-attempt", "0"}}}}}})
+      ObservePod({{"metadata",
+                   {{"labels", {{"cohort.dev/rank", "a"}, {"cohort.dev/restart-attempt", "0"}}}}}})
           .has_value());
 }
 
 TEST(ObservePod, RunningAndReady) {
   std::optional<ObservedPod> p = ObservePod(
-      {{"metadata", {{"name", "train-0"}, {"labels", {{"cohort.dev/rank", "0"}, {"cohort.dev/restart-attempt", "0"}}}}},
-       {"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+      {{"metadata",
+        {{"name", "train-0"},
+         {"labels", {{"cohort.dev/rank", "0"}, {"cohort.dev/restart-attempt", "0"}}}}},
+       {"status",
+        {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->phase, ObservedPod::Phase::kRunning);
   EXPECT_TRUE(p->ready);
@@ -338,7 +373,8 @@ TEST(ObservePod, UnexpectedShapes_NoThrowAndNamelessIsNotOurs) {
        {{"phase", 3},
         {"conditions", {1, {{"type", "Ready"}, {"status", true}}}},
         {"containerStatuses",
-         {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", "137"}, {"finishedAt", 5}}}}}}}}}}};
+         {{{"name", "trainer"},
+           {"state", {{"terminated", {{"exitCode", "137"}, {"finishedAt", 5}}}}}}}}}}};
   std::optional<ObservedPod> p = ObservePod(odd);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->phase, ObservedPod::Phase::kPending);
@@ -352,7 +388,11 @@ TEST(Decide, LongTerminationMessage_CutAtACharacterBoundary) {
   std::string message = "a";
   for (int i = 0; i < 300; ++i) message += "\u00e9";  // 2 bytes each: byte 512 is inside one.
   Decision d = Decide(Job(InPhase(Phase::kRunning)),
-                      Gang(0, [&](int r, PodBuilder& p) { if (r == 1) p.Exited(1, message); }), kNow);
+                      Gang(0,
+                           [&](int r, PodBuilder& p) {
+                             if (r == 1) p.Exited(1, message);
+                           }),
+                      kNow);
   const Condition* restarting = FindCondition(d.status.conditions, "Restarting");
   ASSERT_NE(restarting, nullptr);
   EXPECT_NO_THROW(nlohmann::json(restarting->message).dump());
@@ -384,7 +424,8 @@ TEST(SetCondition, TransitionTimeChangesOnlyOnFlip) {
 // the real exit is the cause (HandleFailure runs before HandleHang), not the hang.
 TEST(Decide, AFailureInTheSamePassWinsOverAHang) {
   JobBuilder b;
-  b.Set("/spec/template/spec/containers/0/command"_json_pointer, nlohmann::json::array({"python", "train.py"}));
+  b.Set("/spec/template/spec/containers/0/command"_json_pointer,
+        nlohmann::json::array({"python", "train.py"}));
   b.Spec("hangPolicy", "Fail");
   DistributedJob job = Job(InPhase(Phase::kRunning), b.Build());
   AttemptView view;

@@ -40,65 +40,110 @@ TEST_P(LifecyclePolicyTable, Row) { CheckPolicyCase(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     KeepFinished, LifecyclePolicyTable,
-    ::testing::Values(
-        PolicyCase{.name = "Running_NotItsBusiness", .policy = KeepFinished, .job = Job(InPhase(Phase::kRunning)),
-                   .pods = Gang(0, AllRunning), .verdict = Verdict::kContinue, .phase = Phase::kRunning},
-        PolicyCase{.name = "TtlPassed_DeletesTheJob", .policy = KeepFinished,
-                   .job = Finished(Phase::kSucceeded, 60, absl::Seconds(100)), .verdict = Verdict::kDecided,
-                   .phase = Phase::kSucceeded, .delete_job = true},
-        PolicyCase{.name = "TtlAhead_LooksAgainWhenDue", .policy = KeepFinished,
-                   .job = Finished(Phase::kFailed, 600, absl::Seconds(100)), .verdict = Verdict::kDecided,
-                   .phase = Phase::kFailed, .requeue = absl::Seconds(500)},
-        PolicyCase{.name = "KeepsThePodsForTheirLogs", .policy = KeepFinished, .job = Job(InPhase(Phase::kSucceeded)),
-                   .pods = Gang(0, [](int, PodBuilder& p) { p.Exited(0); }), .verdict = Verdict::kDecided,
-                   .phase = Phase::kSucceeded}),
+    ::testing::Values(PolicyCase{.name = "Running_NotItsBusiness",
+                                 .policy = KeepFinished,
+                                 .job = Job(InPhase(Phase::kRunning)),
+                                 .pods = Gang(0, AllRunning),
+                                 .verdict = Verdict::kContinue,
+                                 .phase = Phase::kRunning},
+                      PolicyCase{.name = "TtlPassed_DeletesTheJob",
+                                 .policy = KeepFinished,
+                                 .job = Finished(Phase::kSucceeded, 60, absl::Seconds(100)),
+                                 .verdict = Verdict::kDecided,
+                                 .phase = Phase::kSucceeded,
+                                 .delete_job = true},
+                      PolicyCase{.name = "TtlAhead_LooksAgainWhenDue",
+                                 .policy = KeepFinished,
+                                 .job = Finished(Phase::kFailed, 600, absl::Seconds(100)),
+                                 .verdict = Verdict::kDecided,
+                                 .phase = Phase::kFailed,
+                                 .requeue = absl::Seconds(500)},
+                      PolicyCase{.name = "KeepsThePodsForTheirLogs",
+                                 .policy = KeepFinished,
+                                 .job = Job(InPhase(Phase::kSucceeded)),
+                                 .pods = Gang(0, [](int, PodBuilder& p) { p.Exited(0); }),
+                                 .verdict = Verdict::kDecided,
+                                 .phase = Phase::kSucceeded}),
     testing::PolicyCaseName);
 
 INSTANTIATE_TEST_SUITE_P(
     CheckSpec, LifecyclePolicyTable,
-    ::testing::Values(
-        PolicyCase{.name = "Valid_Continues", .policy = CheckSpec, .job = Job(), .verdict = Verdict::kContinue,
-                   .phase = Phase::kPending},
-        PolicyCase{.name = "Invalid_DecidesWithTheEvent", .policy = CheckSpec,
-                   .job = Job(nullptr, JobBuilder().Spec("replicas", 0).Build()), .verdict = Verdict::kDecided,
-                   .phase = Phase::kPending, .event_reason = "InvalidSpec", .event_message = "spec.replicas"}),
+    ::testing::Values(PolicyCase{.name = "Valid_Continues",
+                                 .policy = CheckSpec,
+                                 .job = Job(),
+                                 .verdict = Verdict::kContinue,
+                                 .phase = Phase::kPending},
+                      PolicyCase{.name = "Invalid_DecidesWithTheEvent",
+                                 .policy = CheckSpec,
+                                 .job = Job(nullptr, JobBuilder().Spec("replicas", 0).Build()),
+                                 .verdict = Verdict::kDecided,
+                                 .phase = Phase::kPending,
+                                 .event_reason = "InvalidSpec",
+                                 .event_message = "spec.replicas"}),
     testing::PolicyCaseName);
 
-INSTANTIATE_TEST_SUITE_P(
-    SuspendOrResume, LifecyclePolicyTable,
-    ::testing::Values(
-        PolicyCase{.name = "Suspend_DeletesThePods", .policy = SuspendOrResume,
-                   .job = Job([](DistributedJob& j) {
-                     InPhase(Phase::kRunning)(j);
-                     j.spec.suspend = true;
-                   }),
-                   .pods = Gang(0, AllRunning), .verdict = Verdict::kDecided, .phase = Phase::kSuspended,
-                   .deletes = 4, .event_reason = "Suspended", .event_message = "spec.suspend to false"},
-        PolicyCase{.name = "StillSuspended_NoSecondEvent", .policy = SuspendOrResume,
-                   .job = Job([](DistributedJob& j) {
-                     InPhase(Phase::kSuspended)(j);
-                     j.spec.suspend = true;
-                   }),
-                   .verdict = Verdict::kDecided, .phase = Phase::kSuspended},
-        PolicyCase{.name = "Resume_NextAttemptPending", .policy = SuspendOrResume,
-                   .job = Job(InPhase(Phase::kSuspended)), .verdict = Verdict::kContinue, .phase = Phase::kPending,
-                   .event_reason = "Resumed", .event_message = "starting restart attempt 1"},
-        PolicyCase{.name = "Running_NotItsBusiness", .policy = SuspendOrResume, .job = Job(InPhase(Phase::kRunning)),
-                   .pods = Gang(0, AllRunning), .verdict = Verdict::kContinue, .phase = Phase::kRunning}),
-    testing::PolicyCaseName);
+INSTANTIATE_TEST_SUITE_P(SuspendOrResume, LifecyclePolicyTable,
+                         ::testing::Values(PolicyCase{.name = "Suspend_DeletesThePods",
+                                                      .policy = SuspendOrResume,
+                                                      .job = Job([](DistributedJob& j) {
+                                                        InPhase(Phase::kRunning)(j);
+                                                        j.spec.suspend = true;
+                                                      }),
+                                                      .pods = Gang(0, AllRunning),
+                                                      .verdict = Verdict::kDecided,
+                                                      .phase = Phase::kSuspended,
+                                                      .deletes = 4,
+                                                      .event_reason = "Suspended",
+                                                      .event_message = "spec.suspend to false"},
+                                           PolicyCase{.name = "StillSuspended_NoSecondEvent",
+                                                      .policy = SuspendOrResume,
+                                                      .job = Job([](DistributedJob& j) {
+                                                        InPhase(Phase::kSuspended)(j);
+                                                        j.spec.suspend = true;
+                                                      }),
+                                                      .verdict = Verdict::kDecided,
+                                                      .phase = Phase::kSuspended},
+                                           PolicyCase{
+                                               .name = "Resume_NextAttemptPending",
+                                               .policy = SuspendOrResume,
+                                               .job = Job(InPhase(Phase::kSuspended)),
+                                               .verdict = Verdict::kContinue,
+                                               .phase = Phase::kPending,
+                                               .event_reason = "Resumed",
+                                               .event_message = "starting restart attempt 1"},
+                                           PolicyCase{.name = "Running_NotItsBusiness",
+                                                      .policy = SuspendOrResume,
+                                                      .job = Job(InPhase(Phase::kRunning)),
+                                                      .pods = Gang(0, AllRunning),
+                                                      .verdict = Verdict::kContinue,
+                                                      .phase = Phase::kRunning}),
+                         testing::PolicyCaseName);
 
-INSTANTIATE_TEST_SUITE_P(
-    EnforceDeadline, LifecyclePolicyTable,
-    ::testing::Values(
-        PolicyCase{.name = "NoDeadline_Continues", .policy = EnforceDeadline, .job = Job(InPhase(Phase::kRunning)),
-                   .pods = Gang(0, AllRunning), .verdict = Verdict::kContinue, .phase = Phase::kRunning},
-        PolicyCase{.name = "Passed_FailsAndDeletesThePods", .policy = EnforceDeadline, .job = WithDeadline(60),
-                   .pods = Gang(0, AllRunning), .verdict = Verdict::kDecided, .phase = Phase::kFailed, .deletes = 4,
-                   .event_reason = "DeadlineExceeded", .event_message = "activeDeadlineSeconds (60)"},
-        PolicyCase{.name = "Ahead_LooksAgainWhenDue", .policy = EnforceDeadline, .job = WithDeadline(7200),
-                   .pods = Gang(0, AllRunning), .verdict = Verdict::kContinue, .phase = Phase::kRunning,
-                   .requeue = absl::Hours(1)}),
-    testing::PolicyCaseName);
+INSTANTIATE_TEST_SUITE_P(EnforceDeadline, LifecyclePolicyTable,
+                         ::testing::Values(PolicyCase{.name = "NoDeadline_Continues",
+                                                      .policy = EnforceDeadline,
+                                                      .job = Job(InPhase(Phase::kRunning)),
+                                                      .pods = Gang(0, AllRunning),
+                                                      .verdict = Verdict::kContinue,
+                                                      .phase = Phase::kRunning},
+                                           PolicyCase{
+                                               .name = "Passed_FailsAndDeletesThePods",
+                                               .policy = EnforceDeadline,
+                                               .job = WithDeadline(60),
+                                               .pods = Gang(0, AllRunning),
+                                               .verdict = Verdict::kDecided,
+                                               .phase = Phase::kFailed,
+                                               .deletes = 4,
+                                               .event_reason = "DeadlineExceeded",
+                                               .event_message = "activeDeadlineSeconds (60)"},
+                                           PolicyCase{.name = "Ahead_LooksAgainWhenDue",
+                                                      .policy = EnforceDeadline,
+                                                      .job = WithDeadline(7200),
+                                                      .pods = Gang(0, AllRunning),
+                                                      .verdict = Verdict::kContinue,
+                                                      .phase = Phase::kRunning,
+                                                      .requeue = absl::Hours(1)}),
+                         testing::PolicyCaseName);
 
 TEST(CheckSpec, TheSameProblemTwice_OneEventAndTheConditionKeepsItsTime) {
   DistributedJob job = Job(nullptr, JobBuilder().Spec("replicas", 0).Build());

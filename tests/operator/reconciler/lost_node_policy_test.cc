@@ -11,11 +11,11 @@
 namespace cohort::op {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::AllRunning;
 using testing::CheckPolicyCase;
+using ::testing::ElementsAre;
 using testing::Gang;
+using ::testing::HasSubstr;
 using testing::InPhase;
 using testing::Job;
 using testing::kNow;
@@ -28,19 +28,33 @@ TEST_P(LostNodePolicyTable, Row) { CheckPolicyCase(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     DeleteOldPods, LostNodePolicyTable,
     ::testing::Values(
-        PolicyCase{.name = "NoOldPods_NothingToDo", .policy = DeleteOldPods, .job = Job(InPhase(Phase::kRunning)),
-                   .pods = Gang(0, AllRunning), .verdict = Verdict::kContinue, .phase = Phase::kRunning},
-        PolicyCase{.name = "OldAttemptsPods_Deleted", .policy = DeleteOldPods, .job = Job(InPhase(Phase::kPending, 2)),
-                   .pods = Gang(1, AllRunning), .verdict = Verdict::kContinue, .phase = Phase::kPending,
+        PolicyCase{.name = "NoOldPods_NothingToDo",
+                   .policy = DeleteOldPods,
+                   .job = Job(InPhase(Phase::kRunning)),
+                   .pods = Gang(0, AllRunning),
+                   .verdict = Verdict::kContinue,
+                   .phase = Phase::kRunning},
+        PolicyCase{.name = "OldAttemptsPods_Deleted",
+                   .policy = DeleteOldPods,
+                   .job = Job(InPhase(Phase::kPending, 2)),
+                   .pods = Gang(1, AllRunning),
+                   .verdict = Verdict::kContinue,
+                   .phase = Phase::kPending,
                    .deletes = 4},
-        PolicyCase{.name = "OldPodTerminatingWithinGrace_DueLater", .policy = DeleteOldPods,
+        PolicyCase{.name = "OldPodTerminatingWithinGrace_DueLater",
+                   .policy = DeleteOldPods,
                    .job = Job(InPhase(Phase::kPending, 1)),
                    .pods = {PodBuilder(2, 0).TerminatingUntil(kNow + absl::Seconds(10), "node-b")},
-                   .verdict = Verdict::kContinue, .phase = Phase::kPending, .requeue = absl::Seconds(70)},
-        PolicyCase{.name = "OldPodPastGracePlusBound_ForceDeleted", .policy = DeleteOldPods,
+                   .verdict = Verdict::kContinue,
+                   .phase = Phase::kPending,
+                   .requeue = absl::Seconds(70)},
+        PolicyCase{.name = "OldPodPastGracePlusBound_ForceDeleted",
+                   .policy = DeleteOldPods,
                    .job = Job(InPhase(Phase::kPending, 1)),
                    .pods = {PodBuilder(2, 0).TerminatingUntil(kNow - absl::Seconds(61), "node-b")},
-                   .verdict = Verdict::kContinue, .phase = Phase::kPending, .event_reason = "ForceDeleted",
+                   .verdict = Verdict::kContinue,
+                   .phase = Phase::kPending,
+                   .event_reason = "ForceDeleted",
                    .event_message = "pod train-2 on node node-b"}),
     testing::PolicyCaseName);
 
@@ -65,7 +79,8 @@ TEST_F(LostNodeTest, PastGracePlusTheBound_ForceDeletedWithAnEventNamingPodAndNo
   ASSERT_FALSE(d.events.empty());
   EXPECT_EQ(d.events[0].type, "Warning");
   EXPECT_EQ(d.events[0].reason, "ForceDeleted");
-  EXPECT_THAT(d.events[0].message, HasSubstr("pod train-2 on node node-b was still terminating 1m1s"));
+  EXPECT_THAT(d.events[0].message,
+              HasSubstr("pod train-2 on node node-b was still terminating 1m1s"));
 }
 
 // A job that finished while a pod replaced alone (restarting in place) stayed terminating on a
@@ -115,7 +130,8 @@ TEST_F(LostNodeTest, TheBoundIsTheOperatorsFlag_NegativeNever) {
 
 TEST_F(LostNodeTest, ThePodsOfTheCurrentAttemptAreNotForceDeleted) {
   DistributedJob job = Job(InPhase(Phase::kRunning, 1));
-  std::vector<ObservedPod> pods = {PodBuilder(0, 1).Running(), PodBuilder(1, 1).TerminatingUntil(kNow - absl::Hours(1))};
+  std::vector<ObservedPod> pods = {PodBuilder(0, 1).Running(),
+                                   PodBuilder(1, 1).TerminatingUntil(kNow - absl::Hours(1))};
   EXPECT_TRUE(Decide(job, pods, kNow).force_delete_pods.empty());
 }
 

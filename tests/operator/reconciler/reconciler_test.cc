@@ -11,19 +11,24 @@ namespace cohort::op {
 namespace {
 
 using json = nlohmann::json;
+using kube::testing::FakeKubeClient;
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using kube::testing::FakeKubeClient;
 using testing::JobBuilder;
 
 class ReconcilerTest : public ::testing::Test {
  protected:
   void Apply(json obj) { ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", obj).ok()); }
-  absl::StatusOr<std::optional<absl::Duration>> Pass() { return reconciler_.Reconcile("ml", "train"); }
-  DistributedJob Job() { return *ParseDistributedJob(kube_.Object(kDistributedJobs, "ml", "train")); }
+  absl::StatusOr<std::optional<absl::Duration>> Pass() {
+    return reconciler_.Reconcile("ml", "train");
+  }
+  DistributedJob Job() {
+    return *ParseDistributedJob(kube_.Object(kDistributedJobs, "ml", "train"));
+  }
   void SetPods(const std::function<void(int rank, json& status)>& f) {
     for (int r = 0; r < 4; ++r) {
-      kube_.Modify(kube::kPods, "ml", absl::StrCat("train-", r), [&](json& pod) { f(r, pod["status"]); });
+      kube_.Modify(kube::kPods, "ml", absl::StrCat("train-", r),
+                   [&](json& pod) { f(r, pod["status"]); });
     }
   }
   std::vector<std::string> EventReasons() {
@@ -48,7 +53,8 @@ TEST_F(ReconcilerTest, NewJob_CreatesServiceSecretAndEveryRank) {
   // Written as stringData, stored base64-encoded in data, as the API server does.
   EXPECT_EQ(kube_.Object(kube::kSecrets, "ml", "train-token")["data"]["token"], "Zml4ZWQtdG9rZW4=");
   EXPECT_EQ(kube_.Count(kube::kPods), 4u);
-  EXPECT_EQ(kube_.Object(kube::kPods, "ml", "train-3")["metadata"]["labels"]["cohort.dev/rank"], "3");
+  EXPECT_EQ(kube_.Object(kube::kPods, "ml", "train-3")["metadata"]["labels"]["cohort.dev/rank"],
+            "3");
   DistributedJob job = Job();
   EXPECT_EQ(job.status.phase, Phase::kPending);
   EXPECT_EQ(job.status.coordinator_address, "train-0.train.ml.svc:8476");
@@ -81,7 +87,8 @@ TEST_F(ReconcilerTest, RankFails_GangDeletedRestartCountedThenRecreated) {
     if (r == 1) {
       s = {{"phase", "Failed"},
            {"containerStatuses",
-            {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 3}, {"message", "bad batch"}}}}}}}}};
+            {{{"name", "trainer"},
+              {"state", {{"terminated", {{"exitCode", 3}, {"message", "bad batch"}}}}}}}}};
     }
   });
   absl::StatusOr<std::optional<absl::Duration>> requeue = Pass();
@@ -96,7 +103,9 @@ TEST_F(ReconcilerTest, RankFails_GangDeletedRestartCountedThenRecreated) {
   clock_.Advance(absl::Seconds(10));
   ASSERT_TRUE(Pass().ok());
   EXPECT_EQ(kube_.Count(kube::kPods), 4u);
-  EXPECT_EQ(kube_.Object(kube::kPods, "ml", "train-0")["metadata"]["labels"]["cohort.dev/restart-attempt"], "1");
+  EXPECT_EQ(kube_.Object(kube::kPods, "ml",
+                         "train-0")["metadata"]["labels"]["cohort.dev/restart-attempt"],
+            "1");
 }
 
 TEST_F(ReconcilerTest, InvalidSpec_NothingCreatedConditionAndEvent) {
@@ -134,7 +143,8 @@ TEST_F(ReconcilerTest, UnparsableFields_SpecValidFalseEventNoPodsAndNoRetry) {
   }
   EXPECT_THAT(message, HasSubstr("spec.replicas: expected an integer, got \"four\""));
   EXPECT_THAT(message, HasSubstr("write a whole number without quotes"));
-  EXPECT_THAT(message, HasSubstr("spec.restartBackoff: 'soon' is not a duration; write it like 30s"));
+  EXPECT_THAT(message,
+              HasSubstr("spec.restartBackoff: 'soon' is not a duration; write it like 30s"));
   EXPECT_THAT(EventReasons(), ::testing::ElementsAre("InvalidSpec"));
   json events = *kube_.List(kube::kEvents, "ml", "");
   EXPECT_EQ(events["items"][0]["type"], "Warning");
@@ -175,7 +185,8 @@ TEST_F(ReconcilerTest, TtlAfterSuccess_DeletesTheJob) {
   ASSERT_TRUE(Pass().ok());
   SetPods([](int, json& s) {
     s = {{"phase", "Succeeded"},
-         {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
+         {"containerStatuses",
+          {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
   });
   ASSERT_TRUE(Pass().ok());
   EXPECT_EQ(Job().status.phase, Phase::kSucceeded);
@@ -189,7 +200,8 @@ TEST_F(ReconcilerTest, RecreatedUnderSameName_PredecessorsPodsNeitherJudgedNorKe
   ASSERT_TRUE(Pass().ok());
   SetPods([](int, json& s) {
     s = {{"phase", "Succeeded"},
-         {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
+         {"containerStatuses",
+          {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
   });
   // kubectl delete + apply: the new job has a new uid while the old pods still exist (a busy
   // garbage collector has not removed them yet).
@@ -212,8 +224,11 @@ TEST_F(ReconcilerTest, RecreatedUnderSameName_PredecessorsPodsNeitherJudgedNorKe
   ASSERT_TRUE(pass.ok()) << pass.status();
   std::string uid = "u-2";
   EXPECT_EQ(kube_.Count(kube::kPods), 4u);
-  EXPECT_EQ(kube_.Object(kube::kSecrets, "ml", "train-token")["metadata"]["ownerReferences"][0]["uid"], uid);
-  EXPECT_EQ(kube_.Object(kube::kServices, "ml", "train")["metadata"]["ownerReferences"][0]["uid"], uid);
+  EXPECT_EQ(
+      kube_.Object(kube::kSecrets, "ml", "train-token")["metadata"]["ownerReferences"][0]["uid"],
+      uid);
+  EXPECT_EQ(kube_.Object(kube::kServices, "ml", "train")["metadata"]["ownerReferences"][0]["uid"],
+            uid);
 }
 
 }  // namespace

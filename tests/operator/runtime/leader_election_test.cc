@@ -69,8 +69,9 @@ TEST_F(LeaderElectionTest, StandbyTakesOverOnlyAfterTheLeaseExpiresOnItsOwnClock
 // A Lease edited by hand (or written by another program) with fields of the wrong type: read as
 // absent, so the candidate takes it over instead of throwing out of the operator.
 TEST_F(LeaderElectionTest, MalformedLeaseIsReadAsAbsentNotThrown) {
-  for (json spec : {json{{"holderIdentity", 5}, {"leaseDurationSeconds", "long"}, {"leaseTransitions", "x"}},
-                    json("not an object"), json::array()}) {
+  for (json spec :
+       {json{{"holderIdentity", 5}, {"leaseDurationSeconds", "long"}, {"leaseTransitions", "x"}},
+        json("not an object"), json::array()}) {
     (void)kube_.Delete(kube::kLeases, "cohort-system", "cohort-operator");  // the previous round's
     json lease = {{"apiVersion", "coordination.k8s.io/v1"},
                   {"kind", "Lease"},

@@ -27,7 +27,8 @@ class OperatorMetricsTest : public ::testing::Test {
     report.now = now;
     report.job_created = kCreated;
     report.restart = restart;
-    if (restart) report.event_reasons.push_back(restart->cause == "preempted" ? "Preempted" : "GangRestart");
+    if (restart)
+      report.event_reasons.push_back(restart->cause == "preempted" ? "Preempted" : "GangRestart");
     if (running) report.event_reasons.push_back("Running");
     metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), report);
   }
@@ -40,8 +41,14 @@ TEST_F(OperatorMetricsTest, PhaseOfEachJobIsOneSeriesPerPhase) {
   metrics_.SetJobPhase("ml/train", Phase::kPending);
   metrics_.SetJobPhase("ml/train", Phase::kRunning);
   std::string text = Text();
-  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Running"} 1)"));
-  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Pending"} 0)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Running"} 1)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(cohort_operator_job_phase{cohort_job="train",job_namespace="ml",phase="Pending"} 0)"));
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Running"} 1)"));
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Pending"} 0)"));
 }
@@ -51,7 +58,8 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
   Pass(kCreated + absl::Seconds(7), std::nullopt, /*running=*/true);
   // Rank 2 was killed at +100 s; the operator decided the restart at +101.5 s; all ranks ran
   // again at +112 s.
-  Pass(kCreated + absl::Seconds(101.5), GangRestart{"signal", kCreated + absl::Seconds(100), "Failure"});
+  Pass(kCreated + absl::Seconds(101.5),
+       GangRestart{"signal", kCreated + absl::Seconds(100), "Failure"});
   Pass(kCreated + absl::Seconds(112), std::nullopt, /*running=*/true);
   // An eviction (no failure time): recovery counts from the decision.
   Pass(kCreated + absl::Seconds(200), GangRestart{"preempted", absl::InfinitePast(), "Preemption"});
@@ -65,8 +73,10 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
   EXPECT_THAT(text, HasSubstr("cohort_operator_job_failure_detect_seconds_count{" + job + "} 1"));
   EXPECT_THAT(text, HasSubstr("cohort_operator_job_recovery_seconds_sum{" + job + "} 42"));
   EXPECT_THAT(text, HasSubstr("cohort_operator_job_recovery_seconds_count{" + job + "} 2"));
-  EXPECT_THAT(text, HasSubstr("cohort_operator_job_restarts_total{cause=\"signal\"," + job + "} 1"));
-  EXPECT_THAT(text, HasSubstr("cohort_operator_job_restarts_total{cause=\"preempted\"," + job + "} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("cohort_operator_job_restarts_total{cause=\"signal\"," + job + "} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("cohort_operator_job_restarts_total{cause=\"preempted\"," + job + "} 1"));
   EXPECT_THAT(text, HasSubstr("cohort_operator_gang_restarts_total 1"));
   EXPECT_THAT(text, HasSubstr("cohort_operator_preemptions_total 1"));
 }
@@ -82,10 +92,12 @@ TEST_F(OperatorMetricsTest, RecoveryStagesByRestartKind) {
   ordered.now = kCreated + absl::Seconds(11);
   ordered.started_attempt = true;
   metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), ordered);
-  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), ordered);  // Ordered again.
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(),
+                            ordered);  // Ordered again.
   Pass(kCreated + absl::Seconds(12.5), std::nullopt, /*running=*/true);
 
-  Pass(kCreated + absl::Seconds(100), GangRestart{"crash", kCreated + absl::Seconds(99), "Failure"});
+  Pass(kCreated + absl::Seconds(100),
+       GangRestart{"crash", kCreated + absl::Seconds(99), "Failure"});
   ReconcileReport created;
   created.now = kCreated + absl::Seconds(105);
   created.event_reasons = {"Started"};
@@ -95,11 +107,16 @@ TEST_F(OperatorMetricsTest, RecoveryStagesByRestartKind) {
   std::string text = Text();
   const std::string series = "cohort_operator_job_recovery_stage_seconds";
   const std::string job = R"(cohort_job="train",job_namespace="ml")";
-  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="in_place",stage="old_processes_gone"} 2)"));
-  EXPECT_THAT(text, HasSubstr(series + "_count{" + job + R"(,restart="in_place",stage="old_processes_gone"} 1)"));
-  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="in_place",stage="running"} 3.5)"));
-  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="recreate",stage="old_processes_gone"} 6)"));
-  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job + R"(,restart="recreate",stage="running"} 10)"));
+  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job +
+                              R"(,restart="in_place",stage="old_processes_gone"} 2)"));
+  EXPECT_THAT(text, HasSubstr(series + "_count{" + job +
+                              R"(,restart="in_place",stage="old_processes_gone"} 1)"));
+  EXPECT_THAT(text,
+              HasSubstr(series + "_sum{" + job + R"(,restart="in_place",stage="running"} 3.5)"));
+  EXPECT_THAT(text, HasSubstr(series + "_sum{" + job +
+                              R"(,restart="recreate",stage="old_processes_gone"} 6)"));
+  EXPECT_THAT(text,
+              HasSubstr(series + "_sum{" + job + R"(,restart="recreate",stage="running"} 10)"));
   EXPECT_THAT(text, HasSubstr("cohort_operator_job_recovery_seconds_count{" + job + "} 2"));
 }
 
@@ -109,10 +126,19 @@ TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
   Pass(kCreated + absl::Seconds(20), GangRestart{"crash", kCreated + absl::Seconds(19), "Failure"});
   Pass(kCreated + absl::Seconds(30), std::nullopt, /*running=*/true);
   std::string text = Text();
-  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_recovery_seconds_sum{cohort_job="train",job_namespace="ml"} 21)"));
-  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_restarts_total{cause="crash",cohort_job="train",job_namespace="ml"} 2)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(cohort_operator_job_recovery_seconds_sum{cohort_job="train",job_namespace="ml"} 21)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(cohort_operator_job_restarts_total{cause="crash",cohort_job="train",job_namespace="ml"} 2)"));
   // Seen Running before this replica's first pass: not a new job, no time to running.
-  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_time_to_running_seconds_count{cohort_job="train",job_namespace="ml"} 0)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(cohort_operator_job_time_to_running_seconds_count{cohort_job="train",job_namespace="ml"} 0)"));
 }
 
 // 1 while the job's Hung condition is True; one count per hang named (its HangDetected Event);
@@ -134,8 +160,10 @@ TEST_F(OperatorMetricsTest, HungGaugeAndHangsCounterPerJob) {
   pass(true, true);
   EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hung{" + job + "} 1"));
   pass(true, false);  // The same hang: not counted again.
-  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::AbortedError("conflict"), ReconcileReport{});
-  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hung{" + job + "} 1")) << "a failed pass changes nothing";
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::AbortedError("conflict"),
+                            ReconcileReport{});
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hung{" + job + "} 1"))
+      << "a failed pass changes nothing";
   pass(true, false, GangRestart{"hung", kCreated + absl::Seconds(20), "Failure"});
   pass(false, false);  // The next attempt runs.
   std::string text = Text();
@@ -153,7 +181,10 @@ TEST_F(OperatorMetricsTest, DeletedJobLeavesNoSeries) {
   metrics_.SetJobPhase("ml/train", std::nullopt);
   std::string text = Text();
   EXPECT_THAT(text, Not(HasSubstr(R"(cohort_job="train")")));
-  EXPECT_THAT(text, HasSubstr(R"(cohort_operator_job_phase{cohort_job="other",job_namespace="ml",phase="Pending"} 1)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(cohort_operator_job_phase{cohort_job="other",job_namespace="ml",phase="Pending"} 1)"));
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Running"} 0)"));
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Pending"} 1)"));
 }

@@ -26,7 +26,8 @@ using testing::JobBuilder;
 // "verb group/resource" for every verb each rule of the ClusterRole and Role grants.
 std::set<std::string> Granted() {
   std::set<std::string> granted;
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(absl::StrCat(COHORT_SOURCE_DIR, "/manifests/operator/rbac.yaml"))) {
+  for (const YAML::Node& doc :
+       YAML::LoadAllFromFile(absl::StrCat(COHORT_SOURCE_DIR, "/manifests/operator/rbac.yaml"))) {
     std::string kind = doc["kind"].as<std::string>();
     if (kind != "ClusterRole" && kind != "Role") continue;
     for (const YAML::Node& rule : doc["rules"]) {
@@ -64,20 +65,25 @@ class RbacTest : public ::testing::Test {
   void SetPods(const std::function<void(int rank, json& status)>& f) { SetPodsOf("train", f); }
   void SetPodsOf(const std::string& job, const std::function<void(int rank, json& status)>& f) {
     for (int r = 0; r < 4; ++r) {
-      kube_.Modify(kube::kPods, "ml", absl::StrCat(job, "-", r), [&](json& pod) { f(r, pod["status"]); });
+      kube_.Modify(kube::kPods, "ml", absl::StrCat(job, "-", r),
+                   [&](json& pod) { f(r, pod["status"]); });
     }
     Discard();
   }
   // Job `name` (uid `uid`) with a PodGroup of `provider` per attempt: its first group's name taken
   // by a group of another job (replaced), then a failed rank (the next attempt's group, the
   // first one's deleted).
-  void RunWithPodGroups(const std::string& provider, const kube::Resource& groups, const std::string& name,
-                        const std::string& uid) {
-    ASSERT_TRUE(kube_.Create(groups, "ml",
-                             {{"metadata", {{"name", name + "-0"}, {"namespace", "ml"},
-                                            {"ownerReferences", {{{"uid", "u-other"}, {"controller", true}}}}}}})
+  void RunWithPodGroups(const std::string& provider, const kube::Resource& groups,
+                        const std::string& name, const std::string& uid) {
+    ASSERT_TRUE(kube_
+                    .Create(groups, "ml",
+                            {{"metadata",
+                              {{"name", name + "-0"},
+                               {"namespace", "ml"},
+                               {"ownerReferences", {{{"uid", "u-other"}, {"controller", true}}}}}}})
                     .ok());
-    json job = JobBuilder(name).Spec("scheduling", {{"podGroup", {{"provider", provider}}}}).Build();
+    json job =
+        JobBuilder(name).Spec("scheduling", {{"podGroup", {{"provider", provider}}}}).Build();
     job["metadata"]["uid"] = uid;
     ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", job).ok());
     Discard();
@@ -87,12 +93,15 @@ class RbacTest : public ::testing::Test {
       Collect();
     }
     SetPodsOf(name, [](int, json& s) {
-      s = {{"phase", "Failed"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}};
+      s = {{"phase", "Failed"},
+           {"containerStatuses",
+            {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}};
     });
     for (int i = 0; i < 3; ++i) {
       clock_.Advance(absl::Minutes(1));
       Collect();
-      reconciler_.Reconcile("ml", name).IgnoreError();  // Restart attempt 1: attempt 0's group goes.
+      reconciler_.Reconcile("ml", name)
+          .IgnoreError();  // Restart attempt 1: attempt 0's group goes.
       Collect();
     }
   }
@@ -124,7 +133,8 @@ class FakeAttemptWatcher : public AttemptWatcher {
 TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   // Informers: list and watch jobs and pods.
   for (const kube::Resource* r : {&kDistributedJobs, &kube::kPods}) {
-    kube::Informer informer(&kube_, *r, "", "", [](const std::string&, const json&) {}, absl::Milliseconds(1));
+    kube::Informer informer(
+        &kube_, *r, "", "", [](const std::string&, const json&) {}, absl::Milliseconds(1));
     ASSERT_TRUE(informer.RunOnce().ok());
   }
   Collect();
@@ -140,21 +150,32 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   // A job (with a scheduler-plugins PodGroup per attempt): created, running, a rank fails (gang
   // restart: the next attempt's PodGroup, the last one's deleted), succeeds, TTL deletes it.
   const json coscheduling = {{"podGroup", {{"provider", "coscheduling"}}}};
-  ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml",
-                           JobBuilder().Spec("ttlSecondsAfterFinished", 0).Spec("scheduling", coscheduling).Build())
+  ASSERT_TRUE(kube_
+                  .Create(kDistributedJobs, "ml",
+                          JobBuilder()
+                              .Spec("ttlSecondsAfterFinished", 0)
+                              .Spec("scheduling", coscheduling)
+                              .Build())
                   .ok());
   Discard();
   Pass();
-  SetPods([](int, json& s) { s = {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}; });
+  SetPods([](int, json& s) {
+    s = {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
+  });
   Pass();
   SetPods([](int r, json& s) {
-    if (r == 2) s = {{"phase", "Failed"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}};
+    if (r == 2)
+      s = {{"phase", "Failed"},
+           {"containerStatuses",
+            {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 1}}}}}}}}};
   });
   Pass();
   clock_.Advance(absl::Minutes(1));
   Pass();  // Restart attempt 1.
   SetPods([](int, json& s) {
-    s = {{"phase", "Succeeded"}, {"containerStatuses", {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
+    s = {{"phase", "Succeeded"},
+         {"containerStatuses",
+          {{{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
   });
   Pass();
   Pass();  // TTL 0: the job is deleted.
@@ -167,9 +188,12 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", again).ok());
   // A PodGroup of the earlier job's first attempt, left behind (by hand here).
   const kube::Resource coscheduling_groups{"scheduling.x-k8s.io", "v1alpha1", "podgroups"};
-  ASSERT_TRUE(kube_.Create(coscheduling_groups, "ml",
-                           {{"metadata", {{"name", "train-0"}, {"namespace", "ml"},
-                                          {"ownerReferences", {{{"uid", "u-1"}, {"controller", true}}}}}}})
+  ASSERT_TRUE(kube_
+                  .Create(coscheduling_groups, "ml",
+                          {{"metadata",
+                            {{"name", "train-0"},
+                             {"namespace", "ml"},
+                             {"ownerReferences", {{{"uid", "u-1"}, {"controller", true}}}}}}})
                   .ok());
   Discard();
   Pass();
@@ -177,8 +201,10 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
 
   // Volcano's and Kubernetes' PodGroups: the same calls in their API groups, one left by an
   // earlier job replaced.
-  ASSERT_NO_FATAL_FAILURE(RunWithPodGroups("volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "vol", "u-3"));
-  ASSERT_NO_FATAL_FAILURE(RunWithPodGroups("workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "wl", "u-4"));
+  ASSERT_NO_FATAL_FAILURE(
+      RunWithPodGroups("volcano", {"scheduling.volcano.sh", "v1beta1", "podgroups"}, "vol", "u-3"));
+  ASSERT_NO_FATAL_FAILURE(
+      RunWithPodGroups("workload", {"scheduling.k8s.io", "v1beta1", "podgroups"}, "wl", "u-4"));
 
   // A job with a hot spare that restarts in place, its pods in one rack (Kueue's topology
   // annotation): pod 1's node is lost, the spare (in the rack: its node is read) takes its slot
@@ -188,10 +214,15 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   json spared = JobBuilder("sp").Spec("spares", 1).Build();
   spared["metadata"]["uid"] = "u-5";
   spared["spec"]["template"]["spec"]["containers"][0]["command"] = {"python", "train.py"};
-  spared["spec"]["template"]["metadata"]["annotations"] = {{kKueueRequiredTopologyAnnotation, "example.com/rack"}};
+  spared["spec"]["template"]["metadata"]["annotations"] = {
+      {kKueueRequiredTopologyAnnotation, "example.com/rack"}};
   ASSERT_TRUE(kube_.Create(kDistributedJobs, "ml", spared).ok());
   for (const char* node : {"node-a", "node-b"}) {
-    ASSERT_TRUE(kube_.Create(kube::kNodes, "", {{"metadata", {{"name", node}, {"labels", {{"example.com/rack", "r1"}}}}}}).ok());
+    ASSERT_TRUE(
+        kube_
+            .Create(kube::kNodes, "",
+                    {{"metadata", {{"name", node}, {"labels", {{"example.com/rack", "r1"}}}}}})
+            .ok());
   }
   Discard();
   Collect();
@@ -203,7 +234,9 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   for (const std::string pod : {"sp-0", "sp-1", "sp-2", "sp-3", "sp-spare0"}) {
     kube_.Modify(kube::kPods, "ml", pod, [&](json& p) {
       p["spec"]["nodeName"] = pod == "sp-spare0" ? "node-b" : "node-a";
-      p["status"] = {{"phase", "Running"}, {"podIP", "10.0.0.1"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
+      p["status"] = {{"phase", "Running"},
+                     {"podIP", "10.0.0.1"},
+                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
     });
   }
   AttemptView view;
@@ -216,14 +249,17 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   ASSERT_TRUE(reconciler_.Reconcile("ml", "sp").ok());  // Running.
   Collect();
   view.following = {0, 2, 3};
-  for (int32_t pod : {0, 2, 3}) view.ends[pod] = AttemptView::End{75, "Error", "peer failed", clock_.Now()};
+  for (int32_t pod : {0, 2, 3})
+    view.ends[pod] = AttemptView::End{75, "Error", "peer failed", clock_.Now()};
   hub.view = view;
-  kube_.Modify(kube::kPods, "ml", "sp-1", [](json& p) { p["status"]["conditions"][0]["status"] = "False"; });
+  kube_.Modify(kube::kPods, "ml", "sp-1",
+               [](json& p) { p["status"]["conditions"][0]["status"] = "False"; });
   Discard();
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(absl::Minutes(1));
     Collect();
-    ASSERT_TRUE(reconciler_.Reconcile("ml", "sp").ok());  // Restarting in place, then attempt 1 ordered.
+    ASSERT_TRUE(
+        reconciler_.Reconcile("ml", "sp").ok());  // Restarting in place, then attempt 1 ordered.
     Collect();
   }
   EXPECT_EQ(hub.started, std::optional<int32_t>(1));
@@ -231,11 +267,13 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
 
   std::set<std::string> granted = Granted();
   for (const std::string& call : used_) {
-    EXPECT_TRUE(granted.count(call)) << "the operator makes '" << call << "' but manifests/operator/rbac.yaml does not allow it";
+    EXPECT_TRUE(granted.count(call))
+        << "the operator makes '" << call << "' but manifests/operator/rbac.yaml does not allow it";
   }
   for (const std::string& grant : granted) {
-    EXPECT_TRUE(used_.count(grant)) << "manifests/operator/rbac.yaml grants '" << grant
-                                    << "' but no operator code path uses it: remove it (least privilege)";
+    EXPECT_TRUE(used_.count(grant))
+        << "manifests/operator/rbac.yaml grants '" << grant
+        << "' but no operator code path uses it: remove it (least privilege)";
   }
 }
 
