@@ -14,6 +14,8 @@ PACKAGES=(
   curl
   # The clang sub-build: thread-safety analysis and the libFuzzer targets (cmake/ClangSubbuild.cmake).
   clang libclang-rt-14-dev
+  # The format check (tests/check_format.sh).
+  clang-format
 )
 # `make images` and the `containers` tests: podman with runc, and debootstrap for the base image
 # where no registry answers (docs/images.md). Not inside an image build (COHORT_NO_CONTAINER_TOOLS=1).
