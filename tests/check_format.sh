@@ -25,13 +25,13 @@ if [ $# -ge 1 ]; then
   exit 1
 fi
 mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu' '*.cuh')
-if ! clang-format --dry-run --Werror "${files[@]}" 2> /tmp/check_format.$$; then
-  head -c 20000 /tmp/check_format.$$
+report=$(mktemp)
+trap 'rm -f "$report"' EXIT
+if ! clang-format --dry-run --Werror "${files[@]}" 2> "$report"; then
+  head -c 20000 "$report"
   echo
-  count=$(grep -c "error: code should be clang-formatted" /tmp/check_format.$$ || true)
-  rm -f /tmp/check_format.$$
+  count=$(grep -c "error: code should be clang-formatted" "$report" || true)
   echo "FAILED: $count places are not formatted as .clang-format says: run clang-format -i on the files named above"
   exit 1
 fi
-rm -f /tmp/check_format.$$
 echo "all ${#files[@]} C++ files are formatted"
