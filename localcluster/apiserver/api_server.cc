@@ -449,6 +449,16 @@ absl::StatusOr<json> ParseBody(const std::string& body, const std::string& conte
   return parsed;
 }
 
+// The request's body (ParseBody); nullopt once its error is answered.
+std::optional<json> BodyOrAnswer(const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
+  if (!body.ok()) {
+    Reply(res, body.status());
+    return std::nullopt;
+  }
+  return *std::move(body);
+}
+
 }  // namespace
 
 ApiServer::ApiServer(const ApiServerOptions& options, Clock* clock)
@@ -848,11 +858,8 @@ void ApiServer::AfterDelete(const ResourceType& type, const absl::StatusOr<json>
 
 void ApiServer::ServeToken(const ResourceTarget& t, const httplib::Request& req,
                            httplib::Response& res) {
-  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
-  if (!body.ok()) {
-    Reply(res, body.status());
-    return;
-  }
+  std::optional<json> body = BodyOrAnswer(req, res);
+  if (!body) return;
   // TokenRequest: what the kubelet mounts into a pod as its service account's token. The
   // namespace's "default" service account exists without an object, as if Kubernetes' service
   // account controller had made it.
@@ -877,21 +884,15 @@ void ApiServer::ServeToken(const ResourceTarget& t, const httplib::Request& req,
 
 void ApiServer::ServeEviction(const ResourceTarget& t, const httplib::Request& req,
                               httplib::Response& res) {
-  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
-  if (!body.ok()) {
-    Reply(res, body.status());
-    return;
-  }
+  std::optional<json> body = BodyOrAnswer(req, res);
+  if (!body) return;
   Reply(res, Evict(t.type, t.ns, t.name));
 }
 
 void ApiServer::ServeAccessReview(const ResourceTarget& t, const httplib::Request& req,
                                   httplib::Response& res) {
-  absl::StatusOr<json> body = ParseBody(req.body, req.get_header_value("Content-Type"));
-  if (!body.ok()) {
-    Reply(res, body.status());
-    return;
-  }
+  std::optional<json> body = BodyOrAnswer(req, res);
+  if (!body) return;
   absl::StatusOr<UserInfo> caller =
       options_.token.empty() ? UserInfo{"admin", {"system:masters"}} : Authenticate(req);
   if (!caller.ok()) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/rfc3339.h"
+#include "kube/conditions.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
 
@@ -51,7 +52,7 @@ DecisionPass::DecisionPass(const DistributedJob& job, const std::vector<Observed
 void DecisionPass::SetCondition(const char* type, bool is_true, const std::string& reason,
                                 const std::string& message) {
   ::cohort::op::SetCondition(status.conditions,
-                             Condition{type, is_true ? "True" : "False", reason, message,
+                             Condition{type, kube::TrueOrFalse(is_true), reason, message,
                                        FormatRfc3339(now), job.generation});
 }
 
