@@ -55,7 +55,9 @@ wait_for() {
 }
 field() { kubectl get djob demo -o "jsonpath={.status.$1}" 2>/dev/null || true; }
 # metric TEXT NAME: the value of the first sample of NAME (name and labels, as printed) in TEXT.
-metric() { printf '%s\n' "$1" | awk -v name="$2" 'index($0, name " ") == 1 { print $2; exit }'; }
+# A here-string, not a pipe: awk stops at its match, and under pipefail a writer still writing into
+# the closed pipe would die of SIGPIPE and end the script (tests/tools/check_shell_pipes.sh).
+metric() { awk -v name="$2" 'index($0, name " ") == 1 { print $2; exit }' <<<"$1"; }
 # scrape_sidecars: what a Prometheus would have scraped from every running sidecar: the last
 # step and productive time of each rank (its pod's sidecar serves them all, one series per rank)
 # of each restart attempt, kept in $work/scraped/.
@@ -121,8 +123,9 @@ else
   "$bin/cohort-operator" --metrics-port 0 --leader-elect=false >"$work/operator.log" 2>&1 &
   operator_pid=$!
   wait_for "$work/operator.log" "informers synced" 30
-  grep -o "metrics on port [0-9]*" "$work/operator.log" | sed 's/^/   operator /'
-  operator_url="http://127.0.0.1:$(grep -o "metrics on port [0-9]*" "$work/operator.log" | grep -o "[0-9]*$" | head -n 1)/metrics"
+  operator_port=$(grep -m 1 -o "metrics on port [0-9]*" "$work/operator.log")
+  echo "   operator $operator_port"
+  operator_url="http://127.0.0.1:${operator_port##* }/metrics"
 fi
 
 say "3/5 kubectl apply: a DistributedJob of $pods pods x $per_pod processes ($ranks ranks) running demo-trainer"

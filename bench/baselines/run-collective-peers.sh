@@ -76,7 +76,7 @@ split_json() {
 install_debs() {  # install_debs PKG...: apt-get installs those not installed yet
   local missing=() pkg
   for pkg in "$@"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    if [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" != "install ok installed" ]]; then
       missing+=("$pkg")
     fi
   done

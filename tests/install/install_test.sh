@@ -30,9 +30,12 @@ if ldd "$prefix/bin/cohort-launch" >/dev/null 2>&1; then
   fail "cohort-launch is linked dynamically: $(ldd "$prefix/bin/cohort-launch" | tr '\n' ' ')"
 fi
 # The library exports the dist:: API only.
-if nm -DC --defined-only "$prefix/lib/libcohort_dist.so" | grep -v " dist::" | grep -q " [TDBRVW] "; then
-  nm -DC --defined-only "$prefix/lib/libcohort_dist.so" | grep -v " dist::" | head
-  fail "libcohort_dist.so exports more than dist::"
+# (Read whole, not through `grep -q`: under pipefail a reader that stops early kills nm with SIGPIPE,
+# and the check would pass on a failed pipeline.)
+exports=$(nm -DC --defined-only "$prefix/lib/libcohort_dist.so")
+others=$(grep -v " dist::" <<<"$exports" | grep " [TDBRVW] " || true)
+if [ -n "$others" ]; then
+  fail "libcohort_dist.so exports more than dist::: $(sed -n 1,10p <<<"$others" | tr '\n' ' ')"
 fi
 
 # 1. CMake: find_package(Cohort) and Cohort::dist, from a copy of the example outside the tree.
