@@ -527,7 +527,6 @@ json StatusToJson(const DistributedJob& job) {
               {"readyText", absl::StrCat(st.ready, "/", job.spec.replicas)},
               {"spares", st.spares},
               {"readySpares", st.ready_spares},
-              {"sparesText", absl::StrCat(st.ready_spares, "/", job.spec.spares)},
               {"active", st.active},
               {"succeeded", st.succeeded},
               {"failed", st.failed},
@@ -536,6 +535,14 @@ json StatusToJson(const DistributedJob& job) {
               {"uncountedRestarts", st.uncounted_restarts},
               {"restartAttempt", st.restart_attempt},
               {"observedGeneration", st.observed_generation}};
+  // What kubectl get shows: the processes per pod in force (the default and `auto` resolved), and
+  // the spares only for a job that asks for some (otherwise the column, in -o wide, is empty).
+  if (const int32_t per_pod = ResolvedProcessesPerPod(job); per_pod >= 1) {
+    out["processesPerPod"] = per_pod;
+  }
+  if (job.spec.spares > 0) {
+    out["sparesText"] = absl::StrCat(st.ready_spares, "/", job.spec.spares);
+  }
   if (!st.coordinator_address.empty()) out["coordinatorAddress"] = st.coordinator_address;
   if (!st.start_time.empty()) out["startTime"] = st.start_time;
   if (!st.completion_time.empty()) out["completionTime"] = st.completion_time;

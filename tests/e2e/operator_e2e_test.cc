@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -1164,7 +1165,7 @@ json RunWithASpareAndLosePodOne(LocalControlPlane& cluster, const std::string& n
   EXPECT_FALSE((*spare_pod)["metadata"]["labels"].contains("cohort.dev/rank"))
       << spare_pod->dump(2);
   const json spare_uid = (*spare_pod)["metadata"]["uid"];
-  LocalControlPlane::Result table = cluster.Kubectl({"get", "djob", name});
+  LocalControlPlane::Result table = cluster.Kubectl({"get", "djob", name, "-o", "wide"});
   EXPECT_THAT(table.output, HasSubstr("SPARES")) << table.output;
   absl::StatusOr<json> pod1 = cluster.client().Get(kube::kPods, "default", name + "-1");
   EXPECT_TRUE(pod1.ok()) << pod1.status();
@@ -1935,9 +1936,11 @@ TEST_F(OperatorE2E, TwoPodsOfTwoProcesses_RanksZeroToThreeWithLocalIndicesSuccee
     EXPECT_THAT(log, HasSubstr(absl::StrCat("[rank ", rank, "] RENDEZVOUS rank=", rank,
                                             " keys=4 count=4 local=", rank % 2, "/2")));
   }
-  // kubectl get -o wide shows the processes per pod.
-  LocalControlPlane::Result got = cluster_->Kubectl({"get", "djob", "e2e-pp", "-o", "wide"});
-  EXPECT_THAT(got.output, HasSubstr("PROCESSES/POD"));
+  // kubectl get shows the processes per pod in force, and no spares column for a job without.
+  LocalControlPlane::Result got = cluster_->Kubectl({"get", "djob", "e2e-pp"});
+  EXPECT_TRUE(std::regex_search(got.output, std::regex(R"(PROCESSES/POD[^\n]*\n\s*e2e-pp\s+\S+\s+\S+\s+2\s)")))
+      << got.output;
+  EXPECT_THAT(got.output, Not(HasSubstr("SPARES"))) << got.output;
 }
 
 TEST_F(OperatorE2E, TwoPodsOfTwo_OneProcessKilled_EveryRankToldAndTheGangRestartsOnce) {

@@ -157,18 +157,18 @@ TEST_F(LocalClusterKubectl, GetWatch_ShowsThePrinterColumnsForEveryChange) {
   ASSERT_TRUE(watch.ok()) << watch.status();
   std::string header = (*watch)->WaitForLine("NAME", kLineTimeout);
   EXPECT_TRUE(
-      std::regex_search(header, std::regex(R"(NAME\s+PHASE\s+READY\s+SPARES\s+RESTARTS\s+AGE)")))
+      std::regex_search(header, std::regex(R"(NAME\s+PHASE\s+READY\s+PROCESSES/POD\s+RESTARTS\s+AGE)")))
       << header;
 
   // What the operator writes when the gang runs; kubectl prints it from the watch event.
   absl::StatusOr<json> written = cluster_->client().MergePatch(
       op::kDistributedJobs, "default", "k-watch",
       {{"status",
-        {{"phase", "Running"}, {"readyText", "2/2"}, {"sparesText", "0/0"}, {"restarts", 1}}}},
+        {{"phase", "Running"}, {"readyText", "2/2"}, {"processesPerPod", 4}, {"restarts", 1}}}},
       /*status=*/true);
   ASSERT_TRUE(written.ok()) << written.status();
   std::string row = (*watch)->WaitForLine("Running", kLineTimeout);
-  EXPECT_TRUE(std::regex_search(row, std::regex(R"(k-watch\s+Running\s+2/2\s+0/0\s+1\s+\d+s)")))
+  EXPECT_TRUE(std::regex_search(row, std::regex(R"(k-watch\s+Running\s+2/2\s+4\s+1\s+\d+s)")))
       << "row: '" << row << "'\n"
       << (*watch)->Output();
   (*watch)->Signal(SIGTERM);

@@ -411,6 +411,21 @@ TEST(ProcessesPerPod, TorchrunLauncher_NoCommandNeeded) {
   EXPECT_THAT(Validate(*job), ::testing::IsEmpty());
 }
 
+// kubectl get's columns: the processes per pod in force, the spares of a job that has some.
+TEST(StatusToJson, PrinterColumnsShowWhatIsInForce) {
+  DistributedJob job = *ParseDistributedJob(JobBuilder().Spec("processesPerPod", 4).Spec("spares", 2).Build());
+  job.status.ready_spares = 1;
+  json st = StatusToJson(job);
+  EXPECT_EQ(st["processesPerPod"], 4);
+  EXPECT_EQ(st["sparesText"], "1/2");
+
+  json gpus = JobBuilder().Spec("processesPerPod", "auto").Build();
+  gpus["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 8;
+  DistributedJob auto_job = *ParseDistributedJob(gpus);
+  EXPECT_EQ(StatusToJson(auto_job)["processesPerPod"], 8) << "auto: one per GPU";
+  EXPECT_FALSE(StatusToJson(auto_job).contains("sparesText"));
+}
+
 TEST(StatusToJson, RoundTripsThroughParse) {
   DistributedJob written = *ParseDistributedJob(JobBuilder().Build());
   DistributedJobStatus& st = written.status;
@@ -437,7 +452,8 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   EXPECT_EQ(job->status.preemptions, 1);
   EXPECT_EQ(job->status.coordinator_address, "train-0.train.ml.svc:8476");
   EXPECT_EQ(job->status.last_hang_id, 12);
-  EXPECT_EQ(obj["status"]["sparesText"], "1/0");
+  EXPECT_FALSE(obj["status"].contains("sparesText")) << "the job has no spares: " << obj["status"];
+  EXPECT_EQ(obj["status"]["processesPerPod"], 1) << "the default, in force";
   EXPECT_EQ(job->status.spares, 1);
   EXPECT_EQ(job->status.ready_spares, 1);
   EXPECT_EQ(job->status.spares_created, 3);
