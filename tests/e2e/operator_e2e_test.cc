@@ -1938,7 +1938,8 @@ TEST_F(OperatorE2E, TwoPodsOfTwoProcesses_RanksZeroToThreeWithLocalIndicesSuccee
   }
   // kubectl get shows the processes per pod in force, and no spares column for a job without.
   LocalControlPlane::Result got = cluster_->Kubectl({"get", "djob", "e2e-pp"});
-  EXPECT_TRUE(std::regex_search(got.output, std::regex(R"(PROCESSES/POD[^\n]*\n\s*e2e-pp\s+\S+\s+\S+\s+2\s)")))
+  EXPECT_TRUE(std::regex_search(got.output,
+                                std::regex(R"(PROCESSES/POD[^\n]*\n\s*e2e-pp\s+\S+\s+\S+\s+2\s)")))
       << got.output;
   EXPECT_THAT(got.output, Not(HasSubstr("SPARES"))) << got.output;
 }

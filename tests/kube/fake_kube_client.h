@@ -66,7 +66,7 @@ class FakeKubeClient final : public KubeClient {
                               const json& object) override {
     if (absl::Status s = Call("create", r); !s.ok()) return s;
     absl::StatusOr<json> created = store_.Create(TypeOf(r, &object), ns, object);
-    if (created.ok()) Remember(created_, r, *created);
+    if (created.ok()) Remember(Change::kCreated, r, *created);
     return created;
   }
 
@@ -96,7 +96,7 @@ class FakeKubeClient final : public KubeClient {
                       std::optional<int64_t> grace_period_seconds = std::nullopt) override {
     if (absl::Status s = Call("delete", r); !s.ok()) return s;
     absl::StatusOr<json> deleted = store_.Delete(TypeOf(r), ns, name, grace_period_seconds);
-    if (deleted.ok()) Remember(deleted_, r, *deleted);
+    if (deleted.ok()) Remember(Change::kDeleted, r, *deleted);
     return deleted.status();
   }
 
@@ -236,9 +236,13 @@ class FakeKubeClient final : public KubeClient {
                ? object["metadata"].value("name", "")
                : "";
   }
-  void Remember(std::vector<std::string>& list, const Resource& r, const json& object) {
+  // Records "<plural>/<name>" in created_ or deleted_ (the list named under the lock, not passed by
+  // reference without it: the thread-safety analysis holds tests to the annotations too).
+  enum class Change { kCreated, kDeleted };
+  void Remember(Change change, const Resource& r, const json& object) {
     absl::MutexLock lock(&mu_);
-    list.push_back(absl::StrCat(r.plural, "/", NameOf(object)));
+    (change == Change::kCreated ? created_ : deleted_)
+        .push_back(absl::StrCat(r.plural, "/", NameOf(object)));
   }
 
   local::ObjectStore store_;

@@ -156,8 +156,8 @@ TEST_F(LocalClusterKubectl, GetWatch_ShowsThePrinterColumnsForEveryChange) {
       {"kubectl", "get", "djob", "-w"}, {{"KUBECONFIG", cluster_->kubeconfig()}}, "kubectl get -w");
   ASSERT_TRUE(watch.ok()) << watch.status();
   std::string header = (*watch)->WaitForLine("NAME", kLineTimeout);
-  EXPECT_TRUE(
-      std::regex_search(header, std::regex(R"(NAME\s+PHASE\s+READY\s+PROCESSES/POD\s+RESTARTS\s+AGE)")))
+  EXPECT_TRUE(std::regex_search(
+      header, std::regex(R"(NAME\s+PHASE\s+READY\s+PROCESSES/POD\s+RESTARTS\s+AGE)")))
       << header;
 
   // What the operator writes when the gang runs; kubectl prints it from the watch event.

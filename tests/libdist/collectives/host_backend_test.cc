@@ -396,7 +396,9 @@ TEST_P(HostBackendTest, SixtyFourMebibytes_EveryOpAndEveryTypeOfAllReduce) {
 // alternate with two-phase all-reduces and multi-chunk gathers that use both slots of a chunk.
 // Every result is checked as it comes; a slot rewritten while a peer still reads it shows here.
 TEST_P(HostBackendTest, MixedSizesBackToBack_EveryResultExact) {
-  const auto [transport, p] = GetParam();
+  // Not a structured binding: the threads below capture p (clang 14 cannot capture bindings).
+  const auto transport = std::get<0>(GetParam());
+  const int p = std::get<1>(GetParam());
   if (p == 1 || p > 3) GTEST_SKIP() << "2 and 3 ranks cover both single- and two-phase steps";
   auto group = MakeGroup(transport, p);
   // Elements (float32): single-phase and two-phase all-reduces, and a gather of many chunks.

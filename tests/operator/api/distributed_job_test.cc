@@ -413,7 +413,8 @@ TEST(ProcessesPerPod, TorchrunLauncher_NoCommandNeeded) {
 
 // kubectl get's columns: the processes per pod in force, the spares of a job that has some.
 TEST(StatusToJson, PrinterColumnsShowWhatIsInForce) {
-  DistributedJob job = *ParseDistributedJob(JobBuilder().Spec("processesPerPod", 4).Spec("spares", 2).Build());
+  DistributedJob job =
+      *ParseDistributedJob(JobBuilder().Spec("processesPerPod", 4).Spec("spares", 2).Build());
   job.status.ready_spares = 1;
   json st = StatusToJson(job);
   EXPECT_EQ(st["processesPerPod"], 4);
