@@ -25,10 +25,19 @@ $(BUILD_DIR)/build.ninja:
 build: $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: deps build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+# Prints, after ctest's summary, how long it all took and the ten slowest tests
+# (scripts/run-tests.sh). CTEST_ARGS passes more to ctest (`make test CTEST_ARGS="-L unit"`).
+CTEST_ARGS ?=
+test:
+	@start=$$(date +%s) && $(MAKE) --no-print-directory deps build && \
+	  bash scripts/run-tests.sh $(BUILD_DIR) $(JOBS) $$start $$(date +%s) $(CTEST_ARGS)
 
-demo: deps build $(if $(filter podman,$(RUNTIME)),images)
+# Builds only what the demo runs (the `demo-binaries` target: no tests, benchmarks, fuzzers or
+# clang sub-build), so that a fresh machine reaches the demo in minutes (README, "Quick start").
+demo: deps
+	@$(MAKE) --no-print-directory $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target demo-binaries
+	@if [ "$(RUNTIME)" = podman ]; then bash scripts/build-images.sh $(BUILD_DIR); fi
 	@RUNTIME=$(RUNTIME) bash examples/run-demo.sh $(BUILD_DIR)
 
 # libdist (headers, library, CMake package, pkg-config file) and the binaries under PREFIX.
