@@ -214,7 +214,10 @@ std::optional<json> OpenApiV3Document(const std::string& group_version_path,
     }
     std::string collection = absl::StrCat(
         "/", group_version_path, t.namespaced ? "/namespaces/{namespace}/" : "/", t.plural);
-    json path_parameters = {Parameter("name", "path", absl::StrCat("name of the ", t.kind), true)};
+    // json::array, not a braced list of one json: clang reads `json x = {j}` as a copy of j (an
+    // object, which push_back below rejects), gcc as an array of it.
+    json path_parameters =
+        json::array({Parameter("name", "path", absl::StrCat("name of the ", t.kind), true)});
     json collection_parameters = json::array();
     if (t.namespaced) {
       json ns = Parameter("namespace", "path",
