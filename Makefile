@@ -34,8 +34,8 @@ test:
 
 # Builds only what the demo runs (the `demo-binaries` target: no tests, benchmarks, fuzzers or
 # clang sub-build), so that a fresh machine reaches the demo in minutes (README, "Quick start").
-demo: deps
-	@$(MAKE) --no-print-directory $(BUILD_DIR)/build.ninja
+demo: deps $(BUILD_DIR)/build.ninja
+	@echo "demo: building what the demo runs (the first time about 7 minutes on 2 cores; then seconds)"
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target demo-binaries
 	@if [ "$(RUNTIME)" = podman ]; then bash scripts/build-images.sh $(BUILD_DIR); fi
 	@RUNTIME=$(RUNTIME) bash examples/run-demo.sh $(BUILD_DIR)
