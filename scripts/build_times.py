@@ -86,8 +86,9 @@ def main():
         if not os.path.exists(path):
             continue
         for output, seconds in read_log(path).items():
-            if where == "gcc" and "clang-subbuild" in output:
-                continue  # The sub-build as one step: counted from its own logs.
+            if (where == "gcc" and "clang-subbuild" in output) or \
+                    (where == "clang" and output.endswith("CMakeFiles/clang-checks")):
+                continue  # A step that runs others: they are counted from their own logs.
             kind, target = classify(output, where)
             by_kind[kind] += seconds
             by_group[group(target, where)] += seconds
