@@ -1065,6 +1065,14 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
             0);
   json ready = cluster.WaitForJob("default", name, AllReady, kJobTimeout);
   ASSERT_TRUE(AllReady(ready)) << ready.dump(2) << Events(cluster, name);
+  // Every rank registered and trains: pods are Ready before that, and a node lost while rank 0
+  // still waits for its ranks to register leaves rank 0 waiting out its initialization timeout
+  // (5 min), with no process of the job failed.
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_TRUE(TrainerLogOnceItHas(cluster, name, rank, "TRAINING"))
+        << "rank " << rank << " does not train\n"
+        << TrainerLog(cluster, name, rank) << Events(cluster, name);
+  }
   absl::StatusOr<json> pods =
       cluster.client().List(kube::kPods, "default", "cohort.dev/job-name=" + name);
   ASSERT_TRUE(pods.ok()) << pods.status();

@@ -264,6 +264,8 @@ TEST_F(LocalControllersTest,
                                /*status=*/true)
                   .ok());
   StartScheduler();
+  // Pods seen before the node would first be marked "2 node(s) were not ready" (true then).
+  ASSERT_TRUE(scheduler_->WaitForReadyNodes(1, kWait));
   for (const char* name : {"a", "b", "c", "d"}) CreatePod(name);
   for (const char* name : {"a", "b"}) {
     EXPECT_FALSE(
