@@ -1,6 +1,9 @@
 # The clang sub-build: the whole project configured a second time, with clang, under
-# ${CMAKE_BINARY_DIR}/clang, and built as part of this build (`make build`, hence `make test` and
-# CI). It does two jobs (cmake/ThreadSafetyCheck.cmake):
+# ${CMAKE_BINARY_DIR}/clang, as the target `clang-subbuild`. `make build` builds it with the rest;
+# `make test` (and CI) builds it at idle priority while the first tests run, and runs the tests that
+# need it (label `clang-subbuild`) last (scripts/run-tests.sh, docs/testing.md). It is not part of
+# `all`: `cmake --build BUILD_DIR --target all clang-subbuild` builds both. It does two jobs
+# (cmake/ThreadSafetyCheck.cmake):
 #  - every library and binary (not the tests and benchmarks) with -Wthread-safety
 #    -Werror=thread-safety, so that the ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotations
 #    are checked by a compiler rather than read as comments (clang -fsyntax-only: no code);
@@ -46,6 +49,9 @@ endif()
 
 if(COHORT_CLANG_SKIP_REASON)
   message(STATUS "clang sub-build: skipped (${COHORT_CLANG_SKIP_REASON})")
+  # The target still exists (`make build` asks for it) and says why it builds nothing.
+  add_custom_target(clang-subbuild
+    COMMAND ${CMAKE_COMMAND} -E echo "clang sub-build skipped: ${COHORT_CLANG_SKIP_REASON}")
   return()
 endif()
 if(COHORT_FUZZ_SKIP_REASON)
@@ -84,6 +90,7 @@ ExternalProject_Add(clang-subbuild
   # on every build.
   BUILD_COMMAND ${CMAKE_COMMAND} --build <BINARY_DIR> --target clang-checks
   BUILD_ALWAYS ON
+  EXCLUDE_FROM_ALL ON
   USES_TERMINAL_CONFIGURE ON
   USES_TERMINAL_BUILD ON
   INSTALL_COMMAND ""

@@ -19,7 +19,7 @@ if [ -n "$reason" ]; then
   exit 77
 fi
 if [ ! -x "$fuzzer" ]; then
-  echo "$fuzzer is missing: build first (make build, or cmake --build BUILD_DIR)" >&2
+  echo "$fuzzer is missing: build first (make build, or cmake --build BUILD_DIR --target clang-subbuild)" >&2
   exit 1
 fi
 

@@ -10,7 +10,7 @@ if [ -n "$reason" ]; then
   exit 77
 fi
 if [ ! -f "$stamp" ]; then
-  echo "the clang sub-build has not completed ($stamp is missing): run 'make build' (or cmake --build)" >&2
+  echo "the clang sub-build has not completed ($stamp is missing): run 'make build' (or cmake --build BUILD_DIR --target clang-subbuild)" >&2
   exit 1
 fi
 echo "the clang sub-build compiled every library and binary with -Wthread-safety -Werror=thread-safety"
