@@ -29,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "kube/conditions.h"
 #include "operator/api/distributed_job.h"
 #include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
@@ -124,6 +125,27 @@ bool TrainerLogOnceItHas(LocalControlPlane& cluster, const std::string& job, int
     absl::SleepFor(absl::Milliseconds(50));
   }
   return true;
+}
+
+// Whether node `node`'s Ready condition is `status` within kJobTimeout (watched from now on).
+bool NodeReadyBecomes(LocalControlPlane& cluster, const std::string& node,
+                      const std::string& status) {
+  auto reached = [&](const json& n) { return kube::ConditionStatus(n, "Ready") == status; };
+  absl::StatusOr<json> now = cluster.client().Get(kube::kNodes, "", node);
+  if (now.ok() && reached(*now)) return true;
+  kube::WatchOptions options;
+  options.resource_version = now.ok() ? (*now)["metadata"].value("resourceVersion", "") : "";
+  options.timeout = kJobTimeout;
+  bool found = false;
+  cluster.client()
+      .Watch(kube::kNodes, "", options,
+             [&](const json& event) {
+               const json& o = event["object"];
+               found = o["metadata"].value("name", "") == node && reached(o);
+               return !found;
+             })
+      .IgnoreError();
+  return found;
 }
 
 // One control plane for the suite: starting it costs a second; jobs have distinct names.
@@ -1128,7 +1150,9 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
         << events;
   }
   EXPECT_EQ(replaced, 2) << "the lost node's two pods, and only they, were replaced\n" << events;
-  // kubectl shows the node lost.
+  // kubectl shows the node lost (once its Lease is older than the grace period: the job may have
+  // finished before).
+  EXPECT_TRUE(NodeReadyBecomes(cluster, lost, "Unknown")) << lost << " was never marked lost";
   LocalControlPlane::Result shown = cluster.Kubectl({"get", "nodes"});
   bool marked = false;
   for (absl::string_view line : absl::StrSplit(shown.output, '\n')) {
