@@ -46,8 +46,11 @@ else
   echo "the clang sub-build (thread-safety check, fuzz targets) builds at idle priority beside the" \
     "tests; its log: $log"
   sub_started=$(date +%s)
-  # A session of its own, so that stopping `make test` stops the compilers too.
-  setsid "${idle[@]}" cmake --build "$build" -j "$jobs" --target clang-subbuild >"$log" 2>&1 &
+  # A session of its own, so that stopping `make test` stops the compilers too; when it ends, the
+  # time goes into $log.ended.
+  rm -f "$log.ended"
+  setsid "${idle[@]}" bash -c 'cmake --build "$1" -j "$2" --target clang-subbuild; rc=$?
+                              date +%s >"$3.ended"; exit $rc' _ "$build" "$jobs" "$log" >"$log" 2>&1 &
   sub_pid=$!
   trap 'kill -- "-$sub_pid" 2>/dev/null' EXIT
   run_ctest ctest-junit.xml -LE '^clang-subbuild$'
@@ -57,7 +60,8 @@ else
   sub_rc=0
   wait "$sub_pid" || sub_rc=$?
   trap - EXIT
-  sub_s=$(($(date +%s) - sub_started))
+  sub_ended=$(cat "$log.ended" 2>/dev/null || date +%s)
+  sub_s=$((sub_ended - sub_started))
   if [ "$sub_rc" -ne 0 ]; then
     echo
     echo "FAILED: the clang sub-build exited with $sub_rc (a thread-safety finding, or a file clang"
@@ -66,7 +70,7 @@ else
     rc=1
     subbuild_note="the clang sub-build FAILED after ${sub_s}s beside the tests"
   else
-    subbuild_note="the clang sub-build took ${sub_s}s beside the tests"
+    subbuild_note="the clang sub-build took ${sub_s}s at idle priority beside the tests"
     run_ctest ctest-junit-clang-subbuild.xml -L '^clang-subbuild$'
   fi
 fi
