@@ -240,6 +240,19 @@ std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
                       hash, suffix);
 }
 
+bool RestartsInPlace(const DistributedJobSpec& spec) {
+  if (spec.restart_strategy != RestartStrategy::kInPlace) return false;
+  const json& containers = kube::Member(spec.pod_template, "spec", "containers");
+  if (!containers.is_array() || containers.empty()) return false;
+  const json& command = kube::Member(containers[0], "command");
+  return command.is_array() && !command.empty();
+}
+
+bool GangScheduled(const DistributedJobSpec& spec) {
+  return !spec.scheduling.queue_name.empty() ||
+         spec.scheduling.pod_group.provider != PodGroupProvider::kNone;
+}
+
 std::string TrainerName(const DistributedJob& job) {
   const json& containers = kube::Member(job.spec.pod_template, "spec", "containers");
   if (!containers.is_array() || containers.empty()) return "";
@@ -409,6 +422,7 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
                 "Alert (say so "
                 "and keep running)",
                 &s.hang_policy));
+  s.hang_policy_set = spec.contains("hangPolicy") && !spec["hangPolicy"].is_null();
   if (const json* hang = object_field(spec, "hangDetection", p, " with timeoutSeconds")) {
     if (hang->contains("timeoutSeconds") && !(*hang)["timeoutSeconds"].is_null()) {
       int64_t seconds = 0;

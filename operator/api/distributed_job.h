@@ -180,7 +180,10 @@ struct DistributedJobSpec {
   std::vector<FailureRule> failure_rules;
   SchedulingSpec scheduling;
   HangDetectionSpec hang_detection;
+  // spec.hangPolicy; unset reads as kRestart (`hang_policy_set` false). Hangs are found only where
+  // the gang restarts in place: Validate refuses Restart and Fail with restartStrategy Recreate.
   HangPolicy hang_policy = HangPolicy::kRestart;
+  bool hang_policy_set = false;
 };
 
 // A metav1.Condition.
@@ -271,6 +274,14 @@ nlohmann::json StatusToJson(const DistributedJob& job);
 int32_t ResolvedProcessesPerPod(const DistributedJob& job);
 // The trainer's container name: the template's first container's ("" when unreadable).
 std::string TrainerName(const DistributedJob& job);
+// Whether the job's pods restart in place: spec.restartStrategy is InPlace and the trainer (the
+// template's first container) has a command, which cohort-launch runs (Kubernetes cannot know an
+// image's entrypoint). What validation, the pods' build and the restart policies all ask.
+bool RestartsInPlace(const DistributedJobSpec& spec);
+// Whether a gang scheduler admits the job's pods (spec.scheduling: a Kueue queue or a PodGroup
+// provider): whole groups only, so no pod joins an admitted gang alone (a lost pod cannot be
+// replaced alone, nor a spare take its slot).
+bool GangScheduled(const DistributedJobSpec& spec);
 // The Kueue pod group of a restart attempt's pods: "<job>-<attempt>" (the job's name cut so that
 // it is a label value), one per attempt, since Kueue admits a group once.
 std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt);

@@ -162,11 +162,7 @@ void ValidateSpares(const DistributedJob& job, std::vector<std::string>& errors)
   if (s.spares == 0) return;
   // A spare takes a slot when the gang restarts in place: the pods that stay restart their
   // processes, the spare's cohort-launch runs the slot's.
-  const json& first = kube::Member(kube::Member(s.pod_template, "spec"), "containers");
-  const bool has_command = first.is_array() && !first.empty() && first[0].is_object() &&
-                           first[0].contains("command") && first[0]["command"].is_array() &&
-                           !first[0]["command"].empty();
-  if (s.restart_strategy != RestartStrategy::kInPlace || !has_command) {
+  if (!RestartsInPlace(s)) {
     errors.push_back(absl::StrCat(
         spares, ": ", s.spares,
         " spares need the gang to restart in place (a spare takes a lost pod's slot in the next "
@@ -418,6 +414,23 @@ void ValidateTemplate(const DistributedJob& job, bool processes_per_pod_ok,
   }
 }
 
+// spec.hangPolicy: hangs are found by the attempt hub's detector, which only a gang that restarts
+// in place has (the operator follows the hub of InPlace jobs), so Restart and Fail would do nothing
+// with restartStrategy Recreate. A job that already started keeps running: the CRD used to default
+// hangPolicy to Restart for every job, so a Recreate job created then carries it unasked.
+void ValidateHangPolicy(const DistributedJob& job, std::vector<std::string>& errors) {
+  const DistributedJobSpec& s = job.spec;
+  if (s.restart_strategy != RestartStrategy::kRecreate || !s.hang_policy_set ||
+      s.hang_policy == HangPolicy::kAlert || !job.status.start_time.empty()) {
+    return;
+  }
+  errors.push_back(absl::StrCat(
+      FieldPath("spec").Child("hangPolicy").String(), ": ", HangPolicyName(s.hang_policy),
+      " needs spec.restartStrategy: InPlace (hangs are found by the attempt hub of a gang that "
+      "restarts in place; with Recreate nothing would detect one): set spec.restartStrategy: "
+      "InPlace, or remove spec.hangPolicy"));
+}
+
 }  // namespace
 
 // One function per area of the spec, called in the order their errors are reported: users fix
@@ -433,6 +446,7 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   ValidateTimeouts(job.spec, errors);
   ValidateSidecar(job.spec.sidecar, errors);
   ValidateFailureRules(job.spec.failure_rules, errors);
+  ValidateHangPolicy(job, errors);
   // A template that could not be read was reported already; "required" would only repeat it.
   const FieldPath spec("spec");
   if (!Unreadable(job, spec) && !Unreadable(job, spec.Child("template"))) {

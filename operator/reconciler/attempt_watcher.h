@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "operator/reconciler/in_place_policy.h"
+#include "operator/reconciler/attempt_view.h"
 
 namespace cohort::op {
 

@@ -64,7 +64,7 @@ json ContractEnv(const DistributedJob& job, std::optional<int32_t> pod_index,
   in.master_port = job.spec.coordinator_port + env::kMasterPortOffset;
   // A command that is torchrun reads its flags from PET_* (Kubeflow Trainer's way).
   in.torchrun = job.spec.launcher == Launcher::kTorchrun;
-  if (RestartsInPlace(job)) {
+  if (RestartsInPlace(job.spec)) {
     in.launch_socket = absl::StrCat(kAgentDir, "/launch.sock");
     in.shm_dir = "/dev/shm";
   }
@@ -226,14 +226,6 @@ json BuildService(const DistributedJob& job) {
                                    {{"name", "metrics"}, {"port", kSidecarMetricsPort}}})}}}};
 }
 
-bool RestartsInPlace(const DistributedJob& job) {
-  if (job.spec.restart_strategy != RestartStrategy::kInPlace) return false;
-  const json& containers = kube::Member(kube::Member(job.spec.pod_template, "spec"), "containers");
-  return containers.is_array() && !containers.empty() && containers[0].is_object() &&
-         containers[0].contains("command") && containers[0]["command"].is_array() &&
-         !containers[0]["command"].empty();
-}
-
 json BuildTokenSecret(const DistributedJob& job, const std::string& token) {
   return {{"apiVersion", "v1"},
           {"kind", "Secret"},
@@ -354,7 +346,7 @@ json BuildPodOf(const DistributedJob& job, std::optional<int32_t> rank, int32_t 
     AddMounts(c);
   }
   const int32_t per_pod = ResolvedProcessesPerPod(job);
-  const bool in_place = RestartsInPlace(job);
+  const bool in_place = RestartsInPlace(job.spec);
   // Restarting in place, cohort-launch supervises every trainer, torchrun too (as one process).
   const bool cohort_launches = (per_pod > 1 && job.spec.launcher == Launcher::kCohort) || in_place;
   json* trainer = spec["containers"].is_array() && !spec["containers"].empty() &&

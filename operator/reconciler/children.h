@@ -35,9 +35,6 @@ inline constexpr int kSidecarMetricsPort = 9400;
 
 std::string ServiceName(const DistributedJob& job);  // The job's name.
 std::string SecretName(const DistributedJob& job);   // "<job>-token".
-// Whether the job's pods restart in place: spec.restartStrategy is InPlace and the trainer has
-// a command (cohort-launch must run it: Kubernetes cannot know an image's entrypoint).
-bool RestartsInPlace(const DistributedJob& job);
 std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>".
 // Restarting in place, the pod that replaces rank's alone in `restart_attempt`:
 // "<job>-<rank>-r<restart_attempt>" (its hostname stays "<job>-<rank>").

@@ -10,6 +10,7 @@
 #include "kube/conditions.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
+#include "operator/reconciler/in_place_policy.h"
 
 namespace cohort::op {
 namespace {
@@ -68,7 +69,8 @@ void DecisionPass::Requeue(absl::Duration after) {
 
 void DecisionPass::DeleteAll(const std::vector<const ObservedPod*>& which) {
   for (const ObservedPod* p : which) {
-    if (!p->terminating) decision.delete_pods.push_back(p->name);
+    if (!p->terminating && deleting_.insert(p->name).second)
+      decision.delete_pods.push_back(p->name);
   }
 }
 
@@ -122,12 +124,10 @@ void DecisionPass::RestartGang(const char* kind, const char* condition_reason,
              ", every other pod stays and its processes restart"));
   } else {
     Emit(event_type, event_reason, absl::StrCat(why, what_next));
-    // Said when the job could restart in place but this restart cannot (a job whose trainer has
-    // no command never does: status.lastRestartStrategy says Recreate).
-    if (RestartsInPlace(job)) {
-      Emit(event_type::kWarning, reason::kRecreatingGang,
-           absl::StrCat("cannot restart in place: ", plan.blocker,
-                        "; deleting and creating every pod instead"));
+    // A job that could restart in place but this restart cannot says why (one whose spec asks for
+    // Recreate, or whose trainer has no command, never does: status.lastRestartStrategy says so).
+    if (RestartsInPlace(spec)) {
+      RecreateInstead(*this, absl::StrCat("cannot restart in place: ", plan.blocker));
     }
   }
   Requeue(backoff);
@@ -201,11 +201,6 @@ const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods) {
   for (const ObservedPod* p : pods) kinds.push_back(ExitKindOf(*p));
   std::optional<size_t> root = RootCause(kinds);
   return root ? pods[*root] : nullptr;
-}
-
-bool GangScheduled(const DistributedJobSpec& spec) {
-  return !spec.scheduling.queue_name.empty() ||
-         spec.scheduling.pod_group.provider != PodGroupProvider::kNone;
 }
 
 bool Follower(const ObservedPod& p) { return ExitKindOf(p) == ExitKind::kFollowed; }

@@ -8,13 +8,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "operator/api/distributed_job.h"
-#include "operator/reconciler/in_place_policy.h"
+#include "operator/reconciler/attempt_view.h"
 #include "operator/reconciler/job_decision.h"
 
 namespace cohort::op {
@@ -49,14 +50,15 @@ class DecisionPass {
   void Emit(const char* type, const char* reason, const std::string& message);
   // Look again after `after` at the latest (the earliest of every request).
   void Requeue(absl::Duration after);
-  // Deletes the pods not already terminating.
+  // Deletes the pods not already terminating (each once in a pass).
   void DeleteAll(const std::vector<const ObservedPod*>& which);
   // Succeeded or Failed for good, with its condition and Event.
   void Finish(Phase phase, const char* reason, const std::string& message);
   // Ends this restart attempt and restarts the gang as the next one after `backoff`: in place
-  // when InPlaceBlocker() finds nothing, else by deleting the pods (with a RecreatingGang Event
-  // when the spec asked for InPlace). `why` goes into the conditions, `why` + `what_next` into
-  // the Event (RestartedInPlace in place, else `event_reason`).
+  // when PlanInPlace() finds no blocker, else by deleting the pods (through RecreateInstead(),
+  // with a RecreatingGang Event, when the spec asked for InPlace; in_place_policy.h). `why` goes
+  // into the conditions, `why` + `what_next` into the Event (RestartedInPlace in place, else
+  // `event_reason`).
   void RestartGang(const char* kind, const char* condition_reason, const char* event_type,
                    const char* event_reason, const std::string& why, const std::string& what_next,
                    GangRestart cause, absl::Duration backoff);
@@ -65,6 +67,9 @@ class DecisionPass {
   // status.ready/active/succeeded/failed from the current pods; status.spares, readySpares and
   // slots from the spares and the pods of the gang.
   void Count();
+
+ private:
+  std::set<std::string> deleting_;  // Whom decision.delete_pods names.
 };
 
 // At most `max` bytes of `text`, cut at a character boundary: a status or Event with half a UTF-8
@@ -79,9 +84,6 @@ std::string Describe(const ObservedPod& pod, int32_t per_pod);
 ExitKind ExitKindOf(const ObservedPod& pod);
 // The pod among `pods` whose trainer's exit caused the failure (RootCause), or null.
 const ObservedPod* RootCausePod(const std::vector<const ObservedPod*>& pods);
-// A gang scheduler admits the job's pods (spec.scheduling: a Kueue queue or a PodGroup provider):
-// whole groups only, so no pod joins an admitted gang alone.
-bool GangScheduled(const DistributedJobSpec& spec);
 // Its trainer exited kPeerFailureExitCode (75): it only followed another rank's failure.
 bool Follower(const ObservedPod& pod);
 // Its trainer exited non-zero, or the pod failed without saying how.

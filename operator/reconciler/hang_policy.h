@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "operator/reconciler/attempt_view.h"
 #include "operator/reconciler/decision_pass.h"
-#include "operator/reconciler/in_place_policy.h"
 
 namespace cohort::op {
 

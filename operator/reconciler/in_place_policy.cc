@@ -49,7 +49,7 @@ struct GangCheck {
   std::vector<std::pair<const ObservedPod*, std::string>> replace;
   std::vector<int32_t> missing;
   // Until when a pod whose sidecar did not follow the hub yet may still (it started within
-  // kHubPatience); InfinitePast when every pod's sidecar follows.
+  // kFirstFollowPatience); InfinitePast when every pod's sidecar follows.
   absl::Time follow_by = absl::InfinitePast();
 };
 
@@ -73,11 +73,11 @@ std::string WhyItGoes(const DecisionPass& pass, const ObservedPod& p, absl::Time
              "(it or its node is "
              "gone)";
     }
-    const absl::Time patience_ends = p.started_at + kHubPatience;
+    const absl::Time patience_ends = p.started_at + kFirstFollowPatience;
     if (pass.now >= patience_ends) {
       return absl::StrCat(
           "has a sidecar that did not follow the attempt hub within ",
-          absl::FormatDuration(kHubPatience),
+          absl::FormatDuration(kFirstFollowPatience),
           " of the pod's start, and its processes did not end (it or its node is gone)");
     }
     *wait_until = patience_ends;  // Its sidecar is still starting: it follows soon.
@@ -144,11 +144,22 @@ void CreateReplacements(DecisionPass& pass, const std::vector<const ObservedPod*
 
 }  // namespace
 
+void RecreateInstead(DecisionPass& pass, const std::string& why) {
+  pass.status.last_restart_strategy = restart_strategy::kRecreate;
+  pass.Emit(event_type::kWarning, reason::kRecreatingGang,
+            absl::StrCat(why, "; deleting and creating every pod instead"));
+  // The pods that waited for the next attempt are an earlier attempt's now.
+  pass.DeleteAll(pass.waiting);
+  pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
+  pass.waiting.clear();
+  DropSparesHoldingSlots(pass);
+}
+
 InPlacePlan PlanInPlace(const DecisionPass& pass) {
   InPlacePlan plan;
   if (pass.spec.restart_strategy != RestartStrategy::kInPlace) {
     plan.blocker = "spec.restartStrategy is Recreate";
-  } else if (!RestartsInPlace(pass.job)) {
+  } else if (!RestartsInPlace(pass.spec)) {
     plan.blocker =
         "the trainer container has no command (cohort-launch runs the command; it cannot know an "
         "image's "
@@ -187,15 +198,8 @@ Verdict StartInPlace(DecisionPass& pass) {
   }
   if (!check.blocker.empty()) {
     // Rank 0's pod went while the others waited: the pods are recreated after all.
-    pass.status.last_restart_strategy = restart_strategy::kRecreate;
-    pass.Emit(
-        event_type::kWarning, reason::kRecreatingGang,
-        absl::StrCat("cannot start restart attempt ", pass.status.restart_attempt,
-                     " in place: ", check.blocker, "; deleting and creating every pod instead"));
-    pass.DeleteAll(pass.waiting);
-    pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
-    pass.waiting.clear();
-    DropSparesHoldingSlots(pass);
+    RecreateInstead(pass, absl::StrCat("cannot start restart attempt ", pass.status.restart_attempt,
+                                       " in place: ", check.blocker));
     return Verdict::kContinue;
   }
   CheckLabelledSpares(pass);
@@ -226,17 +230,17 @@ Verdict StartInPlace(DecisionPass& pass) {
     return Verdict::kDecided;
   }
   // Every pod that stays ends its processes of the last attempt before the next starts: a rank
-  // that checkpoints after a preemption notice finishes it. Waited for up to kHubPatience after the
-  // backoff (cohort-launch stops what is left when the order comes), unless the gang restarts
-  // because it hung: its processes will not end by themselves.
+  // that checkpoints after a preemption notice finishes it. Waited for up to kProcessesEndPatience
+  // after the backoff (cohort-launch stops what is left when the order comes), unless the gang
+  // restarts because it hung: its processes will not end by themselves.
   const Condition* restarted = FindCondition(pass.status.conditions, condition::kRestarting);
   const absl::Time since =
       restarted ? ParseRfc3339(restarted->last_transition_time).value_or(pass.now) : pass.now;
   bool all_ended = true;
   for (const ObservedPod* p : pass.waiting) all_ended &= pass.view->ends.count(p->rank) > 0;
   if (restarted != nullptr && restarted->reason == reason::kHung) all_ended = true;
-  if (!all_ended && pass.now < since + kHubPatience) {
-    pass.Requeue(std::min(absl::Seconds(1), since + kHubPatience - pass.now));
+  if (!all_ended && pass.now < since + kProcessesEndPatience) {
+    pass.Requeue(std::min(absl::Seconds(1), since + kProcessesEndPatience - pass.now));
     return Verdict::kDecided;
   }
   // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
@@ -258,7 +262,7 @@ bool CreateReplacementsInPlace(DecisionPass& pass) {
 
 Verdict AwaitHub(DecisionPass& pass) {
   const AttemptView* view = pass.view;
-  if (view == nullptr || !RestartsInPlace(pass.job) ||
+  if (view == nullptr || !RestartsInPlace(pass.spec) ||
       pass.status.last_restart_strategy != restart_strategy::kInPlace) {
     return Verdict::kContinue;
   }
@@ -266,36 +270,24 @@ Verdict AwaitHub(DecisionPass& pass) {
     // Running after an in-place restart, the hub knows the attempt; one that is behind was started
     // anew (rank 0's sidecar restarted) and lost the job's attempts: the pods are recreated.
     if (pass.status.phase == Phase::kRunning && view->attempt < pass.status.restart_attempt) {
-      pass.status.last_restart_strategy = restart_strategy::kRecreate;
-      pass.Emit(
-          event_type::kWarning, reason::kRecreatingGang,
-          absl::StrCat(
-              "the attempt hub on rank 0's sidecar says attempt ", view->attempt, ", not ",
-              pass.status.restart_attempt,
-              ": rank 0's sidecar was restarted and lost the job's attempts; deleting and creating "
-              "every pod"));
-      // They are an earlier attempt's now: DeleteOldPods, next, deletes them.
-      pass.old.insert(pass.old.end(), pass.waiting.begin(), pass.waiting.end());
-      pass.waiting.clear();
-      DropSparesHoldingSlots(pass);
+      RecreateInstead(pass, absl::StrCat("the attempt hub on rank 0's sidecar says attempt ",
+                                         view->attempt, ", not ", pass.status.restart_attempt,
+                                         ": rank 0's sidecar was restarted and lost the job's "
+                                         "attempts"));
     }
     return Verdict::kContinue;
   }
   bool in_place_pods = false;
   for (const ObservedPod* p : pass.old) in_place_pods |= !p->terminating;
   if (!in_place_pods) return Verdict::kContinue;
-  const absl::Time give_up = view->watching_since + kHubPatience;
+  const absl::Time give_up = view->watching_since + kHubSilencePatience;
   if (pass.now < give_up) {
     pass.Requeue(std::min(absl::Seconds(1), give_up - pass.now));
     return Verdict::kDecided;
   }
-  pass.status.last_restart_strategy = restart_strategy::kRecreate;
-  DropSparesHoldingSlots(pass);
-  pass.Emit(event_type::kWarning, reason::kRecreatingGang,
-            absl::StrCat("the attempt hub on rank 0's sidecar did not answer for ",
-                         absl::FormatDuration(kHubPatience),
-                         ": the pods that restarted in place cannot be told to go on; deleting and "
-                         "creating every pod"));
+  RecreateInstead(pass, absl::StrCat("the attempt hub on rank 0's sidecar did not answer for ",
+                                     absl::FormatDuration(kHubSilencePatience),
+                                     ": the pods that restarted in place cannot be told to go on"));
   return Verdict::kContinue;
 }
 

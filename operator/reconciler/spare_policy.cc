@@ -219,7 +219,7 @@ void KeepSpares(DecisionPass& pass) {
   // scheduler spares are pods of the gang's group: created with it (the pass that creates the
   // gang's pods), not alone into a group already admitted.
   const Condition* valid = FindCondition(st.conditions, condition::kSpecValid);
-  if ((valid != nullptr && valid->status != "True") || !RestartsInPlace(pass.job)) return;
+  if ((valid != nullptr && valid->status != "True") || !RestartsInPlace(pass.spec)) return;
   if (GangScheduled(pass.spec) && pass.decision.create_ranks.empty()) return;
   // The next number: past every spare seen too (a status write that was lost keeps no name from
   // being used twice).

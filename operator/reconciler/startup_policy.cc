@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/rfc3339.h"
 #include "operator/reconciler/conditions.h"
+#include "operator/reconciler/in_place_policy.h"
 
 namespace cohort::op {
 namespace {

@@ -124,8 +124,10 @@ TEST_F(CrdTest, HangFieldsMatch) {
     ASSERT_TRUE(job.ok());
     EXPECT_TRUE(Validate(*job).empty()) << p.as<std::string>();
   }
-  EXPECT_EQ(spec_["hangPolicy"]["default"].as<std::string>(),
-            HangPolicyName(DistributedJobSpec{}.hang_policy));
+  // No schema default: unset reads as Restart, but a Recreate job may not ask for it (Validate).
+  EXPECT_FALSE(spec_["hangPolicy"]["default"].IsDefined());
+  EXPECT_EQ(DistributedJobSpec{}.hang_policy, HangPolicy::kRestart);
+  EXPECT_FALSE(DistributedJobSpec{}.hang_policy_set);
   const YAML::Node timeout = spec_["hangDetection"]["properties"]["timeoutSeconds"];
   EXPECT_FALSE(timeout["default"].IsDefined()) << "absent means automatic";
   const int64_t min = timeout["minimum"].as<int64_t>();

@@ -84,6 +84,29 @@ TEST(ParseDistributedJob, HangDetectionAndPolicy) {
   EXPECT_FALSE(empty->spec.hang_detection.timeout_seconds.has_value());
 }
 
+// With restartStrategy Recreate nothing finds a hang: Restart and Fail are refused (ValidateTest
+// below), but an unset policy and Alert are not, nor a job that already started (created when the
+// CRD defaulted hangPolicy to Restart for every job).
+TEST(Validate, HangPolicyWithRecreate_UnsetAlertOrAlreadyStartedAccepted) {
+  absl::StatusOr<DistributedJob> unset =
+      ParseDistributedJob(JobBuilder().Spec("restartStrategy", "Recreate").Build());
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset->spec.hang_policy_set);
+  EXPECT_EQ(unset->spec.hang_policy, HangPolicy::kRestart);
+  EXPECT_THAT(Validate(*unset), IsEmpty());
+  absl::StatusOr<DistributedJob> alert = ParseDistributedJob(
+      JobBuilder().Spec("restartStrategy", "Recreate").Spec("hangPolicy", "Alert").Build());
+  ASSERT_TRUE(alert.ok());
+  EXPECT_TRUE(alert->spec.hang_policy_set);
+  EXPECT_THAT(Validate(*alert), IsEmpty());
+  absl::StatusOr<DistributedJob> started = ParseDistributedJob(
+      JobBuilder().Spec("restartStrategy", "Recreate").Spec("hangPolicy", "Restart").Build());
+  ASSERT_TRUE(started.ok());
+  EXPECT_THAT(Validate(*started), ::testing::SizeIs(1));
+  started->status.start_time = "2026-12-01T10:00:00Z";
+  EXPECT_THAT(Validate(*started), IsEmpty());
+}
+
 struct ParseErrorCase {
   std::string name;
   json object;
@@ -351,6 +374,17 @@ INSTANTIATE_TEST_SUITE_P(
             "spec.hangPolicy: 'Kill' is not a hang policy; write Restart (restart the gang, "
             "counted "
             "against maxRestarts), Fail (the job fails) or Alert (say so and keep running)"},
+        ValidationCase{
+            "HangPolicyRestartWithRecreate",
+            JobBuilder().Spec("restartStrategy", "Recreate").Spec("hangPolicy", "Restart").Build(),
+            "spec.hangPolicy: Restart needs spec.restartStrategy: InPlace (hangs are "
+            "found by the attempt hub of a gang that restarts in place; with Recreate "
+            "nothing would detect one): set spec.restartStrategy: InPlace, or remove "
+            "spec.hangPolicy"},
+        ValidationCase{
+            "HangPolicyFailWithRecreate",
+            JobBuilder().Spec("restartStrategy", "Recreate").Spec("hangPolicy", "Fail").Build(),
+            "spec.hangPolicy: Fail needs spec.restartStrategy: InPlace"},
         ValidationCase{"SparesWithoutCommand", JobBuilder().Spec("spares", 1).Build(),
                        "spec.spares: 1 spares need the gang to restart in place"},
         ValidationCase{

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "operator/reconciler/conditions.h"
+#include "operator/reconciler/in_place_policy.h"
 #include "tests/operator/reconciler/decision_fixtures.h"
 
 namespace cohort::op {

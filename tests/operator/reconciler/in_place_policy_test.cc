@@ -4,6 +4,7 @@
 #include "operator/reconciler/in_place_policy.h"
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -216,6 +217,57 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"NextAttemptRunning_RunningAgain", InPlaceJob(Phase::kPending, 1, true), Gang(0, AllRunning),
              View(1), Phase::kRunning, 0, 1, std::nullopt, "InPlace", "Running", "all 4 ranks are running"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Every way back from in place to recreating the pods reads the same (RecreateInstead): a
+// RecreatingGang Event that says why and what happens (a gang restarted in the same pass adds why
+// it could not restart in place), status.lastRestartStrategy Recreate, and no pod deleted twice in
+// the pass.
+TEST(RecreateInstead, EveryWayBackReadsTheSame_OneEventNoPodDeletedTwice) {
+  struct Way {
+    std::string name;
+    DistributedJob job;
+    std::vector<ObservedPod> pods;
+    AttemptView view;
+    std::string why;
+  };
+  const Way ways[] = {
+      {"RestartGang: rank 0's trainer ended", InPlaceJob(Phase::kRunning),
+       Gang(0,
+            [](int r, PodBuilder& p) {
+              if (r == 0) p.Exited(1);
+            }),
+       View(0), "cannot restart in place: pod train-0 has its trainer container ended"},
+      {"StartInPlace: rank 0's pod went while the others waited",
+       InPlaceJob(Phase::kRestarting, 1, true),
+       Gang(0,
+            [](int r, PodBuilder& p) {
+              if (r == 0) p.Terminating();
+            }),
+       View(0), "cannot start restart attempt 1 in place: pod train-0 is gone"},
+      {"AwaitHub: the hub lost the attempts", InPlaceJob(Phase::kRunning, 2, true),
+       Gang(0, AllRunning), View(0),
+       "says attempt 0, not 2: rank 0's sidecar was restarted and lost the job's attempts"},
+      {"AwaitHub: the hub is silent", InPlaceJob(Phase::kRunning, 1, true), Gang(0, AllRunning),
+       Silent(absl::Seconds(60)), "did not answer for 30s"},
+  };
+  for (const Way& w : ways) {
+    Decision d = Decide(w.job, w.pods, kNow, DecideOptions{}, &w.view);
+    std::vector<std::string> recreating;
+    for (const Event& e : d.events) {
+      if (e.reason == reason::kRecreatingGang) recreating.push_back(e.message);
+    }
+    ASSERT_FALSE(recreating.empty()) << w.name;
+    EXPECT_THAT(recreating[0], HasSubstr(w.why)) << w.name;
+    EXPECT_THAT(recreating,
+                ::testing::Each(::testing::EndsWith("; deleting and creating every pod instead")))
+        << w.name;
+    EXPECT_EQ(d.status.last_restart_strategy, "Recreate") << w.name;
+    EXPECT_FALSE(d.delete_pods.empty()) << w.name;
+    const std::set<std::string> once(d.delete_pods.begin(), d.delete_pods.end());
+    EXPECT_EQ(once.size(), d.delete_pods.size())
+        << w.name << ": " << ::testing::PrintToString(d.delete_pods);
+  }
+}
 
 // The pods as the hub describes them.
 TEST(ApplyAttemptView, PodsOfTheGangRunTheHubsAttempt_TheirEndsReadAsTheTrainersExit) {
