@@ -33,8 +33,8 @@ inline constexpr char kTokenDir[] = "/var/run/secrets/cohort";
 inline constexpr char kTokenKey[] = "token";
 inline constexpr int kSidecarMetricsPort = 9400;
 
-std::string ServiceName(const DistributedJob& job);  // The job's name.
-std::string SecretName(const DistributedJob& job);   // "<job>-token".
+std::string ServiceName(const DistributedJob& job);            // The job's name.
+std::string SecretName(const DistributedJob& job);             // "<job>-token".
 std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>".
 // Restarting in place, the pod that replaces rank's alone in `restart_attempt`:
 // "<job>-<rank>-r<restart_attempt>" (its hostname stays "<job>-<rank>").
