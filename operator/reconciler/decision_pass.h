@@ -1,7 +1,7 @@
 #pragma once
 
 // One Decide() in progress, shared by the policies it runs in turn (lifecycle_policy.h,
-// lost_node_policy.h, startup_policy.h, preemption_policy.h, failure_policy.h, hang_policy.h): what
+// old_pods_policy.h, startup_policy.h, preemption_policy.h, failure_policy.h, hang_policy.h): what
 // each reads (the job, its pods split by restart attempt, the time, the operator's options), what
 // each writes (the Decision), and the steps several of them take (finish the job, restart the
 // gang).

@@ -16,7 +16,7 @@
 #include "operator/reconciler/hang_policy.h"
 #include "operator/reconciler/in_place_policy.h"
 #include "operator/reconciler/lifecycle_policy.h"
-#include "operator/reconciler/lost_node_policy.h"
+#include "operator/reconciler/old_pods_policy.h"
 #include "operator/reconciler/preemption_policy.h"
 #include "operator/reconciler/spare_policy.h"
 #include "operator/reconciler/startup_policy.h"

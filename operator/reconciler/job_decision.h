@@ -3,7 +3,7 @@
 // What the reconciler should do for one DistributedJob, given the pods it observes: a pure
 // function, so that every rule (phases, failure policy, preemption vs failure, suspend, deadline,
 // TTL) is tested in a table without a cluster. Decide() runs the policies in turn
-// (lifecycle_policy.h, lost_node_policy.h, startup_policy.h, preemption_policy.h,
+// (lifecycle_policy.h, old_pods_policy.h, startup_policy.h, preemption_policy.h,
 // failure_policy.h, hang_policy.h), each with its own table test, until one decides.
 //
 //            create pods                  every rank Succeeded

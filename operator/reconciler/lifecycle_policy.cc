@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "common/rfc3339.h"
 #include "operator/reconciler/conditions.h"
-#include "operator/reconciler/lost_node_policy.h"
+#include "operator/reconciler/old_pods_policy.h"
 
 namespace cohort::op {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/strip.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
-#include "operator/reconciler/lost_node_policy.h"
+#include "operator/reconciler/old_pods_policy.h"
 #include "operator/reconciler/spare_slots.h"
 
 namespace cohort::op {

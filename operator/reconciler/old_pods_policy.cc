@@ -1,4 +1,4 @@
-#include "operator/reconciler/lost_node_policy.h"
+#include "operator/reconciler/old_pods_policy.h"
 
 #include "absl/strings/str_cat.h"
 #include "operator/reconciler/conditions.h"

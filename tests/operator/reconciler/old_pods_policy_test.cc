@@ -1,6 +1,6 @@
-// The lost-node policy (lost_node_policy.h): old restart attempts' pods deleted, and those a
+// The old pods policy (old_pods_policy.h): old restart attempts' pods deleted, and those a
 // lost node keeps terminating force-deleted past their grace period and the operator's bound.
-#include "operator/reconciler/lost_node_policy.h"
+#include "operator/reconciler/old_pods_policy.h"
 
 #include <vector>
 
