@@ -152,20 +152,28 @@ std::unique_ptr<WatchedProcess> LocalControlPlane::StartOperator(
 json LocalControlPlane::WaitForJob(const std::string& ns, const std::string& name,
                                    const std::function<bool(const json&)>& done,
                                    absl::Duration timeout) {
+  return WaitForObject(op::kDistributedJobs, ns, name, done, timeout);
+}
+
+json LocalControlPlane::WaitForObject(const kube::Resource& r, const std::string& ns,
+                                      const std::string& name,
+                                      const std::function<bool(const json&)>& done,
+                                      absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   json last;
   while (absl::Now() < deadline) {
-    absl::StatusOr<json> job = client_->Get(op::kDistributedJobs, ns, name);
-    if (job.ok()) {
-      last = *job;
+    absl::StatusOr<json> object = client_->Get(r, ns, name);
+    if (object.ok()) {
+      last = *object;
       if (done(last)) return last;
     }
     kube::WatchOptions options;
-    options.resource_version = job.ok() ? (*job)["metadata"].value("resourceVersion", "") : "";
+    options.resource_version =
+        object.ok() ? (*object)["metadata"].value("resourceVersion", "") : "";
     options.timeout = absl::Seconds(SecondsLeft(deadline));
     bool matched = false;
     client_
-        ->Watch(op::kDistributedJobs, ns, options,
+        ->Watch(r, ns, options,
                 [&](const json& event) {
                   const json& object = event["object"];
                   if (event.value("type", "") == "BOOKMARK" ||
@@ -178,7 +186,7 @@ json LocalControlPlane::WaitForJob(const std::string& ns, const std::string& nam
         .IgnoreError();
     if (matched) return last;
   }
-  std::fprintf(stderr, "job %s/%s, last seen: %s\n", ns.c_str(), name.c_str(),
+  std::fprintf(stderr, "%s %s/%s, last seen: %s\n", r.plural.c_str(), ns.c_str(), name.c_str(),
                last.dump(2).c_str());
   return json();
 }

@@ -62,8 +62,14 @@ class LocalControlPlane {
   std::unique_ptr<WatchedProcess> StartOperator(const std::string& label,
                                                 std::vector<std::string> extra_flags = {});
 
-  // Watches DistributedJob ns/name until `done` holds for it; returns the object (null on
-  // timeout, with `timeout` reported by the caller's assertion).
+  // Watches the object `r` ns/name until `done` holds for it; returns the object (null on
+  // timeout, with `timeout` reported by the caller's assertion, and the object last seen on
+  // stderr).
+  nlohmann::json WaitForObject(const kube::Resource& r, const std::string& ns,
+                               const std::string& name,
+                               const std::function<bool(const nlohmann::json&)>& done,
+                               absl::Duration timeout);
+  // WaitForObject of DistributedJob ns/name.
   nlohmann::json WaitForJob(const std::string& ns, const std::string& name,
                             const std::function<bool(const nlohmann::json&)>& done,
                             absl::Duration timeout);

@@ -127,27 +127,6 @@ bool TrainerLogOnceItHas(LocalControlPlane& cluster, const std::string& job, int
   return true;
 }
 
-// Whether node `node`'s Ready condition is `status` within kJobTimeout (watched from now on).
-bool NodeReadyBecomes(LocalControlPlane& cluster, const std::string& node,
-                      const std::string& status) {
-  auto reached = [&](const json& n) { return kube::ConditionStatus(n, "Ready") == status; };
-  absl::StatusOr<json> now = cluster.client().Get(kube::kNodes, "", node);
-  if (now.ok() && reached(*now)) return true;
-  kube::WatchOptions options;
-  options.resource_version = now.ok() ? (*now)["metadata"].value("resourceVersion", "") : "";
-  options.timeout = kJobTimeout;
-  bool found = false;
-  cluster.client()
-      .Watch(kube::kNodes, "", options,
-             [&](const json& event) {
-               const json& o = event["object"];
-               found = o["metadata"].value("name", "") == node && reached(o);
-               return !found;
-             })
-      .IgnoreError();
-  return found;
-}
-
 // One control plane for the suite: starting it costs a second; jobs have distinct names.
 class OperatorE2E : public ::testing::Test {
  protected:
@@ -1152,7 +1131,13 @@ TEST_F(OperatorE2E, LostNode_OnlyItsPodsReplaced_OnTheNodeLeft_TheOthersStayAndT
   EXPECT_EQ(replaced, 2) << "the lost node's two pods, and only they, were replaced\n" << events;
   // kubectl shows the node lost (once its Lease is older than the grace period: the job may have
   // finished before).
-  EXPECT_TRUE(NodeReadyBecomes(cluster, lost, "Unknown")) << lost << " was never marked lost";
+  EXPECT_FALSE(cluster
+                   .WaitForObject(
+                       kube::kNodes, "", lost,
+                       [](const json& n) { return kube::ConditionStatus(n, "Ready") == "Unknown"; },
+                       kJobTimeout)
+                   .is_null())
+      << lost << " was never marked lost";
   LocalControlPlane::Result shown = cluster.Kubectl({"get", "nodes"});
   bool marked = false;
   for (absl::string_view line : absl::StrSplit(shown.output, '\n')) {
