@@ -214,6 +214,14 @@ std::string JobOfSparePodName(absl::string_view name) {
   return std::string(rest);
 }
 
+bool OwnedByJob(const json& object, const std::string& job_uid) {
+  if (job_uid.empty()) return true;
+  for (const json& ref : kube::ArrayMember(kube::Member(object, "metadata"), "ownerReferences")) {
+    if (kube::BoolMember(ref, "controller")) return kube::StringMember(ref, "uid") == job_uid;
+  }
+  return true;
+}
+
 json BuildService(const DistributedJob& job) {
   return {{"apiVersion", "v1"},
           {"kind", "Service"},

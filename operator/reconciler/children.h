@@ -45,6 +45,10 @@ std::string JobOfPodName(absl::string_view pod_name);
 // The same for a spare's name ("train" of "train-spare4"); "" for another. No name is both (a
 // rank's pod name ends in "-<digits>", a spare's in "-spare<digits>").
 std::string JobOfSparePodName(absl::string_view pod_name);
+// Whether `object`'s controller is the job with uid `job_uid` (an empty uid: any job). An object
+// without a controller reference that carries the job-name label counts as the job's (made by
+// hand).
+bool OwnedByJob(const nlohmann::json& object, const std::string& job_uid);
 
 // Headless (clusterIP None), publishNotReadyAddresses, selecting the job's pods.
 nlohmann::json BuildService(const DistributedJob& job);

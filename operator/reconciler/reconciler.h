@@ -35,10 +35,14 @@ struct ReconcileReport {
 };
 
 // One level-triggered reconcile pass of a DistributedJob (docs/operator.md, "What the operator
-// does"): get the job (NotFound: done) -> observe its pods -> Decide() -> before creating pods,
-// make sure the Service and token Secret exist -> create and delete pods -> write the status
-// once, only if it changed -> emit the Events after the write succeeded. An invalid spec creates
-// nothing.
+// does", and "How it is built"): observe, decide, apply.
+//   Observe (reconciler.cc): get the job (NotFound: done), its pods (an earlier job's of the same
+//     name are deleted first), their nodes' topology domains and what its attempt hub said last.
+//   Decide (job_decision.cc): a pure function of what was observed, with a policy per concern
+//     (startup, failures, in place, spares, hangs, preemption, lifecycle) -> a Decision.
+//   Apply (reconciler_apply.cc): one function per action of the Decision, in a fixed order; then
+//     write the status once, only if it changed, and emit the Events after the write succeeded.
+// An invalid spec creates nothing.
 //
 // Thread-safe for different jobs; the work queue never hands one job to two workers.
 class Reconciler {
@@ -57,16 +61,33 @@ class Reconciler {
                                                           const std::string& name,
                                                           ReconcileReport* report = nullptr);
 
+  // Carries out `d`, decided for `job` at `now` (what a pass does after Decide), stopping at the
+  // first error (the next pass observes again and decides anew). The order:
+  //   1. relabel spares that take slots (before the order that gives them the slots);
+  //   2. order the attempt from the hub (a failure stops here: nothing created or deleted);
+  //   3. the Service, token Secret and pod group, when pods are to be created;
+  //   4. create the gang's pods, the replacements, the spares;
+  //   5. delete pods, then force-delete those of lost nodes (after the creations: a pass that
+  //      stops has lost no pod it did not replace); 6. delete the job (TTL).
+  // The status and Events are not written here (Reconcile does, after Apply succeeded).
+  absl::Status Apply(const DistributedJob& job, const Decision& d, absl::Time now,
+                     ReconcileReport* report = nullptr);
+
   // The streams to in-place jobs' attempt hubs (spec.restartStrategy: InPlace). Without one, no
   // restart is carried out in place. Set before the first pass.
   void set_attempt_watcher(AttemptWatcher* watcher) { attempts_ = watcher; }
 
  private:
-  // spec.scheduling.podGroup: the attempt's PodGroup, before its pods; earlier attempts' go.
-  absl::Status EnsurePodGroup(const DistributedJob& job, int32_t restart_attempt);
-  // Named PodName, or ReplacementPodName when `replacements` (children.h).
-  absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
-                          int32_t restart_attempt, bool replacements, ReconcileReport* report);
+  // What a pass reads before it decides. `job` unset: the pass ends here, looking again after
+  // `look_again` (the job is gone or being deleted: never; an earlier job's pods still go: 1 s).
+  struct Observation {
+    nlohmann::json object;  // The job as read (its status is rewritten from it).
+    std::optional<DistributedJob> job;
+    std::vector<ObservedPod> pods;
+    std::optional<AttemptView> view;
+    std::optional<absl::Duration> look_again;
+  };
+  absl::StatusOr<Observation> Observe(const std::string& ns, const std::string& name);
   // Restarting in place: keeps the stream to the hub on the running pod 0 and returns what it
   // said last.
   std::optional<AttemptView> ObserveAttempts(const DistributedJob& job,
@@ -76,6 +97,26 @@ class Reconciler {
   void FillTopologyDomains(const DistributedJob& job, std::vector<ObservedPod>& pods);
   // The job's token, from its Secret (cached by job uid).
   absl::StatusOr<std::string> JobToken(const DistributedJob& job);
+  static void FillReport(const DistributedJob& job, const Decision& d, absl::Time now,
+                         ReconcileReport& report);
+
+  // Apply's steps, one per action of Decision (reconciler_apply.cc).
+  absl::Status RelabelSpares(const DistributedJob& job, const Decision& d);
+  absl::Status StartAttempt(const DistributedJob& job, const Decision& d);
+  // The Service and token Secret when any pod is to be created; the pod group
+  // (spec.scheduling.podGroup) when the gang's pods are, earlier attempts' groups deleted.
+  absl::Status EnsurePodPrerequisites(const DistributedJob& job, const Decision& d, absl::Time now);
+  absl::Status EnsurePodGroup(const DistributedJob& job, int32_t restart_attempt);
+  // Named PodName, or ReplacementPodName when `replacements` (children.h).
+  absl::Status CreatePods(const DistributedJob& job, const std::vector<int32_t>& ranks,
+                          int32_t restart_attempt, bool replacements, ReconcileReport* report);
+  absl::Status CreateSpares(const DistributedJob& job, const Decision& d, ReconcileReport* report);
+  absl::Status DeletePods(const DistributedJob& job, const std::vector<std::string>& pods,
+                          std::optional<int64_t> grace_period_seconds, ReconcileReport* report);
+  // Writes d.status over the job read as `object`, unless it is unchanged (Aborted on conflict).
+  absl::Status WriteStatus(const nlohmann::json& object, const DistributedJob& job,
+                           const Decision& d);
+  void EmitEvents(const DistributedJob& job, const std::vector<Event>& events, absl::Time now);
 
   kube::KubeClient* const client_;
   Clock* const clock_;

@@ -71,49 +71,51 @@ void HubAttemptWatcher::Forget(const std::string& key) {
   }
 }
 
+AttemptView AttemptViewOf(const coordination::attemptspb::AttemptState& state,
+                          const std::optional<AttemptView>& before) {
+  AttemptView view;
+  view.hub_incarnation = state.hub_incarnation();
+  view.attempt = state.attempt();
+  view.connected = true;
+  view.following.insert(state.following().begin(), state.following().end());
+  view.followed = view.following;
+  view.spares.insert(state.spares().begin(), state.spares().end());
+  // Who followed this hub before still did (a hub started anew knows none of them).
+  if (before && before->hub_incarnation == view.hub_incarnation)
+    view.followed.insert(before->followed.begin(), before->followed.end());
+  for (const auto& e : state.ends()) {
+    AttemptView::End& end = view.ends[e.pod_index()];
+    end.exit_code = e.exit_code();
+    end.reason = e.reason();
+    end.message = e.message();
+    end.finished_at = absl::FromUnixMillis(e.finished_unix_ms());
+  }
+  if (state.has_hang()) {
+    const auto& h = state.hang();
+    AttemptView::Hang hang;
+    hang.id = h.id();
+    hang.attempt = h.attempt();
+    hang.detected_at = absl::FromUnixMillis(h.detected_unix_ms());
+    for (const auto& r : h.outliers())
+      hang.outliers.push_back({r.rank(), r.pod_index(), r.local(), r.where()});
+    for (const auto& g : h.groups())
+      hang.groups.push_back({{g.ranks().begin(), g.ranks().end()}, g.where()});
+    hang.dumps_complete = h.dumps_complete();
+    hang.pods_dumped = h.pods_dumped();
+    hang.pods_total = h.pods_total();
+    hang.dumps_dir = h.dumps_dir();
+    view.hang = std::move(hang);
+  }
+  return view;
+}
+
 void HubAttemptWatcher::OnState(const std::string& key, const std::string& address,
                                 const coordination::attemptspb::AttemptState& state) {
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(key);
     if (it == jobs_.end() || it->second->address != address) return;
-    AttemptView view;
-    view.hub_incarnation = state.hub_incarnation();
-    view.attempt = state.attempt();
-    view.connected = true;
-    view.following.insert(state.following().begin(), state.following().end());
-    view.followed = view.following;
-    view.spares.insert(state.spares().begin(), state.spares().end());
-    // Who followed this hub before still did (a hub started anew knows none of them).
-    const std::optional<AttemptView>& before = it->second->view;
-    if (before && before->hub_incarnation == view.hub_incarnation) {
-      view.followed.insert(before->followed.begin(), before->followed.end());
-    }
-    for (const auto& e : state.ends()) {
-      AttemptView::End end;
-      end.exit_code = e.exit_code();
-      end.reason = e.reason();
-      end.message = e.message();
-      end.finished_at = absl::FromUnixMillis(e.finished_unix_ms());
-      view.ends[e.pod_index()] = std::move(end);
-    }
-    if (state.has_hang()) {
-      const auto& h = state.hang();
-      AttemptView::Hang hang;
-      hang.id = h.id();
-      hang.attempt = h.attempt();
-      hang.detected_at = absl::FromUnixMillis(h.detected_unix_ms());
-      for (const auto& r : h.outliers())
-        hang.outliers.push_back({r.rank(), r.pod_index(), r.local(), r.where()});
-      for (const auto& g : h.groups())
-        hang.groups.push_back({{g.ranks().begin(), g.ranks().end()}, g.where()});
-      hang.dumps_complete = h.dumps_complete();
-      hang.pods_dumped = h.pods_dumped();
-      hang.pods_total = h.pods_total();
-      hang.dumps_dir = h.dumps_dir();
-      view.hang = std::move(hang);
-    }
-    it->second->view = std::move(view);
+    it->second->view = AttemptViewOf(state, it->second->view);
   }
   on_change_(key);
 }

@@ -13,6 +13,11 @@
 
 namespace cohort::op {
 
+// What the operator reads of the hub's `state`; `before`, the view of the last state heard from
+// the job's hub, carries who followed it earlier (AttemptView::followed) when it is the same hub.
+AttemptView AttemptViewOf(const coordination::attemptspb::AttemptState& state,
+                          const std::optional<AttemptView>& before);
+
 // AttemptWatcher over gRPC: an AttemptObserver stream per job to its hub. `on_change(key)` runs
 // (on the stream's thread) whenever a job's view changes or its stream breaks.
 class HubAttemptWatcher final : public AttemptWatcher {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -200,6 +201,16 @@ class FakeKubeClient final : public KubeClient {
     absl::MutexLock lock(&mu_);
     fail_every_call_ = std::move(status);
   }
+  // Calls written as TakeCalls() names them ("create /pods") fail with `status` until it is OK
+  // again; other calls go through.
+  void FailCalls(const std::string& call, absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (status.ok()) {
+      fail_calls_.erase(call);
+    } else {
+      fail_calls_[call] = std::move(status);
+    }
+  }
   int calls_made() {
     absl::MutexLock lock(&mu_);
     return calls_made_;
@@ -210,7 +221,10 @@ class FakeKubeClient final : public KubeClient {
   absl::Status Call(const char* verb, const Resource& r, const std::string& subresource = "") {
     absl::MutexLock lock(&mu_);
     ++calls_made_;
-    calls_.insert(absl::StrCat(verb, " ", r.group, "/", r.plural, subresource));
+    std::string call = absl::StrCat(verb, " ", r.group, "/", r.plural, subresource);
+    auto failing = fail_calls_.find(call);
+    calls_.insert(std::move(call));
+    if (failing != fail_calls_.end() && fail_every_call_.ok()) return failing->second;
     return fail_every_call_;
   }
   // The store's kind for `r`; a kind it does not know is added (named after `object`'s kind when
@@ -250,6 +264,7 @@ class FakeKubeClient final : public KubeClient {
   absl::Status fail_every_call_ ABSL_GUARDED_BY(mu_);
   int calls_made_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Status> fail_calls_ ABSL_GUARDED_BY(mu_);
   int status_writes_ ABSL_GUARDED_BY(mu_) = 0;
   int watches_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> created_ ABSL_GUARDED_BY(mu_), deleted_ ABSL_GUARDED_BY(mu_);

@@ -10,10 +10,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/informer.h"
-#include "operator/reconciler/attempt_watcher.h"
 #include "operator/reconciler/reconciler.h"
 #include "operator/runtime/leader_election.h"
 #include "tests/kube/fake_kube_client.h"
+#include "tests/operator/fake_attempt_watcher.h"
 #include "tests/operator/job_builder.h"
 
 namespace cohort::op {
@@ -21,6 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 using kube::testing::FakeKubeClient;
+using testing::FakeAttemptWatcher;
 using testing::JobBuilder;
 
 // "verb group/resource" for every verb each rule of the ClusterRole and Role grants.
@@ -110,24 +111,6 @@ class RbacTest : public ::testing::Test {
   FakeKubeClient kube_;
   Reconciler reconciler_{&kube_, &clock_};
   std::set<std::string> used_;
-};
-
-// The job's attempt hub as the operator sees it: the view the test sets; the orders it was given.
-class FakeAttemptWatcher : public AttemptWatcher {
- public:
-  void Watch(const std::string&, const std::string&, const std::string&) override {}
-  void Close(const std::string&) override {}
-  void Forget(const std::string&) override {}
-  std::optional<AttemptView> View(const std::string&) override { return view; }
-  absl::Status Start(const std::string&, int32_t attempt,
-                     const std::vector<std::pair<int32_t, std::string>>& given) override {
-    started = attempt;
-    assignments = given;
-    return absl::OkStatus();
-  }
-  std::optional<AttemptView> view;
-  std::optional<int32_t> started;
-  std::vector<std::pair<int32_t, std::string>> assignments;
 };
 
 TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
