@@ -5,10 +5,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/backoff.h"
+#include "common/env.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 
 namespace cohort::coordination {
+
+absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator_address) {
+  absl::StatusOr<int> port = env::CoordinatorPort(coordinator_address);
+  if (!port.ok()) return port.status();
+  return absl::StrCat(coordinator_address.substr(0, coordinator_address.rfind(':')), ":",
+                      *port + env::kAttemptControlPortOffset);
+}
 namespace {
 
 // Reconnecting: quickly at first (rank 0's sidecar may be a moment behind), at most every 2 s.

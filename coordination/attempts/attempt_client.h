@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -20,6 +21,10 @@
 namespace cohort::coordination {
 
 namespace attemptspb = ::cohort::coordination::v1;
+
+// The attempt control port: the coordinator port + env::kAttemptControlPortOffset. InvalidArgument
+// when `coordinator_address` has no port.
+absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator_address);
 
 // How a stream's thread is stopped: the flag it checks, and the call it is in (cancelled).
 struct StreamControl {

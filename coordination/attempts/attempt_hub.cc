@@ -13,29 +13,20 @@
 
 namespace cohort::coordination {
 
-absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator_address) {
-  absl::StatusOr<int> port = env::CoordinatorPort(coordinator_address);
-  if (!port.ok()) return port.status();
-  return absl::StrCat(coordinator_address.substr(0, coordinator_address.rfind(':')), ":",
-                      *port + env::kAttemptControlPortOffset);
-}
-
 AttemptHub::AttemptHub(int32_t first_attempt, std::string token)
     : token_(std::move(token)),
       incarnation_(absl::Uniform<uint64_t>(absl::BitGen())),
-      attempt_(first_attempt) {}
+      ledger_(first_attempt) {}
 
 AttemptHub::~AttemptHub() { Close(); }
 
 void AttemptHub::Close() {
   absl::MutexLock lock(&mu_);
-  for (auto& [pod, sink] : followers_)
-    sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
-  for (auto& [name, sink] : spares_)
+  for (auto& [id, sink] : streams_)
     sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
   for (auto& sink : observers_) sink->FinishWith(absl::UnavailableError("the attempt hub stopped"));
-  followers_.clear();
-  spares_.clear();
+  streams_.clear();
+  slots_.DropStreams();
   observers_.clear();
 }
 
@@ -44,38 +35,37 @@ void AttemptHub::FollowLocally(std::function<void(int32_t attempt)> order) {
   {
     absl::MutexLock lock(&mu_);
     local_followers_.push_back(order);
-    now = attempt_;
+    slots_.FollowLocally();
+    now = ledger_.attempt();
   }
   order(now);
 }
 
 attemptspb::AttemptOrder AttemptHub::OrderLocked() const {
   attemptspb::AttemptOrder o;
-  o.set_attempt(attempt_);
+  o.set_attempt(ledger_.attempt());
   o.set_hub_incarnation(incarnation_);
-  if (hang_ && !hang_->dumps_complete()) o.set_dump_id(hang_->id());
+  if (uint64_t dump = ledger_.wanted_dump(); dump != 0) o.set_dump_id(dump);
   return o;
 }
 
 void AttemptHub::set_hang_detection(HangTimeout timeout, std::string dumps_base,
                                     std::function<void(uint64_t, int32_t)> dump_locally) {
   absl::MutexLock lock(&mu_);
-  detector_ = HangDetector(timeout);
-  dumps_base_ = std::move(dumps_base);
+  ledger_.set_hang_detection(timeout, std::move(dumps_base));
   dump_locally_ = std::move(dump_locally);
 }
 
 void AttemptHub::ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  if (report.attempt() != attempt_) return;
-  detector_.Update(report.pod_index(), report, now);
-  if (hang_ && report.dumped_id() == hang_->id() && dumped_.insert(report.pod_index()).second) {
-    hang_->set_pods_dumped(static_cast<int32_t>(dumped_.size()));
-    if (!hang_->dumps_complete() && hang_->pods_dumped() >= hang_->pods_total()) {
-      hang_->set_dumps_complete(true);
-      LogInfo("attempt hub: every pod collected the evidence of hang ", hang_->id());
-    }
-    PublishLocked();
+  switch (ledger_.RecordHealth(report, now)) {
+    case AttemptLedger::Evidence::kNone:
+      return;
+    case AttemptLedger::Evidence::kComplete:
+      LogInfo("attempt hub: every pod collected the evidence of hang ", ledger_.hang()->id());
+      [[fallthrough]];
+    case AttemptLedger::Evidence::kDumped:
+      PublishLocked();
   }
 }
 
@@ -85,72 +75,53 @@ void AttemptHub::CheckHang(absl::Time now) {
   std::function<void(uint64_t, int32_t)> dump_locally;
   {
     absl::MutexLock lock(&mu_);
-    std::optional<HangFinding> finding = detector_.Check(now);
-    if (!finding) {
-      if (hang_) {
-        LogInfo("attempt hub: the ranks of hang ", hang_->id(), " make progress again");
-        hang_.reset();
+    const uint64_t before = ledger_.hang() ? ledger_.hang()->id() : 0;
+    switch (ledger_.CheckHang(now, static_cast<int32_t>(slots_.Following().size()))) {
+      case AttemptLedger::HangChange::kNone:
+        return;
+      case AttemptLedger::HangChange::kCleared:
+        LogInfo("attempt hub: the ranks of hang ", before, " make progress again");
         PublishLocked();
-      }
-      return;
-    }
-    if (hang_) {
-      if (!hang_->dumps_complete() && now - hang_found_ >= kDumpPatience) {
-        hang_->set_dumps_complete(true);
-        LogWarning("attempt hub: ", hang_->pods_total() - hang_->pods_dumped(),
-                   " pod(s) did not collect the evidence of hang ", hang_->id(), " within ",
-                   absl::FormatDuration(kDumpPatience), ": going on without it");
+        return;
+      case AttemptLedger::HangChange::kGaveUp: {
+        const attemptspb::HangReport& hang = *ledger_.hang();
+        LogWarning("attempt hub: ", hang.pods_total() - hang.pods_dumped(),
+                   " pod(s) did not collect the evidence of hang ", hang.id(), " within ",
+                   absl::FormatDuration(AttemptLedger::kDumpPatience), ": going on without it");
         PublishLocked();
+        return;
       }
-      return;
+      case AttemptLedger::HangChange::kFound:
+        break;
     }
-    hang_.emplace();
-    hang_found_ = now;
-    dumped_.clear();
-    // Unique and increasing across hubs of the job (a restarted rank 0 pod starts a new hub).
-    hang_->set_id(static_cast<uint64_t>(absl::ToUnixMillis(now)));
-    hang_->set_attempt(attempt_);
-    hang_->set_detected_unix_ms(absl::ToUnixMillis(now));
-    *hang_->mutable_outliers() = std::move(finding->outliers);
-    *hang_->mutable_groups() = std::move(finding->groups);
-    hang_->set_pods_total(static_cast<int32_t>(FollowingLocked().size()));
-    hang_->set_dumps_dir(absl::StrCat(dumps_base_, "/attempt-", attempt_));
+    const attemptspb::HangReport& hang = *ledger_.hang();
     std::string named;
-    for (const attemptspb::HungRank& r : hang_->outliers()) {
+    for (const attemptspb::HungRank& r : hang.outliers()) {
       absl::StrAppend(&named, named.empty() ? "" : "; ", "rank ", r.rank(), ": ", r.where());
     }
-    LogWarning("attempt hub: hang ", hang_->id(), " in restart attempt ", attempt_, ": ", named,
+    LogWarning("attempt hub: hang ", hang.id(), " in restart attempt ", hang.attempt(), ": ", named,
                "; asking every pod for its processes' stacks");
-    attemptspb::AttemptOrder order = OrderLocked();
-    for (auto it = followers_.begin(); it != followers_.end();) {
-      it = it->second->Push(order) ? std::next(it) : followers_.erase(it);
-    }
+    PushToFollowersLocked(OrderLocked());
     PublishLocked();
-    dump_id = hang_->id();
-    attempt = attempt_;
+    dump_id = hang.id();
+    attempt = hang.attempt();
     dump_locally = dump_locally_;
   }
   if (dump_locally) dump_locally(dump_id, attempt);
 }
 
-std::set<int32_t> AttemptHub::FollowingLocked() const {
-  std::set<int32_t> following;
-  if (!local_followers_.empty()) following.insert(0);  // Rank 0's own sidecar.
-  for (const auto& [pod, sink] : followers_) following.insert(pod);
-  return following;
-}
-
 attemptspb::AttemptState AttemptHub::StateLocked() const {
   attemptspb::AttemptState s;
   s.set_hub_incarnation(incarnation_);
-  s.set_attempt(attempt_);
-  s.set_started_unix_ms(started_unix_ms_);
-  for (const auto& [pod, end] : ends_) *s.add_ends() = end;
-  const std::set<int32_t> following = FollowingLocked();
+  s.set_attempt(ledger_.attempt());
+  if (ledger_.started() != absl::InfinitePast())
+    s.set_started_unix_ms(absl::ToUnixMillis(ledger_.started()));
+  for (const auto& [pod, end] : ledger_.ends()) *s.add_ends() = end;
+  const std::set<int32_t> following = slots_.Following();
   for (int32_t pod : following) s.add_following(pod);
   s.set_pods_following(static_cast<int32_t>(following.size()));
-  if (hang_) *s.mutable_hang() = *hang_;
-  for (const auto& [name, sink] : spares_) s.add_spares(name);
+  if (ledger_.hang()) *s.mutable_hang() = *ledger_.hang();
+  for (const auto& [name, stream] : slots_.spares()) s.add_spares(name);
   return s;
 }
 
@@ -168,27 +139,53 @@ void AttemptHub::PublishLocked() {
   observers_ = std::move(alive);
 }
 
-std::string AttemptHub::CheckAssignmentsLocked(
-    const std::vector<attemptspb::SpareAssignment>& assignments) const {
-  std::set<int32_t> pods;
-  std::set<std::string> spares;
-  for (const attemptspb::SpareAssignment& a : assignments) {
-    if (a.pod_index() <= 0) {
-      return absl::StrCat("pod index ", a.pod_index(), " cannot go to a spare: ",
-                          a.pod_index() == 0
-                              ? "rank 0's pod hosts the coordination service and this hub"
-                              : "there is no such pod");
-    }
-    if (!spares_.contains(a.spare())) {
-      return absl::StrCat("spare '", a.spare(),
-                          "' does not follow the attempt hub (it is not ready, or gone)");
-    }
-    if (!pods.insert(a.pod_index()).second)
-      return absl::StrCat("pod index ", a.pod_index(), " is given twice");
-    if (!spares.insert(a.spare()).second)
-      return absl::StrCat("spare '", a.spare(), "' is given two slots");
+bool AttemptHub::PushLocked(SlotRegistry::StreamId stream, const attemptspb::AttemptOrder& order) {
+  auto it = streams_.find(stream);
+  if (it != streams_.end() && it->second->Push(order)) return true;
+  if (it != streams_.end()) streams_.erase(it);
+  slots_.Gone(stream);
+  return false;
+}
+
+void AttemptHub::PushToFollowersLocked(const attemptspb::AttemptOrder& order,
+                                       const std::set<int32_t>& skip) {
+  const std::map<int32_t, SlotRegistry::StreamId> followers = slots_.followers();
+  for (const auto& [pod, stream] : followers) {
+    if (!skip.contains(pod)) PushLocked(stream, order);
   }
-  return "";
+}
+
+void AttemptHub::EndLocked(const SlotRegistry::Ending& ending) {
+  auto it = streams_.find(ending.stream);
+  if (it == streams_.end()) return;
+  it->second->FinishWith(ending.why);
+  streams_.erase(it);
+}
+
+std::set<int32_t> AttemptHub::GiveSlotsLocked(
+    const std::vector<attemptspb::SpareAssignment>& assignments,
+    const attemptspb::AttemptOrder& order) {
+  std::set<int32_t> taken;  // Pod indices a spare took: it heard the attempt with its index.
+  for (const attemptspb::SpareAssignment& a : assignments) {
+    std::optional<SlotRegistry::StreamId> spare = slots_.SpareStream(a.spare());
+    attemptspb::AttemptOrder with_index = order;
+    with_index.set_pod_index(a.pod_index());
+    if (!spare || !PushLocked(*spare, with_index)) {
+      LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", order.attempt(),
+                 " gave it pod index ", a.pod_index());
+      slots_.DropSpare(a.spare());
+      continue;
+    }
+    // Only now is the pod that held the index let go: the spare heard it is the pod.
+    if (std::optional<SlotRegistry::Ending> old =
+            slots_.GiveSlot(a.pod_index(), a.spare(), order.attempt())) {
+      EndLocked(*old);
+    }
+    taken.insert(a.pod_index());
+    LogInfo("attempt hub: spare ", a.spare(), " takes pod index ", a.pod_index(),
+            " in restart attempt ", order.attempt());
+  }
+  return taken;
 }
 
 absl::Status AttemptHub::Start(int32_t attempt,
@@ -196,13 +193,10 @@ absl::Status AttemptHub::Start(int32_t attempt,
   std::vector<std::function<void(int32_t)>> locals;
   {
     absl::MutexLock lock(&mu_);
-    if (attempt == attempt_) return absl::OkStatus();  // Ordered twice: the first one stands.
-    if (attempt != attempt_ + 1) {
-      return absl::FailedPreconditionError(absl::StrCat("the job's processes run attempt ",
-                                                        attempt_, ": the next one is ",
-                                                        attempt_ + 1, ", not ", attempt));
-    }
-    if (std::string why = CheckAssignmentsLocked(assignments); !why.empty()) {
+    absl::StatusOr<bool> next = ledger_.MayStart(attempt);
+    if (!next.ok()) return next.status();
+    if (!*next) return absl::OkStatus();  // Ordered twice: the first one stands.
+    if (std::string why = slots_.CheckAssignments(assignments); !why.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("restart attempt ", attempt, ": ", why));
     }
   }
@@ -210,50 +204,11 @@ absl::Status AttemptHub::Start(int32_t attempt,
   if (before_start_) before_start_(attempt);
   {
     absl::MutexLock lock(&mu_);
-    if (attempt_ >= attempt) return absl::OkStatus();  // A concurrent order won.
-    attempt_ = attempt;
-    started_unix_ms_ = absl::ToUnixMillis(absl::Now());
-    ends_.clear();
-    detector_.Reset();  // The new processes start from nothing.
-    hang_.reset();
-    attemptspb::AttemptOrder order = OrderLocked();
-    std::set<int32_t> taken;  // Pod indices a spare took: it heard the attempt with its index.
-    for (const attemptspb::SpareAssignment& a : assignments) {
-      auto spare = spares_.find(a.spare());
-      if (spare == spares_.end()) {
-        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt,
-                   " gave it pod index ", a.pod_index());
-        continue;
-      }
-      attemptspb::AttemptOrder with_index = order;
-      with_index.set_pod_index(a.pod_index());
-      const bool told = spare->second->Push(with_index);
-      if (told) {
-        // Only now is the pod that held the index let go: the spare heard it is the pod.
-        if (auto old = followers_.find(a.pod_index()); old != followers_.end()) {
-          old->second->FinishWith(absl::FailedPreconditionError(
-              absl::StrCat("pod index ", a.pod_index(), " was given to spare ", a.spare(),
-                           " in restart attempt ", attempt)));
-        }
-        followers_[a.pod_index()] = spare->second;
-        held_by_spare_[a.pod_index()] = a.spare();
-        displaced_[a.pod_index()].merge(seen_names_[a.pod_index()]);
-        taken.insert(a.pod_index());
-        LogInfo("attempt hub: spare ", a.spare(), " takes pod index ", a.pod_index(),
-                " in restart attempt ", attempt);
-      } else {
-        LogWarning("attempt hub: spare ", a.spare(), " went before restart attempt ", attempt,
-                   " gave it pod index ", a.pod_index());
-      }
-      spares_.erase(spare);
-    }
-    for (auto it = followers_.begin(); it != followers_.end();) {
-      const bool alive = taken.contains(it->first) || it->second->Push(order);
-      it = alive ? std::next(it) : followers_.erase(it);
-    }
-    for (auto it = spares_.begin(); it != spares_.end();) {
-      it = it->second->Push(order) ? std::next(it) : spares_.erase(it);
-    }
+    if (!ledger_.Start(attempt, absl::Now())) return absl::OkStatus();  // A concurrent order won.
+    const attemptspb::AttemptOrder order = OrderLocked();
+    PushToFollowersLocked(order, GiveSlotsLocked(assignments, order));
+    const std::map<std::string, SlotRegistry::StreamId> spares = slots_.spares();
+    for (const auto& [name, stream] : spares) PushLocked(stream, order);
     locals = local_followers_;
     PublishLocked();
   }
@@ -265,8 +220,7 @@ absl::Status AttemptHub::Start(int32_t attempt,
 void AttemptHub::ReportEnd(const attemptspb::AttemptEnd& end) {
   {
     absl::MutexLock lock(&mu_);
-    if (end.attempt() != attempt_) return;
-    ends_[end.pod_index()] = end;
+    if (!ledger_.RecordEnd(end)) return;
     PublishLocked();
   }
   if (on_end_) on_end_(end);
@@ -279,74 +233,27 @@ grpc::ServerWriteReactor<attemptspb::AttemptOrder>* AttemptHub::FollowAttempts(
     stream->sink()->FinishWith(auth);
     return stream;
   }
-  std::weak_ptr<OrderSink> mine = stream->sink();
+  SlotRegistry::StreamId id;
   {
     absl::MutexLock lock(&mu_);
-    const int32_t pod = req->pod_index();
-    const std::string& spare = req->spare();
-    const std::string& name = req->pod_name();
-    auto refuse = [&](const std::string& why) {
-      stream->sink()->FinishWith(absl::FailedPreconditionError(why));
-    };
-    auto holder = held_by_spare_.find(pod);
-    if (!spare.empty() && pod > 0) {
-      // A spare that took the slot, back after a broken stream or restarted as the slot's sidecar.
-      if (holder == held_by_spare_.end() || holder->second != spare) {
-        refuse(absl::StrCat("spare ", spare, " does not hold pod index ", pod,
-                            holder == held_by_spare_.end()
-                                ? std::string()
-                                : absl::StrCat(" (spare ", holder->second, " does)")));
-        return stream;
-      }
-      if (auto other = followers_.find(pod); other != followers_.end()) {
-        other->second->FinishWith(absl::FailedPreconditionError(
-            absl::StrCat("pod index ", pod, " is held by spare ", spare)));
-      }
-    } else if (spare.empty()) {
-      if (auto d = displaced_.find(pod);
-          d != displaced_.end() && !name.empty() && d->second.contains(name)) {
-        refuse(absl::StrCat("pod ", name, " no longer holds pod index ", pod,
-                            ": a spare took its slot"));
-        return stream;
-      }
-      if (holder != held_by_spare_.end()) {
-        if (followers_.contains(pod)) {
-          refuse(absl::StrCat("pod index ", pod, " is held by spare ", holder->second,
-                              ", which took it in a restart"));
-          return stream;
-        }
-        held_by_spare_.erase(
-            holder);  // The spare is gone: a pod of its own (a replacement) takes the slot.
-      }
-      if (!name.empty()) seen_names_[pod].insert(name);
+    id = ++last_stream_;
+    SlotRegistry::Admission admitted =
+        slots_.Follow(id, req->pod_index(), req->spare(), req->pod_name());
+    if (!admitted.refused.ok()) {
+      stream->sink()->FinishWith(admitted.refused);
+      return stream;
     }
+    for (const SlotRegistry::Ending& ending : admitted.endings) EndLocked(ending);
     stream->sink()->Push(OrderLocked());
-    if (!spare.empty() && pod == 0) {
-      if (auto old = spares_.find(spare); old != spares_.end()) {
-        old->second->FinishWith(
-            absl::AlreadyExistsError(absl::StrCat("spare ", spare, " follows anew")));
-      }
-      spares_[spare] = stream->sink();
-    } else {
-      followers_[pod] = stream->sink();
-    }
+    streams_[id] = stream->sink();
     PublishLocked();  // Who follows changed.
   }
   // Its sidecar went (or its connection broke): it follows no more, as a pod or as a spare (it
   // may have taken a slot since).
-  stream->set_on_end([this, mine] {
-    const std::shared_ptr<OrderSink> gone = mine.lock();
+  stream->set_on_end([this, id] {
     absl::MutexLock lock(&mu_);
-    bool changed = false;
-    for (auto it = followers_.begin(); it != followers_.end();) {
-      changed |= it->second == gone;
-      it = it->second == gone ? followers_.erase(it) : std::next(it);
-    }
-    for (auto it = spares_.begin(); it != spares_.end();) {
-      changed |= it->second == gone;
-      it = it->second == gone ? spares_.erase(it) : std::next(it);
-    }
-    if (changed) PublishLocked();
+    streams_.erase(id);
+    if (slots_.Gone(id)) PublishLocked();
   });
   return stream;
 }

@@ -16,7 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "cohort/coordination/v1/attempts.grpc.pb.h"
 #include "common/grpc_event_stream.h"
+#include "coordination/attempts/attempt_ledger.h"
 #include "coordination/attempts/hang_detector.h"
+#include "coordination/attempts/slot_registry.h"
 
 // Restarting a job's processes in place (spec.restartStrategy: InPlace, docs/operator.md
 // "Restarting in place"): rank 0's sidecar hosts the hub, which knows the attempt the job's
@@ -30,13 +32,14 @@
 //
 // The hub lives as long as rank 0's pod; the coordination service beside it is started anew for
 // every attempt (its state is the attempt's, its port the same).
+//
+// The hub is the gRPC adapter over two pure parts, under one mutex: AttemptLedger
+// (attempt_ledger.h: the attempt, the ends, the hang and its evidence, with the HangDetector) and
+// SlotRegistry (slot_registry.h: who follows as which pod, the spares and the slots they took).
+// It keeps the streams, pushes the orders and publishes the state.
 namespace cohort::coordination {
 
 namespace attemptspb = ::cohort::coordination::v1;
-
-// The attempt control port: the coordinator port + env::kAttemptControlPortOffset. InvalidArgument
-// when `coordinator_address` has no port.
-absl::StatusOr<std::string> AttemptControlAddress(const std::string& coordinator_address);
 
 class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
  public:
@@ -79,7 +82,8 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   void ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Time now);
   // Runs the hang detector at `now` (rank 0's sidecar, every second): a new hang is published
   // and every pod asked for evidence; the evidence is complete when every pod that follows has
-  // collected it, or kDumpPatience after the hang was found; a hang whose ranks moved again
+  // collected it, or AttemptLedger::kDumpPatience after the hang was found; a hang whose ranks
+  // moved again
   // clears.
   void CheckHang(absl::Time now);
   attemptspb::AttemptState State() const;
@@ -101,22 +105,26 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
                                          const attemptspb::ReportHealthRequest* req,
                                          attemptspb::ReportHealthResponse* resp) override;
 
-  // How long the hub waits for every pod's evidence of a hang.
-  static constexpr absl::Duration kDumpPatience = absl::Seconds(30);
-
  private:
   using OrderSink = EventStream<attemptspb::AttemptOrder>::Sink;
   using StateSink = EventStream<attemptspb::AttemptState>::Sink;
 
-  // The pods whose sidecar follows the hub now (rank 0's in process, the others' streams).
-  std::set<int32_t> FollowingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   attemptspb::AttemptState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   attemptspb::AttemptOrder OrderLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes the state to every observer (and drops those gone).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why `assignments` cannot be carried out now ("" when they can).
-  std::string CheckAssignmentsLocked(const std::vector<attemptspb::SpareAssignment>& assignments)
-      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes `order` to a follower's stream; false (and the stream forgotten) when it is gone.
+  bool PushLocked(SlotRegistry::StreamId stream, const attemptspb::AttemptOrder& order)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes `order` to every pod that follows but those in `skip`.
+  void PushToFollowersLocked(const attemptspb::AttemptOrder& order,
+                             const std::set<int32_t>& skip = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLocked(const SlotRegistry::Ending& ending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Carries out `assignments` with `order` (each spare hears it with its pod index); the pod
+  // indices spares took.
+  std::set<int32_t> GiveSlotsLocked(const std::vector<attemptspb::SpareAssignment>& assignments,
+                                    const attemptspb::AttemptOrder& order)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string token_;
   const uint64_t incarnation_;
@@ -124,26 +132,11 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   std::function<void(const attemptspb::AttemptEnd&)> on_end_;
   std::function<void(uint64_t, int32_t)> dump_locally_;
   mutable absl::Mutex mu_;
-  HangDetector detector_ ABSL_GUARDED_BY(mu_){HangTimeout{}};
-  std::string dumps_base_ ABSL_GUARDED_BY(mu_);
-  std::optional<attemptspb::HangReport> hang_ ABSL_GUARDED_BY(mu_);
-  absl::Time hang_found_ ABSL_GUARDED_BY(mu_);
-  std::set<int32_t> dumped_ ABSL_GUARDED_BY(mu_);  // Pods that collected hang_'s evidence.
-  int32_t attempt_ ABSL_GUARDED_BY(mu_);
-  int64_t started_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int32_t, attemptspb::AttemptEnd> ends_ ABSL_GUARDED_BY(mu_);
-  // Followers by pod index (a pod that follows again replaces its stream).
-  std::map<int32_t, std::shared_ptr<OrderSink>> followers_ ABSL_GUARDED_BY(mu_);
-  // Spares that follow holding no slot, by pod name (one that takes a slot moves to followers_).
-  std::map<std::string, std::shared_ptr<OrderSink>> spares_ ABSL_GUARDED_BY(mu_);
-  // The pod indices spares took, and which spare holds each (also while its stream is broken, or
-  // it restarts as the slot's sidecar): no other pod may follow with that index while the spare
-  // follows; once it is gone, a pod of a name not displaced (a replacement) takes the slot back.
-  std::map<int32_t, std::string> held_by_spare_ ABSL_GUARDED_BY(mu_);
-  // The names of the pods that followed each index, and those a spare displaced from it (never let
-  // back: an evicted pod's sidecar still up, a lost node that returns).
-  std::map<int32_t, std::set<std::string>> seen_names_ ABSL_GUARDED_BY(mu_);
-  std::map<int32_t, std::set<std::string>> displaced_ ABSL_GUARDED_BY(mu_);
+  AttemptLedger ledger_ ABSL_GUARDED_BY(mu_);
+  SlotRegistry slots_ ABSL_GUARDED_BY(mu_);
+  // The followers' streams (pods and spares), by the id the registry knows them by.
+  std::map<SlotRegistry::StreamId, std::shared_ptr<OrderSink>> streams_ ABSL_GUARDED_BY(mu_);
+  SlotRegistry::StreamId last_stream_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::function<void(int32_t)>> local_followers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<StateSink>> observers_ ABSL_GUARDED_BY(mu_);
 };

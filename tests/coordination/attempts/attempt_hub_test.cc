@@ -328,14 +328,14 @@ TEST_F(AttemptHubTest, APodThatNeverCollects_TheEvidenceIsCompleteAfterThePatien
   hub.ReportHealth(r, now);
   hub.CheckHang(now);
   ASSERT_TRUE(hub.State().has_hang());
-  hub.CheckHang(now + AttemptHub::kDumpPatience - absl::Seconds(1));
+  hub.CheckHang(now + AttemptLedger::kDumpPatience - absl::Seconds(1));
   EXPECT_FALSE(hub.State().hang().dumps_complete());
-  hub.CheckHang(now + AttemptHub::kDumpPatience);
+  hub.CheckHang(now + AttemptLedger::kDumpPatience);
   EXPECT_TRUE(hub.State().hang().dumps_complete());
   // Its rank moves again: the hang clears.
   h.set_progress_age_ms(0);
-  hub.ReportHealth(r, now + AttemptHub::kDumpPatience);
-  hub.CheckHang(now + AttemptHub::kDumpPatience);
+  hub.ReportHealth(r, now + AttemptLedger::kDumpPatience);
+  hub.CheckHang(now + AttemptLedger::kDumpPatience);
   EXPECT_FALSE(hub.State().has_hang());
 }
 
