@@ -27,7 +27,7 @@ inline constexpr char kProcessesPerPod[] = "COHORT_PROCESSES_PER_POD";
 inline constexpr char kRestartAttempt[] = "COHORT_RESTART_ATTEMPT";
 inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
 // spec.restartStrategy: InPlace: where the pod's sidecar serves cohort-launch
-// (launcher/launch_protocol.h), and the directory cohort-launch empties of an attempt's files
+// (common/process/launch_protocol.h), and the directory cohort-launch empties of an attempt's files
 // before the next (the pod's /dev/shm).
 inline constexpr char kLaunchSocket[] = "COHORT_LAUNCH_SOCKET";
 inline constexpr char kShmDir[] = "COHORT_SHM_DIR";

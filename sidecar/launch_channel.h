@@ -9,12 +9,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "launcher/launch_protocol.h"
+#include "common/process/launch_protocol.h"
 
 namespace cohort::sidecar {
 
-// The sidecar's end of the launch socket (launcher/launch_protocol.h): cohort-launch connects to
-// it, hears which attempt to run and says how its processes ended. One connection at a time (a
+// The sidecar's end of the launch socket (common/process/launch_protocol.h): cohort-launch connects
+// to it, hears which attempt to run and says how its processes ended. One connection at a time (a
 // new one replaces the last); the attempt ordered last is sent to each at once.
 class LaunchChannel {
  public:

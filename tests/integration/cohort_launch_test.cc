@@ -23,9 +23,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/process/launch_protocol.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/launch_protocol.h"
 #include "tests/support/job_harness.h"
 
 namespace cohort::testing {

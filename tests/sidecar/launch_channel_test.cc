@@ -14,8 +14,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/process/launch_protocol.h"
 #include "gtest/gtest.h"
-#include "launcher/launch_protocol.h"
 #include "tests/common/temporary_directory.h"
 
 namespace cohort::sidecar {

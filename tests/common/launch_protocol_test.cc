@@ -1,4 +1,4 @@
-#include "launcher/launch_protocol.h"
+#include "common/process/launch_protocol.h"
 
 #include "gtest/gtest.h"
 
