@@ -184,6 +184,8 @@ absl::StatusOr<ProcessPlacement> PodPlacementFromEnvironment();
 
 // The variable's value, or nullopt when it is unset or empty.
 std::optional<std::string> Get(const char* name);
+// A spare pod holding no slot yet: COHORT_SPARE set, COHORT_PROCESS_ID not.
+inline bool IsSparePod() { return Get(kSpare).has_value() && !Get(kProcessId).has_value(); }
 
 // Parses the variable as an integer. InvalidArgument (naming the variable and its value) when it
 // is set but not an integer.

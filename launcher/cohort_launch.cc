@@ -95,7 +95,7 @@ absl::StatusOr<env::ProcessPlacement> PodPlacement(bool spare) {
 }
 
 int Launch(const PodCommand& run) {
-  const bool spare = env::Get(env::kSpare).has_value() && !env::Get(env::kProcessId).has_value();
+  const bool spare = env::IsSparePod();
   absl::StatusOr<env::ProcessPlacement> pod = PodPlacement(spare);
   absl::StatusOr<CpuBind> bind = CpuBindFromEnvironment(kDefaultCpuBind);
   absl::StatusOr<std::optional<int64_t>> first = env::GetInt(env::kRestartAttempt);

@@ -92,24 +92,22 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (IsSpare(flags)) {
-    sigset_t signals = BlockTerminationSignals();
-    const int exit_code = RunSpare(flags, std::vector<std::string>(argv, argv + argc), signals);
-    // _exit: its signal thread may still be parked in sigwait, over RunSpare's locals.
-    std::fflush(nullptr);
-    _exit(exit_code);
-  }
   absl::StatusOr<SidecarConfig> config = ResolveConfig(std::move(flags));
   if (!config.ok()) return Fail(std::string(config.status().message()));
 
   // Signals go to one thread; block them before any other thread starts.
   sigset_t signals = BlockTerminationSignals();
-  absl::StatusOr<std::unique_ptr<Sidecar>> sidecar = Sidecar::Start(*std::move(config));
+  absl::StatusOr<std::unique_ptr<Sidecar>> sidecar = Sidecar::Start(*config);
   if (!sidecar.ok()) return Fail(std::string(sidecar.status().message()));
   (*sidecar)->HandleSignals(signals);
-  const int exit_code = (*sidecar)->WaitForTrainers();
-  LogInfo("exiting with code ", exit_code);
-  (*sidecar)->Stop();
+  int exit_code = 0;
+  if (!config->spare.empty()) {
+    exit_code = RunSpare(**sidecar, *config, std::vector<std::string>(argv, argv + argc));
+  } else {
+    exit_code = (*sidecar)->WaitForTrainers();
+    LogInfo("exiting with code ", exit_code);
+    (*sidecar)->Stop();
+  }
   // _exit: the signal thread may be parked in sigwait, and the process exit ends it.
   std::fflush(nullptr);
   _exit(exit_code);

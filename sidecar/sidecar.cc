@@ -19,120 +19,37 @@
 #include "sidecar/sidecar_policy.h"
 
 namespace cohort::sidecar {
-namespace {
-
-// Restarting in place, how long a pod's first attempt waits to hear from the attempt hub.
-constexpr absl::Duration kFirstOrderPatience = absl::Seconds(10);
-
-// This pod's name: COHORT_POD_NAME, else the hostname (a pod's hostname is its name).
-std::string PodName() {
-  if (std::optional<std::string> name = env::Get(env::kPodName)) return *name;
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  return host;
-}
-
-// The ranks served, checked against the job size.
-absl::StatusOr<int> ResolveProcessesPerPod(const SidecarFlags& flags, int rank, int num) {
-  int per_pod = flags.processes_per_pod;
-  if (per_pod == kUnset) {
-    absl::StatusOr<std::optional<int64_t>> v = env::GetInt(env::kProcessesPerPod);
-    if (!v.ok()) return v.status();
-    per_pod = static_cast<int>(v->value_or(1));
-  }
-  if (per_pod < 1 || rank % per_pod != 0 || rank + per_pod > num) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "this sidecar would serve ranks ", rank, " to ", rank + per_pod - 1,
-        " (COHORT_PROCESS_ID=", rank, ", COHORT_PROCESSES_PER_POD=", per_pod, ") of a job of ", num,
-        " (COHORT_NUM_PROCESSES): the first rank must be a multiple of the processes per pod, "
-        "and every rank below the job size"));
-  }
-  return per_pod;
-}
-
-absl::StatusOr<std::string> ResolveAgentSocket(const SidecarFlags& flags) {
-  std::string socket = flags.agent_socket;
-  if (socket.empty()) socket = env::Get(env::kAgentSocket).value_or("");
-  if (socket.empty()) {
-    return absl::InvalidArgumentError(
-        "agent socket unknown: set COHORT_AGENT_SOCKET or --agent-socket to a path in a "
-        "directory shared with the trainer");
-  }
-  if (socket.size() > 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("agent socket path '", socket,
-                     "' is too long for a Unix socket (limit ~100 bytes); use a shorter path"));
-  }
-  return socket;
-}
-
-}  // namespace
-
-absl::StatusOr<SidecarConfig> ResolveConfig(SidecarFlags flags) {
-  // Unset flags come from the environment contract, then the defaults.
-  JobSettingsOverrides given;
-  if (flags.rank != kUnset) given.process_id = flags.rank;
-  if (flags.num_processes != kUnset) given.num_processes = flags.num_processes;
-  if (!flags.coordinator_address.empty()) given.coordinator_address = flags.coordinator_address;
-  if (!flags.token_file.empty()) given.token_file = flags.token_file;
-  if (absl::Status s = ParseTimeoutFlags(flags.timeouts, &given); !s.ok()) return s;
-  absl::StatusOr<JobSettings> settings = ResolveJobSettings(given);
-  if (!settings.ok()) return settings.status();
-  if (settings->coordinator_address.empty()) {
-    return absl::InvalidArgumentError(
-        "coordinator address unknown: set COHORT_COORDINATOR_ADDRESS or --coordinator-address "
-        "(host:port of rank 0)");
-  }
-  absl::StatusOr<int> per_pod =
-      ResolveProcessesPerPod(flags, settings->process_id, settings->num_processes);
-  if (!per_pod.ok()) return per_pod.status();
-  absl::StatusOr<std::string> socket = ResolveAgentSocket(flags);
-  if (!socket.ok()) return socket.status();
-  if (settings->token.empty()) {
-    LogWarning(
-        "no job token configured (COHORT_TOKEN/COHORT_TOKEN_FILE): RPCs are not "
-        "authenticated");
-  }
-  SidecarConfig config;
-  config.settings = *std::move(settings);
-  config.processes_per_pod = *per_pod;
-  config.agent_socket = *std::move(socket);
-  config.launch_socket = !flags.launch_socket.empty() ? flags.launch_socket
-                                                      : env::Get(env::kLaunchSocket).value_or("");
-  config.flags = std::move(flags);
-  return config;
-}
-
 absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarConfig config) {
   std::unique_ptr<Sidecar> sidecar(new Sidecar(std::move(config)));
   sidecar->StartMetrics();
   if (absl::Status s = sidecar->StartCoordinator(); !s.ok()) return s;
   if (absl::Status s = sidecar->ServeAgents(); !s.ok()) return s;
-  if (absl::Status s = sidecar->StartInPlace(); !s.ok()) return s;
+  if (absl::Status s = sidecar->StartAttemptRunner(); !s.ok()) return s;
   if (absl::Status s = sidecar->ServeHttp(); !s.ok()) return s;
   sidecar->LogStarted();
   return sidecar;
 }
 
 Sidecar::~Sidecar() {
-  if (health_)
-    health_->Stop();  // Its thread sends through the hub or the follower, which go first.
   // The signal thread waits in sigwait: a SIGINT of its own stops it.
   if (signal_thread_.joinable()) {
     pthread_kill(signal_thread_.native_handle(), SIGINT);
     signal_thread_.join();
   }
+  http_.reset();    // Its readiness asks the runner.
+  runner_.reset();  // Its threads call back into the agents and the coordination service.
 }
 
 void Sidecar::StartMetrics() {
   registry_ = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry_, "sidecar");
+  jax_metrics_ = std::make_unique<JaxPortMetrics>(*registry_);
+  if (!config_.spare.empty()) return;  // No rank to count for.
   const int rank = config_.settings.process_id;
   for (int local = 0; local < config_.processes_per_pod; ++local) {
     metrics_.push_back(std::make_unique<SidecarMetrics>(*registry_, rank + local));
   }
   metrics_[0]->SetJob(config_.settings.num_processes, config_.settings.timeouts.heartbeat);
-  jax_metrics_ = std::make_unique<JaxPortMetrics>(*registry_);
 }
 
 absl::Status Sidecar::StartCoordinator() {
@@ -199,6 +116,7 @@ coordination::AgentOptions Sidecar::AgentOptionsFor(int local,
 }
 
 absl::Status Sidecar::ServeAgents() {
+  if (!config_.spare.empty()) return absl::OkStatus();
   const int per_pod = config_.processes_per_pod;
   for (int local = 0; local < per_pod; ++local) {
     absl::StatusOr<RankAgent> agent =
@@ -210,147 +128,44 @@ absl::Status Sidecar::ServeAgents() {
   return absl::OkStatus();
 }
 
-absl::Status Sidecar::StartInPlace() {
+absl::Status Sidecar::StartAttemptRunner() {
   if (config_.launch_socket.empty()) return absl::OkStatus();
-  const int32_t first = config_.settings.restart_attempt.value_or(0);
-  const bool hub_here = config_.settings.process_id == 0;
-  {
-    absl::MutexLock lock(&mu_);
-    attempt_ = first;
-    released_ = hub_here;  // Rank 0's hub runs `first` from the start.
-  }
-  // Before the hub or its follower, whose orders it carries.
-  absl::StatusOr<std::unique_ptr<LaunchChannel>> launch = LaunchChannel::Serve(
-      config_.launch_socket, hub_here ? std::optional<int32_t>(first) : std::nullopt,
-      [this](const launch::AttemptEnded& ended) { ReportEnded(ended); });
-  if (!launch.ok()) return launch.status();
-  launch_ = *std::move(launch);
-  // A spare that took this pod's slot: cohort-launch hears which pod it now is with every order.
-  const std::optional<std::string> spare = env::Get(env::kSpare);
-  if (spare) launch_->HoldPodIndex(config_.settings.process_id / config_.processes_per_pod);
-  const std::string& coordinator = config_.settings.coordinator_address;
-  absl::StatusOr<coordination::HangTimeout> hang_timeout =
-      coordination::ParseHangTimeout(env::Get(env::kHangTimeout).value_or("auto"));
-  if (!hang_timeout.ok()) return hang_timeout.status();
-  if (!hang_timeout->off()) {
-    // Before the hub and the follower, whose dump orders it takes.
-    HealthWatch::Options options;
-    options.agent_socket = config_.agent_socket;
-    options.first_rank = config_.settings.process_id;
-    options.processes_per_pod = config_.processes_per_pod;
-    options.pod_index = config_.settings.process_id / config_.processes_per_pod;
-    for (auto& m : metrics_) options.metrics.push_back(m.get());
-    options.ask_process = [this](int local, uint64_t id, const std::string& directory) {
-      absl::MutexLock lock(&parts_mu_);
-      return agents_[local].service->RequestDump(id, directory);
-    };
-    health_ = std::make_unique<HealthWatch>(std::move(options));
-    health_->SetAttempt(first);
-  }
-  if (hub_here) {
-    absl::StatusOr<int> port = env::CoordinatorPort(coordinator);
-    if (!port.ok()) return port.status();
-    absl::StatusOr<std::unique_ptr<coordination::AttemptHubServer>> hub =
-        coordination::AttemptHubServer::Start(
-            absl::StrCat(config_.flags.coordinator_bind_address, ":",
-                         *port + env::kAttemptControlPortOffset),
-            first, config_.settings.token);
-    if (!hub.ok()) return hub.status();
-    hub_ = *std::move(hub);
-    hub_->hub().set_before_start([this](int32_t attempt) { RestartCoordinator(attempt); });
-    hub_->hub().set_on_end(
-        [this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); });
-    hub_->hub().set_hang_detection(*hang_timeout, env::DumpsDir(config_.agent_socket),
-                                   [this](uint64_t dump_id, int32_t attempt) {
-                                     if (health_) health_->Dump(dump_id, attempt);
-                                   });
-    hub_->hub().FollowLocally([this](int32_t attempt) { OnOrder(attempt); });
-  } else {
-    absl::StatusOr<std::string> address = coordination::AttemptControlAddress(coordinator);
-    if (!address.ok()) return address.status();
-    const int32_t pod_index = config_.settings.process_id / config_.processes_per_pod;
-    auto on_order = [this](const coordination::attemptspb::AttemptOrder& order) {
-      OnOrder(order.attempt());
-      if (order.dump_id() != 0 && health_) health_->Dump(order.dump_id(), order.attempt());
-    };
-    // A spare that took this slot follows as the spare holding it (the hub lets no one else).
-    follower_ = spare ? coordination::AttemptFollower::Spare(*address, config_.settings.token,
-                                                             *spare, on_order, pod_index)
-                      : std::make_unique<coordination::AttemptFollower>(
-                            *address, config_.settings.token, pod_index, on_order, PodName());
-  }
-  if (health_) StartHealthWatch();
+  AttemptRunner::Hooks hooks;
+  hooks.restart_coordinator = [this](int32_t attempt) { RestartCoordinator(attempt); };
+  hooks.renew_agents = [this](int32_t attempt) { RenewAgents(attempt); };
+  hooks.on_end = [this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); };
+  hooks.ask_process = [this](int local, uint64_t id, const std::string& directory) {
+    absl::MutexLock lock(&parts_mu_);
+    return agents_[local].service->RequestDump(id, directory);
+  };
+  std::vector<SidecarMetrics*> metrics;
+  for (auto& m : metrics_) metrics.push_back(m.get());
+  absl::StatusOr<std::unique_ptr<AttemptRunner>> runner =
+      AttemptRunner::Start(config_, std::move(metrics), std::move(hooks));
+  if (!runner.ok()) return runner.status();
+  runner_ = *std::move(runner);
   return absl::OkStatus();
-}
-
-void Sidecar::StartHealthWatch() {
-  if (hub_) {
-    health_->Start([this](const coordination::attemptspb::ReportHealthRequest& report) {
-      hub_->hub().ReportHealth(report, absl::Now());
-      hub_->hub().CheckHang(absl::Now());  // Rank 0 drives the detector, once a second.
-    });
-  } else {
-    health_->Start([this](const coordination::attemptspb::ReportHealthRequest& report) {
-      // The next report follows in a second: a lost one is not worth a retry.
-      if (absl::Status s = follower_->ReportHealth(report); !s.ok()) {
-        LogDebug("could not tell the attempt hub how this pod's ranks progress: ", s.ToString());
-      }
-    });
-  }
-}
-
-void Sidecar::OnOrder(int32_t attempt) {
-  bool release = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!ordered_ || attempt > *ordered_) ordered_ = attempt;
-    release = !released_ && attempt == attempt_;
-    released_ |= release;
-  }
-  if (release) launch_->Order(attempt);  // A later one goes through BeginAttempt.
-}
-
-void Sidecar::ReportEnded(const launch::AttemptEnded& ended) {
-  coordination::attemptspb::AttemptEnd end;
-  end.set_pod_index(config_.settings.process_id / config_.processes_per_pod);
-  end.set_attempt(ended.attempt);
-  end.set_exit_code(ended.exit_code);
-  end.set_reason(ended.reason);
-  end.set_message(ended.message);
-  end.set_finished_unix_ms(ended.finished_unix_ms);
-  LogInfo("restart attempt ", ended.attempt, " of this pod ended: exit code ", ended.exit_code,
-          " (", ended.reason, ")");
-  if (health_) health_->AttemptEnded(ended.attempt);
-  if (hub_) {
-    hub_->hub().ReportEnd(end);
-  } else if (absl::Status s = follower_->ReportEnd(end); !s.ok()) {
-    LogWarning("could not report the end of restart attempt ", ended.attempt,
-               " to the attempt hub: ", s.ToString());
-  }
 }
 
 void Sidecar::TellCoordinator(const coordination::attemptspb::AttemptEnd& end) {
   const ExitKind kind = ClassifyExit(ProcessExit::FromContainer(end.exit_code(), end.reason()));
-  // A follower's exit (75) is the job's own doing: nothing to tell.
-  if (kind == ExitKind::kSucceeded || kind == ExitKind::kFollowed) return;
+  if (!ShouldTellCoordinator(kind, /*joined=*/false)) return;  // Not news whoever joined.
   absl::MutexLock lock(&parts_mu_);
   if (!coordinator_ || !coordinator_options_ ||
       coordinator_options_->service.restart_attempt != end.attempt())
     return;
   const coordination::TaskId first = end.pod_index() * config_.processes_per_pod;
-  // A preempted rank that had joined told the job itself, and the others may still be saving
-  // their checkpoint at the agreed step: only one preempted before it joined (the others wait
-  // for it in registration) is news.
+  bool joined = false;  // Any of the pod's processes registered with the attempt's service.
   if (kind == ExitKind::kPreempted) {
     const coordination::CoordinationService::Snapshot snapshot =
         coordinator_->service().GetSnapshot();
     for (int local = 0; local < config_.processes_per_pod; ++local) {
       const size_t task = static_cast<size_t>(first + local);
-      if (task < snapshot.tasks.size() &&
-          snapshot.tasks[task].state != coordination::TaskState::kDisconnected)
-        return;
+      joined |= task < snapshot.tasks.size() &&
+                snapshot.tasks[task].state != coordination::TaskState::kDisconnected;
     }
   }
+  if (!ShouldTellCoordinator(kind, joined)) return;
   absl::string_view last_line = end.message();
   if (size_t nl = last_line.rfind('\n'); nl != absl::string_view::npos)
     last_line.remove_prefix(nl + 1);
@@ -387,34 +202,24 @@ void Sidecar::RestartCoordinator(int32_t attempt) {
   LogInfo("coordination service of restart attempt ", attempt, " started");
 }
 
-void Sidecar::BeginAttempt(int32_t attempt) {
-  {
-    absl::MutexLock lock(&parts_mu_);
-    const int per_pod = config_.processes_per_pod;
-    for (int local = 0; local < per_pod; ++local) {
-      RankAgent& old = agents_[local];
-      old.service->Retire(absl::AbortedError(absl::StrCat(
-          "restart attempt ", attempt, " began: this process belongs to an older one")));
-      // At once: the old attempt's processes are gone (cohort-launch reaped them) or about to be
-      // killed; a grace per agent would delay every pod's next attempt by it.
-      old.server->Shutdown(absl::ToChronoTime(absl::Now()));
-      absl::StatusOr<RankAgent> fresh =
-          ServeRank(old.socket, AgentOptionsFor(local, attempt), metrics_[local].get());
-      if (!fresh.ok()) {
-        LogError("restart attempt ", attempt, ": ", fresh.status().ToString());
-        continue;
-      }
-      agents_[local] = *std::move(fresh);
+void Sidecar::RenewAgents(int32_t attempt) {
+  absl::MutexLock lock(&parts_mu_);
+  const int per_pod = config_.processes_per_pod;
+  for (int local = 0; local < per_pod; ++local) {
+    RankAgent& old = agents_[local];
+    old.service->Retire(absl::AbortedError(
+        absl::StrCat("restart attempt ", attempt, " began: this process belongs to an older one")));
+    // At once: the old attempt's processes are gone (cohort-launch reaped them) or about to be
+    // killed; a grace per agent would delay every pod's next attempt by it.
+    old.server->Shutdown(absl::ToChronoTime(absl::Now()));
+    absl::StatusOr<RankAgent> fresh =
+        ServeRank(old.socket, AgentOptionsFor(local, attempt), metrics_[local].get());
+    if (!fresh.ok()) {
+      LogError("restart attempt ", attempt, ": ", fresh.status().ToString());
+      continue;
     }
+    agents_[local] = *std::move(fresh);
   }
-  {
-    absl::MutexLock lock(&mu_);
-    attempt_ = attempt;
-    released_ = true;
-  }
-  if (health_) health_->SetAttempt(attempt);
-  launch_->Order(attempt);
-  LogInfo("restart attempt ", attempt, ": agents ready, cohort-launch told");
 }
 
 // A stale socket of an earlier run is replaced.
@@ -454,14 +259,9 @@ absl::Status Sidecar::ServeHttp() {
         &coordinator_->service(), config_.flags.per_rank_metrics_limit);
     collectables.push_back(coordinator_collector_);
   }
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
-      config_.flags.http_address, config_.flags.http_port, collectables, [this]() -> std::string {
-        absl::MutexLock lock(&parts_mu_);
-        if (config_.settings.process_id == 0 && coordinator_ == nullptr) {
-          return "coordination service not running";
-        }
-        return "";
-      });
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Start(config_.flags.http_address, config_.flags.http_port, collectables,
+                               [this] { return NotReady(); });
   if (!http.ok()) return http.status();
   http_ = *std::move(http);
   if (const std::string& file = config_.flags.http_port_file; !file.empty()) {
@@ -473,7 +273,24 @@ absl::Status Sidecar::ServeHttp() {
   return absl::OkStatus();
 }
 
+std::string Sidecar::NotReady() const {
+  if (!config_.spare.empty()) {
+    return runner_ != nullptr && runner_->following()
+               ? ""
+               : "the spare does not follow the job's attempt hub yet";
+  }
+  absl::MutexLock lock(&parts_mu_);
+  if (config_.settings.process_id == 0 && coordinator_ == nullptr)
+    return "coordination service not running";
+  return "";
+}
+
 void Sidecar::LogStarted() const {
+  if (!config_.spare.empty()) {
+    LogInfo("spare ", config_.spare, ": holding no rank; following the attempt hub at ",
+            runner_->hub_address(), ", metrics on port ", http_->port());
+    return;
+  }
   const int rank = config_.settings.process_id;
   const int num = config_.settings.num_processes;
   const int per_pod = config_.processes_per_pod;
@@ -503,9 +320,14 @@ void Sidecar::SignalLoop(sigset_t signals) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     ++count;
-    switch (OnSignal(sig, count, AnyTrainer(&AgentRpcService::trainer_attached),
-                     config_.flags.preempt_before_attach,
-                     AnyTrainer(&AgentRpcService::trainer_ever_attached))) {
+    // A spare holds no rank: any signal ends it.
+    const SignalAction action =
+        !config_.spare.empty()
+            ? SignalAction::kStop
+            : OnSignal(sig, count, AnyTrainer(&AgentRpcService::trainer_attached),
+                       config_.flags.preempt_before_attach,
+                       AnyTrainer(&AgentRpcService::trainer_ever_attached));
+    switch (action) {
       case SignalAction::kReportPreemption:
       case SignalAction::kReportPreemptionBeforeAttach: {
         LogInfo(
@@ -515,16 +337,15 @@ void Sidecar::SignalLoop(sigset_t signals) {
                   "joined the job");
         absl::MutexLock parts(&parts_mu_);
         for (RankAgent& a : agents_) a.service->OnPreemptionSignal();
-        absl::MutexLock lock(&mu_);
-        preempting_ = true;
+        if (runner_) runner_->Preempting();
         break;
       }
       case SignalAction::kStop: {
-        LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": exiting");
+        LogInfo(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": exiting",
+                config_.spare.empty() ? "" : ", no rank held");
         absl::MutexLock parts(&parts_mu_);
         for (RankAgent& a : agents_) a.service->StopWaiting();
-        absl::MutexLock lock(&mu_);
-        stop_ = true;
+        if (runner_) runner_->Stop();
         return;
       }
     }
@@ -540,56 +361,7 @@ bool Sidecar::AnyTrainer(bool (AgentRpcService::*state)() const) const {
 }
 
 int Sidecar::WaitForTrainers() {
-  if (launch_) {
-    // The first attempt waits for the hub's order (OnOrder): a hub that says nothing within
-    // kFirstOrderPatience (unreachable: the job cannot restart in place anyway) does not hold the
-    // processes back; one that runs an earlier attempt does (this pod replaces one alone).
-    {
-      absl::MutexLock lock(&mu_);
-      auto heard = +[](Sidecar* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-        return s->released_ || s->ordered_.has_value() || s->stop_ || s->preempting_;
-      };
-      if (!mu_.AwaitWithTimeout(absl::Condition(heard, this), kFirstOrderPatience)) {
-        LogWarning("the attempt hub did not answer within ",
-                   absl::FormatDuration(kFirstOrderPatience), ": starting restart attempt ",
-                   attempt_, " without its order");
-        released_ = true;
-        launch_->Order(attempt_);
-      }
-    }
-    // Restarting in place: attempt after attempt until a signal ends it.
-    while (true) {
-      int32_t next = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Sidecar* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-              return s->stop_ || s->preempting_ || (s->ordered_ && *s->ordered_ > s->attempt_);
-            },
-            this));
-        if (stop_ || preempting_) break;
-        next = *ordered_;
-      }
-      BeginAttempt(next);
-    }
-    // Preempted (the pod evicted or deleted) before its processes of the attempt started: nobody
-    // else can say so, and the other pods' processes would wait for its ranks to join.
-    bool never_started = false;
-    launch::AttemptEnded ended;
-    {
-      absl::MutexLock lock(&mu_);
-      never_started = preempting_ && !released_;
-      ended.attempt = attempt_;
-    }
-    if (never_started) {
-      ended.exit_code = kPreemptedExitCode;
-      ended.finished_unix_ms = absl::ToUnixMillis(absl::Now());
-      ended.reason = "Preempted";
-      ended.message = absl::StrCat("the pod was preempted before its processes of restart attempt ",
-                                   ended.attempt, " started");
-      ReportEnded(ended);
-    }
-  }
+  if (runner_) runner_->Run();  // Attempt after attempt until a signal ends it.
   std::vector<TrainerEnd> trainers;
   for (RankAgent& a : agents_) {
     TrainerEnd end;
@@ -608,6 +380,20 @@ int Sidecar::WaitForTrainers() {
     coordinator->job_ok = coordinator_->service().JobStatus().ok();
   }
   return ExitCode(trainers, coordinator);
+}
+
+std::optional<SpareSlot> Sidecar::WaitForSlot() {
+  if (runner_ == nullptr) return std::nullopt;
+  return runner_->AwaitSlot();
+}
+
+void Sidecar::ReleaseForExec() {
+  http_.reset();  // First: its readiness asks the runner.
+  std::unique_ptr<AttemptRunner> runner;
+  {
+    absl::MutexLock lock(&parts_mu_);  // The signal thread may be telling it to stop.
+    runner = std::move(runner_);
+  }
 }
 
 void Sidecar::Stop() {

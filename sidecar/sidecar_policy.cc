@@ -27,4 +27,20 @@ int ExitCode(const std::vector<TrainerEnd>& trainers,
   return exit_code;
 }
 
+bool ShouldTellCoordinator(ExitKind kind, bool joined) {
+  switch (kind) {
+    case ExitKind::kSucceeded:
+    case ExitKind::kFollowed:
+      return false;
+    case ExitKind::kPreempted:
+      return !joined;
+    case ExitKind::kOutOfMemory:
+    case ExitKind::kKilled:
+    case ExitKind::kError:
+    case ExitKind::kStopped:
+      return true;
+  }
+  return true;
+}
+
 }  // namespace cohort::sidecar

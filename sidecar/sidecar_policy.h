@@ -3,10 +3,12 @@
 #include <optional>
 #include <vector>
 
+#include "common/exit_codes.h"
 #include "sidecar/agent/trainer_outcome.h"
 
-// The sidecar's decisions, as pure functions: what a termination signal means, and which exit
-// code the sidecar leaves with. Sidecar (sidecar.h) gathers the facts and acts on the answers.
+// The sidecar's decisions, as pure functions: what a termination signal means, what rank 0's
+// coordination service hears of an attempt's end, and which exit code the sidecar leaves with.
+// Sidecar (sidecar.h) gathers the facts and acts on the answers.
 namespace cohort::sidecar {
 
 // cohort-sidecar's exit codes (docs/sidecar.md).
@@ -31,6 +33,15 @@ enum class SignalAction {
 // other signal stops the sidecar.
 SignalAction OnSignal(int signo, int count, bool any_trainer_attached, bool preempt_before_attach,
                       bool any_trainer_ever_attached);
+
+// Restarting in place, rank 0: whether the running attempt's coordination service must hear that
+// a pod's processes ended by themselves (`kind`: how; `joined`: whether any of them had
+// registered with the service). A success and a follower's exit (told by the job: the job's own
+// doing) are not news. A preempted process that had joined told the job itself, and the others
+// may still be saving their checkpoint at the agreed step: only one preempted before it joined
+// (the others wait for it in registration) is. Every other end is: its sidecar tells the service
+// when a process it serves dies, but one that died before it joined is known only here.
+bool ShouldTellCoordinator(ExitKind kind, bool joined);
 
 // How one rank's trainer ended, as the sidecar saw it when it stopped waiting.
 struct TrainerEnd {

@@ -120,5 +120,31 @@ INSTANTIATE_TEST_SUITE_P(
         ExitCase{"Rank0TrainerFailedJobOk_Failed", {kFailed}, kJobOk, kExitFailed}),
     [](const ::testing::TestParamInfo<ExitCase>& info) { return info.param.name; });
 
+// Rank 0, restarting in place: which ends of a pod's processes the attempt's coordination
+// service hears of (ProcessExit::FromContainer is how the hub's AttemptEnd reads).
+TEST(ShouldTellCoordinator, OnlyNewsIsTold) {
+  struct Case {
+    const char* name;
+    int exit_code;
+    const char* reason;
+    bool joined;
+    bool tell;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"success", 0, "Completed", true, false},
+           {"a follower's exit: the job's own doing", kPeerFailureExitCode, "Error", true, false},
+           {"preempted after joining: it told the job", kPreemptedExitCode, "Error", true, false},
+           {"preempted before joining: the others wait", kPreemptedExitCode, "Error", false, true},
+           {"its own error", 1, "Error", true, true},
+           {"an error before joining", 1, "Error", false, true},
+           {"killed by a signal", 128 + SIGKILL, "Error", true, true},
+           {"the OOM killer", 128 + SIGKILL, "OOMKilled", true, true},
+       }) {
+    SCOPED_TRACE(c.name);
+    const ExitKind kind = ClassifyExit(ProcessExit::FromContainer(c.exit_code, c.reason));
+    EXPECT_EQ(ShouldTellCoordinator(kind, c.joined), c.tell);
+  }
+}
+
 }  // namespace
 }  // namespace cohort::sidecar
