@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/process/watched_process.h"
 #include "kube/http_kube_client.h"
-#include "tests/support/watched_process.h"
 
 // What the operator benchmarks stand on: cohort-local-cluster in a fresh directory with the CRD
 // applied, a real cohort-operator leading with synced informers, and a client of the API server.

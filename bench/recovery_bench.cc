@@ -60,8 +60,8 @@
 #include "common/log.h"
 #include "common/process/subprocess.h"
 #include "kube/http_kube_client.h"
+#include "localcluster/lose_node.h"
 #include "operator/api/distributed_job.h"
-#include "tests/support/local_cluster_node.h"
 
 namespace cohort::bench {
 namespace {
@@ -309,7 +309,7 @@ absl::StatusOr<Run1> Measure(kube::HttpKubeClient& client, const std::string& di
   };
   const absl::Time killed = absl::Now();
   if (loss == Loss::kNode) {
-    if (absl::Status s = testing::LoseLocalNode(dir, node); !s.ok()) return s;
+    if (absl::Status s = local::LoseLocalNode(dir, node); !s.ok()) return s;
   } else {
     kill(old.at(1), SIGKILL);
   }

@@ -1,5 +1,7 @@
 #include "kube/conditions.h"
 
+#include <utility>
+
 #include "common/rfc3339.h"
 #include "kube/json_fields.h"
 
@@ -47,6 +49,24 @@ bool SetCondition(json& conditions, json condition, absl::Time now) {
   condition["lastTransitionTime"] = FormatRfc3339(now);
   conditions.push_back(std::move(condition));
   return true;
+}
+
+const StatusCondition* FindCondition(const std::vector<StatusCondition>& conditions,
+                                     absl::string_view type) {
+  for (const StatusCondition& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+void SetCondition(std::vector<StatusCondition>& conditions, StatusCondition condition) {
+  for (StatusCondition& c : conditions) {
+    if (c.type != condition.type) continue;
+    if (c.status == condition.status) condition.last_transition_time = c.last_transition_time;
+    c = std::move(condition);
+    return;
+  }
+  conditions.push_back(std::move(condition));
 }
 
 }  // namespace cohort::kube

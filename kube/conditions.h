@@ -1,9 +1,13 @@
 #pragma once
 
 // status.conditions of any kind (Pod, Node, Deployment, CRD), kept the way apimachinery's meta
-// helpers keep them: one entry per type, lastTransitionTime moving only when the status does.
+// helpers keep them: one entry per type, lastTransitionTime moving only when the status does. As
+// JSON (objects of any kind) or typed (StatusCondition, as a typed status such as the
+// DistributedJob's holds them).
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,5 +36,24 @@ inline const char* TrueOrFalse(bool value) { return value ? "True" : "False"; }
 // message differs, keeping its lastTransitionTime unless the status changed. Other fields
 // (lastUpdateTime, lastProbeTime) are written only with a change.
 bool SetCondition(nlohmann::json& conditions, nlohmann::json condition, absl::Time now);
+
+// A condition of a typed status (metav1.Condition).
+struct StatusCondition {
+  std::string type;
+  std::string status;  // "True", "False", "Unknown".
+  std::string reason;
+  std::string message;
+  std::string last_transition_time;  // RFC 3339.
+  int64_t observed_generation = 0;
+
+  bool operator==(const StatusCondition&) const = default;
+};
+
+// The condition of `type` in `conditions`, or nullptr.
+const StatusCondition* FindCondition(const std::vector<StatusCondition>& conditions,
+                                     absl::string_view type);
+// Sets `condition` in `conditions`: a new type is appended as given; an existing one is replaced,
+// keeping its lastTransitionTime when the status did not change.
+void SetCondition(std::vector<StatusCondition>& conditions, StatusCondition condition);
 
 }  // namespace cohort::kube

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/job_settings.h"
+#include "kube/conditions.h"
 #include "kube/resource.h"
 
 namespace cohort::op {
@@ -186,17 +187,11 @@ struct DistributedJobSpec {
   bool hang_policy_set = false;
 };
 
-// A metav1.Condition.
-struct Condition {
-  std::string type;
-  std::string status;  // "True", "False", "Unknown".
-  std::string reason;
-  std::string message;
-  std::string last_transition_time;  // RFC 3339.
-  int64_t observed_generation = 0;
-
-  bool operator==(const Condition&) const = default;
-};
+// status.conditions (metav1.Condition): typed as Kubernetes keeps them (kube/conditions.h has the
+// helpers).
+using Condition = kube::StatusCondition;
+using kube::FindCondition;
+using kube::SetCondition;
 
 enum class Phase { kPending, kRunning, kRestarting, kSucceeded, kFailed, kSuspended };
 const char* PhaseName(Phase phase);

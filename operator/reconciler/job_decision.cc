@@ -130,23 +130,6 @@ absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {
   return DoublingDelay(spec.restart_backoff, kMaxBackoff, restart);
 }
 
-const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type) {
-  for (const Condition& c : conditions) {
-    if (c.type == type) return &c;
-  }
-  return nullptr;
-}
-
-void SetCondition(std::vector<Condition>& conditions, Condition condition) {
-  for (Condition& c : conditions) {
-    if (c.type != condition.type) continue;
-    if (c.status == condition.status) condition.last_transition_time = c.last_transition_time;
-    c = std::move(condition);
-    return;
-  }
-  conditions.push_back(std::move(condition));
-}
-
 Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
                 const DecideOptions& options, const AttemptView* view) {
   // Spares that hold no slot are judged apart (spare_policy.h): no policy of the gang sees them.

@@ -167,8 +167,4 @@ struct AttemptView;
 Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods, absl::Time now,
                 const DecideOptions& options = {}, const AttemptView* view = nullptr);
 
-// Sets a condition, changing lastTransitionTime only when its status flips.
-void SetCondition(std::vector<Condition>& conditions, Condition condition);
-const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type);
-
 }  // namespace cohort::op

@@ -23,8 +23,8 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "kube/kube_config.h"
+#include "localcluster/lose_node.h"
 #include "operator/api/distributed_job.h"
-#include "tests/support/local_cluster_node.h"
 
 namespace cohort::testing {
 namespace {
@@ -95,7 +95,7 @@ LocalControlPlane::~LocalControlPlane() {
 }
 
 absl::Status LocalControlPlane::LoseNode(const std::string& node) {
-  return LoseLocalNode(dir_, node);
+  return local::LoseLocalNode(dir_, node);
 }
 
 LocalControlPlane::Result LocalControlPlane::Kubectl(std::vector<std::string> args,

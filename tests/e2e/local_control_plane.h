@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/process/subprocess.h"
+#include "common/process/watched_process.h"
 #include "kube/http_kube_client.h"
-#include "tests/support/watched_process.h"
 
 namespace cohort::testing {
 

@@ -34,6 +34,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/process/subprocess.h"
+#include "common/process/watched_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -41,7 +42,6 @@
 #include "operator/api/distributed_job.h"
 #include "tests/common/python_environment.h"
 #include "tests/e2e/local_control_plane.h"
-#include "tests/support/watched_process.h"
 
 namespace cohort::testing {
 namespace {

@@ -16,13 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/process/watched_process.h"
 #include "coordination/attempts/attempt_client.h"
 #include "coordination/attempts/attempt_hub.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/temporary_directory.h"
 #include "tests/support/job_harness.h"
-#include "tests/support/watched_process.h"
 
 namespace cohort::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/support/watched_process.h"
+#include "common/process/watched_process.h"
 
 #include <signal.h>
 

@@ -1,4 +1,4 @@
-#include "tests/support/local_cluster_node.h"
+#include "localcluster/lose_node.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 
-namespace cohort::testing {
+namespace cohort::local {
 
 absl::Status LoseLocalNode(const std::string& cluster_dir, const std::string& node) {
   const std::string pid_file = absl::StrCat(cluster_dir, "/nodes/", node, "/kubelet.pid");
@@ -41,4 +41,4 @@ absl::Status LoseLocalNode(const std::string& cluster_dir, const std::string& no
   return absl::OkStatus();
 }
 
-}  // namespace cohort::testing
+}  // namespace cohort::local
