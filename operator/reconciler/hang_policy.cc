@@ -185,8 +185,7 @@ Verdict HandleHang(DecisionPass& pass) {
                 absl::StrCat(why, "; spec.hangPolicy is Fail: the job fails"));
     return Verdict::kDecided;
   }
-  GangRestart cause{InfoOf(FailureCause::kHung).label, hang->detected_at,
-                    ""};  // kind: set by the restart
+  GangRestart cause{FailureCause::kHung, hang->detected_at, ""};  // kind: set by the restart
   if (std::optional<RuleMatch> rule =
           MatchFailureRules(pass.spec.failure_rules, HungPod(pass, *hang))) {
     ApplyFailureRule(pass, *rule, why, std::move(cause));

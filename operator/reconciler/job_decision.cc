@@ -114,16 +114,14 @@ std::optional<ObservedPod> ObservePod(const nlohmann::json& pod, const std::stri
   return p;
 }
 
-std::string RestartCause(const ObservedPod& root) {
+FailureCause RestartCause(const ObservedPod& root) {
   const ExitKind kind = ExitKindOf(root);
   if (kind == ExitKind::kFollowed) {
     // The cause libdist told it, from the line its default handler wrote (the log's tail).
-    std::optional<FailureCause> told = ParsePeerFailureCause(root.trainer_message);
-    return InfoOf(told.value_or(FailureCause::kUnspecified)).label;
+    return ParsePeerFailureCause(root.trainer_message).value_or(FailureCause::kUnspecified);
   }
   // kSucceeded: a pod that failed without an exit code.
-  return InfoOf(kind == ExitKind::kSucceeded ? FailureCause::kProcessExited : FailureCauseOf(kind))
-      .label;
+  return kind == ExitKind::kSucceeded ? FailureCause::kProcessExited : FailureCauseOf(kind);
 }
 
 absl::Duration RestartBackoff(const DistributedJobSpec& spec, int32_t restart) {

@@ -104,25 +104,26 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
-// Why the gang restarted, for the operator's per-job metrics (docs/metrics.md): one of a bounded
-// set of causes, and when the failure happened (the failing container's finish time; InfinitePast
-// when unknown, e.g. for an eviction).
+// Why the gang restarted, for the operator's per-job metrics (docs/metrics.md): one of the failure
+// causes (common/failure_cause.h), and when the failure happened (the failing container's finish
+// time; InfinitePast when unknown, e.g. for an eviction).
 struct GangRestart {
-  std::string
-      cause;  // crash, oom, signal, heartbeat_timeout, reported_error, collective_timeout,
-              // registration_timeout, shutdown_timeout, service_lost, hung, preempted, unknown
+  FailureCause cause = FailureCause::kUnspecified;
   absl::Time failed_at = absl::InfinitePast();
   // What kind of restart (status.lastRestartKind): one of conditions.h's restart_kind.
   std::string kind;
   bool in_place = false;  // Carried out in place (status.lastRestartStrategy).
   // In place: the pods replaced alone (the others stay).
   std::vector<std::string> replaced = {};
+
+  // The cause's metric label ("crash", "oom", "hung", ...: common/failure_cause.h).
+  const char* cause_label() const { return InfoOf(cause).label; }
 };
 
 // The cause of a failure whose root is `root`: the rank that failed itself (oom, signal, crash),
 // or a follower whose last log line names the cause libdist was told ("[cause: heartbeat
 // timeout]").
-std::string RestartCause(const ObservedPod& root);
+FailureCause RestartCause(const ObservedPod& root);
 
 struct Decision {
   std::vector<int32_t> create_ranks;  // Pods of status.restart_attempt to create.

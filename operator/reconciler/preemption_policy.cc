@@ -41,7 +41,7 @@ Verdict HandlePreemption(DecisionPass& pass) {
   }
   if (why.empty()) return Verdict::kContinue;
 
-  GangRestart cause{"preempted",
+  GangRestart cause{FailureCause::kPreempted,
                     preempted != nullptr ? preempted->finished_at : absl::InfinitePast(), ""};
   if (preempted != nullptr) {
     if (std::optional<RuleMatch> rule = MatchFailureRules(pass.spec.failure_rules, *preempted)) {

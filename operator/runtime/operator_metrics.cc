@@ -180,10 +180,10 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   if (report.phase) job.hung->Set(report.hung ? 1 : 0);
   if (hang_detected) job.hangs->Increment();
   if (report.restart) {
-    prometheus::Counter*& counter = job.restarts[report.restart->cause];
+    prometheus::Counter*& counter = job.restarts[report.restart->cause_label()];
     if (counter == nullptr) {
       prometheus::Labels labels = JobLabels(key);
-      labels["cause"] = report.restart->cause;
+      labels["cause"] = report.restart->cause_label();
       counter = &job_restarts_.Add(labels);
     }
     counter->Increment();

@@ -32,7 +32,7 @@ TEST(FailureCauseLabels, SidecarAndOperatorNameEachCauseAlike) {
     op::ObservedPod follower;
     follower.trainer_exit_code = kPeerFailureExitCode;
     follower.trainer_message = FormatPeerFailureLine("rank 0 (pod demo-0) failed", info.cause);
-    EXPECT_EQ(op::RestartCause(follower), info.label) << info.words;
+    EXPECT_EQ(op::RestartCause(follower), info.cause) << info.words;
   }
 }
 

@@ -205,7 +205,7 @@ TEST(HandleHang, Restart_InPlaceCountedWithCauseHung) {
   EXPECT_EQ(d.status.last_restart_strategy, "InPlace");
   EXPECT_THAT(d.delete_pods, IsEmpty());
   ASSERT_TRUE(d.restart.has_value());
-  EXPECT_EQ(d.restart->cause, "hung");
+  EXPECT_STREQ(d.restart->cause_label(), "hung");
   EXPECT_EQ(d.restart->failed_at, kNow - absl::Seconds(12));
   EXPECT_TRUE(d.restart->in_place);
   EXPECT_EQ(FindCondition(d.status.conditions, "Restarting")->reason, "Hung");
@@ -239,7 +239,7 @@ TEST(HandleHang, Restart_FailureRuleOnTerminationReasonHung_Decides) {
   EXPECT_EQ(restarted.decision.status.phase, Phase::kRestarting);
   EXPECT_EQ(restarted.decision.status.restarts, 0);
   EXPECT_EQ(restarted.decision.status.uncounted_restarts, 1);
-  EXPECT_EQ(restarted.decision.restart->cause, "hung");
+  EXPECT_STREQ(restarted.decision.restart->cause_label(), "hung");
 
   // A rule on exit codes does not match a hang: it has none.
   const json on_codes = {{"action", "FailJob"},

@@ -152,14 +152,16 @@ TEST(RestartCause, FromTheRootRanksExitOrTheCauseLibdistWasTold) {
   auto root = [](int code, std::string message = "", std::string reason = "") -> ObservedPod {
     return PodBuilder(0).Exited(code, std::move(message)).Reason(std::move(reason));
   };
-  EXPECT_EQ(RestartCause(root(1, "Traceback ...")), "crash");
-  EXPECT_EQ(RestartCause(root(139)), "signal");
-  EXPECT_EQ(RestartCause(root(137, "", "OOMKilled")), "oom");
-  EXPECT_EQ(RestartCause(root(137, "", "Error")), "signal");
-  EXPECT_EQ(RestartCause(root(kPreemptedExitCode)), "preempted");
+  EXPECT_STREQ(InfoOf(RestartCause(root(1, "Traceback ..."))).label, "crash");
+  EXPECT_STREQ(InfoOf(RestartCause(root(139))).label, "signal");
+  EXPECT_STREQ(InfoOf(RestartCause(root(137, "", "OOMKilled"))).label, "oom");
+  EXPECT_STREQ(InfoOf(RestartCause(root(137, "", "Error"))).label, "signal");
+  EXPECT_STREQ(InfoOf(RestartCause(root(kPreemptedExitCode))).label, "preempted");
   auto told = [&](const std::string& words) {
-    return RestartCause(root(kPeerFailureExitCode, "cohort: the job failed: rank 2 ... [cause: " +
-                                                       words + "]. Exiting with code 75"));
+    return std::string(InfoOf(RestartCause(root(kPeerFailureExitCode,
+                                                "cohort: the job failed: rank 2 ... [cause: " +
+                                                    words + "]. Exiting with code 75")))
+                           .label);
   };
   EXPECT_EQ(told("heartbeat timeout"), "heartbeat_timeout");
   EXPECT_EQ(told("reported error"), "reported_error");
@@ -167,7 +169,7 @@ TEST(RestartCause, FromTheRootRanksExitOrTheCauseLibdistWasTold) {
   EXPECT_EQ(told("coordination service lost"), "service_lost");
   EXPECT_EQ(told("crash"), "crash");
   EXPECT_EQ(told("something new"), "unknown");
-  EXPECT_EQ(RestartCause(root(kPeerFailureExitCode, "no marker")), "unknown");
+  EXPECT_STREQ(InfoOf(RestartCause(root(kPeerFailureExitCode, "no marker"))).label, "unknown");
 }
 
 TEST(Decide, GangRestartSaysItsCauseAndWhenTheRankFailed) {
@@ -178,7 +180,7 @@ TEST(Decide, GangRestartSaysItsCauseAndWhenTheRankFailed) {
                                }),
                           kNow);
   ASSERT_TRUE(crash.restart.has_value());
-  EXPECT_EQ(crash.restart->cause, "signal");
+  EXPECT_STREQ(crash.restart->cause_label(), "signal");
   EXPECT_EQ(crash.restart->failed_at, kNow - absl::Seconds(3));
 
   Decision evicted = Decide(Job(InPhase(Phase::kRunning)),
@@ -188,7 +190,7 @@ TEST(Decide, GangRestartSaysItsCauseAndWhenTheRankFailed) {
                                  }),
                             kNow);
   ASSERT_TRUE(evicted.restart.has_value());
-  EXPECT_EQ(evicted.restart->cause, "preempted");
+  EXPECT_STREQ(evicted.restart->cause_label(), "preempted");
   EXPECT_EQ(evicted.restart->failed_at, absl::InfinitePast());
 
   EXPECT_FALSE(
@@ -302,7 +304,7 @@ TEST(ObservePod, ReadsLabelsPhaseConditionsAndTrainerExit) {
   EXPECT_EQ(p->trainer_exit_code, 137);
   EXPECT_EQ(p->trainer_message, "OOMKilled");
   EXPECT_EQ(p->trainer_reason, "OOMKilled");
-  EXPECT_EQ(RestartCause(*p), "oom");
+  EXPECT_STREQ(InfoOf(RestartCause(*p)).label, "oom");
 }
 
 // Kubelets list container statuses by name: a helper that sorts before the trainer must not be
@@ -441,7 +443,7 @@ TEST(Decide, AFailureInTheSamePassWinsOverAHang) {
   Decision d = Decide(job, Gang(0, AllRunning), kNow, DecideOptions{}, &view);
   EXPECT_EQ(d.status.phase, Phase::kRestarting);
   ASSERT_TRUE(d.restart.has_value());
-  EXPECT_EQ(d.restart->cause, "crash");
+  EXPECT_STREQ(d.restart->cause_label(), "crash");
   ASSERT_FALSE(d.events.empty());
   EXPECT_THAT(d.events[0].message, HasSubstr("rank 2 (pod train-2) exited with code 1"));
   EXPECT_EQ(FindCondition(d.status.conditions, "Hung"), nullptr);

@@ -28,7 +28,8 @@ class OperatorMetricsTest : public ::testing::Test {
     report.job_created = kCreated;
     report.restart = restart;
     if (restart)
-      report.event_reasons.push_back(restart->cause == "preempted" ? "Preempted" : "GangRestart");
+      report.event_reasons.push_back(restart->cause == FailureCause::kPreempted ? "Preempted"
+                                                                                : "GangRestart");
     if (running) report.event_reasons.push_back("Running");
     metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), report);
   }
@@ -59,10 +60,11 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
   // Rank 2 was killed at +100 s; the operator decided the restart at +101.5 s; all ranks ran
   // again at +112 s.
   Pass(kCreated + absl::Seconds(101.5),
-       GangRestart{"signal", kCreated + absl::Seconds(100), "Failure"});
+       GangRestart{FailureCause::kKilledBySignal, kCreated + absl::Seconds(100), "Failure"});
   Pass(kCreated + absl::Seconds(112), std::nullopt, /*running=*/true);
   // An eviction (no failure time): recovery counts from the decision.
-  Pass(kCreated + absl::Seconds(200), GangRestart{"preempted", absl::InfinitePast(), "Preemption"});
+  Pass(kCreated + absl::Seconds(200),
+       GangRestart{FailureCause::kPreempted, absl::InfinitePast(), "Preemption"});
   Pass(kCreated + absl::Seconds(230), std::nullopt, /*running=*/true);
 
   std::string text = Text();
@@ -85,7 +87,7 @@ TEST_F(OperatorMetricsTest, TimeToRunningDetectAndRecoveryPerJob) {
 // operator orders the next attempt; recreating, when it creates the next attempt's pods.
 TEST_F(OperatorMetricsTest, RecoveryStagesByRestartKind) {
   metrics_.SetJobPhase("ml/train", Phase::kRunning);
-  GangRestart in_place{"signal", kCreated + absl::Seconds(9), "Failure"};
+  GangRestart in_place{FailureCause::kKilledBySignal, kCreated + absl::Seconds(9), "Failure"};
   in_place.in_place = true;
   Pass(kCreated + absl::Seconds(10), in_place);
   ReconcileReport ordered;
@@ -97,7 +99,7 @@ TEST_F(OperatorMetricsTest, RecoveryStagesByRestartKind) {
   Pass(kCreated + absl::Seconds(12.5), std::nullopt, /*running=*/true);
 
   Pass(kCreated + absl::Seconds(100),
-       GangRestart{"crash", kCreated + absl::Seconds(99), "Failure"});
+       GangRestart{FailureCause::kProcessExited, kCreated + absl::Seconds(99), "Failure"});
   ReconcileReport created;
   created.now = kCreated + absl::Seconds(105);
   created.event_reasons = {"Started"};
@@ -122,8 +124,10 @@ TEST_F(OperatorMetricsTest, RecoveryStagesByRestartKind) {
 
 TEST_F(OperatorMetricsTest, SecondFailureBeforeRecoveryKeepsTheFirstClock) {
   metrics_.SetJobPhase("ml/train", Phase::kRunning);
-  Pass(kCreated + absl::Seconds(10), GangRestart{"crash", kCreated + absl::Seconds(9), "Failure"});
-  Pass(kCreated + absl::Seconds(20), GangRestart{"crash", kCreated + absl::Seconds(19), "Failure"});
+  Pass(kCreated + absl::Seconds(10),
+       GangRestart{FailureCause::kProcessExited, kCreated + absl::Seconds(9), "Failure"});
+  Pass(kCreated + absl::Seconds(20),
+       GangRestart{FailureCause::kProcessExited, kCreated + absl::Seconds(19), "Failure"});
   Pass(kCreated + absl::Seconds(30), std::nullopt, /*running=*/true);
   std::string text = Text();
   EXPECT_THAT(
@@ -164,7 +168,7 @@ TEST_F(OperatorMetricsTest, HungGaugeAndHangsCounterPerJob) {
                             ReconcileReport{});
   EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_hung{" + job + "} 1"))
       << "a failed pass changes nothing";
-  pass(true, false, GangRestart{"hung", kCreated + absl::Seconds(20), "Failure"});
+  pass(true, false, GangRestart{FailureCause::kHung, kCreated + absl::Seconds(20), "Failure"});
   pass(false, false);  // The next attempt runs.
   std::string text = Text();
   EXPECT_THAT(text, HasSubstr("cohort_operator_job_hung{" + job + "} 0"));
@@ -176,7 +180,8 @@ TEST_F(OperatorMetricsTest, HungGaugeAndHangsCounterPerJob) {
 
 TEST_F(OperatorMetricsTest, DeletedJobLeavesNoSeries) {
   metrics_.SetJobPhase("ml/train", Phase::kRunning);
-  Pass(kCreated + absl::Seconds(10), GangRestart{"oom", kCreated + absl::Seconds(9), "Failure"});
+  Pass(kCreated + absl::Seconds(10),
+       GangRestart{FailureCause::kOutOfMemory, kCreated + absl::Seconds(9), "Failure"});
   metrics_.SetJobPhase("ml/other", Phase::kPending);
   metrics_.SetJobPhase("ml/train", std::nullopt);
   std::string text = Text();
