@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<AttemptRunner>> AttemptRunner::Start(
   if (!hang_timeout.ok()) return hang_timeout.status();
   // Before the hub and the follower, whose dump orders it takes; a spare has no ranks to watch.
   if (config.spare.empty() && !hang_timeout->off()) {
-    r.StartHealthWatch(std::move(metrics));
+    r.StartProgressWatch(std::move(metrics));
   }
   if (hub_here) {
     if (absl::Status s = r.StartHub(*hang_timeout); !s.ok()) return s;
@@ -52,24 +52,24 @@ absl::StatusOr<std::unique_ptr<AttemptRunner>> AttemptRunner::Start(
 }
 
 AttemptRunner::~AttemptRunner() {
-  if (health_)
-    health_->Stop();  // Its thread sends through the hub or the follower, which go first.
+  if (progress_)
+    progress_->Stop();  // Its thread sends through the hub or the follower, which go first.
   follower_.reset();
   hub_.reset();
   launch_.reset();
 }
 
-void AttemptRunner::StartHealthWatch(std::vector<SidecarMetrics*> metrics) {
-  HealthWatch::Options options;
+void AttemptRunner::StartProgressWatch(std::vector<SidecarMetrics*> metrics) {
+  ProgressWatch::Options options;
   options.agent_socket = config_.agent_socket;
   options.first_rank = config_.settings.process_id;
   options.processes_per_pod = config_.processes_per_pod;
   options.pod_index = config_.pod_index();
   options.metrics = std::move(metrics);
   options.ask_process = hooks_.ask_process;
-  health_ = std::make_unique<HealthWatch>(std::move(options));
+  progress_ = std::make_unique<ProgressWatch>(std::move(options));
   absl::MutexLock lock(&mu_);
-  health_->SetAttempt(attempt_);
+  progress_->SetAttempt(attempt_);
 }
 
 absl::Status AttemptRunner::StartHub(const coordination::HangTimeout& timeout) {
@@ -87,11 +87,11 @@ absl::Status AttemptRunner::StartHub(const coordination::HangTimeout& timeout) {
   h.set_on_end(hooks_.on_end);
   h.set_hang_detection(timeout, env::DumpsDir(config_.agent_socket),
                        [this](uint64_t dump_id, int32_t attempt) {
-                         if (health_) health_->Dump(dump_id, attempt);
+                         if (progress_) progress_->Dump(dump_id, attempt);
                        });
   h.FollowLocally([this](int32_t attempt) { OnOrder(attempt); });
-  if (health_) {
-    health_->Start([this](const attemptspb::ReportHealthRequest& report) {
+  if (progress_) {
+    progress_->Start([this](const attemptspb::ReportHealthRequest& report) {
       hub_->hub().ReportHealth(report, absl::Now());
       hub_->hub().CheckHang(absl::Now());  // Rank 0 drives the detector, once a second.
     });
@@ -112,8 +112,8 @@ void AttemptRunner::StartFollower() {
     follower_ = std::make_unique<coordination::AttemptFollower>(
         hub_address_, token, config_.pod_index(), on_order, PodName());
   }
-  if (health_) {
-    health_->Start([this](const attemptspb::ReportHealthRequest& report) {
+  if (progress_) {
+    progress_->Start([this](const attemptspb::ReportHealthRequest& report) {
       // The next report follows in a second: a lost one is not worth a retry.
       if (absl::Status s = follower_->ReportHealth(report); !s.ok()) {
         LogDebug("could not tell the attempt hub how this pod's ranks progress: ", s.ToString());
@@ -130,7 +130,7 @@ void AttemptRunner::OnOrder(const attemptspb::AttemptOrder& order) {
     return;
   }
   OnOrder(order.attempt());
-  if (order.dump_id() != 0 && health_) health_->Dump(order.dump_id(), order.attempt());
+  if (order.dump_id() != 0 && progress_) progress_->Dump(order.dump_id(), order.attempt());
 }
 
 void AttemptRunner::OnOrder(int32_t attempt) {
@@ -151,7 +151,7 @@ void AttemptRunner::BeginAttempt(int32_t attempt) {
     attempt_ = attempt;
     released_ = true;
   }
-  if (health_) health_->SetAttempt(attempt);
+  if (progress_) progress_->SetAttempt(attempt);
   launch_->Order(attempt);
   LogInfo("restart attempt ", attempt, ": agents ready, cohort-launch told");
 }
@@ -166,7 +166,7 @@ void AttemptRunner::ReportEnded(const launch::AttemptEnded& ended) {
   end.set_finished_unix_ms(ended.finished_unix_ms);
   LogInfo("restart attempt ", ended.attempt, " of this pod ended: exit code ", ended.exit_code,
           " (", ended.reason, ")");
-  if (health_) health_->AttemptEnded(ended.attempt);
+  if (progress_) progress_->AttemptEnded(ended.attempt);
   if (hub_) {
     hub_->hub().ReportEnd(end);
   } else if (absl::Status s = follower_->ReportEnd(end); !s.ok()) {

@@ -11,9 +11,9 @@
 #include "absl/synchronization/mutex.h"
 #include "coordination/attempts/attempt_client.h"
 #include "coordination/attempts/attempt_hub.h"
-#include "sidecar/health_watch.h"
 #include "sidecar/launch_channel.h"
 #include "sidecar/metrics/sidecar_metrics.h"
+#include "sidecar/progress_watch.h"
 #include "sidecar/sidecar_config.h"
 
 // Restarting in place (spec.restartStrategy: InPlace): the sidecar's half of the flow. The
@@ -22,9 +22,9 @@
 // on every other pod it follows the hub. Each order gives the pod's ranks fresh agents (the
 // sidecar's), then tells cohort-launch on the launch socket (launch_channel.h), whose attempt loop
 // (launcher/attempt_loop.h) stops and starts the processes; how they ended goes back to the hub.
-// The health watch (health_watch.h) reports the ranks' progress to the hub and collects a hang's
-// evidence when it asks. A spare pod (SidecarConfig::spare) follows as a spare until an order
-// gives it a slot (sidecar/spare.h then re-executes the sidecar as that pod's).
+// The progress watch (progress_watch.h) reports the ranks' progress to the hub and collects a
+// hang's evidence when it asks. A spare pod (SidecarConfig::spare) follows as a spare until an
+// order gives it a slot (sidecar/spare.h then re-executes the sidecar as that pod's).
 namespace cohort::sidecar {
 
 // The slot an attempt gave a spare pod.
@@ -47,7 +47,7 @@ class AttemptRunner {
     std::function<bool(int local, uint64_t id, const std::string& directory)> ask_process;
   };
 
-  // Serves the launch socket, starts the health watch (unless hang detection is off), then the
+  // Serves the launch socket, starts the progress watch (unless hang detection is off), then the
   // hub (rank 0) or a follower of it. InvalidArgument naming the setting that is malformed;
   // Unavailable when the hub's port is taken.
   static absl::StatusOr<std::unique_ptr<AttemptRunner>> Start(const SidecarConfig& config,
@@ -76,7 +76,7 @@ class AttemptRunner {
  private:
   AttemptRunner(const SidecarConfig& config, Hooks hooks)
       : config_(config), hooks_(std::move(hooks)) {}
-  void StartHealthWatch(std::vector<SidecarMetrics*> metrics);
+  void StartProgressWatch(std::vector<SidecarMetrics*> metrics);
   absl::Status StartHub(const coordination::HangTimeout& timeout);
   void StartFollower();
   void OnOrder(const coordination::attemptspb::AttemptOrder& order);
@@ -99,7 +99,7 @@ class AttemptRunner {
   std::optional<SpareSlot> slot_ ABSL_GUARDED_BY(mu_);  // A spare's, once given.
   // Destroyed after the hub and the follower, whose threads call it (its own thread is stopped
   // first, in the destructor).
-  std::unique_ptr<HealthWatch> health_;
+  std::unique_ptr<ProgressWatch> progress_;
   std::unique_ptr<coordination::AttemptHubServer> hub_;      // Rank 0.
   std::unique_ptr<coordination::AttemptFollower> follower_;  // Every other pod, and a spare.
   std::unique_ptr<LaunchChannel> launch_;

@@ -225,21 +225,6 @@ std::optional<TopologyRequest> SpareTopology(const DistributedJob& job) {
   return std::nullopt;
 }
 
-std::string SparePodName(const DistributedJob& job, int32_t sequence) {
-  return absl::StrCat(job.name, "-spare", sequence);
-}
-
-std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt) {
-  const std::string suffix = absl::StrCat("-", restart_attempt);
-  if (job.name.size() + suffix.size() <= kMaxLabelLength) return absl::StrCat(job.name, suffix);
-  // Too long for a label value: a prefix, then a hash of the whole name, so that two jobs that
-  // share the prefix do not share a group.
-  const std::string hash =
-      absl::StrCat(absl::Hex(std::hash<std::string>()(job.name) & 0xffffff, absl::kZeroPad6));
-  return absl::StrCat(job.name.substr(0, kMaxLabelLength - suffix.size() - hash.size() - 1), "-",
-                      hash, suffix);
-}
-
 bool RestartsInPlace(const DistributedJobSpec& spec) {
   if (spec.restart_strategy != RestartStrategy::kInPlace) return false;
   const json& containers = kube::Member(spec.pod_template, "spec", "containers");

@@ -277,9 +277,6 @@ bool RestartsInPlace(const DistributedJobSpec& spec);
 // provider): whole groups only, so no pod joins an admitted gang alone (a lost pod cannot be
 // replaced alone, nor a spare take its slot).
 bool GangScheduled(const DistributedJobSpec& spec);
-// The Kueue pod group of a restart attempt's pods: "<job>-<attempt>" (the job's name cut so that
-// it is a label value), one per attempt, since Kueue admits a group once.
-std::string PodGroupName(const DistributedJob& job, int32_t restart_attempt);
 // The topology domain hot spares keep to: the Node label the template's Kueue topology annotation
 // names (the required one first), and whether it is required; nullopt when it has neither.
 struct TopologyRequest {
@@ -287,9 +284,6 @@ struct TopologyRequest {
   bool required = false;
 };
 std::optional<TopologyRequest> SpareTopology(const DistributedJob& job);
-// The `sequence`th spare pod the job created: "<job>-spare<sequence>" (status.sparesCreated
-// counts them, so no name is used twice: the attempt hub never lets a pod it displaced back).
-std::string SparePodName(const DistributedJob& job, int32_t sequence);
 // The trainer container's nvidia.com/gpu limit (0 when it has none or it is unreadable).
 int64_t TrainerGpuLimit(const DistributedJob& job);
 // Every process of the job: replicas x processes per pod.

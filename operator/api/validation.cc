@@ -1,3 +1,4 @@
+#include "operator/api/child_names.h"
 #include "operator/api/distributed_job.h"
 
 #include <initializer_list>

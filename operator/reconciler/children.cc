@@ -176,44 +176,6 @@ void AddMounts(json& container) {
 
 }  // namespace
 
-std::string ServiceName(const DistributedJob& job) { return job.name; }
-std::string SecretName(const DistributedJob& job) { return absl::StrCat(job.name, "-token"); }
-std::string PodName(const DistributedJob& job, int32_t rank) {
-  return absl::StrCat(job.name, "-", rank);
-}
-std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t restart_attempt) {
-  return absl::StrCat(job.name, "-", rank, "-r", restart_attempt);
-}
-
-std::string JobOfPodName(absl::string_view name) {
-  // Drops "-<digits>" at the end, after "-r<digits>" when there is one.
-  auto drop_number = [](absl::string_view s,
-                        absl::string_view prefix) -> std::optional<absl::string_view> {
-    const size_t dash = s.rfind('-');
-    if (dash == absl::string_view::npos) return std::nullopt;
-    absl::string_view number = s.substr(dash + 1);
-    if (!absl::ConsumePrefix(&number, prefix) || number.empty() ||
-        !std::all_of(number.begin(), number.end(), [](char c) { return absl::ascii_isdigit(c); })) {
-      return std::nullopt;
-    }
-    return s.substr(0, dash);
-  };
-  if (std::optional<absl::string_view> rest = drop_number(name, "r")) {
-    if (std::optional<absl::string_view> job = drop_number(*rest, "")) return std::string(*job);
-  }
-  std::optional<absl::string_view> job = drop_number(name, "");
-  return job ? std::string(*job) : "";
-}
-
-std::string JobOfSparePodName(absl::string_view name) {
-  size_t digits = name.size();
-  while (digits > 0 && absl::ascii_isdigit(name[digits - 1])) --digits;
-  if (digits == name.size()) return "";
-  absl::string_view rest = name.substr(0, digits);
-  if (!absl::ConsumeSuffix(&rest, "-spare") || rest.empty()) return "";
-  return std::string(rest);
-}
-
 bool OwnedByJob(const json& object, const std::string& job_uid) {
   if (job_uid.empty()) return true;
   for (const json& ref : kube::ArrayMember(kube::Member(object, "metadata"), "ownerReferences")) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/string_view.h"
+#include "operator/api/child_names.h"
 #include "operator/api/distributed_job.h"
 
 namespace cohort::op {
@@ -33,18 +34,6 @@ inline constexpr char kTokenDir[] = "/var/run/secrets/cohort";
 inline constexpr char kTokenKey[] = "token";
 inline constexpr int kSidecarMetricsPort = 9400;
 
-std::string ServiceName(const DistributedJob& job);            // The job's name.
-std::string SecretName(const DistributedJob& job);             // "<job>-token".
-std::string PodName(const DistributedJob& job, int32_t rank);  // "<job>-<rank>".
-// Restarting in place, the pod that replaces rank's alone in `restart_attempt`:
-// "<job>-<rank>-r<restart_attempt>" (its hostname stays "<job>-<rank>").
-std::string ReplacementPodName(const DistributedJob& job, int32_t rank, int32_t restart_attempt);
-// The job a pod of these names belongs to ("train" of "train-2" and "train-2-r3"), for a pod known
-// only by its name (a DELETED event from a relist); "" for a name neither makes.
-std::string JobOfPodName(absl::string_view pod_name);
-// The same for a spare's name ("train" of "train-spare4"); "" for another. No name is both (a
-// rank's pod name ends in "-<digits>", a spare's in "-spare<digits>").
-std::string JobOfSparePodName(absl::string_view pod_name);
 // Whether `object`'s controller is the job with uid `job_uid` (an empty uid: any job). An object
 // without a controller reference that carries the job-name label counts as the job's (made by
 // hand).

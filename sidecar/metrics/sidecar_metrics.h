@@ -42,7 +42,7 @@ class SidecarMetrics {
   // its timestamp and, when the step advanced since the last report, the time per step and the
   // productive time (the goodput numerator). A step that goes back (a restore) starts afresh.
   void ObserveStep(int64_t step, absl::Time now);
-  // The steps ObserveStep saw advance, for the hang detector (sidecar/health_watch.h): how many
+  // The steps ObserveStep saw advance, for the hang detector (sidecar/progress_watch.h): how many
   // since the sidecar started, when the last one was, and the median time per step of the last
   // ones (zero with fewer than two).
   // With the trainer's last collective report (ObserveCollectives): when it came and the call it

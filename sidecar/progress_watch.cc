@@ -1,4 +1,4 @@
-#include "sidecar/health_watch.h"
+#include "sidecar/progress_watch.h"
 
 #include <signal.h>
 
@@ -82,26 +82,26 @@ std::optional<std::pair<uint64_t, std::string>> ReadDumped(const std::string& pa
 
 }  // namespace
 
-HealthWatch::HealthWatch(Options options) : options_(std::move(options)) {
+ProgressWatch::ProgressWatch(Options options) : options_(std::move(options)) {
   advances_at_attempt_.assign(options_.metrics.size(), 0);
 }
 
-HealthWatch::~HealthWatch() { Stop(); }
+ProgressWatch::~ProgressWatch() { Stop(); }
 
-void HealthWatch::Start(std::function<void(const attemptspb::ReportHealthRequest&)> send) {
+void ProgressWatch::Start(std::function<void(const attemptspb::ReportHealthRequest&)> send) {
   thread_ = std::thread([this, send = std::move(send)] { Loop(send); });
 }
 
-void HealthWatch::Stop() {
+void ProgressWatch::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (thread_.joinable()) thread_.join();
 }
 
-std::string HealthWatch::ProbeDirOf(int local) const {
+std::string ProgressWatch::ProbeDirOf(int local) const {
   return env::ProbeDir(options_.agent_socket, options_.first_rank + local);
 }
 
-void HealthWatch::SetAttempt(int32_t attempt) {
+void ProgressWatch::SetAttempt(int32_t attempt) {
   absl::MutexLock lock(&mu_);
   if (attempt == attempt_) return;
   attempt_ = attempt;
@@ -112,19 +112,19 @@ void HealthWatch::SetAttempt(int32_t attempt) {
   }
 }
 
-void HealthWatch::AttemptEnded(int32_t attempt) {
+void ProgressWatch::AttemptEnded(int32_t attempt) {
   absl::MutexLock lock(&mu_);
   if (attempt == attempt_) attempt_ended_ = true;
 }
 
-void HealthWatch::Dump(uint64_t dump_id, int32_t attempt) {
+void ProgressWatch::Dump(uint64_t dump_id, int32_t attempt) {
   absl::MutexLock lock(&mu_);
   if (dump_id == 0 || dump_id == dumped_id_ || (dump_ && dump_->id == dump_id)) return;
   dump_ = PendingDump{dump_id, attempt, absl::Now(), {}};
   Ask(*dump_);
 }
 
-void HealthWatch::Ask(PendingDump& d) {
+void ProgressWatch::Ask(PendingDump& d) {
   const std::string base =
       absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
   for (int local = 0; local < options_.processes_per_pod; ++local) {
@@ -153,7 +153,7 @@ void HealthWatch::Ask(PendingDump& d) {
       base);
 }
 
-bool HealthWatch::Collected(PendingDump& d, absl::Time now) {
+bool ProgressWatch::Collected(PendingDump& d, absl::Time now) {
   const std::string base =
       absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
   auto answer_of = [&](const PendingDump::Asked& a) -> std::optional<std::string> {
@@ -188,7 +188,7 @@ bool HealthWatch::Collected(PendingDump& d, absl::Time now) {
   return true;
 }
 
-attemptspb::ReportHealthRequest HealthWatch::Collect(absl::Time now) {
+attemptspb::ReportHealthRequest ProgressWatch::Collect(absl::Time now) {
   attemptspb::ReportHealthRequest report;
   report.set_pod_index(options_.pod_index);
   absl::MutexLock lock(&mu_);
@@ -230,7 +230,7 @@ attemptspb::ReportHealthRequest HealthWatch::Collect(absl::Time now) {
   return report;
 }
 
-void HealthWatch::Loop(const std::function<void(const attemptspb::ReportHealthRequest&)>& send) {
+void ProgressWatch::Loop(const std::function<void(const attemptspb::ReportHealthRequest&)>& send) {
   pthread_setname_np(pthread_self(), "health-watch");
   while (!stop_.WaitForNotificationWithTimeout(options_.period)) {
     const absl::Time now = absl::Now();

@@ -2,7 +2,7 @@
 // hook's status files, and the evidence collected when the hub asks for it, from the hook's
 // answer file or from libdist's (asked down its attach stream).
 
-#include "sidecar/health_watch.h"
+#include "sidecar/progress_watch.h"
 
 #include <atomic>
 #include <filesystem>
@@ -39,7 +39,7 @@ void Write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-class HealthWatchTest : public ::testing::Test {
+class ProgressWatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
     options_.agent_socket = dir_ + "/agent.sock";
@@ -61,7 +61,7 @@ class HealthWatchTest : public ::testing::Test {
 
   // Starts the watch; every report it sends is kept.
   void Start() {
-    watch_ = std::make_unique<HealthWatch>(options_);
+    watch_ = std::make_unique<ProgressWatch>(options_);
     watch_->Start([this](const attemptspb::ReportHealthRequest& r) {
       absl::MutexLock lock(&mu_);
       reports_.push_back(r);
@@ -78,13 +78,13 @@ class HealthWatchTest : public ::testing::Test {
 
   testing::TemporaryDirectory tmp_{"health-watch-test"};
   const std::string dir_ = tmp_.path();
-  HealthWatch::Options options_;
-  std::unique_ptr<HealthWatch> watch_;
+  ProgressWatch::Options options_;
+  std::unique_ptr<ProgressWatch> watch_;
   absl::Mutex mu_;
   std::vector<attemptspb::ReportHealthRequest> reports_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST_F(HealthWatchTest, Collect_HookStatus_ReportedAsTheRankWithItsProgress) {
+TEST_F(ProgressWatchTest, Collect_HookStatus_ReportedAsTheRankWithItsProgress) {
   const absl::Time now = absl::Now();
   WriteStatus(5, absl::Seconds(1),
               {{"steps", 20},
@@ -94,7 +94,7 @@ TEST_F(HealthWatchTest, Collect_HookStatus_ReportedAsTheRankWithItsProgress) {
                {"waiting", true},
                {"op", "all_reduce"},
                {"where", "train.py:91 in step"}});
-  HealthWatch watch(options_);
+  ProgressWatch watch(options_);
 
   attemptspb::ReportHealthRequest r = watch.Collect(now);
   EXPECT_EQ(r.pod_index(), 2);
@@ -112,9 +112,9 @@ TEST_F(HealthWatchTest, Collect_HookStatus_ReportedAsTheRankWithItsProgress) {
   EXPECT_EQ(h.where(), "train.py:91 in step");
 }
 
-TEST_F(HealthWatchTest, Collect_LeftoversAndEndedAttempts_NotReported) {
+TEST_F(ProgressWatchTest, Collect_LeftoversAndEndedAttempts_NotReported) {
   WriteStatus(4, absl::Minutes(5), {{"steps", 3}});  // A process gone long ago.
-  HealthWatch watch(options_);
+  ProgressWatch watch(options_);
   EXPECT_EQ(watch.Collect(absl::Now()).ranks_size(), 0);
 
   watch.SetAttempt(1);
@@ -128,7 +128,7 @@ TEST_F(HealthWatchTest, Collect_LeftoversAndEndedAttempts_NotReported) {
   EXPECT_EQ(watch.Collect(absl::Now()).ranks_size(), 0) << "cohort-launch said its processes ended";
 }
 
-TEST_F(HealthWatchTest, Dump_HookAndLibdistRanksAnswer_EvidenceCompleteOnceBothDid) {
+TEST_F(ProgressWatchTest, Dump_HookAndLibdistRanksAnswer_EvidenceCompleteOnceBothDid) {
   WriteStatus(4, absl::ZeroDuration(), {{"steps", 3}});  // Rank 4 has the hook; rank 5 libdist.
   std::vector<std::pair<int, std::string>> asked;
   options_.ask_process = [&](int local, uint64_t id, const std::string& directory) {
@@ -152,7 +152,7 @@ TEST_F(HealthWatchTest, Dump_HookAndLibdistRanksAnswer_EvidenceCompleteOnceBothD
   EXPECT_TRUE(AwaitDumped(9));
 }
 
-TEST_F(HealthWatchTest, Dump_NoRankAnswers_CompleteAfterThePatience_EachOrderAskedOnce) {
+TEST_F(ProgressWatchTest, Dump_NoRankAnswers_CompleteAfterThePatience_EachOrderAskedOnce) {
   std::atomic<int> asks{0};
   options_.ask_process = [&](int, uint64_t, const std::string&) {
     ++asks;

@@ -18,9 +18,9 @@
 // (launcher/python_probe) or from libdist's step reports; and, when the hub asks for evidence of a
 // hang, the ranks' stacks, collected into the cohort-agent directory and printed in the log.
 //
-//   hook --<probe dir>/status.json--> HealthWatch --ReportHealth--> the attempt hub
-//   hub --AttemptOrder.dump_id--> HealthWatch --<probe dir>/dump-request--> hook
-//   hook --<dumps>/attempt-N/rank-R/stacks.txt, <probe dir>/dumped--> HealthWatch --dumped_id-->
+//   hook --<probe dir>/status.json--> ProgressWatch --ReportHealth--> the attempt hub
+//   hub --AttemptOrder.dump_id--> ProgressWatch --<probe dir>/dump-request--> hook
+//   hook --<dumps>/attempt-N/rank-R/stacks.txt, <probe dir>/dumped--> ProgressWatch --dumped_id-->
 //   hub
 //
 // A process without the hook but with libdist attached is asked through `ask_process` (its
@@ -29,7 +29,7 @@ namespace cohort::sidecar {
 
 namespace attemptspb = ::cohort::coordination::v1;
 
-class HealthWatch {
+class ProgressWatch {
  public:
   struct Options {
     std::string agent_socket;  // The pod's (env::ProbeDir and env::DumpsDir are beside it).
@@ -46,15 +46,15 @@ class HealthWatch {
     absl::Duration dump_patience = absl::Seconds(20);
   };
 
-  explicit HealthWatch(Options options);
-  ~HealthWatch();  // Stop()s.
+  explicit ProgressWatch(Options options);
+  ~ProgressWatch();  // Stop()s.
   // Starts the thread that sends a report each period through `send` (rank 0: to the hub in
   // process; the others: ReportHealth) and collects the evidence asked for.
   void Start(std::function<void(const attemptspb::ReportHealthRequest&)> send);
   // Ends that thread (before what `send` uses goes).
   void Stop();
-  HealthWatch(const HealthWatch&) = delete;
-  HealthWatch& operator=(const HealthWatch&) = delete;
+  ProgressWatch(const ProgressWatch&) = delete;
+  ProgressWatch& operator=(const ProgressWatch&) = delete;
 
   // The pod's processes run `attempt` from now on (their steps count from here).
   void SetAttempt(int32_t attempt);
