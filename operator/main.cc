@@ -28,10 +28,10 @@
 #include "common/signals.h"
 #include "kube/http_kube_client.h"
 #include "kube/kube_config.h"
+#include "kube/leader_election.h"
 #include "operator/reconciler/reconciler.h"
 #include "operator/runtime/controller.h"
 #include "operator/runtime/hub_attempt_watcher.h"
-#include "operator/runtime/leader_election.h"
 #include "operator/runtime/operator_metrics.h"
 
 namespace cohort::op {
@@ -238,16 +238,16 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> ServeMetrics(
 }
 
 // Waits to lead (--leader-elect): the elector holding the Lease, or null once `stop` came first.
-std::unique_ptr<LeaderElector> Lead(const Flags& f, const kube::KubeConfig& config,
-                                    kube::HttpKubeClient* client, StopRequest* stop) {
-  LeaderElectionOptions le;
+std::unique_ptr<kube::LeaderElector> Lead(const Flags& f, const kube::KubeConfig& config,
+                                          kube::HttpKubeClient* client, StopRequest* stop) {
+  kube::LeaderElectionOptions le;
   le.ns = f.lease_namespace.empty() ? config.namespace_ : f.lease_namespace;
   le.name = f.lease_name;
   le.identity = f.identity.empty() ? DefaultIdentity() : f.identity;
   le.lease_duration = absl::Seconds(f.lease_duration_s);
   le.renew_deadline = absl::Seconds(f.renew_deadline_s);
   le.retry_period = absl::Seconds(f.retry_period_s);
-  auto elector = std::make_unique<LeaderElector>(client, Clock::Real(), le);
+  auto elector = std::make_unique<kube::LeaderElector>(client, Clock::Real(), le);
   LogInfo("waiting to lead: Lease ", le.ns, "/", le.name, " as ", le.identity);
   if (!elector->AcquireBlocking(stop->notification())) return nullptr;
   LogInfo("leading as ", le.identity);
@@ -256,7 +256,7 @@ std::unique_ptr<LeaderElector> Lead(const Flags& f, const kube::KubeConfig& conf
 
 // Runs the controller until `stop` (or, with an elector, until the Lease is lost), then stops
 // it and cancels the watches. The exit code: kExitFailed when the Lease was lost.
-int Reconcile(const Flags& f, kube::HttpKubeClient* client, LeaderElector* elector,
+int Reconcile(const Flags& f, kube::HttpKubeClient* client, kube::LeaderElector* elector,
               OperatorMetrics* metrics, StopRequest* stop, Readiness* readiness) {
   DecideOptions decide_options;
   decide_options.force_delete_after = f.force_delete_after_s < 0
@@ -327,7 +327,7 @@ int Run(int argc, char** argv) {
   LogInfo("cohort-operator: API server ", config.server, ", namespace ",
           f.ns.empty() ? "(all)" : f.ns, ", metrics on port ", (*http)->port());
 
-  std::unique_ptr<LeaderElector> elector;
+  std::unique_ptr<kube::LeaderElector> elector;
   if (f.leader_elect) {
     elector = Lead(f, config, client.get(), &stop);
     if (elector == nullptr) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
+#include "kube/events.h"
 #include "kube/json_fields.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
@@ -37,29 +38,10 @@ absl::Status Ensure(kube::KubeClient* client, const kube::Resource& r, const std
       r.plural, "/", name, " belongs to an earlier job of the same name; deleted it, retrying"));
 }
 
-json EventObject(const DistributedJob& job, const Event& e, absl::Time now, int index) {
-  static std::atomic<uint64_t> sequence{0};
-  std::string stamp = FormatRfc3339(now);
-  return {
-      {"apiVersion", "v1"},
-      {"kind", "Event"},
-      {"metadata",
-       {{"name", absl::StrCat(job.name, ".", absl::ToUnixNanos(now), ".", index, ".", ++sequence)},
-        {"namespace", job.namespace_}}},
-      {"involvedObject",
-       {{"apiVersion", absl::StrCat(kGroup, "/", kVersion)},
-        {"kind", kKind},
-        {"name", job.name},
-        {"namespace", job.namespace_},
-        {"uid", job.uid}}},
-      {"type", e.type},
-      {"reason", e.reason},
-      {"message", e.message},
-      {"firstTimestamp", stamp},
-      {"lastTimestamp", stamp},
-      {"count", 1},
-      {"source", {{"component", "cohort-operator"}}},
-      {"reportingComponent", "cohort-operator"}};
+json EventObject(const DistributedJob& job, const Event& e, absl::Time now) {
+  const kube::ObjectReference involved{absl::StrCat(kGroup, "/", kVersion), kKind, job.namespace_,
+                                       job.name, job.uid};
+  return kube::MakeEvent(involved, e.type, e.reason, e.message, "cohort-operator", now);
 }
 
 }  // namespace
@@ -141,7 +123,7 @@ absl::Status Reconciler::EnsurePodPrerequisites(const DistributedJob& job, const
     const Event failed{event_type::kWarning, reason::kPodGroupUnavailable,
                        absl::StrCat("cannot create the pod group of restart attempt ",
                                     d.status.restart_attempt, ": ", s.message())};
-    client_->Create(kube::kEvents, ns, EventObject(job, failed, now, 0)).IgnoreError();
+    client_->Create(kube::kEvents, ns, EventObject(job, failed, now)).IgnoreError();
   }
   return s;
 }
@@ -243,12 +225,8 @@ absl::Status Reconciler::WriteStatus(const json& object, const DistributedJob& j
 
 void Reconciler::EmitEvents(const DistributedJob& job, const std::vector<Event>& events,
                             absl::Time now) {
-  for (size_t i = 0; i < events.size(); ++i) {
-    client_
-        ->Create(kube::kEvents, job.namespace_,
-                 EventObject(job, events[i], now, static_cast<int>(i)))
-        .IgnoreError();
-  }
+  for (const Event& e : events)
+    client_->Create(kube::kEvents, job.namespace_, EventObject(job, e, now)).IgnoreError();
 }
 
 }  // namespace cohort::op

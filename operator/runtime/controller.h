@@ -11,8 +11,8 @@
 #include "common/clock.h"
 #include "kube/informer.h"
 #include "kube/kube_client.h"
+#include "kube/work_queue.h"
 #include "operator/reconciler/reconciler.h"
-#include "operator/reconciler/work_queue.h"
 #include "operator/runtime/operator_metrics.h"
 
 namespace cohort::op {
@@ -49,7 +49,7 @@ class Controller {
   Reconciler* const reconciler_;
   OperatorMetrics* const metrics_;
   const ControllerOptions options_;
-  WorkQueue queue_;
+  kube::WorkQueue queue_;
   std::unique_ptr<kube::Informer> jobs_;
   std::unique_ptr<kube::Informer> pods_;
   std::vector<std::thread> workers_;

@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/informer.h"
+#include "kube/leader_election.h"
 #include "operator/reconciler/reconciler.h"
-#include "operator/runtime/leader_election.h"
 #include "tests/kube/fake_kube_client.h"
 #include "tests/operator/fake_attempt_watcher.h"
 #include "tests/operator/job_builder.h"
@@ -122,9 +122,9 @@ TEST_F(RbacTest, RulesAllowEverythingTheOperatorDoesAndNothingMore) {
   }
   Collect();
   // Leader election: create, renew, release.
-  LeaderElectionOptions le;
+  kube::LeaderElectionOptions le;
   le.identity = "a";
-  LeaderElector elector(&kube_, &clock_, le);
+  kube::LeaderElector elector(&kube_, &clock_, le);
   ASSERT_TRUE(*elector.TryAcquireOrRenew());
   ASSERT_TRUE(*elector.TryAcquireOrRenew());
   ASSERT_TRUE(elector.Release().ok());

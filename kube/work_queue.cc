@@ -1,9 +1,9 @@
-#include "operator/reconciler/work_queue.h"
+#include "kube/work_queue.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace cohort::op {
+namespace cohort::kube {
 
 void WorkQueue::AddLocked(const std::string& key) {
   if (processing_.contains(key)) {
@@ -88,4 +88,4 @@ size_t WorkQueue::Len() const {
   return ready_.size() + delayed_.size();
 }
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 // The reconciler's queue of job keys ("namespace/name"), with client-go's workqueue semantics:
 // a key waits at most once however often it is added; a key is never handed to two workers at
@@ -47,4 +47,4 @@ class WorkQueue {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -1,10 +1,10 @@
-#include "operator/reconciler/work_queue.h"
+#include "kube/work_queue.h"
 
 #include <thread>
 
 #include "gtest/gtest.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 TEST(WorkQueue, DeduplicatesWaitingKeys) {
@@ -69,4 +69,4 @@ TEST(WorkQueue, GetBlocksUntilAddOrShutDown) {
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -1,13 +1,13 @@
-#include "operator/runtime/leader_election.h"
+#include "kube/leader_election.h"
 
 #include "gtest/gtest.h"
 #include "tests/kube/fake_kube_client.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 namespace {
 
 using json = nlohmann::json;
-using kube::testing::FakeKubeClient;
+using testing::FakeKubeClient;
 
 LeaderElectionOptions Options(const std::string& identity) {
   LeaderElectionOptions o;
@@ -19,7 +19,7 @@ LeaderElectionOptions Options(const std::string& identity) {
 
 class LeaderElectionTest : public ::testing::Test {
  protected:
-  json Lease() { return kube_.Object(kube::kLeases, "cohort-system", "cohort-operator"); }
+  json Lease() { return kube_.Object(kLeases, "cohort-system", "cohort-operator"); }
   bool Leads(LeaderElector& e) {
     absl::StatusOr<bool> r = e.TryAcquireOrRenew();
     EXPECT_TRUE(r.ok()) << r.status();
@@ -72,12 +72,12 @@ TEST_F(LeaderElectionTest, MalformedLeaseIsReadAsAbsentNotThrown) {
   for (json spec :
        {json{{"holderIdentity", 5}, {"leaseDurationSeconds", "long"}, {"leaseTransitions", "x"}},
         json("not an object"), json::array()}) {
-    (void)kube_.Delete(kube::kLeases, "cohort-system", "cohort-operator");  // the previous round's
+    (void)kube_.Delete(kLeases, "cohort-system", "cohort-operator");  // the previous round's
     json lease = {{"apiVersion", "coordination.k8s.io/v1"},
                   {"kind", "Lease"},
                   {"metadata", {{"name", "cohort-operator"}, {"namespace", "cohort-system"}}},
                   {"spec", spec}};
-    ASSERT_TRUE(kube_.Create(kube::kLeases, "cohort-system", lease).ok());
+    ASSERT_TRUE(kube_.Create(kLeases, "cohort-system", lease).ok());
     LeaderElector c{&kube_, &clock_a_, Options("c")};
     EXPECT_TRUE(Leads(c)) << spec.dump();
     EXPECT_EQ(Lease()["spec"]["holderIdentity"], "c") << spec.dump();
@@ -124,4 +124,4 @@ TEST_F(LeaderElectionTest, LeaderStepsDownWhenNoRenewalSucceedsWithinTheRenewDea
 }
 
 }  // namespace
-}  // namespace cohort::op
+}  // namespace cohort::kube

@@ -10,7 +10,7 @@
 #include "common/clock.h"
 #include "kube/kube_client.h"
 
-namespace cohort::op {
+namespace cohort::kube {
 
 struct LeaderElectionOptions {
   std::string ns = "cohort-system";
@@ -29,7 +29,7 @@ struct LeaderElectionOptions {
 // Not thread-safe: one loop calls it.
 class LeaderElector {
  public:
-  LeaderElector(kube::KubeClient* client, Clock* clock, LeaderElectionOptions options);
+  LeaderElector(KubeClient* client, Clock* clock, LeaderElectionOptions options);
 
   // One attempt: true while this replica holds the Lease. Errors are API failures (the caller
   // retries after retry_period).
@@ -50,7 +50,7 @@ class LeaderElector {
  private:
   nlohmann::json Record(absl::Time now, const nlohmann::json& previous) const;
 
-  kube::KubeClient* const client_;
+  KubeClient* const client_;
   Clock* const clock_;
   const LeaderElectionOptions options_;
   nlohmann::json observed_spec_;  // The Lease spec last seen, and when it changed.
@@ -58,4 +58,4 @@ class LeaderElector {
   absl::Time last_renewed_ = absl::InfinitePast();
 };
 
-}  // namespace cohort::op
+}  // namespace cohort::kube
