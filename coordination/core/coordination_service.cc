@@ -156,6 +156,7 @@ OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback do
       t.pid = args.pid;
       t.heartbeat_timeout = args.heartbeat_timeout.value_or(config_.heartbeat_timeout);
       t.protocol = args.protocol.empty() ? "cohort" : args.protocol;
+      t.watch_broke = args.watch_broke;
       OpId op = NextOpLocked();
       ops_[op] = OpRef{OpKind::kRegister, args.task, ""};
       pending_registrations_[args.task] = PendingCall{op, std::move(done)};
@@ -495,14 +496,14 @@ void CoordinationService::CancelOp(OpId op) {
         // The event stream of a live task never ends by itself: its connection closed without
         // a shutdown, so the agent's process died (a refused or reset connection, not a silent
         // one, which the heartbeat timeout catches).
+        const std::string& words = tasks_[ref.task].watch_broke;
         FailTaskLocked(
             TaskFailure{ref.task, FailureCause::kProcessExited,
-                        tasks_[ref.task].protocol == "cohort"
-                            ? "its connection to the coordination service closed without a "
+                        !words.empty()
+                            ? words
+                            : "its connection to the coordination service closed without a "
                               "shutdown: its sidecar (or, in standalone mode, its process) died "
-                              "or was killed"
-                            : "its JAX process died or was killed: its PollForError call to the "
-                              "JAX port broke before the process shut down"},
+                              "or was killed"},
             &deferred);
       }
       break;

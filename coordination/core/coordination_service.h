@@ -49,6 +49,10 @@ struct RegisterArgs {
   std::optional<absl::Duration> heartbeat_timeout;
   // The wire protocol the task speaks, for metrics and logs ("cohort" when empty).
   std::string protocol;
+  // Why the task failed when its event stream (its watch) breaks without a shutdown, in the words
+  // of the protocol's port (each port words its own errors: error_details.h). Empty: a Cohort
+  // agent's (its sidecar, or in standalone mode its process, died).
+  std::string watch_broke;
 };
 
 struct BarrierArgs {
@@ -256,6 +260,7 @@ class CoordinationService {
     absl::Time last_heartbeat = absl::InfinitePast();
     absl::Duration heartbeat_timeout;
     std::string protocol;
+    std::string watch_broke;  // RegisterArgs::watch_broke (empty: a Cohort agent's words).
     // The program's collective progress, when it reported any; `progress_at` is when it did.
     std::vector<CollectiveProgress> progress;
     absl::Time progress_at = absl::InfinitePast();

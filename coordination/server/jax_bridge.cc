@@ -35,6 +35,9 @@ RegisterArgs JaxBridge::RegisterArgsFor(TaskId task, Incarnation incarnation,
   args.hostname = absl::StrCat("JAX process at ", peer);
   args.heartbeat_timeout = options_.heartbeat_timeout;
   args.protocol = std::string(protocol);
+  args.watch_broke =
+      "its JAX process died or was killed: its PollForError call to the JAX port broke before "
+      "the process shut down";
   return args;
 }
 
