@@ -108,37 +108,39 @@ absl::Status CoordinationService::ValidateCallerLocked(TaskId task, Incarnation 
 // ---------------------------------------------------------------------------------------------
 // Registration and liveness.
 
-OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback done) {
-  Deferred deferred;
-  absl::MutexLock lock(&mu_);
-  auto reply = [&](absl::Status s) { deferred.Add([done, s] { done(s); }); };
-  if (absl::Status s = ValidateRangeLocked(args.task); !s.ok()) {
-    reply(s);
-    return 0;
-  }
+absl::Status CoordinationService::RegistrationRefusalLocked(const RegisterArgs& args) const {
+  if (absl::Status s = ValidateRangeLocked(args.task); !s.ok()) return s;
   if (args.num_tasks != static_cast<int32_t>(tasks_.size())) {
-    reply(absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(absl::StrFormat(
         "num_processes mismatch: rank %d believes the job has %d processes but the coordinator "
         "was started for %d; every process must be given the same COHORT_NUM_PROCESSES",
-        args.task, args.num_tasks, tasks_.size())));
-    return 0;
+        args.task, args.num_tasks, tasks_.size()));
   }
   if (config_.restart_attempt && args.restart_attempt &&
       *config_.restart_attempt != *args.restart_attempt) {
     if (*args.restart_attempt < *config_.restart_attempt) {
-      reply(absl::FailedPreconditionError(absl::StrFormat(
+      return absl::FailedPreconditionError(absl::StrFormat(
           "rank %d (%s pid %d) belongs to restart attempt %d of the job, but this coordination "
           "service runs attempt %d: it is a leftover of an earlier attempt and must stop (its "
           "COHORT_RESTART_ATTEMPT must match the coordinator's)",
-          args.task, args.hostname, args.pid, *args.restart_attempt, *config_.restart_attempt)));
-    } else {
-      // The caller is of a newer gang and reached the previous gang's service, still draining
-      // at the same address: its own will be there shortly, so the caller retries.
-      reply(AwaitingAttemptError(absl::StrFormat(
-          "this coordination service runs restart attempt %d of the job, an earlier one than rank "
-          "%d's attempt %d; waiting for attempt %d's service",
-          *config_.restart_attempt, args.task, *args.restart_attempt, *args.restart_attempt)));
+          args.task, args.hostname, args.pid, *args.restart_attempt, *config_.restart_attempt));
     }
+    // The caller is of a newer gang and reached the previous gang's service, still draining at
+    // the same address: its own will be there shortly, so the caller retries.
+    return AwaitingAttemptError(absl::StrFormat(
+        "this coordination service runs restart attempt %d of the job, an earlier one than rank "
+        "%d's attempt %d; waiting for attempt %d's service",
+        *config_.restart_attempt, args.task, *args.restart_attempt, *args.restart_attempt));
+  }
+  return absl::OkStatus();
+}
+
+OpId CoordinationService::RegisterTask(const RegisterArgs& args, DoneCallback done) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  auto reply = [&](absl::Status s) { deferred.Add([done, s] { done(s); }); };
+  if (absl::Status refused = RegistrationRefusalLocked(args); !refused.ok()) {
+    reply(refused);
     return 0;
   }
   if (job_failure_) {

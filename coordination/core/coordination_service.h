@@ -304,6 +304,10 @@ class CoordinationService {
   // Range, job state, registration and incarnation checks shared by every per-task call.
   absl::Status ValidateCallerLocked(TaskId task, Incarnation incarnation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a registration is refused before the task's state is looked at (a rank out of range, a
+  // job size or restart attempt that differs from the service's); OK when it is not.
+  absl::Status RegistrationRefusalLocked(const RegisterArgs& args) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ValidateRangeLocked(TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The same for a key-value call, which may also come from kUnidentifiedTask (only the job's
   // state is checked then).

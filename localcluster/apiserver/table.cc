@@ -1,6 +1,9 @@
 #include "localcluster/apiserver/table.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -19,6 +22,65 @@ json Lookup(const json& object, const std::string& path) {
     node = &(*node)[std::string(part)];
   }
   return *node;
+}
+
+// A pod's READY: as Kubernetes counts, the containers plus native sidecars (init containers
+// that always restart), ready out of all.
+json PodReady(const json& o) {
+  const json& status = o.value("status", json::object());
+  size_t total = o["spec"].value("containers", json::array()).size();
+  std::set<std::string> sidecars;
+  for (const json& c : o["spec"].value("initContainers", json::array())) {
+    if (c.value("restartPolicy", "") == "Always") sidecars.insert(c.value("name", ""));
+  }
+  total += sidecars.size();
+  int ready = 0;
+  for (const json& s : status.value("containerStatuses", json::array()))
+    ready += s.value("ready", false) ? 1 : 0;
+  for (const json& s : status.value("initContainerStatuses", json::array())) {
+    ready += sidecars.count(s.value("name", "")) && s.value("ready", false) ? 1 : 0;
+  }
+  return absl::StrCat(ready, "/", total);
+}
+
+// A pod's STATUS: Terminating, a failed container's reason, or its phase.
+json PodStatus(const json& o) {
+  if (o["metadata"].contains("deletionTimestamp")) return "Terminating";
+  const json& st = o.value("status", json::object());
+  for (const json& s : st.value("containerStatuses", json::array())) {
+    const json& state = s.value("state", json::object());
+    if (state.contains("terminated") && state["terminated"].value("exitCode", 0) != 0) {
+      return state["terminated"].value("reason", "Error");
+    }
+  }
+  return st.value("phase", "Pending");
+}
+
+// A pod's RESTARTS: its containers' restarts.
+json PodRestarts(const json& o) {
+  int n = 0;
+  for (const json& s :
+       o.value("status", json::object()).value("containerStatuses", json::array())) {
+    n += s.value("restartCount", 0);
+  }
+  return n;
+}
+
+// A node's STATUS, as kubectl prints it: Ready when its Ready condition is True, else NotReady.
+json NodeStatus(const json& o) {
+  for (const json& c : o.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == "Ready")
+      return c.value("status", "") == "True" ? "Ready" : "NotReady";
+  }
+  return "Unknown";
+}
+
+// A node's INTERNAL-IP.
+json NodeInternalIp(const json& o) {
+  for (const json& a : o.value("status", json::object()).value("addresses", json::array())) {
+    if (a.value("type", "") == "InternalIP") return a.value("address", "");
+  }
+  return "<none>";
 }
 
 }  // namespace
@@ -72,43 +134,9 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
              });
     }
   } else if (t.kind == "Pod") {
-    column("Ready", "string", 0, [](const json& o) -> json {
-      // As Kubernetes counts: the containers, plus native sidecars (init containers that always
-      // restart), ready out of all.
-      const json& status = o.value("status", json::object());
-      size_t total = o["spec"].value("containers", json::array()).size();
-      std::set<std::string> sidecars;
-      for (const json& c : o["spec"].value("initContainers", json::array())) {
-        if (c.value("restartPolicy", "") == "Always") sidecars.insert(c.value("name", ""));
-      }
-      total += sidecars.size();
-      int ready = 0;
-      for (const json& s : status.value("containerStatuses", json::array()))
-        ready += s.value("ready", false) ? 1 : 0;
-      for (const json& s : status.value("initContainerStatuses", json::array())) {
-        ready += sidecars.count(s.value("name", "")) && s.value("ready", false) ? 1 : 0;
-      }
-      return absl::StrCat(ready, "/", total);
-    });
-    column("Status", "string", 0, [](const json& o) -> json {
-      if (o["metadata"].contains("deletionTimestamp")) return "Terminating";
-      const json& st = o.value("status", json::object());
-      for (const json& s : st.value("containerStatuses", json::array())) {
-        const json& state = s.value("state", json::object());
-        if (state.contains("terminated") && state["terminated"].value("exitCode", 0) != 0) {
-          return state["terminated"].value("reason", "Error");
-        }
-      }
-      return st.value("phase", "Pending");
-    });
-    column("Restarts", "integer", 0, [](const json& o) -> json {
-      int n = 0;
-      for (const json& s :
-           o.value("status", json::object()).value("containerStatuses", json::array())) {
-        n += s.value("restartCount", 0);
-      }
-      return n;
-    });
+    column("Ready", "string", 0, PodReady);
+    column("Status", "string", 0, PodStatus);
+    column("Restarts", "integer", 0, PodRestarts);
     column("Age", "string", 0, age);
     column("IP", "string", 1, [](const json& o) -> json {
       return o.value("status", json::object()).value("podIP", "<none>");
@@ -116,21 +144,9 @@ json ToTable(const ResourceType& t, const std::vector<json>& objects, absl::Time
     column("Node", "string", 1,
            [](const json& o) -> json { return o["spec"].value("nodeName", "<none>"); });
   } else if (t.kind == "Node") {
-    // As kubectl prints a node: Ready when its Ready condition is True, else NotReady.
-    column("Status", "string", 0, [](const json& o) -> json {
-      for (const json& c : o.value("status", json::object()).value("conditions", json::array())) {
-        if (c.value("type", "") == "Ready")
-          return c.value("status", "") == "True" ? "Ready" : "NotReady";
-      }
-      return "Unknown";
-    });
+    column("Status", "string", 0, NodeStatus);
     column("Age", "string", 0, age);
-    column("Internal-IP", "string", 1, [](const json& o) -> json {
-      for (const json& a : o.value("status", json::object()).value("addresses", json::array())) {
-        if (a.value("type", "") == "InternalIP") return a.value("address", "");
-      }
-      return "<none>";
-    });
+    column("Internal-IP", "string", 1, NodeInternalIp);
   } else {
     column("Age", "string", 0, age);
   }

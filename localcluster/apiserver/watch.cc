@@ -12,6 +12,27 @@ namespace cohort::local {
 
 using json = nlohmann::json;
 
+namespace {
+
+// A BOOKMARK event at `resource_version` (a Table without rows when the watch is of Tables);
+// `initial_events_end`: the one that ends a watch-list's initial events.
+json Bookmark(const ResourceType& type, const std::string& resource_version, bool table,
+              bool initial_events_end) {
+  json metadata = {{"resourceVersion", resource_version}};
+  if (initial_events_end) metadata["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+  json marker = {{"kind", type.kind}, {"apiVersion", type.GroupVersion()}, {"metadata", metadata}};
+  if (table) {
+    marker = {{"kind", "Table"},
+              {"apiVersion", "meta.k8s.io/v1"},
+              {"metadata", metadata},
+              {"columnDefinitions", json::array()},
+              {"rows", json::array()}};
+  }
+  return {{"type", "BOOKMARK"}, {"object", marker}};
+}
+
+}  // namespace
+
 void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std::string& name,
                       const Selector& labels, const Selector& fields, const httplib::Request& req,
                       httplib::Response& res) {
@@ -56,14 +77,7 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
     }
     const std::string listed = list["metadata"]["resourceVersion"].get<std::string>();
     state->after = std::stoll(listed);
-    if (initial_events) {
-      json marker = {{"kind", type.kind},
-                     {"apiVersion", type.GroupVersion()},
-                     {"metadata",
-                      {{"resourceVersion", listed},
-                       {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
-      initial.push_back(json{{"type", "BOOKMARK"}, {"object", marker}}.dump() + "\n");
-    }
+    if (initial_events) initial.push_back(Bookmark(type, listed, false, true).dump() + "\n");
   } else if (!absl::SimpleAtoi(rv, &state->after)) {
     Reply(res, absl::FailedPreconditionError(
                    absl::StrCat("resourceVersion '", rv, "' is not a number")));
@@ -102,19 +116,9 @@ void ApiServer::Watch(const ResourceType& type, const std::string& ns, const std
           if (!labels.Matches(*e.object) || !fields.Matches(*e.object)) continue;
           if (!send(event(e.type, *e.object))) return false;
         }
-        if (bookmarks && clock_->Now() - state->last_sent > absl::Seconds(5)) {
-          json marker = {{"kind", type.kind},
-                         {"apiVersion", type.GroupVersion()},
-                         {"metadata", {{"resourceVersion", absl::StrCat(state->after)}}}};
-          if (table) {
-            marker = {{"kind", "Table"},
-                      {"apiVersion", "meta.k8s.io/v1"},
-                      {"metadata", marker["metadata"]},
-                      {"columnDefinitions", json::array()},
-                      {"rows", json::array()}};
-          }
-          json bookmark = {{"type", "BOOKMARK"}, {"object", marker}};
-          if (!send(bookmark)) return false;
+        if (bookmarks && clock_->Now() - state->last_sent > absl::Seconds(5) &&
+            !send(Bookmark(type, absl::StrCat(state->after), table, false))) {
+          return false;
         }
         return sink.is_writable();
       });
