@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/hang_evidence.h"
 #include "common/shared_dir.h"
 #include "launcher/python_probe_files.h"
 
@@ -61,7 +62,7 @@ std::map<std::string, std::string> ProbeVariables(const std::string& agent_socke
   const std::string dir = env::ProbeDir(agent_socket, rank);
   // The trainer's uid may differ from the sidecar's, which reads it.
   MakeSharedDirectories(dir, fs::path(dir).parent_path().string());
-  for (const char* leftover : {"status.json", "dump-request", "dumped", "faulthandler.txt"}) {
+  for (const char* leftover : hang_evidence::kProbeFiles) {
     fs::remove(fs::path(dir) / leftover, ec);
   }
   std::string path = hook.string();

@@ -16,56 +16,22 @@
 #include "absl/time/clock.h"
 #include "common/env.h"
 #include "common/files.h"
+#include "common/hang_evidence.h"
 #include "common/log.h"
 #include "common/shared_dir.h"
 
 namespace cohort::sidecar {
 namespace {
 
-// A status file older than this is a leftover of a process gone (the hook rewrites it each
-// second): the rank is not reported from it.
-constexpr absl::Duration kLeftover = absl::Minutes(2);
 // How much of a rank's stacks the log shows (the whole file stays in the dumps directory).
 constexpr size_t kLoggedStacks = 16 * 1024;
 
-// The hook's status file of one process, as RankHealth; nullopt when there is none or it is a
-// leftover (of a process started before `not_before`, the attempt's start, or gone long ago).
+// The hook's status file of one process (ParseProbeStatus); nullopt when there is none.
 std::optional<attemptspb::RankHealth> ReadStatus(const std::string& path, absl::Time now,
                                                  absl::Time not_before = absl::InfinitePast()) {
   std::optional<std::string> text = ReadFile(path);
   if (!text) return std::nullopt;
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  auto num = [&](const char* key) -> int64_t {
-    auto it = j.find(key);
-    return it != j.end() && it->is_number() ? it->get<int64_t>() : 0;
-  };
-  auto str = [&](const char* key) -> std::string {
-    auto it = j.find(key);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-  };
-  auto flag = [&](const char* key) -> bool {
-    auto it = j.find(key);
-    return it != j.end() && it->is_boolean() && it->get<bool>();
-  };
-  const absl::Time written = absl::FromUnixMillis(num("unix_ms"));
-  if (now - written > kLeftover || absl::FromUnixMillis(num("started_unix_ms")) < not_before)
-    return std::nullopt;
-  attemptspb::RankHealth h;
-  h.set_source("python");
-  h.set_steps(num("steps"));
-  const int64_t last_step = num("last_step_unix_ms");
-  const absl::Time progress_at =
-      absl::FromUnixMillis(last_step > 0 ? last_step : num("started_unix_ms"));
-  h.set_progress_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - progress_at)));
-  h.set_median_step_ms(num("median_step_ms"));
-  h.set_report_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - written)));
-  h.set_phase(str("phase"));
-  h.set_busy(flag("busy"));
-  h.set_waiting(flag("waiting"));
-  h.set_op(str("op"));
-  h.set_where(str("where"));
-  return h;
+  return ParseProbeStatus(*text, now, not_before);
 }
 
 // The id the hook answered in <probe dir>/dumped ("<id> <summary>"), and its summary.
@@ -81,6 +47,44 @@ std::optional<std::pair<uint64_t, std::string>> ReadDumped(const std::string& pa
 }
 
 }  // namespace
+
+std::optional<attemptspb::RankHealth> ParseProbeStatus(const std::string& text, absl::Time now,
+                                                       absl::Time not_before) {
+  namespace status = hang_evidence::status;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto num = [&](const char* key) -> int64_t {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<int64_t>() : 0;
+  };
+  auto str = [&](const char* key) -> std::string {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  auto flag = [&](const char* key) -> bool {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() && it->get<bool>();
+  };
+  const absl::Time written = absl::FromUnixMillis(num(status::kUnixMs));
+  if (now - written > hang_evidence::kLeftoverStatus ||
+      absl::FromUnixMillis(num(status::kStartedUnixMs)) < not_before)
+    return std::nullopt;
+  attemptspb::RankHealth h;
+  h.set_source("python");
+  h.set_steps(num(status::kSteps));
+  const int64_t last_step = num(status::kLastStepUnixMs);
+  const absl::Time progress_at =
+      absl::FromUnixMillis(last_step > 0 ? last_step : num(status::kStartedUnixMs));
+  h.set_progress_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - progress_at)));
+  h.set_median_step_ms(num(status::kMedianStepMs));
+  h.set_report_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - written)));
+  h.set_phase(str(status::kPhase));
+  h.set_busy(flag(status::kBusy));
+  h.set_waiting(flag(status::kWaiting));
+  h.set_op(str(status::kOp));
+  h.set_where(str(status::kWhere));
+  return h;
+}
 
 ProgressWatch::ProgressWatch(Options options) : options_(std::move(options)) {
   advances_at_attempt_.assign(options_.metrics.size(), 0);
@@ -134,16 +138,20 @@ void ProgressWatch::Ask(PendingDump& d) {
                           env::DumpsDir(options_.agent_socket));  // The trainer's uid may differ.
     const std::string probe = ProbeDirOf(local);
     // Only a live hook answers: one that wrote its status lately.
-    if (ReadStatus(probe + "/status.json", absl::Now(), attempt_started_at_)) {
+    if (ReadStatus(absl::StrCat(probe, "/", hang_evidence::kStatusFile), absl::Now(),
+                   attempt_started_at_)) {
       if (absl::Status s =
-              WriteFileAtomically(probe + "/dump-request", absl::StrCat(d.id, " ", dir, "\n"));
+              WriteFileAtomically(absl::StrCat(probe, "/", hang_evidence::kDumpRequestFile),
+                                  absl::StrCat(d.id, " ", dir, "\n"));
           s.ok()) {
-        d.asked.push_back({local, probe + "/dumped", /*hook=*/true});
+        d.asked.push_back(
+            {local, absl::StrCat(probe, "/", hang_evidence::kDumpedFile), /*hook=*/true});
       } else {
         LogWarning("hang ", d.id, ": cannot ask rank ", rank, " for its stacks: ", s.message());
       }
     } else if (options_.ask_process && options_.ask_process(local, d.id, dir)) {
-      d.asked.push_back({local, dir + "/dumped", /*hook=*/false});
+      d.asked.push_back(
+          {local, absl::StrCat(dir, "/", hang_evidence::kDumpedFile), /*hook=*/false});
     }
   }
   LogWarning(
@@ -177,10 +185,10 @@ bool ProgressWatch::Collected(PendingDump& d, absl::Time now) {
                  "; see ", dir, " for what it may still write");
       continue;
     }
-    std::string stacks = ReadFile(dir + "/stacks.txt").value_or("");
+    std::string stacks = ReadFile(absl::StrCat(dir, "/", hang_evidence::kStacksFile)).value_or("");
     if (stacks.size() > kLoggedStacks) {
       stacks.resize(kLoggedStacks);
-      absl::StrAppend(&stacks, "\n... (the rest in ", dir, "/stacks.txt)");
+      absl::StrAppend(&stacks, "\n... (the rest in ", dir, "/", hang_evidence::kStacksFile, ")");
     }
     LogWarning("hang ", d.id, ": rank ", rank, ": ", *answer, " (evidence in ", dir, "):\n",
                stacks);
@@ -196,8 +204,8 @@ attemptspb::ReportHealthRequest ProgressWatch::Collect(absl::Time now) {
   report.set_dumped_id(dumped_id_);
   for (int local = 0; local < options_.processes_per_pod && !attempt_ended_; ++local) {
     const int32_t rank = options_.first_rank + local;
-    std::optional<attemptspb::RankHealth> h =
-        ReadStatus(ProbeDirOf(local) + "/status.json", now, attempt_started_at_);
+    std::optional<attemptspb::RankHealth> h = ReadStatus(
+        absl::StrCat(ProbeDirOf(local), "/", hang_evidence::kStatusFile), now, attempt_started_at_);
     if (!h && static_cast<size_t>(local) < options_.metrics.size() &&
         options_.metrics[local] != nullptr) {
       // libdist's step reports (dist::ReportProgress, cohort.report_progress).

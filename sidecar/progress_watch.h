@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "cohort/coordination/v1/attempts.pb.h"
+#include "common/hang_evidence.h"
 #include "sidecar/metrics/sidecar_metrics.h"
 
 // What a pod's sidecar tells the job's hang detector (docs/faults.md, "Hung ranks"): every
@@ -29,6 +30,12 @@ namespace cohort::sidecar {
 
 namespace attemptspb = ::cohort::coordination::v1;
 
+// A process's status.json (hang_evidence.h) as `now` reads it: nullopt when it is not an object,
+// or a leftover (written longer than hang_evidence::kLeftoverStatus ago, or by a process started
+// before `not_before`, the attempt's start).
+std::optional<attemptspb::RankHealth> ParseProbeStatus(
+    const std::string& text, absl::Time now, absl::Time not_before = absl::InfinitePast());
+
 class ProgressWatch {
  public:
   struct Options {
@@ -38,12 +45,15 @@ class ProgressWatch {
     int32_t pod_index = 0;
     // Each local rank's libdist step reports (index = local rank; null: none).
     std::vector<SidecarMetrics*> metrics;
-    absl::Duration period = absl::Seconds(1);
+    absl::Duration period = hang_evidence::kReportPeriod;
     // Asks local rank `local`'s libdist for the evidence of hang `id` in `directory`; false when
     // no libdist process is attached there. Null: only hooks are asked.
     std::function<bool(int local, uint64_t id, const std::string& directory)> ask_process;
-    // How long the ranks get to write their stacks after a dump order.
-    absl::Duration dump_patience = absl::Seconds(20);
+    // How long the ranks get to write their stacks after a dump order: the one wait for the
+    // evidence (hang_evidence.h), less two report periods, so that what they wrote reaches the
+    // hub before it stops waiting.
+    absl::Duration dump_patience =
+        hang_evidence::kEvidencePatience - 2 * hang_evidence::kReportPeriod;
   };
 
   explicit ProgressWatch(Options options);

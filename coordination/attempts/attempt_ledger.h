@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "cohort/coordination/v1/attempts.pb.h"
+#include "common/hang_evidence.h"
 #include "coordination/attempts/hang_detector.h"
 
 // What rank 0's attempt hub (attempt_hub.h) knows of the job's processes: the attempt they run,
@@ -19,8 +20,9 @@ namespace cohort::coordination {
 
 class AttemptLedger {
  public:
-  // How long the evidence of a hang is waited for: then it is complete with what came.
-  static constexpr absl::Duration kDumpPatience = absl::Seconds(30);
+  // How long the evidence of a hang is waited for: then it is complete with what came (the one
+  // wait, common/hang_evidence.h).
+  static constexpr absl::Duration kDumpPatience = hang_evidence::kEvidencePatience;
 
   explicit AttemptLedger(int32_t first_attempt) : attempt_(first_attempt) {}
 

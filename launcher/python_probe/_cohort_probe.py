@@ -19,7 +19,16 @@ import os
 import sys
 
 _FRAMEWORKS = frozenset(("torch", "jax", "jaxlib", "cohort", "_cohort_probe"))
+# Hang evidence's files and the status fields the sidecar reads, as common/hang_evidence.h names
+# them (tests/fixtures/hang_evidence.json holds both sides' names; a C++ and a Python test check).
 _STATUS = "status.json"
+_DUMP_REQUEST = "dump-request"
+_DUMPED = "dumped"
+_FAULTHANDLER = "faulthandler.txt"
+_STACKS = "stacks.txt"
+_TORCH_FLIGHT_RECORDER = "fr_trace.json"
+_STATUS_FIELDS_READ = ("unix_ms", "started_unix_ms", "steps", "last_step_unix_ms", "median_step_ms",
+                       "phase", "busy", "waiting", "op", "where")
 _started = False
 _probe = None  # the running probe (for tests and benchmarks)
 
@@ -206,7 +215,7 @@ class _Probe:
             return
         import faulthandler
 
-        path = os.path.join(self.directory, "faulthandler.txt")
+        path = os.path.join(self.directory, _FAULTHANDLER)
         handle = open(path, "w")
         try:
             faulthandler.register(signal.SIGUSR2, file=handle, all_threads=True, chain=False)
@@ -688,7 +697,7 @@ class _Probe:
 
     def _read_request(self):
         try:
-            with open(os.path.join(self.directory, "dump-request"), "rb") as request:
+            with open(os.path.join(self.directory, _DUMP_REQUEST), "rb") as request:
                 text = request.read(4096).decode("utf-8", "replace")
         except OSError:
             return None
@@ -710,12 +719,12 @@ class _Probe:
         try:
             self._make_directories(directory)
             data = self._stacks_text().encode("utf-8", "replace")
-            self._write_atomically("stacks.txt", data, directory)
+            self._write_atomically(_STACKS, data, directory)
         except Exception as error:  # noqa: BLE001
             problems.append("stacks: %s" % error)
         for backend in self._backends()[:1]:  # the default process group's recorder
             try:
-                self._write_atomically("fr_trace.json", self._fr_json(backend, False), directory)
+                self._write_atomically(_TORCH_FLIGHT_RECORDER, self._fr_json(backend, False), directory)
             except Exception as error:  # noqa: BLE001
                 problems.append("fr_trace.json: %s" % error)
             try:
@@ -730,7 +739,7 @@ class _Probe:
         if problems:
             summary += " (failed: %s)" % "; ".join(problems)
         summary = summary.replace("\r", " ").replace("\n", " ")
-        self._write_atomically("dumped", ("%d %s\n" % (request_id, summary)).encode("utf-8", "replace"))
+        self._write_atomically(_DUMPED, ("%d %s\n" % (request_id, summary)).encode("utf-8", "replace"))
         self.dumped_id = request_id
 
     def _make_directories(self, directory):

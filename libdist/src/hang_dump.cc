@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
+#include "common/hang_evidence.h"
 #include "libdist/src/collectives/flight_recorder.h"
 
 namespace dist::internal {
@@ -267,9 +268,10 @@ absl::Status WriteHangDump(uint64_t id, const std::string& directory) {
     break;
   }
   std::string errors;
-  for (const auto& [name, text] : {std::pair<std::string, std::string>{"stacks.txt", stacks},
-                                   {"flight_recorder.txt", recorder.Dump()},
-                                   {"dumped", absl::StrCat(id, " ", summary, "\n")}}) {
+  for (const auto& [name, text] :
+       {std::pair<std::string, std::string>{cohort::hang_evidence::kStacksFile, stacks},
+        {cohort::hang_evidence::kFlightRecorderFile, recorder.Dump()},
+        {cohort::hang_evidence::kDumpedFile, absl::StrCat(id, " ", summary, "\n")}}) {
     if (absl::Status s = cohort::WriteFileAtomically(directory + "/" + name, text); !s.ok()) {
       absl::StrAppend(&errors, errors.empty() ? "" : "; ", s.message());
     }

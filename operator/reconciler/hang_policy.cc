@@ -171,12 +171,10 @@ Verdict HandleHang(DecisionPass& pass) {
   }
   if (pass.spec.hang_policy == HangPolicy::kAlert) return Verdict::kContinue;
 
-  // The stacks every pod dumps are the evidence: acting stops the processes that hold them.
-  const absl::Time act_at = hang->detected_at + kHangDumpWait;
-  if (!hang->dumps_complete && pass.now < act_at) {
-    pass.Requeue(act_at - pass.now);
-    return Verdict::kDecided;
-  }
+  // The stacks every pod dumps are the evidence: acting stops the processes that hold them. The
+  // hub says when it is complete (the one wait: common/hang_evidence.h), and its next state
+  // queues this job again; a hub gone says nothing more.
+  if (!hang->dumps_complete && view->connected) return Verdict::kDecided;
   const std::string why = absl::StrCat("the job hung: ", message);
   if (pass.spec.hang_policy == HangPolicy::kFail) {
     pass.DeleteAll(pass.current);

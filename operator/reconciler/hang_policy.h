@@ -7,7 +7,9 @@
 //
 //   hub names a hang --> condition Hung=True (HangDetected), one Warning Event per hang id
 //     Alert:         nothing more; the job keeps running
-//     Fail/Restart:  wait for every pod's stacks (dumps_complete) or 30 s after detection, then
+//     Fail/Restart:  wait until the hub says the evidence is complete (dumps_complete: every pod's
+//                    stacks, or what came within common/hang_evidence.h's kEvidencePatience of
+//                    the detection), or the hub is gone, then
 //                    Fail: the job fails (reason Hung)
 //                    Restart: spec.failurePolicy.rules see the hung rank's pod as if its trainer
 //                             had ended with reason Hung; without a match a counted restart
@@ -26,10 +28,6 @@
 #include "operator/reconciler/decision_pass.h"
 
 namespace cohort::op {
-
-// How long after the hub detected a hang a Fail or Restart policy waits for every pod's stacks
-// (the evidence) before it acts without them.
-inline constexpr absl::Duration kHangDumpWait = absl::Seconds(30);
 
 // "0-4, 6-7": the ranks, sorted, runs of consecutive ones as ranges.
 std::string RankRanges(std::vector<int32_t> ranks);

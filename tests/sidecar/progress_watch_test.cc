@@ -172,5 +172,30 @@ TEST_F(ProgressWatchTest, Dump_NoRankAnswers_CompleteAfterThePatience_EachOrderA
   EXPECT_EQ(asks.load(), 2) << "an order already answered is not asked again";
 }
 
+// The fixture's status.json (tests/fixtures/hang_evidence.json, which the hook's own test checks
+// the hook writes) read as the fixture says the sidecar reads it.
+TEST(ParseProbeStatus, TheFixturesStatusAsTheFixtureReadsIt) {
+  std::ifstream in(std::string(COHORT_SOURCE_DIR) + "/tests/fixtures/hang_evidence.json");
+  const nlohmann::json example = nlohmann::json::parse(in)["status_example"];
+  const absl::Time now = absl::FromUnixMillis(example["now_unix_ms"].get<int64_t>());
+  std::optional<attemptspb::RankHealth> h = ParseProbeStatus(example["text"], now);
+  ASSERT_TRUE(h.has_value());
+  const nlohmann::json& read = example["read"];
+  EXPECT_EQ(h->steps(), read["steps"]);
+  EXPECT_EQ(h->progress_age_ms(), read["progress_age_ms"]);
+  EXPECT_EQ(h->median_step_ms(), read["median_step_ms"]);
+  EXPECT_EQ(h->report_age_ms(), read["report_age_ms"]);
+  EXPECT_EQ(h->phase(), read["phase"]);
+  EXPECT_EQ(h->busy(), read["busy"]);
+  EXPECT_EQ(h->waiting(), read["waiting"]);
+  EXPECT_EQ(h->op(), read["op"]);
+  EXPECT_EQ(h->where(), read["where"]);
+  EXPECT_EQ(h->source(), "python");
+  // A leftover: written long ago, or by a process older than the attempt.
+  EXPECT_FALSE(ParseProbeStatus(example["text"], now + hang_evidence::kLeftoverStatus).has_value());
+  EXPECT_FALSE(ParseProbeStatus(example["text"], now, now - absl::Seconds(1)).has_value());
+  EXPECT_FALSE(ParseProbeStatus("not json", now).has_value());
+}
+
 }  // namespace
 }  // namespace cohort::sidecar
