@@ -19,6 +19,15 @@
 //
 // The operator hears of hangs only from the hub, which it watches for InPlace jobs
 // (spec.restartStrategy, Reconciler::ObserveAttempts): without a view nothing here happens.
+//
+// How a hang is found and who ends it, end to end: each process's progress (the Python start-up
+// hook, launcher/python_probe/, or libdist's step reports) -> its pod's sidecar reads it every
+// second (sidecar/progress_watch.h) -> rank 0's attempt hub, whose AttemptLedger runs the
+// HangDetector (coordination/attempts/attempt_ledger.h, hang_detector.h) and asks every pod for
+// its evidence (the files and the one wait: common/hang_evidence.h) -> the operator sees
+// AttemptView::hang and decides here -> Restart: the next attempt goes through the hub to every
+// pod's cohort-launch, which kills the hung processes (launcher/attempt_loop.h); Fail: the pods
+// are deleted and the kubelet kills them.
 
 #include <cstdint>
 #include <string>

@@ -13,6 +13,14 @@
 // cannot restart in place (RestartGang), cannot start the attempt in place after all
 // (StartInPlace: rank 0's pod went meanwhile), or the hub forgot the attempts or stays silent
 // (AwaitHub).
+//
+// The rest of the flow, in the order an attempt travels: the reconciler applies the order
+// (Reconciler::Apply, reconciler.h) through the job's stream to the hub
+// (operator/runtime/hub_attempt_watcher.h) -> the hub records it (its AttemptLedger,
+// coordination/attempts/attempt_ledger.h) and tells every pod's sidecar, which gives the pod's
+// ranks fresh agents (sidecar/attempt_runner.h) -> cohort-launch stops the old processes and
+// starts the new ones (launcher/attempt_loop.h). How they end goes back the same way: cohort-launch
+// -> its sidecar -> the hub (AttemptEnd) -> the operator (AttemptView, attempt_view.h).
 
 #include <string>
 #include <utility>

@@ -12,6 +12,15 @@
 //
 // Where no spare is ready (or the slot is pod 0's, which hosts the coordination service and the
 // hub), the slot is handled as without spares: a replacement pod, or the gang recreated.
+//
+// The rest of the flow: a spare pod is built by BuildSparePod (children.h) and named by
+// SparePodName (operator/api/child_names.h); its sidecar follows the hub as a spare
+// (sidecar/attempt_runner.h, sidecar/spare.h) and the hub's SlotRegistry keeps who holds which
+// slot (coordination/attempts/slot_registry.h) -> the reconciler relabels the spare, then orders
+// the attempt with the assignment (Reconciler::Apply, reconciler.h) -> the hub tells the spare
+// its pod index -> its sidecar re-executes itself as that pod's (sidecar/spare.h) -> its
+// cohort-launch, waiting on the launch socket, reconnects and runs the slot's ranks
+// (launcher/attempt_loop.h).
 
 #include <cstdint>
 #include <set>
