@@ -577,12 +577,32 @@ void Agent::ReportError(FailureCause cause, std::string message, DoneCallback do
 }
 
 void Agent::ReportProgress(std::vector<CollectiveProgress> progress, DoneCallback done) {
+  std::optional<pb::HeartbeatRequest> prompt;
   {
     absl::MutexLock lock(&mu_);
     progress_ = std::move(progress);
-    progress_at_ = clock_->Now();
+    const absl::Time now = clock_->Now();
+    progress_at_ = now;
+    const bool stalled = std::any_of(progress_.begin(), progress_.end(), [](const auto& c) {
+      return !c.pending.empty() && c.pending_for >= kPromptProgressAfter;
+    });
+    if (stalled && connected_ && now - progress_sent_at_ >= kPromptProgressEvery) {
+      progress_sent_at_ = now;
+      prompt.emplace();
+      ToProto(progress_, prompt->mutable_progress());
+      prompt->set_progress_age_ms(0);
+      if (step_) {
+        prompt->set_step(*step_);
+        prompt->set_step_age_ms(absl::ToInt64Milliseconds(now - step_at_));
+      }
+    }
   }
   done(absl::OkStatus());
+  if (prompt) {
+    // A heartbeat of its own: what a lost one costs is the next one's lag, nothing more.
+    OnStubWithTimeout(&CoordinationStub::Heartbeat, *std::move(prompt), kShortCallTimeout, false,
+                      [](absl::Status) {});
+  }
 }
 
 void Agent::ReportStep(int64_t step, DoneCallback done) {

@@ -57,6 +57,15 @@ AgentOptions AgentOptionsFor(const JobSettings& settings);
 // [50 ms, 10 s]): what a report riding on heartbeats may lag behind.
 absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout);
 
+// A program's progress report that shows a collective in flight for this long is sent to the
+// service at once (a heartbeat of its own, at most one per kPromptProgressEvery), not on the next
+// heartbeat: the watchdogs of the ranks waiting in it will soon ask the service where everybody
+// is, and their answer must not lag by a heartbeat interval (docs/faults.md: the rank that holds a
+// collective up is named within its timeout + 1 s, whatever the heartbeat timeout). Only stalled
+// collectives cost these calls.
+inline constexpr absl::Duration kPromptProgressAfter = absl::Seconds(1);
+inline constexpr absl::Duration kPromptProgressEvery = absl::Milliseconds(500);
+
 // How long a probe of the service (a heartbeat that does not wait for the channel) may take
 // before the service counts as silent rather than gone.
 inline constexpr absl::Duration kProbeTimeout = absl::Seconds(1);
@@ -184,6 +193,7 @@ class Agent final : public JobClient {
   // The program's last progress report, carried on every heartbeat after it.
   std::vector<CollectiveProgress> progress_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> progress_at_ ABSL_GUARDED_BY(mu_);
+  absl::Time progress_sent_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // Sent at once last.
   // The program's last training step and when it reported it.
   std::optional<int64_t> step_ ABSL_GUARDED_BY(mu_);
   absl::Time step_at_ ABSL_GUARDED_BY(mu_);

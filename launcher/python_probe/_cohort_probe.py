@@ -3,8 +3,9 @@
 Started by the sitecustomize.py next to this file in the process cohort-launch started for a rank
 (os.getppid() == COHORT_PROBE_PPID), never in that process's children. A daemon thread samples
 the main thread's Python stack every 0.5 s and rewrites $COHORT_PROBE_DIR/status.json every 1 s;
-optimizer steps (torch) and host syncs (JAX) are counted by hooks installed right after the
-program imports torch or jax. The sidecar asks for stacks and torch's flight recorder by writing
+optimizer steps (torch), completed collectives the program calls (torch.distributed: its steps
+when it makes no optimizer step) and host syncs (JAX) are counted by hooks installed right after
+the program imports torch or jax. The sidecar asks for stacks and torch's flight recorder by writing
 $COHORT_PROBE_DIR/dump-request. Standard library only; torch and jax are never imported here.
 
 Environment: COHORT_PROBE_DIR, COHORT_PROBE_PPID, COHORT_PROCESS_ID (set by cohort-launch),
@@ -106,6 +107,10 @@ class _Probe:
         # Steps: completion times (time.time()) of the last 33 steps, per source.
         self.torch_steps, self.torch_times = 0, collections.deque(maxlen=33)
         self.jax_steps, self.jax_times = 0, collections.deque(maxlen=33)
+        # Collectives the program called from Python (torch.distributed), completed: its steps
+        # when it has no optimizer steps (a loop of dist.all_reduce), judged as a DDP program is.
+        self.collective_steps, self.collective_times = 0, collections.deque(maxlen=33)
+        self.collective_depth = threading.local()
         self.optimizers = []  # ids of the optimizers whose step() is running (nesting)
         self.sync_depth = threading.local()
         self.jax_compiling = {}  # /jax/core/compile/* event -> compilations in progress
@@ -303,7 +308,44 @@ class _Probe:
         if hasattr(optimizer, "register_optimizer_step_pre_hook"):
             optimizer.register_optimizer_step_pre_hook(pre)
         optimizer.register_optimizer_step_post_hook(post)
+        self._patch_torch_collectives()
         self.frameworks.append("torch")
+
+    def _patch_torch_collectives(self):
+        """torch.distributed's collectives counting one step per outermost completed call (an
+        async_op=True call completes later: not counted), in the module and where they live."""
+        modules = [module for module in (sys.modules.get("torch.distributed"),
+                                         sys.modules.get("torch.distributed.distributed_c10d"))
+                   if module is not None]
+        for name in _TORCH_COLLECTIVES:
+            for module in modules:
+                function = getattr(module, name, None)
+                if callable(function) and getattr(function, "_cohort_counted", None) is None:
+                    wrapped = self._collective_wrapper(function, name)
+                    wrapped._cohort_counted = True
+                    setattr(module, name, wrapped)
+                    # The other module names the same function: give it the same wrapper.
+                    for other in modules:
+                        if other is not module and getattr(other, name, None) is function:
+                            setattr(other, name, wrapped)
+
+    def _collective_wrapper(self, function, name):
+        depth = self.collective_depth
+        probe = self
+
+        def wrapper(*args, **kwargs):
+            level = getattr(depth, "level", 0)
+            depth.level = level + 1
+            try:
+                result = function(*args, **kwargs)
+            finally:
+                depth.level = level
+            if level == 0 and not probe.off and not kwargs.get("async_op", False):
+                probe.collective_times.append(probe.time())
+                probe.collective_steps += 1
+            return result
+
+        return self._named_like(wrapper, function, name)
 
     def _patch_jax(self, jax):
         array = sys.modules.get("jax._src.array")
@@ -366,7 +408,13 @@ class _Probe:
                 probe.jax_steps += 1
             return result
 
-        try:  # the frame then reads as the wrapped call: the "op" of a thread waiting in it
+        return self._named_like(wrapper, function, name)
+
+    @staticmethod
+    def _named_like(wrapper, function, name):
+        """`wrapper` named as `function`: its frame reads as the wrapped call (the "op" of a thread
+        waiting in it)."""
+        try:
             wrapper.__code__ = wrapper.__code__.replace(co_name=name)
         except (AttributeError, TypeError, ValueError):
             pass
@@ -449,7 +497,7 @@ class _Probe:
             self.where_frame = None
             self.waiting, self.op = False, ""
             return
-        steps = self.torch_steps or self.jax_steps
+        steps = self.torch_steps or self.jax_steps or self.collective_steps
         compiling = bool(self.jax_compiling)
         checkpointing = initializing = False
         innermost_kind = innermost_module = None
@@ -507,7 +555,7 @@ class _Probe:
             user = fallback
             called = called[:fallback_called]
         position = user[:3] if user is not None else None
-        completed = self.torch_steps + self.jax_steps
+        completed = self.torch_steps + self.jax_steps + self.collective_steps
         if position != self.position or completed != self.completed:
             # A step counts as progress too: in a training loop one line (backward) can take
             # most of the time, so that many samples in a row find the same position.
@@ -652,7 +700,9 @@ class _Probe:
     def _steps(self):
         if self.torch_steps:
             return self.torch_steps, list(self.torch_times)
-        return self.jax_steps, list(self.jax_times)
+        if self.jax_steps:
+            return self.jax_steps, list(self.jax_times)
+        return self.collective_steps, list(self.collective_times)
 
     def _write_status(self, now):
         steps, times = self._steps()
@@ -784,6 +834,11 @@ class _Probe:
 
 
 # Function names of decorators and dispatchers: not the "op" a thread waits in.
+# torch.distributed's collectives whose completed calls count as progress (_patch_torch_collectives).
+_TORCH_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+                      "reduce_scatter_tensor", "reduce", "all_to_all", "all_to_all_single", "barrier",
+                      "gather", "scatter", "all_gather_object", "broadcast_object_list")
+
 _WRAPPER_NAMES = frozenset((
     "wrapper", "wrapped", "_wrapper", "inner", "_inner", "_fn", "fn", "f", "func", "decorate_context",
     "decorator", "__call__", "_call_impl", "_wrapped_call_impl", "new_func", "wrap", "_wrap",

@@ -414,6 +414,63 @@ def test_torch_ddp(h, python):
         process.wait()
 
 
+def test_torch_collectives(h, python):
+    """A program that all-reduces in a loop without an optimizer (issue 50's user): each completed
+    dist.all_reduce counts as a step, so it leaves start-up after two and is judged by its median,
+    as a DDP program is; after 10, rank 1 sleeps and rank 0 waits in its next all_reduce."""
+    program = h.write("allreduce_program.py", """\
+        import time
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+        t = torch.ones(4)
+        for step in range(10):
+            dist.all_reduce(t)
+            time.sleep(0.1)
+        work = dist.all_reduce(t, async_op=True)  # completes later: not counted
+        work.wait()
+        print("rank", rank, "reduced", flush=True)
+        if rank == 1:
+            time.sleep(120)  # RANK1-SLEEP
+        dist.all_reduce(t)  # RANK0-WAIT
+        """)
+    wait_line, wait_source = line_of(program, "RANK0-WAIT")
+    port = str(free_port())
+    ranks = []
+    for rank in (0, 1):
+        probe_dir = h.probe_dir("allreduce-%d" % rank)
+        env = h.env(probe_dir, rank=rank, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2",
+                    RANK=str(rank), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
+        ranks.append((h.start([python, program], env), probe_dir))
+    for rank, (process, _) in enumerate(ranks):
+        line = process.stdout.readline().decode()
+        if not check("reduced" in line, "rank %d did not reduce: %r%s" % (
+                rank, line, process.stdout.read(4000) if process.poll() is not None else "")):
+            return
+
+    def settled():
+        status = read_json(os.path.join(ranks[0][1], "status.json"))
+        return status if status and status["op"] == "all_reduce" and status["waiting"] else None
+
+    status0 = wait_for(settled, 15) or read_json(os.path.join(ranks[0][1], "status.json"))
+    status1 = read_json(os.path.join(ranks[1][1], "status.json"))
+    if not check(status0 and status1, "no status.json from the all-reducing ranks"):
+        return
+    print("rank 0: %s\nrank 1: %s" % (json.dumps(status0), json.dumps(status1)), flush=True)
+    for rank, status in enumerate((status0, status1)):
+        check(status["steps"] == 10, "rank %d counted %s collectives, not 10: %s" % (rank, status["steps"], status))
+        check(100 <= status["median_step_ms"] <= 1000,
+              "rank %d's median step %s ms is not about 100 ms: %s" % (rank, status["median_step_ms"], status))
+        check(status["phase"] == "run", "rank %d's phase: %s" % (rank, status))
+        check(status["last_step_unix_ms"] > status["started_unix_ms"], "rank %d last_step_unix_ms: %s" % (rank, status))
+    check(status0["where"] == "allreduce_program.py:%d in <module>: %s" % (wait_line, wait_source),
+          "rank 0's where: %r" % status0["where"])
+    for process, _ in ranks:
+        process.kill()
+        process.wait()
+
+
 # ---- JAX -----------------------------------------------------------------------------------
 
 def test_jax(h, python):
@@ -636,6 +693,7 @@ def main():
                  ("plain", test_silent_cases, sys.executable),
                  ("plain", test_plain_program, sys.executable),
                  ("torch", test_torch_ddp, args.torch_python),
+                 ("torch", test_torch_collectives, args.torch_python),
                  ("jax", test_jax, args.jax_python)]
         for part, test, python in parts:
             if only and part not in only:

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -301,13 +302,14 @@ int KillNcclAsync() {
 }
 
 // The last rank enters an all-reduce at once, the others a second later: a test stops the last
-// one while it waits inside.
+// one while it waits inside. COHORT_TEST_ALLREDUCE_FLOATS: the all-reduce's size (1 << 16).
 int StopInside() {
   Checker c;
   auto comm = World(c);
   if (!comm) return 3;
   const int r = comm->rank(), p = comm->size();
-  std::vector<float> x(1 << 16, 1.0f);
+  const char* floats = std::getenv("COHORT_TEST_ALLREDUCE_FLOATS");
+  std::vector<float> x(floats != nullptr ? std::strtoul(floats, nullptr, 10) : 1 << 16, 1.0f);
   c.Ok(
       comm->AllReduce(x.data(), x.data(), x.size(), dist::DataType::kFloat32, dist::ReduceOp::kSum),
       "warm-up");

@@ -523,18 +523,22 @@ void CommunicatorImpl::HandleNcclFailure(absl::Status failure) {
 
 std::optional<std::string> CommunicatorImpl::Diagnose(const OpSignature& sig,
                                                       absl::Duration waited) {
-  // Every rank's entry into this call reaches the service within `settle` (a report interval
-  // plus a heartbeat interval). After a short wait, let the latest reports arrive. After a wait of
-  // at least twice that, a rank that entered within the last `settle` is itself behind by more
-  // than `settle`: naming it as the one that held the call up is right, and not waiting for its
-  // report names a stopped rank within the timeout + 1 s (docs/faults.md). A process that stopped
-  // when the call began reads as stopped once its last report is `stale_after` old: a timeout
-  // shorter than that waits until then.
+  // Every rank's entry into this call reaches the service within `settle`: a report interval
+  // plus the heartbeat that carries it, or, sooner, the prompt report of a collective in flight
+  // for kPromptProgressAfter (Agent::ReportProgress). After a short wait, let the latest reports
+  // arrive. After a wait of at least twice that, a rank that entered within the last `settle` is
+  // itself behind by more than `settle`: naming it as the one that held the call up is right, and
+  // not waiting for its report names a stopped rank within the timeout + 1 s (docs/faults.md),
+  // whatever the heartbeat timeout. A live program reports every report interval, so one whose
+  // report was `stale_after` old when its agent last heartbeat has stopped; a timeout shorter
+  // than that waits until then.
   ProgressReporter::Get().PushNow();
   const absl::Duration heartbeat = cohort::coordination::HeartbeatInterval(job_.heartbeat_timeout);
-  const absl::Duration settle = ProgressReporter::kInterval + heartbeat + absl::Milliseconds(200);
-  const absl::Duration stale_after =
-      2 * (ProgressReporter::kInterval + heartbeat) + absl::Seconds(1);
+  const absl::Duration settle = ProgressReporter::kInterval +
+                                std::min(heartbeat, cohort::coordination::kPromptProgressAfter +
+                                                        ProgressReporter::kInterval) +
+                                absl::Milliseconds(200);
+  const absl::Duration stale_after = 3 * ProgressReporter::kInterval;
   absl::Duration wait =
       std::clamp(stale_after + absl::Milliseconds(200) - waited, absl::ZeroDuration(), settle);
   if (waited < 2 * settle) wait = settle;

@@ -57,7 +57,9 @@ std::optional<std::string> DiagnoseTimeout(const TimeoutContext& ctx,
     const std::string heartbeat =
         t.since_heartbeat ? absl::StrCat("heartbeat ", Seconds(*t.since_heartbeat), " ago")
                           : "no heartbeat yet";
-    const bool stale = !t.since_report || *t.since_report > ctx.stale_after;
+    const bool stale =
+        !t.since_report ||
+        *t.since_report - t.since_heartbeat.value_or(absl::ZeroDuration()) > ctx.stale_after;
     if (r == ctx.rank) {
       ++entered;
       ++reported;

@@ -21,7 +21,9 @@ struct TimeoutContext {
   int rank = 0;              // This rank.
   RankNames names;
   absl::Duration waited;  // How long this rank waited in it.
-  // A program that has not reported progress for longer is called stopped.
+  // A program whose last report was older than this when its agent last heartbeat is called
+  // stopped (a live one reports every ProgressReporter::kInterval; the heartbeat interval, which
+  // only delays when the service hears it, does not count).
   absl::Duration stale_after;
 };
 
