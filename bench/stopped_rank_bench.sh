@@ -43,9 +43,9 @@ run_once() {
     sleep 0.02  # The job's output is a file a subshell appends to: nothing to wait on.
   done
   for p in $(pgrep -f "test-trainer collective-stop-inside"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "COHORT_PROCESS_ID=$last"; then
-      pid=$p
-    fi
+    local environment
+    environment=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null || true)
+    if grep -qx "COHORT_PROCESS_ID=$last" <<<"$environment"; then pid=$p; fi
   done
   if [[ -z "$pid" ]]; then
     echo "stopped_rank_bench: no process of rank $last to stop" >&2
@@ -55,7 +55,7 @@ run_once() {
   wait "$runner" || true
   local entered named ended
   entered=$(grep "\[rank 0\] IN_COLLECTIVE" "$out" | tail -1 | cut -d' ' -f1)
-  named=$(grep "\[rank 0\] cohort: the job failed" "$out" | head -1 | cut -d' ' -f1)
+  named=$(grep -m1 "\[rank 0\] cohort: the job failed" "$out" | cut -d' ' -f1)
   ended=$(tail -1 "$out" | cut -d' ' -f1)
   if [[ -z "$entered" || -z "$named" ]]; then
     echo "stopped_rank_bench: the run did not go as planned; its output:" >&2
