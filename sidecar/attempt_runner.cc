@@ -92,7 +92,7 @@ absl::Status AttemptRunner::StartHub(const coordination::HangTimeout& timeout) {
   h.FollowLocally([this](int32_t attempt) { OnOrder(attempt); });
   if (progress_) {
     progress_->Start([this](const attemptspb::ReportHealthRequest& report) {
-      hub_->hub().ReportHealth(report, absl::Now());
+      hub_->hub().RecordHealth(report, absl::Now());
       hub_->hub().CheckHang(absl::Now());  // Rank 0 drives the detector, once a second.
     });
   }

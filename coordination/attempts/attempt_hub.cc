@@ -56,7 +56,7 @@ void AttemptHub::set_hang_detection(HangTimeout timeout, std::string dumps_base,
   dump_locally_ = std::move(dump_locally);
 }
 
-void AttemptHub::ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Time now) {
+void AttemptHub::RecordHealth(const attemptspb::ReportHealthRequest& report, absl::Time now) {
   absl::MutexLock lock(&mu_);
   switch (ledger_.RecordHealth(report, now)) {
     case AttemptLedger::Evidence::kNone:
@@ -291,7 +291,7 @@ grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* 
                                                    const attemptspb::ReportHealthRequest* req,
                                                    attemptspb::ReportHealthResponse*) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
-  ReportHealth(*req, absl::Now());
+  RecordHealth(*req, absl::Now());
   return FinishUnary(ctx, absl::OkStatus());
 }
 

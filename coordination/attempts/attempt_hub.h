@@ -79,7 +79,8 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   void ReportEnd(const attemptspb::AttemptEnd& end);
   // Records what a pod's sidecar says of its ranks' progress (one of an earlier attempt is
   // dropped), and that the pod collected a hang's evidence.
-  void ReportHealth(const attemptspb::ReportHealthRequest& report, absl::Time now);
+  // (Its own name: the RPC handler ReportHealth below is the gRPC service's overload.)
+  void RecordHealth(const attemptspb::ReportHealthRequest& report, absl::Time now);
   // Runs the hang detector at `now` (rank 0's sidecar, every second): a new hang is published
   // and every pod asked for evidence; the evidence is complete when every pod that follows has
   // collected it, or AttemptLedger::kDumpPatience after the hang was found; a hang whose ranks

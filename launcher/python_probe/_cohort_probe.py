@@ -334,13 +334,8 @@ class _Probe:
         probe = self
 
         def wrapper(*args, **kwargs):
-            level = getattr(depth, "level", 0)
-            depth.level = level + 1
-            try:
-                result = function(*args, **kwargs)
-            finally:
-                depth.level = level
-            if level == 0 and not probe.off and not kwargs.get("async_op", False):
+            result, outermost = _outermost_call(depth, function, args, kwargs)
+            if outermost and not probe.off and not kwargs.get("async_op", False):
                 probe.collective_times.append(probe.time())
                 probe.collective_steps += 1
             return result
@@ -397,13 +392,8 @@ class _Probe:
                     cached = False
                 if cached:
                     return function(*args, **kwargs)  # already on the host: no sync
-            level = getattr(depth, "level", 0)
-            depth.level = level + 1
-            try:
-                result = function(*args, **kwargs)
-            finally:
-                depth.level = level
-            if level == 0 and not probe.off:
+            result, outermost = _outermost_call(depth, function, args, kwargs)
+            if outermost and not probe.off:
                 probe.jax_times.append(probe.time())
                 probe.jax_steps += 1
             return result
@@ -834,6 +824,17 @@ class _Probe:
 
 
 # Function names of decorators and dispatchers: not the "op" a thread waits in.
+def _outermost_call(depth, function, args, kwargs):
+    """Calls `function`; its result, and whether the call was this thread's outermost one counted
+    by `depth` (a threading.local): a counted call made inside another counts once."""
+    level = getattr(depth, "level", 0)
+    depth.level = level + 1
+    try:
+        return function(*args, **kwargs), level == 0
+    finally:
+        depth.level = level
+
+
 # torch.distributed's collectives whose completed calls count as progress (_patch_torch_collectives).
 _TORCH_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
                       "reduce_scatter_tensor", "reduce", "all_to_all", "all_to_all_single", "barrier",

@@ -12,44 +12,10 @@ namespace cohort::local {
 
 using json = nlohmann::json;
 
-absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string& path) {
-  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
-  std::string group;
-  size_t i;
-  if (parts.size() >= 2 && parts[0] == "api") {
-    i = 2;
-  } else if (parts.size() >= 3 && parts[0] == "apis") {
-    group = parts[1];
-    i = 3;
-  } else {
-    return absl::NotFoundError(
-        absl::StrCat("the server could not find the requested resource (", path, ")"));
-  }
-  ResourceTarget t;
-  std::vector<std::string> rest(parts.begin() + i, parts.end());
-  if (rest.size() >= 3 && rest[0] == "namespaces") {
-    t.ns = rest[1];
-    rest.erase(rest.begin(), rest.begin() + 2);
-  }
-  if (rest.empty()) return absl::NotFoundError(absl::StrCat("no resource in ", path));
-  std::optional<ResourceType> type = store.FindType(group, rest[0]);
-  std::string version = group.empty() ? parts[1] : parts[2];
-  if (!type || type->version != version) {
-    return absl::NotFoundError(absl::StrCat("the server could not find the requested resource (",
-                                            group.empty() ? "" : group + "/", version, ", ",
-                                            rest[0], ")"));
-  }
-  t.type = *type;
-  if (rest.size() >= 2) t.name = rest[1];
-  if (rest.size() >= 3) t.subresource = rest[2];
-  if (rest.size() > 3 ||
-      (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction" &&
-       t.subresource != "log" && !(t.subresource == "token" && t.type.kind == "ServiceAccount"))) {
-    return absl::NotFoundError(absl::StrCat("the server does not serve ", path));
-  }
-  return t;
-}
+namespace {
 
+// The reason ("NotFound", "Conflict") and the HTTP code of a status code, as Kubernetes maps
+// them.
 const char* ReasonOf(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kNotFound:
@@ -98,6 +64,46 @@ int HttpCodeOf(absl::StatusCode code) {
     default:
       return 500;
   }
+}
+
+}  // namespace
+
+absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string& path) {
+  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  std::string group;
+  size_t i;
+  if (parts.size() >= 2 && parts[0] == "api") {
+    i = 2;
+  } else if (parts.size() >= 3 && parts[0] == "apis") {
+    group = parts[1];
+    i = 3;
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat("the server could not find the requested resource (", path, ")"));
+  }
+  ResourceTarget t;
+  std::vector<std::string> rest(parts.begin() + i, parts.end());
+  if (rest.size() >= 3 && rest[0] == "namespaces") {
+    t.ns = rest[1];
+    rest.erase(rest.begin(), rest.begin() + 2);
+  }
+  if (rest.empty()) return absl::NotFoundError(absl::StrCat("no resource in ", path));
+  std::optional<ResourceType> type = store.FindType(group, rest[0]);
+  std::string version = group.empty() ? parts[1] : parts[2];
+  if (!type || type->version != version) {
+    return absl::NotFoundError(absl::StrCat("the server could not find the requested resource (",
+                                            group.empty() ? "" : group + "/", version, ", ",
+                                            rest[0], ")"));
+  }
+  t.type = *type;
+  if (rest.size() >= 2) t.name = rest[1];
+  if (rest.size() >= 3) t.subresource = rest[2];
+  if (rest.size() > 3 ||
+      (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction" &&
+       t.subresource != "log" && !(t.subresource == "token" && t.type.kind == "ServiceAccount"))) {
+    return absl::NotFoundError(absl::StrCat("the server does not serve ", path));
+  }
+  return t;
 }
 
 json StatusObject(const absl::Status& s) {

@@ -21,9 +21,6 @@ namespace cohort::local {
 // path when it names no kind this server serves, or a subresource it does not.
 absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string& path);
 
-// The HTTP code and the reason ("NotFound", "Conflict") of a status code, as Kubernetes maps them.
-int HttpCodeOf(absl::StatusCode code);
-const char* ReasonOf(absl::StatusCode code);
 // A metav1.Status object for `s`.
 nlohmann::json StatusObject(const absl::Status& s);
 // Answers with `result` (`ok_code`) or its error as a Status object.

@@ -154,7 +154,7 @@ class Harness {
     service_ = std::make_unique<CoordinationService>(config, &clock_);
     handler_ = std::make_unique<CoordinationRpcHandler>(service_.get(), ReplyBudget::Create());
     for (TaskId t = 1; t < n; ++t) {
-      RegisterArgs args{t, PeerIncarnation(t), n, "peer", 200 + t, attempt, {}, {}};
+      RegisterArgs args{t, PeerIncarnation(t), n, "peer", 200 + t, attempt, {}, {}, {}};
       service_->RegisterTask(args, [](absl::Status) {});
     }
   }

@@ -273,11 +273,11 @@ TEST_F(AttemptHubTest, AHangIsPublished_EveryPodAskedForEvidence_ClearedByTheNex
     return r;
   };
   const absl::Time now = absl::Now();
-  hub.ReportHealth(report(0, 30'000, true, 0), now);
+  hub.RecordHealth(report(0, 30'000, true, 0), now);
   ASSERT_TRUE(follower.ReportHealth(report(1, 30'000, false, 0)).ok());
   hub.CheckHang(now);
   EXPECT_FALSE(hub.State().has_hang()) << "30 s of a 60 s timeout";
-  hub.ReportHealth(report(0, 61'000, true, 0), now);
+  hub.RecordHealth(report(0, 61'000, true, 0), now);
   ASSERT_TRUE(follower.ReportHealth(report(1, 61'000, false, 0)).ok());
   hub.CheckHang(now);
 
@@ -295,7 +295,7 @@ TEST_F(AttemptHubTest, AHangIsPublished_EveryPodAskedForEvidence_ClearedByTheNex
   EXPECT_EQ(asked_locally, (std::vector<std::pair<uint64_t, int32_t>>{{id, 2}}));
 
   // The evidence: complete once both pods collected it.
-  hub.ReportHealth(report(0, 62'000, true, id), now);
+  hub.RecordHealth(report(0, 62'000, true, id), now);
   EXPECT_FALSE(hub.State().hang().dumps_complete());
   ASSERT_TRUE(follower.ReportHealth(report(1, 62'000, false, id)).ok());
   EXPECT_TRUE(op.WaitFor([](const auto& s) { return s.has_hang() && s.hang().dumps_complete(); }));
@@ -325,7 +325,7 @@ TEST_F(AttemptHubTest, APodThatNeverCollects_TheEvidenceIsCompleteAfterThePatien
   h.set_rank(1);
   h.set_progress_age_ms(120'000);
   const absl::Time now = absl::Now();
-  hub.ReportHealth(r, now);
+  hub.RecordHealth(r, now);
   hub.CheckHang(now);
   ASSERT_TRUE(hub.State().has_hang());
   hub.CheckHang(now + AttemptLedger::kDumpPatience - absl::Seconds(1));
@@ -334,7 +334,7 @@ TEST_F(AttemptHubTest, APodThatNeverCollects_TheEvidenceIsCompleteAfterThePatien
   EXPECT_TRUE(hub.State().hang().dumps_complete());
   // Its rank moves again: the hang clears.
   h.set_progress_age_ms(0);
-  hub.ReportHealth(r, now + AttemptLedger::kDumpPatience);
+  hub.RecordHealth(r, now + AttemptLedger::kDumpPatience);
   hub.CheckHang(now + AttemptLedger::kDumpPatience);
   EXPECT_FALSE(hub.State().has_hang());
 }
