@@ -367,7 +367,7 @@ def test_torch_ddp(h, python):
 
     def settled(rank):
         status = read_json(os.path.join(ranks[rank][1], "status.json"))
-        if status and not status["busy"] and (rank == 1 or status["op"] == "all_reduce"):
+        if status and not status["busy"] and (status["op"] == "all_reduce" if rank == 0 else "RANK1-SLEEP" in status["where"]):
             return status
         return None
 
@@ -449,12 +449,14 @@ def test_torch_collectives(h, python):
                 rank, line, process.stdout.read(4000) if process.poll() is not None else "")):
             return
 
-    def settled():
-        status = read_json(os.path.join(ranks[0][1], "status.json"))
-        return status if status and status["op"] == "all_reduce" and status["waiting"] else None
+    # Each probe rewrites status.json on its own period: wait until rank 0's shows it waiting in
+    # its last all_reduce and rank 1's shows it asleep, so neither is a file written mid-loop.
+    def settled(rank, marker):
+        status = read_json(os.path.join(ranks[rank][1], "status.json"))
+        return status if status and marker in status["where"] else None
 
-    status0 = wait_for(settled, 15) or read_json(os.path.join(ranks[0][1], "status.json"))
-    status1 = read_json(os.path.join(ranks[1][1], "status.json"))
+    status0 = wait_for(lambda: settled(0, "RANK0-WAIT"), 15) or read_json(os.path.join(ranks[0][1], "status.json"))
+    status1 = wait_for(lambda: settled(1, "RANK1-SLEEP"), 15) or read_json(os.path.join(ranks[1][1], "status.json"))
     if not check(status0 and status1, "no status.json from the all-reducing ranks"):
         return
     print("rank 0: %s\nrank 1: %s" % (json.dumps(status0), json.dumps(status1)), flush=True)
@@ -464,6 +466,8 @@ def test_torch_collectives(h, python):
               "rank %d's median step %s ms is not about 100 ms: %s" % (rank, status["median_step_ms"], status))
         check(status["phase"] == "run", "rank %d's phase: %s" % (rank, status))
         check(status["last_step_unix_ms"] > status["started_unix_ms"], "rank %d last_step_unix_ms: %s" % (rank, status))
+    check(status0["waiting"] is True and status0["op"] == "all_reduce",
+          "rank 0 does not say it waits in all_reduce: %s" % status0)
     check(status0["where"] == "allreduce_program.py:%d in <module>: %s" % (wait_line, wait_source),
           "rank 0's where: %r" % status0["where"])
     for process, _ in ranks:
