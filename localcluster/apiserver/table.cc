@@ -66,13 +66,17 @@ json PodRestarts(const json& o) {
   return n;
 }
 
-// A node's STATUS, as kubectl prints it: Ready when its Ready condition is True, else NotReady.
+// A node's STATUS, as kubectl prints it: Ready when its Ready condition is True, else NotReady;
+// ",SchedulingDisabled" after it while the node is cordoned (spec.unschedulable).
 json NodeStatus(const json& o) {
+  std::string status = "Unknown";
   for (const json& c : o.value("status", json::object()).value("conditions", json::array())) {
-    if (c.value("type", "") == "Ready")
-      return c.value("status", "") == "True" ? "Ready" : "NotReady";
+    if (c.value("type", "") == "Ready") status = c.value("status", "") == "True" ? "Ready" : "NotReady";
   }
-  return "Unknown";
+  const json spec = o.value("spec", json::object());
+  if (spec.is_object() && spec.contains("unschedulable") && spec["unschedulable"] == true)
+    status += ",SchedulingDisabled";
+  return status;
 }
 
 // A node's INTERNAL-IP.

@@ -112,9 +112,23 @@ void Scheduler::OnNode(const std::string& type, const json& node) {
   }
   bool ready = type != "DELETED" && kube::ConditionStatus(node, "Ready") == "True" &&
                options_.subnets.contains(name);
+  // `kubectl cordon` sets spec.unschedulable; `kubectl uncordon` clears it.
+  const bool cordoned =
+      type != "DELETED" && kube::Member(kube::Member(node, "spec"), "unschedulable") == true;
+  bool cordon_changed = false;
+  if (cordoned != cordoned_.contains(name)) {
+    cordon_changed = true;
+    if (cordoned) {
+      cordoned_.insert(name);
+      LogInfo("node ", name, " is cordoned (spec.unschedulable): no new pods go there");
+    } else {
+      cordoned_.erase(name);
+      if (type != "DELETED") LogInfo("node ", name, " is uncordoned: new pods may go there");
+    }
+  }
   bool was_ready = ready_nodes_.contains(name);
   if (ready == was_ready) {
-    if (room_changed && ready) ScheduleWaiting();
+    if ((room_changed || cordon_changed) && ready) ScheduleWaiting();
     return;
   }
   if (ready) {
@@ -215,7 +229,7 @@ std::string Scheduler::ChooseNode() const {
   const std::set<std::string> full = FullNodes();
   std::string best;
   for (const auto& [node, pods] : load) {
-    if (full.contains(node)) continue;
+    if (full.contains(node) || cordoned_.contains(node)) continue;
     if (best.empty() || pods < load[best]) best = node;
   }
   return best;
@@ -223,15 +237,19 @@ std::string Scheduler::ChooseNode() const {
 
 std::string Scheduler::UnschedulableMessage() const {
   const int nodes = static_cast<int>(options_.subnets.size());
+  int cordoned = 0;
+  for (const std::string& node : cordoned_) cordoned += ready_nodes_.contains(node);
   int full = 0;
-  for (const std::string& node : FullNodes()) full += ready_nodes_.contains(node);
+  for (const std::string& node : FullNodes())
+    full += ready_nodes_.contains(node) && !cordoned_.contains(node);
   const int not_ready = nodes - static_cast<int>(ready_nodes_.size());
-  std::string message = absl::StrCat("0/", nodes, " nodes are available:");
-  if (not_ready > 0)
-    absl::StrAppend(&message, " ", not_ready, " node(s) were not ready", full > 0 ? "," : ".");
-  if (full > 0) absl::StrAppend(&message, " ", full, " Too many pods.");
-  if (not_ready == 0 && full == 0) absl::StrAppend(&message, " no node has room.");
-  return message;
+  // Each node counted once, under the first reason that rules it out.
+  std::vector<std::string> reasons;
+  if (not_ready > 0) reasons.push_back(absl::StrCat(not_ready, " node(s) were not ready"));
+  if (cordoned > 0) reasons.push_back(absl::StrCat(cordoned, " node(s) were unschedulable"));
+  if (full > 0) reasons.push_back(absl::StrCat(full, " Too many pods"));
+  if (reasons.empty()) reasons.push_back("no node has room");
+  return absl::StrCat("0/", nodes, " nodes are available: ", absl::StrJoin(reasons, ", "), ".");
 }
 
 std::string Scheduler::AllocateAddress(const std::string& node) {

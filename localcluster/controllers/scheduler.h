@@ -38,11 +38,13 @@ struct SchedulerOptions {
 //   fewest unfinished pods, ties to the first name, so a job's pods spread over the nodes; it is
 //   bound with one merge patch that also sets its address (annotation kPodAddressAnnotation),
 //   drawn from the node's subnet, which the node's kubelet reports as status.podIP;
+// - a cordoned node (spec.unschedulable: `kubectl cordon`) takes no new pod; its pods stay, and
+//   once uncordoned it takes pods again (waiting ones first);
 // - a node takes at most its Node's status.allocatable.pods (the kubelet's --max-pods) pods that
 //   have not finished (Succeeded/Failed), terminating ones included, as Kubernetes counts them;
 // - with no Ready node with room the pod stays Pending with PodScheduled=False (reason
 //   Unschedulable, the message saying why per node, as "0/2 nodes are available: 2 Too many
-//   pods."), and is placed once a node becomes Ready or a pod finishes or goes;
+//   pods."), and is placed once a node becomes Ready or uncordoned or a pod finishes or goes;
 // - a pod with spec.schedulingGates stays Pending with PodScheduled=False, reason
 //   SchedulingGated, and is considered once its last gate is removed;
 // - the hosts file names every placed pod from the moment it is bound until its object is gone,
@@ -95,6 +97,7 @@ class Scheduler {
   std::unique_ptr<kube::Informer> nodes_;
   absl::Mutex mu_;
   std::set<std::string> ready_nodes_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> cordoned_ ABSL_GUARDED_BY(mu_);  // spec.unschedulable.
   // By "namespace/name".
   std::map<std::string, Placed> placed_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, nlohmann::json> waiting_ ABSL_GUARDED_BY(mu_);

@@ -296,6 +296,39 @@ TEST_F(LocalControllersTest,
   EXPECT_EQ(NodeOf(placed), "node-0");
 }
 
+TEST_F(LocalControllersTest,
+       CordonedNode_TakesNoNewPod_ItsPodsStay_UncordonedItTakesTheWaitingOne) {
+  CreateNode("node-0", "True");
+  CreateNode("node-1", "True");
+  StartScheduler();
+  ASSERT_TRUE(scheduler_->WaitForReadyNodes(2, kWait));
+  CreatePod("before");
+  json before =
+      Await(kube::kPods, "default", "before", [](const json& p) { return !NodeOf(p).empty(); });
+  ASSERT_FALSE(before.is_null());
+  // What `kubectl cordon` writes: both nodes cordoned, a new pod waits naming why.
+  for (const char* node : {"node-0", "node-1"}) {
+    ASSERT_TRUE(
+        client_->MergePatch(kube::kNodes, "", node, {{"spec", {{"unschedulable", true}}}}).ok());
+  }
+  CreatePod("after");
+  json waits = Await(kube::kPods, "default", "after",
+                     [](const json& p) { return absl::StartsWith(Scheduled(p), "False/"); });
+  EXPECT_EQ(Scheduled(waits),
+            "False/Unschedulable: 0/2 nodes are available: 2 node(s) were unschedulable.");
+  EXPECT_EQ(NodeOf(waits), "");
+  EXPECT_EQ(NodeOf(*client_->Get(kube::kPods, "default", "before")), NodeOf(before))
+      << "a cordon moves no pod";
+  // `kubectl uncordon` removes the field: the waiting pod goes to that node.
+  ASSERT_TRUE(
+      client_->MergePatch(kube::kNodes, "", "node-1", {{"spec", {{"unschedulable", nullptr}}}})
+          .ok());
+  json placed =
+      Await(kube::kPods, "default", "after", [](const json& p) { return !NodeOf(p).empty(); });
+  ASSERT_FALSE(placed.is_null()) << "not placed once node-1 was uncordoned";
+  EXPECT_EQ(NodeOf(placed), "node-1");
+}
+
 TEST_F(LocalControllersTest, PodBoundByItsAuthor_GetsAnAddressOnItsNode) {
   CreateNode("node-0", "True");
   StartScheduler();
