@@ -24,6 +24,7 @@
 #include "localcluster/apiserver/openapi.h"
 #include "localcluster/apiserver/pod_validation.h"
 #include "localcluster/apiserver/request_reply.h"
+#include "localcluster/apiserver/scale.h"
 #include "localcluster/apiserver/schema_validation.h"
 #include "localcluster/apiserver/server_side_apply.h"
 #include "localcluster/apiserver/table.h"
@@ -65,6 +66,9 @@ absl::StatusOr<ResourceType> TypeFromCrd(const json& crd) {
   t.version = chosen->value("name", "");
   t.status_subresource =
       chosen->contains("subresources") && (*chosen)["subresources"].contains("status");
+  absl::StatusOr<std::optional<ScaleSubresource>> scale = ScaleSubresourceOf(*chosen);
+  if (!scale.ok()) return scale.status();
+  t.scale = *std::move(scale);
   t.printer_columns = chosen->value("additionalPrinterColumns", json::array());
   if (chosen->contains("schema") && (*chosen)["schema"].is_object()) {
     json schema = (*chosen)["schema"].value("openAPIV3Schema", json());
@@ -90,6 +94,15 @@ json ResourceList(const std::string& group_version, const std::vector<ResourceTy
                            {"singularName", ""},
                            {"namespaced", t.namespaced},
                            {"kind", t.kind},
+                           {"verbs", {"get", "patch", "update"}}});
+    }
+    if (t.scale) {
+      resources.push_back({{"name", t.plural + "/scale"},
+                           {"singularName", ""},
+                           {"namespaced", t.namespaced},
+                           {"group", "autoscaling"},
+                           {"version", "v1"},
+                           {"kind", "Scale"},
                            {"verbs", {"get", "patch", "update"}}});
     }
     if (t.kind == "Pod") {
@@ -225,6 +238,20 @@ void ApiServer::Route() {
     svr.Patch(prefix, ForResource("PATCH", &ApiServer::ServePatch));
     svr.Delete(prefix, ForResource("DELETE", &ApiServer::ServeDelete));
   }
+  // A handler that throws answers 500 naming what went wrong (not the error handler's 404).
+  svr.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr thrown) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(thrown);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        LogError("local API server: ", req.method, " ", req.path, ": ", what);
+        Reply(res, absl::InternalError(absl::StrCat("the server failed on ", req.method, " ",
+                                                    req.path, ": ", what)));
+      });
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     Reply(res, absl::NotFoundError(absl::StrCat(
@@ -298,6 +325,9 @@ const ApiServer::Special ApiServer::kSpecials[] = {
     {"GET", "log", "", &ApiServer::ServeLog},
     {"POST", "token", "", &ApiServer::ServeToken},
     {"POST", "eviction", "", &ApiServer::ServeEviction},
+    {"GET", "scale", "", &ApiServer::ServeScale},
+    {"PUT", "scale", "", &ApiServer::ServeScale},
+    {"PATCH", "scale", "", &ApiServer::ServeScale},
     {"POST", "", "SelfSubjectAccessReview", &ApiServer::ServeAccessReview},
     {"POST", "", "SubjectAccessReview", &ApiServer::ServeAccessReview},
 };

@@ -27,7 +27,8 @@ struct ResourceTarget {
   ResourceType type;
   std::string ns;
   std::string name;         // Empty: the collection.
-  std::string subresource;  // "status", "eviction", "log", "token" (service accounts) or empty.
+  std::string subresource;  // "status", "scale", "eviction", "log", "token" (service accounts)
+                            // or empty.
 };
 
 struct ApiServerOptions {
@@ -53,7 +54,8 @@ struct ApiServerOptions {
 // CustomResourceDefinition registers; get/list/create/update/merge, strategic-merge and JSON
 // patch, server-side apply with managedFields (server_side_apply.h), delete; service account
 // tokens (TokenRequest) authorized by RBAC (rbac.h); the protobuf bodies of the kinds typed
-// clients write (kube_protobuf.h); the status subresource, list and watch with resourceVersion,
+// clients write (kube_protobuf.h); the status subresource, a CRD's scale subresource (scale.h:
+// `kubectl scale`), list and watch with resourceVersion,
 // bookmarks, label and field selectors, Table output for kubectl get and get -w (a CRD's printer
 // columns), the pod eviction endpoint (DisruptionTarget, then graceful deletion), pod logs (without
 // --follow) and ownerReference garbage collection. A custom resource is pruned, defaulted and
@@ -107,6 +109,9 @@ class ApiServer {
   void ServeDelete(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
   // POST serviceaccounts/<name>/token: a TokenRequest.
   void ServeToken(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
+  // GET, PUT and PATCH <resource>/<name>/scale of a custom resource whose CRD declares the scale
+  // subresource (scale.h).
+  void ServeScale(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
   // POST pods/<name>/eviction (Evict).
   void ServeEviction(const ResourceTarget& t, const httplib::Request& req, httplib::Response& res);
   // POST of a SelfSubjectAccessReview or SubjectAccessReview (AccessReview).

@@ -22,6 +22,14 @@ namespace cohort::local {
 
 // A kind the API server serves: built in (pods, services, ...) or registered by a
 // CustomResourceDefinition.
+// A CRD's subresources.scale: where the object keeps what its Scale shows (JSON paths from the
+// object's root, ".spec.replicas").
+struct ScaleSubresource {
+  std::string spec_replicas_path;
+  std::string status_replicas_path;
+  std::string label_selector_path;  // Empty: none.
+};
+
 struct ResourceType {
   std::string group;  // "" for the core API.
   std::string version;
@@ -37,6 +45,7 @@ struct ResourceType {
   // copied for every request.
   std::shared_ptr<const nlohmann::json> schema = nullptr;
   std::vector<std::string> categories = {};  // For `kubectl get all` and the like.
+  std::optional<ScaleSubresource> scale = std::nullopt;  // Served at <plural>/<name>/scale.
 
   std::string GroupVersion() const { return group.empty() ? version : group + "/" + version; }
   std::string Key() const { return group + "/" + plural; }  // One version per kind here.

@@ -1,8 +1,8 @@
 #pragma once
 
-// The names of the objects a DistributedJob owns (children.h builds them): its Service, its
-// token Secret, its pods (a rank's, a replacement's, a spare's) and its pod groups, and the job a
-// pod of these names belongs to.
+// The names and labels of the objects a DistributedJob owns (children.h builds them): its Service,
+// its token Secret, its pods (a rank's, a replacement's, a spare's) and its pod groups, and the job
+// a pod of these names belongs to.
 
 #include <cstdint>
 #include <string>
@@ -11,6 +11,14 @@
 #include "operator/api/distributed_job.h"
 
 namespace cohort::op {
+
+// Labels on every child; selectors use the first two.
+inline constexpr char kJobNameLabel[] = "cohort.dev/job-name";
+inline constexpr char kRankLabel[] = "cohort.dev/rank";
+inline constexpr char kRestartAttemptLabel[] = "cohort.dev/restart-attempt";
+// On a spare pod (SparePodName), its name; it stays when the spare takes a slot (then the pod also
+// has the slot's kRankLabel), so the pod is known as one that began as a spare.
+inline constexpr char kSpareLabel[] = "cohort.dev/spare";
 
 std::string ServiceName(const DistributedJob& job);            // The job's name.
 std::string SecretName(const DistributedJob& job);             // "<job>-token".

@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "common/rfc3339.h"
 #include "kube/json_fields.h"
+#include "operator/api/child_names.h"
 
 namespace cohort::op {
 namespace {
@@ -466,7 +467,8 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     ReadField(status, "phase", "status.", &phase).IgnoreError();
     st.phase = ParsePhase(phase).value_or(Phase::kPending);
     for (auto [key, out] :
-         {std::pair{"ready", &st.ready}, std::pair{"active", &st.active},
+         {std::pair{"replicas", &st.replicas}, std::pair{"ready", &st.ready},
+          std::pair{"active", &st.active},
           std::pair{"succeeded", &st.succeeded}, std::pair{"failed", &st.failed},
           std::pair{"restarts", &st.restarts}, std::pair{"preemptions", &st.preemptions},
           std::pair{"uncountedRestarts", &st.uncounted_restarts},
@@ -539,6 +541,12 @@ json StatusToJson(const DistributedJob& job) {
   if (const int32_t per_pod = ResolvedProcessesPerPod(job); per_pod >= 1) {
     out["processesPerPod"] = per_pod;
   }
+  // The scale subresource's status (`kubectl scale`, a HorizontalPodAutoscaler).
+  out["replicas"] = st.replicas;
+  if (const int32_t per_pod = ResolvedProcessesPerPod(job); per_pod >= 1) {
+    out["processes"] = static_cast<int64_t>(st.replicas) * per_pod;
+  }
+  out["selector"] = absl::StrCat(kJobNameLabel, "=", job.name);
   if (job.spec.spares > 0) {
     out["sparesText"] = absl::StrCat(st.ready_spares, "/", job.spec.spares);
   }

@@ -200,6 +200,10 @@ std::optional<Phase> ParsePhase(const std::string& name);
 struct DistributedJobStatus {
   Phase phase = Phase::kPending;
   std::vector<Condition> conditions;
+  // The pods the running restart attempt has (status.replicas, the scale subresource's:
+  // spec.replicas). StatusToJson adds status.processes (these pods' processes) and
+  // status.selector (the job's pods' label selector).
+  int32_t replicas = 0;
   int32_t ready = 0;
   int32_t active = 0;
   int32_t succeeded = 0;

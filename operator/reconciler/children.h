@@ -16,14 +16,6 @@
 
 namespace cohort::op {
 
-// Labels on every child; selectors use the first two.
-inline constexpr char kJobNameLabel[] = "cohort.dev/job-name";
-inline constexpr char kRankLabel[] = "cohort.dev/rank";
-inline constexpr char kRestartAttemptLabel[] = "cohort.dev/restart-attempt";
-// On a spare pod (SparePodName), its name; it stays when the spare takes a slot (then the pod also
-// has the slot's kRankLabel), so the pod is known as one that began as a spare.
-inline constexpr char kSpareLabel[] = "cohort.dev/spare";
-
 // Where the sidecar and the trainer meet (a shared emptyDir) and where the token is mounted.
 inline constexpr char kAgentDir[] = "/run/cohort";
 inline constexpr char kAgentSocket[] = "/run/cohort/agent.sock";

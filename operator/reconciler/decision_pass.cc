@@ -151,6 +151,7 @@ void DecisionPass::CountedRestart(const std::string& why, const char* condition_
 }
 
 void DecisionPass::Count() {
+  status.replicas = spec.replicas;
   status.ready = status.active = status.succeeded = status.failed = 0;
   for (const ObservedPod* p : current) {
     if (p->ready) ++status.ready;

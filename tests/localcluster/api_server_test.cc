@@ -546,6 +546,75 @@ TEST_F(CustomResourceTest, OpenApiV3_TheCrdSchemaForExplainAndFieldValidationFor
   EXPECT_EQ(Send("GET", "/openapi/v3/apis/nothing.example/v1", json()).status, 404);
 }
 
+// The scale subresource the CRD declares (subresources.scale), as `kubectl scale` and the
+// HorizontalPodAutoscaler use it: an autoscaling/v1 Scale over spec.replicas and status.replicas.
+TEST_F(CustomResourceTest, ScaleSubresource_ReadAndWrittenThroughTheCrdsPaths) {
+  ASSERT_EQ(Send("POST", kJobs, testing::Job("s")).status, 201);
+  ASSERT_TRUE(client_
+                  ->MergePatch(op::kDistributedJobs, "default", "s",
+                               {{"status", {{"replicas", 2}, {"selector", "a=b"}}}},
+                               /*status=*/true)
+                  .ok());
+  const std::string scale = absl::StrCat(kJobs, "/s/scale");
+  Response got = Send("GET", scale, json());
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.body["kind"], "Scale");
+  EXPECT_EQ(got.body["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(got.body["metadata"]["name"], "s");
+  EXPECT_EQ(got.body["metadata"]["resourceVersion"], Stored("s")["metadata"]["resourceVersion"]);
+  EXPECT_EQ(got.body["spec"], json({{"replicas", 2}}));
+  EXPECT_EQ(got.body["status"], json({{"replicas", 2}, {"selector", "a=b"}}));
+
+  // What kubectl scale sends: a merge patch of the Scale. The job's spec.replicas changes, and
+  // only it (a spec write: the generation moves).
+  const json before = Stored("s");
+  Response patched = Send("PATCH", scale, {{"spec", {{"replicas", 4}}}},
+                          "application/merge-patch+json");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.body["kind"], "Scale");
+  EXPECT_EQ(patched.body["spec"]["replicas"], 4);
+  EXPECT_EQ(patched.body["status"]["replicas"], 2) << "the status is the operator's to write";
+  json after = Stored("s");
+  EXPECT_EQ(after["spec"]["replicas"], 4);
+  EXPECT_EQ(after["metadata"]["generation"], before["metadata"]["generation"].get<int>() + 1);
+  after["spec"]["replicas"] = 2;
+  EXPECT_EQ(after["spec"], before["spec"]);
+
+  // A PUT with the resourceVersion it read: a stale one conflicts and changes nothing.
+  json put = patched.body;
+  put["spec"]["replicas"] = 3;
+  put["metadata"]["resourceVersion"] = got.body["metadata"]["resourceVersion"];
+  Response stale = Send("PUT", scale, put);
+  EXPECT_EQ(stale.status, 409) << stale.body;
+  EXPECT_EQ(Stored("s")["spec"]["replicas"], 4);
+  put["metadata"]["resourceVersion"] = Stored("s")["metadata"]["resourceVersion"];
+  Response fresh = Send("PUT", scale, put);
+  EXPECT_EQ(fresh.status, 200) << fresh.body;
+  EXPECT_EQ(Stored("s")["spec"]["replicas"], 3);
+
+  // The CRD's schema still holds (replicas at least 1), and a Scale without a number is refused.
+  Response zero = Send("PATCH", scale, {{"spec", {{"replicas", 0}}}}, "application/merge-patch+json");
+  EXPECT_EQ(zero.status, 422) << zero.body;
+  EXPECT_THAT(zero.body.value("message", ""), HasSubstr("spec.replicas"));
+  Response word =
+      Send("PATCH", scale, {{"spec", {{"replicas", "four"}}}}, "application/merge-patch+json");
+  EXPECT_EQ(word.status, 422) << word.body;
+  EXPECT_THAT(word.body.value("message", ""),
+              HasSubstr("Scale.spec.replicas: must be a non-negative integer (got \"four\")"));
+  EXPECT_EQ(Stored("s")["spec"]["replicas"], 3);
+
+  // Discovery says where it is and what it is, as kubectl's scale client looks it up.
+  Response group = Send("GET", "/apis/cohort.dev/v1alpha1", json());
+  json listed;
+  for (const json& r : group.body["resources"]) {
+    if (r["name"] == "distributedjobs/scale") listed = r;
+  }
+  EXPECT_EQ(listed.value("group", ""), "autoscaling") << group.body;
+  EXPECT_EQ(listed.value("version", ""), "v1");
+  EXPECT_EQ(listed.value("kind", ""), "Scale");
+  EXPECT_EQ(Send("GET", absl::StrCat(kJobs, "/missing/scale"), json()).status, 404);
+}
+
 TEST_F(CustomResourceTest, Discovery_ShortNamesAndCategories) {
   Response group = Send("GET", "/apis/cohort.dev/v1alpha1", json());
   ASSERT_EQ(group.status, 200);

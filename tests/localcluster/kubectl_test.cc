@@ -175,6 +175,51 @@ TEST_F(LocalClusterKubectl, GetWatch_ShowsThePrinterColumnsForEveryChange) {
   EXPECT_TRUE((*watch)->WaitForExit(kLineTimeout).has_value());
 }
 
+// `kubectl scale` through the CRD's scale subresource (no operator here: only spec.replicas
+// moves; what the operator does with it is docs/operator.md's, "Elastic replica groups").
+TEST_F(LocalClusterKubectl, Scale_WritesSpecReplicasThroughTheScaleSubresource) {
+  ASSERT_EQ(cluster_->Kubectl({"apply"}, JobYaml("k-scale", "  replicas: 2\n")).exit_code, 0);
+  LocalControlPlane::Result scaled =
+      cluster_->Kubectl({"scale", "djob/k-scale", "--replicas", "4"});
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.output;
+  EXPECT_THAT(scaled.output, HasSubstr("distributedjob.cohort.dev/k-scale scaled"));
+  absl::StatusOr<json> job = Get("k-scale");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)["spec"]["replicas"], 4);
+  // --current-replicas: kubectl reads the Scale first and refuses when it differs.
+  LocalControlPlane::Result refused =
+      cluster_->Kubectl({"scale", "djob/k-scale", "--current-replicas", "3", "--replicas", "1"});
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("Expected replicas to be 3, was 4"));
+  EXPECT_EQ((*Get("k-scale"))["spec"]["replicas"], 4);
+  LocalControlPlane::Result zero = cluster_->Kubectl({"scale", "djob/k-scale", "--replicas", "0"});
+  EXPECT_NE(zero.exit_code, 0) << zero.output;
+  EXPECT_THAT(zero.output, HasSubstr("spec.replicas"));
+}
+
+// `kubectl cordon` and `uncordon` as on a real cluster: the node's spec.unschedulable, shown as
+// SchedulingDisabled; the scheduler's side is LocalControllersTest's.
+TEST_F(LocalClusterKubectl, CordonAndUncordon_NodeShowsSchedulingDisabledMeanwhile) {
+  LocalControlPlane::Result cordon = cluster_->Kubectl({"cordon", "node-0"});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.output;
+  EXPECT_THAT(cordon.output, HasSubstr("node/node-0 cordoned"));
+  absl::StatusOr<json> node = cluster_->client().Get(kube::kNodes, "", "node-0");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)["spec"].value("unschedulable", false), true);
+  LocalControlPlane::Result shown = cluster_->Kubectl({"get", "nodes"});
+  EXPECT_TRUE(std::regex_search(shown.output, std::regex(R"(node-0\s+Ready,SchedulingDisabled)")))
+      << shown.output;
+
+  LocalControlPlane::Result uncordon = cluster_->Kubectl({"uncordon", "node-0"});
+  ASSERT_EQ(uncordon.exit_code, 0) << uncordon.output;
+  EXPECT_THAT(uncordon.output, HasSubstr("node/node-0 uncordoned"));
+  node = cluster_->client().Get(kube::kNodes, "", "node-0");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_FALSE((*node)["spec"].value("unschedulable", false));
+  shown = cluster_->Kubectl({"get", "nodes"});
+  EXPECT_TRUE(std::regex_search(shown.output, std::regex(R"(node-0\s+Ready\s)"))) << shown.output;
+}
+
 // Server-side apply with real kubectl: the apply creates and owns, another manager changing
 // an owned field conflicts naming it, --force-conflicts takes it over.
 TEST_F(LocalClusterKubectl, ServerSideApply_ConflictNamesTheFieldAndItsManager_ForceTakesItOver) {

@@ -453,6 +453,13 @@ TEST(StatusToJson, PrinterColumnsShowWhatIsInForce) {
   json st = StatusToJson(job);
   EXPECT_EQ(st["processesPerPod"], 4);
   EXPECT_EQ(st["sparesText"], "1/2");
+  // The scale subresource's status: the pods the running attempt has, their processes, and the
+  // selector of the job's pods.
+  job.status.replicas = 3;
+  st = StatusToJson(job);
+  EXPECT_EQ(st["replicas"], 3);
+  EXPECT_EQ(st["processes"], 12);
+  EXPECT_EQ(st["selector"], "cohort.dev/job-name=train");
 
   json gpus = JobBuilder().Spec("processesPerPod", "auto").Build();
   gpus["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 8;
@@ -468,6 +475,7 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   st.restarts = 2;
   st.preemptions = 1;
   st.ready = 3;
+  st.replicas = 4;
   st.coordinator_address = "train-0.train.ml.svc:8476";
   st.observed_generation = 4;
   st.last_hang_id = 12;
@@ -485,6 +493,7 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   EXPECT_EQ(job->status.phase, Phase::kRestarting);
   EXPECT_EQ(job->status.restarts, 2);
   EXPECT_EQ(job->status.preemptions, 1);
+  EXPECT_EQ(job->status.replicas, 4);
   EXPECT_EQ(job->status.coordinator_address, "train-0.train.ml.svc:8476");
   EXPECT_EQ(job->status.last_hang_id, 12);
   EXPECT_FALSE(obj["status"].contains("sparesText")) << "the job has no spares: " << obj["status"];
