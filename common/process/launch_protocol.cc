@@ -11,8 +11,15 @@
 namespace cohort::launch {
 
 std::string FormatOrder(const AttemptOrder& order) {
-  if (!order.pod_index) return absl::StrCat("attempt ", order.attempt, "\n");
-  return absl::StrCat("attempt ", order.attempt, " pod ", *order.pod_index, "\n");
+  std::string line = absl::StrCat("attempt ", order.attempt);
+  if (order.pod_index) absl::StrAppend(&line, " pod ", *order.pod_index);
+  if (order.idle) {
+    absl::StrAppend(&line, " idle");
+  } else if (const std::optional<Placement>& p = order.placement) {
+    absl::StrAppend(&line, " place ", p->position, " of ", p->pods, " groups ", p->replica_groups,
+                    " of ", p->desired_replica_groups);
+  }
+  return line + "\n";
 }
 
 std::string FormatEnded(const AttemptEnded& e) {
@@ -28,11 +35,30 @@ std::optional<AttemptOrder> ParseOrder(absl::string_view line) {
   std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
   AttemptOrder order;
   if (!absl::SimpleAtoi(f[0], &order.attempt) || order.attempt < 0) return std::nullopt;
-  if (f.size() == 1) return order;
-  int32_t pod = 0;
-  if (f.size() != 3 || f[1] != "pod" || !absl::SimpleAtoi(f[2], &pod) || pod < 0)
-    return std::nullopt;
-  order.pod_index = pod;
+  size_t i = 1;
+  auto number = [&f](size_t at, int32_t* out) {
+    return at < f.size() && absl::SimpleAtoi(f[at], out) && *out >= 0;
+  };
+  if (i < f.size() && f[i] == "pod") {
+    int32_t pod = 0;
+    if (!number(i + 1, &pod)) return std::nullopt;
+    order.pod_index = pod;
+    i += 2;
+  }
+  if (i < f.size() && f[i] == "idle") {
+    order.idle = true;
+    ++i;
+  } else if (i < f.size() && f[i] == "place") {
+    Placement p;
+    if (f.size() < i + 8 || !number(i + 1, &p.position) || f[i + 2] != "of" ||
+        !number(i + 3, &p.pods) || f[i + 4] != "groups" || !number(i + 5, &p.replica_groups) ||
+        f[i + 6] != "of" || !number(i + 7, &p.desired_replica_groups) || p.position >= p.pods) {
+      return std::nullopt;
+    }
+    order.placement = p;
+    i += 8;
+  }
+  if (i != f.size()) return std::nullopt;
   return order;
 }
 
