@@ -81,6 +81,10 @@ std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessP
       {kLocalRank, local},       {kLocalWorldSize, per_pod},
       {kGroupRank, pod},         {kNodeRank, pod}};
   if (gpus) vars.emplace_back(kJaxLocalDeviceIds, local);
+  if (p.replica_groups > 0) {
+    vars.emplace_back(kReplicaGroups, absl::StrCat(p.replica_groups));
+    vars.emplace_back(kDesiredReplicaGroups, absl::StrCat(p.desired_replica_groups));
+  }
   return vars;
 }
 
@@ -182,6 +186,12 @@ absl::StatusOr<ProcessPlacement> PodPlacementFromEnvironment() {
   p.processes_per_pod = static_cast<int>(k);
   p.num_pods = static_cast<int>(*world / k);
   p.pod_index = static_cast<int>(*first_rank / k);
+  for (auto [name, out] : {std::pair{kReplicaGroups, &p.replica_groups},
+                           std::pair{kDesiredReplicaGroups, &p.desired_replica_groups}}) {
+    absl::StatusOr<std::optional<int64_t>> groups = GetInt(name);
+    if (!groups.ok()) return groups.status();
+    *out = static_cast<int>(groups->value_or(0));
+  }
   return p;
 }
 

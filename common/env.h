@@ -25,6 +25,11 @@ inline constexpr char kProcessesPerPod[] = "COHORT_PROCESSES_PER_POD";
 // The gang's restart attempt: 0 for the first run, one more per gang restart. ("Incarnation"
 // means only the random id each process picks when it starts.)
 inline constexpr char kRestartAttempt[] = "COHORT_RESTART_ATTEMPT";
+// An elastic job (spec.elastic): the data-parallel replica groups this attempt runs, and those
+// the job wants (spec.replicas / podsPerGroup). A trainer keeps its global batch with them
+// (gradient accumulation); unset for a job that is not elastic.
+inline constexpr char kReplicaGroups[] = "COHORT_REPLICA_GROUPS";
+inline constexpr char kDesiredReplicaGroups[] = "COHORT_DESIRED_REPLICA_GROUPS";
 inline constexpr char kAgentSocket[] = "COHORT_AGENT_SOCKET";
 // spec.restartStrategy: InPlace: where the pod's sidecar serves cohort-launch
 // (common/process/launch_protocol.h), and the directory cohort-launch empties of an attempt's files
@@ -111,12 +116,17 @@ inline constexpr int kJaxPortOffset = 1;
 inline constexpr int kMasterPortOffset = 2;
 inline constexpr int kAttemptControlPortOffset = 3;
 
-// Where one process of a job runs: rank = pod index x processes per pod + local index.
+// Where one process of a job runs: rank = pod index x processes per pod + local index. In an
+// elastic job's attempt that runs without some pods (common/attempt_layout.h), `pod_index` and
+// `num_pods` are the pod's position among the attempt's pods and their number.
 struct ProcessPlacement {
   int pod_index = 0;
   int local_index = 0;
   int processes_per_pod = 1;
   int num_pods = 1;
+  // An elastic job's replica groups, running and wanted (0: not elastic; no variable is set).
+  int replica_groups = 0;
+  int desired_replica_groups = 0;
 
   int rank() const { return pod_index * processes_per_pod + local_index; }
   int world_size() const { return num_pods * processes_per_pod; }
@@ -126,8 +136,9 @@ struct ProcessPlacement {
 // (COHORT_NUM_PROCESSES, COHORT_PROCESS_ID, COHORT_LOCAL_PROCESS_ID, COHORT_PROCESSES_PER_POD),
 // JAX's (JAX_NUM_PROCESSES, JAX_PROCESS_ID, and JAX_LOCAL_DEVICE_IDS = the local index when
 // `gpus`) and torchrun's (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and
-// NODE_RANK = the pod index). The operator, the in-pod launcher and cohort-run
-// all take them from here.
+// NODE_RANK = the pod index), and an elastic job's COHORT_REPLICA_GROUPS and
+// COHORT_DESIRED_REPLICA_GROUPS. The operator, the in-pod launcher and cohort-run all take them
+// from here.
 std::vector<std::pair<std::string, std::string>> ProcessVariables(const ProcessPlacement& p,
                                                                   bool gpus);
 
@@ -177,7 +188,8 @@ std::string ProbeDir(absl::string_view agent_socket, int rank);
 std::string DumpsDir(absl::string_view agent_socket);
 
 // The placement of local process 0 of this pod, from COHORT_PROCESS_ID (its rank),
-// COHORT_PROCESSES_PER_POD (default 1) and COHORT_NUM_PROCESSES. InvalidArgument naming the
+// COHORT_PROCESSES_PER_POD (default 1), COHORT_NUM_PROCESSES and, when set, an elastic job's
+// COHORT_REPLICA_GROUPS and COHORT_DESIRED_REPLICA_GROUPS. InvalidArgument naming the
 // variable and the fix when one is missing, malformed or inconsistent (the job size not a
 // multiple of the processes per pod, a rank that is not local process 0's).
 absl::StatusOr<ProcessPlacement> PodPlacementFromEnvironment();

@@ -90,11 +90,20 @@ int AttemptLoop::Run() {
           state_ = State::kDone;
           break;
         }
+        attempt_ = *go;
+        shape_ = ordered_;
+        if (shape_.idle) {
+          // An elastic job's attempt without this pod's replica group: it waits to rejoin.
+          ProcessGroup::Print(absl::StrCat(
+              kLauncherName, ": restart attempt ", attempt_,
+              " runs without this pod (its replica group is left out); waiting for a later one"));
+          ran_ = true;
+          break;
+        }
         if (ran_) {
           ProcessGroup::Print(
               absl::StrCat(kLauncherName, ": starting restart attempt ", *go, " in place"));
         }
-        attempt_ = *go;
         state_ = State::kRunning;
         break;
       }
@@ -105,6 +114,14 @@ int AttemptLoop::Run() {
           // Nobody waits for this attempt's end any more: the next one starts.
           CleanShm();
           attempt_ = *out.superseded;
+          shape_ = ordered_;
+          if (shape_.idle) {
+            ProcessGroup::Print(absl::StrCat(
+                kLauncherName, ": restart attempt ", attempt_,
+                " runs without this pod (its replica group is left out); waiting for a later one"));
+            state_ = State::kAwaitingOrder;
+            break;
+          }
           ProcessGroup::Print(
               absl::StrCat(kLauncherName, ": starting restart attempt ", attempt_, " in place"));
         } else if (out.exit_code == 0 || out.signalled) {
@@ -145,6 +162,7 @@ std::optional<int32_t> AttemptLoop::NextOrder(const std::vector<std::string>& li
     next = o;
   }
   if (!next) return std::nullopt;
+  ordered_ = Shape{next->placement, next->idle};
   if (next->pod_index && *next->pod_index != pod_.pod_index) {
     ProcessGroup::Print(absl::StrCat(kLauncherName, ": this pod holds pod index ", *next->pod_index,
                                      " (ranks ", *next->pod_index * pod_.processes_per_pod, "-",
@@ -193,9 +211,26 @@ std::optional<int32_t> AttemptLoop::OrderedMeanwhile() {
   return NextOrder(lines, attempt_ + 1);
 }
 
+env::ProcessPlacement AttemptLoop::placement() const {
+  env::ProcessPlacement p = pod_;
+  if (const std::optional<launch::Placement>& place = shape_.placement) {
+    p.pod_index = place->position;
+    p.num_pods = place->pods;
+    p.replica_groups = place->replica_groups;
+    p.desired_replica_groups = place->desired_replica_groups;
+  }
+  return p;
+}
+
 AttemptOutcome AttemptLoop::RunOne() {
-  return RunPodProcesses(group_, options_.run, pod_, attempt_,
-                         [this] { return OrderedMeanwhile(); });
+  const env::ProcessPlacement p = placement();
+  if (shape_.placement) {
+    ProcessGroup::Print(absl::StrCat(
+        kLauncherName, ": restart attempt ", attempt_, " runs ", p.world_size(), " processes in ",
+        p.num_pods, " pods (", p.replica_groups, " of ", p.desired_replica_groups,
+        " replica groups); this pod's are ranks ", p.rank(), "-", p.rank() + p.processes_per_pod - 1));
+  }
+  return RunPodProcesses(group_, options_.run, p, attempt_, [this] { return OrderedMeanwhile(); });
 }
 
 bool AttemptLoop::ReportEnd(const AttemptOutcome& out) {

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "common/process/launch_protocol.h"
 #include "common/process/process_group.h"
 #include "launcher/pod_processes.h"
 
@@ -20,6 +21,7 @@
 // passes it here (sidecar/launch_channel.h).
 //
 //   kAwaitingOrder  --order n-->                          kRunning (attempt n)
+//                   --order n, idle-->                     kAwaitingOrder (for a later attempt)
 //                   --SIGTERM/SIGINT, or the socket closed-->  kDone
 //   kRunning        --a later order meanwhile-->          kRunning (its processes stopped)
 //                   --all exited 0, or SIGTERM/SIGINT-->  kDone
@@ -30,7 +32,9 @@
 // Every attempt waits for its order, the first too: a pod's sidecar gives it at once, unless the
 // pod replaces one alone while the others still end the last attempt. A spare pod holds no slot:
 // it waits for an order that gives it a pod index, and its sidecar then re-executes itself as that
-// pod, so the socket closes once and is connected again.
+// pod, so the socket closes once and is connected again. An elastic job's attempt may place the
+// pod elsewhere among fewer pods (its processes' ranks and world size follow the order, not the
+// pod's environment), or run without it (idle: nothing runs until a later order).
 namespace cohort {
 
 // The pod's sidecar's launch socket (COHORT_LAUNCH_SOCKET), connected; -1 when none is set or it
@@ -64,10 +68,10 @@ class AttemptLoop {
   // once the sidecar is gone; 1 (128 + SIGTERM after a signal) when no attempt was ever ordered.
   int Run();
 
-  // The latest order among `lines` for an attempt of at least `least`. One that gives this pod
-  // another pod index moves its ranks there, for that attempt and the ones after it; an index
-  // outside the job is ignored, saying so; an order without an index is ignored while the pod
-  // holds no slot.
+  // The latest order among `lines` for an attempt of at least `least` (its shape is ordered()
+  // until the next). One that gives this pod another pod index moves its ranks there, for that
+  // attempt and the ones after it; an index outside the job is ignored, saying so; an order
+  // without an index is ignored while the pod holds no slot.
   std::optional<int32_t> NextOrder(const std::vector<std::string>& lines, int32_t least);
   // Waits for an order of at least `least`; nullopt after a signal or once the sidecar is gone.
   // `waiting` is printed once when none came within 200 ms.
@@ -81,8 +85,20 @@ class AttemptLoop {
   // false when the sidecar is gone.
   bool ReportEnd(const AttemptOutcome& out);
 
+  // An attempt's shape, as its order gave it: where an elastic job's attempt places the pod
+  // (nullopt: as the pod's environment says), or that it runs without the pod.
+  struct Shape {
+    std::optional<launch::Placement> placement;
+    bool idle = false;
+  };
+
   State state() const { return state_; }
+  // The pod's slot in the job (its pod index; -1 for a spare holding none).
   const env::ProcessPlacement& pod() const { return pod_; }
+  // Where the current attempt's processes run: the slot, or the order's placement.
+  env::ProcessPlacement placement() const;
+  const Shape& shape() const { return shape_; }
+  const Shape& ordered() const { return ordered_; }
   int32_t attempt() const { return attempt_; }
   bool signalled() const { return signalled_; }
 
@@ -95,6 +111,8 @@ class AttemptLoop {
   ProcessGroup& group_;
   env::ProcessPlacement pod_;
   int32_t attempt_;
+  Shape shape_;    // attempt_'s.
+  Shape ordered_;  // Of the order NextOrder returned last.
   int fd_;
   LineReader from_sidecar_;
   const Options options_;

@@ -83,6 +83,28 @@ TEST(ProcessVariables, OneProcessPerPod_TodaysValuesAndNoDeviceWithoutGpus) {
   EXPECT_EQ(vars.count("JAX_LOCAL_DEVICE_IDS"), 0u);
 }
 
+// An elastic job's attempt: the placed ranks and world, and its replica groups, running and
+// wanted; a job that is not elastic gets neither group variable.
+TEST(ProcessVariables, ElasticAttempt_ReplicaGroupsRunningAndWanted) {
+  std::vector<std::pair<std::string, std::string>> list =
+      ProcessVariables({.pod_index = 2,
+                        .local_index = 1,
+                        .processes_per_pod = 2,
+                        .num_pods = 3,
+                        .replica_groups = 3,
+                        .desired_replica_groups = 4},
+                       /*gpus=*/false);
+  std::map<std::string, std::string> vars(list.begin(), list.end());
+  EXPECT_EQ(vars["COHORT_PROCESS_ID"], "5");
+  EXPECT_EQ(vars["WORLD_SIZE"], "6");
+  EXPECT_EQ(vars["COHORT_REPLICA_GROUPS"], "3");
+  EXPECT_EQ(vars["COHORT_DESIRED_REPLICA_GROUPS"], "4");
+  list = ProcessVariables({.pod_index = 2, .processes_per_pod = 2, .num_pods = 4}, false);
+  vars = std::map<std::string, std::string>(list.begin(), list.end());
+  EXPECT_EQ(vars.count("COHORT_REPLICA_GROUPS"), 0u);
+  EXPECT_EQ(vars.count("COHORT_DESIRED_REPLICA_GROUPS"), 0u);
+}
+
 // The whole job contract, one row per caller: every variable JobVariables sets, in its order.
 struct JobVariablesCase {
   std::string name;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,51 @@ TEST_F(AttemptLoopTest, ALaterOrderMeanwhile_StopsTheRunningAttemptUnreported) {
   EXPECT_EQ(loop.attempt(), 2);
   EXPECT_FALSE(sidecar.Unheard()) << "nobody waits for a superseded attempt's end";
   std::filesystem::remove(fifo);
+}
+
+// An elastic job (common/attempt_layout.h): an attempt that places the pod among fewer pods gives
+// its processes the placed ranks and world; one that leaves the pod out runs nothing (and stops
+// what ran) without reporting an end; a later whole attempt is as the pod's environment says.
+TEST_F(AttemptLoopTest, ElasticAttempts_PlacedRanksAndWorld_IdleRunsNothing) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/elastic-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const char* local : {"0", "1"})  // Each process says it is up once it wrote its line.
+    ASSERT_EQ(mkfifo(absl::StrCat(dir, "/up-", local).c_str(), 0600), 0);
+  const std::string seen = dir + "/seen";
+  Sidecar sidecar;
+  // Pod 3 of 4 (ranks 6-7); attempt 1 runs it at position 2 of 3.
+  AttemptLoop loop(group_, Pod(3), 0, sidecar.TakeLauncherEnd(),
+                   Shell(absl::StrCat(
+                       "echo \"$COHORT_RESTART_ATTEMPT $COHORT_PROCESS_ID $COHORT_NUM_PROCESSES "
+                       "$RANK $WORLD_SIZE $NODE_RANK ${COHORT_REPLICA_GROUPS:--} "
+                       "${COHORT_DESIRED_REPLICA_GROUPS:--}\" >> ",
+                       seen, "; [ \"$COHORT_RESTART_ATTEMPT\" = 3 ] && exit 0; ",
+                       "echo up > ", dir, "/up-$COHORT_LOCAL_PROCESS_ID; exec sleep 60")));
+  sidecar.Say("attempt 1 place 2 of 3 groups 3 of 4");
+  int exit_code = -1;
+  std::thread run([&] { exit_code = loop.Run(); });
+  for (const char* local : {"0", "1"}) {  // Attempt 1's processes run.
+    std::string up;
+    std::ifstream(absl::StrCat(dir, "/up-", local)) >> up;
+    EXPECT_EQ(up, "up") << local;
+  }
+  EXPECT_EQ(loop.placement().pod_index, 2);
+  EXPECT_EQ(loop.pod().pod_index, 3) << "the slot stays the pod's";
+  sidecar.Say("attempt 2 idle");
+  sidecar.Say("attempt 3");
+  run.join();
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(loop.attempt(), 3);
+  EXPECT_FALSE(loop.shape().placement.has_value());
+  EXPECT_FALSE(sidecar.Unheard()) << "neither a stopped nor an idle attempt reports an end";
+  std::ifstream in(seen);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"1 4 6 4 6 2 3 4", "1 5 6 5 6 2 3 4",
+                                             "3 6 8 6 8 3 - -", "3 7 8 7 8 3 - -"}));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(AttemptLoopTest, SidecarGoneBeforeAnyOrder_ExitsOneRunningNothing) {
