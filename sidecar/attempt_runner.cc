@@ -7,6 +7,7 @@
 #include "common/env.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "coordination/attempts/attempt_layout_proto.h"
 
 namespace cohort::sidecar {
 
@@ -69,7 +70,7 @@ void AttemptRunner::StartProgressWatch(std::vector<SidecarMetrics*> metrics) {
   options.ask_process = hooks_.ask_process;
   progress_ = std::make_unique<ProgressWatch>(std::move(options));
   absl::MutexLock lock(&mu_);
-  progress_->SetAttempt(attempt_);
+  progress_->SetAttempt(attempt_, config_.settings.process_id);
 }
 
 absl::Status AttemptRunner::StartHub(const coordination::HangTimeout& timeout) {
@@ -83,13 +84,15 @@ absl::Status AttemptRunner::StartHub(const coordination::HangTimeout& timeout) {
   if (!hub.ok()) return hub.status();
   hub_ = *std::move(hub);
   coordination::AttemptHub& h = hub_->hub();
-  h.set_before_start(hooks_.restart_coordinator);
+  h.set_before_start([this](const attemptspb::AttemptOrder& order) {
+    hooks_.restart_coordinator(PlaceOf(order.attempt(), coordination::LayoutFromProto(order.layout())));
+  });
   h.set_on_end(hooks_.on_end);
   h.set_hang_detection(timeout, env::DumpsDir(config_.agent_socket),
                        [this](uint64_t dump_id, int32_t attempt) {
                          if (progress_) progress_->Dump(dump_id, attempt);
                        });
-  h.FollowLocally([this](int32_t attempt) { OnOrder(attempt); });
+  h.FollowLocally([this](const attemptspb::AttemptOrder& order) { OnOrder(order); });
   if (progress_) {
     progress_->Start([this](const attemptspb::ReportHealthRequest& report) {
       hub_->hub().RecordHealth(report, absl::Now());
@@ -129,31 +132,73 @@ void AttemptRunner::OnOrder(const attemptspb::AttemptOrder& order) {
     if (order.has_pod_index() && !slot_) slot_ = SpareSlot{order.pod_index(), order.attempt()};
     return;
   }
-  OnOrder(order.attempt());
-  if (order.dump_id() != 0 && progress_) progress_->Dump(order.dump_id(), order.attempt());
-}
-
-void AttemptRunner::OnOrder(int32_t attempt) {
+  std::optional<AttemptLayout> layout = coordination::LayoutFromProto(order.layout());
   bool release = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!ordered_ || attempt > *ordered_) ordered_ = attempt;
-    release = !released_ && attempt == attempt_;
+    if (!ordered_ || order.attempt() > *ordered_) {
+      ordered_ = order.attempt();
+      ordered_layout_ = layout;
+    }
+    release = !released_ && order.attempt() == attempt_;
     released_ |= release;
   }
-  if (release) launch_->Order(attempt);  // A later one goes through BeginAttempt.
+  // The attempt this pod was made for, which the others run already (a pod that replaces one
+  // alone); a later one goes through BeginAttempt.
+  if (release) {
+    const AttemptPlace place = PlaceOf(order.attempt(), layout);
+    if (layout) hooks_.renew_agents(place);  // Placed elsewhere than its environment says.
+    if (progress_)
+      progress_->SetAttempt(place.attempt, place.idle ? std::nullopt
+                                                      : std::optional<int32_t>(place.first_rank));
+    launch_->Order(place.launch_order());
+  }
+  if (order.dump_id() != 0 && progress_) progress_->Dump(order.dump_id(), order.attempt());
 }
 
-void AttemptRunner::BeginAttempt(int32_t attempt) {
-  hooks_.renew_agents(attempt);
+AttemptPlace AttemptRunner::PlaceOf(int32_t attempt,
+                                    const std::optional<AttemptLayout>& layout) const {
+  AttemptPlace place;
+  place.attempt = attempt;
+  place.first_rank = config_.settings.process_id;
+  place.num_processes = config_.settings.num_processes;
+  if (!layout) return place;
+  place.layout = layout;
+  place.num_processes = layout->pods() * config_.processes_per_pod;
+  if (std::optional<int32_t> position = layout->Position(config_.pod_index())) {
+    place.first_rank = *position * config_.processes_per_pod;
+    place.placement = launch::Placement{.position = *position,
+                                        .pods = layout->pods(),
+                                        .replica_groups = layout->replica_groups,
+                                        .desired_replica_groups = layout->desired_replica_groups};
+  } else {
+    place.idle = true;
+  }
+  return place;
+}
+
+void AttemptRunner::BeginAttempt(const AttemptPlace& place) {
+  hooks_.renew_agents(place);
   {
     absl::MutexLock lock(&mu_);
-    attempt_ = attempt;
+    attempt_ = place.attempt;
     released_ = true;
   }
-  if (progress_) progress_->SetAttempt(attempt);
-  launch_->Order(attempt);
-  LogInfo("restart attempt ", attempt, ": agents ready, cohort-launch told");
+  if (progress_) {
+    progress_->SetAttempt(place.attempt, place.idle ? std::nullopt
+                                                    : std::optional<int32_t>(place.first_rank));
+  }
+  launch_->Order(place.launch_order());
+  if (place.idle) {
+    LogInfo("restart attempt ", place.attempt, " runs without this pod (",
+            place.layout->Describe(), "): cohort-launch told to wait for a later one");
+  } else if (place.layout) {
+    LogInfo("restart attempt ", place.attempt, ": ranks ", place.first_rank, "-",
+            place.first_rank + config_.processes_per_pod - 1, " of ", place.num_processes, " (",
+            place.layout->Describe(), "); agents ready, cohort-launch told");
+  } else {
+    LogInfo("restart attempt ", place.attempt, ": agents ready, cohort-launch told");
+  }
 }
 
 void AttemptRunner::ReportEnded(const launch::AttemptEnded& ended) {
@@ -189,12 +234,13 @@ void AttemptRunner::Run() {
                  absl::FormatDuration(kFirstOrderPatience), ": starting restart attempt ", attempt_,
                  " without its order");
       released_ = true;
-      launch_->Order(attempt_);
+      launch_->Order(launch::AttemptOrder{.attempt = attempt_});
     }
   }
   // Attempt after attempt until a signal ends it.
   while (true) {
     int32_t next = 0;
+    std::optional<AttemptLayout> layout;
     {
       absl::MutexLock lock(&mu_);
       auto ordered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -203,8 +249,9 @@ void AttemptRunner::Run() {
       mu_.Await(absl::Condition(&ordered));
       if (stop_ || preempting_) break;
       next = *ordered_;
+      layout = ordered_layout_;
     }
-    BeginAttempt(next);
+    BeginAttempt(PlaceOf(next, layout));
   }
   // Preempted (the pod evicted or deleted) before its processes of the attempt started: nobody
   // else can say so, and the other pods' processes would wait for its ranks to join.

@@ -9,6 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/attempt_layout.h"
+#include "common/process/launch_protocol.h"
 #include "coordination/attempts/attempt_client.h"
 #include "coordination/attempts/attempt_hub.h"
 #include "sidecar/launch_channel.h"
@@ -27,6 +29,21 @@
 // order gives it a slot (sidecar/spare.h then re-executes the sidecar as that pod's).
 namespace cohort::sidecar {
 
+// Where this pod's ranks stand in one attempt: as the pod's environment says, or where an
+// elastic job's attempt layout (common/attempt_layout.h) places the pod, or nowhere (idle).
+struct AttemptPlace {
+  int32_t attempt = 0;
+  bool idle = false;           // The attempt runs without this pod.
+  int32_t first_rank = 0;      // This pod's first rank in it (its environment's when idle).
+  int32_t num_processes = 0;   // The attempt's world size.
+  std::optional<AttemptLayout> layout;  // The attempt's, when it has one,
+  std::optional<launch::Placement> placement;  // and this pod's place in it (not idle).
+  // What cohort-launch is told.
+  launch::AttemptOrder launch_order() const {
+    return launch::AttemptOrder{.attempt = attempt, .placement = placement, .idle = idle};
+  }
+};
+
 // The slot an attempt gave a spare pod.
 struct SpareSlot {
   int32_t pod_index = 0;
@@ -37,10 +54,11 @@ class AttemptRunner {
  public:
   // What the runner asks of the sidecar that owns it (called on the runner's threads).
   struct Hooks {
-    // Rank 0, before any pod hears of `attempt`: the attempt's coordination service.
-    std::function<void(int32_t attempt)> restart_coordinator;
-    // Every rank of the pod gets a fresh agent of `attempt`, before cohort-launch is told.
-    std::function<void(int32_t attempt)> renew_agents;
+    // Rank 0, before any pod hears of the attempt: its coordination service, of its size.
+    std::function<void(const AttemptPlace& place)> restart_coordinator;
+    // Every rank of the pod gets a fresh agent of the attempt (its rank and world size there),
+    // before cohort-launch is told.
+    std::function<void(const AttemptPlace& place)> renew_agents;
     // Rank 0: the hub recorded how a pod's processes of the running attempt ended.
     std::function<void(const coordination::attemptspb::AttemptEnd& end)> on_end;
     // Hang evidence from a process without the Python hook (libdist's dump).
@@ -80,15 +98,17 @@ class AttemptRunner {
   absl::Status StartHub(const coordination::HangTimeout& timeout);
   void StartFollower();
   void OnOrder(const coordination::attemptspb::AttemptOrder& order);
-  void OnOrder(int32_t attempt);
-  void BeginAttempt(int32_t attempt);
+  // Where attempt `attempt` of layout `layout` (nullopt: the job's own) places this pod.
+  AttemptPlace PlaceOf(int32_t attempt, const std::optional<AttemptLayout>& layout) const;
+  void BeginAttempt(const AttemptPlace& place);
   void ReportEnded(const launch::AttemptEnded& ended);
 
   const SidecarConfig& config_;
   const Hooks hooks_;
   std::string hub_address_;
   mutable absl::Mutex mu_;
-  std::optional<int32_t> ordered_ ABSL_GUARDED_BY(mu_);  // The attempt ordered last.
+  std::optional<int32_t> ordered_ ABSL_GUARDED_BY(mu_);  // The attempt ordered last,
+  std::optional<AttemptLayout> ordered_layout_ ABSL_GUARDED_BY(mu_);  // and its layout.
   int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;             // The one the agents serve.
   // cohort-launch was told to run attempt_: at once on rank 0, else once the hub runs it (a pod
   // that replaces one alone is created for the next attempt while the hub still runs the last).

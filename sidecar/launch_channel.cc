@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<LaunchChannel>> LaunchChannel::Serve(
   c->on_ended_ = std::move(on_ended);
   {
     absl::MutexLock lock(&c->mu_);
-    c->attempt_ = attempt;
+    if (attempt) c->order_ = launch::AttemptOrder{.attempt = *attempt};
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -79,11 +79,12 @@ LaunchChannel::~LaunchChannel() {
   std::filesystem::remove(path_, ec);
 }
 
-void LaunchChannel::Order(int32_t attempt, std::optional<int32_t> pod_index) {
+void LaunchChannel::Order(launch::AttemptOrder order) {
   absl::MutexLock lock(&mu_);
-  attempt_ = attempt;
-  if (pod_index) pod_index_ = pod_index;  // A slot taken stays taken.
-  if (conn_fd_ >= 0) WriteAll(conn_fd_, launch::FormatOrder({attempt, pod_index_}));
+  if (order.pod_index) pod_index_ = order.pod_index;  // A slot taken stays taken.
+  order.pod_index = pod_index_;
+  order_ = order;
+  if (conn_fd_ >= 0) WriteAll(conn_fd_, launch::FormatOrder(order));
 }
 
 void LaunchChannel::HoldPodIndex(int32_t pod_index) {
@@ -110,7 +111,11 @@ void LaunchChannel::AcceptLoop() {
     {
       absl::MutexLock lock(&mu_);
       conn_fd_ = fd;
-      if (attempt_) WriteAll(fd, launch::FormatOrder({*attempt_, pod_index_}));
+      if (order_) {
+        launch::AttemptOrder order = *order_;
+        order.pod_index = pod_index_;
+        WriteAll(fd, launch::FormatOrder(order));
+      }
     }
     read_thread_ = std::thread([this, fd] { ReadLoop(fd); });
   }

@@ -87,6 +87,8 @@ std::optional<attemptspb::RankHealth> ParseProbeStatus(const std::string& text, 
 }
 
 ProgressWatch::ProgressWatch(Options options) : options_(std::move(options)) {
+  absl::MutexLock lock(&mu_);
+  first_rank_ = options_.first_rank;
   advances_at_attempt_.assign(options_.metrics.size(), 0);
 }
 
@@ -102,15 +104,17 @@ void ProgressWatch::Stop() {
 }
 
 std::string ProgressWatch::ProbeDirOf(int local) const {
-  return env::ProbeDir(options_.agent_socket, options_.first_rank + local);
+  return env::ProbeDir(options_.agent_socket, first_rank_ + local);
 }
 
-void ProgressWatch::SetAttempt(int32_t attempt) {
+void ProgressWatch::SetAttempt(int32_t attempt, std::optional<int32_t> first_rank) {
   absl::MutexLock lock(&mu_);
   if (attempt == attempt_) return;
   attempt_ = attempt;
   attempt_started_at_ = absl::Now();
-  attempt_ended_ = false;
+  // An attempt that runs without this pod has nothing to report, as one whose processes ended.
+  attempt_ended_ = !first_rank.has_value();
+  if (first_rank) first_rank_ = *first_rank;
   for (size_t i = 0; i < options_.metrics.size(); ++i) {
     advances_at_attempt_[i] = options_.metrics[i] ? options_.metrics[i]->Steps().advances : 0;
   }
@@ -132,7 +136,7 @@ void ProgressWatch::Ask(PendingDump& d) {
   const std::string base =
       absl::StrCat(env::DumpsDir(options_.agent_socket), "/attempt-", d.attempt);
   for (int local = 0; local < options_.processes_per_pod; ++local) {
-    const int32_t rank = options_.first_rank + local;
+    const int32_t rank = first_rank_ + local;
     const std::string dir = absl::StrCat(base, "/rank-", rank);
     MakeSharedDirectories(dir,
                           env::DumpsDir(options_.agent_socket));  // The trainer's uid may differ.
@@ -173,7 +177,7 @@ bool ProgressWatch::Collected(PendingDump& d, absl::Time now) {
                                [&](const auto& a) { return answer_of(a).has_value(); });
   if (!all && now - d.asked_at < options_.dump_patience) return false;
   for (const PendingDump::Asked& a : d.asked) {
-    const int32_t rank = options_.first_rank + a.local;
+    const int32_t rank = first_rank_ + a.local;
     const std::string dir = absl::StrCat(base, "/rank-", rank);
     std::optional<std::string> answer = answer_of(a);
     if (!answer) {
@@ -203,7 +207,7 @@ attemptspb::ReportHealthRequest ProgressWatch::Collect(absl::Time now) {
   report.set_attempt(attempt_);
   report.set_dumped_id(dumped_id_);
   for (int local = 0; local < options_.processes_per_pod && !attempt_ended_; ++local) {
-    const int32_t rank = options_.first_rank + local;
+    const int32_t rank = first_rank_ + local;
     std::optional<attemptspb::RankHealth> h = ReadStatus(
         absl::StrCat(ProbeDirOf(local), "/", hang_evidence::kStatusFile), now, attempt_started_at_);
     if (!h && static_cast<size_t>(local) < options_.metrics.size() &&

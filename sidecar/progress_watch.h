@@ -40,7 +40,7 @@ class ProgressWatch {
  public:
   struct Options {
     std::string agent_socket;  // The pod's (env::ProbeDir and env::DumpsDir are beside it).
-    int32_t first_rank = 0;
+    int32_t first_rank = 0;  // Until SetAttempt says otherwise.
     int32_t processes_per_pod = 1;
     int32_t pod_index = 0;
     // Each local rank's libdist step reports (index = local rank; null: none).
@@ -66,8 +66,10 @@ class ProgressWatch {
   ProgressWatch(const ProgressWatch&) = delete;
   ProgressWatch& operator=(const ProgressWatch&) = delete;
 
-  // The pod's processes run `attempt` from now on (their steps count from here).
-  void SetAttempt(int32_t attempt);
+  // The pod's processes run `attempt` from now on (their steps count from here), as ranks
+  // `first_rank` onwards (an elastic job's attempt may place the pod elsewhere); nullopt: the
+  // attempt runs without this pod (nothing to report until the next).
+  void SetAttempt(int32_t attempt, std::optional<int32_t> first_rank);
   // Every process of the pod's `attempt` ended (cohort-launch said so): none is reported until
   // the next attempt, so that what they last said does not age into a hang.
   void AttemptEnded(int32_t attempt);
@@ -94,11 +96,12 @@ class ProgressWatch {
   void Ask(PendingDump& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True once every asked rank answered or the patience ran out; then logs what was collected.
   bool Collected(PendingDump& d, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string ProbeDirOf(int local) const;
+  std::string ProbeDirOf(int local) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   absl::Mutex mu_;
   int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t first_rank_ ABSL_GUARDED_BY(mu_);  // Of attempt_'s ranks of this pod.
   absl::Time attempt_started_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool attempt_ended_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> advances_at_attempt_ ABSL_GUARDED_BY(mu_);  // libdist steps before it.

@@ -101,11 +101,14 @@ absl::Status Sidecar::AddJaxPort(coordination::ServerOptions* options) {
   return absl::OkStatus();
 }
 
-coordination::AgentOptions Sidecar::AgentOptionsFor(int local,
-                                                    std::optional<int32_t> attempt) const {
+coordination::AgentOptions Sidecar::AgentOptionsFor(int local, const AttemptPlace* place) const {
   JobSettings rank_settings = config_.settings;
   rank_settings.process_id = config_.settings.process_id + local;
-  if (attempt) rank_settings.restart_attempt = *attempt;
+  if (place != nullptr) {
+    rank_settings.restart_attempt = place->attempt;
+    rank_settings.process_id = place->first_rank + local;
+    rank_settings.num_processes = place->num_processes;
+  }
   coordination::AgentOptions options = coordination::AgentOptionsFor(rank_settings);
   // Failure messages name the pod and the process: "rank 5 (pod demo-1, local process 1,
   // pid 812) failed because its process died".
@@ -121,7 +124,7 @@ absl::Status Sidecar::ServeAgents() {
   for (int local = 0; local < per_pod; ++local) {
     absl::StatusOr<RankAgent> agent =
         ServeRank(env::AgentSocketPath(config_.agent_socket, local, per_pod),
-                  AgentOptionsFor(local, std::nullopt), metrics_[local].get());
+                  AgentOptionsFor(local, nullptr), metrics_[local].get());
     if (!agent.ok()) return agent.status();
     agents_.push_back(*std::move(agent));
   }
@@ -131,8 +134,8 @@ absl::Status Sidecar::ServeAgents() {
 absl::Status Sidecar::StartAttemptRunner() {
   if (config_.launch_socket.empty()) return absl::OkStatus();
   AttemptRunner::Hooks hooks;
-  hooks.restart_coordinator = [this](int32_t attempt) { RestartCoordinator(attempt); };
-  hooks.renew_agents = [this](int32_t attempt) { RenewAgents(attempt); };
+  hooks.restart_coordinator = [this](const AttemptPlace& place) { RestartCoordinator(place); };
+  hooks.renew_agents = [this](const AttemptPlace& place) { RenewAgents(place); };
   hooks.on_end = [this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); };
   hooks.ask_process = [this](int local, uint64_t id, const std::string& directory) {
     absl::MutexLock lock(&parts_mu_);
@@ -154,7 +157,13 @@ void Sidecar::TellCoordinator(const coordination::attemptspb::AttemptEnd& end) {
   if (!coordinator_ || !coordinator_options_ ||
       coordinator_options_->service.restart_attempt != end.attempt())
     return;
-  const coordination::TaskId first = end.pod_index() * config_.processes_per_pod;
+  // The pod's first rank in the attempt (an elastic job's may place it elsewhere, or not run it).
+  coordination::TaskId first = end.pod_index() * config_.processes_per_pod;
+  if (coordinator_layout_) {
+    std::optional<int32_t> position = coordinator_layout_->Position(end.pod_index());
+    if (!position) return;  // The attempt runs without that pod.
+    first = *position * config_.processes_per_pod;
+  }
   bool joined = false;  // Any of the pod's processes registered with the attempt's service.
   if (kind == ExitKind::kPreempted) {
     const coordination::CoordinationService::Snapshot snapshot =
@@ -178,7 +187,8 @@ void Sidecar::TellCoordinator(const coordination::attemptspb::AttemptEnd& end) {
       .IgnoreError();
 }
 
-void Sidecar::RestartCoordinator(int32_t attempt) {
+void Sidecar::RestartCoordinator(const AttemptPlace& place) {
+  const int32_t attempt = place.attempt;
   absl::MutexLock lock(&parts_mu_);
   if (!coordinator_options_) return;
   if (coordinator_collector_) coordinator_collector_->SetService(nullptr);
@@ -186,6 +196,8 @@ void Sidecar::RestartCoordinator(int32_t attempt) {
   // that calls the new one is turned away (its attempt is older).
   coordinator_.reset();
   coordinator_options_->service.restart_attempt = attempt;
+  coordinator_options_->service.num_tasks = place.num_processes;
+  coordinator_layout_ = place.layout;
   absl::StatusOr<std::unique_ptr<coordination::CoordinationServer>> server =
       coordination::CoordinationServer::Start(*coordinator_options_);
   for (int tries = 1; !server.ok() && tries < 20; ++tries) {  // The port is free a moment later.
@@ -199,10 +211,14 @@ void Sidecar::RestartCoordinator(int32_t attempt) {
   }
   coordinator_ = *std::move(server);
   if (coordinator_collector_) coordinator_collector_->SetService(&coordinator_->service());
-  LogInfo("coordination service of restart attempt ", attempt, " started");
+  LogInfo("coordination service of restart attempt ", attempt, " started",
+          place.layout ? absl::StrCat(" for ", place.num_processes, " processes (",
+                                      place.layout->Describe(), ")")
+                       : std::string());
 }
 
-void Sidecar::RenewAgents(int32_t attempt) {
+void Sidecar::RenewAgents(const AttemptPlace& place) {
+  const int32_t attempt = place.attempt;
   absl::MutexLock lock(&parts_mu_);
   const int per_pod = config_.processes_per_pod;
   for (int local = 0; local < per_pod; ++local) {
@@ -213,7 +229,7 @@ void Sidecar::RenewAgents(int32_t attempt) {
     // killed; a grace per agent would delay every pod's next attempt by it.
     old.server->Shutdown(absl::ToChronoTime(absl::Now()));
     absl::StatusOr<RankAgent> fresh =
-        ServeRank(old.socket, AgentOptionsFor(local, attempt), metrics_[local].get());
+        ServeRank(old.socket, AgentOptionsFor(local, &place), metrics_[local].get());
     if (!fresh.ok()) {
       LogError("restart attempt ", attempt, ": ", fresh.status().ToString());
       continue;

@@ -84,14 +84,16 @@ class Sidecar {
   absl::Status ServeAgents();
   // Restarting in place (a launch socket is set): the runner, with the hooks it calls back.
   absl::Status StartAttemptRunner();
-  // Rank 0, from the hub before the pods hear of `attempt`: the attempt's coordination service.
-  void RestartCoordinator(int32_t attempt);
-  // Every rank of the pod gets a fresh agent of `attempt`.
-  void RenewAgents(int32_t attempt);
+  // Rank 0, from the hub before the pods hear of the attempt: its coordination service, of its
+  // size (an elastic job's attempt may run fewer processes).
+  void RestartCoordinator(const AttemptPlace& place);
+  // Every rank of the pod gets a fresh agent of the attempt, under the rank the attempt gives it.
+  void RenewAgents(const AttemptPlace& place);
   // Rank 0: a pod's processes of the running attempt ended; the attempt's coordination service
   // hears it when ShouldTellCoordinator says so, and fails the job if it did not yet.
   void TellCoordinator(const coordination::attemptspb::AttemptEnd& end);
-  coordination::AgentOptions AgentOptionsFor(int local, std::optional<int32_t> attempt) const;
+  // Local process `local`'s agent: as the pod's environment says, or in `place`'s attempt.
+  coordination::AgentOptions AgentOptionsFor(int local, const AttemptPlace* place) const;
   // Serves `options.task`'s agent on `socket`. InvalidArgument naming the socket when it cannot
   // be served.
   static absl::StatusOr<RankAgent> ServeRank(const std::string& socket,
@@ -110,6 +112,9 @@ class Sidecar {
   // against the signal thread and the HTTP endpoints.
   mutable absl::Mutex parts_mu_;
   std::optional<coordination::ServerOptions> coordinator_options_;
+  // The running attempt's layout (rank 0, an elastic job's resized attempt): which pod runs
+  // which ranks.
+  std::optional<AttemptLayout> coordinator_layout_ ABSL_GUARDED_BY(parts_mu_);
   std::shared_ptr<CoordinatorCollector> coordinator_collector_;
   // Declared in the order they start, so that they stop the other way round (the JAX port's
   // callback counts into jax_metrics_).

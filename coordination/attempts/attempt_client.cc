@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "coordination/attempts/attempt_layout_proto.h"
 
 namespace cohort::coordination {
 
@@ -185,12 +186,20 @@ absl::Status AttemptObserver::Start(int32_t attempt, absl::Duration timeout) {
 absl::Status AttemptObserver::Start(int32_t attempt,
                                     const std::vector<attemptspb::SpareAssignment>& assignments,
                                     absl::Duration timeout) {
+  return Start(attempt, assignments, std::nullopt, timeout);
+}
+
+absl::Status AttemptObserver::Start(int32_t attempt,
+                                    const std::vector<attemptspb::SpareAssignment>& assignments,
+                                    const std::optional<AttemptLayout>& layout,
+                                    absl::Duration timeout) {
   grpc::ClientContext ctx;
   AddToken(&ctx, token_);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   attemptspb::StartAttemptRequest req;
   req.set_attempt(attempt);
   for (const attemptspb::SpareAssignment& a : assignments) *req.add_assignments() = a;
+  if (layout) *req.mutable_layout() = LayoutToProto(*layout);
   attemptspb::StartAttemptResponse resp;
   absl::Status s = FromGrpcStatus(stub_->StartAttempt(&ctx, req, &resp));
   if (!s.ok()) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "cohort/coordination/v1/attempts.grpc.pb.h"
+#include "common/attempt_layout.h"
 
 // The callers of rank 0's attempt hub (attempt_hub.h): a pod's sidecar follows the attempts and
 // reports its processes' ends; the operator observes the state and starts the next attempt.
@@ -86,6 +88,10 @@ class AttemptObserver {
   // spares the slots of pods that are gone (AttemptHub::Start).
   absl::Status Start(int32_t attempt, absl::Duration timeout = absl::Seconds(5));
   absl::Status Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments,
+                     absl::Duration timeout = absl::Seconds(5));
+  // ... and `layout`: the pods the attempt runs (an elastic job's resize; nullopt: every pod).
+  absl::Status Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments,
+                     const std::optional<AttemptLayout>& layout,
                      absl::Duration timeout = absl::Seconds(5));
 
  private:

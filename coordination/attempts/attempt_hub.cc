@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "coordination/attempts/attempt_layout_proto.h"
 
 namespace cohort::coordination {
 
@@ -30,13 +31,13 @@ void AttemptHub::Close() {
   observers_.clear();
 }
 
-void AttemptHub::FollowLocally(std::function<void(int32_t attempt)> order) {
-  int32_t now;
+void AttemptHub::FollowLocally(std::function<void(const attemptspb::AttemptOrder&)> order) {
+  attemptspb::AttemptOrder now;
   {
     absl::MutexLock lock(&mu_);
     local_followers_.push_back(order);
     slots_.FollowLocally();
-    now = ledger_.attempt();
+    now = OrderLocked();
   }
   order(now);
 }
@@ -46,6 +47,8 @@ attemptspb::AttemptOrder AttemptHub::OrderLocked() const {
   o.set_attempt(ledger_.attempt());
   o.set_hub_incarnation(incarnation_);
   if (uint64_t dump = ledger_.wanted_dump(); dump != 0) o.set_dump_id(dump);
+  if (const std::optional<AttemptLayout>& layout = ledger_.layout())
+    *o.mutable_layout() = LayoutToProto(*layout);
   return o;
 }
 
@@ -122,6 +125,8 @@ attemptspb::AttemptState AttemptHub::StateLocked() const {
   s.set_pods_following(static_cast<int32_t>(following.size()));
   if (ledger_.hang()) *s.mutable_hang() = *ledger_.hang();
   for (const auto& [name, stream] : slots_.spares()) s.add_spares(name);
+  if (const std::optional<AttemptLayout>& layout = ledger_.layout())
+    *s.mutable_layout() = LayoutToProto(*layout);
   return s;
 }
 
@@ -189,8 +194,21 @@ std::set<int32_t> AttemptHub::GiveSlotsLocked(
 }
 
 absl::Status AttemptHub::Start(int32_t attempt,
-                               const std::vector<attemptspb::SpareAssignment>& assignments) {
-  std::vector<std::function<void(int32_t)>> locals;
+                               const std::vector<attemptspb::SpareAssignment>& assignments,
+                               std::optional<AttemptLayout> layout) {
+  if (layout) {
+    if (std::string why = layout->Problem(); !why.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("restart attempt ", attempt, "'s layout: ", why));
+    }
+  }
+  std::vector<std::function<void(const attemptspb::AttemptOrder&)>> locals;
+  // What the followers will hear, for the attempt's coordination service before they do.
+  attemptspb::AttemptOrder upcoming;
+  upcoming.set_attempt(attempt);
+  upcoming.set_hub_incarnation(incarnation_);
+  if (layout) *upcoming.mutable_layout() = LayoutToProto(*layout);
+  attemptspb::AttemptOrder order;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<bool> next = ledger_.MayStart(attempt);
@@ -201,19 +219,23 @@ absl::Status AttemptHub::Start(int32_t attempt,
     }
   }
   // The attempt's coordination service first, outside the lock (it takes a while to bind).
-  if (before_start_) before_start_(attempt);
+  if (before_start_) before_start_(upcoming);
   {
     absl::MutexLock lock(&mu_);
-    if (!ledger_.Start(attempt, absl::Now())) return absl::OkStatus();  // A concurrent order won.
-    const attemptspb::AttemptOrder order = OrderLocked();
+    if (!ledger_.Start(attempt, absl::Now(), std::move(layout)))
+      return absl::OkStatus();  // A concurrent order won.
+    order = OrderLocked();
     PushToFollowersLocked(order, GiveSlotsLocked(assignments, order));
     const std::map<std::string, SlotRegistry::StreamId> spares = slots_.spares();
     for (const auto& [name, stream] : spares) PushLocked(stream, order);
     locals = local_followers_;
     PublishLocked();
   }
-  LogInfo("attempt hub: restart attempt ", attempt, " ordered");
-  for (auto& order : locals) order(attempt);
+  LogInfo("attempt hub: restart attempt ", attempt, " ordered",
+          order.has_layout()
+              ? absl::StrCat(": ", LayoutFromProto(order.layout())->Describe())
+              : std::string());
+  for (auto& local : locals) local(order);
   return absl::OkStatus();
 }
 
@@ -283,8 +305,9 @@ grpc::ServerUnaryReactor* AttemptHub::StartAttempt(grpc::CallbackServerContext* 
                                                    const attemptspb::StartAttemptRequest* req,
                                                    attemptspb::StartAttemptResponse*) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
-  return FinishUnary(ctx,
-                     Start(req->attempt(), {req->assignments().begin(), req->assignments().end()}));
+  return FinishUnary(ctx, Start(req->attempt(),
+                                {req->assignments().begin(), req->assignments().end()},
+                                LayoutFromProto(req->layout())));
 }
 
 grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* ctx,

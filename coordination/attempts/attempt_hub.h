@@ -48,9 +48,10 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   AttemptHub(int32_t first_attempt, std::string token);
   ~AttemptHub() override;
 
-  // Runs inside Start(), before any pod hears of the new attempt: rank 0's sidecar starts the
-  // attempt's coordination service there, so that the pods' new processes find it.
-  void set_before_start(std::function<void(int32_t attempt)> hook) {
+  // Runs inside Start(), before any pod hears of the new attempt (`order`: what they will hear,
+  // with its layout): rank 0's sidecar starts the attempt's coordination service there, of the
+  // attempt's size, so that the pods' new processes find it.
+  void set_before_start(std::function<void(const attemptspb::AttemptOrder& order)> hook) {
     before_start_ = std::move(hook);
   }
   // Runs (outside the hub's lock) for each end of the current attempt that ReportEnd records:
@@ -60,7 +61,7 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
     on_end_ = std::move(hook);
   }
   // Rank 0's own sidecar follows the hub in process: `order` gets every attempt from now on.
-  void FollowLocally(std::function<void(int32_t attempt)> order);
+  void FollowLocally(std::function<void(const attemptspb::AttemptOrder& order)> order);
   // Hang detection (docs/faults.md, "Hung ranks"): the timeout, where each pod keeps the evidence
   // (`dumps_base`/attempt-<n>), and how rank 0's own sidecar is asked for it (outside the lock).
   void set_hang_detection(HangTimeout timeout, std::string dumps_base,
@@ -72,9 +73,12 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   // spare hears the attempt with its pod index and follows as that pod from then on; a pod that
   // still follows that index is let go. FailedPrecondition, starting nothing, for pod index 0, a
   // spare that does not follow, or a spare or index named twice; a spare that goes while the
-  // attempt starts is left out (the slot is then not followed).
+  // attempt starts is left out (the slot is then not followed). `layout`: the pods the attempt
+  // runs (an elastic job's resize; every follower hears it with the order), nullopt for every
+  // pod of the job; FailedPrecondition naming the problem for one that cannot be run.
   absl::Status Start(int32_t attempt,
-                     const std::vector<attemptspb::SpareAssignment>& assignments = {});
+                     const std::vector<attemptspb::SpareAssignment>& assignments = {},
+                     std::optional<AttemptLayout> layout = std::nullopt);
   // Records how a pod's processes ended; one of an earlier attempt is dropped.
   void ReportEnd(const attemptspb::AttemptEnd& end);
   // Records what a pod's sidecar says of its ranks' progress (one of an earlier attempt is
@@ -129,7 +133,7 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
 
   const std::string token_;
   const uint64_t incarnation_;
-  std::function<void(int32_t)> before_start_;
+  std::function<void(const attemptspb::AttemptOrder&)> before_start_;
   std::function<void(const attemptspb::AttemptEnd&)> on_end_;
   std::function<void(uint64_t, int32_t)> dump_locally_;
   mutable absl::Mutex mu_;
@@ -138,7 +142,8 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   // The followers' streams (pods and spares), by the id the registry knows them by.
   std::map<SlotRegistry::StreamId, std::shared_ptr<OrderSink>> streams_ ABSL_GUARDED_BY(mu_);
   SlotRegistry::StreamId last_stream_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::function<void(int32_t)>> local_followers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(const attemptspb::AttemptOrder&)>> local_followers_
+      ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<StateSink>> observers_ ABSL_GUARDED_BY(mu_);
 };
 

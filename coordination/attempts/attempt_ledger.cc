@@ -25,10 +25,11 @@ absl::StatusOr<bool> AttemptLedger::MayStart(int32_t attempt) const {
   return true;
 }
 
-bool AttemptLedger::Start(int32_t attempt, absl::Time now) {
+bool AttemptLedger::Start(int32_t attempt, absl::Time now, std::optional<AttemptLayout> layout) {
   if (attempt <= attempt_) return false;
   attempt_ = attempt;
   started_ = now;
+  layout_ = std::move(layout);
   ends_.clear();
   detector_.Reset();  // The new processes start from nothing.
   hang_.reset();

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "cohort/coordination/v1/attempts.pb.h"
+#include "common/attempt_layout.h"
 #include "common/hang_evidence.h"
 #include "coordination/attempts/hang_detector.h"
 
@@ -42,7 +43,10 @@ class AttemptLedger {
   absl::StatusOr<bool> MayStart(int32_t attempt) const;
   // Starts `attempt` at `now` unless it is not after the current one (false: a concurrent order
   // won). The ends, the detector's reports and the hang were of the old processes: all go.
-  bool Start(int32_t attempt, absl::Time now);
+  // `layout`: the pods it runs (an elastic job's resize), nullopt for every pod of the job.
+  bool Start(int32_t attempt, absl::Time now, std::optional<AttemptLayout> layout = std::nullopt);
+  // The current attempt's layout (nullopt: every pod of the job).
+  const std::optional<AttemptLayout>& layout() const { return layout_; }
 
   // A pod's processes ended; false (dropped) when of another attempt.
   bool RecordEnd(const attemptspb::AttemptEnd& end);
@@ -67,6 +71,7 @@ class AttemptLedger {
  private:
   int32_t attempt_;
   absl::Time started_ = absl::InfinitePast();
+  std::optional<AttemptLayout> layout_;
   std::map<int32_t, attemptspb::AttemptEnd> ends_;
   HangDetector detector_{HangTimeout{}};
   std::string dumps_base_;

@@ -83,11 +83,11 @@ TEST_F(LaunchChannelTest, OrdersOnConnectAndAfter_APodIndexOnceGivenIsRepeated) 
 
   auto first = std::make_unique<Launcher>(path);
   ASSERT_TRUE(first->connected());
-  (*channel)->Order(1);
+  (*channel)->Order({.attempt = 1});
   EXPECT_EQ(first->Next(), "attempt 1\n");
-  (*channel)->Order(2, 3);
+  (*channel)->Order({.attempt = 2, .pod_index = 3});
   EXPECT_EQ(first->Next(), "attempt 2 pod 3\n");
-  (*channel)->Order(3);
+  (*channel)->Order({.attempt = 3});
   EXPECT_EQ(first->Next(), "attempt 3 pod 3\n");
 
   ASSERT_TRUE(

@@ -117,7 +117,7 @@ TEST_F(ProgressWatchTest, Collect_LeftoversAndEndedAttempts_NotReported) {
   ProgressWatch watch(options_);
   EXPECT_EQ(watch.Collect(absl::Now()).ranks_size(), 0);
 
-  watch.SetAttempt(1);
+  watch.SetAttempt(1, /*first_rank=*/4);
   WriteStatus(5, absl::Seconds(1), {{"steps", 3}}, /*started=*/absl::Minutes(1));  // Of attempt 0.
   EXPECT_EQ(watch.Collect(absl::Now()).ranks_size(), 0) << "a process of the attempt before";
   // Of attempt 1: started after it began (the file has whole milliseconds).
@@ -126,6 +126,23 @@ TEST_F(ProgressWatchTest, Collect_LeftoversAndEndedAttempts_NotReported) {
 
   watch.AttemptEnded(1);
   EXPECT_EQ(watch.Collect(absl::Now()).ranks_size(), 0) << "cohort-launch said its processes ended";
+}
+
+// An elastic job's attempts: one that places the pod elsewhere is read under the placed ranks; one
+// that runs without the pod reports nothing.
+TEST_F(ProgressWatchTest, Collect_AnAttemptsPlacedRanks_NothingWhileThePodIsLeftOut) {
+  ProgressWatch watch(options_);
+  watch.SetAttempt(1, /*first_rank=*/2);  // Pod 2 at position 1: ranks 2-3.
+  WriteStatus(4, absl::Seconds(0), {{"steps", 3}}, /*started=*/-absl::Milliseconds(1));
+  WriteStatus(2, absl::Seconds(0), {{"steps", 5}}, /*started=*/-absl::Milliseconds(1));
+  attemptspb::ReportHealthRequest report = watch.Collect(absl::Now());
+  ASSERT_EQ(report.ranks_size(), 1);
+  EXPECT_EQ(report.ranks(0).rank(), 2);
+  EXPECT_EQ(report.ranks(0).steps(), 5);
+  EXPECT_EQ(report.attempt(), 1);
+  watch.SetAttempt(2, std::nullopt);
+  WriteStatus(2, absl::Seconds(0), {{"steps", 6}}, /*started=*/-absl::Milliseconds(1));
+  EXPECT_EQ(watch.Collect(absl::Now()).ranks_size(), 0) << "the attempt runs without this pod";
 }
 
 TEST_F(ProgressWatchTest, Dump_HookAndLibdistRanksAnswer_EvidenceCompleteOnceBothDid) {

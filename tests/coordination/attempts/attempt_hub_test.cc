@@ -16,6 +16,8 @@
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "coordination/attempts/attempt_client.h"
+#include "coordination/attempts/attempt_layout_proto.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort::coordination {
@@ -104,9 +106,11 @@ TEST_F(AttemptHubTest, FollowersHearEveryAttemptAndTheObserverEveryEnd) {
 
 TEST_F(AttemptHubTest, OnlyTheNextAttemptStarts_ARepeatedOrderIsKept) {
   std::vector<int32_t> before;
-  server_->hub().set_before_start([&](int32_t a) { before.push_back(a); });
+  server_->hub().set_before_start(
+      [&](const attemptspb::AttemptOrder& o) { before.push_back(o.attempt()); });
   std::vector<int32_t> local;
-  server_->hub().FollowLocally([&](int32_t a) { local.push_back(a); });
+  server_->hub().FollowLocally(
+      [&](const attemptspb::AttemptOrder& o) { local.push_back(o.attempt()); });
   EXPECT_TRUE(server_->hub().Start(3).ok());
   EXPECT_TRUE(server_->hub().Start(3).ok());  // Repeated: nothing new.
   absl::Status skip = server_->hub().Start(5);
@@ -115,6 +119,52 @@ TEST_F(AttemptHubTest, OnlyTheNextAttemptStarts_ARepeatedOrderIsKept) {
   EXPECT_EQ(server_->hub().Start(2).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(before, std::vector<int32_t>({3}));  // The attempt's service before anyone hears.
   EXPECT_EQ(local, std::vector<int32_t>({2, 3}));
+}
+
+// An elastic job's resize (common/attempt_layout.h): the attempt's layout reaches the service's
+// hook before anyone hears, every follower (rank 0's in process, the others over gRPC) with the
+// order, the operator in the state; a layout that cannot be run is refused, starting nothing.
+TEST_F(AttemptHubTest, AnAttemptsLayout_HeardByEveryFollowerAndTheOperator_ABadOneRefused) {
+  std::optional<AttemptLayout> before;
+  server_->hub().set_before_start(
+      [&](const attemptspb::AttemptOrder& o) { before = LayoutFromProto(o.layout()); });
+  std::optional<AttemptLayout> local;
+  server_->hub().FollowLocally(
+      [&](const attemptspb::AttemptOrder& o) { local = LayoutFromProto(o.layout()); });
+  Received<attemptspb::AttemptOrder> pod3;
+  AttemptFollower follower(address_, kToken, 3,
+                           [&](const attemptspb::AttemptOrder& o) { pod3.Add(o); });
+  ASSERT_TRUE(pod3.WaitFor([](const auto& o) { return o.attempt() == 2; }).has_value());
+  Received<attemptspb::AttemptState> op;
+  AttemptObserver observer(
+      address_, kToken, [&](const attemptspb::AttemptState& s) { op.Add(s); },
+      [](const absl::Status&) {});
+
+  const AttemptLayout shrunk = LayoutWithout(8, 2, {1}, 4);  // Without pods 2 and 3.
+  AttemptLayout bad = shrunk;
+  bad.absent = {0};
+  absl::Status refused = observer.Start(3, {}, bad);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("absent pod index 0"));
+  EXPECT_EQ(server_->hub().State().attempt(), 2) << "nothing started";
+
+  ASSERT_TRUE(observer.Start(3, {}, shrunk).ok());
+  EXPECT_EQ(before, shrunk);
+  EXPECT_EQ(local, shrunk);
+  std::optional<attemptspb::AttemptOrder> heard =
+      pod3.WaitFor([](const auto& o) { return o.attempt() == 3; });
+  ASSERT_TRUE(heard.has_value());
+  EXPECT_EQ(LayoutFromProto(heard->layout()), shrunk) << "pod 3 learns it runs nothing";
+  std::optional<attemptspb::AttemptState> state =
+      op.WaitFor([](const auto& s) { return s.attempt() == 3; });
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(LayoutFromProto(state->layout()), shrunk);
+
+  // The next attempt without a layout is the job's whole again.
+  ASSERT_TRUE(observer.Start(4).ok());
+  heard = pod3.WaitFor([](const auto& o) { return o.attempt() == 4; });
+  ASSERT_TRUE(heard.has_value());
+  EXPECT_FALSE(heard->has_layout());
 }
 
 // Spares (FollowAttemptsRequest.spare): a spare follows holding no slot; an attempt gives it the
@@ -247,7 +297,7 @@ TEST_F(AttemptHubTest, AHangIsPublished_EveryPodAskedForEvidence_ClearedByTheNex
                          [&](uint64_t id, int32_t attempt) {
                            asked_locally.push_back({id, attempt});
                          });
-  hub.FollowLocally([](int32_t) {});
+  hub.FollowLocally([](const attemptspb::AttemptOrder&) {});
   Received<attemptspb::AttemptOrder> pod1;
   AttemptFollower follower(address_, kToken, 1,
                            [&](const attemptspb::AttemptOrder& o) { pod1.Add(o); });
