@@ -88,6 +88,9 @@ absl::Status AttemptRunner::StartHub(const coordination::HangTimeout& timeout) {
     hooks_.restart_coordinator(PlaceOf(order.attempt(), coordination::LayoutFromProto(order.layout())));
   });
   h.set_on_end(hooks_.on_end);
+  h.set_on_drain([this](int32_t attempt, const std::string&) {
+    if (hooks_.drain) hooks_.drain(attempt);
+  });
   h.set_hang_detection(timeout, env::DumpsDir(config_.agent_socket),
                        [this](uint64_t dump_id, int32_t attempt) {
                          if (progress_) progress_->Dump(dump_id, attempt);

@@ -59,6 +59,9 @@ class AttemptRunner {
     // Every rank of the pod gets a fresh agent of the attempt (its rank and world size there),
     // before cohort-launch is told.
     std::function<void(const AttemptPlace& place)> renew_agents;
+    // Rank 0: the operator drains `attempt` (an elastic job's resize): every rank is to stop at
+    // the preemption sync point.
+    std::function<void(int32_t attempt)> drain;
     // Rank 0: the hub recorded how a pod's processes of the running attempt ended.
     std::function<void(const coordination::attemptspb::AttemptEnd& end)> on_end;
     // Hang evidence from a process without the Python hook (libdist's dump).

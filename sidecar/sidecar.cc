@@ -137,6 +137,7 @@ absl::Status Sidecar::StartAttemptRunner() {
   hooks.restart_coordinator = [this](const AttemptPlace& place) { RestartCoordinator(place); };
   hooks.renew_agents = [this](const AttemptPlace& place) { RenewAgents(place); };
   hooks.on_end = [this](const coordination::attemptspb::AttemptEnd& end) { TellCoordinator(end); };
+  hooks.drain = [this](int32_t attempt) { DrainCoordinator(attempt); };
   hooks.ask_process = [this](int local, uint64_t id, const std::string& directory) {
     absl::MutexLock lock(&parts_mu_);
     return agents_[local].service->RequestDump(id, directory);
@@ -185,6 +186,22 @@ void Sidecar::TellCoordinator(const coordination::attemptspb::AttemptEnd& end) {
                    absl::StrCat("pod ", end.pod_index(), "'s processes of restart attempt ",
                                 end.attempt(), " ended: ", last_line))
       .IgnoreError();
+}
+
+void Sidecar::DrainCoordinator(int32_t attempt) {
+  absl::MutexLock lock(&parts_mu_);
+  if (!coordinator_ || !coordinator_options_ ||
+      coordinator_options_->service.restart_attempt != attempt) {
+    return;
+  }
+  // As a preemption notice about rank 0 from outside its process: every rank hears it.
+  absl::Status s = coordinator_->service().ReportPreemption(0, coordination::kObserverIncarnation);
+  if (s.ok()) {
+    LogInfo("restart attempt ", attempt,
+            " drains: a preemption notice went to every rank (they stop at the sync point)");
+  } else {
+    LogWarning("restart attempt ", attempt, " cannot drain: ", s.message());
+  }
 }
 
 void Sidecar::RestartCoordinator(const AttemptPlace& place) {

@@ -89,6 +89,9 @@ class Sidecar {
   void RestartCoordinator(const AttemptPlace& place);
   // Every rank of the pod gets a fresh agent of the attempt, under the rank the attempt gives it.
   void RenewAgents(const AttemptPlace& place);
+  // Rank 0: the operator drains `attempt` (an elastic job's resize): its coordination service
+  // gets a preemption notice, so every rank reaches the preemption sync point at the same step.
+  void DrainCoordinator(int32_t attempt);
   // Rank 0: a pod's processes of the running attempt ended; the attempt's coordination service
   // hears it when ShouldTellCoordinator says so, and fails the job if it did not yet.
   void TellCoordinator(const coordination::attemptspb::AttemptEnd& end);

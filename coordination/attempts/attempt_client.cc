@@ -210,4 +210,22 @@ absl::Status AttemptObserver::Start(int32_t attempt,
   return s;
 }
 
+absl::Status AttemptObserver::Drain(int32_t attempt, const std::string& reason,
+                                    absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  AddToken(&ctx, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  attemptspb::DrainAttemptRequest req;
+  req.set_attempt(attempt);
+  req.set_reason(reason);
+  attemptspb::DrainAttemptResponse resp;
+  absl::Status s = FromGrpcStatus(stub_->DrainAttempt(&ctx, req, &resp));
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("draining restart attempt ", attempt,
+                                               " through the attempt hub at ", address_, ": ",
+                                               s.message()));
+  }
+  return s;
+}
+
 }  // namespace cohort::coordination

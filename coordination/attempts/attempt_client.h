@@ -93,6 +93,9 @@ class AttemptObserver {
   absl::Status Start(int32_t attempt, const std::vector<attemptspb::SpareAssignment>& assignments,
                      const std::optional<AttemptLayout>& layout,
                      absl::Duration timeout = absl::Seconds(5));
+  // Asks the processes of `attempt` to stop at a common step (the hub's DrainAttempt).
+  absl::Status Drain(int32_t attempt, const std::string& reason,
+                     absl::Duration timeout = absl::Seconds(5));
 
  private:
   void Loop();

@@ -239,6 +239,23 @@ absl::Status AttemptHub::Start(int32_t attempt,
   return absl::OkStatus();
 }
 
+absl::Status AttemptHub::Drain(int32_t attempt, const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (attempt != ledger_.attempt()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot drain restart attempt ", attempt, ": the job's processes run attempt ",
+          ledger_.attempt()));
+    }
+    if (drained_ == attempt) return absl::OkStatus();  // Asked before: the notice went out.
+    drained_ = attempt;
+  }
+  LogInfo("attempt hub: draining restart attempt ", attempt, " (", reason,
+          "): every rank stops at the preemption sync point");
+  if (on_drain_) on_drain_(attempt, reason);
+  return absl::OkStatus();
+}
+
 void AttemptHub::ReportEnd(const attemptspb::AttemptEnd& end) {
   {
     absl::MutexLock lock(&mu_);
@@ -316,6 +333,13 @@ grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* 
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
   RecordHealth(*req, absl::Now());
   return FinishUnary(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AttemptHub::DrainAttempt(grpc::CallbackServerContext* ctx,
+                                                   const attemptspb::DrainAttemptRequest* req,
+                                                   attemptspb::DrainAttemptResponse*) {
+  if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
+  return FinishUnary(ctx, Drain(req->attempt(), req->reason()));
 }
 
 absl::StatusOr<std::unique_ptr<AttemptHubServer>> AttemptHubServer::Start(

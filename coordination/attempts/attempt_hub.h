@@ -60,6 +60,11 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   void set_on_end(std::function<void(const attemptspb::AttemptEnd& end)> hook) {
     on_end_ = std::move(hook);
   }
+  // Runs (outside the hub's lock) for a drain of the running attempt (DrainAttempt): rank 0's
+  // sidecar gives the attempt's coordination service a preemption notice.
+  void set_on_drain(std::function<void(int32_t attempt, const std::string& reason)> hook) {
+    on_drain_ = std::move(hook);
+  }
   // Rank 0's own sidecar follows the hub in process: `order` gets every attempt from now on.
   void FollowLocally(std::function<void(const attemptspb::AttemptOrder& order)> order);
   // Hang detection (docs/faults.md, "Hung ranks"): the timeout, where each pod keeps the evidence
@@ -79,6 +84,9 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   absl::Status Start(int32_t attempt,
                      const std::vector<attemptspb::SpareAssignment>& assignments = {},
                      std::optional<AttemptLayout> layout = std::nullopt);
+  // Asks the processes of `attempt`, the running one, to stop at a common step (on_drain, once
+  // per attempt). FailedPrecondition for another attempt.
+  absl::Status Drain(int32_t attempt, const std::string& reason);
   // Records how a pod's processes ended; one of an earlier attempt is dropped.
   void ReportEnd(const attemptspb::AttemptEnd& end);
   // Records what a pod's sidecar says of its ranks' progress (one of an earlier attempt is
@@ -109,6 +117,9 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   grpc::ServerUnaryReactor* ReportHealth(grpc::CallbackServerContext* ctx,
                                          const attemptspb::ReportHealthRequest* req,
                                          attemptspb::ReportHealthResponse* resp) override;
+  grpc::ServerUnaryReactor* DrainAttempt(grpc::CallbackServerContext* ctx,
+                                         const attemptspb::DrainAttemptRequest* req,
+                                         attemptspb::DrainAttemptResponse* resp) override;
 
  private:
   using OrderSink = EventStream<attemptspb::AttemptOrder>::Sink;
@@ -136,12 +147,14 @@ class AttemptHub final : public attemptspb::AttemptControl::CallbackService {
   std::function<void(const attemptspb::AttemptOrder&)> before_start_;
   std::function<void(const attemptspb::AttemptEnd&)> on_end_;
   std::function<void(uint64_t, int32_t)> dump_locally_;
+  std::function<void(int32_t, const std::string&)> on_drain_;
   mutable absl::Mutex mu_;
   AttemptLedger ledger_ ABSL_GUARDED_BY(mu_);
   SlotRegistry slots_ ABSL_GUARDED_BY(mu_);
   // The followers' streams (pods and spares), by the id the registry knows them by.
   std::map<SlotRegistry::StreamId, std::shared_ptr<OrderSink>> streams_ ABSL_GUARDED_BY(mu_);
   SlotRegistry::StreamId last_stream_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t drained_ ABSL_GUARDED_BY(mu_) = -1;  // The attempt drained last.
   std::vector<std::function<void(const attemptspb::AttemptOrder&)>> local_followers_
       ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<StateSink>> observers_ ABSL_GUARDED_BY(mu_);

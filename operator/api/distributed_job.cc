@@ -1,5 +1,6 @@
 #include "operator/api/distributed_job.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <initializer_list>
@@ -265,6 +266,11 @@ int64_t TotalProcesses(const DistributedJob& job) {
   return int64_t{job.spec.replicas} * ResolvedProcessesPerPod(job);
 }
 
+int32_t DesiredReplicaGroups(const DistributedJobSpec& spec) {
+  if (!spec.elastic || spec.elastic->pods_per_group < 1) return 0;
+  return spec.replicas / spec.elastic->pods_per_group;
+}
+
 const char* FailureActionName(FailureAction action) {
   switch (action) {
     case FailureAction::kFailJob:
@@ -456,6 +462,20 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     if (const json* r = object_field(*sc, "resources", sp, " (a ResourceRequirements)"))
       s.sidecar.resources = *r;
   }
+  if (const json* elastic = object_field(spec, "elastic", p, " with minReplicas")) {
+    ElasticSpec e;
+    const std::string ep = "spec.elastic.";
+    note(ReadField(*elastic, "minReplicas", ep, &e.min_replicas));
+    note(ReadField(*elastic, "podsPerGroup", ep, &e.pods_per_group));
+    note(ReadField(*elastic, "shrinkAfterSeconds", ep, &e.shrink_after_seconds));
+    if (!elastic->contains("minReplicas") || (*elastic)["minReplicas"].is_null()) {
+      e.min_replicas = std::max(e.pods_per_group, 1);  // Only the one error below.
+      note(absl::InvalidArgumentError(
+          "spec.elastic.minReplicas: required: the fewest pods the job runs with, e.g. "
+          "minReplicas: 2"));
+    }
+    s.elastic = e;
+  }
   if (const json* policy = object_field(spec, "failurePolicy", p, " with rules")) {
     ParseFailureRules(*policy, s.failure_rules, note);
   }
@@ -474,6 +494,7 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
           std::pair{"uncountedRestarts", &st.uncounted_restarts},
           std::pair{"restartAttempt", &st.restart_attempt}, std::pair{"spares", &st.spares},
           std::pair{"readySpares", &st.ready_spares},
+          std::pair{"replicaGroups", &st.replica_groups},
           std::pair{"sparesCreated", &st.spares_created}}) {
       ReadField(status, key, "status.", out).IgnoreError();
     }
@@ -487,6 +508,11 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
             ReadField(slot, "pod", "status.slots.", &pod).ok()) {
           st.slots[index] = pod;
         }
+      }
+    }
+    if (status.contains("droppedReplicaGroups") && status["droppedReplicaGroups"].is_array()) {
+      for (const json& g : status["droppedReplicaGroups"]) {
+        if (g.is_number_integer()) st.dropped_replica_groups.push_back(g.get<int32_t>());
       }
     }
     ReadField(status, "coordinatorAddress", "status.", &st.coordinator_address).IgnoreError();
@@ -547,6 +573,12 @@ json StatusToJson(const DistributedJob& job) {
     out["processes"] = static_cast<int64_t>(st.replicas) * per_pod;
   }
   out["selector"] = absl::StrCat(kJobNameLabel, "=", job.name);
+  if (job.spec.elastic) {
+    out["replicaGroups"] = st.replica_groups;
+    out["replicaGroupsText"] =
+        absl::StrCat(st.replica_groups, "/", DesiredReplicaGroups(job.spec));
+  }
+  if (!st.dropped_replica_groups.empty()) out["droppedReplicaGroups"] = st.dropped_replica_groups;
   if (job.spec.spares > 0) {
     out["sparesText"] = absl::StrCat(st.ready_spares, "/", job.spec.spares);
   }

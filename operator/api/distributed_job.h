@@ -76,6 +76,17 @@ struct HangDetectionSpec {
   std::optional<int64_t> timeout_seconds;
 };
 
+// spec.elastic (docs/operator.md, "Elastic replica groups"): the job may run with fewer
+// data-parallel replica groups than spec.replicas asks, down to minReplicas pods, instead of
+// waiting for capacity; it grows back at a common step once the pods are there.
+struct ElasticSpec {
+  int32_t min_replicas = 1;    // Pods the job runs with at the least.
+  int32_t pods_per_group = 1;  // The pods of one replica group (model parallel inside it).
+  // How long a lost pod's slot may wait for a spare or a replacement pod before the job goes on
+  // without its group.
+  int64_t shrink_after_seconds = 60;
+};
+
 // The most processes one pod may run (spec.processesPerPod).
 inline constexpr int32_t kMaxProcessesPerPod = 256;
 
@@ -185,6 +196,7 @@ struct DistributedJobSpec {
   // the gang restarts in place: Validate refuses Restart and Fail with restartStrategy Recreate.
   HangPolicy hang_policy = HangPolicy::kRestart;
   bool hang_policy_set = false;
+  std::optional<ElasticSpec> elastic;  // spec.elastic; unset: the job runs at its size only.
 };
 
 // status.conditions (metav1.Condition): typed as Kubernetes keeps them (kube/conditions.h has the
@@ -200,10 +212,15 @@ std::optional<Phase> ParsePhase(const std::string& name);
 struct DistributedJobStatus {
   Phase phase = Phase::kPending;
   std::vector<Condition> conditions;
-  // The pods the running restart attempt has (status.replicas, the scale subresource's:
-  // spec.replicas). StatusToJson adds status.processes (these pods' processes) and
-  // status.selector (the job's pods' label selector).
+  // The pods the running restart attempt has (status.replicas, the scale subresource's):
+  // spec.replicas, but for an elastic job that runs without some of its replica groups or has
+  // not resized to spec.replicas yet. StatusToJson adds status.processes (these pods' processes)
+  // and status.selector (the job's pods' label selector).
   int32_t replicas = 0;
+  // An elastic job: the replica groups the running attempt runs, and the groups (indexes below
+  // the highest it runs) it runs without (status.replicaGroups, status.droppedReplicaGroups).
+  int32_t replica_groups = 0;
+  std::vector<int32_t> dropped_replica_groups;
   int32_t ready = 0;
   int32_t active = 0;
   int32_t succeeded = 0;
@@ -292,6 +309,8 @@ std::optional<TopologyRequest> SpareTopology(const DistributedJob& job);
 int64_t TrainerGpuLimit(const DistributedJob& job);
 // Every process of the job: replicas x processes per pod.
 int64_t TotalProcesses(const DistributedJob& job);
+// An elastic job's replica groups as spec.replicas asks (0 for a job that is not elastic).
+int32_t DesiredReplicaGroups(const DistributedJobSpec& spec);
 
 // "<job>-0.<job>.<namespace>.svc:<port>": rank 0's sidecar through the headless Service.
 std::string CoordinatorAddress(const DistributedJob& job);

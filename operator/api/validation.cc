@@ -432,6 +432,59 @@ void ValidateHangPolicy(const DistributedJob& job, std::vector<std::string>& err
       "InPlace, or remove spec.hangPolicy"));
 }
 
+// spec.elastic: whole replica groups between minReplicas and replicas, restarting in place (a
+// resize is an in-place restart at a common step), and not where the job's shape is fixed by
+// something else: torchrun's own rendezvous, or a gang scheduler's admission.
+void ValidateElastic(const DistributedJob& job, std::vector<std::string>& errors) {
+  const DistributedJobSpec& s = job.spec;
+  if (!s.elastic) return;
+  const ElasticSpec& e = *s.elastic;
+  const FieldPath elastic = FieldPath("spec").Child("elastic");
+  const std::string group = elastic.Child("podsPerGroup").String();
+  const std::string min = elastic.Child("minReplicas").String();
+  if (e.pods_per_group < 1 || e.pods_per_group > kMaxReplicas) {
+    errors.push_back(absl::StrCat(group, ": must be between 1 and ", kMaxReplicas, " (got ",
+                                  e.pods_per_group, ")"));
+  } else if (s.replicas % e.pods_per_group != 0) {
+    errors.push_back(absl::StrCat(
+        FieldPath("spec").Child("replicas").String(), ": ", s.replicas,
+        " is not a whole number of replica groups of ", e.pods_per_group,
+        " pods (spec.elastic.podsPerGroup): make replicas a multiple of podsPerGroup"));
+  }
+  if (e.min_replicas < 1 || e.min_replicas > s.replicas) {
+    errors.push_back(absl::StrCat(min, ": must be between 1 and spec.replicas (", s.replicas,
+                                  ") (got ", e.min_replicas, ")"));
+  } else if (e.pods_per_group >= 1 && e.min_replicas % e.pods_per_group != 0) {
+    errors.push_back(absl::StrCat(min, ": ", e.min_replicas,
+                                  " is not a whole number of replica groups of ", e.pods_per_group,
+                                  " pods: make it a multiple of spec.elastic.podsPerGroup"));
+  }
+  if (e.shrink_after_seconds < 0) {
+    errors.push_back(absl::StrCat(elastic.Child("shrinkAfterSeconds").String(),
+                                  ": must be at least 0 (got ", e.shrink_after_seconds, ")"));
+  }
+  if (!RestartsInPlace(s)) {
+    errors.push_back(absl::StrCat(
+        elastic.String(),
+        ": an elastic job resizes by restarting its processes in place (the pods that stay keep "
+        "running): set spec.restartStrategy: InPlace and a command for the trainer "
+        "(spec.template.spec.containers[0].command), or remove spec.elastic"));
+  }
+  if (s.launcher == Launcher::kTorchrun) {
+    errors.push_back(absl::StrCat(
+        elastic.String(),
+        ": not with spec.launcher: Torchrun (torchrun fixes its nodes at its own rendezvous); use "
+        "launcher: Cohort, whose ranks follow each resize, or remove spec.elastic"));
+  }
+  if (GangScheduled(s)) {
+    errors.push_back(absl::StrCat(
+        elastic.String(),
+        ": not with spec.scheduling's queueName or podGroup: a gang scheduler admits the whole "
+        "group of pods once, so a lost pod cannot be replaced alone and growing back would need a "
+        "new admission of every pod; remove one of them"));
+  }
+}
+
 }  // namespace
 
 // One function per area of the spec, called in the order their errors are reported: users fix
@@ -448,6 +501,7 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   ValidateSidecar(job.spec.sidecar, errors);
   ValidateFailureRules(job.spec.failure_rules, errors);
   ValidateHangPolicy(job, errors);
+  ValidateElastic(job, errors);
   // A template that could not be read was reported already; "required" would only repeat it.
   const FieldPath spec("spec");
   if (!Unreadable(job, spec) && !Unreadable(job, spec.Child("template"))) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/attempt_layout.h"
 
 namespace cohort::op {
 
@@ -25,7 +26,8 @@ struct AttemptView {
   bool heard = true;
   absl::Time watching_since = absl::InfinitePast();
   uint64_t hub_incarnation = 0;
-  int32_t attempt = 0;  // The attempt the pods' processes run (or last ran).
+  int32_t attempt = 0;  // The attempt the pods' processes run (or last ran),
+  std::optional<AttemptLayout> layout;  // and which pods it runs (nullopt: every pod).
   // How each pod's processes ended in `attempt`, by pod index (absent: still running).
   struct End {
     int32_t exit_code = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/attempt_layout.h"
 #include "operator/reconciler/attempt_view.h"
 
 namespace cohort::op {
@@ -30,10 +31,17 @@ class AttemptWatcher {
   // job is not watched (or after Forget).
   virtual std::optional<AttemptView> View(const std::string& key) = 0;
   // Orders `attempt` from the job's hub, `assignments` giving spares (by pod name) the slots
-  // (pod indexes) of pods that are gone. FailedPrecondition when the job is not watched, or the
-  // hub cannot carry the assignments out (a spare stopped following).
+  // (pod indexes) of pods that are gone, `layout` the pods it runs (an elastic job's; nullopt:
+  // every pod). FailedPrecondition when the job is not watched, or the hub cannot carry the
+  // assignments out (a spare stopped following).
   virtual absl::Status Start(const std::string& key, int32_t attempt,
-                             const std::vector<std::pair<int32_t, std::string>>& assignments) = 0;
+                             const std::vector<std::pair<int32_t, std::string>>& assignments,
+                             const std::optional<AttemptLayout>& layout) = 0;
+  // Asks the processes of `attempt` (the running one) to stop at a common step: an elastic job's
+  // resize (the hub's DrainAttempt). FailedPrecondition when the job is not watched or runs
+  // another attempt.
+  virtual absl::Status Drain(const std::string& key, int32_t attempt,
+                             const std::string& reason) = 0;
 };
 
 }  // namespace cohort::op

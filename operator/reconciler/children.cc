@@ -43,10 +43,14 @@ json Metadata(const DistributedJob& job, const std::string& name, json labels) {
 json ContractEnv(const DistributedJob& job, std::optional<int32_t> pod_index,
                  int32_t restart_attempt, const std::string& spare_name = "") {
   const int32_t per_pod = ResolvedProcessesPerPod(job);
+  // An elastic job's pod starts as part of the whole job; every later attempt's order says
+  // where it stands (common/attempt_layout.h).
   const env::ProcessPlacement placement{.pod_index = pod_index.value_or(0),
                                         .local_index = 0,
                                         .processes_per_pod = per_pod,
-                                        .num_pods = job.spec.replicas};
+                                        .num_pods = job.spec.replicas,
+                                        .replica_groups = DesiredReplicaGroups(job.spec),
+                                        .desired_replica_groups = DesiredReplicaGroups(job.spec)};
   env::JobInputs in;
   in.coordinator_address = CoordinatorAddress(job);
   in.restart_attempt = restart_attempt;
@@ -87,7 +91,8 @@ json ContractEnv(const DistributedJob& job, std::optional<int32_t> pod_index,
   for (const auto& [name, value] : env::ProcessVariables(placement, TrainerGpuLimit(job) > 0)) {
     const bool job_wide = name == env::kNumProcesses || name == env::kProcessesPerPod ||
                           name == env::kJaxNumProcesses || name == env::kWorldSize ||
-                          name == env::kLocalWorldSize;
+                          name == env::kLocalWorldSize || name == env::kReplicaGroups ||
+                          name == env::kDesiredReplicaGroups;
     if (pod_index || job_wide) add(name, value);
   }
   if (!pod_index) add(env::kSpare, spare_name);

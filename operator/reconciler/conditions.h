@@ -18,6 +18,11 @@ inline constexpr char kScheduled[] = "Scheduled";
 // Ranks of the running attempt made no progress for longer than the hang timeout (the attempt
 // hub's detector; docs/faults.md, "Hung ranks").
 inline constexpr char kHung[] = "Hung";
+// An elastic job (spec.elastic; elastic_policy.h): the running attempt has fewer replica groups
+// than spec.replicas asks (True: PodsLost, or WaitingForPods while the next attempt waits for
+// them; False: FullSize); a resize drains the running attempt (True: Draining; False: Resized).
+inline constexpr char kShrunk[] = "Shrunk";
+inline constexpr char kResizing[] = "Resizing";
 }  // namespace condition
 
 // status.conditions[].reason and Event reasons.
@@ -64,6 +69,18 @@ inline constexpr char kRecovered[] = "Recovered";  // Condition Hung: no rank of
 // A hang ended the attempt: condition Failed (spec.hangPolicy Fail) or Restarting (Restart), and
 // the termination reason spec.failurePolicy.rules see (onTerminationReasons: [Hung]).
 inline constexpr char kHung[] = "Hung";
+// Elastic replica groups (elastic_policy.h). Conditions Shrunk: PodsLost, WaitingForPods,
+// FullSize; Resizing: Draining, Resized; Restarting: Resize. Events: Shrunk (Warning) and Grew
+// name the groups; Resizing says why the attempt drains.
+inline constexpr char kPodsLost[] = "PodsLost";
+inline constexpr char kWaitingForPods[] = "WaitingForPods";
+inline constexpr char kFullSize[] = "FullSize";
+inline constexpr char kDraining[] = "Draining";
+inline constexpr char kResized[] = "Resized";
+inline constexpr char kResize[] = "Resize";
+inline constexpr char kShrunk[] = "Shrunk";
+inline constexpr char kGrew[] = "Grew";
+inline constexpr char kResizing[] = "Resizing";
 }  // namespace reason
 
 // Event types.
@@ -78,6 +95,7 @@ namespace restart_kind {
 inline constexpr char kFailure[] = "Failure";
 inline constexpr char kUncountedFailure[] = "UncountedFailure";
 inline constexpr char kPreemption[] = "Preemption";
+inline constexpr char kResize[] = "Resize";  // An elastic job's resize: no backoff, not counted.
 }  // namespace restart_kind
 
 // status.lastRestartStrategy: how the last gang restart was carried out.

@@ -50,6 +50,22 @@ DecisionPass::DecisionPass(const DistributedJob& job, const std::vector<Observed
   std::sort(waiting.begin(), waiting.end(), by_rank);
 }
 
+bool DecisionPass::Runs(int32_t rank) const {
+  if (!spec.elastic || view == nullptr || !view->heard || !view->layout ||
+      view->attempt != status.restart_attempt) {
+    return rank < spec.replicas;
+  }
+  return view->layout->Position(rank).has_value();
+}
+
+int32_t DecisionPass::RunningPods() const {
+  if (!spec.elastic || view == nullptr || !view->heard || !view->layout ||
+      view->attempt != status.restart_attempt) {
+    return spec.replicas;
+  }
+  return view->layout->pods();
+}
+
 void DecisionPass::SetCondition(const char* type, bool is_true, const std::string& reason,
                                 const std::string& message) {
   ::cohort::op::SetCondition(status.conditions,
@@ -151,7 +167,7 @@ void DecisionPass::CountedRestart(const std::string& why, const char* condition_
 }
 
 void DecisionPass::Count() {
-  status.replicas = spec.replicas;
+  if (!spec.elastic) status.replicas = spec.replicas;  // Else KeepElastic says.
   status.ready = status.active = status.succeeded = status.failed = 0;
   for (const ObservedPod* p : current) {
     if (p->ready) ++status.ready;

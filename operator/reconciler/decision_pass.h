@@ -45,6 +45,12 @@ class DecisionPass {
   // leaves the list.
   std::vector<const ObservedPod*> spares;
 
+  // Whether the running attempt runs pod index `rank`: every slot of spec.replicas, but for an
+  // elastic job whose attempt (the hub's layout) leaves it out (elastic_policy.h).
+  bool Runs(int32_t rank) const;
+  // The pods the running attempt runs (spec.replicas, or its layout's).
+  int32_t RunningPods() const;
+
   void SetCondition(const char* type, bool is_true, const std::string& reason,
                     const std::string& message);
   void Emit(const char* type, const char* reason, const std::string& message);

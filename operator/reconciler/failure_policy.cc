@@ -96,12 +96,17 @@ void ApplyFailureRule(DecisionPass& pass, const RuleMatch& rule, const std::stri
 }
 
 Verdict HandleFailure(DecisionPass& pass) {
-  const ObservedPod* root = RootCausePod(pass.current);
+  // Of the pods the attempt runs: an elastic job's pod it leaves out ends nothing of it.
+  std::vector<const ObservedPod*> running;
+  for (const ObservedPod* p : pass.current) {
+    if (pass.Runs(p->rank)) running.push_back(p);
+  }
+  const ObservedPod* root = RootCausePod(running);
   if (root == nullptr) return Verdict::kContinue;
   if (Follower(*root)) {
     absl::Time first = absl::InfiniteFuture();
     bool cause_may_come = false;
-    for (const ObservedPod* p : pass.current) {
+    for (const ObservedPod* p : running) {
       if (Follower(*p)) first = std::min(first, p->finished_at);
       if (!p->trainer_exit_code && p->phase != ObservedPod::Phase::kFailed) cause_may_come = true;
     }

@@ -8,6 +8,7 @@
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/conditions.h"
 #include "operator/reconciler/decision_pass.h"
+#include "operator/reconciler/elastic_policy.h"
 #include "operator/reconciler/spare_policy.h"
 
 namespace cohort::op {
@@ -100,6 +101,13 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
   for (const ObservedPod* p : pods) {
     absl::Time wait_until = absl::InfinitePast();
     std::string why = WhyItGoes(pass, *p, &wait_until);
+    // An elastic job's pod that the running attempt leaves out and that waits for a node stays:
+    // it asks for the capacity its group needs to rejoin (elastic_policy.h).
+    if (!why.empty() && !pass.Runs(p->rank) && !p->terminating &&
+        p->phase == PodPhase::kPending) {
+      present.insert(p->rank);
+      continue;
+    }
     if (!why.empty()) {
       if (p->rank == 0) return Blocked(absl::StrCat("pod ", p->name, " ", why, kRankZero));
       check.replace.emplace_back(p, std::move(why));
@@ -237,12 +245,18 @@ Verdict StartInPlace(DecisionPass& pass) {
   const absl::Time since =
       restarted ? ParseRfc3339(restarted->last_transition_time).value_or(pass.now) : pass.now;
   bool all_ended = true;
-  for (const ObservedPod* p : pass.waiting) all_ended &= pass.view->ends.count(p->rank) > 0;
+  for (const ObservedPod* p : pass.waiting) {
+    // A pod the last attempt left out (an elastic job's) ran nothing to end.
+    if (pass.view->layout && !pass.view->layout->Position(p->rank)) continue;
+    all_ended &= pass.view->ends.count(p->rank) > 0;
+  }
   if (restarted != nullptr && restarted->reason == reason::kHung) all_ended = true;
   if (!all_ended && pass.now < since + kProcessesEndPatience) {
     pass.Requeue(std::min(absl::Seconds(1), since + kProcessesEndPatience - pass.now));
     return Verdict::kDecided;
   }
+  // An elastic job runs the replica groups whose pods are there (or waits for them a while).
+  if (!ElasticStart(pass)) return Verdict::kDecided;
   // Ordered again on every pass until the hub says it runs: the hub takes a repeated order.
   pass.decision.start_attempt = pass.status.restart_attempt;
   AssignLabelledSpares(pass);

@@ -12,6 +12,7 @@
 #include "kube/json_fields.h"
 #include "operator/reconciler/children.h"
 #include "operator/reconciler/decision_pass.h"
+#include "operator/reconciler/elastic_policy.h"
 #include "operator/reconciler/failure_policy.h"
 #include "operator/reconciler/hang_policy.h"
 #include "operator/reconciler/in_place_policy.h"
@@ -66,6 +67,7 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
       StartInPlace,        // in place: order the next attempt from the hub
       CreateMissingRanks,  // startup
       ReportScheduling,    // startup: waiting for admission or room
+      ResizeElastic,       // elastic: a drained resize ends, or a group back / a scale drains
       HandlePreemption,    // preemption, or a rule about the pod taken
       HandleFailure,       // the root cause, failure rules, maxRestarts
       HandleHang,          // in place: the hub's hang detector, spec.hangPolicy (a real exit wins)
@@ -74,7 +76,8 @@ Decision Decide(const DistributedJob& job, const std::vector<ObservedPod>& pods,
   for (Policy policy : kPolicies) {
     if (policy(pass) == Verdict::kDecided) break;
   }
-  KeepSpares(pass);  // Whatever the gang's policies decided.
+  KeepSpares(pass);   // Whatever the gang's policies decided.
+  KeepElastic(pass);  // Likewise: the layout's status, a pod for every slot.
   pass.Count();
   return std::move(pass.decision);
 }

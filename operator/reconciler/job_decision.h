@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/time/time.h"
+#include "common/attempt_layout.h"
 #include "common/exit_codes.h"
 #include "common/rfc3339.h"
 #include "operator/api/distributed_job.h"
@@ -80,8 +81,12 @@ struct Decision {
   // Restarting in place: order this attempt from the job's attempt hub (the pods stay).
   std::optional<int32_t> start_attempt;
   // With start_attempt: spares that take the slots of pods that are gone, from that attempt on
-  // (pod index, spare pod name).
+  // (pod index, spare pod name); and an elastic job's layout of it (the pods it runs).
   std::vector<std::pair<int32_t, std::string>> spare_assignments;
+  std::optional<AttemptLayout> start_layout;
+  // An elastic job's resize: ask the processes of this attempt (the running one) to stop at a
+  // common step, with the reason for the log.
+  std::optional<std::pair<int32_t, std::string>> drain_attempt;
   // Hot spares: spare pods to label as holding a slot (pod name -> pod index; their restart attempt
   // label becomes status.restart_attempt), before start_attempt is ordered; spare pods to create
   // (SparePodName(job, n) for each n).

@@ -14,6 +14,7 @@ Verdict HandlePreemption(DecisionPass& pass) {
   // sync point too, and failure rules (onPodConditions) must see the one the cluster took.
   const ObservedPod* preempted = nullptr;
   for (const ObservedPod* p : pass.current) {
+    if (!pass.Runs(p->rank)) continue;  // An elastic job's pod the attempt leaves out.
     bool deleted_by_others =
         p->terminating && p->phase != ObservedPod::Phase::kSucceeded && !Failed(*p);
     if (p->disruption_target || deleted_by_others) {
@@ -35,7 +36,7 @@ Verdict HandlePreemption(DecisionPass& pass) {
     std::set<int32_t> present;
     for (const ObservedPod* p : pass.current) present.insert(p->rank);
     for (int32_t rank = 0; rank < pass.spec.replicas && why.empty(); ++rank) {
-      if (!present.count(rank))
+      if (!present.count(rank) && pass.Runs(rank))
         why = absl::StrCat(Who(rank, PodName(pass.job, rank), per_pod), " was deleted");
     }
   }

@@ -64,7 +64,8 @@ class Reconciler {
   // Carries out `d`, decided for `job` at `now` (what a pass does after Decide), stopping at the
   // first error (the next pass observes again and decides anew). The order:
   //   1. relabel spares that take slots (before the order that gives them the slots);
-  //   2. order the attempt from the hub (a failure stops here: nothing created or deleted);
+  //   2. order the attempt from the hub (a failure stops here: nothing created or deleted), or
+  //      drain the running one (an elastic job's resize);
   //   3. the Service, token Secret and pod group, when pods are to be created;
   //   4. create the gang's pods, the replacements, the spares;
   //   5. delete pods, then force-delete those of lost nodes (after the creations: a pass that
@@ -103,6 +104,7 @@ class Reconciler {
   // Apply's steps, one per action of Decision (reconciler_apply.cc).
   absl::Status RelabelSpares(const DistributedJob& job, const Decision& d);
   absl::Status StartAttempt(const DistributedJob& job, const Decision& d);
+  absl::Status DrainAttempt(const DistributedJob& job, const Decision& d);
   // The Service and token Secret when any pod is to be created; the pod group
   // (spec.scheduling.podGroup) when the gang's pods are, earlier attempts' groups deleted.
   absl::Status EnsurePodPrerequisites(const DistributedJob& job, const Decision& d, absl::Time now);

@@ -54,6 +54,7 @@ absl::Status Reconciler::Apply(const DistributedJob& job, const Decision& d, abs
   // A failed order stops the pass before anything is created or deleted: the next pass observes
   // again (the relabelled spares then count as their slots' pods) and orders again.
   if (absl::Status s = StartAttempt(job, d); !s.ok()) return s;
+  if (absl::Status s = DrainAttempt(job, d); !s.ok()) return s;
   // Pods need the Service, the token Secret and the pod group before they are created.
   if (absl::Status s = EnsurePodPrerequisites(job, d, now); !s.ok()) return s;
   if (absl::Status s = CreatePods(job, d.create_ranks, d.status.restart_attempt, false, report);
@@ -96,7 +97,16 @@ absl::Status Reconciler::StartAttempt(const DistributedJob& job, const Decision&
   // The pods stay: the hub tells every pod's sidecar, which tells cohort-launch; a spare that
   // takes a slot hears the slot's pod index.
   return attempts_->Start(absl::StrCat(job.namespace_, "/", job.name), *d.start_attempt,
-                          d.spare_assignments);
+                          d.spare_assignments, d.start_layout);
+}
+
+absl::Status Reconciler::DrainAttempt(const DistributedJob& job, const Decision& d) {
+  if (!d.drain_attempt || attempts_ == nullptr) return absl::OkStatus();
+  // Repeated on every pass until the processes ended: the hub takes a repeated drain.
+  absl::Status s = attempts_->Drain(absl::StrCat(job.namespace_, "/", job.name),
+                                    d.drain_attempt->first, d.drain_attempt->second);
+  // The hub ran on meanwhile (a failure restarted the gang): the next pass decides anew.
+  return absl::IsFailedPrecondition(s) ? absl::OkStatus() : s;
 }
 
 absl::Status Reconciler::EnsurePodPrerequisites(const DistributedJob& job, const Decision& d,

@@ -26,7 +26,10 @@ Verdict EndBackoff(DecisionPass& pass) {
   absl::Time since =
       restarting ? ParseRfc3339(restarting->last_transition_time).value_or(pass.now) : pass.now;
   const bool counted = st.last_restart_kind == restart_kind::kFailure;
-  absl::Time ready_at = since + RestartBackoff(pass.spec, counted ? st.restarts : 1);
+  // A resize (an elastic job's) stopped every rank at a common step on purpose: no backoff.
+  absl::Time ready_at = st.last_restart_kind == restart_kind::kResize
+                            ? since
+                            : since + RestartBackoff(pass.spec, counted ? st.restarts : 1);
   if (pass.now < ready_at) {
     pass.Requeue(ready_at - pass.now);
     return Verdict::kDecided;
@@ -96,13 +99,18 @@ Verdict ReportScheduling(DecisionPass& pass) {
 }
 
 Verdict CompleteOrMarkRunning(DecisionPass& pass) {
-  const std::vector<const ObservedPod*>& current = pass.current;
-  const bool complete = static_cast<int32_t>(current.size()) == pass.spec.replicas;
+  // The pods the attempt runs: an elastic job's may leave some out (elastic_policy.h).
+  std::vector<const ObservedPod*> current, idle;
+  for (const ObservedPod* p : pass.current) (pass.Runs(p->rank) ? current : idle).push_back(p);
+  const int32_t pods = pass.RunningPods();
+  const int64_t ranks = int64_t{pods} * ResolvedProcessesPerPod(pass.job);
+  const bool complete = static_cast<int32_t>(current.size()) == pods;
   if (complete && std::all_of(current.begin(), current.end(), [](const ObservedPod* p) {
         return p->phase == PodPhase::kSucceeded;
       })) {
     pass.Finish(Phase::kSucceeded, reason::kCompleted,
-                absl::StrCat("all ", TotalProcesses(pass.job), " ranks exited successfully"));
+                absl::StrCat("all ", ranks, " ranks exited successfully"));
+    pass.DeleteAll(idle);  // An elastic job's pods left out of the last attempt: nothing to keep.
     return Verdict::kDecided;
   }
   const bool all_running =
@@ -114,10 +122,10 @@ Verdict CompleteOrMarkRunning(DecisionPass& pass) {
     if (pass.status.start_time.empty()) pass.status.start_time = FormatRfc3339(pass.now);
     pass.SetCondition(
         condition::kRunning, true, reason::kAllRanksRunning,
-        absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running (restart attempt ",
+        absl::StrCat("all ", ranks, " ranks are running (restart attempt ",
                      pass.status.restart_attempt, ")"));
     pass.Emit(event_type::kNormal, reason::kRunning,
-              absl::StrCat("all ", TotalProcesses(pass.job), " ranks are running"));
+              absl::StrCat("all ", ranks, " ranks are running"));
   }
   return Verdict::kDecided;
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "coordination/attempts/attempt_layout_proto.h"
 
 namespace cohort::op {
 
@@ -76,6 +77,7 @@ AttemptView AttemptViewOf(const coordination::attemptspb::AttemptState& state,
   AttemptView view;
   view.hub_incarnation = state.hub_incarnation();
   view.attempt = state.attempt();
+  view.layout = coordination::LayoutFromProto(state.layout());
   view.connected = true;
   view.following.insert(state.following().begin(), state.following().end());
   view.followed = view.following;
@@ -141,20 +143,18 @@ std::optional<AttemptView> HubAttemptWatcher::View(const std::string& key) {
   return waiting;
 }
 
+std::shared_ptr<HubAttemptWatcher::Job> HubAttemptWatcher::StreamOf(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(key);
+  return it != jobs_.end() && it->second->stream != nullptr ? it->second : nullptr;
+}
+
 absl::Status HubAttemptWatcher::Start(
     const std::string& key, int32_t attempt,
-    const std::vector<std::pair<int32_t, std::string>>& assignments) {
-  std::shared_ptr<Job> job;  // Keeps the stream alive through the call.
-  coordination::AttemptObserver* stream = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(key);
-    if (it != jobs_.end()) {
-      job = it->second;
-      stream = job->stream.get();
-    }
-  }
-  if (stream == nullptr) {
+    const std::vector<std::pair<int32_t, std::string>>& assignments,
+    const std::optional<AttemptLayout>& layout) {
+  std::shared_ptr<Job> job = StreamOf(key);  // Keeps the stream alive through the call.
+  if (job == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("no stream to job ", key, "'s attempt hub yet"));
   }
@@ -164,7 +164,17 @@ absl::Status HubAttemptWatcher::Start(
     a.set_pod_index(pod_index);
     a.set_spare(spare);
   }
-  return stream->Start(attempt, to_spares);
+  return job->stream->Start(attempt, to_spares, layout);
+}
+
+absl::Status HubAttemptWatcher::Drain(const std::string& key, int32_t attempt,
+                                      const std::string& reason) {
+  std::shared_ptr<Job> job = StreamOf(key);
+  if (job == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no stream to job ", key, "'s attempt hub yet"));
+  }
+  return job->stream->Drain(attempt, reason);
 }
 
 }  // namespace cohort::op

@@ -30,7 +30,9 @@ class HubAttemptWatcher final : public AttemptWatcher {
   void Forget(const std::string& key) override;
   std::optional<AttemptView> View(const std::string& key) override;
   absl::Status Start(const std::string& key, int32_t attempt,
-                     const std::vector<std::pair<int32_t, std::string>>& assignments) override;
+                     const std::vector<std::pair<int32_t, std::string>>& assignments,
+                     const std::optional<AttemptLayout>& layout) override;
+  absl::Status Drain(const std::string& key, int32_t attempt, const std::string& reason) override;
 
  private:
   struct Job {
@@ -42,6 +44,8 @@ class HubAttemptWatcher final : public AttemptWatcher {
   void OnState(const std::string& key, const std::string& address,
                const coordination::attemptspb::AttemptState& state);
   void OnBroken(const std::string& key, const std::string& address);
+  // The job's stream, and its Job to keep it alive through a call; null when not watched.
+  std::shared_ptr<Job> StreamOf(const std::string& key);
 
   std::function<void(const std::string&)> on_change_;
   absl::Mutex mu_;

@@ -27,17 +27,25 @@ class FakeAttemptWatcher : public AttemptWatcher {
   }
   std::optional<AttemptView> View(const std::string&) override { return view; }
   absl::Status Start(const std::string&, int32_t attempt,
-                     const std::vector<std::pair<int32_t, std::string>>& given) override {
+                     const std::vector<std::pair<int32_t, std::string>>& given,
+                     const std::optional<AttemptLayout>& with) override {
     if (on_start) {
       if (absl::Status s = on_start(attempt); !s.ok()) return s;
     }
     started = attempt;
     assignments = given;
+    layout = with;
+    return absl::OkStatus();
+  }
+  absl::Status Drain(const std::string&, int32_t attempt, const std::string& reason) override {
+    drained.emplace_back(attempt, reason);
     return absl::OkStatus();
   }
 
   std::optional<AttemptView> view;
   std::optional<int32_t> started;
+  std::optional<AttemptLayout> layout;                   // Of the order started last.
+  std::vector<std::pair<int32_t, std::string>> drained;  // Attempt, reason.
   std::vector<std::pair<int32_t, std::string>> assignments;
   std::function<absl::Status(int32_t attempt)> on_start;
   std::map<std::string, std::string> watched;  // Key -> the hub's address.

@@ -167,6 +167,25 @@ TEST_F(AttemptHubTest, AnAttemptsLayout_HeardByEveryFollowerAndTheOperator_ABadO
   EXPECT_FALSE(heard->has_layout());
 }
 
+// A resize drains the running attempt: rank 0's sidecar hears it once; another attempt's drain
+// is refused.
+TEST_F(AttemptHubTest, DrainTheRunningAttempt_RankZeroHearsOnce_AnotherAttemptRefused) {
+  std::vector<int32_t> drained;
+  server_->hub().set_on_drain(
+      [&](int32_t attempt, const std::string&) { drained.push_back(attempt); });
+  AttemptObserver observer(
+      address_, kToken, [](const attemptspb::AttemptState&) {}, [](const absl::Status&) {});
+  absl::Status wrong = observer.Drain(3, "grow");
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition) << wrong;
+  EXPECT_THAT(std::string(wrong.message()), ::testing::HasSubstr("run attempt 2"));
+  ASSERT_TRUE(observer.Drain(2, "grow to 4 replica groups").ok());
+  ASSERT_TRUE(observer.Drain(2, "grow to 4 replica groups").ok());
+  EXPECT_EQ(drained, std::vector<int32_t>{2});
+  ASSERT_TRUE(observer.Start(3).ok());
+  ASSERT_TRUE(observer.Drain(3, "shrink").ok());
+  EXPECT_EQ(drained, (std::vector<int32_t>{2, 3}));
+}
+
 // Spares (FollowAttemptsRequest.spare): a spare follows holding no slot; an attempt gives it the
 // slot of a pod that is gone, it hears that attempt with its pod index and is that pod from then
 // on, while the pod that held the index is let go.

@@ -10,6 +10,8 @@
 #include "operator/api/distributed_job.h"
 #include "tests/operator/job_builder.h"
 
+using json = nlohmann::json;
+
 namespace cohort::op {
 namespace {
 
@@ -53,6 +55,34 @@ TEST_F(CrdTest, NamesGroupVersionAndSubresources) {
   EXPECT_EQ(crd_["spec"]["names"]["shortNames"][0].as<std::string>(), "djob");
   EXPECT_EQ(version_["name"].as<std::string>(), kVersion);
   EXPECT_TRUE(version_["subresources"]["status"].IsMap());
+  // kubectl scale: spec.replicas, and the status the operator writes (StatusToJson).
+  const YAML::Node scale = version_["subresources"]["scale"];
+  EXPECT_EQ(scale["specReplicasPath"].as<std::string>(), ".spec.replicas");
+  EXPECT_EQ(scale["statusReplicasPath"].as<std::string>(), ".status.replicas");
+  EXPECT_EQ(scale["labelSelectorPath"].as<std::string>(), ".status.selector");
+  const json written = StatusToJson(*ParseDistributedJob(testing::JobBuilder().Build()));
+  EXPECT_TRUE(written.contains("replicas"));
+  EXPECT_TRUE(written.contains("selector"));
+}
+
+TEST_F(CrdTest, ElasticMatchesTheOperator) {
+  const YAML::Node elastic = spec_["elastic"]["properties"];
+  const ElasticSpec defaults;
+  EXPECT_EQ(elastic["podsPerGroup"]["default"].as<int>(), defaults.pods_per_group);
+  EXPECT_EQ(elastic["shrinkAfterSeconds"]["default"].as<int64_t>(), defaults.shrink_after_seconds);
+  EXPECT_EQ(spec_["elastic"]["required"][0].as<std::string>(), "minReplicas");
+  const YAML::Node status =
+      version_["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+  DistributedJob job = *ParseDistributedJob(
+      testing::JobBuilder()
+          .Spec("elastic", {{"minReplicas", 2}})
+          .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+          .Build());
+  job.status.dropped_replica_groups = {3};
+  const json written = StatusToJson(job);
+  for (const auto& [field, value] : written.items()) {
+    EXPECT_TRUE(status[field].IsMap()) << field << " is written but not in the CRD's status";
+  }
 }
 
 TEST_F(CrdTest, DefaultsMatchTheOperatorsDefaults) {

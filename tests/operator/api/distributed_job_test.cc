@@ -404,10 +404,91 @@ INSTANTIATE_TEST_SUITE_P(
                 .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
                 .Build(),
             "spare pods are named '" + std::string(52, 'a') + "-spare0' onwards"},
+        ValidationCase{"ElasticWithoutCommand",
+                       JobBuilder().Spec("elastic", {{"minReplicas", 2}}).Build(),
+                       "spec.elastic: an elastic job resizes by restarting its processes in place"},
+        ValidationCase{
+            "ElasticMinAboveReplicas",
+            JobBuilder()
+                .Spec("elastic", {{"minReplicas", 5}})
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "spec.elastic.minReplicas: must be between 1 and spec.replicas (4) (got 5)"},
+        ValidationCase{
+            "ElasticReplicasNotWholeGroups",
+            JobBuilder()
+                .Spec("elastic", {{"minReplicas", 3}, {"podsPerGroup", 3}})
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "spec.replicas: 4 is not a whole number of replica groups of 3 pods"},
+        ValidationCase{
+            "ElasticMinNotWholeGroups",
+            JobBuilder()
+                .Spec("elastic", {{"minReplicas", 1}, {"podsPerGroup", 2}})
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "spec.elastic.minReplicas: 1 is not a whole number of replica groups of 2 pods"},
+        ValidationCase{
+            "ElasticWithRecreate",
+            JobBuilder()
+                .Spec("elastic", {{"minReplicas", 2}})
+                .Spec("restartStrategy", "Recreate")
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "set spec.restartStrategy: InPlace"},
+        ValidationCase{
+            "ElasticWithTorchrun",
+            JobBuilder()
+                .Spec("elastic", {{"minReplicas", 2}})
+                .Spec("launcher", "Torchrun")
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"torchrun", "t.py"})
+                .Build(),
+            "spec.elastic: not with spec.launcher: Torchrun"},
+        ValidationCase{
+            "ElasticWithAQueue",
+            JobBuilder()
+                .Spec("elastic", {{"minReplicas", 2}})
+                .Spec("scheduling", {{"queueName", "team-a"}})
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "spec.elastic: not with spec.scheduling's queueName or podGroup"},
+        ValidationCase{
+            "ElasticWithoutMinReplicas",
+            JobBuilder()
+                .Spec("elastic", {{"podsPerGroup", 2}})
+                .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+                .Build(),
+            "spec.elastic.minReplicas: required"},
         ValidationCase{"SeveralProcessesWithoutCommand",
                        JobBuilder().Spec("processesPerPod", 2).Build(),
                        "containers[0].command: required when Cohort starts 2 processes per pod"}),
     [](const ::testing::TestParamInfo<ValidationCase>& info) { return info.param.name; });
+
+TEST(ParseDistributedJob, Elastic_FieldsAndDefaults) {
+  absl::StatusOr<DistributedJob> job = ParseDistributedJob(
+      JobBuilder()
+          .Spec("elastic", {{"minReplicas", 2}, {"podsPerGroup", 2}, {"shrinkAfterSeconds", 5}})
+          .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+          .Build());
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->spec.elastic.has_value());
+  EXPECT_EQ(job->spec.elastic->min_replicas, 2);
+  EXPECT_EQ(job->spec.elastic->pods_per_group, 2);
+  EXPECT_EQ(job->spec.elastic->shrink_after_seconds, 5);
+  EXPECT_EQ(DesiredReplicaGroups(job->spec), 2);
+  EXPECT_THAT(Validate(*job), ::testing::IsEmpty());
+  job = ParseDistributedJob(
+      JobBuilder()
+          .Spec("elastic", {{"minReplicas", 1}})
+          .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+          .Build());
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->spec.elastic->pods_per_group, 1);
+  EXPECT_EQ(job->spec.elastic->shrink_after_seconds, 60);
+  EXPECT_EQ(DesiredReplicaGroups(job->spec), 4);
+  EXPECT_FALSE(ParseDistributedJob(JobBuilder().Build())->spec.elastic.has_value());
+  EXPECT_EQ(DesiredReplicaGroups(ParseDistributedJob(JobBuilder().Build())->spec), 0);
+}
 
 TEST(ProcessesPerPod, NumberAutoAndNumericString_Resolve) {
   auto resolved = [](json spec_value, json limits) {
@@ -483,6 +564,8 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   st.ready_spares = 1;
   st.spares_created = 3;
   st.slots = {{1, "train-spare2"}};
+  st.replica_groups = 3;
+  st.dropped_replica_groups = {2};
   st.conditions.push_back(Condition{"Running", "False", "GangRestarting",
                                     "rank 2 exited with code 1", "2026-11-22T13:00:00Z", 4});
   json obj = JobBuilder().Build();
@@ -502,6 +585,7 @@ TEST(StatusToJson, RoundTripsThroughParse) {
   EXPECT_EQ(job->status.ready_spares, 1);
   EXPECT_EQ(job->status.spares_created, 3);
   EXPECT_EQ(job->status.slots, (std::map<int32_t, std::string>{{1, "train-spare2"}}));
+  EXPECT_EQ(job->status.dropped_replica_groups, std::vector<int32_t>{2});
   EXPECT_THAT(job->status.conditions, ElementsAre(st.conditions[0]));
 }
 

@@ -75,7 +75,7 @@ TEST_F(HubAttemptWatcherTest, WatchedJob_ViewFollowsTheHub_StartOrdersTheNextAtt
   EXPECT_EQ(v->attempt, 3);
   EXPECT_EQ(v->hub_incarnation, hub->hub().incarnation());
 
-  ASSERT_TRUE(watcher_.Start(kKey, 4, {}).ok());
+  ASSERT_TRUE(watcher_.Start(kKey, 4, {}, std::nullopt).ok());
   EXPECT_EQ(hub->hub().State().attempt(), 4) << "the order reached the hub";
   v = AwaitView([](const AttemptView& v) { return v.attempt == 4; });
   EXPECT_EQ(v->attempt, 4);
@@ -97,7 +97,7 @@ TEST_F(HubAttemptWatcherTest, WatchedJob_ViewFollowsTheHub_StartOrdersTheNextAtt
 }
 
 TEST_F(HubAttemptWatcherTest, Start_RefusedForAJobNotWatchedAndForAnAttemptOutOfTurn) {
-  absl::Status s = watcher_.Start(kKey, 1, {});
+  absl::Status s = watcher_.Start(kKey, 1, {}, std::nullopt);
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("no stream to job ml/train's attempt hub"));
 
@@ -105,10 +105,10 @@ TEST_F(HubAttemptWatcherTest, Start_RefusedForAJobNotWatchedAndForAnAttemptOutOf
   ASSERT_NE(hub, nullptr);
   watcher_.Watch(kKey, Address(*hub), kToken);
   ASSERT_TRUE(AwaitView([](const AttemptView& v) { return v.heard; })->heard);
-  s = watcher_.Start(kKey, 5, {});
+  s = watcher_.Start(kKey, 5, {}, std::nullopt);
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("the next one is 1, not 5"));
-  s = watcher_.Start(kKey, 1, {{2, "train-spare0"}});
+  s = watcher_.Start(kKey, 1, {{2, "train-spare0"}}, std::nullopt);
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("spare 'train-spare0' does not follow"));
   EXPECT_EQ(hub->hub().State().attempt(), 0) << "nothing was started";
@@ -139,7 +139,7 @@ TEST_F(HubAttemptWatcherTest, NewAddress_ReplacesTheStream_CloseKeepsTheView_For
   std::optional<AttemptView> v =
       AwaitView([&](const AttemptView& v) { return v.hub_incarnation == incarnation; });
   EXPECT_EQ(v->attempt, 7);
-  ASSERT_TRUE(watcher_.Start(kKey, 8, {}).ok());
+  ASSERT_TRUE(watcher_.Start(kKey, 8, {}, std::nullopt).ok());
   EXPECT_EQ(second->hub().State().attempt(), 8);
   EXPECT_EQ(first->hub().State().attempt(), 0) << "the old hub hears nothing more";
 
@@ -147,7 +147,7 @@ TEST_F(HubAttemptWatcherTest, NewAddress_ReplacesTheStream_CloseKeepsTheView_For
   v = watcher_.View(kKey);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->hub_incarnation, incarnation) << "what the hub said last is kept";
-  EXPECT_TRUE(absl::IsFailedPrecondition(watcher_.Start(kKey, 9, {})));
+  EXPECT_TRUE(absl::IsFailedPrecondition(watcher_.Start(kKey, 9, {}, std::nullopt)));
 
   watcher_.Forget(kKey);  // The job was deleted.
   EXPECT_FALSE(watcher_.View(kKey).has_value());
