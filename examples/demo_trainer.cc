@@ -2,8 +2,9 @@
 // linear model on its shard of a synthetic data set, the ranks average their gradients with an
 // all-reduce and apply the same update, so the parameters stay identical (checked with
 // AssertEqual at every checkpoint). At the preemption sync step it checkpoints the parameters;
-// started again, it resumes from them. `make demo` runs four of it as a DistributedJob and
-// evicts one pod mid-run.
+// started again, it resumes from them (at another world size too: an elastic job keeps its global
+// batch, see ShareOfBatch). `make demo` runs four of it as a DistributedJob and evicts one pod
+// mid-run.
 //
 //   cohort-run -n 4 -- demo-trainer --steps 300 --checkpoint-dir /tmp/ckpt
 //
@@ -13,8 +14,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -61,19 +64,51 @@ struct DataSet {
   }
 };
 
-// Mean squared error on this rank's batch of step `step`, and its gradient (kFeatures values
-// followed by the loss, so that one all-reduce averages both).
-std::vector<float> LocalGradient(const DataSet& data, const std::vector<float>& w, int rank,
-                                 int ranks, int64_t step) {
+// The global batch, and this rank's part of it. An elastic job (spec.elastic) may run fewer
+// replica groups than it wants (COHORT_REPLICA_GROUPS of COHORT_DESIRED_REPLICA_GROUPS): the global
+// batch stays what the whole job would take, kBatchPerRank per rank of the full size, and each
+// rank of the smaller job works through a larger share of it in micro-batches of kBatchPerRank
+// (gradient accumulation). Step `step`'s batch is the same samples whatever the world size.
+struct BatchShare {
+  int64_t global = 0;       // Samples per step, every rank together.
+  int64_t first = 0;        // This rank's first sample in the step's batch,
+  int64_t count = 0;        // and how many it takes.
+  int64_t micro_batches = 0;
+  int groups = 1, desired_groups = 1;
+};
+
+BatchShare ShareOfBatch(int rank, int ranks) {
+  BatchShare b;
+  const char* groups = std::getenv("COHORT_REPLICA_GROUPS");
+  const char* desired = std::getenv("COHORT_DESIRED_REPLICA_GROUPS");
+  if (groups != nullptr && desired != nullptr && std::atoi(groups) > 0 &&
+      std::atoi(desired) >= std::atoi(groups)) {
+    b.groups = std::atoi(groups);
+    b.desired_groups = std::atoi(desired);
+  }
+  b.global = int64_t{kBatchPerRank} * ranks * b.desired_groups / b.groups;
+  const int64_t base = b.global / ranks, extra = b.global % ranks;
+  b.count = base + (rank < extra ? 1 : 0);
+  b.first = rank * base + std::min<int64_t>(rank, extra);
+  b.micro_batches = (b.count + kBatchPerRank - 1) / kBatchPerRank;
+  return b;
+}
+
+// This rank's share of step `step`'s squared errors: the sums of their gradients (kFeatures
+// values) and of the errors, so that one all-reduce (a sum) over the ranks, divided by the global
+// batch, gives the mean gradient and loss of the whole batch.
+std::vector<float> LocalGradient(const DataSet& data, const std::vector<float>& w,
+                                 const BatchShare& share, int64_t step) {
   std::vector<float> g(kFeatures + 1, 0.0f);
-  const int shard = kSamples / ranks;
-  for (int b = 0; b < kBatchPerRank; ++b) {
-    const int i = rank * shard + static_cast<int>((step * kBatchPerRank + b) % shard);
-    float err = -data.y[i];
-    for (int j = 0; j < kFeatures; ++j) err += data.x[i * kFeatures + j] * w[j];
-    for (int j = 0; j < kFeatures; ++j)
-      g[j] += 2.0f * err * data.x[i * kFeatures + j] / kBatchPerRank;
-    g[kFeatures] += err * err / kBatchPerRank;
+  for (int64_t m = 0; m < share.micro_batches; ++m) {  // Accumulated micro-batch by micro-batch.
+    for (int64_t b = m * kBatchPerRank; b < std::min<int64_t>((m + 1) * kBatchPerRank, share.count);
+         ++b) {
+      const int64_t i = (step * share.global + share.first + b) % kSamples;
+      float err = -data.y[i];
+      for (int j = 0; j < kFeatures; ++j) err += data.x[i * kFeatures + j] * w[j];
+      for (int j = 0; j < kFeatures; ++j) g[j] += 2.0f * err * data.x[i * kFeatures + j];
+      g[kFeatures] += err * err;
+    }
   }
   return g;
 }
@@ -126,26 +161,36 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<dist::Communicator>> comm = dist::Communicator::Create();
   if (!comm.ok()) return Fail("communicator", comm.status());
   std::printf("collectives: %s\n", (*comm)->Describe().c_str());
+  const BatchShare share = ShareOfBatch(rank, n);
+  std::printf("global batch %lld: %d ranks (%d of %d replica groups), this rank %lld samples in %lld "
+              "micro-batches of %d\n",
+              static_cast<long long>(share.global), n, share.groups, share.desired_groups,
+              static_cast<long long>(share.count), static_cast<long long>(share.micro_batches),
+              kBatchPerRank);
   std::fflush(stdout);  // Seen now, not after the first step: these lines say the job formed.
 
-  // A checkpoint from an earlier restart attempt: carry on after it with its parameters.
+  // A checkpoint from an earlier restart attempt: carry on after it with its parameters. Every
+  // rank's holds the same parameters (data parallel), so after a resize a rank whose own is older
+  // (or missing: it had another rank before) takes rank 0's.
   std::vector<float> w(kFeatures, 0.0f);
   int64_t resumed_from = -1;
-  {
-    std::ifstream saved(CheckpointPath(checkpoint_dir, rank));
+  for (int from : {rank, 0}) {
+    std::ifstream saved(CheckpointPath(checkpoint_dir, from));
     std::string word;
-    if (saved >> word >> resumed_from && word == "step" && saved >> word && word == "params") {
-      for (float& v : w) {
-        std::string hex;
-        saved >> hex;
-        v = std::strtof(hex.c_str(), nullptr);
-      }
-      std::printf("resumed from the checkpoint at step %lld\n",
-                  static_cast<long long>(resumed_from));
-    } else {
-      resumed_from = -1;
-      std::fill(w.begin(), w.end(), 0.0f);
+    int64_t at = -1;
+    if (!(saved >> word >> at) || word != "step" || at <= resumed_from || !(saved >> word) ||
+        word != "params") {
+      continue;
     }
+    resumed_from = at;
+    for (float& v : w) {
+      std::string hex;
+      saved >> hex;
+      v = std::strtof(hex.c_str(), nullptr);
+    }
+  }
+  if (resumed_from >= 0) {
+    std::printf("resumed from the checkpoint at step %lld\n", static_cast<long long>(resumed_from));
   }
   dist::HostArray params = dist::HostArray::Of(dist::DataType::kFloat32, {kFeatures}, w);
   if (absl::Status s =
@@ -161,12 +206,13 @@ int main(int argc, char** argv) {
   int barriers = 0;
   float loss = NAN;
   for (; step < steps; ++step) {
-    std::vector<float> g = LocalGradient(data, w, rank, n, step);
+    std::vector<float> g = LocalGradient(data, w, share, step);
     if (absl::Status s = (*comm)->AllReduce(g.data(), g.data(), g.size(), dist::DataType::kFloat32,
-                                            dist::ReduceOp::kAvg);
+                                            dist::ReduceOp::kSum);
         !s.ok()) {
       return Fail("all-reduce of the gradients", s);
     }
+    for (float& v : g) v /= static_cast<float>(share.global);
     for (int j = 0; j < kFeatures; ++j) w[j] -= learning_rate * g[j];
     loss = g[kFeatures];
     std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));  // The rest of "compute".

@@ -85,14 +85,22 @@ const AttemptLayout* RunningLayout(const DecisionPass& pass) {
   return &*pass.view->layout;
 }
 
-// When the restart that leads to the attempt being started began: the Restarting condition
-// turned False when the backoff ended, and the backoff was its length.
+// When the attempt before the one being started broke: its first process's end the hub heard of
+// (a lost pod's group waits shrinkAfterSeconds from the loss), else when the restart began (the
+// Restarting condition turned False when the backoff ended, and the backoff was its length).
 absl::Time RestartBegan(const DecisionPass& pass) {
-  const Condition* restarting = FindCondition(pass.status.conditions, condition::kRestarting);
-  if (restarting == nullptr) return pass.now;
-  const absl::Time ended = ParseRfc3339(restarting->last_transition_time).value_or(pass.now);
-  const bool counted = pass.status.last_restart_kind == restart_kind::kFailure;
-  return ended - RestartBackoff(pass.spec, counted ? pass.status.restarts : 1);
+  absl::Time began = pass.now;
+  if (const Condition* restarting = FindCondition(pass.status.conditions, condition::kRestarting)) {
+    const absl::Time ended = ParseRfc3339(restarting->last_transition_time).value_or(pass.now);
+    const bool counted = pass.status.last_restart_kind == restart_kind::kFailure;
+    began = ended - RestartBackoff(pass.spec, counted ? pass.status.restarts : 1);
+  }
+  if (pass.view != nullptr) {
+    for (const auto& [pod, end] : pass.view->ends) {
+      if (end.finished_at > absl::UnixEpoch()) began = std::min(began, end.finished_at);
+    }
+  }
+  return began;
 }
 
 // The groups of the running attempt's layout that it runs without, below its slots.
