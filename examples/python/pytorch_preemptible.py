@@ -13,7 +13,11 @@ On the next start the trainer resumes from the checkpoint.
                                           # "resumed from step N"
 
 On Kubernetes: manifests/examples/pytorch-preemptible.yaml (the checkpoint directory must
-outlive the pods: a PersistentVolumeClaim, or a hostPath on a one-node cluster).
+outlive the pods: a PersistentVolumeClaim, or a hostPath on a one-node cluster). It is elastic
+too (manifests/examples/pytorch-elastic.yaml, docs/operator.md "Elastic replica groups"): it
+reads the world size at every start, keeps the global batch when the job runs fewer replica
+groups than it wants (cohort.gradient_accumulation_steps() micro-batches per step), and its
+checkpoint (rank 0's: every replica's parameters are the same) loads at any world size.
 """
 
 import argparse
@@ -41,6 +45,12 @@ def main():
     dist.init_process_group("gloo")  # torchrun's variables, set by cohort-run and the operator
     rank, world = dist.get_rank(), dist.get_world_size()
     assert rank == cohort.process_index(), "torch's and Cohort's ranks agree"
+    # An elastic job may run fewer replica groups than it wants: the same global batch, in more
+    # micro-batches per rank.
+    micro_batch, accumulate = 16, cohort.gradient_accumulation_steps()
+    print(f"rank {rank}/{world}: global batch {micro_batch * world * accumulate} "
+          f"({accumulate} micro-batches of {micro_batch} per rank; replica groups "
+          f"{cohort.replica_groups()} of {cohort.desired_replica_groups()})", flush=True)
 
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(4, 1))
@@ -57,10 +67,15 @@ def main():
 
     exit_code = 0
     for step in range(start, args.steps):
-        x = torch.randn(16, 4) + rank
-        loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
         optimizer.zero_grad()
-        loss.backward()
+        for micro in range(accumulate):
+            x = torch.randn(micro_batch, 4) + rank
+            loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean() / accumulate
+            if micro < accumulate - 1:
+                with model.no_sync():  # all-reduce the gradients once, with the last micro-batch
+                    loss.backward()
+            else:
+                loss.backward()
         optimizer.step()
         cohort.report_progress(step)
         if cohort.reached_preemption_sync_point(step):

@@ -108,12 +108,7 @@ Verdict HandleFailure(DecisionPass& pass) {
     bool cause_may_come = false;
     for (const ObservedPod* p : running) {
       if (Follower(*p)) first = std::min(first, p->finished_at);
-      // Restarting in place, a pod's end comes through the attempt hub: one whose sidecar no
-      // longer follows it (its node is lost) will say nothing more.
-      const bool can_say = !p->in_place || pass.view == nullptr || !pass.view->heard ||
-                           pass.view->following.count(p->rank) > 0;
-      if (!p->trainer_exit_code && p->phase != ObservedPod::Phase::kFailed && can_say)
-        cause_may_come = true;
+      if (!p->trainer_exit_code && p->phase != ObservedPod::Phase::kFailed) cause_may_come = true;
     }
     const absl::Duration wait =
         pass.spec.failure_rules.empty() ? kRootCauseWait : kRootCauseWaitWithRules;

@@ -182,6 +182,9 @@ void Reconciler::FillReport(const DistributedJob& job, const Decision& d, absl::
                 d.status.phase != Phase::kFailed;
   report.now = now;
   report.job_created = job.created_at;
+  if (job.spec.elastic) {
+    report.replica_groups = {d.status.replica_groups, DesiredReplicaGroups(job.spec)};
+  }
 }
 
 }  // namespace cohort::op

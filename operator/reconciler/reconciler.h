@@ -32,6 +32,8 @@ struct ReconcileReport {
   bool hung = false;
   absl::Time now = absl::InfinitePast();  // The time the pass judged the job at.
   absl::Time job_created = absl::InfinitePast();
+  // An elastic job: the replica groups its running attempt runs, and those spec.replicas asks for.
+  std::optional<std::pair<int32_t, int32_t>> replica_groups;
 };
 
 // One level-triggered reconcile pass of a DistributedJob (docs/operator.md, "What the operator

@@ -79,6 +79,16 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& registry)
                           "progress for longer "
                           "than the hang timeout) and it has not finished")
                     .Register(registry)),
+      job_replica_groups_(prometheus::BuildGauge()
+                              .Name("cohort_operator_job_replica_groups")
+                              .Help("An elastic DistributedJob's replica groups that its running "
+                                    "restart attempt runs")
+                              .Register(registry)),
+      job_desired_replica_groups_(
+          prometheus::BuildGauge()
+              .Name("cohort_operator_job_desired_replica_groups")
+              .Help("An elastic DistributedJob's replica groups that spec.replicas asks for")
+              .Register(registry)),
       job_hangs_(prometheus::BuildCounter()
                      .Name("cohort_operator_job_hangs_total")
                      .Help("Hangs the job's hang detector found (HangDetected Events)")
@@ -135,6 +145,9 @@ void OperatorMetrics::RemoveLocked(const std::string& key) {
   for (auto& [phase, gauge] : job.phase_gauges) job_phase_.Remove(gauge);
   for (auto& [cause, counter] : job.restarts) job_restarts_.Remove(counter);
   job_hung_.Remove(job.hung);
+  if (job.replica_groups != nullptr) job_replica_groups_.Remove(job.replica_groups);
+  if (job.desired_replica_groups != nullptr)
+    job_desired_replica_groups_.Remove(job.desired_replica_groups);
   job_hangs_.Remove(job.hangs);
   job_detect_.Remove(job.detect);
   job_recovery_.Remove(job.recovery);
@@ -178,6 +191,14 @@ void OperatorMetrics::ObserveReconcile(const std::string& key, absl::Duration du
   absl::MutexLock lock(&mu_);
   JobSeries& job = SeriesLocked(key);
   if (report.phase) job.hung->Set(report.hung ? 1 : 0);
+  if (report.replica_groups) {
+    if (job.replica_groups == nullptr) {
+      job.replica_groups = &job_replica_groups_.Add(JobLabels(key));
+      job.desired_replica_groups = &job_desired_replica_groups_.Add(JobLabels(key));
+    }
+    job.replica_groups->Set(report.replica_groups->first);
+    job.desired_replica_groups->Set(report.replica_groups->second);
+  }
   if (hang_detected) job.hangs->Increment();
   if (report.restart) {
     prometheus::Counter*& counter = job.restarts[report.restart->cause_label()];

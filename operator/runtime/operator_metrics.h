@@ -22,7 +22,8 @@ namespace cohort::op {
 //
 // Besides the cluster-wide series, every live DistributedJob has its own (labels job_namespace,
 // cohort_job): its phase, whether it is hung and how many hangs it had, its gang restarts by
-// cause, and how long failures took to detect and to recover from. They go when the job is
+// cause, how long failures took to detect and to recover from, and an elastic job's replica
+// groups. They go when the job is
 // deleted, so their number is bounded by the live jobs (at most 6 + 2 + 12 + 3 + 4 histograms per
 // job). The recovery clock lives in this replica's memory: a
 // failure that straddles a change of leader is counted but not timed.
@@ -45,6 +46,9 @@ class OperatorMetrics {
     std::map<Phase, prometheus::Gauge*> phase_gauges;
     std::map<std::string, prometheus::Counter*> restarts;  // By cause.
     prometheus::Gauge* hung = nullptr;                     // 1 while its Hung condition is True.
+    // An elastic job's replica groups, running and wanted (null for another job).
+    prometheus::Gauge* replica_groups = nullptr;
+    prometheus::Gauge* desired_replica_groups = nullptr;
     prometheus::Counter* hangs = nullptr;                  // HangDetected Events (one per hang).
     prometheus::Histogram* detect = nullptr;
     prometheus::Histogram* recovery = nullptr;
@@ -73,6 +77,8 @@ class OperatorMetrics {
   prometheus::Family<prometheus::Gauge>& job_phase_;
   prometheus::Family<prometheus::Counter>& job_restarts_;
   prometheus::Family<prometheus::Gauge>& job_hung_;
+  prometheus::Family<prometheus::Gauge>& job_replica_groups_;
+  prometheus::Family<prometheus::Gauge>& job_desired_replica_groups_;
   prometheus::Family<prometheus::Counter>& job_hangs_;
   prometheus::Family<prometheus::Histogram>& job_detect_;
   prometheus::Family<prometheus::Histogram>& job_recovery_;

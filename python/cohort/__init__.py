@@ -101,6 +101,45 @@ def restart_attempt():
     return _cohort.restart_attempt()
 
 
+def _positive_env(name):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{name}={value!r} is not a whole number; the operator sets it for an elastic job"
+        ) from None
+    if number < 1:
+        raise InvalidArgumentError(f"{name}={value!r} must be at least 1")
+    return number
+
+
+def replica_groups():
+    """An elastic job's data-parallel replica groups that this restart attempt runs
+    (COHORT_REPLICA_GROUPS); None for a job that is not elastic. Read it at every start: a job
+    that lost a node may run fewer than it wants (docs/operator.md, "Elastic replica groups")."""
+    return _positive_env("COHORT_REPLICA_GROUPS")
+
+
+def desired_replica_groups():
+    """An elastic job's replica groups that spec.replicas asks for
+    (COHORT_DESIRED_REPLICA_GROUPS); None for a job that is not elastic. With replica_groups() it
+    keeps the global batch: each rank takes desired / running times its usual share."""
+    return _positive_env("COHORT_DESIRED_REPLICA_GROUPS")
+
+
+def gradient_accumulation_steps():
+    """The micro-batches of its usual size each rank accumulates per step to keep the global batch
+    while an elastic job runs fewer replica groups than it wants: ceil(desired / running); 1 for a
+    job that is not elastic or runs them all."""
+    running, desired = replica_groups(), desired_replica_groups()
+    if running is None or desired is None:
+        return 1
+    return -(-desired // running)
+
+
 # ---- Key-value store ------------------------------------------------------------------------
 
 

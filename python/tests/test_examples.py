@@ -35,9 +35,17 @@ def test_pytorch_preemptible_checkpoints_on_sigterm_and_resumes(tmp_path):
     step = steps[0][1]
     assert (tmp_path / "checkpoint.pt").exists()
 
-    again = subprocess.run([str(BIN / "cohort-run"), "-n", "2", "--"] + example,
-                           capture_output=True, text=True, timeout=300)
+    assert "global batch 32 (1 micro-batches of 16 per rank" in "".join(lines), "".join(lines)
+
+    # Resumed as an elastic job that runs 1 of its 2 replica groups: one process, the same global
+    # batch in two micro-batches, from the checkpoint the two processes took.
+    again = subprocess.run([str(BIN / "cohort-run"), "-n", "1", "--"] + example,
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "COHORT_REPLICA_GROUPS": "1",
+                                "COHORT_DESIRED_REPLICA_GROUPS": "2"})
     out = again.stdout + again.stderr
     assert again.returncode == 0, out
-    assert sorted(re.findall(rf"rank (\d): resumed from step {step} ", out)) == ["0", "1"], out
-    assert sorted(re.findall(r"rank (\d): done at step 399", out)) == ["0", "1"], out
+    assert "rank 0/1: global batch 32 (2 micro-batches of 16 per rank; replica groups 1 of 2)" \
+        in out, out
+    assert re.findall(rf"rank (\d): resumed from step {step} ", out) == ["0"], out
+    assert re.findall(r"rank (\d): done at step 399", out) == ["0"], out

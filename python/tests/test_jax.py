@@ -7,6 +7,7 @@ package."""
 import os
 import pathlib
 import re
+import signal
 import subprocess
 
 import pytest
@@ -69,3 +70,40 @@ def test_ahead_of_jax_own_kubernetes_detector():
     ranks = sorted(int(r) for r in re.findall(rf"ok jax {re.escape(version)} rank (\d) of 2",
                                               result.stdout))
     assert ranks == [0, 1], output
+
+
+@pytest.mark.parametrize("version,python", jax_pythons()[:1])
+def test_jax_elastic_example_resumes_at_another_world_size_with_the_same_global_batch(
+        version, python, tmp_path):
+    """examples/python/jax_elastic.py as its docstring runs it: preempted at 2 processes, resumed
+    at 1 as an elastic job running 1 of its 2 replica groups."""
+    if not python:
+        run_jax(version, python)  # skips, saying why
+    example = [python, str(HERE.parents[1] / "examples/python/jax_elastic.py"),
+               "--checkpoint-dir", str(tmp_path), "--steps", "300"]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    job = subprocess.Popen([str(BIN / "cohort-run"), "-n", "2", "--"] + example, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in job.stdout:
+        lines.append(line)
+        if re.search(r"step 50 loss", line):
+            job.send_signal(signal.SIGTERM)
+            break
+    lines += job.stdout.readlines()
+    out = "".join(lines)
+    assert job.wait(timeout=120) == 76, out
+    assert "rank 0/2: global batch 32 (1 micro-batches of 16 per rank" in out, out
+    steps = set(re.findall(r"rank \d: preempted: checkpoint at step (\d+)", out))
+    assert len(steps) == 1, out
+    again = subprocess.run([str(BIN / "cohort-run"), "-n", "1", "--"] + example,
+                           capture_output=True, text=True, timeout=300,
+                           env={**env, "COHORT_REPLICA_GROUPS": "1",
+                                "COHORT_DESIRED_REPLICA_GROUPS": "2"})
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "rank 0/1: global batch 32 (2 micro-batches of 16 per rank; replica groups 1 of 2)" \
+        in out, out
+    assert f"rank 0: resumed from step {steps.pop()} at world size 1" in out, out
+    assert "rank 0: done at step 299" in out, out
+

@@ -96,3 +96,22 @@ def test_the_wheel_carries_libdist_next_to_the_module():
     package = pathlib.Path(cohort.__file__).parent
     assert (package / "libcohort_dist.so.0").exists()
     assert np.__version__  # numpy is the one declared dependency
+
+
+# ---- Elastic replica groups -------------------------------------------------------------------
+
+
+def test_replica_groups_from_the_operators_variables(monkeypatch):
+    for name in ("COHORT_REPLICA_GROUPS", "COHORT_DESIRED_REPLICA_GROUPS"):
+        monkeypatch.delenv(name, raising=False)
+    assert cohort.replica_groups() is None and cohort.desired_replica_groups() is None
+    assert cohort.gradient_accumulation_steps() == 1
+    monkeypatch.setenv("COHORT_REPLICA_GROUPS", "3")
+    monkeypatch.setenv("COHORT_DESIRED_REPLICA_GROUPS", "4")
+    assert (cohort.replica_groups(), cohort.desired_replica_groups()) == (3, 4)
+    assert cohort.gradient_accumulation_steps() == 2
+    monkeypatch.setenv("COHORT_REPLICA_GROUPS", "4")
+    assert cohort.gradient_accumulation_steps() == 1
+    monkeypatch.setenv("COHORT_REPLICA_GROUPS", "three")
+    with pytest.raises(cohort.InvalidArgumentError, match="COHORT_REPLICA_GROUPS='three'"):
+        cohort.replica_groups()

@@ -273,6 +273,7 @@ bool MayBeEmptyWhileHealthy(const std::string& title) {
       "Failure detect time p50 / p99", "Recovery time p50 / p99",
       "Recovery by restart kind and stage p50", "JAX port RPCs by method / code",
       "JAX waits p99 by method", "Barrier deadlines exceeded",
+      "Replica groups",  // An elastic job's only.
       // cohort-operator.json
       "Jobs not running", "Most restarted jobs", "Restarts by cause",
       "Detect / recover / time to running p99"};

@@ -194,5 +194,26 @@ TEST_F(OperatorMetricsTest, DeletedJobLeavesNoSeries) {
   EXPECT_THAT(text, HasSubstr(R"(cohort_operator_jobs{phase="Pending"} 1)"));
 }
 
+// An elastic job's replica groups, running and wanted, from each pass; gone with the job; none
+// for a job that is not elastic.
+TEST_F(OperatorMetricsTest, ElasticJobsReplicaGroups) {
+  metrics_.SetJobPhase("ml/train", Phase::kRunning);
+  const std::string job = R"(cohort_job="train",job_namespace="ml")";
+  ReconcileReport report;
+  report.now = kCreated + absl::Seconds(50);
+  report.phase = Phase::kRunning;
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), report);
+  EXPECT_THAT(Text(), Not(HasSubstr("cohort_operator_job_replica_groups{")));
+  report.replica_groups = std::pair{3, 4};
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), report);
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_replica_groups{" + job + "} 3"));
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_desired_replica_groups{" + job + "} 4"));
+  report.replica_groups = std::pair{4, 4};
+  metrics_.ObserveReconcile("ml/train", absl::Milliseconds(3), absl::OkStatus(), report);
+  EXPECT_THAT(Text(), HasSubstr("cohort_operator_job_replica_groups{" + job + "} 4"));
+  metrics_.SetJobPhase("ml/train", std::nullopt);
+  EXPECT_THAT(Text(), Not(HasSubstr("cohort_operator_job_replica_groups{")));
+}
+
 }  // namespace
 }  // namespace cohort::op
