@@ -432,6 +432,22 @@ void ValidateHangPolicy(const DistributedJob& job, std::vector<std::string>& err
       "InPlace, or remove spec.hangPolicy"));
 }
 
+// spec.replicas of a job that runs without spec.elastic: its processes' world was fixed at its
+// start (every pod's environment), so another size is refused, naming the ways to get one.
+void ValidateResize(const DistributedJob& job, std::vector<std::string>& errors) {
+  const DistributedJobStatus& st = job.status;
+  if (job.spec.elastic || st.start_time.empty() || st.replicas == 0 ||
+      st.replicas == job.spec.replicas) {
+    return;
+  }
+  errors.push_back(absl::StrCat(
+      FieldPath("spec").Child("replicas").String(), ": ", job.spec.replicas,
+      " is not the size the running job started at (", st.replicas,
+      "): a job without spec.elastic keeps its size; set replicas back to ", st.replicas,
+      ", add spec.elastic to resize it at a common step (kubectl scale), or delete and create it "
+      "anew"));
+}
+
 // spec.elastic: whole replica groups between minReplicas and replicas, restarting in place (a
 // resize is an in-place restart at a common step), and not where the job's shape is fixed by
 // something else: torchrun's own rendezvous, or a gang scheduler's admission.
@@ -502,6 +518,7 @@ std::vector<std::string> Validate(const DistributedJob& job) {
   ValidateFailureRules(job.spec.failure_rules, errors);
   ValidateHangPolicy(job, errors);
   ValidateElastic(job, errors);
+  ValidateResize(job, errors);
   // A template that could not be read was reported already; "required" would only repeat it.
   const FieldPath spec("spec");
   if (!Unreadable(job, spec) && !Unreadable(job, spec.Child("template"))) {

@@ -167,7 +167,10 @@ void DecisionPass::CountedRestart(const std::string& why, const char* condition_
 }
 
 void DecisionPass::Count() {
-  if (!spec.elastic) status.replicas = spec.replicas;  // Else KeepElastic says.
+  // The size the job started at (a job without spec.elastic keeps it: validation refuses another
+  // spec.replicas once it runs); an elastic job's is KeepElastic's.
+  if (!spec.elastic && (status.replicas == 0 || status.start_time.empty()))
+    status.replicas = spec.replicas;
   status.ready = status.active = status.succeeded = status.failed = 0;
   for (const ObservedPod* p : current) {
     if (p->ready) ++status.ready;

@@ -490,6 +490,28 @@ TEST(ParseDistributedJob, Elastic_FieldsAndDefaults) {
   EXPECT_EQ(DesiredReplicaGroups(ParseDistributedJob(JobBuilder().Build())->spec), 0);
 }
 
+// kubectl scale of a running job without spec.elastic: refused, naming the ways to a new size;
+// before it started, or elastic, any valid size goes.
+TEST(Validate, ReplicasChangedOnARunningJobWithoutElastic_Refused) {
+  DistributedJob job = *ParseDistributedJob(JobBuilder().Spec("replicas", 6).Build());
+  job.status.replicas = 4;
+  EXPECT_THAT(Validate(job), ::testing::IsEmpty()) << "not started yet";
+  job.status.start_time = "2026-12-02T10:00:00Z";
+  std::vector<std::string> errors = Validate(job);
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_THAT(errors[0], HasSubstr("spec.replicas: 6 is not the size the running job started at "
+                                   "(4): a job without spec.elastic keeps its size"));
+  job = *ParseDistributedJob(
+      JobBuilder()
+          .Spec("replicas", 6)
+          .Spec("elastic", {{"minReplicas", 2}})
+          .Set("/spec/template/spec/containers/0/command"_json_pointer, {"python", "t.py"})
+          .Build());
+  job.status.replicas = 4;
+  job.status.start_time = "2026-12-02T10:00:00Z";
+  EXPECT_THAT(Validate(job), ::testing::IsEmpty()) << "an elastic job resizes";
+}
+
 TEST(ProcessesPerPod, NumberAutoAndNumericString_Resolve) {
   auto resolved = [](json spec_value, json limits) {
     JobBuilder b;
