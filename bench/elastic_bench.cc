@@ -85,13 +85,13 @@ json JobObject(const std::string& name, const Shape& s, bool elastic, const std:
        {{"spec",
          {{"terminationGracePeriodSeconds", 2},
           {"containers",
-           json::array({{{"name", "trainer"},
-                         {"image", kDemoImage},
-                         {"command", json::array({"demo-trainer", "--steps", "100000000",
-                                                  "--step-ms", "20", "--checkpoint-dir", "/ckpt"})},
-                         {"volumeMounts", json::array({{{"name", "ckpt"}, {"mountPath", "/ckpt"}}})}}})},
-          {"volumes",
-           json::array({{{"name", "ckpt"}, {"hostPath", {{"path", ckpt}}}}})}}}}}};
+           json::array(
+               {{{"name", "trainer"},
+                 {"image", kDemoImage},
+                 {"command", json::array({"demo-trainer", "--steps", "100000000", "--step-ms", "20",
+                                          "--checkpoint-dir", "/ckpt"})},
+                 {"volumeMounts", json::array({{{"name", "ckpt"}, {"mountPath", "/ckpt"}}})}}})},
+          {"volumes", json::array({{{"name", "ckpt"}, {"hostPath", {{"path", ckpt}}}}})}}}}}};
   if (elastic) {
     spec["elastic"] = {{"minReplicas", s.min_replicas},
                        {"podsPerGroup", s.pods_per_group},
@@ -110,7 +110,8 @@ std::map<std::string, std::string> Logs(const std::string& dir, const std::strin
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "pods", ec)) {
     if (absl::StartsWith(e.path().filename().string(), absl::StrCat("default_", job, "-")))
-      logs[(e.path() / "trainer.log").string()] = ReadFile((e.path() / "trainer.log").string()).value_or("");
+      logs[(e.path() / "trainer.log").string()] =
+          ReadFile((e.path() / "trainer.log").string()).value_or("");
   }
   return logs;
 }
@@ -244,8 +245,8 @@ absl::StatusOr<json> RunElastic(LocalOperator& local, const Shape& s, const std:
   const std::string ckpt = absl::StrCat(dir, "/ckpt-", job);
   fs::create_directories(ckpt);
   fs::permissions(ckpt, fs::perms::all);
-  absl::StatusOr<json> made = client.Create(op::kDistributedJobs, "default",
-                                            JobObject(job, s, /*elastic=*/true, ckpt));
+  absl::StatusOr<json> made =
+      client.Create(op::kDistributedJobs, "default", JobObject(job, s, /*elastic=*/true, ckpt));
   if (!made.ok()) return made.status();
   if (UntilTraining(dir, job, {}, full, absl::Now()) < 0)
     return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains"));
@@ -256,8 +257,7 @@ absl::StatusOr<json> RunElastic(LocalOperator& local, const Shape& s, const std:
   if (!last.ok()) return last.status();
   Mark mark = MarkNow(dir, job);
   absl::Time t = absl::Now();
-  if (absl::Status st = local::LoseLocalNode(dir, (*last)["spec"].value("nodeName", ""));
-      !st.ok())
+  if (absl::Status st = local::LoseLocalNode(dir, (*last)["spec"].value("nodeName", "")); !st.ok())
     return st;
   r["shrunk_s"] = UntilTraining(dir, job, mark, smaller, t);
   if (r["shrunk_s"] < 0) return absl::DeadlineExceededError(absl::StrCat(job, ": never shrank"));
@@ -269,8 +269,7 @@ absl::StatusOr<json> RunElastic(LocalOperator& local, const Shape& s, const std:
   if (r["grown_s"] < 0) return absl::DeadlineExceededError(absl::StrCat(job, ": never grew"));
   // The grow's own cost, by the trainers' clock: from the drain's notice reaching them to every
   // rank of the full-size attempt joined (the sync point, the checkpoint, the restart).
-  r["drain_to_full_s"] =
-      StageSeconds(dir, job, mark, "preemption notice from process", 0, full);
+  r["drain_to_full_s"] = StageSeconds(dir, job, mark, "preemption notice from process", 0, full);
   r["grow_steps_lost"] = StepsLost(dir, job, mark);
   // The floor: an in-place restart of the same job.
   absl::SleepFor(absl::Seconds(1));  // Past the first barrier of the grown attempt.
@@ -313,8 +312,8 @@ absl::StatusOr<json> RunFixed(LocalOperator& local, const Shape& s, const std::s
   const std::string ckpt = absl::StrCat(dir, "/ckpt-", job);
   fs::create_directories(ckpt);
   fs::permissions(ckpt, fs::perms::all);
-  absl::StatusOr<json> made = client.Create(op::kDistributedJobs, "default",
-                                            JobObject(job, s, /*elastic=*/false, ckpt));
+  absl::StatusOr<json> made =
+      client.Create(op::kDistributedJobs, "default", JobObject(job, s, /*elastic=*/false, ckpt));
   if (!made.ok()) return made.status();
   if (UntilTraining(dir, job, {}, full, absl::Now()) < 0)
     return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains"));
@@ -324,8 +323,7 @@ absl::StatusOr<json> RunFixed(LocalOperator& local, const Shape& s, const std::s
   if (!last.ok()) return last.status();
   Mark mark = MarkNow(dir, job);
   absl::Time t = absl::Now();
-  if (absl::Status st = local::LoseLocalNode(dir, (*last)["spec"].value("nodeName", ""));
-      !st.ok())
+  if (absl::Status st = local::LoseLocalNode(dir, (*last)["spec"].value("nodeName", "")); !st.ok())
     return st;
   // Any size: does it train again at all before capacity returns?
   const std::regex any(R"(global batch \d+: \d+ ranks)");
@@ -357,8 +355,9 @@ int Run(int argc, char** argv) {
   int runs = 5, wait_cap_s = 30;
   std::string runtime = "process";
   bool keep = false;
-  CLI::App app{"elastic-bench: elastic replica groups (shrink, grow, kubectl scale) beside a job "
-               "without spec.elastic, on the local control plane"};
+  CLI::App app{
+      "elastic-bench: elastic replica groups (shrink, grow, kubectl scale) beside a job "
+      "without spec.elastic, on the local control plane"};
   app.add_option("--groups", s.groups, "replica groups the job wants")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
@@ -401,11 +400,11 @@ int Run(int argc, char** argv) {
   for (int i = 0; i < runs; ++i) {
     for (const char* variant : {"Elastic", "Fixed"}) {
       // A node per pod and one more, cordoned: the capacity a loss leaves nowhere to go.
-      absl::StatusOr<std::unique_ptr<LocalOperator>> local = StartLocalOperator(
-          "elastic-bench",
-          {"--runtime", runtime, "--max-pods", "1", "--nodes", absl::StrCat(s.pods() + 1),
-           "--node-monitor-grace-period", "2"},
-          {"--force-delete-after", "2"});
+      absl::StatusOr<std::unique_ptr<LocalOperator>> local =
+          StartLocalOperator("elastic-bench",
+                             {"--runtime", runtime, "--max-pods", "1", "--nodes",
+                              absl::StrCat(s.pods() + 1), "--node-monitor-grace-period", "2"},
+                             {"--force-delete-after", "2"});
       if (!local.ok()) {
         std::fprintf(stderr, "elastic-bench: %s\n", std::string(local.status().message()).c_str());
         return 1;
@@ -438,15 +437,20 @@ int Run(int argc, char** argv) {
       std::printf("%s\n", r->dump().c_str());
       std::fflush(stdout);
       for (const auto& [key, value] : r->items()) {
-        if (absl::EndsWith(key, "_s") && key != "shrink_after_s") figures[variant][key].push_back(value);
+        if (absl::EndsWith(key, "_s") && key != "shrink_after_s")
+          figures[variant][key].push_back(value);
         if (absl::EndsWith(key, "steps_lost") || key == "restarts")
           figures[variant][key].push_back(value.get<double>());
       }
     }
   }
-  json summary = {{"summary", true}, {"runs", runs}, {"runtime", runtime},
-                  {"groups", s.groups}, {"pods_per_group", s.pods_per_group},
-                  {"processes_per_pod", s.per_pod}, {"shrink_after_s", s.shrink_after}};
+  json summary = {{"summary", true},
+                  {"runs", runs},
+                  {"runtime", runtime},
+                  {"groups", s.groups},
+                  {"pods_per_group", s.pods_per_group},
+                  {"processes_per_pod", s.per_pod},
+                  {"shrink_after_s", s.shrink_after}};
   for (auto& [variant, by_figure] : figures) {
     for (auto& [figure, values] : by_figure) summary[variant][figure] = Stats(values);
   }

@@ -70,9 +70,9 @@ struct DataSet {
 // rank of the smaller job works through a larger share of it in micro-batches of kBatchPerRank
 // (gradient accumulation). Step `step`'s batch is the same samples whatever the world size.
 struct BatchShare {
-  int64_t global = 0;       // Samples per step, every rank together.
-  int64_t first = 0;        // This rank's first sample in the step's batch,
-  int64_t count = 0;        // and how many it takes.
+  int64_t global = 0;  // Samples per step, every rank together.
+  int64_t first = 0;   // This rank's first sample in the step's batch,
+  int64_t count = 0;   // and how many it takes.
   int64_t micro_batches = 0;
   int groups = 1, desired_groups = 1;
 };
@@ -162,11 +162,12 @@ int main(int argc, char** argv) {
   if (!comm.ok()) return Fail("communicator", comm.status());
   std::printf("collectives: %s\n", (*comm)->Describe().c_str());
   const BatchShare share = ShareOfBatch(rank, n);
-  std::printf("global batch %lld: %d ranks (%d of %d replica groups), this rank %lld samples in %lld "
-              "micro-batches of %d\n",
-              static_cast<long long>(share.global), n, share.groups, share.desired_groups,
-              static_cast<long long>(share.count), static_cast<long long>(share.micro_batches),
-              kBatchPerRank);
+  std::printf(
+      "global batch %lld: %d ranks (%d of %d replica groups), this rank %lld samples in %lld "
+      "micro-batches of %d\n",
+      static_cast<long long>(share.global), n, share.groups, share.desired_groups,
+      static_cast<long long>(share.count), static_cast<long long>(share.micro_batches),
+      kBatchPerRank);
   std::fflush(stdout);  // Seen now, not after the first step: these lines say the job formed.
 
   // A checkpoint from an earlier restart attempt: carry on after it with its parameters. Every

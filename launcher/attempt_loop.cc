@@ -225,10 +225,11 @@ env::ProcessPlacement AttemptLoop::placement() const {
 AttemptOutcome AttemptLoop::RunOne() {
   const env::ProcessPlacement p = placement();
   if (shape_.placement) {
-    ProcessGroup::Print(absl::StrCat(
-        kLauncherName, ": restart attempt ", attempt_, " runs ", p.world_size(), " processes in ",
-        p.num_pods, " pods (", p.replica_groups, " of ", p.desired_replica_groups,
-        " replica groups); this pod's are ranks ", p.rank(), "-", p.rank() + p.processes_per_pod - 1));
+    ProcessGroup::Print(absl::StrCat(kLauncherName, ": restart attempt ", attempt_, " runs ",
+                                     p.world_size(), " processes in ", p.num_pods, " pods (",
+                                     p.replica_groups, " of ", p.desired_replica_groups,
+                                     " replica groups); this pod's are ranks ", p.rank(), "-",
+                                     p.rank() + p.processes_per_pod - 1));
   }
   return RunPodProcesses(group_, options_.run, p, attempt_, [this] { return OrderedMeanwhile(); });
 }

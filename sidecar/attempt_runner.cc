@@ -85,7 +85,8 @@ absl::Status AttemptRunner::StartHub(const coordination::HangTimeout& timeout) {
   hub_ = *std::move(hub);
   coordination::AttemptHub& h = hub_->hub();
   h.set_before_start([this](const attemptspb::AttemptOrder& order) {
-    hooks_.restart_coordinator(PlaceOf(order.attempt(), coordination::LayoutFromProto(order.layout())));
+    hooks_.restart_coordinator(
+        PlaceOf(order.attempt(), coordination::LayoutFromProto(order.layout())));
   });
   h.set_on_end(hooks_.on_end);
   h.set_on_drain([this](int32_t attempt, const std::string&) {
@@ -152,8 +153,8 @@ void AttemptRunner::OnOrder(const attemptspb::AttemptOrder& order) {
     const AttemptPlace place = PlaceOf(order.attempt(), layout);
     if (layout) hooks_.renew_agents(place);  // Placed elsewhere than its environment says.
     if (progress_)
-      progress_->SetAttempt(place.attempt, place.idle ? std::nullopt
-                                                      : std::optional<int32_t>(place.first_rank));
+      progress_->SetAttempt(place.attempt,
+                            place.idle ? std::nullopt : std::optional<int32_t>(place.first_rank));
     launch_->Order(place.launch_order());
   }
   if (order.dump_id() != 0 && progress_) progress_->Dump(order.dump_id(), order.attempt());
@@ -188,13 +189,13 @@ void AttemptRunner::BeginAttempt(const AttemptPlace& place) {
     released_ = true;
   }
   if (progress_) {
-    progress_->SetAttempt(place.attempt, place.idle ? std::nullopt
-                                                    : std::optional<int32_t>(place.first_rank));
+    progress_->SetAttempt(place.attempt,
+                          place.idle ? std::nullopt : std::optional<int32_t>(place.first_rank));
   }
   launch_->Order(place.launch_order());
   if (place.idle) {
-    LogInfo("restart attempt ", place.attempt, " runs without this pod (",
-            place.layout->Describe(), "): cohort-launch told to wait for a later one");
+    LogInfo("restart attempt ", place.attempt, " runs without this pod (", place.layout->Describe(),
+            "): cohort-launch told to wait for a later one");
   } else if (place.layout) {
     LogInfo("restart attempt ", place.attempt, ": ranks ", place.first_rank, "-",
             place.first_rank + config_.processes_per_pod - 1, " of ", place.num_processes, " (",

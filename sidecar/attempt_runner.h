@@ -33,10 +33,10 @@ namespace cohort::sidecar {
 // elastic job's attempt layout (common/attempt_layout.h) places the pod, or nowhere (idle).
 struct AttemptPlace {
   int32_t attempt = 0;
-  bool idle = false;           // The attempt runs without this pod.
-  int32_t first_rank = 0;      // This pod's first rank in it (its environment's when idle).
-  int32_t num_processes = 0;   // The attempt's world size.
-  std::optional<AttemptLayout> layout;  // The attempt's, when it has one,
+  bool idle = false;          // The attempt runs without this pod.
+  int32_t first_rank = 0;     // This pod's first rank in it (its environment's when idle).
+  int32_t num_processes = 0;  // The attempt's world size.
+  std::optional<AttemptLayout> layout;         // The attempt's, when it has one,
   std::optional<launch::Placement> placement;  // and this pod's place in it (not idle).
   // What cohort-launch is told.
   launch::AttemptOrder launch_order() const {
@@ -110,7 +110,7 @@ class AttemptRunner {
   const Hooks hooks_;
   std::string hub_address_;
   mutable absl::Mutex mu_;
-  std::optional<int32_t> ordered_ ABSL_GUARDED_BY(mu_);  // The attempt ordered last,
+  std::optional<int32_t> ordered_ ABSL_GUARDED_BY(mu_);               // The attempt ordered last,
   std::optional<AttemptLayout> ordered_layout_ ABSL_GUARDED_BY(mu_);  // and its layout.
   int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;             // The one the agents serve.
   // cohort-launch was told to run attempt_: at once on rank 0, else once the hub runs it (a pod

@@ -40,7 +40,7 @@ class ProgressWatch {
  public:
   struct Options {
     std::string agent_socket;  // The pod's (env::ProbeDir and env::DumpsDir are beside it).
-    int32_t first_rank = 0;  // Until SetAttempt says otherwise.
+    int32_t first_rank = 0;    // Until SetAttempt says otherwise.
     int32_t processes_per_pod = 1;
     int32_t pod_index = 0;
     // Each local rank's libdist step reports (index = local rank; null: none).

@@ -221,9 +221,9 @@ absl::Status AttemptObserver::Drain(int32_t attempt, const std::string& reason,
   attemptspb::DrainAttemptResponse resp;
   absl::Status s = FromGrpcStatus(stub_->DrainAttempt(&ctx, req, &resp));
   if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("draining restart attempt ", attempt,
-                                               " through the attempt hub at ", address_, ": ",
-                                               s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("draining restart attempt ", attempt, " through the attempt hub at ",
+                               address_, ": ", s.message()));
   }
   return s;
 }

@@ -232,9 +232,8 @@ absl::Status AttemptHub::Start(int32_t attempt,
     PublishLocked();
   }
   LogInfo("attempt hub: restart attempt ", attempt, " ordered",
-          order.has_layout()
-              ? absl::StrCat(": ", LayoutFromProto(order.layout())->Describe())
-              : std::string());
+          order.has_layout() ? absl::StrCat(": ", LayoutFromProto(order.layout())->Describe())
+                             : std::string());
   for (auto& local : locals) local(order);
   return absl::OkStatus();
 }
@@ -243,9 +242,9 @@ absl::Status AttemptHub::Drain(int32_t attempt, const std::string& reason) {
   {
     absl::MutexLock lock(&mu_);
     if (attempt != ledger_.attempt()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot drain restart attempt ", attempt, ": the job's processes run attempt ",
-          ledger_.attempt()));
+      return absl::FailedPreconditionError(absl::StrCat("cannot drain restart attempt ", attempt,
+                                                        ": the job's processes run attempt ",
+                                                        ledger_.attempt()));
     }
     if (drained_ == attempt) return absl::OkStatus();  // Asked before: the notice went out.
     drained_ = attempt;
@@ -322,9 +321,9 @@ grpc::ServerUnaryReactor* AttemptHub::StartAttempt(grpc::CallbackServerContext* 
                                                    const attemptspb::StartAttemptRequest* req,
                                                    attemptspb::StartAttemptResponse*) {
   if (absl::Status auth = CheckToken(*ctx, token_); !auth.ok()) return FinishUnary(ctx, auth);
-  return FinishUnary(ctx, Start(req->attempt(),
-                                {req->assignments().begin(), req->assignments().end()},
-                                LayoutFromProto(req->layout())));
+  return FinishUnary(ctx,
+                     Start(req->attempt(), {req->assignments().begin(), req->assignments().end()},
+                           LayoutFromProto(req->layout())));
 }
 
 grpc::ServerUnaryReactor* AttemptHub::ReportHealth(grpc::CallbackServerContext* ctx,

@@ -100,8 +100,8 @@ absl::StatusOr<ResourceTarget> ParseTarget(ObjectStore& store, const std::string
   if (rest.size() >= 3) t.subresource = rest[2];
   if (rest.size() > 3 ||
       (!t.subresource.empty() && t.subresource != "status" && t.subresource != "eviction" &&
-       !(t.subresource == "scale" && t.type.scale) &&
-       t.subresource != "log" && !(t.subresource == "token" && t.type.kind == "ServiceAccount"))) {
+       !(t.subresource == "scale" && t.type.scale) && t.subresource != "log" &&
+       !(t.subresource == "token" && t.type.kind == "ServiceAccount"))) {
     return absl::NotFoundError(absl::StrCat("the server does not serve ", path));
   }
   return t;

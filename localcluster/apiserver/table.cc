@@ -71,7 +71,8 @@ json PodRestarts(const json& o) {
 json NodeStatus(const json& o) {
   std::string status = "Unknown";
   for (const json& c : o.value("status", json::object()).value("conditions", json::array())) {
-    if (c.value("type", "") == "Ready") status = c.value("status", "") == "True" ? "Ready" : "NotReady";
+    if (c.value("type", "") == "Ready")
+      status = c.value("status", "") == "True" ? "Ready" : "NotReady";
   }
   const json spec = o.value("spec", json::object());
   if (spec.is_object() && spec.contains("unschedulable") && spec["unschedulable"] == true)

@@ -488,9 +488,9 @@ absl::StatusOr<DistributedJob> ParseDistributedJob(const json& object) {
     st.phase = ParsePhase(phase).value_or(Phase::kPending);
     for (auto [key, out] :
          {std::pair{"replicas", &st.replicas}, std::pair{"ready", &st.ready},
-          std::pair{"active", &st.active},
-          std::pair{"succeeded", &st.succeeded}, std::pair{"failed", &st.failed},
-          std::pair{"restarts", &st.restarts}, std::pair{"preemptions", &st.preemptions},
+          std::pair{"active", &st.active}, std::pair{"succeeded", &st.succeeded},
+          std::pair{"failed", &st.failed}, std::pair{"restarts", &st.restarts},
+          std::pair{"preemptions", &st.preemptions},
           std::pair{"uncountedRestarts", &st.uncounted_restarts},
           std::pair{"restartAttempt", &st.restart_attempt}, std::pair{"spares", &st.spares},
           std::pair{"readySpares", &st.ready_spares},
@@ -575,8 +575,7 @@ json StatusToJson(const DistributedJob& job) {
   out["selector"] = absl::StrCat(kJobNameLabel, "=", job.name);
   if (job.spec.elastic) {
     out["replicaGroups"] = st.replica_groups;
-    out["replicaGroupsText"] =
-        absl::StrCat(st.replica_groups, "/", DesiredReplicaGroups(job.spec));
+    out["replicaGroupsText"] = absl::StrCat(st.replica_groups, "/", DesiredReplicaGroups(job.spec));
   }
   if (!st.dropped_replica_groups.empty()) out["droppedReplicaGroups"] = st.dropped_replica_groups;
   if (job.spec.spares > 0) {

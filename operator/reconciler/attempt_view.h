@@ -26,7 +26,7 @@ struct AttemptView {
   bool heard = true;
   absl::Time watching_since = absl::InfinitePast();
   uint64_t hub_incarnation = 0;
-  int32_t attempt = 0;  // The attempt the pods' processes run (or last ran),
+  int32_t attempt = 0;                  // The attempt the pods' processes run (or last ran),
   std::optional<AttemptLayout> layout;  // and which pods it runs (nullopt: every pod).
   // How each pod's processes ended in `attempt`, by pod index (absent: still running).
   struct End {

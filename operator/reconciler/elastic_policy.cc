@@ -132,7 +132,8 @@ bool ElasticStart(DecisionPass& pass) {
   const absl::Time shrink_at =
       RestartBegan(pass) + absl::Seconds(pass.spec.elastic->shrink_after_seconds);
   const bool holds_rank_zero = not_ready.count(0) > 0;
-  if (pass.now < shrink_at || holds_rank_zero || running * per_group < pass.spec.elastic->min_replicas) {
+  if (pass.now < shrink_at || holds_rank_zero ||
+      running * per_group < pass.spec.elastic->min_replicas) {
     // Waiting: for the group's pods (a spare, a replacement that gets a node), or, when it cannot
     // shrink, for as long as they take.
     const std::string message =
@@ -141,14 +142,14 @@ bool ElasticStart(DecisionPass& pass) {
                            absl::FormatDuration(shrink_at - pass.now), " for ",
                            DescribeGroups(pass, not_ready), ": ", why,
                            "; then it runs without them (spec.elastic.shrinkAfterSeconds)")
-            : absl::StrCat("restart attempt ", pass.status.restart_attempt, " waits for ",
-                           DescribeGroups(pass, not_ready), ": ", why, "; ",
-                           holds_rank_zero
-                               ? "group 0 holds rank 0 and is never left out"
-                               : absl::StrCat("without them the job would have ",
-                                              running * per_group,
-                                              " pods, fewer than spec.elastic.minReplicas (",
-                                              pass.spec.elastic->min_replicas, ")"));
+            : absl::StrCat(
+                  "restart attempt ", pass.status.restart_attempt, " waits for ",
+                  DescribeGroups(pass, not_ready), ": ", why, "; ",
+                  holds_rank_zero
+                      ? "group 0 holds rank 0 and is never left out"
+                      : absl::StrCat("without them the job would have ", running * per_group,
+                                     " pods, fewer than spec.elastic.minReplicas (",
+                                     pass.spec.elastic->min_replicas, ")"));
     pass.SetCondition(condition::kShrunk, true, reason::kWaitingForPods, message);
     pass.Requeue(pass.now < shrink_at ? std::min(absl::Seconds(1), shrink_at - pass.now)
                                       : absl::Seconds(1));
@@ -180,19 +181,18 @@ Verdict ResizeElastic(DecisionPass& pass) {
       return Verdict::kDecided;
     }
     const std::string why =
-        all_ended ? absl::StrCat("every rank stopped at the preemption sync point: ",
-                                 resizing->message)
-                  : absl::StrCat("the ranks did not all stop at the preemption sync point within ",
-                                 absl::FormatDuration(kDrainPatience),
-                                 " (the steps since their last checkpoint are lost): ",
-                                 resizing->message);
+        all_ended
+            ? absl::StrCat("every rank stopped at the preemption sync point: ", resizing->message)
+            : absl::StrCat(
+                  "the ranks did not all stop at the preemption sync point within ",
+                  absl::FormatDuration(kDrainPatience),
+                  " (the steps since their last checkpoint are lost): ", resizing->message);
     pass.SetCondition(condition::kResizing, false, reason::kResized, why);
-    pass.RestartGang(restart_kind::kResize, reason::kResize, event_type::kNormal,
-                     reason::kRestartedInPlace, why,
-                     absl::StrCat("; restarting the gang as restart attempt ",
-                                  pass.status.restart_attempt + 1,
-                                  " (a resize does not count against maxRestarts)"),
-                     GangRestart{FailureCause::kPreempted}, absl::ZeroDuration());
+    pass.RestartGang(
+        restart_kind::kResize, reason::kResize, event_type::kNormal, reason::kRestartedInPlace, why,
+        absl::StrCat("; restarting the gang as restart attempt ", pass.status.restart_attempt + 1,
+                     " (a resize does not count against maxRestarts)"),
+        GangRestart{FailureCause::kPreempted}, absl::ZeroDuration());
     return Verdict::kDecided;
   }
   // Grow: a dropped group's pods all follow again; scale: spec.replicas is not what runs.
@@ -210,9 +210,9 @@ Verdict ResizeElastic(DecisionPass& pass) {
   std::string reason_text;
   if (!back.empty()) {
     reason_text = absl::StrCat("grow to ", layout->replica_groups + back.size(), " of ",
-                               DesiredReplicaGroups(pass.spec), " replica groups: ",
-                               DescribeGroups(pass, back), back.size() == 1 ? " is" : " are",
-                               " ready again");
+                               DesiredReplicaGroups(pass.spec),
+                               " replica groups: ", DescribeGroups(pass, back),
+                               back.size() == 1 ? " is" : " are", " ready again");
   } else if (pass.spec.replicas < layout->slots) {
     reason_text = absl::StrCat("scale down to ", pass.spec.replicas, " pods (spec.replicas)");
   }
@@ -244,24 +244,26 @@ void KeepElastic(DecisionPass& pass) {
     st.dropped_replica_groups = now;
     const int32_t desired = DesiredReplicaGroups(pass.spec);
     if (!dropped.empty() && now != before) {
-      const std::string message = absl::StrCat(
-          "restart attempt ", st.restart_attempt, " runs ", layout->replica_groups, " of ",
-          desired, " replica groups, without ", DescribeGroups(pass, dropped),
-          ": their pods did not run within spec.elastic.shrinkAfterSeconds (",
-          pass.spec.elastic->shrink_after_seconds, "s); ranks renumbered to 0-",
-          layout->pods() * ResolvedProcessesPerPod(pass.job) - 1,
-          "; they rejoin at a common step once their pods run");
+      const std::string message =
+          absl::StrCat("restart attempt ", st.restart_attempt, " runs ", layout->replica_groups,
+                       " of ", desired, " replica groups, without ", DescribeGroups(pass, dropped),
+                       ": their pods did not run within spec.elastic.shrinkAfterSeconds (",
+                       pass.spec.elastic->shrink_after_seconds, "s); ranks renumbered to 0-",
+                       layout->pods() * ResolvedProcessesPerPod(pass.job) - 1,
+                       "; they rejoin at a common step once their pods run");
       pass.SetCondition(condition::kShrunk, true, reason::kPodsLost, message);
       pass.Emit(event_type::kWarning, reason::kShrunk, message);
     } else if (dropped.empty() && layout->replica_groups == desired) {
       const Condition* shrunk = FindCondition(st.conditions, condition::kShrunk);
       if (shrunk == nullptr || shrunk->status != "False") {
-        const std::string message = absl::StrCat("restart attempt ", st.restart_attempt, " runs all ",
-                                                 desired, " replica groups");
+        const std::string message = absl::StrCat("restart attempt ", st.restart_attempt,
+                                                 " runs all ", desired, " replica groups");
         pass.SetCondition(condition::kShrunk, false, reason::kFullSize, message);
-        if (!before.empty() || shrunk != nullptr) pass.Emit(event_type::kNormal, reason::kGrew, message);
+        if (!before.empty() || shrunk != nullptr)
+          pass.Emit(event_type::kNormal, reason::kGrew, message);
       }
-    } else if (!dropped.empty() && now == before && layout->replica_groups > pass.job.status.replica_groups) {
+    } else if (!dropped.empty() && now == before &&
+               layout->replica_groups > pass.job.status.replica_groups) {
       // Some groups came back, others are still out.
       pass.Emit(event_type::kNormal, reason::kGrew,
                 absl::StrCat("restart attempt ", st.restart_attempt, " runs ",

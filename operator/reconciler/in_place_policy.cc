@@ -103,8 +103,7 @@ GangCheck CheckGang(const DecisionPass& pass, const std::vector<const ObservedPo
     std::string why = WhyItGoes(pass, *p, &wait_until);
     // An elastic job's pod that the running attempt leaves out and that waits for a node stays:
     // it asks for the capacity its group needs to rejoin (elastic_policy.h).
-    if (!why.empty() && !pass.Runs(p->rank) && !p->terminating &&
-        p->phase == PodPhase::kPending) {
+    if (!why.empty() && !pass.Runs(p->rank) && !p->terminating && p->phase == PodPhase::kPending) {
       present.insert(p->rank);
       continue;
     }

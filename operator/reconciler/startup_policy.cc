@@ -120,10 +120,9 @@ Verdict CompleteOrMarkRunning(DecisionPass& pass) {
   if (all_running && pass.status.phase == Phase::kPending) {
     pass.status.phase = Phase::kRunning;
     if (pass.status.start_time.empty()) pass.status.start_time = FormatRfc3339(pass.now);
-    pass.SetCondition(
-        condition::kRunning, true, reason::kAllRanksRunning,
-        absl::StrCat("all ", ranks, " ranks are running (restart attempt ",
-                     pass.status.restart_attempt, ")"));
+    pass.SetCondition(condition::kRunning, true, reason::kAllRanksRunning,
+                      absl::StrCat("all ", ranks, " ranks are running (restart attempt ",
+                                   pass.status.restart_attempt, ")"));
     pass.Emit(event_type::kNormal, reason::kRunning,
               absl::StrCat("all ", ranks, " ranks are running"));
   }

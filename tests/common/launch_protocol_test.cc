@@ -45,11 +45,10 @@ TEST(LaunchProtocol, AttemptLines) {
   EXPECT_EQ(as_pod->attempt, 12);
   EXPECT_EQ(as_pod->pod_index, 3);
   // An elastic job's attempt: the pod's place in it, or none.
-  const AttemptOrder placed{.attempt = 4,
-                            .placement = Placement{.position = 2,
-                                                   .pods = 6,
-                                                   .replica_groups = 3,
-                                                   .desired_replica_groups = 4}};
+  const AttemptOrder placed{
+      .attempt = 4,
+      .placement =
+          Placement{.position = 2, .pods = 6, .replica_groups = 3, .desired_replica_groups = 4}};
   EXPECT_EQ(FormatOrder(placed), "attempt 4 place 2 of 6 groups 3 of 4\n");
   std::optional<AttemptOrder> read = ParseOrder(FormatOrder(placed));
   ASSERT_TRUE(read.has_value());
@@ -68,11 +67,11 @@ TEST(LaunchProtocol, AttemptLines) {
   ASSERT_TRUE(read.has_value());
   EXPECT_TRUE(read->idle);
   EXPECT_EQ(read->placement, std::nullopt);
-  for (const char* bad : {"attempt -1", "attempt x", "attempt 1 pod", "attempt 1 pod -2",
-                          "attempt 1 pad 2", "attempt 1 pod 2 extra", "ended 1 2 3 Error m",
-                          "attempt 1 place 2 of 6 groups 3", "attempt 1 place 6 of 6 groups 3 of 4",
-                          "attempt 1 place 2 in 6 groups 3 of 4", "attempt 1 idle now",
-                          "attempt 1 place 2 of 6 groups 3 of 4 idle"}) {
+  for (const char* bad :
+       {"attempt -1", "attempt x", "attempt 1 pod", "attempt 1 pod -2", "attempt 1 pad 2",
+        "attempt 1 pod 2 extra", "ended 1 2 3 Error m", "attempt 1 place 2 of 6 groups 3",
+        "attempt 1 place 6 of 6 groups 3 of 4", "attempt 1 place 2 in 6 groups 3 of 4",
+        "attempt 1 idle now", "attempt 1 place 2 of 6 groups 3 of 4 idle"}) {
     EXPECT_EQ(ParseOrder(bad).has_value(), false) << bad;
   }
   EXPECT_EQ(ParseEnded("ended 1 two 3 Error m"), std::nullopt);

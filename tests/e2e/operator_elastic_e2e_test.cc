@@ -61,9 +61,7 @@ bool WaitForWorld(LocalControlPlane& cluster, const std::string& job,
                   const std::map<std::string, std::string>& joined_by_pod, int64_t replicas) {
   json seen = cluster.WaitForJob(
       "default", job,
-      [&](const json& j) {
-        return Phase(j) == "Running" && StatusInt(j, "replicas") == replicas;
-      },
+      [&](const json& j) { return Phase(j) == "Running" && StatusInt(j, "replicas") == replicas; },
       kJobTimeout);
   if (StatusInt(seen, "replicas") != replicas) {
     ADD_FAILURE() << "status.replicas never became " << replicas << "\n"
@@ -89,8 +87,7 @@ std::string PodOfSlot(LocalControlPlane& cluster, const std::string& job, int k)
       kube::kPods, "default", absl::StrCat("cohort.dev/job-name=", job, ",cohort.dev/rank=", k));
   if (!pods.ok()) return "";
   for (const json& p : (*pods)["items"]) {
-    if (!p["metadata"].contains("deletionTimestamp") &&
-        p["status"].value("phase", "") == "Running")
+    if (!p["metadata"].contains("deletionTimestamp") && p["status"].value("phase", "") == "Running")
       return p["metadata"].value("name", "");
   }
   return "";
@@ -138,7 +135,8 @@ TEST_F(OperatorE2E, Elastic_NodeLostNoCapacity_Shrinks_CapacityBack_Grows_Kubect
   EXPECT_EQ(StatusInt(job, "replicaGroups"), 2);
   EXPECT_EQ(StatusInt(job, "processes"), 2);
   EXPECT_EQ(StatusInt(job, "restarts"), 1) << "the loss is one failure\n" << events;
-  EXPECT_THAT(events, HasSubstr("runs 2 of 3 replica groups, without group 1 (pods " + name + "-1)"));
+  EXPECT_THAT(events,
+              HasSubstr("runs 2 of 3 replica groups, without group 1 (pods " + name + "-1)"));
   const kube::StatusCondition* shrunk = nullptr;
   std::vector<kube::StatusCondition> conditions;
   for (const json& c : job["status"]["conditions"]) {
@@ -189,14 +187,14 @@ TEST_F(OperatorE2E, Elastic_NodeLostNoCapacity_Shrinks_CapacityBack_Grows_Kubect
 TEST_F(OperatorE2E, Elastic_ASpecThatCannotBeElastic_RefusedNamingTheFix) {
   auto op = Operator();
   const std::string bad = "e2e-elastic-recreate";
-  ASSERT_EQ(cluster_
-                ->Kubectl({"apply"},
-                          absl::StrReplaceAll(ElasticJobYaml(bad, 2, 2, "/tmp"),
-                                              {{"  restartBackoff: 100ms\n",
-                                                "  restartBackoff: 100ms\n  restartStrategy: "
-                                                "Recreate\n"}}))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      cluster_
+          ->Kubectl({"apply"}, absl::StrReplaceAll(ElasticJobYaml(bad, 2, 2, "/tmp"),
+                                                   {{"  restartBackoff: 100ms\n",
+                                                     "  restartBackoff: 100ms\n  restartStrategy: "
+                                                     "Recreate\n"}}))
+          .exit_code,
+      0);
   json refused = cluster_->WaitForJob(
       "default", bad,
       [](const json& j) {

@@ -52,9 +52,8 @@ auto NoThrow(const char* what, Fn fn) -> decltype(fn()) {
 
 bool SameStatus(const DistributedJobStatus& a, const DistributedJobStatus& b) {
   return a.phase == b.phase && a.conditions == b.conditions && a.replicas == b.replicas &&
-         a.ready == b.ready &&
-         a.active == b.active && a.succeeded == b.succeeded && a.failed == b.failed &&
-         a.restarts == b.restarts && a.preemptions == b.preemptions &&
+         a.ready == b.ready && a.active == b.active && a.succeeded == b.succeeded &&
+         a.failed == b.failed && a.restarts == b.restarts && a.preemptions == b.preemptions &&
          a.restart_attempt == b.restart_attempt && a.coordinator_address == b.coordinator_address &&
          a.observed_generation == b.observed_generation && a.start_time == b.start_time &&
          a.completion_time == b.completion_time;

@@ -186,13 +186,13 @@ TEST_F(AttemptLoopTest, ElasticAttempts_PlacedRanksAndWorld_IdleRunsNothing) {
   const std::string seen = dir + "/seen";
   Sidecar sidecar;
   // Pod 3 of 4 (ranks 6-7); attempt 1 runs it at position 2 of 3.
-  AttemptLoop loop(group_, Pod(3), 0, sidecar.TakeLauncherEnd(),
-                   Shell(absl::StrCat(
-                       "echo \"$COHORT_RESTART_ATTEMPT $COHORT_PROCESS_ID $COHORT_NUM_PROCESSES "
-                       "$RANK $WORLD_SIZE $NODE_RANK ${COHORT_REPLICA_GROUPS:--} "
-                       "${COHORT_DESIRED_REPLICA_GROUPS:--}\" >> ",
-                       seen, "; [ \"$COHORT_RESTART_ATTEMPT\" = 3 ] && exit 0; ",
-                       "echo up > ", dir, "/up-$COHORT_LOCAL_PROCESS_ID; exec sleep 60")));
+  AttemptLoop loop(
+      group_, Pod(3), 0, sidecar.TakeLauncherEnd(),
+      Shell(absl::StrCat("echo \"$COHORT_RESTART_ATTEMPT $COHORT_PROCESS_ID $COHORT_NUM_PROCESSES "
+                         "$RANK $WORLD_SIZE $NODE_RANK ${COHORT_REPLICA_GROUPS:--} "
+                         "${COHORT_DESIRED_REPLICA_GROUPS:--}\" >> ",
+                         seen, "; [ \"$COHORT_RESTART_ATTEMPT\" = 3 ] && exit 0; ", "echo up > ",
+                         dir, "/up-$COHORT_LOCAL_PROCESS_ID; exec sleep 60")));
   sidecar.Say("attempt 1 place 2 of 3 groups 3 of 4");
   int exit_code = -1;
   std::thread run([&] { exit_code = loop.Run(); });

@@ -568,8 +568,8 @@ TEST_F(CustomResourceTest, ScaleSubresource_ReadAndWrittenThroughTheCrdsPaths) {
   // What kubectl scale sends: a merge patch of the Scale. The job's spec.replicas changes, and
   // only it (a spec write: the generation moves).
   const json before = Stored("s");
-  Response patched = Send("PATCH", scale, {{"spec", {{"replicas", 4}}}},
-                          "application/merge-patch+json");
+  Response patched =
+      Send("PATCH", scale, {{"spec", {{"replicas", 4}}}}, "application/merge-patch+json");
   ASSERT_EQ(patched.status, 200) << patched.body;
   EXPECT_EQ(patched.body["kind"], "Scale");
   EXPECT_EQ(patched.body["spec"]["replicas"], 4);
@@ -593,7 +593,8 @@ TEST_F(CustomResourceTest, ScaleSubresource_ReadAndWrittenThroughTheCrdsPaths) {
   EXPECT_EQ(Stored("s")["spec"]["replicas"], 3);
 
   // The CRD's schema still holds (replicas at least 1), and a Scale without a number is refused.
-  Response zero = Send("PATCH", scale, {{"spec", {{"replicas", 0}}}}, "application/merge-patch+json");
+  Response zero =
+      Send("PATCH", scale, {{"spec", {{"replicas", 0}}}}, "application/merge-patch+json");
   EXPECT_EQ(zero.status, 422) << zero.body;
   EXPECT_THAT(zero.body.value("message", ""), HasSubstr("spec.replicas"));
   Response word =

@@ -16,17 +16,18 @@
 namespace cohort::op {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::Job;
 using testing::JobBuilder;
 using testing::kNow;
 using testing::PodBuilder;
-using ::testing::HasSubstr;
 
 // 4 pods in 2 replica groups of 2 (pods 0-1, 2-3), at least `min_replicas` pods.
 DistributedJob ElasticJob(int32_t min_replicas = 2, int32_t replicas = 4) {
   JobBuilder b;
   b.Spec("replicas", replicas);
-  b.Spec("elastic", {{"minReplicas", min_replicas}, {"podsPerGroup", 2}, {"shrinkAfterSeconds", 60}});
+  b.Spec("elastic",
+         {{"minReplicas", min_replicas}, {"podsPerGroup", 2}, {"shrinkAfterSeconds", 60}});
   b.Set("/spec/template/spec/containers/0/command"_json_pointer,
         nlohmann::json::array({"python", "train.py"}));
   return Job(nullptr, b.Build());
@@ -115,7 +116,7 @@ struct Case {
   std::optional<AttemptLayout> start_layout;
   std::optional<int32_t> drain;  // The attempt drained.
   int32_t restart_attempt;
-  std::string condition;         // "<type>=<status>/<reason>" of the one to check ("" for none).
+  std::string condition;          // "<type>=<status>/<reason>" of the one to check ("" for none).
   std::string event_reason = "";  // Of the first Event ("" for none).
   std::string event_message = "";
   std::vector<int32_t> replace_ranks = {};
@@ -154,90 +155,145 @@ TEST_P(ElasticTest, Table) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Decide, ElasticTest,
-    ::testing::Values(
-        Case{"LostPodsReplacementPending_WaitsWithinShrinkAfterSeconds",
-             PendingAfterRestart(absl::Seconds(5)), ThreeStayOneReplacementPending(), kThreeEnded,
-             Phase::kPending, std::nullopt, std::nullopt, std::nullopt, 1,
-             "Shrunk=True/WaitingForPods"},
-        Case{"ShrinkAfterSecondsPassed_StartsWithoutItsGroup",
-             PendingAfterRestart(absl::Seconds(51)), ThreeStayOneReplacementPending(), kThreeEnded,
-             Phase::kPending, 1, kWithoutGroupOne, std::nullopt, 1, ""},
-        Case{"BelowMinReplicas_Waits", PendingAfterRestart(absl::Seconds(51), ElasticJob(4)),
-             ThreeStayOneReplacementPending(), kThreeEnded, Phase::kPending, std::nullopt,
-             std::nullopt, std::nullopt, 1, "Shrunk=True/WaitingForPods"},
-        Case{"GroupZeroIsNeverLeftOut",
-             PendingAfterRestart(absl::Seconds(51)),
-             [] {
-               std::vector<ObservedPod> pods = ThreeStayOneReplacementPending();
-               pods[3].rank = 1;  // Pod 1's replacement is Pending instead, pod 1 is gone.
-               pods[3].name = "train-1-r1";
-               pods[1] = PodBuilder(3, 0).Running();
-               return pods;
-             }(),
-             View(0, {0, 2, 3}, {{0, 75}, {2, 75}, {3, 75}}), Phase::kPending, std::nullopt,
-             std::nullopt, std::nullopt, 1, "Shrunk=True/WaitingForPods"},
-        Case{"EveryGroupReady_TheWholeLayout", PendingAfterRestart(absl::Seconds(5)),
-             [] {
-               std::vector<ObservedPod> pods = ThreeStayOneReplacementPending();
-               pods[3] = PodBuilder(3, 1).Running();
-               return pods;
-             }(),
-             View(0, {0, 1, 2, 3}, {{0, 75}, {1, 75}, {2, 137}}), Phase::kPending, 1,
-             LayoutWithout(4, 2, {}, 2), std::nullopt, 1, ""},
-        Case{"RunningShrunk_StatusConditionAndEventSayWhichGroup",
-             RunningElastic(1, {}, /*known=*/false),
-             ShrunkGang([](PodBuilder& p) { p.Pending(); }),
-             View(1, {0, 1, 2}, {}, kWithoutGroupOne), Phase::kRunning, std::nullopt,
-             std::nullopt, std::nullopt, 1, "Shrunk=True/PodsLost", "Shrunk",
-             "runs 1 of 2 replica groups, without group 1 (pods train-2, train-3)"},
-        Case{"RunningShrunk_ALeftOutPodGone_IsCreatedAgain_NoRestart",
-             RunningElastic(1, {1}),
-             [] {
-               std::vector<ObservedPod> pods = ShrunkGang([](PodBuilder& p) { p.Pending(); });
-               pods.pop_back();
-               return pods;
-             }(),
-             View(1, {0, 1, 2}, {}, kWithoutGroupOne), Phase::kRunning, std::nullopt,
-             std::nullopt, std::nullopt, 1, "", "", "", {3}},
-        Case{"GroupBack_DrainsTheAttempt", RunningElastic(1, {1}),
-             ShrunkGang([](PodBuilder& p) { p.Running(); }),
-             View(1, {0, 1, 2, 3}, {}, kWithoutGroupOne), Phase::kRunning, std::nullopt,
-             std::nullopt, 1, 1, "Resizing=True/Draining", "Resizing",
-             "to grow to 2 of 2 replica groups: group 1 (pods train-2, train-3) is ready again"},
-        Case{"Drained_EveryRankAtTheSyncPoint_RestartsUncounted",
-             [] {
-               DistributedJob j = RunningElastic(1, {1});
-               SetCondition(j.status.conditions,
-                            Condition{"Resizing", "True", "Draining", "to grow",
-                                      FormatRfc3339(kNow - absl::Seconds(3)), 1});
-               return j;
-             }(),
-             ShrunkGang([](PodBuilder& p) { p.Running(); }),
-             View(1, {0, 1, 2, 3}, {{0, 76}, {1, 76}}, kWithoutGroupOne), Phase::kRestarting,
-             std::nullopt, std::nullopt, std::nullopt, 2, "Resizing=False/Resized",
-             "RestartedInPlace", "every rank stopped at the preemption sync point"},
-        Case{"ScaledDown_DrainsTheAttempt",
-             RunningElastic(1, {}, true, ElasticJob(2, 2)),
-             [] {
-               std::vector<ObservedPod> pods;
-               for (int r = 0; r < 4; ++r) pods.push_back(PodBuilder(r, 1).Running());
-               return pods;
-             }(),
-             View(1, {0, 1, 2, 3}, {}, LayoutWithout(4, 2, {}, 2)), Phase::kRunning, std::nullopt,
-             std::nullopt, 1, 1, "Resizing=True/Draining", "Resizing",
-             "scale down to 2 pods"},
-        Case{"ShrunkAttemptSucceeds_TheLeftOutPodsGo", RunningElastic(1, {1}),
-             [] {
-               std::vector<ObservedPod> pods = ShrunkGang([](PodBuilder& p) { p.Pending(); });
-               pods[0] = PodBuilder(0, 1).Exited(0);
-               pods[1] = PodBuilder(1, 1).Exited(0);
-               return pods;
-             }(),
-             View(1, {2}, {}, kWithoutGroupOne), Phase::kSucceeded, std::nullopt, std::nullopt,
-             std::nullopt, 1, "", "Completed", "all 2 ranks exited successfully", {}, 2}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Decide, ElasticTest,
+                         ::
+                             testing::Values(Case{"LostPodsReplacementPending_"
+                                                  "WaitsWithinShrinkAfterSeconds",
+                                                  PendingAfterRestart(absl::Seconds(5)),
+                                                  ThreeStayOneReplacementPending(), kThreeEnded,
+                                                  Phase::kPending, std::nullopt, std::nullopt,
+                                                  std::nullopt, 1, "Shrunk=True/WaitingForPods"},
+                                             Case{"ShrinkAfterSecondsPassed_StartsWithoutItsGroup",
+                                                  PendingAfterRestart(absl::Seconds(51)),
+                                                  ThreeStayOneReplacementPending(), kThreeEnded,
+                                                  Phase::kPending, 1, kWithoutGroupOne,
+                                                  std::nullopt, 1, ""},
+                                             Case{"BelowMinReplicas_Waits",
+                                                  PendingAfterRestart(absl::Seconds(51),
+                                                                      ElasticJob(4)),
+                                                  ThreeStayOneReplacementPending(), kThreeEnded,
+                                                  Phase::kPending, std::nullopt, std::nullopt,
+                                                  std::nullopt, 1, "Shrunk=True/WaitingForPods"},
+                                             Case{"GroupZeroIsNeverLeftOut",
+                                                  PendingAfterRestart(absl::Seconds(51)),
+                                                  [] {
+                                                    std::vector<ObservedPod> pods =
+                                                        ThreeStayOneReplacementPending();
+                                                    pods[3].rank =
+                                                        1;  // Pod 1's replacement is Pending
+                                                            // instead, pod 1 is gone.
+                                                    pods[3].name = "train-1-r1";
+                                                    pods[1] = PodBuilder(3, 0).Running();
+                                                    return pods;
+                                                  }(),
+                                                  View(0, {0, 2, 3}, {{0, 75}, {2, 75}, {3, 75}}),
+                                                  Phase::kPending, std::nullopt, std::nullopt,
+                                                  std::nullopt, 1, "Shrunk=True/WaitingForPods"},
+                                             Case{"EveryGroupReady_TheWholeLayout",
+                                                  PendingAfterRestart(absl::Seconds(5)),
+                                                  [] {
+                                                    std::vector<ObservedPod> pods =
+                                                        ThreeStayOneReplacementPending();
+                                                    pods[3] = PodBuilder(3, 1).Running();
+                                                    return pods;
+                                                  }(),
+                                                  View(0, {0, 1, 2, 3},
+                                                       {{0, 75}, {1, 75}, {2, 137}}),
+                                                  Phase::kPending, 1, LayoutWithout(4, 2, {}, 2),
+                                                  std::nullopt, 1, ""},
+                                             Case{"RunningShrunk_"
+                                                  "StatusConditionAndEventSayWhichGroup",
+                                                  RunningElastic(1, {}, /*known=*/false),
+                                                  ShrunkGang([](PodBuilder& p) { p.Pending(); }),
+                                                  View(1, {0, 1, 2}, {}, kWithoutGroupOne),
+                                                  Phase::kRunning, std::nullopt, std::nullopt,
+                                                  std::nullopt, 1, "Shrunk=True/PodsLost", "Shrunk",
+                                                  "runs 1 of 2 replica groups, without group 1 "
+                                                  "(pods train-2, train-3)"},
+                                             Case{"RunningShrunk_ALeftOutPodGone_IsCreatedAgain_"
+                                                  "NoRestart",
+                                                  RunningElastic(1, {1}),
+                                                  [] {
+                                                    std::vector<ObservedPod> pods = ShrunkGang(
+                                                        [](PodBuilder& p) { p.Pending(); });
+                                                    pods.pop_back();
+                                                    return pods;
+                                                  }(),
+                                                  View(1, {0, 1, 2}, {}, kWithoutGroupOne),
+                                                  Phase::kRunning,
+                                                  std::nullopt,
+                                                  std::nullopt,
+                                                  std::nullopt,
+                                                  1,
+                                                  "",
+                                                  "",
+                                                  "",
+                                                  {3}},
+                                             Case{
+                                                 "GroupBack_DrainsTheAttempt", RunningElastic(1, {1}),
+                                                 ShrunkGang([](PodBuilder& p) { p.Running(); }),
+                                                 View(1, {0, 1, 2, 3}, {}, kWithoutGroupOne),
+                                                 Phase::kRunning, std::nullopt, std::nullopt, 1,
+                                                 1, "Resizing=True/Draining", "Resizing",
+                                                 "to grow to 2 of 2 replica groups: group 1 (pods "
+                                                 "train-2, train-3) is ready again"},
+                                             Case{
+                                                 "Drained_EveryRankAtTheSyncPoint_"
+                                                 "RestartsUncounted",
+                                                 [] {
+                                                   DistributedJob j = RunningElastic(1, {1});
+                                                   SetCondition(
+                                                       j.status.conditions,
+                                                       Condition{
+                                                           "Resizing", "True", "Draining",
+                                                           "to grow",
+                                                           FormatRfc3339(kNow - absl::Seconds(3)),
+                                                           1});
+                                                   return j;
+                                                 }(),
+                                                 ShrunkGang([](PodBuilder& p) { p.Running(); }),
+                                                 View(1, {0, 1, 2, 3}, {{0, 76}, {1, 76}},
+                                                      kWithoutGroupOne),
+                                                 Phase::kRestarting, std::nullopt, std::nullopt,
+                                                 std::nullopt, 2, "Resizing=False/Resized",
+                                                 "RestartedInPlace",
+                                                 "every rank stopped at the preemption sync point"},
+                                             Case{"ScaledDown_DrainsTheAttempt",
+                                                  RunningElastic(1, {}, true, ElasticJob(2, 2)),
+                                                  [] {
+                                                    std::vector<ObservedPod> pods;
+                                                    for (int r = 0; r < 4; ++r)
+                                                      pods.push_back(PodBuilder(r, 1).Running());
+                                                    return pods;
+                                                  }(),
+                                                  View(1, {0, 1, 2, 3}, {},
+                                                       LayoutWithout(4, 2, {}, 2)),
+                                                  Phase::kRunning, std::nullopt, std::nullopt, 1, 1,
+                                                  "Resizing=True/Draining", "Resizing",
+                                                  "scale down to 2 pods"},
+                                             Case{"ShrunkAttemptSucceeds_TheLeftOutPodsGo",
+                                                  RunningElastic(1, {1}),
+                                                  [] {
+                                                    std::vector<ObservedPod> pods = ShrunkGang(
+                                                        [](PodBuilder& p) { p.Pending(); });
+                                                    pods[0] = PodBuilder(0, 1).Exited(0);
+                                                    pods[1] = PodBuilder(1, 1).Exited(0);
+                                                    return pods;
+                                                  }(),
+                                                  View(1, {2}, {}, kWithoutGroupOne),
+                                                  Phase::kSucceeded,
+                                                  std::nullopt,
+                                                  std::nullopt,
+                                                  std::nullopt,
+                                                  1,
+                                                  "",
+                                                  "Completed",
+                                                  "all 2 ranks exited successfully",
+                                                  {},
+                                                  2}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace cohort::op
