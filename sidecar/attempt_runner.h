@@ -112,7 +112,7 @@ class AttemptRunner {
   mutable absl::Mutex mu_;
   std::optional<int32_t> ordered_ ABSL_GUARDED_BY(mu_);               // The attempt ordered last,
   std::optional<AttemptLayout> ordered_layout_ ABSL_GUARDED_BY(mu_);  // and its layout.
-  int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;             // The one the agents serve.
+  int32_t attempt_ ABSL_GUARDED_BY(mu_) = 0;                          // The one the agents serve.
   // cohort-launch was told to run attempt_: at once on rank 0, else once the hub runs it (a pod
   // that replaces one alone is created for the next attempt while the hub still runs the last).
   bool released_ ABSL_GUARDED_BY(mu_) = false;

@@ -44,7 +44,7 @@ class LaunchChannel {
   int wake_[2] = {-1, -1};  // Written to stop the accept loop.
   absl::Mutex mu_;
   std::optional<launch::AttemptOrder> order_ ABSL_GUARDED_BY(mu_);  // The one ordered last.
-  std::optional<int32_t> pod_index_ ABSL_GUARDED_BY(mu_);  // Once given, in every order.
+  std::optional<int32_t> pod_index_ ABSL_GUARDED_BY(mu_);           // Once given, in every order.
   int conn_fd_ ABSL_GUARDED_BY(mu_) = -1;
   std::thread accept_thread_;
   std::thread read_thread_;

@@ -44,7 +44,7 @@ struct ResourceType {
   // (schema_validation.h). Null for built-in kinds: stored as sent. Shared: a ResourceType is
   // copied for every request.
   std::shared_ptr<const nlohmann::json> schema = nullptr;
-  std::vector<std::string> categories = {};  // For `kubectl get all` and the like.
+  std::vector<std::string> categories = {};              // For `kubectl get all` and the like.
   std::optional<ScaleSubresource> scale = std::nullopt;  // Served at <plural>/<name>/scale.
 
   std::string GroupVersion() const { return group.empty() ? version : group + "/" + version; }

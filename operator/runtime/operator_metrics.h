@@ -49,7 +49,7 @@ class OperatorMetrics {
     // An elastic job's replica groups, running and wanted (null for another job).
     prometheus::Gauge* replica_groups = nullptr;
     prometheus::Gauge* desired_replica_groups = nullptr;
-    prometheus::Counter* hangs = nullptr;                  // HangDetected Events (one per hang).
+    prometheus::Counter* hangs = nullptr;  // HangDetected Events (one per hang).
     prometheus::Histogram* detect = nullptr;
     prometheus::Histogram* recovery = nullptr;
     prometheus::Histogram* time_to_running = nullptr;

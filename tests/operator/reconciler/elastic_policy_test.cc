@@ -252,14 +252,15 @@ INSTANTIATE_TEST_SUITE_P(Decide, ElasticTest,
                                                    return j;
                                                  }(),
                                                  ShrunkGang([](PodBuilder& p) { p.Running(); }),
-                                                 View(1, {0, 1, 2, 3}, {{0, 76}, {1, 76}},
-                                                      kWithoutGroupOne),
-                                                 Phase::kRestarting, std::nullopt, std::nullopt,
-                                                 std::nullopt, 2, "Resizing=False/Resized",
-                                                 "RestartedInPlace",
-                                                 "every rank stopped at the preemption sync point"},
-                                             Case{"ScaledDown_DrainsTheAttempt",
-                                                  RunningElastic(1, {}, true, ElasticJob(2, 2)),
+                                                 View(
+                                                     1,
+                                                     {0, 1, 2, 3}, {{0, 76}, {1, 76}}, kWithoutGroupOne),
+                                                 Phase::kRestarting, std::nullopt,
+                                                 std::nullopt, std::nullopt, 2,
+                                                 "Resizing=False/Resized", "RestartedInPlace",
+                                                 "every rank stopped at the preemption sync "
+                                                 "point"},
+                                             Case{"ScaledDown_DrainsTheAttempt", RunningElastic(1, {}, true, ElasticJob(2, 2)),
                                                   [] {
                                                     std::vector<ObservedPod> pods;
                                                     for (int r = 0; r < 4; ++r)
