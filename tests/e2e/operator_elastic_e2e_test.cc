@@ -183,6 +183,51 @@ TEST_F(OperatorE2E, Elastic_NodeLostNoCapacity_Shrinks_CapacityBack_Grows_Kubect
   ASSERT_EQ(cluster.Kubectl({"delete", "djob", name}).exit_code, 0);
 }
 
+// minReplicas: a loss that would leave fewer pods than minReplicas does not shrink the job; it
+// waits for the pod, saying why, and runs at its size again once there is room.
+TEST_F(OperatorE2E, Elastic_LossBelowMinReplicas_WaitsForThePod_NoShrink) {
+  LocalControlPlane cluster(
+      {"--nodes", "3", "--max-pods", "1", "--node-monitor-grace-period", "2"});
+  ASSERT_NE(cluster.kubeconfig(), "") << "the three-node control plane did not start";
+  auto op = Operator("operator", {"--force-delete-after", "2"}, &cluster);
+  ASSERT_EQ(cluster.Kubectl({"cordon", "node-2"}).exit_code, 0);
+  const std::string name = "e2e-elastic-min";
+  const std::string checkpoints = absl::StrCat(cluster.dir(), "/elastic-min-checkpoints");
+  std::filesystem::create_directories(checkpoints);
+  ASSERT_EQ(cluster.Kubectl({"apply"}, ElasticJobYaml(name, 2, 2, checkpoints)).exit_code, 0);
+  ASSERT_TRUE(WaitForWorld(cluster, name, {{name + "-0", "0/2"}, {name + "-1", "1/2"}}, 2));
+  absl::StatusOr<json> pod1 = cluster.client().Get(kube::kPods, "default", name + "-1");
+  ASSERT_TRUE(pod1.ok()) << pod1.status();
+  ASSERT_TRUE(cluster.LoseNode((*pod1)["spec"].value("nodeName", "")).ok());
+  // Past shrinkAfterSeconds (3 s): waiting, not shrunk, the condition saying why.
+  json waiting = cluster.WaitForJob(
+      "default", name,
+      [](const json& j) {
+        for (const json& c : j.value("status", json::object()).value("conditions", json::array()))
+          if (c.value("type", "") == "Shrunk" &&
+              absl::StrContains(c.value("message", ""), "fewer than spec.elastic.minReplicas"))
+            return true;
+        return false;
+      },
+      kJobTimeout);
+  EXPECT_THAT(waiting.dump(), HasSubstr("without them the job would have 1 pods, fewer than "
+                                        "spec.elastic.minReplicas (2)"))
+      << waiting.dump(2) << Events(cluster, name);
+  EXPECT_EQ(StatusInt(waiting, "replicas"), 2) << "it never ran smaller";
+  EXPECT_EQ(Joined(cluster, name + "-0"), "0/2") << PodTrainerLog(cluster, name + "-0");
+  // Room again: the replacement runs and the job trains at its size.
+  ASSERT_EQ(cluster.Kubectl({"uncordon", "node-2"}).exit_code, 0);
+  const absl::Time deadline = absl::Now() + kJobTimeout;
+  while (PodOfSlot(cluster, name, 1) == "" && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(100));
+  const std::string replacement = PodOfSlot(cluster, name, 1);
+  ASSERT_NE(replacement, "") << Events(cluster, name);
+  while (Joined(cluster, replacement) != "1/2" && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(Joined(cluster, replacement), "1/2") << PodTrainerLog(cluster, replacement);
+  ASSERT_EQ(cluster.Kubectl({"delete", "djob", name}).exit_code, 0);
+}
+
 // A spec that cannot be elastic is refused naming the fix, and creates nothing.
 TEST_F(OperatorE2E, Elastic_ASpecThatCannotBeElastic_RefusedNamingTheFix) {
   auto op = Operator();

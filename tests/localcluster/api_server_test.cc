@@ -659,7 +659,7 @@ TEST_F(CustomResourceTest, WatchAsTable_EventsAreTablesWithThePrinterColumns) {
   std::vector<std::string> columns;
   for (const json& c : first["columnDefinitions"]) columns.push_back(c["name"]);
   EXPECT_THAT(columns, ElementsAre("Name", "Phase", "Ready", "Processes/Pod", "Restarts", "Spares",
-                                   "Preemptions", "Coordinator", "Age"));
+                                   "Groups", "Preemptions", "Coordinator", "Age"));
   EXPECT_EQ(first["rows"][0]["cells"][0], "w1");
   EXPECT_EQ(first["rows"][0]["object"]["kind"], "PartialObjectMetadata");
   EXPECT_TRUE(events[1]["object"]["columnDefinitions"].empty()) << "sent with the first event only";
