@@ -424,8 +424,8 @@ TEST_F(OperatorE2E, TwoPodsOfTwo_PodEvicted_AllFourCheckpointAtOneStepAndRestart
   ASSERT_EQ(evicted.exit_code, 0) << evicted.output;
   json job = cluster_->WaitForJob("default", "e2e-ppevict", Finished, kJobTimeout);
   ASSERT_EQ(Phase(job), "Succeeded") << job.dump(2) << Events(*cluster_, "e2e-ppevict");
-  EXPECT_EQ(StatusInt(job, "preemptions"), 1);
-  EXPECT_EQ(StatusInt(job, "restarts"), 0);
+  EXPECT_EQ(StatusInt(job, "preemptions"), 1) << Events(*cluster_, "e2e-ppevict");
+  EXPECT_EQ(StatusInt(job, "restarts"), 0) << Events(*cluster_, "e2e-ppevict") << job.dump(2);
   EXPECT_THAT(Events(*cluster_, "e2e-ppevict"),
               HasSubstr("pod e2e-ppevict-1 (ranks 2-3) was preempted"));
   // Every process of both pods reached the same sync step (the evicted pod's through
