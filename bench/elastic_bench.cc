@@ -103,8 +103,7 @@ json JobObject(const std::string& name, const Shape& s, bool elastic, const std:
           {"spec", spec}};
 }
 
-// Every trainer log of the job's pods (there are or were), by path: the text after `since`'s
-// length of it (all of a log not in `since`).
+// Every trainer log of the job's pods (there are or were): its text, by path.
 std::map<std::string, std::string> Logs(const std::string& dir, const std::string& job) {
   std::map<std::string, std::string> logs;
   std::error_code ec;
@@ -237,28 +236,43 @@ pid_t TrainerPid(const std::string& job, int rank) {
   return -1;
 }
 
+// Creates the job (`elastic` or not), waits until every rank trains and loses the node of its
+// last pod (no room anywhere: the spare node is cordoned): where the logs stood, and when.
+struct Loss {
+  Mark mark;
+  absl::Time at;
+};
+absl::StatusOr<Loss> StartAndLoseLastNode(LocalOperator& local, const Shape& s,
+                                          const std::string& job, bool elastic) {
+  kube::HttpKubeClient& client = *local.client;
+  const std::string& dir = local.dir;
+  const std::string ckpt = absl::StrCat(dir, "/ckpt-", job);
+  fs::create_directories(ckpt);
+  fs::permissions(ckpt, fs::perms::all);
+  absl::StatusOr<json> made =
+      client.Create(op::kDistributedJobs, "default", JobObject(job, s, elastic, ckpt));
+  if (!made.ok()) return made.status();
+  if (UntilTraining(dir, job, {}, s.pods() * s.per_pod, absl::Now()) < 0)
+    return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains"));
+  absl::StatusOr<json> last =
+      client.Get(kube::kPods, "default", absl::StrCat(job, "-", s.pods() - 1));
+  if (!last.ok()) return last.status();
+  Loss loss{MarkNow(dir, job), absl::Now()};
+  if (absl::Status st = local::LoseLocalNode(dir, (*last)["spec"].value("nodeName", "")); !st.ok())
+    return st;
+  return loss;
+}
+
 absl::StatusOr<json> RunElastic(LocalOperator& local, const Shape& s, const std::string& job) {
   kube::HttpKubeClient& client = *local.client;
   const std::string& dir = local.dir;
   const int full = s.pods() * s.per_pod;
   const int smaller = (s.pods() - s.pods_per_group) * s.per_pod;
-  const std::string ckpt = absl::StrCat(dir, "/ckpt-", job);
-  fs::create_directories(ckpt);
-  fs::permissions(ckpt, fs::perms::all);
-  absl::StatusOr<json> made =
-      client.Create(op::kDistributedJobs, "default", JobObject(job, s, /*elastic=*/true, ckpt));
-  if (!made.ok()) return made.status();
-  if (UntilTraining(dir, job, {}, full, absl::Now()) < 0)
-    return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains"));
   json r = {{"variant", "Elastic"}};
-  // The loss: the last pod's node, no room anywhere.
-  absl::StatusOr<json> last =
-      client.Get(kube::kPods, "default", absl::StrCat(job, "-", s.pods() - 1));
-  if (!last.ok()) return last.status();
-  Mark mark = MarkNow(dir, job);
-  absl::Time t = absl::Now();
-  if (absl::Status st = local::LoseLocalNode(dir, (*last)["spec"].value("nodeName", "")); !st.ok())
-    return st;
+  absl::StatusOr<Loss> lost = StartAndLoseLastNode(local, s, job, /*elastic=*/true);
+  if (!lost.ok()) return lost.status();
+  Mark mark = std::move(lost->mark);
+  absl::Time t = lost->at;
   r["shrunk_s"] = UntilTraining(dir, job, mark, smaller, t);
   if (r["shrunk_s"] < 0) return absl::DeadlineExceededError(absl::StrCat(job, ": never shrank"));
   // Capacity back.
@@ -309,22 +323,11 @@ absl::StatusOr<json> RunFixed(LocalOperator& local, const Shape& s, const std::s
   kube::HttpKubeClient& client = *local.client;
   const std::string& dir = local.dir;
   const int full = s.pods() * s.per_pod;
-  const std::string ckpt = absl::StrCat(dir, "/ckpt-", job);
-  fs::create_directories(ckpt);
-  fs::permissions(ckpt, fs::perms::all);
-  absl::StatusOr<json> made =
-      client.Create(op::kDistributedJobs, "default", JobObject(job, s, /*elastic=*/false, ckpt));
-  if (!made.ok()) return made.status();
-  if (UntilTraining(dir, job, {}, full, absl::Now()) < 0)
-    return absl::DeadlineExceededError(absl::StrCat(job, ": not every rank trains"));
   json r = {{"variant", "Fixed"}};
-  absl::StatusOr<json> last =
-      client.Get(kube::kPods, "default", absl::StrCat(job, "-", s.pods() - 1));
-  if (!last.ok()) return last.status();
-  Mark mark = MarkNow(dir, job);
-  absl::Time t = absl::Now();
-  if (absl::Status st = local::LoseLocalNode(dir, (*last)["spec"].value("nodeName", "")); !st.ok())
-    return st;
+  absl::StatusOr<Loss> lost = StartAndLoseLastNode(local, s, job, /*elastic=*/false);
+  if (!lost.ok()) return lost.status();
+  Mark mark = std::move(lost->mark);
+  absl::Time t = lost->at;
   // Any size: does it train again at all before capacity returns?
   const std::regex any(R"(global batch \d+: \d+ ranks)");
   std::vector<std::string> keep;

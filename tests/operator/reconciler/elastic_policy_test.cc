@@ -96,7 +96,7 @@ const AttemptView kThreeEnded = View(0, {0, 1, 2}, {{0, 75}, {1, 75}, {2, 137}})
 // Attempt 1 runs pods 0-1 (group 1 left out): pod 2 idle, pod 3's replacement as `three`.
 std::vector<ObservedPod> ShrunkGang(std::function<void(PodBuilder&)> three) {
   std::vector<ObservedPod> pods;
-  for (int r = 0; r < 3; ++r) pods.push_back(PodBuilder(r, r == 2 ? 0 : 0).Running());
+  for (int r = 0; r < 3; ++r) pods.push_back(PodBuilder(r, 0).Running());
   PodBuilder replacement(3, 1);
   three(replacement);
   ObservedPod p = replacement;
